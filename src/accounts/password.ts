@@ -1,0 +1,30 @@
+import { hash, verify } from '@node-rs/argon2';
+
+// argon2id at OWASP's recommended parameters (m=19 MiB, t=2, p=1) (CONTRACT §4: a memory-hard KDF).
+const PARAMS = { algorithm: 2 /* Argon2id */, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
+
+export const hashPassword = (password: string): Promise<string> => hash(password, PARAMS);
+
+export async function verifyPassword(passwordHash: string, password: string): Promise<boolean> {
+  try {
+    return await verify(passwordHash, password);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A hash of a random password, verified against when the e-mail is unknown so that an unknown account
+ * and a wrong password take similar time (CONTRACT §4: same answer and similar time for both).
+ */
+let decoy: Promise<string> | undefined;
+export const decoyHash = (): Promise<string> => (decoy ??= hashPassword(`decoy-${Math.random()}`));
+
+/** At least eight characters including a letter, a number and a special character (interface document). */
+export function passwordProblem(password: string): string | null {
+  if (password.length < 8) return 'password must have at least 8 characters';
+  if (!/\p{L}/u.test(password)) return 'password must contain a letter';
+  if (!/\p{N}/u.test(password)) return 'password must contain a number';
+  if (!/[^\p{L}\p{N}\s]/u.test(password)) return 'password must contain a special character';
+  return null;
+}

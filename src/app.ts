@@ -1,0 +1,66 @@
+import express, { type Express } from 'express';
+import type { Deps } from './deps.js';
+import { createAuth } from './auth/principal.js';
+import { errorMiddleware, notFoundHandler } from './http/error-middleware.js';
+import { requestLogger } from './http/request-log.js';
+import { healthRoutes } from './http/health.js';
+import { devRoutes } from './dev/routes.js';
+import { accountRoutes } from './accounts/routes.js';
+import { orgRoutes } from './orgs/routes.js';
+import { tokenRoutes } from './tokens/routes.js';
+import { deviceRoutes } from './device/routes.js';
+import { billingRoutes } from './billing/routes.js';
+import { projectRoutes } from './projects/routes.js';
+import { modelRoutes } from './models/routes.js';
+import { portalRoutes } from './portal/routes.js';
+import { oauthRoutes } from '../oauth/routes.js';
+import { mcpRoutes } from '../mcp/routes.js';
+
+// The HTTP face of every origin (CONTRACT §1: one process serves BASE_URL, V2_URL and LIGHT_URL; an
+// origin changes issuers and links, not which routes exist).
+
+/** Raw request bytes, kept for routes that verify a signature over them (Stripe webhooks). */
+declare module 'express-serve-static-core' {
+  interface Request {
+    rawBody?: Buffer;
+  }
+}
+
+export function buildApp(deps: Deps): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', deps.config.trustProxy);
+  app.set('query parser', 'simple');
+  app.use(requestLogger(deps.log));
+
+  // Body parsers: larger limits first where the surface needs them (chat histories, MCP file writes);
+  // body-parser skips a body that is already parsed.
+  app.use(['/v1/chat/completions', '/mcp'], express.json({ limit: '10mb' }));
+  app.use(
+    express.json({
+      limit: '1mb',
+      verify: (req, _res, buf) => {
+        (req as express.Request).rawBody = buf;
+      },
+    }),
+  );
+  app.use(express.urlencoded({ extended: false, limit: '100kb' }));
+
+  const auth = createAuth(deps);
+  app.use(healthRoutes(deps));
+  app.use(devRoutes(deps));
+  app.use(oauthRoutes(deps, auth));
+  app.use(mcpRoutes(deps));
+  app.use(modelRoutes(deps, auth));
+  app.use(accountRoutes(deps, auth));
+  app.use(orgRoutes(deps, auth));
+  app.use(tokenRoutes(deps, auth));
+  app.use(deviceRoutes(deps, auth));
+  app.use(billingRoutes(deps, auth));
+  app.use(projectRoutes(deps, auth));
+  app.use(portalRoutes(deps, auth));
+
+  app.use(notFoundHandler);
+  app.use(errorMiddleware(deps.log));
+  return app;
+}

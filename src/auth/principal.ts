@@ -1,0 +1,190 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { parse as parseCookie } from 'cookie';
+import { and, eq, isNull } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import { apiTokens, memberships, orgs, users, type Role } from '../db/schema.js';
+import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
+import { isSameOrigin } from '../http/origin.js';
+import { hmacSecret } from '../crypto/hash.js';
+import { isSessionLive, readSessionToken, SESSION_COOKIE } from './session.js';
+import { API_TOKEN_PATTERN } from './api-token-secret.js';
+
+// Who is calling an account route (interface document: Authentication 1–2). Two user credentials:
+// the session (cookie `__Host-svc_session`, or its JWT as a bearer) and the durable `svc_…` token bound
+// to an organization. Model and MCP routes do not use this: cookies never authenticate them (§7).
+
+interface PrincipalUser {
+  userId: string;
+  email: string;
+  name: string;
+  emailVerified: boolean;
+}
+
+export type Principal =
+  | (PrincipalUser & { kind: 'session'; sessionId: string; viaCookie: boolean })
+  | (PrincipalUser & {
+      kind: 'api_token';
+      /** Stored key of the token's organization. */
+      orgKey: string;
+      tokenId: number;
+      tokenName: string;
+      /** Live role in that organization at this request, or null when the user no longer belongs. */
+      role: Role | null;
+    });
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    principal?: Principal;
+  }
+}
+
+const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** Last-used stamps are written at most once a minute per token, so verification stays one read. */
+const LAST_USED_WRITE_INTERVAL_MS = 60_000;
+
+export function createAuth(deps: Deps) {
+  const { db, keys, config } = deps;
+  const lastUsedWritten = new Map<number, number>();
+
+  async function fromSessionToken(token: string, viaCookie: boolean): Promise<Principal | null> {
+    const claims = await readSessionToken(keys.session, token);
+    if (!claims) return null;
+    try {
+      const [user] = await db.select().from(users).where(eq(users.id, claims.userId));
+      if (!user || !(await isSessionLive(db, claims.sessionId, claims.userId))) return null;
+      return {
+        kind: 'session',
+        userId: user.id,
+        email: user.email,
+        name: user.name,
+        emailVerified: user.emailVerifiedAt !== null,
+        sessionId: claims.sessionId,
+        viaCookie,
+      };
+    } catch {
+      throw membershipUnavailable();
+    }
+  }
+
+  async function fromApiToken(secret: string): Promise<Principal | null> {
+    if (!API_TOKEN_PATTERN.test(secret)) return null;
+    let row;
+    try {
+      // One indexed read: the token, its user, and the user's live role in the token's organization.
+      [row] = await db
+        .select({
+          tokenId: apiTokens.id,
+          tokenName: apiTokens.tokenName,
+          orgKey: apiTokens.orgId,
+          userId: users.id,
+          email: users.email,
+          name: users.name,
+          emailVerifiedAt: users.emailVerifiedAt,
+          role: memberships.role,
+          orgDeletedAt: orgs.deletedAt,
+        })
+        .from(apiTokens)
+        .innerJoin(users, eq(users.id, apiTokens.userId))
+        .innerJoin(orgs, eq(orgs.id, apiTokens.orgId))
+        .leftJoin(memberships, and(eq(memberships.orgId, apiTokens.orgId), eq(memberships.userId, apiTokens.userId)))
+        .where(and(eq(apiTokens.tokenHash, hmacSecret(keys.hmac, secret)), isNull(apiTokens.revokedAt)));
+    } catch {
+      throw membershipUnavailable();
+    }
+    if (!row) return null;
+    touchLastUsed(row.tokenId);
+    return {
+      kind: 'api_token',
+      userId: row.userId,
+      email: row.email,
+      name: row.name,
+      emailVerified: row.emailVerifiedAt !== null,
+      orgKey: row.orgKey,
+      tokenId: row.tokenId,
+      tokenName: row.tokenName,
+      role: row.orgDeletedAt ? null : (row.role ?? null),
+    };
+  }
+
+  function touchLastUsed(tokenId: number) {
+    const now = Date.now();
+    if (now - (lastUsedWritten.get(tokenId) ?? 0) < LAST_USED_WRITE_INTERVAL_MS) return;
+    lastUsedWritten.set(tokenId, now);
+    if (lastUsedWritten.size > 10_000) lastUsedWritten.clear();
+    db.update(apiTokens)
+      .set({ lastUsedAt: new Date(now) })
+      .where(eq(apiTokens.id, tokenId))
+      .catch((err: unknown) => deps.log.warn({ err }, 'could not record token use'));
+  }
+
+  /** Resolves the caller, if any. A bearer that is presented and not valid is a 401 at once. */
+  async function resolve(req: Request): Promise<Principal | null> {
+    const header = req.get('authorization');
+    if (header) {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+      if (!m) throw invalidToken();
+      const credential = m[1]!;
+      const principal = credential.startsWith('svc_')
+        ? await fromApiToken(credential)
+        : await fromSessionToken(credential, false);
+      if (!principal) throw invalidToken();
+      return principal;
+    }
+    const cookieHeader = req.get('cookie');
+    if (!cookieHeader) return null;
+    const token = parseCookie(cookieHeader)[SESSION_COOKIE];
+    return token ? fromSessionToken(token, true) : null;
+  }
+
+  /** A cookie-authenticated unsafe request must come from the same origin (CONTRACT §4), else 403 CSRF. */
+  function checkCsrf(req: Request, principal: Principal) {
+    if (principal.kind !== 'session' || !principal.viaCookie || !UNSAFE.has(req.method)) return;
+    const site = req.get('sec-fetch-site');
+    const origin = req.get('origin');
+    const ok = origin ? isSameOrigin(req, config, origin) : site === 'same-origin';
+    if (!ok) throw new AppError(403, 'CSRF', 'cross-site request refused');
+  }
+
+  interface RequireOptions {
+    /** Which credentials this route takes (default both: "S|B"). */
+    allow?: Principal['kind'][];
+    /** Routes an unverified account may still use: logout, resend, 2FA status (CONTRACT §4). */
+    allowUnverified?: boolean;
+  }
+
+  function require(options: RequireOptions = {}): RequestHandler {
+    const allow = options.allow ?? ['session', 'api_token'];
+    return async (req: Request, _res: Response, next: NextFunction) => {
+      const principal = req.principal ?? (await resolve(req));
+      if (!principal) throw invalidToken();
+      if (!allow.includes(principal.kind)) {
+        throw new AppError(401, 'SESSION_REQUIRED', 'this route needs a signed-in session, not an API token', {
+          headers: { 'WWW-Authenticate': 'Bearer' },
+        });
+      }
+      checkCsrf(req, principal);
+      if (!principal.emailVerified && !options.allowUnverified) {
+        throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
+      }
+      req.principal = principal;
+      next();
+    };
+  }
+
+  /** Sets req.principal when a valid credential is present; never rejects a missing one. */
+  const optional: RequestHandler = async (req, _res, next) => {
+    req.principal = (await resolve(req)) ?? undefined;
+    next();
+  };
+
+  return { require, optional, resolve };
+}
+
+export type Auth = ReturnType<typeof createAuth>;
+
+/** The principal of a route mounted behind `auth.require()`. */
+export function principalOf(req: Request): Principal {
+  if (!req.principal) throw invalidToken();
+  return req.principal;
+}

@@ -1,0 +1,8 @@
+import { Router } from 'express';
+import type { Deps } from '../deps.js';
+import type { Auth } from '../auth/principal.js';
+
+// Routes of this domain are built by its issue.
+export function billingRoutes(_deps: Deps, _auth: Auth): Router {
+  return Router();
+}

@@ -1,0 +1,136 @@
+import { z } from 'zod';
+
+// Every variable the contract names (CONTRACT §1), all optional. A bad value stops start-up with a
+// message naming the variable; nothing else in the code reads process.env.
+
+const bool = z
+  .enum(['1', '0', 'true', 'false', 'yes', 'no', 'on', 'off', ''])
+  .transform((v) => ['1', 'true', 'yes', 'on'].includes(v));
+
+const url = z.url({ protocol: /^https?$/ }).transform((v) => v.replace(/\/+$/, ''));
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const nonNegative = z.coerce.number().min(0);
+
+const envSchema = z.object({
+  NODE_ENV: z.string().optional(),
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  BASE_URL: url.optional(),
+  V2_URL: url.optional(),
+  LIGHT_URL: url.optional(),
+  TRUST_PROXY: bool.default(false),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DEV_MODE: bool.optional(),
+  SMTP_URL: z.string().regex(/^smtps?:\/\//, 'must be an smtp:// or smtps:// URL').optional(),
+  MAIL_FROM: z.string().min(3).default('svc <no-reply@localhost>'),
+  SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  STRIPE_SECRET_KEY: z.string().min(1).optional(),
+  STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
+  STRIPE_API_BASE: url.optional(),
+  STRIPE_PRICE_PRO: z.string().min(1).default('price_pro'),
+  MODEL_UPSTREAM_URL: url.optional(),
+  MODEL_UPSTREAM_KEY: z.string().min(1).optional(),
+  MODEL_ID: z.string().min(1).optional(),
+  MODEL_PRICE_INPUT: nonNegative.default(300),
+  MODEL_PRICE_OUTPUT: nonNegative.default(1500),
+  ORG_MAX_CONCURRENCY: positiveInt.default(4),
+  RUN_MAX_STEPS: positiveInt.default(16),
+  AGENTS_FILE: z.string().min(1).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  RATE_LIMIT_IP_PER_MIN: positiveInt.default(120),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
+});
+
+export type Env = z.input<typeof envSchema>;
+
+export interface Config {
+  port: number;
+  host: string;
+  baseUrl: string;
+  v2Url: string;
+  lightUrl: string;
+  trustProxy: boolean;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  devMode: boolean;
+  production: boolean;
+  smtpUrl: string | undefined;
+  mailFrom: string;
+  sessionSecret: string | undefined;
+  stripe: {
+    secretKey: string | undefined;
+    webhookSecret: string | undefined;
+    apiBase: string | undefined;
+    pricePro: string;
+  };
+  model: {
+    upstreamUrl: string | undefined;
+    upstreamKey: string | undefined;
+    /** The model every call is forced to (interface document: "the server forces the model"). */
+    id: string;
+    /** Cents per million input / output tokens (CONTRACT §9). */
+    priceInput: number;
+    priceOutput: number;
+  };
+  orgMaxConcurrency: number;
+  runMaxSteps: number;
+  agentsFile: string | undefined;
+  logLevel: string;
+  rateLimitIpPerMin: number;
+  redisUrl: string | undefined;
+}
+
+export class ConfigError extends Error {}
+
+/** Parses the environment once; throws ConfigError naming every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const known = Object.fromEntries(
+    Object.keys(envSchema.shape)
+      .filter((k) => env[k] !== undefined && !(env[k] === '' && k !== 'DEV_MODE'))
+      .map((k) => [k, env[k]]),
+  );
+  const parsed = envSchema.safeParse(known);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const production = e.NODE_ENV === 'production';
+  const fallback = `http://localhost:${e.PORT}`;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    baseUrl: e.BASE_URL ?? fallback,
+    v2Url: e.V2_URL ?? fallback,
+    lightUrl: e.LIGHT_URL ?? fallback,
+    trustProxy: e.TRUST_PROXY,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.DATA_DIR,
+    devMode: e.DEV_MODE ?? !production,
+    production,
+    smtpUrl: e.SMTP_URL,
+    mailFrom: e.MAIL_FROM,
+    sessionSecret: e.SESSION_SECRET,
+    stripe: {
+      secretKey: e.STRIPE_SECRET_KEY,
+      webhookSecret: e.STRIPE_WEBHOOK_SECRET,
+      apiBase: e.STRIPE_API_BASE,
+      pricePro: e.STRIPE_PRICE_PRO,
+    },
+    model: {
+      upstreamUrl: e.MODEL_UPSTREAM_URL,
+      upstreamKey: e.MODEL_UPSTREAM_KEY,
+      id: e.MODEL_ID ?? (e.MODEL_UPSTREAM_URL ? 'gpt-4o-mini' : 'svc-local'),
+      priceInput: e.MODEL_PRICE_INPUT,
+      priceOutput: e.MODEL_PRICE_OUTPUT,
+    },
+    orgMaxConcurrency: e.ORG_MAX_CONCURRENCY,
+    runMaxSteps: e.RUN_MAX_STEPS,
+    agentsFile: e.AGENTS_FILE,
+    logLevel: e.LOG_LEVEL,
+    rateLimitIpPerMin: e.RATE_LIMIT_IP_PER_MIN,
+    redisUrl: e.REDIS_URL,
+  };
+}

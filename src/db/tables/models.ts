@@ -1,0 +1,2 @@
+// Tables of this domain are added here by its issue.
+export {};

@@ -1,0 +1,34 @@
+import { sql } from 'drizzle-orm';
+import { index, pgTable, serial, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { users } from './accounts.js';
+import { orgs } from './orgs.js';
+
+// Durable svc_… credentials (interface document: API token; CONTRACT §6). Only the HMAC is stored.
+
+export const apiTokens = pgTable(
+  'api_tokens',
+  {
+    id: serial('id').primaryKey(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id),
+    orgId: text('org_id')
+      .notNull()
+      .references(() => orgs.id),
+    tokenName: text('token_name').notNull(),
+    tokenHash: text('token_hash').notNull(),
+    /** First characters of the secret, enough for a person to recognise it in a list. */
+    tokenPrefix: text('token_prefix').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    lastUsedAt: timestamp('last_used_at', { withTimezone: true }),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex('api_tokens_hash_idx').on(t.tokenHash),
+    // "Each (organization, principal) pair has one active credential" — enforced by the database.
+    uniqueIndex('api_tokens_one_active_per_org_user')
+      .on(t.orgId, t.userId)
+      .where(sql`${t.revokedAt} is null`),
+    index('api_tokens_user_idx').on(t.userId),
+  ],
+);

@@ -1,0 +1,42 @@
+import type { Config } from './config.js';
+import type { Database, Db } from './db/client.js';
+import type { Logger } from './log.js';
+import { loadKeys, type Keys } from './crypto/server-secrets.js';
+import { createOutboxMailer, createSmtpMailer, type Mailer } from './mail/mailer.js';
+import type { OnAccountCreated } from './accounts/service.js';
+
+// Everything a router or service needs, built once by the composition root (src/main.ts) or by the
+// test harness (test/helpers/server.ts) — the same function, so tests run the real wiring.
+
+export interface Deps {
+  config: Config;
+  database: Database;
+  db: Db;
+  keys: Keys;
+  log: Logger;
+  mailer: Mailer;
+  /** Run inside the registration transaction (billing grants the trial: CONTRACT §8). */
+  accountHooks: OnAccountCreated[];
+  /** Called in reverse order on shutdown (timers, pools, sockets a domain opened). */
+  onClose(fn: () => Promise<void> | void): void;
+  close(): Promise<void>;
+}
+
+export async function createDeps(config: Config, database: Database, log: Logger): Promise<Deps> {
+  const closers: (() => Promise<void> | void)[] = [];
+  const keys = await loadKeys(database.db, config.sessionSecret);
+  const mailer = config.smtpUrl ? createSmtpMailer(config.smtpUrl, config.mailFrom) : createOutboxMailer(database.db);
+  return {
+    config,
+    database,
+    db: database.db,
+    keys,
+    log,
+    mailer,
+    accountHooks: [],
+    onClose: (fn) => void closers.push(fn),
+    async close() {
+      for (const fn of closers.reverse()) await fn();
+    },
+  };
+}

@@ -1,0 +1,93 @@
+import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
+import { AppError } from './errors.js';
+import type { Logger } from '../log.js';
+
+// Renders every error in the shape of its surface (STYLE: Errors):
+//   /v1 account, billing, project routes  {detail: {code, message, …}}
+//   model routes                          OpenAI {error: {message, type, code, param}}
+//   /oauth/*                              RFC 6749 {error, error_description}
+// A 500 says "internal error" and the request id; the log has the rest.
+
+export type Surface = 'detail' | 'openai' | 'oauth';
+
+const OPENAI_PATHS = [/^\/v1\/chat\//, /^\/v1\/models(\/|$)/, /^\/v1\/agents(\/|$)/, /^\/v1\/runs(\/|$)/];
+
+export function surfaceOf(req: Request): Surface {
+  const path = req.path;
+  if (path.startsWith('/oauth/')) return 'oauth';
+  if (OPENAI_PATHS.some((re) => re.test(path))) return 'openai';
+  return 'detail';
+}
+
+const OPENAI_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'insufficient_quota',
+  403: 'permission_error',
+  404: 'not_found_error',
+  409: 'conflict_error',
+  413: 'invalid_request_error',
+  429: 'rate_limit_error',
+  503: 'service_unavailable',
+};
+
+/** Body-parser and other http-errors carry a status and a type; map the client ones to AppError. */
+function normalise(err: unknown): AppError | null {
+  if (err instanceof AppError) return err;
+  const e = err as { status?: number; statusCode?: number; type?: string; expose?: boolean };
+  const status = e?.status ?? e?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    if (e.type === 'entity.parse.failed') return new AppError(400, 'INVALID_JSON', 'request body is not valid JSON');
+    if (e.type === 'entity.too.large') return new AppError(413, 'PAYLOAD_TOO_LARGE', 'request body too large');
+    if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported')
+      return new AppError(415, 'UNSUPPORTED_ENCODING', 'unsupported content encoding');
+    return new AppError(status, 'BAD_REQUEST', 'bad request');
+  }
+  return null;
+}
+
+export function renderError(err: AppError, surface: Surface): unknown {
+  if (surface === 'oauth') {
+    return { error: err.code.toLowerCase(), error_description: err.message };
+  }
+  if (surface === 'openai') {
+    return {
+      error: {
+        message: err.message,
+        type: OPENAI_TYPES[err.status] ?? (err.status >= 500 ? 'server_error' : 'invalid_request_error'),
+        code: err.code.toLowerCase(),
+        param: err.extra.param ?? null,
+        ...err.extra.fields,
+      },
+    };
+  }
+  return {
+    detail: {
+      code: err.code,
+      message: err.message,
+      ...(err.extra.errors ? { errors: err.extra.errors } : {}),
+      ...err.extra.fields,
+    },
+  };
+}
+
+export function errorMiddleware(log: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    let appErr = normalise(err);
+    if (!appErr) {
+      log.error({ err, reqId: req.id }, 'unhandled error');
+      appErr = new AppError(500, 'INTERNAL', `internal error (request ${String(req.id)})`);
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    for (const [k, v] of Object.entries(appErr.extra.headers ?? {})) res.setHeader(k, v);
+    res.status(appErr.status).json(renderError(appErr, surfaceOf(req)));
+  };
+}
+
+/** Unknown route: 404 NOT_FOUND in the surface's shape (CONTRACT §3). */
+export const notFoundHandler: RequestHandler = (_req, _res, next) => {
+  next(new AppError(404, 'NOT_FOUND', 'no such route'));
+};

@@ -1,0 +1,31 @@
+import type { Request } from 'express';
+import type { Config } from '../config.js';
+
+// An origin is chosen by the request's Host (X-Forwarded-Host only when TRUST_PROXY is set) (CONTRACT §1).
+// The configured spelling is returned, so that an issuer is byte-identical to what clients discovered.
+
+export function configuredOrigins(config: Config): string[] {
+  return [...new Set([config.baseUrl, config.v2Url, config.lightUrl])];
+}
+
+export function requestHost(req: Request, config: Config): string {
+  const forwarded = config.trustProxy ? req.get('x-forwarded-host')?.split(',')[0]?.trim() : undefined;
+  return (forwarded || req.get('host') || '').toLowerCase();
+}
+
+export function requestOrigin(req: Request, config: Config): string {
+  const host = requestHost(req, config);
+  for (const origin of configuredOrigins(config)) {
+    if (new URL(origin).host.toLowerCase() === host) return origin;
+  }
+  return config.baseUrl;
+}
+
+/** True when `origin` (an Origin header value) is the origin this request arrived on. */
+export function isSameOrigin(req: Request, config: Config, origin: string): boolean {
+  try {
+    return new URL(origin).host.toLowerCase() === requestHost(req, config);
+  } catch {
+    return false;
+  }
+}

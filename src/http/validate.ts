@@ -1,0 +1,14 @@
+import type { z } from 'zod';
+import { AppError, type FieldError } from './errors.js';
+
+/** Parses an input with zod; failures are 400 VALIDATION_ERROR with one entry per field (CONTRACT §3). */
+export function parse<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const errors: FieldError[] = result.error.issues.map((issue) => ({
+    path: issue.path.map(String).join('.') || '(root)',
+    message: issue.message,
+  }));
+  const first = errors[0]!;
+  throw new AppError(400, 'VALIDATION_ERROR', `${first.path}: ${first.message}`, { errors });
+}

@@ -1,0 +1,59 @@
+import { ConfigError, loadConfig } from './config.js';
+import { openDatabase } from './db/client.js';
+import { runMigrations } from './db/migrate.js';
+import { createDeps } from './deps.js';
+import { createLogger } from './log.js';
+import { startServer } from './server.js';
+
+// The composition root (STYLE: one place reads config, opens the database, builds the services).
+
+async function main() {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svc: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  await runMigrations(database);
+  if (process.argv.includes('--migrate-only')) {
+    log.info({ storage: database.kind }, 'migrations applied');
+    await database.close();
+    return;
+  }
+  const deps = await createDeps(config, database, log);
+  const server = await startServer(deps, [config.host], config.port);
+
+  const where = database.kind === 'postgres' ? 'PostgreSQL (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`;
+  log.info({ url: config.baseUrl, storage: database.kind }, 'svc listening');
+  process.stdout.write(
+    `\nsvc is running at ${config.baseUrl}  (listening on ${config.host}:${server.port})\n` +
+      `  storage: ${where}\n` +
+      (config.smtpUrl ? '  mail: SMTP\n' : `  mail: dev outbox at ${config.baseUrl}/dev/mail?to=<email>\n`) +
+      (config.devMode ? '  dev mode: on (/dev/* routes enabled)\n' : '') +
+      '\n',
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    await server.close();
+    await deps.close();
+    await database.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`svc: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

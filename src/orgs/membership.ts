@@ -1,0 +1,67 @@
+import { and, eq, isNull } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { memberships, orgs, users, type Role } from '../db/schema.js';
+import { AppError, membershipUnavailable } from '../http/errors.js';
+
+// The membership guard (interface document: Authentication 5). Every spend, run, MCP call and protected
+// account operation asks it; it never answers from a cache, so a removal takes effect on the next request.
+
+const RANK: Record<Role, number> = { viewer: 1, member: 2, owner: 3 };
+
+export const roleAtLeast = (role: Role, min: Role): boolean => RANK[role] >= RANK[min];
+
+/** The user's live role in the org, or null. Throws 503 when the database cannot answer (fail closed). */
+export async function liveRole(db: Db, userId: string, orgKey: string): Promise<Role | null> {
+  let rows: { role: Role }[];
+  try {
+    rows = await db
+      .select({ role: memberships.role })
+      .from(memberships)
+      .innerJoin(orgs, eq(orgs.id, memberships.orgId))
+      .where(and(eq(memberships.userId, userId), eq(memberships.orgId, orgKey), isNull(orgs.deletedAt)));
+  } catch {
+    throw membershipUnavailable();
+  }
+  return rows[0]?.role ?? null;
+}
+
+/** 403 NOT_A_MEMBER when the user does not (or no longer) belong to the org; 503 when unknown. */
+export async function requireLiveMembership(db: Db, userId: string, orgKey: string): Promise<Role> {
+  const role = await liveRole(db, userId, orgKey);
+  if (!role) throw new AppError(403, 'NOT_A_MEMBER', 'the user does not belong to this organization');
+  return role;
+}
+
+export interface LiveOrg {
+  orgKey: string;
+  name: string;
+  role: Role;
+  isDefault: boolean;
+  ownerId: string;
+  createdAt: Date;
+}
+
+/** Every live membership of a user, the default client first (consent and device pages offer these). */
+export async function liveMemberships(db: Db, userId: string): Promise<LiveOrg[]> {
+  let rows: LiveOrg[];
+  try {
+    rows = await db
+      .select({
+        orgKey: orgs.id,
+        name: orgs.name,
+        role: memberships.role,
+        isDefault: orgs.isDefault,
+        ownerId: orgs.ownerId,
+        createdAt: orgs.createdAt,
+      })
+      .from(memberships)
+      .innerJoin(orgs, eq(orgs.id, memberships.orgId))
+      .innerJoin(users, eq(users.id, memberships.userId))
+      .where(and(eq(memberships.userId, userId), isNull(orgs.deletedAt)))
+      .orderBy(orgs.createdAt);
+  } catch {
+    throw membershipUnavailable();
+  }
+  // The user's own default client first, then the rest in creation order.
+  return rows.sort((a, b) => Number(b.isDefault && b.ownerId === userId) - Number(a.isDefault && a.ownerId === userId));
+}

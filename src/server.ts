@@ -1,0 +1,52 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Deps } from './deps.js';
+import { buildApp } from './app.js';
+import { attachRunSocket } from './runs/socket.js';
+
+export interface RunningServer {
+  servers: Server[];
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves the app on `port` at each of `hosts` (one listener per host, all sharing the app and the run
+ * socket). Port 0 picks a free port on the first host and reuses it on the others.
+ */
+export async function startServer(deps: Deps, hosts: string[], port: number): Promise<RunningServer> {
+  const app = buildApp(deps);
+  const servers: Server[] = [];
+  let boundPort = port;
+  for (const host of hosts) {
+    const server = createServer(app);
+    // Slow-loris and idle-socket protection; keep-alive longer than typical proxies' idle timeout.
+    server.headersTimeout = 30_000;
+    server.requestTimeout = 0; // streaming responses (SSE) may run long; the model layer has its own timeouts
+    server.keepAliveTimeout = 65_000;
+    attachRunSocket(server, deps);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(boundPort, host, () => resolve());
+    });
+    boundPort = (server.address() as AddressInfo).port;
+    servers.push(server);
+  }
+  return {
+    servers,
+    port: boundPort,
+    async close() {
+      await Promise.all(
+        servers.map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.close(() => resolve());
+              s.closeIdleConnections();
+              // Requests still in flight get a grace period, then their sockets are closed.
+              setTimeout(() => s.closeAllConnections(), 5_000).unref();
+            }),
+        ),
+      );
+    },
+  };
+}

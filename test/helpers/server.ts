@@ -1,0 +1,112 @@
+import { createServer } from 'node:net';
+import pg from 'pg';
+import { loadConfig } from '../../src/config.js';
+import { openDatabase, type Database } from '../../src/db/client.js';
+import { runMigrations } from '../../src/db/migrate.js';
+import { createDeps, type Deps } from '../../src/deps.js';
+import { createLogger } from '../../src/log.js';
+import { startServer } from '../../src/server.js';
+import { randomToken } from '../../src/ids.js';
+
+// Each test file starts its own server on its own database: a fresh database on the real PostgreSQL
+// when TEST_DATABASE_URL is set (CI sets it), otherwise an in-memory PGlite. Three loopback hosts
+// stand for the three origins, so origin-dependent behaviour (issuers, links) is tested for real.
+
+export interface TestServer {
+  /** BASE_URL: the account API origin. */
+  url: string;
+  v2Url: string;
+  lightUrl: string;
+  port: number;
+  deps: Deps;
+  database: Database;
+  /** A connection string for the test's own database (postgres mode only). */
+  databaseUrl: string | undefined;
+  close(): Promise<void>;
+}
+
+export const storageMode = (): 'postgres' | 'pglite' => (process.env.TEST_DATABASE_URL ? 'postgres' : 'pglite');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Creates an empty database for one test file and returns its URL and how to drop it. */
+export async function createTestDatabase(): Promise<{ url: string | undefined; drop(): Promise<void> }> {
+  const admin = process.env.TEST_DATABASE_URL;
+  if (!admin) return { url: undefined, drop: async () => {} };
+  const name = `svc_t_${randomToken(8)}`;
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  await client.query(`create database "${name}"`);
+  await client.end();
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: admin });
+      await c.connect();
+      await c.query(`drop database if exists "${name}" with (force)`);
+      await c.end();
+    },
+  };
+}
+
+export interface StartOptions {
+  env?: Record<string, string>;
+  /** Reuse an existing database (a second process on the same data); migrations are not repeated. */
+  databaseUrl?: string;
+}
+
+export async function startTestServer(options: StartOptions = {}): Promise<TestServer> {
+  const owned = options.databaseUrl ? undefined : await createTestDatabase();
+  const databaseUrl = options.databaseUrl ?? owned?.url;
+  for (let attempt = 0; ; attempt++) {
+    const port = await freePort();
+    const config = loadConfig({
+      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+      BASE_URL: `http://127.0.0.1:${port}`,
+      V2_URL: `http://127.0.0.2:${port}`,
+      LIGHT_URL: `http://127.0.0.3:${port}`,
+      PORT: String(port),
+      // Tests must not trip the per-address limit by accident; rate-limit tests set it explicitly.
+      RATE_LIMIT_IP_PER_MIN: '100000',
+      ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+      DATA_DIR: 'memory://',
+      ...options.env,
+    });
+    const database = await openDatabase({ databaseUrl, dataDir: 'memory://', poolSize: 10 });
+    await runMigrations(database);
+    const deps = await createDeps(config, database, createLogger(config.logLevel));
+    try {
+      const running = await startServer(deps, ['127.0.0.1', '127.0.0.2', '127.0.0.3'], port);
+      return {
+        url: config.baseUrl,
+        v2Url: config.v2Url,
+        lightUrl: config.lightUrl,
+        port,
+        deps,
+        database,
+        databaseUrl,
+        async close() {
+          await running.close();
+          await deps.close();
+          await database.close();
+          await owned?.drop();
+        },
+      };
+    } catch (err) {
+      await deps.close();
+      await database.close();
+      if ((err as { code?: string }).code !== 'EADDRINUSE' || attempt >= 5) throw err;
+    }
+  }
+}
