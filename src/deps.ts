@@ -8,6 +8,12 @@ import type { OnAccountCreated } from './accounts/service.js';
 // Everything a router or service needs, built once by the composition root (src/main.ts) or by the
 // test harness (test/helpers/server.ts) — the same function, so tests run the real wiring.
 
+export interface Hooks {
+  accountCreated: OnAccountCreated[];
+  orgDeleted: ((tx: Db, org: { orgKey: string; ownerId: string }) => Promise<void>)[];
+  memberRemoved: ((tx: Db, membership: { orgKey: string; userId: string }) => Promise<void>)[];
+}
+
 export interface Deps {
   config: Config;
   database: Database;
@@ -15,8 +21,12 @@ export interface Deps {
   keys: Keys;
   log: Logger;
   mailer: Mailer;
-  /** Run inside the registration transaction (billing grants the trial: CONTRACT §8). */
-  accountHooks: OnAccountCreated[];
+  /**
+   * Cross-domain effects that must happen in the same transaction as the event (each domain registers
+   * its own in createDeps): billing grants the trial at registration and reclaims a deleted client's
+   * allocation; OAuth revokes a removed member's grants (CONTRACT §5, §8).
+   */
+  hooks: Hooks;
   /** Called in reverse order on shutdown (timers, pools, sockets a domain opened). */
   onClose(fn: () => Promise<void> | void): void;
   close(): Promise<void>;
@@ -33,7 +43,7 @@ export async function createDeps(config: Config, database: Database, log: Logger
     keys,
     log,
     mailer,
-    accountHooks: [],
+    hooks: { accountCreated: [], orgDeleted: [], memberRemoved: [] },
     onClose: (fn) => void closers.push(fn),
     async close() {
       for (const fn of closers.reverse()) await fn();

@@ -27,7 +27,7 @@ export async function createUser(
   opts: { email?: string; name?: string; verified?: boolean } = {},
 ): Promise<TestUser> {
   const email = opts.email ?? `user-${randomToken(6)}@example.test`;
-  const { user, org } = await registerAccount(server.deps.db, { email, name: opts.name ?? 'Test User', password: STRONG_PASSWORD }, server.deps.accountHooks);
+  const { user, org } = await registerAccount(server.deps.db, { email, name: opts.name ?? 'Test User', password: STRONG_PASSWORD }, server.deps.hooks.accountCreated);
   if (opts.verified !== false) await markEmailVerified(server.deps.db, user.id);
   const { token } = await issueSession(server.deps.db, server.deps.keys.session, user.id);
   return {
