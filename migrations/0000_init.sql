@@ -1,9 +1,45 @@
+CREATE TABLE "account_tokens" (
+	"id" serial PRIMARY KEY NOT NULL,
+	"user_id" text NOT NULL,
+	"purpose" text NOT NULL,
+	"token_hash" text NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"used_at" timestamp with time zone,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "account_tokens_token_hash_unique" UNIQUE("token_hash")
+);
+--> statement-breakpoint
+CREATE TABLE "rate_limits" (
+	"key" varchar(255) PRIMARY KEY NOT NULL,
+	"points" integer DEFAULT 0 NOT NULL,
+	"expire" bigint
+);
+--> statement-breakpoint
+CREATE TABLE "recovery_codes" (
+	"id" serial PRIMARY KEY NOT NULL,
+	"user_id" text NOT NULL,
+	"code_hash" text NOT NULL,
+	"used_at" timestamp with time zone,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE "sessions" (
 	"id" text PRIMARY KEY NOT NULL,
 	"user_id" text NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"expires_at" timestamp with time zone NOT NULL,
 	"revoked_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "two_factor_challenges" (
+	"id" serial PRIMARY KEY NOT NULL,
+	"token_hash" text NOT NULL,
+	"user_id" text NOT NULL,
+	"failed_attempts" integer DEFAULT 0 NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"consumed_at" timestamp with time zone,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "two_factor_challenges_token_hash_unique" UNIQUE("token_hash")
 );
 --> statement-breakpoint
 CREATE TABLE "users" (
@@ -63,12 +99,277 @@ CREATE TABLE "server_secrets" (
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE "device_codes" (
+	"id" serial PRIMARY KEY NOT NULL,
+	"device_code_hash" text NOT NULL,
+	"user_code_hash" text NOT NULL,
+	"flow" text NOT NULL,
+	"oauth_client_id" text,
+	"resources" text[],
+	"scope" text,
+	"status" text DEFAULT 'pending' NOT NULL,
+	"user_id" text,
+	"org_id" text,
+	"interval_seconds" integer NOT NULL,
+	"last_polled_at" timestamp with time zone,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"decided_at" timestamp with time zone,
+	"consumed_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "billing_accounts" (
+	"id" text PRIMARY KEY NOT NULL,
+	"kind" text NOT NULL,
+	"user_id" text,
+	"org_key" text,
+	"balance" bigint DEFAULT 0 NOT NULL,
+	"held" bigint DEFAULT 0 NOT NULL,
+	"allocation" bigint DEFAULT 0 NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "billing_accounts_inside_non_negative" CHECK ("billing_accounts"."kind" not in ('org', 'pool') or ("billing_accounts"."held" >= 0 and "billing_accounts"."balance" >= "billing_accounts"."held")),
+	CONSTRAINT "billing_accounts_held_only_on_orgs" CHECK ("billing_accounts"."kind" = 'org' or "billing_accounts"."held" = 0)
+);
+--> statement-breakpoint
+CREATE TABLE "billing_checkout_sessions" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_key" text NOT NULL,
+	"customer_id" text NOT NULL,
+	"kind" text NOT NULL,
+	"credits" bigint DEFAULT 0 NOT NULL,
+	"amount_cents" integer DEFAULT 0 NOT NULL,
+	"status" text DEFAULT 'open' NOT NULL,
+	"success_url" text NOT NULL,
+	"cancel_url" text NOT NULL,
+	"created_by" text NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "billing_customers" (
+	"org_key" text PRIMARY KEY NOT NULL,
+	"customer_id" text NOT NULL,
+	"email" text,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "billing_customers_customer_id_unique" UNIQUE("customer_id")
+);
+--> statement-breakpoint
+CREATE TABLE "billing_entries" (
+	"id" bigserial PRIMARY KEY NOT NULL,
+	"key" text NOT NULL,
+	"from_account" text NOT NULL,
+	"to_account" text NOT NULL,
+	"amount" bigint NOT NULL,
+	"type" text NOT NULL,
+	"org_key" text,
+	"org_amount" bigint,
+	"org_balance_after" bigint,
+	"description" text DEFAULT '' NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "billing_entries_key_unique" UNIQUE("key"),
+	CONSTRAINT "billing_entries_positive" CHECK ("billing_entries"."amount" > 0),
+	CONSTRAINT "billing_entries_two_accounts" CHECK ("billing_entries"."from_account" <> "billing_entries"."to_account")
+);
+--> statement-breakpoint
+CREATE TABLE "billing_holds" (
+	"request_id" text PRIMARY KEY NOT NULL,
+	"account_id" text NOT NULL,
+	"org_key" text NOT NULL,
+	"user_id" text,
+	"amount" bigint NOT NULL,
+	"status" text DEFAULT 'held' NOT NULL,
+	"debited" bigint DEFAULT 0 NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"closed_at" timestamp with time zone,
+	CONSTRAINT "billing_holds_amounts" CHECK ("billing_holds"."amount" >= 0 and "billing_holds"."debited" >= 0)
+);
+--> statement-breakpoint
+CREATE TABLE "billing_invoices" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_key" text NOT NULL,
+	"customer_id" text NOT NULL,
+	"subscription_id" text,
+	"billing_reason" text,
+	"amount_due_cents" integer NOT NULL,
+	"amount_paid_cents" integer NOT NULL,
+	"status" text NOT NULL,
+	"currency" text NOT NULL,
+	"invoice_pdf" text,
+	"created_at_unix" bigint NOT NULL,
+	"due_date" bigint,
+	"payment_failed_at" timestamp with time zone,
+	"event_created" bigint DEFAULT 0 NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "billing_payment_methods" (
+	"id" text PRIMARY KEY NOT NULL,
+	"customer_id" text NOT NULL,
+	"brand" text NOT NULL,
+	"last4" text NOT NULL,
+	"exp_month" integer NOT NULL,
+	"exp_year" integer NOT NULL,
+	"is_default" boolean DEFAULT true NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "billing_subscriptions" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_key" text NOT NULL,
+	"customer_id" text NOT NULL,
+	"plan_name" text DEFAULT 'pro' NOT NULL,
+	"status" text NOT NULL,
+	"current_period_start" bigint,
+	"current_period_end" bigint,
+	"cancel_at_period_end" boolean DEFAULT false NOT NULL,
+	"event_created" bigint DEFAULT 0 NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "billing_webhook_events" (
+	"id" text PRIMARY KEY NOT NULL,
+	"type" text NOT NULL,
+	"outcome" text NOT NULL,
+	"processed_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "oauth_clients" (
+	"client_id" text PRIMARY KEY NOT NULL,
+	"source" text NOT NULL,
+	"client_name" text,
+	"client_uri" text,
+	"redirect_uris" jsonb NOT NULL,
+	"grant_types" jsonb NOT NULL,
+	"token_endpoint_auth_method" text NOT NULL,
+	"client_secret_hash" text,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"fetched_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "oauth_codes" (
+	"code_hash" text PRIMARY KEY NOT NULL,
+	"client_id" text NOT NULL,
+	"user_id" text NOT NULL,
+	"org" text NOT NULL,
+	"redirect_uri" text NOT NULL,
+	"code_challenge" text NOT NULL,
+	"resources" jsonb NOT NULL,
+	"issuer" text NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"used_at" timestamp with time zone,
+	"grant_ids" jsonb
+);
+--> statement-breakpoint
+CREATE TABLE "oauth_grants" (
+	"id" text PRIMARY KEY NOT NULL,
+	"client_id" text NOT NULL,
+	"user_id" text NOT NULL,
+	"org" text NOT NULL,
+	"resource" text NOT NULL,
+	"scope" text NOT NULL,
+	"issuer" text NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"revoked_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "oauth_refresh_tokens" (
+	"token_hash" text PRIMARY KEY NOT NULL,
+	"grant_id" text NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"rotated_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "oauth_signing_keys" (
+	"kid" text PRIMARY KEY NOT NULL,
+	"private_jwk_enc" text NOT NULL,
+	"public_jwk" jsonb NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"retired_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "project_files" (
+	"id" text PRIMARY KEY NOT NULL,
+	"project_id" text NOT NULL,
+	"path" text NOT NULL,
+	"media_type" text NOT NULL,
+	"size" integer NOT NULL,
+	"sha256" text NOT NULL,
+	"content" "bytea" NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "project_reports" (
+	"id" text PRIMARY KEY NOT NULL,
+	"project_id" text NOT NULL,
+	"title" text NOT NULL,
+	"body" text DEFAULT '' NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "project_shares" (
+	"id" text PRIMARY KEY NOT NULL,
+	"project_id" text NOT NULL,
+	"kind" text NOT NULL,
+	"user_id" text,
+	"role" text NOT NULL,
+	"token_hash" text,
+	"created_by" text,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"revoked_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "projects" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_id" text NOT NULL,
+	"name" text NOT NULL,
+	"description" text,
+	"brief" text DEFAULT '' NOT NULL,
+	"created_by" text,
+	"forked_from_id" text,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "concurrency_leases" (
+	"org_id" text NOT NULL,
+	"slot" integer NOT NULL,
+	"lease_id" text NOT NULL,
+	"kind" text NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"acquired_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "concurrency_leases_org_id_slot_pk" PRIMARY KEY("org_id","slot")
+);
+--> statement-breakpoint
+ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "two_factor_challenges" ADD CONSTRAINT "two_factor_challenges_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "memberships" ADD CONSTRAINT "memberships_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "memberships" ADD CONSTRAINT "memberships_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "orgs" ADD CONSTRAINT "orgs_owner_id_users_id_fk" FOREIGN KEY ("owner_id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "api_tokens" ADD CONSTRAINT "api_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "api_tokens" ADD CONSTRAINT "api_tokens_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "device_codes" ADD CONSTRAINT "device_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "device_codes" ADD CONSTRAINT "device_codes_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "billing_entries" ADD CONSTRAINT "billing_entries_from_account_billing_accounts_id_fk" FOREIGN KEY ("from_account") REFERENCES "public"."billing_accounts"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "billing_entries" ADD CONSTRAINT "billing_entries_to_account_billing_accounts_id_fk" FOREIGN KEY ("to_account") REFERENCES "public"."billing_accounts"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "billing_holds" ADD CONSTRAINT "billing_holds_account_id_billing_accounts_id_fk" FOREIGN KEY ("account_id") REFERENCES "public"."billing_accounts"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "oauth_codes" ADD CONSTRAINT "oauth_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "oauth_codes" ADD CONSTRAINT "oauth_codes_org_orgs_id_fk" FOREIGN KEY ("org") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "oauth_grants" ADD CONSTRAINT "oauth_grants_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "oauth_grants" ADD CONSTRAINT "oauth_grants_org_orgs_id_fk" FOREIGN KEY ("org") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "oauth_refresh_tokens" ADD CONSTRAINT "oauth_refresh_tokens_grant_id_oauth_grants_id_fk" FOREIGN KEY ("grant_id") REFERENCES "public"."oauth_grants"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "project_files" ADD CONSTRAINT "project_files_project_id_projects_id_fk" FOREIGN KEY ("project_id") REFERENCES "public"."projects"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "project_reports" ADD CONSTRAINT "project_reports_project_id_projects_id_fk" FOREIGN KEY ("project_id") REFERENCES "public"."projects"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "project_shares" ADD CONSTRAINT "project_shares_project_id_projects_id_fk" FOREIGN KEY ("project_id") REFERENCES "public"."projects"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "project_shares" ADD CONSTRAINT "project_shares_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "project_shares" ADD CONSTRAINT "project_shares_created_by_users_id_fk" FOREIGN KEY ("created_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "projects" ADD CONSTRAINT "projects_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "projects" ADD CONSTRAINT "projects_created_by_users_id_fk" FOREIGN KEY ("created_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+CREATE INDEX "account_tokens_user_idx" ON "account_tokens" USING btree ("user_id","purpose");--> statement-breakpoint
+CREATE UNIQUE INDEX "recovery_codes_user_code_idx" ON "recovery_codes" USING btree ("user_id","code_hash");--> statement-breakpoint
 CREATE INDEX "sessions_user_live_idx" ON "sessions" USING btree ("user_id") WHERE "sessions"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "memberships_user_idx" ON "memberships" USING btree ("user_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "orgs_one_default_per_owner" ON "orgs" USING btree ("owner_id") WHERE "orgs"."is_default";--> statement-breakpoint
@@ -76,4 +377,26 @@ CREATE INDEX "orgs_owner_idx" ON "orgs" USING btree ("owner_id");--> statement-b
 CREATE UNIQUE INDEX "api_tokens_hash_idx" ON "api_tokens" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "api_tokens_one_active_per_org_user" ON "api_tokens" USING btree ("org_id","user_id") WHERE "api_tokens"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "api_tokens_user_idx" ON "api_tokens" USING btree ("user_id");--> statement-breakpoint
-CREATE INDEX "mail_outbox_to_idx" ON "mail_outbox" USING btree ("to","created_at");
+CREATE INDEX "mail_outbox_to_idx" ON "mail_outbox" USING btree ("to","created_at");--> statement-breakpoint
+CREATE UNIQUE INDEX "device_codes_device_code_idx" ON "device_codes" USING btree ("device_code_hash");--> statement-breakpoint
+CREATE UNIQUE INDEX "device_codes_user_code_idx" ON "device_codes" USING btree ("user_code_hash");--> statement-breakpoint
+CREATE INDEX "device_codes_expires_idx" ON "device_codes" USING btree ("expires_at") WHERE "device_codes"."consumed_at" is null;--> statement-breakpoint
+CREATE INDEX "billing_accounts_user_idx" ON "billing_accounts" USING btree ("user_id");--> statement-breakpoint
+CREATE INDEX "billing_checkout_sessions_org_idx" ON "billing_checkout_sessions" USING btree ("org_key");--> statement-breakpoint
+CREATE INDEX "billing_entries_org_idx" ON "billing_entries" USING btree ("org_key","id");--> statement-breakpoint
+CREATE INDEX "billing_entries_from_idx" ON "billing_entries" USING btree ("from_account");--> statement-breakpoint
+CREATE INDEX "billing_entries_to_idx" ON "billing_entries" USING btree ("to_account");--> statement-breakpoint
+CREATE INDEX "billing_holds_open_idx" ON "billing_holds" USING btree ("account_id","expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
+CREATE INDEX "billing_holds_expiry_idx" ON "billing_holds" USING btree ("expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
+CREATE INDEX "billing_invoices_org_idx" ON "billing_invoices" USING btree ("org_key","created_at_unix");--> statement-breakpoint
+CREATE INDEX "billing_subscriptions_org_idx" ON "billing_subscriptions" USING btree ("org_key");--> statement-breakpoint
+CREATE INDEX "oauth_grants_org_user_live_idx" ON "oauth_grants" USING btree ("org","user_id") WHERE "oauth_grants"."revoked_at" is null;--> statement-breakpoint
+CREATE INDEX "oauth_refresh_tokens_grant_idx" ON "oauth_refresh_tokens" USING btree ("grant_id");--> statement-breakpoint
+CREATE UNIQUE INDEX "project_files_path_idx" ON "project_files" USING btree ("project_id","path");--> statement-breakpoint
+CREATE INDEX "project_reports_project_idx" ON "project_reports" USING btree ("project_id","created_at");--> statement-breakpoint
+CREATE INDEX "project_shares_project_idx" ON "project_shares" USING btree ("project_id");--> statement-breakpoint
+CREATE UNIQUE INDEX "project_shares_token_idx" ON "project_shares" USING btree ("token_hash");--> statement-breakpoint
+CREATE UNIQUE INDEX "project_shares_one_per_user" ON "project_shares" USING btree ("project_id","user_id") WHERE "project_shares"."kind" = 'user' and "project_shares"."revoked_at" is null;--> statement-breakpoint
+CREATE INDEX "project_shares_user_idx" ON "project_shares" USING btree ("user_id");--> statement-breakpoint
+CREATE INDEX "projects_org_idx" ON "projects" USING btree ("org_id","created_at");--> statement-breakpoint
+CREATE INDEX "concurrency_leases_lease_idx" ON "concurrency_leases" USING btree ("lease_id");

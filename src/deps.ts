@@ -4,6 +4,10 @@ import type { Logger } from './log.js';
 import { loadKeys, type Keys } from './crypto/server-secrets.js';
 import { createOutboxMailer, createSmtpMailer, type Mailer } from './mail/mailer.js';
 import type { OnAccountCreated } from './accounts/service.js';
+import { createSigningKeys, type SigningKeys } from '../oauth/keys.js';
+import { revokeMemberGrants } from '../oauth/grants.js';
+import { createLimits, type Limits } from './ratelimit/limits.js';
+import { createBilling, grantTrial, reclaimDeletedOrg, type Billing } from './billing/hooks.js';
 
 // Everything a router or service needs, built once by the composition root (src/main.ts) or by the
 // test harness (test/helpers/server.ts) — the same function, so tests run the real wiring.
@@ -21,12 +25,18 @@ export interface Deps {
   keys: Keys;
   log: Logger;
   mailer: Mailer;
+  /** ES256 keys of OAuth access tokens and signed outcome headers, persisted and rotatable (oauth/keys.ts). */
+  signingKeys: SigningKeys;
+  /** Rate limits of CONTRACT §1 (src/ratelimit/limits.ts). */
+  limits: Limits;
   /**
    * Cross-domain effects that must happen in the same transaction as the event (each domain registers
    * its own in createDeps): billing grants the trial at registration and reclaims a deleted client's
    * allocation; OAuth revokes a removed member's grants (CONTRACT §5, §8).
    */
   hooks: Hooks;
+  /** Payments (Stripe or the dev processor) and the hold sweep (src/billing/hooks.ts). */
+  billing: Billing;
   /** Called in reverse order on shutdown (timers, pools, sockets a domain opened). */
   onClose(fn: () => Promise<void> | void): void;
   close(): Promise<void>;
@@ -36,6 +46,8 @@ export async function createDeps(config: Config, database: Database, log: Logger
   const closers: (() => Promise<void> | void)[] = [];
   const keys = await loadKeys(database.db, config.sessionSecret);
   const mailer = config.smtpUrl ? createSmtpMailer(config.smtpUrl, config.mailFrom) : createOutboxMailer(database.db);
+  const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
+  const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
   return {
     config,
     database,
@@ -43,7 +55,10 @@ export async function createDeps(config: Config, database: Database, log: Logger
     keys,
     log,
     mailer,
-    hooks: { accountCreated: [], orgDeleted: [], memberRemoved: [] },
+    signingKeys: createSigningKeys(database.db, keys.encryption),
+    limits,
+    hooks: { accountCreated: [grantTrial], orgDeleted: [reclaimDeletedOrg], memberRemoved: [revokeMemberGrants] },
+    billing: createBilling({ config, db: database.db, keys, log, onClose }),
     onClose: (fn) => void closers.push(fn),
     async close() {
       for (const fn of closers.reverse()) await fn();

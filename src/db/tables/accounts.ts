@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, index, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, pgTable, serial, text, timestamp, uniqueIndex, varchar } from 'drizzle-orm/pg-core';
 
 // People and their sign-in state. Every secret here is a hash or ciphertext (CONTRACT §4).
 
@@ -31,3 +31,65 @@ export const sessions = pgTable(
   (t) => [index('sessions_user_live_idx').on(t.userId).where(sql`${t.revokedAt} is null`)],
 );
 
+
+/**
+ * Single-use e-mail tokens (CONTRACT §4): e-mail verification (24 h) and password reset (1 h). Only the
+ * HMAC of the token is stored; redemption is one guarded UPDATE … WHERE used_at IS NULL (STYLE).
+ */
+export const accountTokens = pgTable(
+  'account_tokens',
+  {
+    id: serial('id').primaryKey(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    purpose: text('purpose', { enum: ['verify_email', 'reset_password'] }).notNull(),
+    tokenHash: text('token_hash').notNull().unique(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+    usedAt: timestamp('used_at', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('account_tokens_user_idx').on(t.userId, t.purpose)],
+);
+
+/** One-time 2FA recovery codes (interface document: Limits, "each usable once"); HMAC only. */
+export const recoveryCodes = pgTable(
+  'recovery_codes',
+  {
+    id: serial('id').primaryKey(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    codeHash: text('code_hash').notNull(),
+    usedAt: timestamp('used_at', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('recovery_codes_user_code_idx').on(t.userId, t.codeHash)],
+);
+
+/**
+ * The second step of a 2FA login (CONTRACT §4): 5 minutes, 5 wrong codes burn it. The attempt count
+ * lives in the row so the rule holds whatever the rate-limit store.
+ */
+export const twoFactorChallenges = pgTable('two_factor_challenges', {
+  id: serial('id').primaryKey(),
+  tokenHash: text('token_hash').notNull().unique(),
+  userId: text('user_id')
+    .notNull()
+    .references(() => users.id, { onDelete: 'cascade' }),
+  failedAttempts: integer('failed_attempts').notNull().default(0),
+  expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  consumedAt: timestamp('consumed_at', { withTimezone: true }),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * The PostgreSQL store of rate-limiter-flexible (src/ratelimit), in the shape that library expects, so
+ * it needs no DDL at run time and is shared by every process on the database (CONTRACT §1).
+ * Keys are hashed before they get here (no e-mail addresses at rest).
+ */
+export const rateLimits = pgTable('rate_limits', {
+  key: varchar('key', { length: 255 }).primaryKey(),
+  points: integer('points').notNull().default(0),
+  expire: bigint('expire', { mode: 'number' }),
+});

@@ -1,0 +1,129 @@
+import type { RequestHandler } from 'express';
+import { Redis } from 'ioredis';
+import {
+  RateLimiterMemory,
+  RateLimiterPostgres,
+  RateLimiterRedis,
+  RateLimiterRes,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
+import type { Config } from '../config.js';
+import type { Database } from '../db/client.js';
+import type { Logger } from '../log.js';
+import { rateLimited } from '../http/errors.js';
+import { createFailureLimiter, storeKey, type FailureLimiter, type Policy } from './failure-limiter.js';
+
+// The rate limits of CONTRACT §1 on rate-limiter-flexible. The store follows the deployment so that
+// every process sharing the data shares the counts: Redis when REDIS_URL is set, else the PostgreSQL
+// database when DATABASE_URL is set (table rate_limits, created by the migration), else memory (PGlite
+// is one process by construction). A store error falls back to a per-process memory limiter
+// (insuranceLimiter), so an outage of the store never turns sign-in into a 500.
+
+export interface Limits {
+  /** Wrong passwords per e-mail (CONTRACT §4). Key: the normalised e-mail. */
+  loginFailures: FailureLimiter;
+  /**
+   * Wrong 2FA codes per user across challenges and the enable/disable routes. The per-challenge rule
+   * (5 wrong codes burn it) is kept in the challenge row (src/accounts/two-factor.ts).
+   */
+  twoFactorFailures: FailureLimiter;
+  /** Reset (and verification resend) requests per e-mail. Every request counts, not only failures. */
+  resetRequests: FailureLimiter;
+  /** Wrong device user codes per user: 10 in 10 min → 429 (CONTRACT §6). Key: the user id. */
+  userCodeFailures: FailureLimiter;
+  /** RATE_LIMIT_IP_PER_MIN requests a minute per address on sign-in, registration, reset, 2FA, device routes. */
+  perIp: RequestHandler;
+}
+
+export const POLICIES = {
+  loginFailures: { name: 'login', points: 10, durationSeconds: 15 * 60 },
+  twoFactorFailures: { name: '2fa', points: 10, durationSeconds: 15 * 60 },
+  resetRequests: { name: 'reset', points: 5, durationSeconds: 60 * 60 },
+  userCodeFailures: { name: 'usercode', points: 10, durationSeconds: 10 * 60 },
+} as const satisfies Record<string, Policy>;
+
+export interface LimitsContext {
+  config: Pick<Config, 'redisUrl' | 'rateLimitIpPerMin'>;
+  database: Pick<Database, 'kind' | 'pool'>;
+  hmacKey: Buffer;
+  log: Logger;
+  onClose(fn: () => Promise<void> | void): void;
+}
+
+type Factory = (policy: Policy) => RateLimiterAbstract;
+
+function storeFactory(ctx: LimitsContext): Factory {
+  const memory: Factory = (p) => new RateLimiterMemory({ keyPrefix: p.name, points: p.points, duration: p.durationSeconds });
+
+  if (ctx.config.redisUrl) {
+    // enableOfflineQueue off: a command while Redis is down fails at once and the insurance limiter
+    // answers, instead of queueing behind a dead connection (rate-limiter-flexible's advice).
+    const redis = new Redis(ctx.config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    let lastWarn = 0;
+    redis.on('error', (err: Error) => {
+      if (Date.now() - lastWarn < 60_000) return;
+      lastWarn = Date.now();
+      ctx.log.warn({ err: err.message }, 'rate-limit store (redis) unavailable; using per-process limits');
+    });
+    ctx.onClose(() => redis.quit().then(() => undefined, () => redis.disconnect()));
+    return (p) =>
+      new RateLimiterRedis({
+        storeClient: redis,
+        keyPrefix: `svc:rl:${p.name}`,
+        points: p.points,
+        duration: p.durationSeconds,
+        rejectIfRedisNotReady: true,
+        insuranceLimiter: memory(p),
+      });
+  }
+
+  if (ctx.database.kind === 'postgres' && ctx.database.pool) {
+    const pool = ctx.database.pool;
+    let sweeper = true;
+    return (p) => {
+      const limiter = new RateLimiterPostgres({
+        storeClient: pool,
+        storeType: 'pool',
+        tableName: 'rate_limits',
+        // The migration created the table: no DDL at start-up, so start-up cannot fail here.
+        tableCreated: true,
+        // One limiter sweeps expired rows (the table is shared); its timer is unref'd.
+        clearExpiredByTimeout: sweeper,
+        keyPrefix: p.name,
+        points: p.points,
+        duration: p.durationSeconds,
+        insuranceLimiter: memory(p),
+      });
+      sweeper = false;
+      return limiter;
+    };
+  }
+
+  return memory;
+}
+
+export function createLimits(ctx: LimitsContext): Limits {
+  const make = storeFactory(ctx);
+  const failure = (p: Policy) => createFailureLimiter(make(p), ctx.hmacKey);
+  const ipLimiter = make({ name: 'ip', points: ctx.config.rateLimitIpPerMin, durationSeconds: 60 });
+
+  const perIp: RequestHandler = async (req, res, next) => {
+    const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+    try {
+      const r = await ipLimiter.consume(storeKey(ctx.hmacKey, address), 1);
+      res.setHeader('RateLimit-Remaining', String(r.remainingPoints));
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) throw rateLimited(rejection.msBeforeNext / 1000);
+      throw rejection;
+    }
+    next();
+  };
+
+  return {
+    loginFailures: failure(POLICIES.loginFailures),
+    twoFactorFailures: failure(POLICIES.twoFactorFailures),
+    resetRequests: failure(POLICIES.resetRequests),
+    userCodeFailures: failure(POLICIES.userCodeFailures),
+    perIp,
+  };
+}
