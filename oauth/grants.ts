@@ -1,0 +1,137 @@
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { and, eq, inArray, isNull } from 'drizzle-orm';
+import { SignJWT } from 'jose';
+import type { Db } from '../src/db/client.js';
+import type { Deps } from '../src/deps.js';
+import { oauthGrants, oauthRefreshTokens, type OAuthResource } from '../src/db/schema.js';
+import { hmacSecret } from '../src/crypto/hash.js';
+import { orgIdOf, randomToken } from '../src/ids.js';
+import { SIGNING_ALG } from './keys.js';
+import { resourceUrl } from './resources.js';
+
+// Grants (one row per approved resource, CONTRACT §7) and the tokens minted for them: RFC 9068 access
+// tokens (typ at+jwt, ES256, 15 min) and refresh tokens stored as HMAC.
+
+export const ACCESS_TOKEN_TTL_SECONDS = 15 * 60;
+export const REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 60 * 60;
+
+export type GrantRow = typeof oauthGrants.$inferSelect;
+
+export const scopeOf = (resource: OAuthResource): string => resource;
+
+export interface NewGrant {
+  clientId: string;
+  userId: string;
+  orgKey: string;
+  issuer: string;
+}
+
+/** Creates one grant per resource (in the caller's transaction when `db` is one). */
+export async function createGrants(db: Db, input: NewGrant, resources: readonly OAuthResource[]): Promise<GrantRow[]> {
+  if (resources.length === 0) return [];
+  return db
+    .insert(oauthGrants)
+    .values(
+      resources.map((resource) => ({
+        id: `grt_${randomToken()}`,
+        clientId: input.clientId,
+        userId: input.userId,
+        org: input.orgKey,
+        resource,
+        scope: scopeOf(resource),
+        issuer: input.issuer,
+      })),
+    )
+    .returning();
+}
+
+export async function revokeGrants(db: Db, grantIds: string[]): Promise<void> {
+  if (grantIds.length === 0) return;
+  await db.update(oauthGrants).set({ revokedAt: new Date() }).where(and(inArray(oauthGrants.id, grantIds), isNull(oauthGrants.revokedAt)));
+}
+
+/** deps.hooks.memberRemoved: a removed member's grants for that org go in the same transaction (CONTRACT §5). */
+export async function revokeMemberGrants(tx: Db, membership: { orgKey: string; userId: string }): Promise<void> {
+  await tx
+    .update(oauthGrants)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(oauthGrants.org, membership.orgKey), eq(oauthGrants.userId, membership.userId), isNull(oauthGrants.revokedAt)));
+}
+
+export interface AccessToken {
+  token: string;
+  jti: string;
+  expiresIn: number;
+}
+
+/** An RFC 9068 access token for one grant, issued by `issuer` (the origin the request arrived on). */
+export async function issueAccessToken(deps: Pick<Deps, 'signingKeys'>, grant: GrantRow, issuer: string): Promise<AccessToken> {
+  const key = await deps.signingKeys.current();
+  const now = Math.floor(Date.now() / 1000);
+  const jti = randomUUID();
+  const token = await new SignJWT({
+    client_id: grant.clientId,
+    scope: grant.scope,
+    org: orgIdOf(grant.org),
+    // Not in RFC 9068's list but allowed by it (§2.2.3): names the row the verifier checks for revocation.
+    grant_id: grant.id,
+  })
+    .setProtectedHeader({ alg: SIGNING_ALG, typ: 'at+jwt', kid: key.kid })
+    .setIssuer(issuer)
+    .setSubject(grant.userId)
+    .setAudience(resourceUrl(issuer, grant.resource))
+    .setJti(jti)
+    .setIssuedAt(now)
+    .setExpirationTime(now + ACCESS_TOKEN_TTL_SECONDS)
+    .sign(key.privateKey);
+  return { token, jti, expiresIn: ACCESS_TOKEN_TTL_SECONDS };
+}
+
+// Refresh tokens: `srt_` + 43 base64url characters. Only the HMAC is stored (CONTRACT §4).
+export const REFRESH_TOKEN_PATTERN = /^srt_[A-Za-z0-9_-]{43}$/;
+
+export const newRefreshToken = (): string => `srt_${randomBytes(32).toString('base64url')}`;
+
+/**
+ * The successor of a refresh token is derived from it with the server key, so a second, parallel use
+ * of the same token inside the grace window can be handed the very same successor without keeping
+ * any plaintext (oauth/refresh.ts). The input is domain-separated from the stored hash.
+ */
+export const successorOf = (hmacKey: Buffer, token: string): string =>
+  `srt_${createHmac('sha256', hmacKey).update(`refresh-successor:${token}`).digest('base64url')}`;
+
+/** Stores a refresh token of `grantId`. Idempotent: the derived successor may be stored twice in a race. */
+export async function storeRefreshToken(db: Db, hmacKey: Buffer, grantId: string, token: string): Promise<void> {
+  await db
+    .insert(oauthRefreshTokens)
+    .values({
+      tokenHash: hmacSecret(hmacKey, token),
+      grantId,
+      expiresAt: new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000),
+    })
+    .onConflictDoNothing();
+}
+
+export interface GrantTokens {
+  resource: string;
+  scope: string;
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  refresh_token: string;
+}
+
+/** Access + fresh refresh token for a new grant (code exchange, device grant). */
+export async function mintGrantTokens(deps: Pick<Deps, 'signingKeys' | 'keys' | 'db'>, db: Db, grant: GrantRow, issuer: string): Promise<GrantTokens> {
+  const refresh = newRefreshToken();
+  await storeRefreshToken(db, deps.keys.hmac, grant.id, refresh);
+  const access = await issueAccessToken(deps, grant, issuer);
+  return {
+    resource: resourceUrl(issuer, grant.resource),
+    scope: grant.scope,
+    access_token: access.token,
+    token_type: 'Bearer',
+    expires_in: access.expiresIn,
+    refresh_token: refresh,
+  };
+}
