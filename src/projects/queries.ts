@@ -1,0 +1,169 @@
+import { and, asc, count, eq, inArray, isNull, like, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { projectFiles, projectReports, projects, projectShares, users } from '../db/schema.js';
+import { newId } from '../ids.js';
+
+// Drizzle queries of the project domain. Each takes `db` (or a transaction) first (STYLE: Shape).
+
+export type ProjectRow = typeof projects.$inferSelect;
+export type ReportRow = typeof projectReports.$inferSelect;
+export type ShareRow = typeof projectShares.$inferSelect;
+
+/** Every column of a file except its bytes, for listings and metadata answers. */
+export const fileMeta = {
+  id: projectFiles.id,
+  projectId: projectFiles.projectId,
+  path: projectFiles.path,
+  mediaType: projectFiles.mediaType,
+  size: projectFiles.size,
+  sha256: projectFiles.sha256,
+  createdAt: projectFiles.createdAt,
+  updatedAt: projectFiles.updatedAt,
+};
+export type FileMetaRow = Omit<typeof projectFiles.$inferSelect, 'content'>;
+
+export async function findProject(db: Db, id: string, lock?: 'update' | 'share'): Promise<ProjectRow | undefined> {
+  const q = db.select().from(projects).where(eq(projects.id, id));
+  const [row] = lock === 'update' ? await q.for('update') : lock === 'share' ? await q.for('share') : await q;
+  return row;
+}
+
+/** The role of a live user share of the project, or null. */
+export async function userShareRole(db: Db, projectId: string, userId: string) {
+  const [row] = await db
+    .select({ role: projectShares.role })
+    .from(projectShares)
+    .where(
+      and(
+        eq(projectShares.projectId, projectId),
+        eq(projectShares.userId, userId),
+        eq(projectShares.kind, 'user'),
+        isNull(projectShares.revokedAt),
+      ),
+    );
+  return row?.role ?? null;
+}
+
+export function listProjectsInOrg(db: Db, orgKey: string, page: { limit: number; offset: number }, sharedWith?: string) {
+  const where = sharedWith
+    ? and(
+        eq(projects.orgId, orgKey),
+        inArray(
+          projects.id,
+          db
+            .select({ id: projectShares.projectId })
+            .from(projectShares)
+            .where(and(eq(projectShares.userId, sharedWith), eq(projectShares.kind, 'user'), isNull(projectShares.revokedAt))),
+        ),
+      )
+    : eq(projects.orgId, orgKey);
+  return db
+    .select()
+    .from(projects)
+    .where(where)
+    .orderBy(asc(projects.createdAt), asc(projects.id))
+    .limit(page.limit)
+    .offset(page.offset);
+}
+
+export async function insertProject(
+  db: Db,
+  values: { orgId: string; name: string; description?: string | null; brief?: string; createdBy: string; forkedFromId?: string },
+): Promise<ProjectRow> {
+  const [row] = await db
+    .insert(projects)
+    .values({ id: newId('prj'), ...values })
+    .returning();
+  return row!;
+}
+
+export async function contentCounts(db: Db, projectId: string) {
+  const [[reports], [files]] = await Promise.all([
+    db.select({ n: count() }).from(projectReports).where(eq(projectReports.projectId, projectId)),
+    db.select({ n: count() }).from(projectFiles).where(eq(projectFiles.projectId, projectId)),
+  ]);
+  return { reportCount: Number(reports?.n ?? 0), fileCount: Number(files?.n ?? 0) };
+}
+
+/**
+ * Serialises fork naming per target organization until the transaction ends, so two forks racing for
+ * `<name> (fork)` see each other's insert (a transaction-scoped advisory lock; works on PGlite too).
+ */
+export async function lockOrgProjectNames(db: Db, orgKey: string): Promise<void> {
+  await db.execute(sql`select pg_advisory_xact_lock(hashtext(${`svc.projects.names:${orgKey}`}))`);
+}
+
+/** Names in the org starting with `prefix` (LIKE metacharacters escaped). */
+export async function namesWithPrefix(db: Db, orgKey: string, prefix: string): Promise<Set<string>> {
+  const escaped = prefix.replace(/[\\%_]/g, (c) => `\\${c}`);
+  const rows = await db
+    .select({ name: projects.name })
+    .from(projects)
+    .where(and(eq(projects.orgId, orgKey), like(projects.name, `${escaped}%`)));
+  return new Set(rows.map((r) => r.name));
+}
+
+/** Copies every report of one project into another, with new ids (fork, interface document rule 2). */
+export async function copyReports(db: Db, fromProjectId: string, toProjectId: string): Promise<void> {
+  const rows = await db.select().from(projectReports).where(eq(projectReports.projectId, fromProjectId));
+  if (rows.length === 0) return;
+  await db.insert(projectReports).values(
+    rows.map((r) => ({ id: newId('rpt'), projectId: toProjectId, title: r.title, body: r.body, createdAt: r.createdAt, updatedAt: r.updatedAt })),
+  );
+}
+
+/** Copies every file inside the database: the bytes never travel through this process. */
+export async function copyFiles(db: Db, fromProjectId: string, toProjectId: string): Promise<void> {
+  const ids = await db.select({ id: projectFiles.id }).from(projectFiles).where(eq(projectFiles.projectId, fromProjectId));
+  for (const { id } of ids) {
+    await db.execute(sql`
+      insert into project_files (id, project_id, path, media_type, size, sha256, content, created_at, updated_at)
+      select ${newId('fil')}, ${toProjectId}, path, media_type, size, sha256, content, created_at, updated_at
+      from project_files where id = ${id}`);
+  }
+}
+
+export async function filesBytesExcept(db: Db, projectId: string, exceptPath: string): Promise<number> {
+  const [row] = await db
+    .select({ total: sql<string | number | null>`coalesce(sum(${projectFiles.size}), 0)` })
+    .from(projectFiles)
+    .where(and(eq(projectFiles.projectId, projectId), sql`${projectFiles.path} <> ${exceptPath}`));
+  return Number(row?.total ?? 0);
+}
+
+export async function findUserByEmail(db: Db, email: string) {
+  const [row] = await db
+    .select({ id: users.id, email: users.email, verifiedAt: users.emailVerifiedAt })
+    .from(users)
+    .where(eq(users.email, email.trim().toLowerCase()));
+  return row;
+}
+
+/** Live shares of a project with the e-mail of a user share. */
+export function listLiveShares(db: Db, projectId: string) {
+  return db
+    .select({ share: projectShares, email: users.email })
+    .from(projectShares)
+    .leftJoin(users, eq(users.id, projectShares.userId))
+    .where(and(eq(projectShares.projectId, projectId), isNull(projectShares.revokedAt)))
+    .orderBy(asc(projectShares.createdAt), asc(projectShares.id));
+}
+
+export async function findShare(db: Db, shareId: string) {
+  const [row] = await db
+    .select({ share: projectShares, email: users.email })
+    .from(projectShares)
+    .leftJoin(users, eq(users.id, projectShares.userId))
+    .where(eq(projectShares.id, shareId));
+  return row;
+}
+
+/** The project a live public link opens, or undefined (revoked or unknown: the page answers 404). */
+export async function projectByLinkHash(db: Db, tokenHash: string): Promise<ProjectRow | undefined> {
+  const [row] = await db
+    .select({ project: projects })
+    .from(projectShares)
+    .innerJoin(projects, eq(projects.id, projectShares.projectId))
+    .where(and(eq(projectShares.tokenHash, tokenHash), eq(projectShares.kind, 'link'), isNull(projectShares.revokedAt)));
+  return row?.project;
+}
