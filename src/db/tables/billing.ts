@@ -1,2 +1,193 @@
-// Tables of this domain are added here by its issue.
-export {};
+import { sql } from 'drizzle-orm';
+import { bigint, bigserial, boolean, check, index, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+
+// The token ledger (interface document: Token economics; CONTRACT §8), shaped like a double-entry
+// ledger: every movement is one immutable row moving `amount` from one account to another, so each
+// stored balance is the sum of its rows and all balances together sum to zero (checked by
+// `npm run billing:reconcile`).
+//
+// Account ids (text, so that "lock rows in a fixed order" is simply ORDER BY id):
+//   org:<orgKey>    a client's allocation (inside: never below zero, holds included)
+//   pool:<userId>   an owner's unallocated pool (inside)
+//   sink:<orgKey>   usage consumed by that client (outside; one per client so settles never share a row)
+//   src:trial, src:purchases   where granted tokens come from (outside, negative)
+
+export const ACCOUNT_KINDS = ['org', 'pool', 'sink', 'source'] as const;
+
+export const billingAccounts = pgTable(
+  'billing_accounts',
+  {
+    id: text('id').primaryKey(),
+    kind: text('kind', { enum: ACCOUNT_KINDS }).notNull(),
+    /** Owner of a pool, or of the client an org/sink account belongs to. */
+    userId: text('user_id'),
+    orgKey: text('org_key'),
+    balance: bigint('balance', { mode: 'number' }).notNull().default(0),
+    /** Sum of the active holds on an org account (reserve-then-settle, CONTRACT §8). */
+    held: bigint('held', { mode: 'number' }).notNull().default(0),
+    /** allocation_credits: the budget the owner last allocated to the client (interface document). */
+    allocation: bigint('allocation', { mode: 'number' }).notNull().default(0),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    // Inside accounts never go below zero, holds included (issue 5 invariants).
+    check(
+      'billing_accounts_inside_non_negative',
+      sql`${t.kind} not in ('org', 'pool') or (${t.held} >= 0 and ${t.balance} >= ${t.held})`,
+    ),
+    check('billing_accounts_held_only_on_orgs', sql`${t.kind} = 'org' or ${t.held} = 0`),
+    index('billing_accounts_user_idx').on(t.userId),
+  ],
+);
+
+export const ENTRY_TYPES = ['trial', 'subscription_credit', 'topup', 'usage', 'refund', 'allocate', 'reclaim'] as const;
+/** The transaction types the API shows (interface document: Transaction). */
+export const SHOWN_TYPES = ['trial', 'subscription_credit', 'topup', 'usage', 'refund'] as const;
+
+export const billingEntries = pgTable(
+  'billing_entries',
+  {
+    /** The Transaction id the API shows (an integer, CONTRACT §2). */
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    /** Idempotency key: `grant:invoice:<id>`, `grant:session:<id>`, `usage:<request id>`, `trial:<user id>`, … */
+    key: text('key').notNull().unique(),
+    fromAccount: text('from_account')
+      .notNull()
+      .references(() => billingAccounts.id),
+    toAccount: text('to_account')
+      .notNull()
+      .references(() => billingAccounts.id),
+    amount: bigint('amount', { mode: 'number' }).notNull(),
+    type: text('type', { enum: ENTRY_TYPES }).notNull(),
+    /** The client whose transaction list shows this row (null for pool-side rows). */
+    orgKey: text('org_key'),
+    /** Signed amount as that client sees it (usage negative, CONTRACT §3). */
+    orgAmount: bigint('org_amount', { mode: 'number' }),
+    /** That client's balance right after this row (balance_after_credits). */
+    orgBalanceAfter: bigint('org_balance_after', { mode: 'number' }),
+    description: text('description').notNull().default(''),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check('billing_entries_positive', sql`${t.amount} > 0`),
+    check('billing_entries_two_accounts', sql`${t.fromAccount} <> ${t.toAccount}`),
+    index('billing_entries_org_idx').on(t.orgKey, t.id),
+    index('billing_entries_from_idx').on(t.fromAccount),
+    index('billing_entries_to_idx').on(t.toAccount),
+  ],
+);
+
+export const HOLD_STATUSES = ['held', 'settled', 'voided', 'expired'] as const;
+
+/** Reservations for in-flight model calls (CONTRACT §8: reserve-then-settle). */
+export const billingHolds = pgTable(
+  'billing_holds',
+  {
+    requestId: text('request_id').primaryKey(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => billingAccounts.id),
+    orgKey: text('org_key').notNull(),
+    userId: text('user_id'),
+    amount: bigint('amount', { mode: 'number' }).notNull(),
+    status: text('status', { enum: HOLD_STATUSES }).notNull().default('held'),
+    debited: bigint('debited', { mode: 'number' }).notNull().default(0),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+    closedAt: timestamp('closed_at', { withTimezone: true }),
+  },
+  (t) => [
+    check('billing_holds_amounts', sql`${t.amount} >= 0 and ${t.debited} >= 0`),
+    index('billing_holds_open_idx').on(t.accountId, t.expiresAt).where(sql`${t.status} = 'held'`),
+    index('billing_holds_expiry_idx').on(t.expiresAt).where(sql`${t.status} = 'held'`),
+  ],
+);
+
+// Processor state (Stripe, or the dev processor that records the same objects).
+
+/** One processor customer per client (issue 5). */
+export const billingCustomers = pgTable('billing_customers', {
+  orgKey: text('org_key').primaryKey(),
+  customerId: text('customer_id').notNull().unique(),
+  email: text('email'),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+export const billingCheckoutSessions = pgTable(
+  'billing_checkout_sessions',
+  {
+    id: text('id').primaryKey(),
+    orgKey: text('org_key').notNull(),
+    customerId: text('customer_id').notNull(),
+    kind: text('kind', { enum: ['topup', 'subscription'] }).notNull(),
+    /** Tokens a top-up grants (amount_usd cents × 10: 1,000 tokens per currency unit). */
+    credits: bigint('credits', { mode: 'number' }).notNull().default(0),
+    amountCents: integer('amount_cents').notNull().default(0),
+    status: text('status').notNull().default('open'),
+    successUrl: text('success_url').notNull(),
+    cancelUrl: text('cancel_url').notNull(),
+    createdBy: text('created_by').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('billing_checkout_sessions_org_idx').on(t.orgKey)],
+);
+
+export const billingSubscriptions = pgTable(
+  'billing_subscriptions',
+  {
+    id: text('id').primaryKey(), // processor's subscription id
+    orgKey: text('org_key').notNull(),
+    customerId: text('customer_id').notNull(),
+    planName: text('plan_name').notNull().default('pro'),
+    status: text('status').notNull(),
+    currentPeriodStart: bigint('current_period_start', { mode: 'number' }),
+    currentPeriodEnd: bigint('current_period_end', { mode: 'number' }),
+    cancelAtPeriodEnd: boolean('cancel_at_period_end').notNull().default(false),
+    /** `created` of the newest event applied: an older event delivered late never overwrites it. */
+    eventCreated: bigint('event_created', { mode: 'number' }).notNull().default(0),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('billing_subscriptions_org_idx').on(t.orgKey)],
+);
+
+export const billingInvoices = pgTable(
+  'billing_invoices',
+  {
+    id: text('id').primaryKey(),
+    orgKey: text('org_key').notNull(),
+    customerId: text('customer_id').notNull(),
+    subscriptionId: text('subscription_id'),
+    billingReason: text('billing_reason'),
+    amountDueCents: integer('amount_due_cents').notNull(),
+    amountPaidCents: integer('amount_paid_cents').notNull(),
+    status: text('status').notNull(),
+    currency: text('currency').notNull(),
+    invoicePdf: text('invoice_pdf'),
+    createdAtUnix: bigint('created_at_unix', { mode: 'number' }).notNull(),
+    dueDate: bigint('due_date', { mode: 'number' }),
+    /** Set by invoice.payment_failed: the failure stays visible (issue 5). */
+    paymentFailedAt: timestamp('payment_failed_at', { withTimezone: true }),
+    eventCreated: bigint('event_created', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [index('billing_invoices_org_idx').on(t.orgKey, t.createdAtUnix)],
+);
+
+/** Payment methods the dev processor recorded (with Stripe they are read from the API). */
+export const billingPaymentMethods = pgTable('billing_payment_methods', {
+  id: text('id').primaryKey(),
+  customerId: text('customer_id').notNull(),
+  brand: text('brand').notNull(),
+  last4: text('last4').notNull(),
+  expMonth: integer('exp_month').notNull(),
+  expYear: integer('exp_year').notNull(),
+  isDefault: boolean('is_default').notNull().default(true),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** Webhook events already applied: exactly once per event id, in the transaction of the effect. */
+export const billingWebhookEvents = pgTable('billing_webhook_events', {
+  id: text('id').primaryKey(),
+  type: text('type').notNull(),
+  outcome: text('outcome').notNull(),
+  processedAt: timestamp('processed_at', { withTimezone: true }).notNull().defaultNow(),
+});

@@ -1,0 +1,91 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+
+// The ledger invariants of issue 5, checked against the database (reconciliation and tests share it).
+// Each query returns the offending rows; an empty result means the invariant holds.
+
+interface Check {
+  name: string;
+  query: ReturnType<typeof sql>;
+}
+
+const CHECKS: Check[] = [
+  {
+    name: 'inside account below zero (holds included)',
+    query: sql`select id, balance, held from billing_accounts
+               where kind in ('org', 'pool') and (balance < held or held < 0 or balance < 0)`,
+  },
+  {
+    name: 'stored balance differs from the sum of its ledger rows',
+    query: sql`select a.id, a.balance, coalesce(i.s, 0) - coalesce(o.s, 0) as ledger
+               from billing_accounts a
+               left join (select to_account, sum(amount) s from billing_entries group by to_account) i on i.to_account = a.id
+               left join (select from_account, sum(amount) s from billing_entries group by from_account) o on o.from_account = a.id
+               where a.balance <> coalesce(i.s, 0) - coalesce(o.s, 0)`,
+  },
+  {
+    name: 'accounts do not sum to zero',
+    query: sql`select sum(balance) as total from billing_accounts having sum(balance) <> 0`,
+  },
+  {
+    name: 'held differs from the sum of active holds',
+    query: sql`select a.id, a.held, coalesce(h.s, 0) as holds from billing_accounts a
+               left join (select account_id, sum(amount) s from billing_holds where status = 'held' group by account_id) h
+                 on h.account_id = a.id
+               where a.held <> coalesce(h.s, 0)`,
+  },
+  {
+    name: 'settled hold differs from its usage row',
+    query: sql`select h.request_id, h.debited, e.amount from billing_holds h
+               left join billing_entries e on e.key = 'usage:' || h.request_id
+               where (h.status = 'settled' and h.debited > 0 and (e.amount is null or e.amount <> h.debited))
+                  or (h.status <> 'settled' and e.id is not null)
+                  or (h.status = 'settled' and h.debited = 0 and e.id is not null)
+                  or h.debited > h.amount`,
+  },
+  {
+    name: 'usage row without a settled hold',
+    query: sql`select e.key from billing_entries e
+               where e.type = 'usage' and not exists (
+                 select 1 from billing_holds h where 'usage:' || h.request_id = e.key and h.status = 'settled')`,
+  },
+  {
+    name: 'deleted client still holds tokens',
+    query: sql`select a.id, a.balance from billing_accounts a join orgs o on a.id = 'org:' || o.id
+               where o.deleted_at is not null and a.balance <> 0`,
+  },
+  {
+    name: 'allocation half of a grant missing or different',
+    query: sql`select g.key from billing_entries g
+               left join billing_entries a on a.key = g.key || ':allocate'
+               where g.from_account like 'src:%' and g.key not like 'test:%'
+                 and (a.id is null or a.amount <> g.amount)`,
+  },
+  {
+    name: 'paid subscription invoice without exactly one grant',
+    query: sql`select i.id from billing_invoices i
+               where i.status = 'paid' and i.billing_reason in ('subscription_create', 'subscription_cycle')
+                 and (select count(*) from billing_entries e where e.key = 'grant:invoice:' || i.id) <> 1`,
+  },
+  {
+    name: 'completed top-up session without exactly one grant',
+    query: sql`select s.id from billing_checkout_sessions s
+               where s.kind = 'topup' and s.status = 'complete'
+                 and (select count(*) from billing_entries e where e.key = 'grant:session:' || s.id) <> 1`,
+  },
+];
+
+export interface Violation {
+  check: string;
+  rows: unknown[];
+}
+
+/** Every invariant violated right now (empty when the ledger is sound). */
+export async function checkInvariants(db: Db): Promise<Violation[]> {
+  const out: Violation[] = [];
+  for (const c of CHECKS) {
+    const rows = await queryRows<unknown>(db, c.query);
+    if (rows.length > 0) out.push({ check: c.name, rows: rows.slice(0, 20) });
+  }
+  return out;
+}

@@ -1,0 +1,157 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import type { ENTRY_TYPES } from '../db/schema.js';
+
+// The ledger core: accounts and one immutable row per movement (STYLE "State that must not race":
+// the row is keyed by an idempotency key and inserted ON CONFLICT DO NOTHING in the same transaction
+// as the conditional balance update; rows are locked in a fixed order, ascending account id).
+// Nothing outside this file writes billing_entries or billing_accounts.balance.
+
+export const orgAccount = (orgKey: string) => `org:${orgKey}`;
+export const poolAccount = (userId: string) => `pool:${userId}`;
+export const sinkAccount = (orgKey: string) => `sink:${orgKey}`;
+export const SOURCE_TRIAL = 'src:trial';
+export const SOURCE_PURCHASES = 'src:purchases';
+
+export type EntryType = (typeof ENTRY_TYPES)[number];
+
+/** Thrown inside a transaction when an inside account cannot pay; callers map it to their 402. */
+export class InsufficientFunds extends Error {
+  constructor(readonly accountId: string) {
+    super(`account ${accountId} cannot cover the movement`);
+    this.name = 'InsufficientFunds';
+  }
+}
+
+interface AccountRow {
+  id: string;
+  kind: string;
+  balance: number;
+  held: number;
+  allocation: number;
+}
+
+const num = (v: unknown): number => Number(v ?? 0);
+
+/** Creates the accounts a client needs (its allocation, its usage sink, its owner's pool). */
+export async function ensureOrgAccounts(tx: Db, orgKey: string, ownerId: string): Promise<void> {
+  await tx.execute(sql`
+    insert into billing_accounts (id, kind, user_id, org_key) values
+      (${orgAccount(orgKey)}, 'org', ${ownerId}, ${orgKey}),
+      (${poolAccount(ownerId)}, 'pool', ${ownerId}, null),
+      (${sinkAccount(orgKey)}, 'sink', ${ownerId}, ${orgKey}),
+      (${SOURCE_TRIAL}, 'source', null, null),
+      (${SOURCE_PURCHASES}, 'source', null, null)
+    on conflict (id) do nothing`);
+}
+
+export async function ensurePool(tx: Db, userId: string): Promise<void> {
+  await tx.execute(sql`
+    insert into billing_accounts (id, kind, user_id) values (${poolAccount(userId)}, 'pool', ${userId})
+    on conflict (id) do nothing`);
+}
+
+/** Locks the given accounts in ascending id order (the one order every transaction uses). */
+export async function lockAccounts(tx: Db, ids: string[]): Promise<Map<string, AccountRow>> {
+  const sorted = [...new Set(ids)].sort();
+  // ORDER BY … FOR UPDATE: PostgreSQL locks the rows in the sorted order.
+  const rows = await queryRows<AccountRow>(
+    tx,
+    sql`select id, kind, balance, held, allocation from billing_accounts
+        where id in (${sql.join(sorted.map((id) => sql`${id}`), sql`, `)}) order by id for update`,
+  );
+  return new Map(rows.map((r) => [r.id, { ...r, balance: num(r.balance), held: num(r.held), allocation: num(r.allocation) }]));
+}
+
+export interface TransferInput {
+  key: string;
+  from: string;
+  to: string;
+  amount: number;
+  type: EntryType;
+  description?: string;
+  /** The client whose transaction list shows the row, and on which side of the movement it is. */
+  shownTo?: { orgKey: string; side: 'from' | 'to' };
+}
+
+/**
+ * Moves `amount` between two accounts exactly once per `key`. Returns the entry id, or null when the
+ * key was already used (the movement happened before; nothing changes). Throws InsufficientFunds when
+ * an inside account would go below zero (holds included).
+ */
+export async function transfer(tx: Db, input: TransferInput): Promise<number | null> {
+  if (!Number.isSafeInteger(input.amount) || input.amount <= 0) throw new Error('transfer amount must be a positive integer');
+  const accounts = await lockAccounts(tx, [input.from, input.to]);
+  const from = accounts.get(input.from);
+  const to = accounts.get(input.to);
+  if (!from || !to) throw new Error(`unknown ledger account ${!from ? input.from : input.to}`);
+  const inside = (a: AccountRow) => a.kind === 'org' || a.kind === 'pool';
+  if (inside(from) && from.balance - from.held < input.amount) throw new InsufficientFunds(from.id);
+
+  const shown = input.shownTo;
+  const shownAfter = shown ? (shown.side === 'to' ? to.balance + input.amount : from.balance - input.amount) : null;
+  const shownAmount = shown ? (shown.side === 'to' ? input.amount : -input.amount) : null;
+  const inserted = await queryRows<{ id: number }>(
+    tx,
+    sql`insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
+        values (${input.key}, ${input.from}, ${input.to}, ${input.amount}, ${input.type}, ${shown?.orgKey ?? null},
+                ${shownAmount}, ${shownAfter}, ${input.description ?? ''})
+        on conflict (key) do nothing returning id`,
+  );
+  if (inserted.length === 0) return null;
+  // Conditional debit: the CHECK constraint and this WHERE both refuse to go below zero.
+  const debited = await queryRows<{ id: string }>(
+    tx,
+    sql`update billing_accounts set balance = balance - ${input.amount}
+        where id = ${input.from} and (kind not in ('org', 'pool') or balance - held >= ${input.amount}) returning id`,
+  );
+  if (debited.length === 0) throw new InsufficientFunds(input.from);
+  await tx.execute(sql`update billing_accounts set balance = balance + ${input.amount} where id = ${input.to}`);
+  return num(inserted[0]!.id);
+}
+
+/**
+ * A purchase or the trial: the owner's pool is credited, then the tokens are allocated at once to the
+ * client they were bought through (CONTRACT §8), both keyed by `key`. Returns false when already granted.
+ */
+export async function grantToOrg(
+  tx: Db,
+  g: { key: string; source: string; ownerId: string; orgKey: string; amount: number; type: EntryType; description: string },
+): Promise<boolean> {
+  await ensureOrgAccounts(tx, g.orgKey, g.ownerId);
+  const granted = await transfer(tx, {
+    key: g.key,
+    from: g.source,
+    to: poolAccount(g.ownerId),
+    amount: g.amount,
+    type: g.type,
+    description: g.description,
+  });
+  if (granted === null) return false;
+  await transfer(tx, {
+    key: `${g.key}:allocate`,
+    from: poolAccount(g.ownerId),
+    to: orgAccount(g.orgKey),
+    amount: g.amount,
+    type: g.type,
+    description: g.description,
+    shownTo: { orgKey: g.orgKey, side: 'to' },
+  });
+  await tx.execute(sql`update billing_accounts set allocation = allocation + ${g.amount} where id = ${orgAccount(g.orgKey)}`);
+  return true;
+}
+
+/** Tokens ever granted to an owner's pool (lifetime_granted_credits), derived from the ledger. */
+export async function lifetimeGranted(db: Db, userId: string): Promise<number> {
+  const [row] = await queryRows<{ total: unknown }>(
+    db,
+    sql`select coalesce(sum(amount), 0)::bigint as total from billing_entries
+        where to_account = ${poolAccount(userId)} and from_account like 'src:%'`,
+  );
+  return num(row?.total);
+}
+
+export async function accountBalance(db: Db, id: string): Promise<{ balance: number; held: number; allocation: number } | null> {
+  const [row] = await queryRows<AccountRow>(db, sql`select id, kind, balance, held, allocation from billing_accounts where id = ${id}`);
+  return row ? { balance: num(row.balance), held: num(row.held), allocation: num(row.allocation) } : null;
+}

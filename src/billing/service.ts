@@ -1,0 +1,150 @@
+import { randomUUID } from 'node:crypto';
+import { and, eq, isNull } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { orgs } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import {
+  InsufficientFunds,
+  ensureOrgAccounts,
+  ensurePool,
+  grantToOrg,
+  lifetimeGranted,
+  lockAccounts,
+  orgAccount,
+  poolAccount,
+  SOURCE_TRIAL,
+  transfer,
+} from './ledger.js';
+
+// The owner's pool and its allocations (interface document: Owner balance, Billing rules 1–2;
+// CONTRACT §8). global_credits is derived here on every read, never stored.
+
+/** Interface document, Token economics and Limits. */
+export const TRIAL_CREDITS = 50_000;
+export const PRO_PERIOD_CREDITS = 210_000;
+/** 1 unit of currency = 1,000 tokens, so one cent = 10 tokens. */
+export const CREDITS_PER_CENT = 10;
+
+const num = (v: unknown): number => Number(v ?? 0);
+
+export interface OwnerBalance {
+  owner_id: string;
+  global_credits: number;
+  unallocated_credits: number;
+  lifetime_granted_credits: number;
+  allocations: { org_id: string; name: string; is_default: boolean; allocated_credits: number }[];
+}
+
+export async function ownerBalance(db: Db, userId: string): Promise<OwnerBalance> {
+  const [pool] = await queryRows<{ balance: unknown }>(db, sql`select balance from billing_accounts where id = ${poolAccount(userId)}`);
+  const rows = await queryRows<{ id: string; name: string; is_default: boolean; balance: unknown }>(
+    db,
+    sql`select o.id, o.name, o.is_default, coalesce(a.balance, 0) as balance
+        from orgs o left join billing_accounts a on a.id = 'org:' || o.id
+        where o.owner_id = ${userId} and o.deleted_at is null
+        order by o.is_default desc, o.created_at, o.id`,
+  );
+  const unallocated = num(pool?.balance);
+  const allocations = rows.map((r) => ({
+    org_id: `client_${r.id}`,
+    name: r.name,
+    is_default: Boolean(r.is_default),
+    allocated_credits: num(r.balance),
+  }));
+  return {
+    owner_id: userId,
+    global_credits: unallocated + allocations.reduce((s, a) => s + a.allocated_credits, 0),
+    unallocated_credits: unallocated,
+    lifetime_granted_credits: await lifetimeGranted(db, userId),
+    allocations,
+  };
+}
+
+/** A live org and its owner, or null. */
+export async function findLiveOrg(db: Db, orgKey: string) {
+  const [org] = await db.select().from(orgs).where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)));
+  return org ?? null;
+}
+
+/**
+ * PUT …/allocation: sets the client's balance to `target`; the difference comes from or goes back to
+ * the pool, atomically (CONTRACT §8). 402 INSUFFICIENT_UNALLOCATED when the pool cannot fund a raise;
+ * 409 CREDITS_IN_USE when a reclaim would take tokens held by calls in flight.
+ */
+export async function setAllocation(db: Db, input: { userId: string; orgKey: string; target: number }): Promise<void> {
+  await db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    await ensureOrgAccounts(t, input.orgKey, input.userId);
+    const org = orgAccount(input.orgKey);
+    const pool = poolAccount(input.userId);
+    const locked = await lockAccounts(t, [org, pool]);
+    const current = locked.get(org)!;
+    const delta = input.target - current.balance;
+    const key = `alloc:${randomUUID()}`;
+    try {
+      if (delta > 0) {
+        await transfer(t, { key, from: pool, to: org, amount: delta, type: 'allocate', shownTo: { orgKey: input.orgKey, side: 'to' } });
+      } else if (delta < 0) {
+        if (input.target < current.held) {
+          throw new AppError(409, 'CREDITS_IN_USE', 'tokens held by calls in flight cannot be reclaimed yet; try again shortly');
+        }
+        await transfer(t, { key, from: org, to: pool, amount: -delta, type: 'reclaim', shownTo: { orgKey: input.orgKey, side: 'from' } });
+      }
+    } catch (err) {
+      if (err instanceof InsufficientFunds && err.accountId === pool) {
+        throw new AppError(402, 'INSUFFICIENT_UNALLOCATED', 'the raise exceeds the unallocated pool');
+      }
+      throw err;
+    }
+    await t.execute(sql`update billing_accounts set allocation = ${input.target} where id = ${org}`);
+  });
+}
+
+/** Registration hook: the trial, granted to the pool and allocated at once to the default client. */
+export async function grantTrial(tx: Db, account: { user: { id: string }; org: { id: string } }): Promise<void> {
+  await ensurePool(tx, account.user.id);
+  await grantToOrg(tx, {
+    key: `trial:${account.user.id}`,
+    source: SOURCE_TRIAL,
+    ownerId: account.user.id,
+    orgKey: account.org.id,
+    amount: TRIAL_CREDITS,
+    type: 'trial',
+    description: 'Free trial',
+  });
+}
+
+/**
+ * Org-deleted hook: the client's whole balance goes back to its owner's pool (CONTRACT §5). Calls in
+ * flight lose their holds (voided): a deleted client's late settle debits nothing.
+ */
+export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: string }): Promise<void> {
+  const account = orgAccount(org.orgKey);
+  await ensureOrgAccounts(tx, org.orgKey, org.ownerId);
+  await tx.execute(sql`update billing_holds set status = 'voided', closed_at = now() where account_id = ${account} and status = 'held'`);
+  await tx.execute(sql`update billing_accounts set held = 0 where id = ${account}`);
+  const locked = await lockAccounts(tx, [account, poolAccount(org.ownerId)]);
+  const balance = locked.get(account)!.balance;
+  if (balance > 0) {
+    await transfer(tx, {
+      key: `reclaim:deleted:${org.orgKey}`,
+      from: account,
+      to: poolAccount(org.ownerId),
+      amount: balance,
+      type: 'reclaim',
+      description: 'Client deleted',
+      shownTo: { orgKey: org.orgKey, side: 'from' },
+    });
+  }
+  await tx.execute(sql`update billing_accounts set allocation = 0 where id = ${account}`);
+}
+
+/** The client's Token balance (interface document: Client token balance). */
+export async function clientBalance(db: Db, orgKey: string) {
+  const [row] = await queryRows<{ balance: unknown; allocation: unknown }>(
+    db,
+    sql`select balance, allocation from billing_accounts where id = ${orgAccount(orgKey)}`,
+  );
+  return { org_id: `client_${orgKey}`, balance_credits: num(row?.balance), allocation_credits: num(row?.allocation) };
+}

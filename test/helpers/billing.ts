@@ -1,0 +1,37 @@
+import { randomUUID } from 'node:crypto';
+import { eq } from 'drizzle-orm';
+import type { Db } from '../../src/db/client.js';
+import { orgs } from '../../src/db/schema.js';
+import { accountBalance, ensureOrgAccounts, orgAccount, poolAccount, SOURCE_PURCHASES, transfer } from '../../src/billing/ledger.js';
+import { setAllocation } from '../../src/billing/service.js';
+import type { TestServer } from './server.js';
+
+// Billing fixtures go through the real ledger and allocation code (never around them).
+
+/**
+ * Sets a client's token balance to exactly `credits`: the owner's pool is topped up through the ledger
+ * when it cannot fund the raise, then the real allocation code moves the difference.
+ */
+export async function setOrgBalance(server: TestServer, orgKey: string, credits: number): Promise<void> {
+  const db = server.deps.db;
+  const [org] = await db.select().from(orgs).where(eq(orgs.id, orgKey));
+  if (!org) throw new Error(`setOrgBalance: no org ${orgKey}`);
+  await db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    await ensureOrgAccounts(t, orgKey, org.ownerId);
+    const current = (await accountBalance(t, orgAccount(orgKey)))!.balance;
+    const pool = (await accountBalance(t, poolAccount(org.ownerId)))!.balance;
+    const missing = credits - current - pool;
+    if (missing > 0) {
+      await transfer(t, {
+        key: `test:grant:${randomUUID()}`,
+        from: SOURCE_PURCHASES,
+        to: poolAccount(org.ownerId),
+        amount: missing,
+        type: 'topup',
+        description: 'test fixture grant',
+      });
+    }
+  });
+  await setAllocation(db, { userId: org.ownerId, orgKey, target: credits });
+}
