@@ -153,6 +153,26 @@ describe('POST /v1/auth/device/authorize', () => {
     const { user_code } = await startLogin();
     expect((await approve(user, user_code, owner.orgId)).status).toBe(200);
     expect((await approve(user, user_code, owner.orgId)).status).toBe(400);
+
+    const { memberships } = await import('../src/db/schema.js');
+    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, user.userId)));
+    const next = await startLogin();
+    const left = await approve(user, next.user_code, owner.orgId);
+    expect(left.status).toBe(403);
+    expect(left.body.detail.code).toBe('NO_ACCESS');
+  });
+
+  it('limits wrong user codes per user: ten in 10 minutes, then 429 with Retry-After even for a right code', async () => {
+    const user = await createUser(server);
+    const other = await createUser(server);
+    const { user_code } = await startLogin();
+    for (let i = 0; i < 10; i++) expect((await approve(user, 'BBBB-BBB' + 'CDFGHJKLMN'[i])).status).toBe(400);
+    const blocked = await approve(user, user_code);
+    expect(blocked.status).toBe(429);
+    expect(blocked.body.detail.code).toBe('RATE_LIMITED');
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Per user, not global: someone else can still approve.
+    expect((await approve(other, user_code)).status).toBe(200);
   });
 
   it('needs a session: no credential or an svc_ token is 401', async () => {

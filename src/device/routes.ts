@@ -1,4 +1,4 @@
-import { Router, type RequestHandler } from 'express';
+import { Router } from 'express';
 import { z } from 'zod';
 import { eq } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
@@ -22,16 +22,11 @@ const authorizeBody = z.object({ user_code: z.string().min(1).max(64), client_id
 const denyBody = z.object({ user_code: z.string().min(1).max(64) });
 const pollBody = z.object({ device_code: z.string().min(1).max(256) });
 
-/** The per-address limit on device routes (owner ACCOUNTS: deps.limits.perIp), when it is wired. */
-function perIp(deps: Deps): RequestHandler {
-  const limit = (deps as unknown as { limits?: { perIp?: RequestHandler } }).limits?.perIp;
-  return limit ?? ((_req, _res, next) => next());
-}
-
 export function deviceRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const session = auth.require({ allow: ['session'] });
-  router.use('/v1/auth/device', perIp(deps));
+  // RATE_LIMIT_IP_PER_MIN per address on the device routes (CONTRACT §1).
+  router.use('/v1/auth/device', deps.limits.perIp);
 
   router.post('/v1/auth/device/code', async (_req, res) => {
     const issued = await createDeviceAuthorization(deps, { flow: 'terminal' });

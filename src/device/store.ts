@@ -34,14 +34,8 @@ export type PollResult =
   | { status: 'expired_token' }
   | { status: 'approved'; row: DeviceCodeRow };
 
-/** The user-code failure limiter (owner ACCOUNTS, src/ratelimit): ten wrong user codes per user in 10 min. */
-interface FailureLimiter {
-  check(key: string): Promise<void>;
-  fail(key: string): Promise<void>;
-}
-function userCodeLimiter(deps: Deps): FailureLimiter | undefined {
-  return (deps as unknown as { limits?: { userCodeFailures?: FailureLimiter } }).limits?.userCodeFailures;
-}
+/** Wrong user codes per user: ten in 10 min → 429 (CONTRACT §6; policy in src/ratelimit/limits.ts). */
+const userCodeLimiter = (deps: Deps) => deps.limits.userCodeFailures;
 
 const hashUserCode = (deps: Deps, normalised: string) => hmacSecret(deps.keys.hmac, `user_code:${normalised}`);
 const hashDeviceCode = (deps: Deps, deviceCode: string) => hmacSecret(deps.keys.hmac, `device_code:${deviceCode}`);
@@ -92,7 +86,7 @@ async function pendingByUserCode(deps: Deps, userCode: string): Promise<DeviceCo
 
 /** 400 INVALID_USER_CODE, counted against the user (CONTRACT §6: ten wrong codes in 10 min → 429). */
 async function wrongUserCode(deps: Deps, userId: string | undefined): Promise<never> {
-  if (userId) await userCodeLimiter(deps)?.fail(userId);
+  if (userId) await userCodeLimiter(deps).fail(userId);
   throw new AppError(400, 'INVALID_USER_CODE', 'this code is not valid or has expired; start again on the device');
 }
 
@@ -101,9 +95,9 @@ async function wrongUserCode(deps: Deps, userId: string | undefined): Promise<ne
  * or null. Pass `userId` when a signed-in person typed the code, so guesses count against the limit.
  */
 export async function findByUserCode(deps: Deps, userCode: string, opts: { userId?: string } = {}): Promise<DeviceCodeRow | null> {
-  if (opts.userId) await userCodeLimiter(deps)?.check(opts.userId);
+  if (opts.userId) await userCodeLimiter(deps).check(opts.userId);
   const row = await pendingByUserCode(deps, userCode);
-  if (!row && opts.userId) await userCodeLimiter(deps)?.fail(opts.userId);
+  if (!row && opts.userId) await userCodeLimiter(deps).fail(opts.userId);
   return row;
 }
 
@@ -123,7 +117,7 @@ export async function approveUserCode(
   input: { userCode: string; userId: string; orgKey?: string },
 ): Promise<{ orgKey: string; row: DeviceCodeRow }> {
   const limiter = userCodeLimiter(deps);
-  await limiter?.check(input.userId);
+  await limiter.check(input.userId);
   const pending = await pendingByUserCode(deps, input.userCode);
   if (!pending) return wrongUserCode(deps, input.userId);
 
@@ -143,7 +137,7 @@ export async function approveUserCode(
 
 /** Denies a pending user code; the device then polls access_denied (RFC 8628 §3.5). */
 export async function denyUserCode(deps: Deps, input: { userCode: string; userId: string }): Promise<DeviceCodeRow> {
-  await userCodeLimiter(deps)?.check(input.userId);
+  await userCodeLimiter(deps).check(input.userId);
   const pending = await pendingByUserCode(deps, input.userCode);
   if (!pending) return wrongUserCode(deps, input.userId);
   const [row] = await deps.db
