@@ -66,3 +66,9 @@ export async function findUserByEmail(db: Db, email: string): Promise<UserRow | 
 export async function markEmailVerified(db: Db, userId: string): Promise<void> {
   await db.update(users).set({ emailVerifiedAt: new Date() }).where(eq(users.id, userId));
 }
+
+// The account services the routes and the portal pages share (team brief: "Account services").
+export { loginWithPassword, completeTwoFactorLogin, type LoginResult } from './login.js';
+export { registerAndNotify, verifyEmail, resendVerification, sendVerificationMail } from './email-verification.js';
+export { requestPasswordReset, confirmPasswordReset } from './password-reset.js';
+export { twoFactorStatus, setupTwoFactor, enableTwoFactor, disableTwoFactor } from './two-factor.js';

@@ -1,0 +1,65 @@
+import { eq, isNull, and } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import type { Db } from '../db/client.js';
+import { users } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { revokeAllSessions } from '../auth/session.js';
+import { passwordResetMail } from '../mail/templates.js';
+import { issueOneTimeToken, redeemOneTimeToken, retireOneTimeTokens } from './one-time-tokens.js';
+import { hashPassword, passwordProblem } from './password.js';
+import { findUserByEmail, normaliseEmail } from './service.js';
+
+// Password reset (CONTRACT §4): the request answers the same whatever the address; the token is
+// single-use and lives 1 h; confirming sets the password and revokes every session of the user.
+
+export const RESET_REQUESTED_MESSAGE = 'if an account exists for this address, a reset link is on its way';
+
+/**
+ * Mails a reset link when the address has an account; otherwise does nothing visible. Requests are
+ * limited per e-mail (5 an hour), counted for unknown addresses too so the limit reveals nothing.
+ */
+export async function requestPasswordReset(deps: Deps, email: string): Promise<void> {
+  const address = normaliseEmail(email);
+  const key = `reset:${address}`;
+  await deps.limits.resetRequests.check(key);
+  await deps.limits.resetRequests.fail(key);
+  const user = await findUserByEmail(deps.db, address);
+  if (!user) return;
+  const token = await issueOneTimeToken(deps.db, deps.keys.hmac, user.id, 'reset_password');
+  const link = `${deps.config.v2Url}/account/reset?token=${encodeURIComponent(token)}`;
+  try {
+    await deps.mailer.send(passwordResetMail(user.email, user.name, link));
+  } catch (err) {
+    // The answer must not differ for a known address: log, never surface.
+    deps.log.warn({ err: (err as Error).message, userId: user.id }, 'reset mail not sent');
+  }
+}
+
+const invalidResetToken = () => new AppError(400, 'INVALID_RESET_TOKEN', 'this reset link is invalid, used or expired');
+
+/**
+ * Sets a new password from a reset token. The password rule is checked before the token is spent, so
+ * a weak choice does not burn the link. In one transaction: the token is redeemed, the other reset
+ * links are retired, the password changes and every session is revoked. Receiving the mail proves
+ * the address, so an unverified account becomes verified.
+ */
+export async function confirmPasswordReset(deps: Deps, input: { token: string; password: string }): Promise<{ userId: string }> {
+  const problem = passwordProblem(input.password);
+  if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
+  const passwordHash = await hashPassword(input.password);
+  const userId = await deps.db.transaction(async (tx) => {
+    const db = tx as unknown as Db;
+    const owner = await redeemOneTimeToken(db, deps.keys.hmac, input.token, 'reset_password');
+    if (!owner) return null;
+    await retireOneTimeTokens(db, owner, 'reset_password');
+    await db.update(users).set({ passwordHash }).where(eq(users.id, owner));
+    await db.update(users).set({ emailVerifiedAt: new Date() }).where(and(eq(users.id, owner), isNull(users.emailVerifiedAt)));
+    await revokeAllSessions(db, owner);
+    return owner;
+  });
+  if (!userId) throw invalidResetToken();
+  const [user] = await deps.db.select({ email: users.email }).from(users).where(eq(users.id, userId));
+  // A new password starts a fresh count of sign-in failures.
+  if (user) await deps.limits.loginFailures.reset(user.email);
+  return { userId };
+}
