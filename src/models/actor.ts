@@ -1,0 +1,106 @@
+import type { Request } from 'express';
+import { decodeProtectedHeader } from 'jose';
+import type { Deps } from '../deps.js';
+import type { Auth } from '../auth/principal.js';
+import type { Role } from '../db/schema.js';
+import { AppError, invalidToken } from '../http/errors.js';
+import { requestOrigin } from '../http/origin.js';
+import { parseOrgId } from '../ids.js';
+import { liveRole } from '../orgs/membership.js';
+import { resolveActingOrg, verifyAccessToken } from '../../oauth/verify.js';
+
+// Who acts on a model route (interface document: Authentication 4–8; CONTRACT §7, §9):
+//  - an `svc_` token acts for its own organization and user (billing and concurrency use the
+//    credential's organization);
+//  - a model grant (an access token for the resource {origin}/v1) acts for its `org`, or for the org
+//    named by `x-svc-organisation` when the user is a live member there.
+// Cookies and session JWTs never authenticate these routes (§7). Membership is read live on every call.
+
+export interface Actor {
+  userId: string;
+  orgKey: string;
+  role: Role;
+  via: 'api_token' | 'model_grant';
+}
+
+export const ORG_HEADER = 'x-svc-organisation';
+
+const bearerOf = (header: string | undefined): string | null => {
+  if (!header) return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!m) throw invalidToken();
+  return m[1]!;
+};
+
+const notAMember = () => new AppError(403, 'not_a_member', 'the user does not belong to this organization');
+
+/** True when the bearer looks like an ES256 JWT (a grant), not an HS256 session. */
+function isGrantShaped(token: string): boolean {
+  try {
+    return decodeProtectedHeader(token).alg === 'ES256';
+  } catch {
+    return false;
+  }
+}
+
+export interface TokenInput {
+  token: string;
+  origin: string;
+  orgHeader: string | undefined;
+}
+
+/** Resolves a bearer credential (HTTP header or the run socket's auth frame) to the acting user and org. */
+export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput): Promise<Actor> {
+  const { token, origin, orgHeader } = input;
+  if (token.startsWith('svc_')) {
+    const fakeReq = { get: (name: string) => (name.toLowerCase() === 'authorization' ? `Bearer ${token}` : undefined) } as Request;
+    const principal = await auth.resolve(fakeReq);
+    if (!principal || principal.kind !== 'api_token') throw invalidToken();
+    if (!principal.role) throw notAMember();
+    if (!principal.emailVerified) throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
+    // The durable credential is bound to its organization: a header naming another one is refused.
+    if (orgHeader && parseOrgId(orgHeader) !== principal.orgKey) {
+      throw new AppError(403, 'org_mismatch', `${ORG_HEADER} does not name this credential's organization`);
+    }
+    return { userId: principal.userId, orgKey: principal.orgKey, role: principal.role, via: 'api_token' };
+  }
+  if (!isGrantShaped(token)) throw invalidToken();
+  const grant = await verifyAccessToken(deps, token, { resource: 'model', origin });
+  const acting = await resolveActingOrg(deps, { userId: grant.userId, orgKey: grant.orgKey }, orgHeader);
+  return { userId: grant.userId, orgKey: acting.orgKey, role: acting.role, via: 'model_grant' };
+}
+
+/** The actor of an HTTP request to a model route. `spend` refuses viewers (CONTRACT §7). */
+export async function actorOf(deps: Deps, auth: Auth, req: Request, opts: { spend: boolean }): Promise<Actor> {
+  const token = bearerOf(req.get('authorization'));
+  if (!token) throw invalidToken();
+  const actor = await actorFromToken(deps, auth, {
+    token,
+    origin: requestOrigin(req, deps.config),
+    orgHeader: req.get(ORG_HEADER) ?? undefined,
+  });
+  checkOrgQuery(req, actor);
+  if (opts.spend) assertCanSpend(actor.role);
+  return actor;
+}
+
+/** `org_id` in the query, when sent (either spelling), must be the acting organization (CONTRACT §9). */
+export function checkOrgQuery(req: Request, actor: Actor) {
+  const raw = req.query.org_id;
+  if (raw === undefined) return;
+  if (typeof raw !== 'string' || parseOrgId(raw) !== actor.orgKey) {
+    throw new AppError(403, 'org_mismatch', 'org_id does not match the acting organization', { param: 'org_id' });
+  }
+}
+
+export function assertCanSpend(role: Role) {
+  if (role === 'viewer') throw new AppError(403, 'viewer_cannot_spend', "a viewer cannot use the organization's budget");
+}
+
+/** Revalidates membership before each model call of a long-lived run (Authentication 5). */
+export async function revalidate(deps: Deps, actor: Actor): Promise<Actor> {
+  const role = await liveRole(deps.db, actor.userId, actor.orgKey);
+  if (!role) throw notAMember();
+  assertCanSpend(role);
+  return { ...actor, role };
+}

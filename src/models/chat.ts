@@ -1,0 +1,158 @@
+import type { Request, Response } from 'express';
+import type { Deps } from '../deps.js';
+import { AppError } from '../http/errors.js';
+import { renderError } from '../http/error-middleware.js';
+import type { Actor } from './actor.js';
+import type { Lease } from './concurrency.js';
+import { balanceOf, prepareCall, settleCall, StreamMeter, voidCall, type CallOutcome, type PreparedCall } from './metered.js';
+import { OUTCOME_HEADER } from './outcome.js';
+import type { ChatRequest } from './schema.js';
+import type { ChatChunk } from './upstream/types.js';
+
+// POST /v1/chat/completions (CONTRACT §9): lease → reserve → provider → settle → signed outcome.
+//
+// The outcome header of a stream: its debit is only known at the end, after the headers left. It goes
+// (a) as an SSE comment line `: x-svc-outcome <jws>` just before `data: [DONE]` (comments are ignored by
+// every SSE client, the OpenAI SDKs included), and (b) as the HTTP trailer `x-svc-outcome` (declared in
+// `Trailer`), for clients that read trailers. JSON responses carry it as a header.
+
+export async function acquireLease(deps: Deps, orgKey: string, kind: 'chat' | 'run'): Promise<Lease> {
+  try {
+    return await deps.models.limiter.acquire(orgKey, kind);
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    deps.log.error({ err }, 'concurrency store unavailable');
+    throw new AppError(503, 'concurrency_unavailable', 'the concurrency limiter cannot be reached; try again');
+  }
+}
+
+export async function signOutcome(deps: Deps, actor: Actor, o: { requestId: string; creditsDebited: number; balanceCredits: number }) {
+  return deps.models.outcome.sign({ userId: actor.userId, orgKey: actor.orgKey, ...o });
+}
+
+export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequest, req: Request, res: Response) {
+  const stream = !!request.stream;
+  const lease = await acquireLease(deps, actor.orgKey, 'chat');
+  try {
+    const call = await prepareCall(deps, actor, request, stream);
+    if (stream) await streamCall(deps, call, req, res);
+    else await jsonCall(deps, call, res);
+  } finally {
+    await lease.release();
+  }
+}
+
+async function withVoidOnError<T>(deps: Deps, call: PreparedCall, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    await voidCall(deps, call);
+    if (err instanceof AppError) {
+      const outcome = await outcomeAfterVoid(deps, call);
+      if (outcome) err.extra.headers = { ...err.extra.headers, [OUTCOME_HEADER]: outcome };
+    }
+    throw err;
+  }
+}
+
+async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string | null> {
+  try {
+    const balance = await balanceOf(deps, call.actor.orgKey);
+    return await signOutcome(deps, call.actor, { requestId: call.requestId, creditsDebited: 0, balanceCredits: balance });
+  } catch {
+    return null;
+  }
+}
+
+async function jsonCall(deps: Deps, call: PreparedCall, res: Response) {
+  const controller = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) controller.abort(new Error('client closed the connection'));
+  };
+  res.on('close', onClose);
+  const completion = await withVoidOnError(deps, call, () => deps.models.upstream.complete(call.body, controller.signal));
+  const usage = completion.usage ?? { prompt_tokens: call.promptEstimate, completion_tokens: 0, total_tokens: call.promptEstimate };
+  const outcome = await settleCall(deps, call, usage);
+  completion.model = deps.models.modelId;
+  res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
+  res.json(completion);
+}
+
+async function streamCall(deps: Deps, call: PreparedCall, req: Request, res: Response) {
+  const controller = new AbortController();
+  let clientGone = false;
+  res.on('close', () => {
+    if (!res.writableFinished) {
+      clientGone = true;
+      controller.abort(new Error('client closed the connection'));
+    }
+  });
+  const meter = new StreamMeter(deps.models.modelId);
+  const iterator = deps.models.upstream.stream(call.body, controller.signal)[Symbol.asyncIterator]();
+
+  // The first chunk decides between an HTTP error (nothing sent yet) and a 200 stream.
+  const first = await withVoidOnError(deps, call, () => iterator.next());
+  res.status(200);
+  res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+  res.setHeader('cache-control', 'no-cache');
+  res.setHeader('x-accel-buffering', 'no');
+  res.setHeader('x-svc-request-id', call.requestId);
+  res.setHeader('trailer', OUTCOME_HEADER);
+  res.flushHeaders();
+
+  const write = async (chunk: ChatChunk) => {
+    const out = meter.observe(chunk, call.clientWantsUsage);
+    if (!out || clientGone) return;
+    if (!res.write(`data: ${JSON.stringify(out)}\n\n`)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
+    }
+  };
+
+  let failure: unknown = null;
+  try {
+    if (!first.done) await write(first.value);
+    while (!clientGone) {
+      const next = await iterator.next();
+      if (next.done) break;
+      await write(next.value);
+    }
+  } catch (err) {
+    if (!clientGone) failure = err;
+  }
+  if (clientGone) {
+    // Billed for what was generated (CONTRACT §8): the provider was aborted; settle what streamed.
+    await iterator.return?.(undefined).catch(() => {});
+    const { usage } = meter.finalUsage(call.promptEstimate);
+    await settleCall(deps, call, usage, 'client disconnected').catch((err: unknown) => deps.log.error({ err }, 'settle after disconnect failed'));
+    return;
+  }
+  if (failure) {
+    // A provider failing mid-stream debits nothing; the client gets an OpenAI error event and no [DONE].
+    await voidCall(deps, call);
+    const appErr = failure instanceof AppError ? failure : new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+    if (!(failure instanceof AppError)) deps.log.error({ err: failure }, 'stream failed');
+    res.end(`data: ${JSON.stringify(renderError(appErr, 'openai'))}\n\n`);
+    return;
+  }
+  const { usage, estimated } = meter.finalUsage(call.promptEstimate);
+  let outcome: CallOutcome;
+  try {
+    outcome = await settleCall(deps, call, usage, estimated ? 'usage estimated' : '');
+  } catch (err) {
+    deps.log.error({ err }, 'settle failed');
+    res.end(`data: ${JSON.stringify(renderError(new AppError(500, 'internal', `internal error (request ${String(req.id)})`), 'openai'))}\n\n`);
+    return;
+  }
+  const jws = await signOutcome(deps, call.actor, outcome);
+  res.write(`: ${OUTCOME_HEADER} ${jws}\n\n`);
+  res.addTrailers({ [OUTCOME_HEADER]: jws });
+  res.end('data: [DONE]\n\n');
+}

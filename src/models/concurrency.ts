@@ -1,0 +1,111 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { queryRows } from '../db/client.js';
+import { AppError } from '../http/errors.js';
+
+// The per-organization cap on model calls and runs in flight (CONTRACT §9), shared by every process on
+// the database: a lease is a row in concurrency_leases (see src/db/tables/models.ts), kept alive by a
+// heartbeat and released on finish. A process that dies stops beating; its leases expire after `ttlMs`.
+
+export type LeaseKind = 'chat' | 'run';
+
+export interface Lease {
+  readonly orgKey: string;
+  release(): Promise<void>;
+}
+
+export interface ConcurrencyLimiter {
+  /** Takes a lease or throws 429 concurrency_limit with Retry-After. */
+  acquire(orgKey: string, kind: LeaseKind): Promise<Lease>;
+  close(): Promise<void>;
+}
+
+export interface LimiterOptions {
+  cap: number;
+  /** How long a lease outlives its last heartbeat (a killed process frees its slots after this). */
+  ttlMs?: number;
+}
+
+export const DEFAULT_LEASE_TTL_MS = 30_000;
+
+export const concurrencyLimited = () =>
+  new AppError(429, 'concurrency_limit', 'too many model calls or runs in flight for this organization; retry shortly', {
+    headers: { 'Retry-After': '1' },
+  });
+
+/** Beats for every live lease of this process in one statement, a third of the TTL apart. */
+export function heartbeat<T>(live: Map<string, T>, intervalMs: number, beat: (ids: string[]) => Promise<void>) {
+  let timer: NodeJS.Timeout | null = null;
+  return {
+    track() {
+      timer ??= setInterval(() => {
+        if (live.size === 0) return;
+        beat([...live.keys()]).catch(() => {
+          // A missed beat is retried next interval; the TTL is three intervals long.
+        });
+      }, intervalMs).unref();
+    },
+    stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+    },
+  };
+}
+
+export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLimiter {
+  const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+  const ttl = sql`make_interval(secs => ${ttlMs / 1000})`;
+  const live = new Map<string, string>(); // leaseId → orgKey
+  const beats = heartbeat(live, Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
+    await db.execute(sql`update concurrency_leases set expires_at = now() + ${ttl}
+      where lease_id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)})`);
+  });
+
+  /**
+   * One statement: pick a random slot that looks free and take it; the unique (org_id, slot) key makes
+   * two takers of the same slot serialise, and the loser's guarded update (only over an expired lease)
+   * returns nothing, so it retries against a fresh snapshot.
+   */
+  async function tryTake(orgKey: string, kind: LeaseKind, leaseId: string): Promise<boolean> {
+    const rows = await queryRows<{ slot: number }>(
+      db,
+      sql`insert into concurrency_leases (org_id, slot, lease_id, kind, expires_at)
+          select ${orgKey}, s, ${leaseId}, ${kind}, now() + ${ttl}
+          from generate_series(0, ${options.cap - 1}::int) as s
+          where not exists (select 1 from concurrency_leases l where l.org_id = ${orgKey} and l.slot = s and l.expires_at > now())
+          order by random() limit 1
+          on conflict (org_id, slot) do update
+            set lease_id = excluded.lease_id, kind = excluded.kind, expires_at = excluded.expires_at, acquired_at = now()
+            where concurrency_leases.expires_at <= now()
+          returning slot`,
+    );
+    return rows.length > 0;
+  }
+
+  return {
+    async acquire(orgKey, kind) {
+      const leaseId = randomBytes(12).toString('base64url');
+      let taken = false;
+      for (let attempt = 0; attempt < 2 && !taken; attempt++) taken = await tryTake(orgKey, kind, leaseId);
+      if (!taken) throw concurrencyLimited();
+      live.set(leaseId, orgKey);
+      beats.track();
+      let released = false;
+      return {
+        orgKey,
+        async release() {
+          if (released) return;
+          released = true;
+          live.delete(leaseId);
+          await db.execute(sql`delete from concurrency_leases where lease_id = ${leaseId}`).catch(() => {
+            // Unreleased, the lease expires by itself within the TTL.
+          });
+        },
+      };
+    },
+    async close() {
+      beats.stop();
+    },
+  };
+}

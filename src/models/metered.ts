@@ -1,0 +1,147 @@
+import type { Deps } from '../deps.js';
+import { AppError } from '../http/errors.js';
+import { newId } from '../ids.js';
+import { orgBalanceCredits, reserveCredits, settleCredits, voidHold } from '../billing/spend.js';
+import type { Actor } from './actor.js';
+import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
+import type { ChatRequest } from './schema.js';
+import { countPrompt, countText, promptUpperBound } from './tokens.js';
+import type { ChatBody, ChatChunk, ToolCall, Usage } from './upstream/types.js';
+
+// Reserve, then settle (CONTRACT §8). Before a call: hold the most it can cost and cap its max tokens to
+// what the hold pays; after: debit the real cost (one `usage` transaction), or nothing when the provider
+// failed. A balance never goes below zero because the upstream is never allowed to write more than the
+// hold pays for, and settle never debits more than the hold.
+
+export interface PreparedCall {
+  requestId: string;
+  actor: Actor;
+  /** What goes upstream: the model forced, the limit capped, usage requested on streams. */
+  body: ChatBody;
+  heldCredits: number;
+  /** The client asked for the usage chunk itself (else it is stripped from the stream). */
+  clientWantsUsage: boolean;
+  /** Our deterministic count of the prompt, used only when the provider's usage never arrived. */
+  promptEstimate: number;
+}
+
+export interface CallOutcome {
+  requestId: string;
+  usage: Usage;
+  creditsDebited: number;
+  balanceCredits: number;
+}
+
+const insufficient = (message: string) =>
+  new AppError(402, 'insufficient_credits', message, { headers: { 'x-should-retry': 'false' } });
+
+export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest | ChatBody, stream: boolean): Promise<PreparedCall> {
+  const { prices, modelId } = deps.models;
+  const requestId = newId('req');
+  const n = Number(request.n ?? 1);
+  const limitField = request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
+  const wantedPerChoice = Number(request[limitField] ?? DEFAULT_MAX_OUTPUT_TOKENS);
+  const promptBound = promptUpperBound(request.messages, request.tools);
+  // Even a minimal call (one token) must be payable, and a zero balance never is (billing rule 5).
+  const minCredits = Math.max(1, creditsFor(prices, promptBound, n));
+  const maxCredits = Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n));
+  let heldCredits: number;
+  try {
+    ({ heldCredits } = await reserveCredits(deps.db, { orgKey: actor.orgKey, userId: actor.userId, requestId, minCredits, maxCredits }));
+  } catch (err) {
+    if (err instanceof AppError && err.status === 402) {
+      throw insufficient("the organization's allocation cannot pay for this call");
+    }
+    throw err;
+  }
+  const perChoice = Math.floor(affordableOutput(prices, promptBound, heldCredits, wantedPerChoice * n) / n);
+  if (perChoice < 1) {
+    await voidHold(deps.db, requestId);
+    throw insufficient("the organization's allocation cannot pay for this call");
+  }
+  const body: ChatBody = { ...(request as ChatBody), model: modelId, [limitField]: perChoice };
+  if (limitField === 'max_completion_tokens') delete body.max_tokens;
+  const clientWantsUsage = !!(request.stream_options as { include_usage?: boolean } | null | undefined)?.include_usage;
+  if (stream) {
+    body.stream = true;
+    body.stream_options = { ...(request.stream_options ?? {}), include_usage: true };
+  } else {
+    delete body.stream;
+    delete body.stream_options;
+  }
+  return { requestId, actor, body, heldCredits, clientWantsUsage, promptEstimate: countPrompt(request.messages as ChatBody['messages'], request.tools as ChatBody['tools']) };
+}
+
+export async function settleCall(deps: Deps, call: PreparedCall, usage: Usage, note = ''): Promise<CallOutcome> {
+  const actual = creditsFor(deps.models.prices, usage.prompt_tokens, usage.completion_tokens);
+  const { debitedCredits, balanceCredits } = await settleCredits(deps.db, {
+    requestId: call.requestId,
+    actualCredits: actual,
+    description: `${deps.models.modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
+  });
+  return { requestId: call.requestId, usage, creditsDebited: debitedCredits, balanceCredits };
+}
+
+/** A failed call debits nothing (CONTRACT §8). Never throws: the caller is already reporting an error. */
+export async function voidCall(deps: Deps, call: PreparedCall): Promise<void> {
+  await voidHold(deps.db, call.requestId).catch((err: unknown) => deps.log.error({ err, requestId: call.requestId }, 'void failed; the hold expires'));
+}
+
+export async function balanceOf(deps: Deps, orgKey: string): Promise<number> {
+  return orgBalanceCredits(deps.db, orgKey);
+}
+
+/**
+ * Watches a stream: keeps the provider's usage, counts what was generated (for a stream the client left
+ * before the usage chunk), forces the model id, and assembles the assistant message (for runs).
+ */
+export class StreamMeter {
+  usage: Usage | null = null;
+  generated = 0;
+  content = '';
+  finishReason: string | null = null;
+  private calls: { id: string; name: string; arguments: string }[] = [];
+
+  constructor(private readonly modelId: string) {}
+
+  /** Returns the chunk to forward (model forced), or null when it is the usage chunk the client did not ask for. */
+  observe(chunk: ChatChunk, forwardUsage: boolean): ChatChunk | null {
+    if (chunk.usage) this.usage = chunk.usage;
+    for (const choice of chunk.choices ?? []) {
+      const d = choice.delta ?? {};
+      if (typeof d.content === 'string' && d.content) {
+        this.generated += Math.max(1, countText(d.content));
+        if (choice.index === 0) this.content += d.content;
+      }
+      for (const tc of d.tool_calls ?? []) {
+        const args = tc.function?.arguments ?? '';
+        if (args || tc.function?.name) this.generated += Math.max(1, countText(args));
+        if (choice.index !== 0) continue;
+        const slot = (this.calls[tc.index] ??= { id: '', name: '', arguments: '' });
+        if (tc.id) slot.id = tc.id;
+        if (tc.function?.name) slot.name += tc.function.name;
+        slot.arguments += args;
+      }
+      if (choice.finish_reason && choice.index === 0) this.finishReason = choice.finish_reason;
+    }
+    chunk.model = this.modelId;
+    if (!forwardUsage) {
+      if (chunk.usage && (!chunk.choices || chunk.choices.length === 0)) return null;
+      delete chunk.usage;
+    }
+    return chunk;
+  }
+
+  toolCalls(): ToolCall[] {
+    return this.calls.filter(Boolean).map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+  }
+
+  /** The provider's usage, or our count of what streamed when it never came. */
+  finalUsage(promptEstimate: number): { usage: Usage; estimated: boolean } {
+    if (this.usage) return { usage: this.usage, estimated: false };
+    return {
+      usage: { prompt_tokens: promptEstimate, completion_tokens: this.generated, total_tokens: promptEstimate + this.generated },
+      estimated: true,
+    };
+  }
+}

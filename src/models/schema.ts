@@ -1,0 +1,44 @@
+import { z } from 'zod';
+
+// zod shapes of the model routes' inputs. The chat request is an OpenAI request passed through: the
+// fields the proxy acts on are checked, every other field goes to the provider unchanged (looseObject).
+
+const message = z.looseObject({
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
+  content: z.unknown().optional(),
+  tool_calls: z
+    .array(
+      z.looseObject({
+        id: z.string(),
+        type: z.literal('function').default('function'),
+        function: z.looseObject({ name: z.string(), arguments: z.string().default('') }),
+      }),
+    )
+    .optional(),
+  tool_call_id: z.string().optional(),
+});
+
+const tool = z.looseObject({
+  type: z.string(),
+  function: z
+    .looseObject({ name: z.string().min(1).max(64), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() })
+    .optional(),
+});
+
+export const chatRequest = z.looseObject({
+  model: z.string().optional(),
+  messages: z.array(message).min(1).max(10_000),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  max_tokens: z.number().int().positive().nullish(),
+  max_completion_tokens: z.number().int().positive().nullish(),
+  n: z.number().int().min(1).max(8).nullish(),
+  tools: z.array(tool).max(128).optional(),
+  tool_choice: z.unknown().optional(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().min(0).max(1).nullish(),
+});
+
+export type ChatRequest = z.output<typeof chatRequest>;
+
+export const orgQuery = z.object({ org_id: z.string().max(100).optional() }).loose();

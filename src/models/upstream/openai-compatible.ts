@@ -1,0 +1,153 @@
+import { Agent, errors as undiciErrors } from 'undici';
+import { AppError } from '../../http/errors.js';
+import { sseData } from './sse.js';
+import type { ChatBody, ChatChunk, ChatCompletion, Upstream } from './types.js';
+
+// Any OpenAI-compatible provider (CONTRACT §9: the proxy calls {MODEL_UPSTREAM_URL}/chat/completions).
+// One keep-alive undici agent for the process; three timeouts bound every call. Upstream failures become
+// errors in the OpenAI vocabulary that never carry the provider's key or address (the interface document:
+// "the server holds the upstream model-provider credentials; they are never given to a client").
+
+export interface UpstreamTimeouts {
+  /** TCP + TLS connect. */
+  connectMs: number;
+  /** Until the response headers arrive (time to first byte of a non-streaming call included). */
+  headersMs: number;
+  /** Longest silence between two body chunks (a stalled stream). */
+  bodyIdleMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: UpstreamTimeouts = { connectMs: 10_000, headersMs: 120_000, bodyIdleMs: 60_000 };
+
+export interface OpenAICompatibleOptions {
+  url: string;
+  key: string | undefined;
+  timeouts?: Partial<UpstreamTimeouts>;
+  /** Parallel keep-alive connections to the provider per origin. */
+  connections?: number;
+}
+
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions): Upstream {
+  const timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+  const base = new URL(options.url.replace(/\/+$/, '') + '/chat/completions');
+  const agent = new Agent({
+    connections: options.connections ?? 128,
+    keepAliveTimeout: 30_000,
+    connect: { timeout: timeouts.connectMs },
+    headersTimeout: timeouts.headersMs,
+    bodyTimeout: timeouts.bodyIdleMs,
+  });
+  const secrets = [options.key, options.url, base.host].filter((s): s is string => !!s);
+
+  /** Removes anything that would reveal the provider's credentials or address. */
+  function scrub(text: string): string {
+    let out = text;
+    for (const s of secrets) out = out.split(s).join('[redacted]');
+    return out.slice(0, 500);
+  }
+
+  function networkError(err: unknown, signal: AbortSignal): Error {
+    if (signal.aborted) return signal.reason instanceof Error ? signal.reason : new Error('aborted');
+    if (err instanceof AppError) return err;
+    const code = (err as { code?: string }).code ?? '';
+    if (TIMEOUT_CODES.has(code) || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+      return new AppError(504, 'upstream_timeout', 'the model provider did not answer in time');
+    }
+    return new AppError(502, 'upstream_unavailable', 'the model provider could not be reached');
+  }
+
+  async function statusError(status: number, headers: Record<string, unknown>, text: string): Promise<AppError> {
+    let message = '';
+    try {
+      const parsed = JSON.parse(text) as { error?: { message?: unknown } | string };
+      const e = parsed.error;
+      message = typeof e === 'string' ? e : typeof e?.message === 'string' ? e.message : '';
+    } catch {
+      // not JSON: say nothing of it
+    }
+    if (status === 429) {
+      const retry = Number(headers['retry-after']);
+      return new AppError(429, 'upstream_rate_limited', 'the model provider is busy; try again shortly', {
+        headers: { 'Retry-After': String(Number.isFinite(retry) && retry > 0 ? Math.ceil(retry) : 1) },
+      });
+    }
+    // The request itself was refused (bad messages, unsupported parameter): the caller can fix it.
+    if (status === 400 || status === 404 || status === 413 || status === 422) {
+      return new AppError(400, 'upstream_rejected', scrub(message) || 'the model provider rejected the request');
+    }
+    // 401/403 mean our provider key is wrong, 5xx theirs: either way the caller can do nothing about it.
+    return new AppError(502, 'upstream_error', 'the model provider failed to answer');
+  }
+
+  async function send(body: ChatBody, signal: AbortSignal) {
+    try {
+      const res = await agent.request({
+        origin: base.origin,
+        path: base.pathname + base.search,
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: body.stream ? 'text/event-stream' : 'application/json',
+          'accept-encoding': 'identity',
+          ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
+        },
+        body: JSON.stringify(body),
+        signal,
+      });
+      if (res.statusCode >= 300) {
+        const text = await res.body.text().catch(() => '');
+        throw await statusError(res.statusCode, res.headers, text);
+      }
+      return res;
+    } catch (err) {
+      throw networkError(err, signal);
+    }
+  }
+
+  return {
+    kind: 'openai-compatible',
+    async complete(body, signal) {
+      const res = await send({ ...body, stream: false }, signal);
+      try {
+        const parsed = (await res.body.json()) as ChatCompletion;
+        if (!parsed || !Array.isArray(parsed.choices)) throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+        return parsed;
+      } catch (err) {
+        if (err instanceof SyntaxError) throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+        throw networkError(err, signal);
+      }
+    },
+    async *stream(body, signal) {
+      const res = await send({ ...body, stream: true }, signal);
+      let finished = false;
+      try {
+        for await (const data of sseData(res.body)) {
+          if (data === '[DONE]') {
+            finished = true;
+            return;
+          }
+          let chunk: ChatChunk & { error?: unknown };
+          try {
+            chunk = JSON.parse(data) as ChatChunk & { error?: unknown };
+          } catch {
+            throw new AppError(502, 'upstream_error', 'the model provider sent a malformed stream');
+          }
+          if (chunk.error) throw new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+          yield chunk;
+        }
+      } catch (err) {
+        throw networkError(err, signal);
+      } finally {
+        // A finished stream is drained so its keep-alive connection is reused; a stream the caller left
+        // (client gone, error) is destroyed, which aborts the upstream request.
+        if (finished) res.body.dump().catch(() => {});
+        else if (!res.body.destroyed) res.body.destroy();
+      }
+    },
+    async close() {
+      await agent.close();
+    },
+  };
+}

@@ -1,0 +1,158 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+// A local OpenAI-compatible provider over real HTTP (node:http) for the model suites and the proxy bench.
+// It speaks POST /v1/chat/completions, JSON and SSE, with knobs for delays, failures and usage, and
+// records every request it got so a test can see what the proxy sent (forced model, capped limits,
+// include_usage, the provider key).
+//
+// Token accounting is simple and exact: completion_tokens = words streamed (one chunk per word) + 5 per
+// tool call; prompt_tokens = `promptTokens` (default 10).
+
+export interface FakeReply {
+  content?: string;
+  toolCalls?: { name: string; arguments: string }[];
+  promptTokens?: number;
+}
+
+export interface FakeRequest {
+  headers: IncomingMessage['headers'];
+  body: any;
+}
+
+export interface FakeUpstream {
+  /** Base URL to use as MODEL_UPSTREAM_URL (ends in /v1). */
+  url: string;
+  requests: FakeRequest[];
+  /** What to answer (default: "Hello from the fake upstream"). */
+  reply: (body: any) => FakeReply;
+  /** Answer with this HTTP status and an OpenAI error body instead. */
+  failStatus: number | null;
+  /** Wait this long before the response headers. */
+  headersDelayMs: number;
+  /** Wait this long between stream chunks. */
+  chunkDelayMs: number;
+  /** Break the stream (destroy the socket) after this many content chunks. */
+  breakAfterChunks: number | null;
+  /** Streams that were cut by the client before the end. */
+  abortedStreams: number;
+  /** Requests currently being answered. */
+  inFlight: number;
+  maxInFlight: number;
+  close(): Promise<void>;
+}
+
+export const FAKE_KEY = 'sk-fake-provider-secret-123';
+
+const words = (text: string) => text.match(/\s*\S+/g) ?? [];
+const sleep = (ms: number) => (ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
+
+export async function startFakeUpstream(): Promise<FakeUpstream> {
+  const sockets = new Set<import('node:net').Socket>();
+  const state: FakeUpstream = {
+    url: '',
+    requests: [],
+    reply: () => ({ content: 'Hello from the fake upstream' }),
+    failStatus: null,
+    headersDelayMs: 0,
+    chunkDelayMs: 0,
+    breakAfterChunks: null,
+    abortedStreams: 0,
+    inFlight: 0,
+    maxInFlight: 0,
+    close: async () => {},
+  };
+
+  async function handle(req: IncomingMessage, res: ServerResponse) {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
+      return;
+    }
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    state.requests.push({ headers: req.headers, body });
+    await sleep(state.headersDelayMs);
+    if (state.failStatus) {
+      res
+        .writeHead(state.failStatus, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: { message: `provider failure at ${state.url} with key ${FAKE_KEY}`, type: 'server_error' } }));
+      return;
+    }
+    const reply = state.reply(body);
+    const limit = body.max_completion_tokens ?? body.max_tokens ?? Infinity;
+    let pieces = words(reply.content ?? '');
+    let finish = reply.toolCalls?.length ? 'tool_calls' : 'stop';
+    if (pieces.length > limit) {
+      pieces = pieces.slice(0, limit);
+      finish = 'length';
+    }
+    const prompt = reply.promptTokens ?? 10;
+    const completion = pieces.length + 5 * (reply.toolCalls?.length ?? 0);
+    const usage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+    const id = `chatcmpl-fake${state.requests.length}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = 'provider-model-2026-01-01';
+    const toolCalls = (reply.toolCalls ?? []).map((t, i) => ({ id: `call_fake_${state.requests.length}_${i}`, type: 'function', function: t }));
+
+    if (!body.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          id,
+          object: 'chat.completion',
+          created,
+          model,
+          choices: [{ index: 0, message: { role: 'assistant', content: toolCalls.length ? null : pieces.join(''), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finish }],
+          usage,
+        }),
+      );
+      return;
+    }
+    const includeUsage = !!body.stream_options?.include_usage;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const send = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...(includeUsage ? { usage: null } : {}), ...extra })}\n\n`);
+    send([{ index: 0, delta: { role: 'assistant', content: toolCalls.length ? null : '' }, finish_reason: null }]);
+    let sent = 0;
+    for (const piece of pieces) {
+      await sleep(state.chunkDelayMs);
+      if (res.destroyed) {
+        state.abortedStreams++;
+        return;
+      }
+      if (state.breakAfterChunks !== null && sent >= state.breakAfterChunks) {
+        res.socket?.destroy();
+        return;
+      }
+      send([{ index: 0, delta: { content: piece }, finish_reason: null }]);
+      sent++;
+    }
+    toolCalls.forEach((t, i) => {
+      send([{ index: 0, delta: { tool_calls: [{ index: i, id: t.id, type: 'function', function: { name: t.function.name, arguments: '' } }] }, finish_reason: null }]);
+      send([{ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: t.function.arguments } }] }, finish_reason: null }]);
+    });
+    send([{ index: 0, delta: {}, finish_reason: finish }]);
+    if (includeUsage) send([], { usage });
+    res.end('data: [DONE]\n\n');
+  }
+
+  const server: Server = createServer((req, res) => {
+    state.inFlight++;
+    state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
+    res.on('close', () => state.inFlight--);
+    handle(req, res).catch(() => res.destroy());
+  });
+  server.keepAliveTimeout = 60_000;
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  state.close = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => resolve());
+    });
+  return state;
+}

@@ -1,0 +1,378 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { and, eq } from 'drizzle-orm';
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { createApiToken, createUser, addMember, type TestUser } from './helpers/fixtures.js';
+import { setOrgBalance } from './helpers/billing.js';
+import { issueTestGrants } from './helpers/oauth.js';
+import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { apiTokens, billingEntries, memberships } from '../src/db/schema.js';
+import { orgBalanceCredits } from '../src/billing/spend.js';
+import { accountBalance, poolAccount } from '../src/billing/ledger.js';
+import { createOpenAICompatibleUpstream } from '../src/models/upstream/openai-compatible.js';
+import { client } from './helpers/http.js';
+
+// The OpenAI-compatible proxy against a fake provider over HTTP, with the official openai SDK as the
+// client. Prices make the arithmetic visible: 90,000 ¢/M input and 180,000 ¢/M output, so a call debits
+// exactly prompt + 2 × completion tokens (round(cost_cents × 1000 / 90)).
+
+let server: TestServer;
+let fake: FakeUpstream;
+let owner: TestUser;
+let key: string;
+
+const sdk = (apiKey: string, base = server.url) => new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
+const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
+const usageRows = (orgKey = owner.orgKey) =>
+  server.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
+
+beforeAll(async () => {
+  fake = await startFakeUpstream();
+  server = await startTestServer({
+    env: {
+      MODEL_UPSTREAM_URL: fake.url,
+      MODEL_UPSTREAM_KEY: FAKE_KEY,
+      MODEL_ID: 'svc-test-model',
+      MODEL_PRICE_INPUT: '90000',
+      MODEL_PRICE_OUTPUT: '180000',
+    },
+  });
+  owner = await createUser(server);
+  key = (await createApiToken(server, owner, owner.orgKey)).secret;
+});
+
+afterAll(async () => {
+  await server?.close();
+  await fake?.close();
+});
+
+beforeEach(async () => {
+  fake.reply = () => ({ content: 'Hello from the fake upstream' });
+  fake.failStatus = null;
+  fake.headersDelayMs = 0;
+  fake.chunkDelayMs = 0;
+  await setOrgBalance(server, owner.orgKey, 10_000);
+});
+
+describe('POST /v1/chat/completions (JSON)', () => {
+  it('forces the model, debits exactly, writes one usage transaction, signs the outcome', async () => {
+    const before = await balance();
+    const rowsBefore = (await usageRows()).length;
+    const { data, response } = await sdk(key)
+      .chat.completions.create({ model: 'gpt-whatever', messages: [{ role: 'user', content: 'Say hello' }] })
+      .withResponse();
+    expect(data.choices[0]!.message.content).toBe('Hello from the fake upstream');
+    expect(data.model).toBe('svc-test-model');
+    expect(data.usage).toMatchObject({ prompt_tokens: 10, completion_tokens: 5 });
+    const sent = fake.requests.at(-1)!;
+    expect(sent.body.model).toBe('svc-test-model');
+    expect(sent.headers.authorization).toBe(`Bearer ${FAKE_KEY}`);
+    expect(sent.body.max_tokens).toBeGreaterThan(0);
+    // 10 prompt + 2 × 5 completion
+    expect(before - (await balance())).toBe(20);
+    const rows = await usageRows();
+    expect(rows.length).toBe(rowsBefore + 1);
+    expect(rows.at(-1)).toMatchObject({ amount: 20, orgAmount: -20, orgBalanceAfter: before - 20 });
+
+    const jws = response.headers.get('x-svc-outcome')!;
+    const { payload, protectedHeader } = await jwtVerify(jws, createLocalJWKSet(await server.deps.signingKeys.jwks()));
+    expect(protectedHeader.alg).toBe('ES256');
+    expect(payload).toMatchObject({ sub: owner.userId, org: owner.orgId, credits_debited: 20, balance_credits: before - 20 });
+    expect(typeof payload.request_id).toBe('string');
+  });
+
+  it('caps max_tokens to what the allocation can pay, and the balance never goes negative', async () => {
+    await setOrgBalance(server, owner.orgKey, 120);
+    fake.reply = () => ({ content: Array.from({ length: 500 }, (_, i) => `w${i}`).join(' '), promptTokens: 10 });
+    const res = await sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Talk a lot' }], max_tokens: 1000 });
+    const sent = fake.requests.at(-1)!.body;
+    expect(sent.max_tokens).toBeLessThan(1000);
+    expect(res.choices[0]!.finish_reason).toBe('length');
+    const after = await balance();
+    expect(after).toBeGreaterThanOrEqual(0);
+    expect(120 - after).toBe(10 + 2 * sent.max_tokens);
+  });
+
+  it('passes max_completion_tokens through in the same field, capped', async () => {
+    await sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 7 });
+    const sent = fake.requests.at(-1)!.body;
+    expect(sent.max_completion_tokens).toBe(7);
+    expect(sent.max_tokens).toBeUndefined();
+  });
+
+  it('returns tool calls', async () => {
+    fake.reply = () => ({ toolCalls: [{ name: 'read_file', arguments: '{"path":"README.md"}' }] });
+    const res = await sdk(key).chat.completions.create({
+      model: 'x',
+      messages: [{ role: 'user', content: 'read the readme' }],
+      tools: [{ type: 'function', function: { name: 'read_file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }],
+    });
+    const call = res.choices[0]!.message.tool_calls![0]!;
+    expect(call.type === 'function' && call.function).toMatchObject({ name: 'read_file', arguments: '{"path":"README.md"}' });
+    expect(fake.requests.at(-1)!.body.tools[0].function.name).toBe('read_file');
+  });
+});
+
+describe('POST /v1/chat/completions (streaming)', () => {
+  it('streams with exact SSE framing, asks upstream for usage and strips it when the client did not ask', async () => {
+    const before = await balance();
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'accept-encoding': 'identity' },
+      body: JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const text = await res.text();
+    expect(fake.requests.at(-1)!.body.stream_options).toEqual({ include_usage: true });
+    const events = text.split('\n\n').filter(Boolean);
+    expect(events.at(-1)).toBe('data: [DONE]');
+    const outcomeLine = events.at(-2)!;
+    expect(outcomeLine).toMatch(/^: x-svc-outcome [\w-]+\.[\w-]+\.[\w-]+$/);
+    const chunks = events.filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)));
+    expect(chunks.every((c) => c.model === 'svc-test-model')).toBe(true);
+    expect(chunks.some((c) => 'usage' in c)).toBe(false);
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('Hello from the fake upstream');
+    expect(before - (await balance())).toBe(20);
+    const { payload } = await jwtVerify(outcomeLine.split(' ')[2]!, createLocalJWKSet(await server.deps.signingKeys.jwks()));
+    expect(payload.credits_debited).toBe(20);
+  });
+
+  it('forwards the usage chunk when the client asked (openai SDK)', async () => {
+    const stream = await sdk(key).chat.completions.create({
+      model: 'x',
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    let text = '';
+    let usage;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe('Hello from the fake upstream');
+    expect(usage).toMatchObject({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
+  });
+
+  it('streams tool-call deltas', async () => {
+    fake.reply = () => ({ toolCalls: [{ name: 'list_directory', arguments: '{"path":"."}' }] });
+    const stream = await sdk(key).chat.completions.create({
+      model: 'x',
+      stream: true,
+      messages: [{ role: 'user', content: 'ls' }],
+      tools: [{ type: 'function', function: { name: 'list_directory', parameters: { type: 'object' } } }],
+    });
+    let name = '';
+    let args = '';
+    let finish;
+    for await (const chunk of stream) {
+      for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        name += tc.function?.name ?? '';
+        args += tc.function?.arguments ?? '';
+      }
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect({ name, args, finish }).toEqual({ name: 'list_directory', args: '{"path":"."}', finish: 'tool_calls' });
+  });
+
+  it('a client that leaves mid-stream is billed for what streamed, never below zero', async () => {
+    await setOrgBalance(server, owner.orgKey, 300);
+    fake.chunkDelayMs = 15;
+    fake.reply = () => ({ content: Array.from({ length: 200 }, (_, i) => `w${i}`).join(' ') });
+    const aborted = fake.abortedStreams;
+    const stream = await sdk(key).chat.completions.create({ model: 'x', stream: true, messages: [{ role: 'user', content: 'go on' }] });
+    let got = 0;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta?.content) got++;
+      if (got === 5) {
+        stream.controller.abort();
+        break;
+      }
+    }
+    // The settle happens when the server notices the close; wait for the usage row.
+    let rows = await usageRows();
+    for (let i = 0; i < 100 && !rows.some((r) => r.description?.includes('client disconnected')); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      rows = await usageRows();
+    }
+    const row = rows.find((r) => r.description?.includes('client disconnected'))!;
+    expect(row).toBeDefined();
+    const after = await balance();
+    expect(after).toBeGreaterThanOrEqual(0);
+    expect(300 - after).toBe(row.amount);
+    // Prompt estimate (a few tokens) + 2 per streamed word: at least the 5 words read, far below the 200.
+    expect(row.amount).toBeGreaterThanOrEqual(10);
+    expect(row.amount).toBeLessThan(100);
+    for (let i = 0; i < 50 && fake.abortedStreams === aborted; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(fake.abortedStreams).toBe(aborted + 1);
+  });
+});
+
+describe('billing refusals and upstream failures', () => {
+  it('402 insufficient_credits with x-should-retry: false while the owner still holds unallocated tokens', async () => {
+    await setOrgBalance(server, owner.orgKey, 0);
+    const err = await sdk(key)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect(err.status).toBe(402);
+    expect(err.code).toBe('insufficient_credits');
+    expect(err.headers.get('x-should-retry')).toBe('false');
+    // The owner's unallocated pool still holds tokens (the trial went back to it): still 402.
+    expect((await accountBalance(server.deps.db, poolAccount(owner.userId)))!.balance).toBeGreaterThan(0);
+  });
+
+  it('upstream 500: 502 in the OpenAI shape, no debit, no provider key or address', async () => {
+    fake.failStatus = 500;
+    const before = await balance();
+    const res = await client(server.url).post('/v1/chat/completions', { model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { token: key });
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'upstream_error', type: 'server_error' });
+    const raw = JSON.stringify(res.body);
+    expect(raw).not.toContain(FAKE_KEY);
+    expect(raw).not.toContain(fake.url.replace('/v1', ''));
+    expect(await balance()).toBe(before);
+  });
+
+  it('upstream 400: the provider message is passed on without its key or address', async () => {
+    fake.failStatus = 400;
+    const res = await client(server.url).post('/v1/chat/completions', { model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { token: key });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('upstream_rejected');
+    expect(res.body.error.message).not.toContain(FAKE_KEY);
+    expect(res.body.error.message).not.toContain('127.0.0.1');
+  });
+
+  it('upstream timeout: 504, no debit', async () => {
+    const original = server.deps.models.upstream;
+    server.deps.models.upstream = createOpenAICompatibleUpstream({ url: fake.url, key: FAKE_KEY, timeouts: { headersMs: 300 } });
+    // undici's timers tick about every 500 ms: a 300 ms timeout fires within ~1 s, well before 3 s.
+    fake.headersDelayMs = 3000;
+    try {
+      const before = await balance();
+      const err = await sdk(key)
+        .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+        .catch((e) => e);
+      expect(err.status).toBe(504);
+      expect(err.code).toBe('upstream_timeout');
+      expect(await balance()).toBe(before);
+    } finally {
+      await server.deps.models.upstream.close();
+      server.deps.models.upstream = original;
+    }
+  });
+
+  it('validation: messages are required (400 in the OpenAI shape)', async () => {
+    const res = await client(server.url).post('/v1/chat/completions', { model: 'x' }, { token: key });
+    expect(res.status).toBe(400);
+    expect(res.body.error.type).toBe('invalid_request_error');
+  });
+});
+
+describe('who acts', () => {
+  it('no credential, a session JWT, or a cookie: 401', async () => {
+    const body = { model: 'x', messages: [{ role: 'user', content: 'hi' }] };
+    expect((await client(server.url).post('/v1/chat/completions', body)).status).toBe(401);
+    expect((await client(server.url).post('/v1/chat/completions', body, { token: owner.session })).status).toBe(401);
+    const res = await client(server.url).post('/v1/chat/completions', body, { cookie: `__Host-svc_session=${owner.session}` });
+    expect(res.status).toBe(401);
+    expect(res.body.error.type).toBe('authentication_error');
+  });
+
+  it('a revoked token: 401', async () => {
+    const other = await createUser(server);
+    const t = await createApiToken(server, other, other.orgKey);
+    await server.deps.db.update(apiTokens).set({ revokedAt: new Date() }).where(eq(apiTokens.id, t.id));
+    const err = await sdk(t.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect(err.status).toBe(401);
+  });
+
+  it('a viewer: 403 viewer_cannot_spend; a removed member: 403 not_a_member; no debit', async () => {
+    const viewer = await createUser(server);
+    await addMember(server, owner.orgKey, viewer.userId, 'viewer');
+    const vt = await createApiToken(server, viewer, owner.orgKey);
+    const before = await balance();
+    const e1 = await sdk(vt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect([e1.status, e1.code]).toEqual([403, 'viewer_cannot_spend']);
+    // A viewer may still read the catalog.
+    expect((await sdk(vt.secret).models.list()).data[0]!.id).toBe('svc-test-model');
+
+    const member = await createUser(server);
+    await addMember(server, owner.orgKey, member.userId, 'member');
+    const mt = await createApiToken(server, member, owner.orgKey);
+    await sdk(mt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] });
+    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
+    const e2 = await sdk(mt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect([e2.status, e2.code]).toEqual([403, 'not_a_member']);
+    expect(before - (await balance())).toBe(20); // only the member's one call
+  });
+
+  it('org_id in the query must match the acting org (either spelling)', async () => {
+    const other = await createUser(server);
+    const ok = await sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { query: { org_id: owner.clientId } });
+    expect(ok.choices[0]!.message.content).toBeTruthy();
+    const err = await sdk(key)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { query: { org_id: other.orgId } })
+      .catch((e) => e);
+    expect([err.status, err.code]).toEqual([403, 'org_mismatch']);
+    const res = await client(server.url).get('/v1/models', { token: key, query: { org_id: other.clientId } });
+    expect(res.status).toBe(403);
+  });
+
+  it('a model grant acts for its org, or the x-svc-organisation org; a platform grant is refused', async () => {
+    const member = await createUser(server);
+    await addMember(server, owner.orgKey, member.userId, 'member');
+    const grants = await issueTestGrants(server, member, { orgKey: member.orgKey, resources: ['model', 'platform'], origin: server.v2Url });
+    const memberBefore = await orgBalanceCredits(server.deps.db, member.orgKey);
+    const res = await sdk(grants.model!, server.v2Url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] });
+    expect(res.model).toBe('svc-test-model');
+    expect(memberBefore - (await orgBalanceCredits(server.deps.db, member.orgKey))).toBe(20);
+
+    const ownerBefore = await balance();
+    await new OpenAI({ apiKey: grants.model!, baseURL: `${server.v2Url}/v1`, maxRetries: 0, defaultHeaders: { 'x-svc-organisation': owner.clientId } }).chat.completions.create({
+      model: 'x',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    expect(ownerBefore - (await balance())).toBe(20);
+
+    const stranger = await createUser(server);
+    const e1 = await new OpenAI({ apiKey: grants.model!, baseURL: `${server.v2Url}/v1`, maxRetries: 0, defaultHeaders: { 'x-svc-organisation': stranger.orgId } })
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
+    expect(e1.status).toBe(403);
+
+    const e2 = await sdk(grants.platform!, server.v2Url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect(e2.status).toBe(401);
+    // A grant issued for V2 is not valid on the account origin (audience is the origin's /v1).
+    const e3 = await sdk(grants.model!, server.url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect(e3.status).toBe(401);
+  });
+});
+
+describe('catalogs', () => {
+  it('GET /v1/models lists the forced model; needs a credential', async () => {
+    const list = await sdk(key).models.list();
+    expect(list.data).toEqual([{ id: 'svc-test-model', object: 'model', created: expect.any(Number), owned_by: 'svc' }]);
+    expect((await client(server.url).get('/v1/models')).status).toBe(401);
+    const res = await client(server.url).get('/v1/models', { token: owner.session });
+    expect(res.status).toBe(401);
+  });
+
+  it('GET /v1/agents: the built-in default agent with its four terminal tools, for S, B and a model grant', async () => {
+    const grants = await issueTestGrants(server, owner, { orgKey: owner.orgKey, resources: ['model'], origin: server.lightUrl });
+    for (const [base, token] of [
+      [server.url, key],
+      [server.url, owner.session],
+      [server.lightUrl, grants.model!],
+    ] as const) {
+      const res = await client(base).get('/v1/agents', { token });
+      expect(res.status).toBe(200);
+      const agent = res.body.data.find((a: { name: string }) => a.name === 'default');
+      expect(agent.tools.map((t: { name: string }) => t.name)).toEqual(['read_file', 'write_file', 'list_directory', 'run_command']);
+      expect(agent.tools[0].parameters).toMatchObject({ type: 'object', required: ['path'] });
+    }
+    expect((await client(server.url).get('/v1/agents')).status).toBe(401);
+  });
+});
