@@ -8,6 +8,7 @@ import { createSigningKeys, type SigningKeys } from '../oauth/keys.js';
 import { revokeMemberGrants } from '../oauth/grants.js';
 import { createLimits, type Limits } from './ratelimit/limits.js';
 import { createBilling, grantTrial, reclaimDeletedOrg, type Billing } from './billing/hooks.js';
+import { createModelServices, type ModelServices } from './models/services.js';
 
 // Everything a router or service needs, built once by the composition root (src/main.ts) or by the
 // test harness (test/helpers/server.ts) — the same function, so tests run the real wiring.
@@ -37,6 +38,8 @@ export interface Deps {
   hooks: Hooks;
   /** Payments (Stripe or the dev processor) and the hold sweep (src/billing/hooks.ts). */
   billing: Billing;
+  /** The model upstream (or svc-local), the concurrency limiter, the agent catalog (src/models/services.ts). */
+  models: ModelServices;
   /** Called in reverse order on shutdown (timers, pools, sockets a domain opened). */
   onClose(fn: () => Promise<void> | void): void;
   close(): Promise<void>;
@@ -48,6 +51,9 @@ export async function createDeps(config: Config, database: Database, log: Logger
   const mailer = config.smtpUrl ? createSmtpMailer(config.smtpUrl, config.mailFrom) : createOutboxMailer(database.db);
   const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
   const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
+  const signingKeys = createSigningKeys(database.db, keys.encryption);
+  const models = createModelServices(config, database.db, signingKeys);
+  onClose(() => models.close());
   return {
     config,
     database,
@@ -55,10 +61,11 @@ export async function createDeps(config: Config, database: Database, log: Logger
     keys,
     log,
     mailer,
-    signingKeys: createSigningKeys(database.db, keys.encryption),
+    signingKeys,
     limits,
     hooks: { accountCreated: [grantTrial], orgDeleted: [reclaimDeletedOrg], memberRemoved: [revokeMemberGrants] },
     billing: createBilling({ config, db: database.db, keys, log, onClose }),
+    models,
     onClose: (fn) => void closers.push(fn),
     async close() {
       for (const fn of closers.reverse()) await fn();
