@@ -1,8 +1,28 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
+import { attachPageSession } from './session-guard.js';
+import { signInRoutes } from './sign-in.js';
+import { accountPageRoutes } from './account-pages.js';
+import { devicePageRoutes } from './device-page.js';
+import { dashboardRoutes } from './dashboard.js';
+import { twoFactorPageRoutes } from './two-factor-page.js';
+import { clientPageRoutes } from './clients-page.js';
+import { pageErrorHandler } from './page-errors.js';
 
-// Routes of this domain are built by its issue.
-export function portalRoutes(_deps: Deps, _auth: Auth): Router {
-  return Router();
+// The server-rendered pages people use (CONTRACT §4 "Pages"): sign-in with 2FA, registration, e-mail
+// verification, password reset, device approval and the dashboard. The OAuth consent page lives in
+// oauth/ and uses the same layout (./html.ts). Errors inside these routes render as HTML pages.
+
+export function portalRoutes(deps: Deps, auth: Auth): Router {
+  const router = Router();
+  router.use('/account', attachPageSession(auth));
+  router.use(signInRoutes(deps, auth));
+  router.use(accountPageRoutes(deps, auth));
+  router.use(devicePageRoutes(deps, auth));
+  router.use(dashboardRoutes(deps, auth));
+  router.use(twoFactorPageRoutes(deps, auth));
+  router.use(clientPageRoutes(deps, auth));
+  router.use(pageErrorHandler(deps.log));
+  return router;
 }

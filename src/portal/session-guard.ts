@@ -45,12 +45,14 @@ export interface PageSessionOptions {
  */
 export function requirePageSession(auth: Auth, options: PageSessionOptions = {}): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
-    let principal = null;
-    try {
-      principal = await auth.resolve(req);
-    } catch (err) {
-      // A stale or foreign bearer is the same as no session for a page; 503 (fail closed) stays an error.
-      if (!(err instanceof AppError) || err.status !== 401) throw err;
+    let principal = req.principal ?? null;
+    if (!principal) {
+      try {
+        principal = await auth.resolve(req);
+      } catch (err) {
+        // A stale or foreign bearer is the same as no session for a page; 503 (fail closed) stays an error.
+        if (!(err instanceof AppError) || err.status !== 401) throw err;
+      }
     }
     if (!principal || principal.kind !== 'session') {
       res.redirect(303, loginUrlFor(req.method === 'GET' ? req.originalUrl : req.baseUrl + req.path));
@@ -61,6 +63,21 @@ export function requirePageSession(auth: Auth, options: PageSessionOptions = {})
       return;
     }
     req.principal = principal;
+    next();
+  };
+}
+
+/**
+ * Sets req.principal when the cookie carries a live session, so public pages can show who is signed
+ * in; never refuses. A database that cannot answer is treated as signed out here (the page itself
+ * still works) — pages that need the session use requirePageSession, which fails closed.
+ */
+export function attachPageSession(auth: Auth): RequestHandler {
+  return async (req: Request, _res: Response, next: NextFunction) => {
+    if (!req.principal) {
+      const principal = await auth.resolve(req).catch(() => null);
+      if (principal?.kind === 'session') req.principal = principal;
+    }
     next();
   };
 }

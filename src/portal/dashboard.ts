@@ -1,0 +1,99 @@
+import { Router, type Request, type Response } from 'express';
+import type { Deps } from '../deps.js';
+import type { Auth } from '../auth/principal.js';
+import { principalOf } from '../auth/principal.js';
+import { liveMemberships } from '../orgs/membership.js';
+import { orgBalanceCredits } from '../billing/spend.js';
+import { clientIdOf } from '../ids.js';
+import { html, requirePageSession, type SafeHtml } from './html.js';
+import { alert, postForm, queryValue, show, type Notice } from './components.js';
+import { twoFactorCard } from './two-factor-page.js';
+
+// The dashboard (/account): who you are, whether the e-mail is verified (with a resend), two-factor
+// authentication, your organizations (clients) with their token balance, and sign-out. The parts with
+// their own forms live in their own files; this one only composes.
+
+const NOTICES: Record<string, Notice> = {
+  verify: { kind: 'info', text: 'Verify your e-mail address to use this page: open the link we sent you, or send a new one below.' },
+  verification_sent: { kind: 'ok', text: 'We sent you a new verification link.' },
+  two_factor_disabled: { kind: 'ok', text: 'Two-factor authentication is off.' },
+  client_created: { kind: 'ok', text: 'Organization created.' },
+};
+
+const fmt = new Intl.NumberFormat('en-US');
+
+export function dashboardRoutes(deps: Deps, auth: Auth): Router {
+  const router = Router();
+  const session = requirePageSession(auth, { allowUnverified: true });
+
+  router.get('/account', session, async (req, res) => {
+    await renderDashboard(deps, req, res, {});
+  });
+
+  return router;
+}
+
+export interface DashboardExtras {
+  notice?: Notice | null;
+  status?: number;
+  /** Replaces the 2FA card (the setup and recovery-code steps render into the dashboard). */
+  twoFactor?: SafeHtml;
+  /** Errors of the create-organization form. */
+  clientError?: string;
+}
+
+export async function renderDashboard(deps: Deps, req: Request, res: Response, extras: DashboardExtras): Promise<void> {
+  const p = principalOf(req);
+  const noticeKey = queryValue(req, 'notice');
+  const notice = extras.notice ?? NOTICES[noticeKey] ?? null;
+
+  const profile = html`<section class="card" aria-labelledby="h-profile"><h2 id="h-profile">Your account</h2>
+<p><strong>${p.name}</strong></p>
+<p>${p.email} ${p.emailVerified ? html`<span class="badge ok">verified</span>` : html`<span class="badge warn">not verified</span>`}</p>
+${
+  p.emailVerified
+    ? ''
+    : html`<p class="muted">Open the link we e-mailed you to verify your address. Until then most of the service is locked.</p>
+${postForm(req, res, '/account/verify/resend', html`<button type="submit" class="secondary">Send the link again</button>`)}`
+}
+${postForm(req, res, '/account/logout', html`<button type="submit" class="secondary">Sign out</button>`)}</section>`;
+
+  const twoFactor = extras.twoFactor ?? (await twoFactorCard(deps, req, res));
+  const clients = p.emailVerified ? await clientsCard(deps, req, res, extras.clientError) : html``;
+
+  show(req, res, {
+    title: 'Your account',
+    status: extras.status ?? 200,
+    body: html`<h1>Your account</h1>${alert(notice)}
+<div class="grid">${profile}${twoFactor}</div>
+${clients}
+<section class="card" aria-labelledby="h-device"><h2 id="h-device">Connect a terminal</h2>
+<p>Run the sign-in command in your terminal, then enter the code it shows on <a href="/account/device">the device page</a>.</p></section>`,
+  });
+}
+
+async function clientsCard(deps: Deps, req: Request, res: Response, error?: string): Promise<SafeHtml> {
+  const p = principalOf(req);
+  const orgs = await liveMemberships(deps.db, p.userId);
+  const rows = await Promise.all(
+    orgs.map(async (o) => {
+      // Viewers do not read balances (CONTRACT §8: live members, not viewers).
+      const balance = o.role === 'viewer' ? null : await orgBalanceCredits(deps.db, o.orgKey);
+      return html`<tr><td><a href="/account/clients/${clientIdOf(o.orgKey)}">${o.name}</a>${o.isDefault && o.ownerId === p.userId ? html` <span class="badge">default</span>` : ''}</td>
+<td><code>${clientIdOf(o.orgKey)}</code></td><td>${o.role}</td><td>${balance === null ? html`<span class="muted">—</span>` : `${fmt.format(balance)} tokens`}</td></tr>`;
+    }),
+  );
+  const create = postForm(
+    req,
+    res,
+    '/account/clients',
+    html`<div class="field"><label for="f-name">New organization</label>
+<input id="f-name" name="name" type="text" required maxlength="200" autocomplete="off"${error ? html` aria-invalid="true" aria-describedby="f-name-error"` : ''}>
+${error ? html`<div class="field-error" id="f-name-error">${error}</div>` : ''}</div>
+<div class="actions"><button type="submit" class="secondary">Create organization</button></div>`,
+  );
+  return html`<section class="card" aria-labelledby="h-clients"><h2 id="h-clients">Organizations</h2>
+<table><thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">Your role</th><th scope="col">Balance</th></tr></thead>
+<tbody>${rows}</tbody></table>
+<h3>Create one</h3>${create}</section>`;
+}
