@@ -4,7 +4,7 @@ import type { Db } from '../db/client.js';
 import { deviceCodes, type DeviceFlow } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { hmacSecret } from '../crypto/hash.js';
-import { liveMemberships, liveRole } from '../orgs/membership.js';
+import { resolveMemberOrg } from '../orgs/membership.js';
 import { generateDeviceCode, generateUserCode, normaliseUserCode } from './user-code.js';
 
 // The device-code core (RFC 8628; CONTRACT §6, §7). One store for the terminal flow
@@ -101,12 +101,6 @@ export async function findByUserCode(deps: Deps, userCode: string, opts: { userI
   return row;
 }
 
-/** The user's own default organization among their live memberships (Authentication 6: "if omitted"). */
-async function defaultOrgOf(db: Db, userId: string): Promise<string | null> {
-  const orgs = await liveMemberships(db, userId);
-  return orgs.find((o) => o.isDefault && o.ownerId === userId)?.orgKey ?? null;
-}
-
 /**
  * Approves a pending user code for `orgKey` (a live membership of the user; the default org when
  * omitted). 403 NO_ACCESS for any other org, 503 when memberships cannot be established (Authentication 6),
@@ -121,10 +115,7 @@ export async function approveUserCode(
   const pending = await pendingByUserCode(deps, input.userCode);
   if (!pending) return wrongUserCode(deps, input.userId);
 
-  const orgKey = input.orgKey ?? (await defaultOrgOf(deps.db, input.userId));
-  if (!orgKey || !(await liveRole(deps.db, input.userId, orgKey))) {
-    throw new AppError(403, 'NO_ACCESS', 'you are not a member of this organization');
-  }
+  const { orgKey } = await resolveMemberOrg(deps.db, input.userId, input.orgKey);
   // Guarded: a code decided meanwhile (another tab, a deny) is not overwritten.
   const [row] = await deps.db
     .update(deviceCodes)

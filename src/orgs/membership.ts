@@ -1,7 +1,9 @@
+import type { RequestHandler } from 'express';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
 import { AppError, membershipUnavailable } from '../http/errors.js';
+import { principalOf } from '../auth/principal.js';
 
 // The membership guard (interface document: Authentication 5). Every spend, run, MCP call and protected
 // account operation asks it; it never answers from a cache, so a removal takes effect on the next request.
@@ -65,3 +67,34 @@ export async function liveMemberships(db: Db, userId: string): Promise<LiveOrg[]
   // The user's own default client first, then the rest in creation order.
   return rows.sort((a, b) => Number(b.isDefault && b.ownerId === userId) - Number(a.isDefault && a.ownerId === userId));
 }
+
+/** The user's own default organization, if it is still a live membership (created at registration). */
+export async function defaultOrgKey(db: Db, userId: string): Promise<string | null> {
+  const orgs = await liveMemberships(db, userId);
+  return orgs.find((o) => o.isDefault && o.ownerId === userId)?.orgKey ?? null;
+}
+
+/**
+ * The organization a credential is being issued for: `orgKey` when it is one of the user's live
+ * memberships, the default org when omitted (interface document: Tokens rules, Authentication 6).
+ * 403 NO_ACCESS otherwise; 503 when memberships cannot be established.
+ */
+export async function resolveMemberOrg(db: Db, userId: string, orgKey: string | undefined): Promise<{ orgKey: string; role: Role }> {
+  const key = orgKey ?? (await defaultOrgKey(db, userId));
+  const role = key ? await liveRole(db, userId, key) : null;
+  if (!key || !role) throw new AppError(403, 'NO_ACCESS', 'you are not a member of this organization');
+  return { orgKey: key, role };
+}
+
+/**
+ * Membership revalidation for an svc_ credential (Authentication 5): the principal's role was read
+ * live with the token, so a user who left the token's organization is refused with 403 on the very next
+ * request. Sessions are not bound to an organization and pass. Mount after `auth.require()`.
+ */
+export const requireLiveCredential: RequestHandler = (req, _res, next) => {
+  const principal = principalOf(req);
+  if (principal.kind === 'api_token' && !principal.role) {
+    throw new AppError(403, 'NOT_A_MEMBER', 'the user does not belong to this organization');
+  }
+  next();
+};

@@ -1,8 +1,60 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
-import type { Auth } from '../auth/principal.js';
+import { principalOf, type Auth } from '../auth/principal.js';
+import { AppError, invalidToken } from '../http/errors.js';
+import { parse } from '../http/validate.js';
+import { orgIdOf, unix } from '../ids.js';
+import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
+import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
+import { DEFAULT_TOKEN_NAME, mintBody, pageQuery, revokeBody, tokenListItem } from './schema.js';
 
-// Routes of this domain are built by its issue.
-export function tokenRoutes(_deps: Deps, _auth: Auth): Router {
-  return Router();
+// API tokens (interface document: Tokens, API token; CONTRACT §6). Minting, listing and revoking need a
+// session ("S only": a credential cannot mint credentials); /v1/auth/verify takes only a credential.
+
+export function tokenRoutes(deps: Deps, auth: Auth): Router {
+  const router = Router();
+  const session = auth.require({ allow: ['session'] });
+
+  router.post('/v1/tokens', session, async (req, res) => {
+    const body = parse(mintBody, req.body ?? {});
+    const { userId } = principalOf(req);
+    // Any live role may hold a credential: a viewer's token reads, and spending refuses it (CONTRACT §7).
+    const { orgKey } = await resolveMemberOrg(deps.db, userId, body.client_id);
+    const { row, secret } = await mintApiToken(deps.db, deps.keys.hmac, {
+      userId,
+      orgKey,
+      tokenName: body.token_name ?? DEFAULT_TOKEN_NAME,
+    });
+    res.set('Cache-Control', 'no-store');
+    res.json({ id: row.id, client_id: orgIdOf(row.orgId), token_name: row.tokenName, token: secret, created_at: unix(row.createdAt) });
+  });
+
+  router.get('/v1/tokens', session, async (req, res) => {
+    const page = parse(pageQuery, req.query);
+    const rows = await listOwnTokens(deps.db, principalOf(req).userId, page);
+    res.json({ data: rows.map(tokenListItem) });
+  });
+
+  router.post('/v1/tokens/revoke', session, async (req, res) => {
+    const { id } = parse(revokeBody, req.body ?? {});
+    const row = await revokeOwnToken(deps.db, principalOf(req).userId, id);
+    if (!row) throw new AppError(404, 'NOT_FOUND', 'no such token');
+    res.json({ id: row.id, revoked_at: unix(row.revokedAt) });
+  });
+
+  router.get('/v1/auth/verify', auth.require(), requireLiveCredential, (req, res) => {
+    const principal = principalOf(req);
+    // "B" only: a session is not an API credential (interface document: GET /v1/auth/verify).
+    if (principal.kind !== 'api_token') throw invalidToken();
+    res.json({
+      valid: true,
+      client_id: orgIdOf(principal.orgKey),
+      user_id: principal.userId,
+      email: principal.email,
+      token_id: principal.tokenId,
+      token_name: principal.tokenName,
+    });
+  });
+
+  return router;
 }

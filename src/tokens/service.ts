@@ -1,4 +1,4 @@
-import { and, eq, isNull } from 'drizzle-orm';
+import { and, desc, eq, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { apiTokens } from '../db/schema.js';
 import { hmacSecret } from '../crypto/hash.js';
@@ -8,8 +8,9 @@ export type ApiTokenRow = typeof apiTokens.$inferSelect;
 
 /**
  * Mints a credential for (org, user). Any previous active one of that pair is revoked in the same
- * transaction (CONTRACT §6); the partial unique index makes a racing second mint fail rather than
- * leave two active, and the loser retries once against the winner's row.
+ * transaction (CONTRACT §6). The partial unique index is what guarantees one active credential; a
+ * per-pair advisory lock makes concurrent mints wait their turn, and a unique violation that still
+ * happens is retried against the winner's row.
  */
 export async function mintApiToken(
   db: Db,
@@ -19,6 +20,9 @@ export async function mintApiToken(
   const secret = generateApiTokenSecret();
   const attempt = () =>
     db.transaction(async (tx) => {
+      // Mints of one (org, user) queue behind each other instead of failing on the index and retrying
+      // (five parallel mints would exhaust any retry budget); other pairs are not held up.
+      await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`api_token:${input.orgKey}:${input.userId}`}, 0))`);
       await tx
         .update(apiTokens)
         .set({ revokedAt: new Date() })
@@ -42,4 +46,40 @@ export async function mintApiToken(
       if ((err as { code?: string }).code !== '23505' || tries >= 3) throw err;
     }
   }
+}
+
+/** The caller's own tokens, active first, newest first (principal-scoped: CONTRACT §6 "own tokens only"). */
+export async function listOwnTokens(db: Db, userId: string, page: { limit: number; offset: number }): Promise<ApiTokenRow[]> {
+  return db
+    .select()
+    .from(apiTokens)
+    .where(eq(apiTokens.userId, userId))
+    .orderBy(sql`${apiTokens.revokedAt} is not null`, desc(apiTokens.id))
+    .limit(page.limit)
+    .offset(page.offset);
+}
+
+/**
+ * Revokes one of the caller's own tokens. A token of someone else answers exactly like an unknown one
+ * (null → 404), so a member cannot probe a teammate's ids. Revoking twice returns the first revoked_at.
+ */
+export async function revokeOwnToken(db: Db, userId: string, tokenId: number): Promise<ApiTokenRow | null> {
+  const [revoked] = await db
+    .update(apiTokens)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId), isNull(apiTokens.revokedAt)))
+    .returning();
+  if (revoked) return revoked;
+  const [existing] = await db.select().from(apiTokens).where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId)));
+  return existing ?? null;
+}
+
+/** Revokes every active token of an org, or of one user in an org (member removal: CONTRACT §5). */
+export async function revokeOrgTokens(db: Db, orgKey: string, userId?: string): Promise<number> {
+  const rows = await db
+    .update(apiTokens)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(apiTokens.orgId, orgKey), isNull(apiTokens.revokedAt), userId ? eq(apiTokens.userId, userId) : undefined))
+    .returning({ id: apiTokens.id });
+  return rows.length;
 }
