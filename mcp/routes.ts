@@ -1,7 +1,58 @@
-import { Router } from 'express';
+import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Deps } from '../src/deps.js';
+import { AppError } from '../src/http/errors.js';
+import { checkOrigin, requirePlatformGrant } from './guard.js';
+import { buildPlatformServer } from './server.js';
 
-// The MCP server at /mcp/platform is built by its issue.
-export function mcpRoutes(_deps: Deps): Router {
-  return Router();
+// POST /mcp/platform (interface document: P = platform grant; CONTRACT §3, §7, §10). Stateless
+// Streamable HTTP (MCP 2025-06-18 / 2025-11-25 "Transports"): every POST gets a server and a transport
+// built from its verified grant, answers in JSON and is torn down when the response closes. Without
+// sessions there is no server-initiated stream, so GET (and DELETE) answer 405, as the spec allows.
+
+export const MCP_PATH = '/mcp/platform';
+
+/** JSON-RPC error body for failures before the MCP layer (auth, origin, method). */
+function rpcError(res: Response, status: number, message: string, code = -32001) {
+  res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+export function mcpRoutes(deps: Deps): Router {
+  const router = Router();
+
+  router.all(MCP_PATH, checkOrigin(deps), (req, res, next) => {
+    if (req.method === 'POST') return next();
+    res.set('Allow', 'POST');
+    rpcError(res, 405, 'Method not allowed: this server is stateless; POST JSON-RPC messages', -32000);
+  });
+
+  router.post(MCP_PATH, requirePlatformGrant(deps), async (req: Request, res: Response) => {
+    const server = buildPlatformServer(deps, req.mcpGrant!);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+
+  // Failures of this path answer in JSON-RPC with the status and WWW-Authenticate of the AppError.
+  const onError: ErrorRequestHandler = (err, req, res, next) => {
+    if (res.headersSent) return next(err);
+    if (err instanceof AppError) {
+      for (const [k, v] of Object.entries(err.extra.headers ?? {})) res.setHeader(k, v);
+      rpcError(res, err.status, err.expose ? `${err.code}: ${err.message}` : 'internal error');
+      return;
+    }
+    const status = (err as { status?: number }).status;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      rpcError(res, status, 'Parse error', -32700);
+      return;
+    }
+    deps.log.error({ err, reqId: req.id }, 'mcp request failed');
+    rpcError(res, 500, 'internal error', -32603);
+  };
+  router.use(MCP_PATH, onError);
+  return router;
 }

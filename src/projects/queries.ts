@@ -1,4 +1,4 @@
-import { and, asc, count, eq, inArray, isNull, like, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, isNull, like, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { projectFiles, projectReports, projects, projectShares, users } from '../db/schema.js';
 import { newId } from '../ids.js';
@@ -166,4 +166,15 @@ export async function projectByLinkHash(db: Db, tokenHash: string): Promise<Proj
     .innerJoin(projects, eq(projects.id, projectShares.projectId))
     .where(and(eq(projectShares.tokenHash, tokenHash), eq(projectShares.kind, 'link'), isNull(projectShares.revokedAt)));
   return row?.project;
+}
+
+/** The most recent reports of an org's projects (MCP resources/list), without bodies. */
+export function listReportsInOrg(db: Db, orgKey: string, limit: number) {
+  return db
+    .select({ id: projectReports.id, title: projectReports.title, projectId: projects.id, projectName: projects.name })
+    .from(projectReports)
+    .innerJoin(projects, eq(projects.id, projectReports.projectId))
+    .where(eq(projects.orgId, orgKey))
+    .orderBy(desc(projectReports.updatedAt), asc(projectReports.id))
+    .limit(limit);
 }

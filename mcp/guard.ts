@@ -1,0 +1,97 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Deps } from '../src/deps.js';
+import type { Role } from '../src/db/schema.js';
+import { AppError } from '../src/http/errors.js';
+import { configuredOrigins, requestOrigin } from '../src/http/origin.js';
+import { resolveActingOrg, verifyAccessToken } from '../oauth/verify.js';
+import { resourceMetadataUrl } from '../oauth/resources.js';
+
+// /mcp/platform as an OAuth protected resource (MCP 2025-06-18 / 2025-11-25 "Authorization";
+// RFC 6750 §3; RFC 9728 §5.1; CONTRACT §3, §7):
+//   - only a platform-grant access token, from the Authorization header (never a cookie, never a query
+//     string; an `svc_` token or a session JWT is not an access token for this resource → 401);
+//   - 401 carries `WWW-Authenticate: Bearer resource_metadata="…"` so an editor can discover the
+//     authorization server, plus `error="invalid_token"` when a token was sent;
+//   - 403 `insufficient_scope` names the scope; the audience check (inside the verifier) refuses a
+//     model token, which is how "token passthrough" to another resource is prevented;
+//   - live membership is rechecked on every request by the verifier, and `x-svc-organisation` picks
+//     the acting organization among the user's live memberships.
+// The Streamable HTTP transport section requires the Origin header to be validated (DNS rebinding):
+// a request carrying an Origin that is not one of our configured origins is refused with 403.
+
+export interface McpGrant {
+  userId: string;
+  /** The grant's organization. */
+  grantOrgKey: string;
+  /** The organization this request acts for (x-svc-organisation or the grant's). */
+  actingOrgKey: string;
+  role: Role;
+  clientId: string;
+  origin: string;
+}
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    mcpGrant?: McpGrant;
+  }
+}
+
+export const PLATFORM_SCOPE = 'platform';
+
+function challenge(origin: string, extra = ''): string {
+  return `Bearer ${extra}resource_metadata="${resourceMetadataUrl(origin, 'platform')}"`;
+}
+
+/** A foreign Origin (a browser page on another site) is refused before anything else. */
+export function checkOrigin(deps: Deps) {
+  const allowed = new Set(configuredOrigins(deps.config).map((o) => new URL(o).origin));
+  return (req: Request, _res: Response, next: NextFunction) => {
+    const origin = req.get('origin');
+    if (origin !== undefined) {
+      let normalised: string | null = null;
+      try {
+        normalised = new URL(origin).origin;
+      } catch {
+        normalised = null;
+      }
+      if (!normalised || !allowed.has(normalised)) throw new AppError(403, 'FORBIDDEN_ORIGIN', 'requests from this Origin are not allowed');
+    }
+    next();
+  };
+}
+
+export function requirePlatformGrant(deps: Deps) {
+  return async (req: Request, _res: Response, next: NextFunction) => {
+    const origin = requestOrigin(req, deps.config);
+    const header = req.get('authorization');
+    // No bearer: a cookie, if any, is ignored (CONTRACT §7: cookies never authenticate MCP routes).
+    if (!header) {
+      throw new AppError(401, 'UNAUTHORIZED', 'this resource needs a platform access token', {
+        headers: { 'WWW-Authenticate': challenge(origin) },
+      });
+    }
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    const token = m?.[1];
+    if (!token || token.startsWith('svc_')) {
+      throw new AppError(401, 'invalid_token', 'an API token is not accepted here; sign in with OAuth for the platform resource', {
+        headers: { 'WWW-Authenticate': challenge(origin, 'error="invalid_token", ') },
+      });
+    }
+    const access = await verifyAccessToken(deps, token, { resource: 'platform', origin });
+    if (!access.scope.split(' ').includes(PLATFORM_SCOPE)) {
+      throw new AppError(403, 'insufficient_scope', `this resource needs the "${PLATFORM_SCOPE}" scope`, {
+        headers: { 'WWW-Authenticate': challenge(origin, `error="insufficient_scope", scope="${PLATFORM_SCOPE}", `) },
+      });
+    }
+    const acting = await resolveActingOrg(deps, access, req.get('x-svc-organisation'));
+    req.mcpGrant = {
+      userId: access.userId,
+      grantOrgKey: access.orgKey,
+      actingOrgKey: acting.orgKey,
+      role: acting.role,
+      clientId: access.clientId,
+      origin,
+    };
+    next();
+  };
+}

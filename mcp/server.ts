@@ -1,0 +1,118 @@
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Deps } from '../src/deps.js';
+import { AppError } from '../src/http/errors.js';
+import { parseOrgId } from '../src/ids.js';
+import type { Actor } from '../src/projects/access.js';
+import { getReport } from '../src/projects/content.js';
+import { listReportsInOrg } from '../src/projects/queries.js';
+import type { McpGrant } from './guard.js';
+import { registerProjectTools } from './tools-projects.js';
+import { registerContentTools } from './tools-content.js';
+import { registerShareTools } from './tools-shares.js';
+
+// The platform MCP server, built per request from the verified grant (stateless Streamable HTTP: no
+// session, nothing kept in this process, so any process sharing the database can answer).
+
+export interface ToolContext {
+  deps: Deps;
+  actor: Actor;
+  grant: McpGrant;
+  /** `org_id` argument → stored key; default: the acting organization (CONTRACT §10). */
+  orgKeyOf(orgId: string | undefined): string;
+}
+
+/** Runs a tool body: the object in structuredContent (and as JSON text); an AppError as an isError
+ *  result whose message starts with its code (CONTRACT §10) — never a transport failure. */
+export async function runTool(ctx: ToolContext, fn: () => Promise<Record<string, unknown>>): Promise<CallToolResult> {
+  try {
+    const out = await fn();
+    return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+  } catch (err) {
+    if (err instanceof AppError && err.expose) return toolError(err.code, err.message);
+    if (err instanceof AppError) return toolError(err.code, 'try again later');
+    ctx.deps.log.error({ err }, 'platform tool failed');
+    return toolError('INTERNAL', 'internal error');
+  }
+}
+
+export const toolError = (code: string, message: string): CallToolResult => ({
+  content: [{ type: 'text', text: `${code}: ${message}` }],
+  isError: true,
+});
+
+export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+export const CREATES = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false } as const;
+export const OVERWRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false } as const;
+export const ADDITIVE_IDEMPOTENT = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+
+export const REPORT_URI_PREFIX = 'svc://reports/';
+
+export function buildPlatformServer(deps: Deps, grant: McpGrant): McpServer {
+  const server = new McpServer(
+    { name: 'svc-platform', title: 'svc platform: projects, reports, files and sharing', version: '1.0.0' },
+    {
+      capabilities: { tools: {}, resources: {} },
+      instructions:
+        'Projects of your svc clients: briefs, markdown reports, files and sharing. org_id defaults to the acting client ' +
+        '(x-svc-organisation or the one you chose at sign-in). Tool errors start with a code such as NO_ACCESS or NOT_FOUND.',
+    },
+  );
+  // The SDK answers arguments that fail the input schema with its own isError text; prefix it with
+  // our code so every failed tool's message starts with one (CONTRACT §10). createToolError is the
+  // SDK's single hook for that text (private in its types; covered by test/mcp-tools.test.ts).
+  (server as unknown as { createToolError(message: string): CallToolResult }).createToolError = (message) =>
+    toolError(/validation/i.test(message) ? 'VALIDATION_ERROR' : 'INVALID_REQUEST', message);
+
+  const ctx: ToolContext = {
+    deps,
+    actor: { userId: grant.userId },
+    grant,
+    orgKeyOf(orgId) {
+      if (orgId === undefined) return grant.actingOrgKey;
+      const key = parseOrgId(orgId);
+      if (!key) throw new AppError(400, 'VALIDATION_ERROR', 'org_id: expected a client_… or org_… id');
+      return key;
+    },
+  };
+  registerProjectTools(server, ctx);
+  registerContentTools(server, ctx);
+  registerShareTools(server, ctx);
+  registerReportResources(server, ctx);
+  return server;
+}
+
+/** Reports as resources (resources/list, resources/read) so editors can attach them as context. */
+function registerReportResources(server: McpServer, ctx: ToolContext) {
+  const template = new ResourceTemplate(`${REPORT_URI_PREFIX}{report_id}`, {
+    list: async () => {
+      const rows = await listReportsInOrg(ctx.deps.db, ctx.grant.actingOrgKey, 100);
+      return {
+        resources: rows.map((r) => ({
+          uri: `${REPORT_URI_PREFIX}${r.id}`,
+          name: r.id,
+          title: `${r.projectName}: ${r.title}`,
+          mimeType: 'text/markdown',
+        })),
+      };
+    },
+  });
+  server.registerResource(
+    'report',
+    template,
+    { title: 'Project report', description: 'A markdown report of a project', mimeType: 'text/markdown' },
+    async (uri, variables) => {
+      const reportId = String(variables.report_id ?? '');
+      try {
+        const report = await getReport(ctx.deps.db, ctx.actor, reportId);
+        return { contents: [{ uri: uri.href, mimeType: 'text/markdown', text: `# ${report.title}\n\n${report.body}` }] };
+      } catch (err) {
+        if (err instanceof AppError && err.expose) {
+          // MCP "Resources" error handling: -32002 for a resource that is not found (or not yours).
+          throw new McpError(err.status === 404 ? -32002 : ErrorCode.InvalidParams, `${err.code}: ${err.message}`);
+        }
+        throw err;
+      }
+    },
+  );
+}

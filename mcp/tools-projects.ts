@@ -1,0 +1,128 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import {
+  briefIn,
+  descriptionIn,
+  listOf,
+  nameIn,
+  projectDetailOut,
+  projectIdIn,
+  projectOut,
+} from '../src/projects/schema.js';
+import { createProject, deleteProject, forkProject, getProject, listProjects, transferProject, updateProject } from '../src/projects/service.js';
+import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext } from './server.js';
+
+// Project tools (CONTRACT §10): same services, same rules and same fields as /v1/projects.
+
+/** Tool arguments are plain strings in the schema (JSON Schema cannot express our id transform). */
+export const orgIdArg = z.string().max(80).describe('client_… or org_… id; default: the acting client');
+export const pageArgs = {
+  limit: z.number().int().min(1).max(100).optional().describe('page size, default 20, max 100'),
+  offset: z.number().int().min(0).optional().describe('items to skip, default 0'),
+};
+export const projectIdArg = projectIdIn.describe('prj_… id of the project');
+const deletedOut = { deleted: z.literal(true) };
+
+export function registerProjectTools(server: McpServer, ctx: ToolContext) {
+  const { db } = ctx.deps;
+  const actor = ctx.actor;
+
+  server.registerTool(
+    'list_projects',
+    {
+      title: 'List projects',
+      description: 'Projects of a client (default: the acting client), oldest first.',
+      inputSchema: { org_id: orgIdArg.optional(), ...pageArgs },
+      outputSchema: listOf(projectOut).shape,
+      annotations: READ_ONLY,
+    },
+    (a) =>
+      runTool(ctx, async () => ({
+        data: await listProjects(db, actor, { orgKey: ctx.orgKeyOf(a.org_id), limit: a.limit ?? 20, offset: a.offset ?? 0 }),
+      })),
+  );
+
+  server.registerTool(
+    'get_project',
+    {
+      title: 'Get a project',
+      description: 'A project with its brief and the number of reports and files.',
+      inputSchema: { project_id: projectIdArg },
+      outputSchema: projectDetailOut.shape,
+      annotations: READ_ONLY,
+    },
+    (a) => runTool(ctx, () => getProject(db, actor, a.project_id)),
+  );
+
+  server.registerTool(
+    'create_project',
+    {
+      title: 'Create a project',
+      description: 'Creates a project in a client where you are an owner or member.',
+      inputSchema: { org_id: orgIdArg.optional(), name: nameIn, description: descriptionIn.optional(), brief: briefIn.optional() },
+      outputSchema: projectOut.shape,
+      annotations: CREATES,
+    },
+    (a) =>
+      runTool(ctx, () =>
+        createProject(db, actor, { orgKey: ctx.orgKeyOf(a.org_id), name: a.name, description: a.description, brief: a.brief }),
+      ),
+  );
+
+  server.registerTool(
+    'update_project',
+    {
+      title: 'Update a project',
+      description: 'Changes the name, description and/or brief (markdown) of a project.',
+      inputSchema: { project_id: projectIdArg, name: nameIn.optional(), description: descriptionIn.optional(), brief: briefIn.optional() },
+      outputSchema: projectDetailOut.shape,
+      annotations: OVERWRITES,
+    },
+    (a) =>
+      runTool(ctx, () => updateProject(db, actor, a.project_id, { name: a.name, description: a.description, brief: a.brief })),
+  );
+
+  server.registerTool(
+    'delete_project',
+    {
+      title: 'Delete a project',
+      description: 'Deletes a project with its reports, files and shares.',
+      inputSchema: { project_id: projectIdArg },
+      outputSchema: deletedOut,
+      annotations: OVERWRITES,
+    },
+    (a) => runTool(ctx, () => deleteProject(db, actor, a.project_id)),
+  );
+
+  server.registerTool(
+    'fork_project',
+    {
+      title: 'Fork a project',
+      description:
+        'Copies brief, reports and files into a new project named "<name> (fork)", "(fork 2)", … unless name is given; ' +
+        'target_org_id forks into another of your clients.',
+      inputSchema: { project_id: projectIdArg, name: nameIn.optional(), target_org_id: orgIdArg.optional() },
+      outputSchema: projectOut.shape,
+      annotations: CREATES,
+    },
+    (a) =>
+      runTool(ctx, () =>
+        forkProject(db, actor, a.project_id, {
+          name: a.name,
+          targetOrgKey: a.target_org_id === undefined ? undefined : ctx.orgKeyOf(a.target_org_id),
+        }),
+      ),
+  );
+
+  server.registerTool(
+    'transfer_project',
+    {
+      title: 'Transfer a project',
+      description: 'Moves a project to another client; you must own both clients.',
+      inputSchema: { project_id: projectIdArg, target_org_id: orgIdArg },
+      outputSchema: projectOut.shape,
+      annotations: { ...ADDITIVE_IDEMPOTENT, destructiveHint: true },
+    },
+    (a) => runTool(ctx, () => transferProject(db, actor, a.project_id, ctx.orgKeyOf(a.target_org_id))),
+  );
+}

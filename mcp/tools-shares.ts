@@ -1,0 +1,62 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import { listOf, roleIn, shareIdIn, shareOut } from '../src/projects/schema.js';
+import { createShareLink, listShares, revokeShare, shareWithUser } from '../src/projects/shares.js';
+import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext } from './server.js';
+import { projectIdArg } from './tools-projects.js';
+
+// Sharing tools (CONTRACT §10): a registered e-mail as viewer or editor, or a read-only public link
+// `{V2_URL}/s/<token>` shown once.
+
+export function registerShareTools(server: McpServer, ctx: ToolContext) {
+  const { db, keys, config } = ctx.deps;
+  const actor = ctx.actor;
+
+  server.registerTool(
+    'share_project',
+    {
+      title: 'Share a project with a person',
+      description: 'Gives a registered account viewer (read) or editor (read and write) access to this project alone.',
+      inputSchema: { project_id: projectIdArg, email: z.string().max(320), role: roleIn },
+      outputSchema: shareOut.shape,
+      annotations: ADDITIVE_IDEMPOTENT,
+    },
+    (a) => runTool(ctx, () => shareWithUser(db, actor, a.project_id, { email: a.email, role: a.role })),
+  );
+
+  server.registerTool(
+    'create_share_link',
+    {
+      title: 'Create a public link',
+      description: 'A read-only public link to the project’s brief and reports. The URL is shown only in this answer.',
+      inputSchema: { project_id: projectIdArg },
+      outputSchema: shareOut.shape,
+      annotations: CREATES,
+    },
+    (a) => runTool(ctx, () => createShareLink(db, keys.hmac, config.v2Url, actor, a.project_id)),
+  );
+
+  server.registerTool(
+    'list_shares',
+    {
+      title: 'List shares',
+      description: 'Live shares of a project (people and public links; link URLs are not shown again).',
+      inputSchema: { project_id: projectIdArg },
+      outputSchema: listOf(shareOut).shape,
+      annotations: READ_ONLY,
+    },
+    (a) => runTool(ctx, async () => ({ data: await listShares(db, actor, a.project_id) })),
+  );
+
+  server.registerTool(
+    'revoke_share',
+    {
+      title: 'Revoke a share',
+      description: 'Ends a share: the person loses access, or the public link stops working.',
+      inputSchema: { share_id: shareIdIn.describe('shr_… id of the share') },
+      outputSchema: shareOut.shape,
+      annotations: OVERWRITES,
+    },
+    (a) => runTool(ctx, () => revokeShare(db, actor, a.share_id)),
+  );
+}
