@@ -5,8 +5,9 @@ import { principalOf } from '../auth/principal.js';
 import { liveMemberships } from '../orgs/membership.js';
 import { orgBalanceCredits } from '../billing/spend.js';
 import { clientIdOf } from '../ids.js';
-import { html, requirePageSession, type SafeHtml } from './html.js';
-import { alert, postForm, queryValue, show, type Notice } from './components.js';
+import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
+import { resendVerification } from './services.js';
+import { alert, applyErrorHeaders, clientError, errorText, postForm, queryValue, show, type Notice } from './components.js';
 import { twoFactorCard } from './two-factor-page.js';
 
 // The dashboard (/account): who you are, whether the e-mail is verified (with a resend), two-factor
@@ -28,6 +29,19 @@ export function dashboardRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/account', session, async (req, res) => {
     await renderDashboard(deps, req, res, {});
+  });
+
+  // The resend of the verification mail (POST /v1/email/verify/resend's service; limited per account).
+  router.post('/account/verify/resend', deps.limits.perIp, session, async (req, res) => {
+    try {
+      verifyCsrfField(req);
+      await resendVerification(deps, principalOf(req).userId);
+      res.redirect(303, '/account?notice=verification_sent');
+    } catch (caught) {
+      const err = clientError(caught);
+      applyErrorHeaders(res, err);
+      await renderDashboard(deps, req, res, { status: err.status, notice: { kind: 'error', text: errorText(err) } });
+    }
   });
 
   return router;
@@ -58,7 +72,7 @@ ${postForm(req, res, '/account/verify/resend', html`<button type="submit" class=
 }
 ${postForm(req, res, '/account/logout', html`<button type="submit" class="secondary">Sign out</button>`)}</section>`;
 
-  const twoFactor = extras.twoFactor ?? (await twoFactorCard(deps, req, res));
+  const twoFactor = p.emailVerified ? (extras.twoFactor ?? (await twoFactorCard(deps, req, res))) : html``;
   const clients = p.emailVerified ? await clientsCard(deps, req, res, extras.clientError) : html``;
 
   show(req, res, {

@@ -1,48 +1,49 @@
-// The account services the pages call (owner ACCOUNTS, src/accounts). One place to import them from,
-// so the pages read like the API routes that call the same functions.
+import { eq } from 'drizzle-orm';
+import { generateURI } from 'otplib';
 import type { Deps } from '../deps.js';
-import { AppError } from '../http/errors.js';
+import { users } from '../db/schema.js';
+import { decrypt } from '../crypto/hash.js';
+import * as accounts from '../accounts/service.js';
+import * as orgs from '../orgs/service.js';
+import { TOTP_ISSUER } from '../accounts/two-factor.js';
 
-export { registerAndNotify, verifyEmail, resendVerification } from '../accounts/email-verification.js';
-export { requestPasswordReset, confirmPasswordReset } from '../accounts/password-reset.js';
+// The services the pages call: the very functions behind the /v1 routes (owners ACCOUNTS and ORGS), so
+// a page can never be looser than the API. This file only adapts their shapes to the pages' needs.
 
-const pending = (): never => {
-  throw new AppError(503, 'UNAVAILABLE', 'this part of the service is not available yet');
-};
+export {
+  loginWithPassword,
+  completeTwoFactorLogin,
+  registerAndNotify,
+  verifyEmail,
+  resendVerification,
+  requestPasswordReset,
+  confirmPasswordReset,
+  enableTwoFactor,
+  disableTwoFactor,
+} from '../accounts/service.js';
 
-export async function loginWithPassword(
-  _deps: Deps,
-  _input: { email: string; password: string },
-): Promise<{ kind: 'session'; token: string } | { kind: 'challenge'; challengeToken: string; email: string }> {
-  return pending();
-}
-export async function completeTwoFactorLogin(_deps: Deps, _input: { challengeToken: string; code: string }): Promise<{ token: string }> {
-  return pending();
-}
-export async function twoFactorStatus(_deps: Deps, _userId: string): Promise<{ enabled: boolean; recoveryCodesRemaining: number }> {
-  return { enabled: false, recoveryCodesRemaining: 0 };
-}
-export async function setupTwoFactor(_deps: Deps, _userId: string, _opts: { reuse?: boolean } = {}): Promise<{ secret: string; otpauthUri: string }> {
-  return pending();
-}
-export async function enableTwoFactor(_deps: Deps, _userId: string, _code: string): Promise<{ recoveryCodes: string[] }> {
-  return pending();
-}
-export async function disableTwoFactor(_deps: Deps, _userId: string, _code: string): Promise<unknown> {
-  return pending();
+export async function twoFactorStatus(deps: Deps, userId: string): Promise<{ enabled: boolean; recoveryCodesRemaining: number }> {
+  const s = await accounts.twoFactorStatus(deps, userId);
+  return { enabled: s.enabled, recoveryCodesRemaining: s.recovery_codes_remaining };
 }
 
-// Organizations (owner ORGS, src/orgs).
-export interface MemberView {
-  userId: string;
-  email: string;
-  name: string;
-  role: string;
-  createdAt: Date;
+export async function setupTwoFactor(deps: Deps, userId: string): Promise<{ secret: string; otpauthUri: string }> {
+  const s = await accounts.setupTwoFactor(deps, userId);
+  return { secret: s.secret, otpauthUri: s.otpauth_uri };
 }
-export async function createClient(_deps: Deps, _input: { userId: string; name: string }): Promise<{ orgKey: string }> {
-  return pending();
+
+/**
+ * The enrolment in progress (set up, not yet enabled), to show the same QR code again after a wrong
+ * first code instead of replacing the secret the person has just scanned. Null when there is none.
+ */
+export async function pendingTwoFactorSetup(deps: Deps, userId: string): Promise<{ secret: string; otpauthUri: string } | null> {
+  const [user] = await deps.db.select().from(users).where(eq(users.id, userId));
+  if (!user?.totpSecretEnc || user.totpEnabledAt) return null;
+  const secret = decrypt(deps.keys.encryption, user.totpSecretEnc);
+  // The same URI accounts.setupTwoFactor built (issuer, label, SHA-1, 6 digits, 30 s).
+  const otpauthUri = generateURI({ issuer: TOTP_ISSUER, label: user.email, secret, algorithm: 'sha1', digits: 6, period: 30 });
+  return { secret, otpauthUri };
 }
-export async function listMembers(_deps: Deps, _orgKey: string): Promise<MemberView[]> {
-  return pending();
-}
+
+export const createClient = (deps: Deps, input: { userId: string; name: string }) => orgs.createClient(deps.db, input.userId, input.name);
+export const listMembers = (deps: Deps, orgKey: string) => orgs.listMembers(deps.db, orgKey);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
-import { disableTwoFactor, enableTwoFactor, setupTwoFactor, twoFactorStatus } from './services.js';
+import { disableTwoFactor, enableTwoFactor, pendingTwoFactorSetup, setupTwoFactor, twoFactorStatus } from './services.js';
 import { html, raw, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
 import { alert, applyErrorHeaders, clientError, errorText, field, parseForm, postForm, type Notice } from './components.js';
 import { renderDashboard } from './dashboard.js';
@@ -60,7 +60,8 @@ ${alert({ kind: 'info', text: 'Save these recovery codes now. Each works once if
 
 export function twoFactorPageRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
-  const session = requirePageSession(auth, { allowUnverified: true });
+  // Like /v1/2fa/setup|enable|disable: a verified account's session.
+  const session = requirePageSession(auth);
   const perIp = deps.limits.perIp;
 
   // The secret is shown in the answer to this POST (not behind a redirect): reloading it sets up anew.
@@ -90,7 +91,7 @@ export function twoFactorPageRoutes(deps: Deps, auth: Auth): Router {
       if (err) applyErrorHeaders(res, err);
       const text = formError ?? errorText(err);
       // Still pending: show the same secret again so the person can retry with the next code.
-      const again = err?.status === 429 || err?.status === 403 ? null : await setupTwoFactor(deps, userId, { reuse: true }).catch(() => null);
+      const again = await pendingTwoFactorSetup(deps, userId);
       const card = again ? await setupCard(req, res, again, text) : await twoFactorCard(deps, req, res, { notice: { kind: 'error', text } });
       await renderDashboard(deps, req, res, { status: err?.status ?? 400, twoFactor: card });
     }
