@@ -17,6 +17,8 @@ export interface RunningServer {
 export async function startServer(deps: Deps, hosts: string[], port: number): Promise<RunningServer> {
   const app = buildApp(deps);
   const servers: Server[] = [];
+  // Upgraded sockets (the run WebSocket) are not idle HTTP connections: closed explicitly on shutdown.
+  const closeSockets: (() => void)[] = [];
   let boundPort = port;
   for (const host of hosts) {
     const server = createServer(app);
@@ -24,7 +26,7 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
     server.headersTimeout = 30_000;
     server.requestTimeout = 0; // streaming responses (SSE) may run long; the model layer has its own timeouts
     server.keepAliveTimeout = 65_000;
-    attachRunSocket(server, deps);
+    closeSockets.push(attachRunSocket(server, deps));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(boundPort, host, () => resolve());
@@ -36,6 +38,7 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
     servers,
     port: boundPort,
     async close() {
+      for (const closeRuns of closeSockets) closeRuns();
       await Promise.all(
         servers.map(
           (s) =>

@@ -1,5 +1,222 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket, type RawData } from 'ws';
+import type { Request } from 'express';
 import type { Deps } from '../deps.js';
+import { createAuth } from '../auth/principal.js';
+import { AppError } from '../http/errors.js';
+import { requestOrigin } from '../http/origin.js';
+import { orgIdOf } from '../ids.js';
+import { actorFromToken, assertCanSpend, ORG_HEADER, type Actor } from '../models/actor.js';
+import { CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
+import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
 
-// The run WebSocket (/v1/runs/ws) is built by its issue; it attaches to the HTTP server's upgrades.
-export function attachRunSocket(_server: Server, _deps: Deps): void {}
+// The run WebSocket /v1/runs/ws (interface document: Run WebSocket frames; CONTRACT §9), on the HTTP
+// server's `upgrade` event (other upgrade paths are left to their owners). The first frame must be
+// `auth` within 10 s, else close 4401. One run at a time per socket; an `error` frame ends the run it
+// belongs to. ping/pong every 30 s drops peers that stopped answering; a dropped socket aborts its run,
+// which bills what was generated.
+
+export const RUNS_PATH = '/v1/runs/ws';
+
+export interface RunSocketOptions {
+  authTimeoutMs: number;
+  heartbeatMs: number;
+  toolTimeoutMs: number;
+  maxPayloadBytes: number;
+}
+
+export const DEFAULT_RUN_SOCKET_OPTIONS: RunSocketOptions = {
+  authTimeoutMs: 10_000,
+  heartbeatMs: 30_000,
+  toolTimeoutMs: 120_000,
+  maxPayloadBytes: 4 * 1024 * 1024,
+};
+
+/** Tests may shorten the timers of a server they start (e.g. the auth deadline). */
+export const runSocketOptions: WeakMap<Deps, Partial<RunSocketOptions>> = new WeakMap();
+
+/** Attaches the run socket to `server`; returns a function that closes every open run socket (shutdown). */
+export function attachRunSocket(server: Server, deps: Deps): () => void {
+  const options = () => ({ ...DEFAULT_RUN_SOCKET_OPTIONS, ...runSocketOptions.get(deps) });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: options().maxPayloadBytes });
+  const auth = createAuth(deps);
+  const alive = new WeakSet<WebSocket>();
+
+  const heartbeat = setInterval(() => {
+    for (const ws of wss.clients) {
+      if (!alive.has(ws)) {
+        ws.terminate();
+        continue;
+      }
+      alive.delete(ws);
+      ws.ping();
+    }
+  }, options().heartbeatMs);
+  heartbeat.unref();
+  const closeAll = () => {
+    clearInterval(heartbeat);
+    for (const ws of wss.clients) ws.close(1001, 'server shutting down');
+    // Peers that do not answer the close handshake are cut.
+    setTimeout(() => {
+      for (const ws of wss.clients) ws.terminate();
+    }, 1000).unref();
+    wss.close();
+  };
+  deps.onClose(closeAll);
+
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== RUNS_PATH) return;
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      alive.add(ws);
+      ws.on('pong', () => alive.add(ws));
+      handleConnection(deps, auth, ws, req, options());
+    });
+  });
+  return closeAll;
+}
+
+function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: WebSocket, req: IncomingMessage, options: RunSocketOptions) {
+  const httpLike = { get: (name: string) => req.headers[name.toLowerCase()] as string | undefined } as Request;
+  const origin = requestOrigin(httpLike, deps.config);
+  let token: string | null = null;
+  let actor: Actor | null = null;
+  let authenticating = false;
+  let run: { id: string; controller: AbortController } | null = null;
+  const pending = new Map<string, { resolve: (r: { status: string; result: unknown }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+
+  const send = (frame: ServerFrame) => {
+    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(frame));
+  };
+
+  const authTimer = setTimeout(() => {
+    if (!actor) ws.close(CLOSE_UNAUTHENTICATED, 'authentication timeout');
+  }, options.authTimeoutMs);
+
+  const recheck = async (): Promise<Actor> => {
+    // The credential again (revoked tokens stop a run) and the live membership, before every model call.
+    const fresh = await actorFromToken(deps, auth, { token: token!, origin, orgHeader: req.headers[ORG_HEADER] as string | undefined });
+    assertCanSpend(fresh.role);
+    return fresh;
+  };
+
+  function abortRun(reason: string) {
+    if (!run) return;
+    run.controller.abort(new RunAborted(reason));
+    for (const [, p] of pending) {
+      clearTimeout(p.timer);
+      p.reject(new RunAborted(reason));
+    }
+    pending.clear();
+  }
+
+  /** An error frame ends the run it belongs to (interface document). */
+  function fail(err: unknown) {
+    const runId = run?.id;
+    if (!(err instanceof AppError)) deps.log.error({ err, runId }, 'run failed');
+    abortRun('error');
+    send(errorFrame(err, runId));
+  }
+
+  async function startRun(agentName: string, messages: unknown[]) {
+    const agent = deps.models.agents.get(agentName);
+    if (!agent) return fail(new AppError(400, 'unknown_agent', `no agent named '${agentName}' (see GET /v1/agents)`));
+    const current = { id: newRunId(), controller: new AbortController() };
+    run = current;
+    try {
+      await runAgent(
+        deps,
+        {
+          runId: current.id,
+          agent,
+          messages: messages as never,
+          recheck,
+          signal: current.controller.signal,
+          toolTimeoutMs: options.toolTimeoutMs,
+        },
+        {
+          send,
+          toolResult: (id, timeoutMs) =>
+            new Promise((resolve, reject) => {
+              const timer = setTimeout(() => {
+                pending.delete(id);
+                reject(new AppError(408, 'tool_timeout', `no tool_result for ${id} within ${Math.round(timeoutMs / 1000)} s`));
+              }, timeoutMs);
+              pending.set(id, { resolve, reject, timer });
+            }),
+        },
+      );
+    } catch (err) {
+      if (run === current && !(err instanceof RunAborted)) fail(err);
+    } finally {
+      if (run === current) run = null;
+      for (const [, p] of pending) clearTimeout(p.timer);
+      pending.clear();
+    }
+  }
+
+  async function onFrame(data: RawData, isBinary: boolean) {
+    if (isBinary) return fail(new AppError(400, 'bad_frame', 'frames are JSON text'));
+    const parsed = parseFrame(data.toString());
+    if ('error' in parsed) return fail(new AppError(400, 'bad_frame', parsed.error));
+    const frame = parsed.frame;
+    if (frame.type === 'ping') return send({ type: 'pong' });
+    if (!actor) {
+      if (frame.type !== 'auth' || authenticating) {
+        send({ type: 'error', code: 'unauthenticated', message: 'the first frame must be {type: "auth", token}' });
+        ws.close(CLOSE_UNAUTHENTICATED, 'unauthenticated');
+        return;
+      }
+      authenticating = true;
+      try {
+        token = frame.token;
+        actor = await actorFromToken(deps, auth, { token, origin, orgHeader: req.headers[ORG_HEADER] as string | undefined });
+        clearTimeout(authTimer);
+        send({ type: 'authenticated', client_id: orgIdOf(actor.orgKey) });
+      } catch (err) {
+        send(errorFrame(err));
+        ws.close(CLOSE_UNAUTHENTICATED, 'authentication failed');
+      } finally {
+        authenticating = false;
+      }
+      return;
+    }
+    switch (frame.type) {
+      case 'auth':
+        return fail(new AppError(400, 'already_authenticated', 'this socket is already authenticated'));
+      case 'start':
+        if (run) return fail(new AppError(409, 'run_in_progress', 'one run at a time per socket'));
+        void startRun(frame.agent, frame.messages);
+        return;
+      case 'tool_result': {
+        const waiter = pending.get(frame.tool_call_id);
+        if (!waiter) return fail(new AppError(400, 'unknown_tool_call', `no tool call ${frame.tool_call_id} is waiting for a result`));
+        pending.delete(frame.tool_call_id);
+        clearTimeout(waiter.timer);
+        waiter.resolve({ status: frame.status, result: frame.result });
+        return;
+      }
+      case 'cancel':
+        if (!run) return fail(new AppError(409, 'no_run', 'no run is in progress'));
+        {
+          const id = run.id;
+          abortRun('cancelled');
+          run = null;
+          send({ type: 'error', code: 'cancelled', message: 'the run was cancelled', run_id: id });
+        }
+        return;
+    }
+  }
+
+  ws.on('message', (data, isBinary) => {
+    onFrame(data, isBinary).catch((err: unknown) => fail(err));
+  });
+  ws.on('close', () => {
+    clearTimeout(authTimer);
+    abortRun('socket closed');
+  });
+  ws.on('error', () => {
+    // A protocol error closes the socket; 'close' follows and aborts the run.
+  });
+}

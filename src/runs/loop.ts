@@ -1,0 +1,121 @@
+import type { Deps } from '../deps.js';
+import { AppError } from '../http/errors.js';
+import { newId } from '../ids.js';
+import type { Actor } from '../models/actor.js';
+import { openAiTools, type Agent } from '../models/agents.js';
+import { acquireLease, signOutcome } from '../models/chat.js';
+import { prepareCall, settleCall, StreamMeter, voidCall, balanceOf } from '../models/metered.js';
+import type { ChatMessage } from '../models/upstream/types.js';
+import type { ServerFrame } from './frames.js';
+
+// One agent run (CONTRACT §9): model call → assistant_message → one tool_call per call → wait for each
+// tool_result → next call, at most RUN_MAX_STEPS model calls. Every model call is reserved and settled
+// exactly like a chat call (one `usage` transaction each). The run holds one concurrency lease for its
+// whole life. Aborting (socket dropped, cancel) stops the provider and bills what was generated.
+
+export const TOOL_RESULT_TIMEOUT_MS = 120_000;
+
+export interface RunIO {
+  send(frame: ServerFrame): void;
+  /** Resolves with the client's tool_result for `toolCallId`; rejects when the run is aborted. */
+  toolResult(toolCallId: string, timeoutMs: number): Promise<{ status: string; result: unknown }>;
+}
+
+export interface RunInput {
+  runId: string;
+  agent: Agent;
+  messages: ChatMessage[];
+  /** Re-checks the credential and the live membership before each model call (Authentication 5). */
+  recheck(): Promise<Actor>;
+  signal: AbortSignal;
+  toolTimeoutMs?: number;
+}
+
+export class RunAborted extends Error {}
+
+const resultText = (status: string, result: unknown) => {
+  const text = typeof result === 'string' ? result : result === undefined ? '' : JSON.stringify(result);
+  return status === 'ok' ? text : `[${status}] ${text}`;
+};
+
+export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<void> {
+  const { runId, agent, signal } = input;
+  let actor = await input.recheck();
+  const lease = await acquireLease(deps, actor.orgKey, 'run');
+  const totals = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  let debited = 0;
+  let balance: number | null = null;
+  try {
+    io.send({ type: 'run_started', run_id: runId, agent: agent.name });
+    const messages: ChatMessage[] = [...(agent.instructions ? [{ role: 'system', content: agent.instructions }] : []), ...input.messages];
+    const tools = openAiTools(agent);
+    for (let step = 1; step <= deps.models.runMaxSteps; step++) {
+      if (signal.aborted) throw new RunAborted();
+      actor = await input.recheck();
+      const call = await prepareCall(deps, actor, { model: deps.models.modelId, messages, ...(tools.length ? { tools } : {}) }, true);
+      const meter = new StreamMeter(deps.models.modelId);
+      try {
+        for await (const chunk of deps.models.upstream.stream(call.body, signal)) meter.observe(chunk, true);
+      } catch (err) {
+        if (signal.aborted) {
+          // Dropped socket or cancel mid-call: billed for what was generated.
+          const { usage } = meter.finalUsage(call.promptEstimate);
+          await settleCall(deps, call, usage, `run ${runId} aborted`).catch(() => {});
+          throw new RunAborted();
+        }
+        await voidCall(deps, call);
+        throw err;
+      }
+      if (signal.aborted) {
+        await settleCall(deps, call, meter.finalUsage(call.promptEstimate).usage, `run ${runId} aborted`).catch(() => {});
+        throw new RunAborted();
+      }
+      const { usage } = meter.finalUsage(call.promptEstimate);
+      const outcome = await settleCall(deps, call, usage, `run ${runId} step ${step}`);
+      totals.prompt_tokens += usage.prompt_tokens;
+      totals.completion_tokens += usage.completion_tokens;
+      totals.total_tokens += usage.prompt_tokens + usage.completion_tokens;
+      debited += outcome.creditsDebited;
+      balance = outcome.balanceCredits;
+
+      const toolCalls = meter.toolCalls();
+      const message = { role: 'assistant' as const, content: meter.content || null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
+      io.send({ type: 'assistant_message', run_id: runId, step, message });
+      messages.push(message);
+      if (toolCalls.length === 0) {
+        return await complete('completed', step);
+      }
+      for (const tc of toolCalls) {
+        io.send({ type: 'tool_call', run_id: runId, tool_call_id: tc.id, name: tc.function.name, arguments: tc.function.arguments });
+      }
+      const results = await Promise.all(toolCalls.map((tc) => io.toolResult(tc.id, input.toolTimeoutMs ?? TOOL_RESULT_TIMEOUT_MS)));
+      toolCalls.forEach((tc, i) => messages.push({ role: 'tool', tool_call_id: tc.id, content: resultText(results[i]!.status, results[i]!.result) }));
+    }
+    return await complete('max_steps', deps.models.runMaxSteps);
+  } finally {
+    await lease.release();
+  }
+
+  async function complete(stopReason: 'completed' | 'max_steps', steps: number) {
+    const balanceCredits = balance ?? (await balanceOf(deps, actor.orgKey));
+    const outcome = await signOutcome(deps, actor, { requestId: runId, creditsDebited: debited, balanceCredits });
+    io.send({
+      type: 'run_completed',
+      run_id: runId,
+      stop_reason: stopReason,
+      steps,
+      usage: totals,
+      credits_debited: debited,
+      balance_credits: balanceCredits,
+      outcome,
+    });
+  }
+}
+
+export const newRunId = () => newId('run');
+
+/** An error frame for whatever ended a run. */
+export function errorFrame(err: unknown, runId?: string): ServerFrame {
+  if (err instanceof AppError) return { type: 'error', code: err.code.toLowerCase(), message: err.message, ...(runId ? { run_id: runId } : {}) };
+  return { type: 'error', code: 'internal', message: 'internal error', ...(runId ? { run_id: runId } : {}) };
+}

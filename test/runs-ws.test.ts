@@ -1,0 +1,232 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { and, eq, sql } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { setOrgBalance } from './helpers/billing.js';
+import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { billingEntries } from '../src/db/schema.js';
+import { orgBalanceCredits } from '../src/billing/spend.js';
+import { runSocketOptions } from '../src/runs/socket.js';
+
+// The run WebSocket with a real `ws` client against a fake provider. Prices: a model call debits
+// prompt + 2 × completion tokens (see models-chat.test.ts).
+
+let server: TestServer;
+let fake: FakeUpstream;
+let owner: TestUser;
+let key: string;
+
+/** A ws client that queues frames so a test can await them in order. */
+async function connect(base = server.url) {
+  const ws = new WebSocket(`${base.replace('http', 'ws')}/v1/runs/ws`);
+  const frames: any[] = [];
+  const waiters: (() => void)[] = [];
+  let closed: { code: number; reason: string } | null = null;
+  ws.on('message', (d) => {
+    frames.push(JSON.parse(d.toString()));
+    waiters.splice(0).forEach((w) => w());
+  });
+  ws.on('close', (code, reason) => {
+    closed = { code, reason: reason.toString() };
+    waiters.splice(0).forEach((w) => w());
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return {
+    ws,
+    frames,
+    send: (frame: unknown) => ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame)),
+    /** The next frame (of `type` when given), skipping others. */
+    async next(type?: string, timeoutMs = 5000): Promise<any> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const i = frames.findIndex((f) => !type || f.type === type);
+        if (i >= 0) return frames.splice(i, 1)[0];
+        if (closed) throw new Error(`socket closed ${closed.code} before a ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`);
+        if (Date.now() > deadline) throw new Error(`no ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 50);
+        });
+      }
+    },
+    async closedWith(timeoutMs = 5000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      return closed;
+    },
+  };
+}
+
+const usageRows = () =>
+  server.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')));
+const leaseCount = async () =>
+  Number(((await server.deps.db.execute(sql`select count(*)::int as n from concurrency_leases where org_id = ${owner.orgKey}`)) as any).rows[0].n);
+
+beforeAll(async () => {
+  fake = await startFakeUpstream();
+  server = await startTestServer({
+    env: { MODEL_UPSTREAM_URL: fake.url, MODEL_UPSTREAM_KEY: FAKE_KEY, MODEL_ID: 'svc-test-model', MODEL_PRICE_INPUT: '90000', MODEL_PRICE_OUTPUT: '180000', RUN_MAX_STEPS: '4' },
+  });
+  owner = await createUser(server);
+  key = (await createApiToken(server, owner, owner.orgKey)).secret;
+});
+
+afterAll(async () => {
+  await server?.close();
+  await fake?.close();
+});
+
+beforeEach(async () => {
+  fake.chunkDelayMs = 0;
+  fake.failStatus = null;
+  // Two tool round-trips, then an answer: the reply depends on how many tool results came back.
+  fake.reply = (body) => {
+    const results = body.messages.filter((m: { role: string }) => m.role === 'tool').length;
+    if (results === 0) return { toolCalls: [{ name: 'read_file', arguments: '{"path":"README.md"}' }] };
+    if (results === 1) return { toolCalls: [{ name: 'list_directory', arguments: '{"path":"."}' }] };
+    return { content: 'All done here' };
+  };
+  await setOrgBalance(server, owner.orgKey, 10_000);
+});
+
+describe('/v1/runs/ws', () => {
+  it('runs a full loop with two tool round-trips, billing each model call', async () => {
+    const c = await connect();
+    c.send({ type: 'auth', token: key });
+    expect(await c.next('authenticated')).toEqual({ type: 'authenticated', client_id: owner.orgId });
+    const rowsBefore = (await usageRows()).length;
+    const balanceBefore = await orgBalanceCredits(server.deps.db, owner.orgKey);
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'Look at the readme' }] });
+
+    const m1 = await c.next('assistant_message');
+    expect(m1.message.tool_calls[0].function.name).toBe('read_file');
+    const t1 = await c.next('tool_call');
+    expect(t1).toMatchObject({ name: 'read_file', arguments: '{"path":"README.md"}' });
+    expect(await leaseCount()).toBe(1); // the run holds a lease
+    c.send({ type: 'tool_result', tool_call_id: t1.tool_call_id, status: 'ok', result: '# svc' });
+
+    const t2 = await c.next('tool_call');
+    expect(t2.name).toBe('list_directory');
+    c.send({ type: 'tool_result', tool_call_id: t2.tool_call_id, status: 'ok', result: { entries: ['README.md'] } });
+
+    expect((await c.next('assistant_message')).step).toBe(2);
+    const m3 = await c.next('assistant_message');
+    expect(m3.message.content).toBe('All done here');
+    const done = await c.next('run_completed');
+    // Three model calls: 2 × (10 + 2×5) + (10 + 2×3)
+    expect(done).toMatchObject({ stop_reason: 'completed', steps: 3, credits_debited: 56, usage: { prompt_tokens: 30, completion_tokens: 13 } });
+    expect(done.balance_credits).toBe(balanceBefore - 56);
+    expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(balanceBefore - 56);
+    expect((await usageRows()).length).toBe(rowsBefore + 3);
+    // The provider saw the agent's tools and the tool results in order.
+    const last = fake.requests.at(-1)!.body;
+    expect(last.tools.map((t: any) => t.function.name)).toEqual(['read_file', 'write_file', 'list_directory', 'run_command']);
+    expect(last.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content)).toEqual(['# svc', '{"entries":["README.md"]}']);
+    expect(await leaseCount()).toBe(0);
+
+    // The socket takes another run afterwards.
+    fake.reply = () => ({ content: 'again' });
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
+    expect((await c.next('run_completed')).steps).toBe(1);
+    c.ws.close();
+  });
+
+  it('stops at RUN_MAX_STEPS', async () => {
+    fake.reply = () => ({ toolCalls: [{ name: 'run_command', arguments: '{"command":"true"}' }] });
+    const c = await connect();
+    c.send({ type: 'auth', token: key });
+    await c.next('authenticated');
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'loop' }] });
+    for (let i = 0; i < 4; i++) {
+      const t = await c.next('tool_call');
+      c.send({ type: 'tool_result', tool_call_id: t.tool_call_id, status: 'ok', result: '' });
+    }
+    expect(await c.next('run_completed')).toMatchObject({ stop_reason: 'max_steps', steps: 4 });
+    c.ws.close();
+  });
+
+  it('closes 4401 when no auth frame arrives in time', async () => {
+    runSocketOptions.set(server.deps, { authTimeoutMs: 200 });
+    try {
+      const c = await connect();
+      expect((await c.closedWith(3000))?.code).toBe(4401);
+    } finally {
+      runSocketOptions.delete(server.deps);
+    }
+  });
+
+  it('refuses a bad token and a first frame that is not auth (4401)', async () => {
+    const a = await connect();
+    a.send({ type: 'auth', token: 'svc_' + 'x'.repeat(43) });
+    expect((await a.next('error')).code).toBe('invalid_token');
+    expect((await a.closedWith())?.code).toBe(4401);
+    const b = await connect();
+    b.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
+    expect((await b.next('error')).code).toBe('unauthenticated');
+    expect((await b.closedWith())?.code).toBe(4401);
+  });
+
+  it('answers bad frames with an error and keeps serving', async () => {
+    const c = await connect();
+    c.send({ type: 'auth', token: key });
+    await c.next('authenticated');
+    c.send('not json');
+    expect((await c.next('error')).code).toBe('bad_frame');
+    c.send({ type: 'start', agent: 'default' });
+    expect((await c.next('error')).code).toBe('bad_frame');
+    c.send({ type: 'launch_missiles' });
+    expect((await c.next('error')).code).toBe('bad_frame');
+    c.ws.send(Buffer.from([1, 2, 3]), { binary: true });
+    expect((await c.next('error')).code).toBe('bad_frame');
+    c.send({ type: 'tool_result', tool_call_id: 'nope', status: 'ok', result: 1 });
+    expect((await c.next('error')).code).toBe('unknown_tool_call');
+    c.send({ type: 'start', agent: 'no-such-agent', messages: [{ role: 'user', content: 'hi' }] });
+    expect((await c.next('error')).code).toBe('unknown_agent');
+    fake.reply = () => ({ content: 'still here' });
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
+    expect((await c.next('run_completed')).stop_reason).toBe('completed');
+    c.ws.close();
+  });
+
+  it('a viewer cannot start a run', async () => {
+    const viewer = await createUser(server);
+    await addMember(server, owner.orgKey, viewer.userId, 'viewer');
+    const vt = await createApiToken(server, viewer, owner.orgKey);
+    const c = await connect();
+    c.send({ type: 'auth', token: vt.secret });
+    await c.next('authenticated');
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
+    expect((await c.next('error')).code).toBe('viewer_cannot_spend');
+    c.ws.close();
+  });
+
+  it('a socket dropped mid-call aborts the run, bills what streamed and frees the lease', async () => {
+    fake.chunkDelayMs = 15;
+    fake.reply = () => ({ content: Array.from({ length: 300 }, (_, i) => `w${i}`).join(' ') });
+    const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
+    const seen = fake.requests.length;
+    const c = await connect();
+    c.send({ type: 'auth', token: key });
+    await c.next('authenticated');
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'write a lot' }] });
+    await c.next('run_started');
+    while (fake.requests.length === seen) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 150)); // some words stream
+    c.ws.terminate();
+    let row;
+    for (let i = 0; i < 100 && !row; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      row = (await usageRows()).find((r) => r.description?.includes('aborted'));
+    }
+    expect(row).toBeDefined();
+    expect(row!.amount).toBeGreaterThan(0);
+    expect(row!.amount).toBeLessThan(600); // far below the 300 words it would have written
+    expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(row!.amount);
+    for (let i = 0; i < 50 && (await leaseCount()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await leaseCount()).toBe(0);
+  });
+});
