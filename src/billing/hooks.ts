@@ -1,8 +1,13 @@
+import { createHmac } from 'node:crypto';
+import Stripe from 'stripe';
 import type { Config } from '../config.js';
 import type { Db } from '../db/client.js';
 import type { Keys } from '../crypto/server-secrets.js';
 import type { Logger } from '../log.js';
 import { expireStaleHolds } from './spend.js';
+import type { PaymentProcessor } from './processor.js';
+import { createStripeClient, createStripeProcessor } from './stripe-processor.js';
+import { createDevProcessor } from './dev-processor.js';
 
 export { grantTrial, reclaimDeletedOrg } from './service.js';
 
@@ -18,16 +23,23 @@ export interface BillingParts {
 }
 
 export interface Billing {
-  /** Stops nothing by itself: deps.close() stops the sweep. */
-  readonly sweepIntervalMs: number;
+  /** Stripe when STRIPE_SECRET_KEY is set; the dev processor in DEV_MODE; otherwise none (503). */
+  processor: PaymentProcessor | null;
+  /** The SDK client (Stripe mode), used by reconciliation to re-fetch paid objects. */
+  stripe: Stripe | null;
+  /** Checks webhook signatures (the SDK's verifier works without an API key). */
+  verifier: Stripe;
+  /** STRIPE_WEBHOOK_SECRET, or in dev mode a secret derived from the server key (the dev processor signs with it). */
+  webhookSecret: string | undefined;
 }
 
 /**
- * Billing's part of the composition root (src/deps.ts): the stale-hold sweep runs until deps.close().
- * The trial and the reclaim of a deleted client run as deps.hooks inside those events' transactions
- * (CONTRACT §5, §8).
+ * Billing's part of the composition root (src/deps.ts): the processor, the webhook secret, and the
+ * stale-hold sweep that runs until deps.close(). The trial and the reclaim of a deleted client run as
+ * deps.hooks inside those events' transactions (CONTRACT §5, §8).
  */
 export function createBilling(parts: BillingParts): Billing {
+  const { config } = parts;
   let running = false;
   const timer = setInterval(() => {
     if (running) return;
@@ -43,5 +55,14 @@ export function createBilling(parts: BillingParts): Billing {
   }, HOLD_SWEEP_INTERVAL_MS);
   timer.unref();
   parts.onClose(() => clearInterval(timer));
-  return { sweepIntervalMs: HOLD_SWEEP_INTERVAL_MS };
+
+  const stripe = config.stripe.secretKey ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase) : null;
+  const dev = !stripe && config.devMode;
+  const devSecret = `whsec_dev_${createHmac('sha256', parts.keys.hmac).update('dev stripe webhook').digest('base64url')}`;
+  return {
+    processor: stripe ? createStripeProcessor(stripe) : dev ? createDevProcessor(parts.db, config.v2Url) : null,
+    stripe,
+    verifier: stripe ?? new Stripe('sk_unused_for_webhook_verification'),
+    webhookSecret: config.stripe.webhookSecret ?? (dev ? devSecret : undefined),
+  };
 }

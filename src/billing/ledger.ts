@@ -119,6 +119,8 @@ export async function grantToOrg(
   g: { key: string; source: string; ownerId: string; orgKey: string; amount: number; type: EntryType; description: string },
 ): Promise<boolean> {
   await ensureOrgAccounts(tx, g.orgKey, g.ownerId);
+  // All three rows up front, in the global order, so the two movements never lock out of order.
+  await lockAccounts(tx, [g.source, poolAccount(g.ownerId), orgAccount(g.orgKey)]);
   const granted = await transfer(tx, {
     key: g.key,
     from: g.source,

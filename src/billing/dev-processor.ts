@@ -1,0 +1,43 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { randomToken } from '../ids.js';
+import type { PaymentMethodView, PaymentProcessor } from './processor.js';
+
+// The embedded default processor (DEV_MODE without STRIPE_SECRET_KEY, CONTRACT §8). It records what a
+// processor would, and its checkout page (dev-routes.ts) completes a payment by delivering signed
+// Stripe-shaped events through the same webhook code as Stripe's.
+
+export const devId = (prefix: string) => `${prefix}_dev_${randomToken(12)}`;
+
+export function createDevProcessor(db: Db, v2Url: string): PaymentProcessor {
+  return {
+    kind: 'dev',
+    async createCustomer() {
+      return devId('cus');
+    },
+    async createCheckoutSession() {
+      const id = devId('cs');
+      return { id, url: `${v2Url}/dev/checkout/${id}` };
+    },
+    async createPortalSession({ customerId, returnUrl }) {
+      const u = new URL(`${v2Url}/dev/portal/${encodeURIComponent(customerId)}`);
+      u.searchParams.set('return_url', returnUrl);
+      return u.toString();
+    },
+    async listPaymentMethods(customerId): Promise<PaymentMethodView[]> {
+      const rows = await queryRows<Record<string, unknown>>(
+        db,
+        sql`select * from billing_payment_methods where customer_id = ${customerId} order by created_at`,
+      );
+      return rows.map((r) => ({
+        id: String(r.id),
+        type: 'card',
+        brand: String(r.brand),
+        last4: String(r.last4),
+        exp_month: Number(r.exp_month),
+        exp_year: Number(r.exp_year),
+        is_default: Boolean(r.is_default),
+      }));
+    },
+  };
+}

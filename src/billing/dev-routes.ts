@@ -1,0 +1,213 @@
+import { Router, type Request, type Response } from 'express';
+import { sql } from 'drizzle-orm';
+import { z } from 'zod';
+import type { Deps } from '../deps.js';
+import { queryRows } from '../db/client.js';
+import { notFound } from '../http/errors.js';
+import { parse } from '../http/validate.js';
+import { nowUnix } from '../ids.js';
+import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../portal/html.js';
+import { devId } from './dev-processor.js';
+import { listInvoices } from './payments.js';
+import { receiveWebhook } from './webhooks.js';
+
+// The dev processor's pages (CONTRACT §8): `/dev/checkout/{session_id}` is a plain form that submits
+// decision=pay or decision=fail; paying delivers properly signed Stripe-shaped events through the very
+// same webhook code (receiveWebhook), then redirects to success_url (or cancel_url). 404 unless the
+// dev processor is the one in use.
+
+const PERIOD_SECONDS = 30 * 24 * 60 * 60;
+const PRO_PRICE_CENTS = 20_000;
+
+interface SessionRow {
+  id: string;
+  org_key: string;
+  customer_id: string;
+  kind: 'topup' | 'subscription';
+  credits: unknown;
+  amount_cents: unknown;
+  status: string;
+  success_url: string;
+  cancel_url: string;
+}
+
+/** Stripe replaces this placeholder in success_url with the session id; so does the dev processor. */
+const withSessionId = (url: string, id: string) => url.replaceAll('{CHECKOUT_SESSION_ID}', encodeURIComponent(id));
+
+export function devBillingRoutes(deps: Deps): Router {
+  const router = Router();
+  const { db } = deps;
+
+  router.use(['/dev/checkout', '/dev/portal', '/dev/invoices'], (_req, _res, next) => {
+    if (!deps.config.devMode || deps.billing.processor?.kind !== 'dev') throw notFound('no such route');
+    next();
+  });
+
+  async function findSession(id: string): Promise<SessionRow | null> {
+    const [row] = await queryRows<SessionRow>(db, sql`select * from billing_checkout_sessions where id = ${id}`);
+    return row ?? null;
+  }
+
+  /** Signs an event with the webhook secret and hands it to the webhook code, exactly as Stripe would. */
+  async function deliver(type: string, object: Record<string, unknown>) {
+    const payload = JSON.stringify({
+      id: devId('evt'),
+      object: 'event',
+      api_version: '2026-10-28.endive',
+      created: nowUnix(),
+      livemode: false,
+      pending_webhooks: 1,
+      request: { id: null, idempotency_key: null },
+      type,
+      data: { object },
+    });
+    const header = deps.billing.verifier.webhooks.generateTestHeaderString({ payload, secret: deps.billing.webhookSecret! });
+    await receiveWebhook(deps, Buffer.from(payload), header);
+  }
+
+  async function ensureCard(customerId: string) {
+    await db.execute(sql`
+      insert into billing_payment_methods (id, customer_id, brand, last4, exp_month, exp_year, is_default)
+      select ${devId('pm')}, ${customerId}, 'visa', '4242', 12, ${new Date().getUTCFullYear() + 3}, true
+      where not exists (select 1 from billing_payment_methods where customer_id = ${customerId})`);
+  }
+
+  function invoiceObject(s: SessionRow, extra: Record<string, unknown>) {
+    const id = devId('in');
+    return {
+      id,
+      object: 'invoice',
+      customer: s.customer_id,
+      currency: 'usd',
+      created: nowUnix(),
+      due_date: null,
+      invoice_pdf: `${deps.config.v2Url}/dev/invoices/${id}`,
+      metadata: { org_key: s.org_key },
+      ...extra,
+    };
+  }
+
+  async function pay(s: SessionRow) {
+    await ensureCard(s.customer_id);
+    const cents = Number(s.amount_cents);
+    const metadata = { org_key: s.org_key, kind: s.kind, credits: String(s.credits) };
+    if (s.kind === 'topup') {
+      const session = { id: s.id, object: 'checkout.session', mode: 'payment', status: 'complete', payment_status: 'paid', customer: s.customer_id, amount_total: cents, currency: 'usd', client_reference_id: s.org_key, metadata };
+      await deliver('checkout.session.completed', session);
+      await deliver('invoice.paid', invoiceObject(s, { status: 'paid', billing_reason: 'manual', amount_due: cents, amount_paid: cents }));
+      return;
+    }
+    const start = nowUnix();
+    const end = start + PERIOD_SECONDS;
+    const subId = devId('sub');
+    await deliver('customer.subscription.created', {
+      id: subId,
+      object: 'subscription',
+      customer: s.customer_id,
+      status: 'active',
+      cancel_at_period_end: false,
+      metadata: { org_key: s.org_key },
+      items: { object: 'list', data: [{ id: devId('si'), object: 'subscription_item', current_period_start: start, current_period_end: end }] },
+    });
+    await deliver('checkout.session.completed', { id: s.id, object: 'checkout.session', mode: 'subscription', status: 'complete', payment_status: 'paid', customer: s.customer_id, subscription: subId, amount_total: PRO_PRICE_CENTS, metadata });
+    await deliver(
+      'invoice.paid',
+      invoiceObject(s, {
+        status: 'paid',
+        billing_reason: 'subscription_create',
+        amount_due: PRO_PRICE_CENTS,
+        amount_paid: PRO_PRICE_CENTS,
+        parent: { type: 'subscription_details', subscription_details: { subscription: subId, metadata: { org_key: s.org_key } } },
+        lines: { object: 'list', data: [{ period: { start, end } }] },
+      }),
+    );
+  }
+
+  async function fail(s: SessionRow) {
+    const cents = s.kind === 'topup' ? Number(s.amount_cents) : PRO_PRICE_CENTS;
+    await deliver(
+      'invoice.payment_failed',
+      invoiceObject(s, { status: 'open', billing_reason: s.kind === 'topup' ? 'manual' : 'subscription_create', amount_due: cents, amount_paid: 0 }),
+    );
+    await deliver('checkout.session.expired', { id: s.id, object: 'checkout.session', status: 'expired', customer: s.customer_id, metadata: { org_key: s.org_key } });
+  }
+
+  function page(req: Request, res: Response, s: SessionRow, status = 200, note?: string) {
+    const what = s.kind === 'topup' ? `${Number(s.credits).toLocaleString('en-US')} tokens` : 'Pro plan, 210,000 tokens a month';
+    const cents = s.kind === 'topup' ? Number(s.amount_cents) : PRO_PRICE_CENTS;
+    const open = s.status === 'open';
+    const body = html`<h1>Dev checkout</h1>
+<p>This is the built-in development processor: no money moves. Paying delivers signed webhook events to this server.</p>
+<dl><dt>Item</dt><dd>${what}</dd><dt>Amount</dt><dd>${(cents / 100).toFixed(2)} USD</dd><dt>Session</dt><dd><code>${s.id}</code></dd><dt>Status</dt><dd>${s.status}</dd></dl>
+${note ? html`<p class="notice">${note}</p>` : ''}
+${open
+  ? html`<form method="post" action="/dev/checkout/${s.id}">${csrfField(req, res)}
+<button type="submit" name="decision" value="pay">Pay ${(cents / 100).toFixed(2)} USD</button>
+<button type="submit" name="decision" value="fail">Simulate a declined card</button></form>`
+  : ''}`;
+    const origins = [s.success_url, s.cancel_url].flatMap((u) => {
+      try {
+        return [new URL(u).origin];
+      } catch {
+        return [];
+      }
+    });
+    sendPage(res, renderPage({ title: 'Dev checkout', body, narrow: true }), status, { formAction: origins });
+  }
+
+  router.get('/dev/checkout/:session_id', async (req, res) => {
+    const s = await findSession(String(req.params.session_id));
+    if (!s) throw notFound('no such checkout session');
+    page(req, res, s);
+  });
+
+  router.post('/dev/checkout/:session_id', async (req, res) => {
+    verifyCsrfField(req);
+    const { decision } = parse(z.object({ decision: z.enum(['pay', 'fail']) }), req.body);
+    const id = String(req.params.session_id);
+    // Claim the session: of two racing submissions exactly one pays.
+    const [claimed] = await queryRows<SessionRow>(
+      db,
+      sql`update billing_checkout_sessions set status = 'paying' where id = ${id} and status = 'open' returning *`,
+    );
+    if (!claimed) {
+      const s = await findSession(id);
+      if (!s) throw notFound('no such checkout session');
+      page(req, res, s, 409, 'This checkout is already closed.');
+      return;
+    }
+    if (decision === 'pay') await pay(claimed);
+    else await fail(claimed);
+    res.redirect(303, withSessionId(decision === 'pay' ? claimed.success_url : claimed.cancel_url, id));
+  });
+
+  router.get('/dev/portal/:customer_id', async (req, res) => {
+    const [c] = await queryRows<{ org_key: string }>(db, sql`select org_key from billing_customers where customer_id = ${String(req.params.customer_id)}`);
+    if (!c) throw notFound('no such customer');
+    const invoices = await listInvoices(db, c.org_key, 100, 0);
+    const methods = await deps.billing.processor!.listPaymentMethods(String(req.params.customer_id));
+    const subs = await queryRows<{ id: string; status: string; current_period_end: unknown }>(
+      db,
+      sql`select id, status, current_period_end from billing_subscriptions where org_key = ${c.org_key} order by updated_at desc`,
+    );
+    const back = typeof req.query.return_url === 'string' && /^https?:\/\//.test(req.query.return_url) ? req.query.return_url : null;
+    const body = html`<h1>Dev billing portal</h1>
+<h2>Subscriptions</h2>${subs.length ? html`<ul>${subs.map((s) => html`<li><code>${s.id}</code> ${s.status}, period ends ${new Date(Number(s.current_period_end) * 1000).toISOString().slice(0, 10)}</li>`)}</ul>` : html`<p>None.</p>`}
+<h2>Payment methods</h2>${methods.length ? html`<ul>${methods.map((m) => html`<li>${m.brand} •••• ${m.last4}, expires ${m.exp_month}/${m.exp_year}</li>`)}</ul>` : html`<p>None.</p>`}
+<h2>Invoices</h2>${invoices.length ? html`<ul>${invoices.map((i) => html`<li><a href="${i.invoice_pdf}">${i.id}</a> ${(i.amount_due_cents / 100).toFixed(2)} ${i.currency.toUpperCase()}, ${i.status}</li>`)}</ul>` : html`<p>None.</p>`}
+${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
+    sendPage(res, renderPage({ title: 'Dev billing portal', body }));
+  });
+
+  router.get('/dev/invoices/:invoice_id', async (req, res) => {
+    const [inv] = await queryRows<Record<string, unknown>>(db, sql`select * from billing_invoices where id = ${String(req.params.invoice_id)}`);
+    if (!inv) throw notFound('no such invoice');
+    const body = html`<h1>Invoice ${String(inv.id)}</h1>
+<dl><dt>Amount due</dt><dd>${(Number(inv.amount_due_cents) / 100).toFixed(2)} ${String(inv.currency).toUpperCase()}</dd>
+<dt>Amount paid</dt><dd>${(Number(inv.amount_paid_cents) / 100).toFixed(2)} ${String(inv.currency).toUpperCase()}</dd>
+<dt>Status</dt><dd>${String(inv.status)}</dd><dt>Date</dt><dd>${new Date(Number(inv.created_at_unix) * 1000).toISOString().slice(0, 10)}</dd></dl>`;
+    sendPage(res, renderPage({ title: 'Invoice', body, narrow: true }));
+  });
+
+  return router;
+}

@@ -1,0 +1,160 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { AppError } from '../http/errors.js';
+import { clientIdOf } from '../ids.js';
+import type { Billing } from './hooks.js';
+import type { PaymentMethodView, PaymentProcessor } from './processor.js';
+import { CREDITS_PER_CENT } from './service.js';
+
+// Checkout, top-ups, the portal, payment methods, invoices and subscription state (interface document:
+// Billing endpoints; CONTRACT §8). Payment payloads are shaped here so processor ids never leak beyond
+// the fields the document names.
+
+const num = (v: unknown): number => Number(v ?? 0);
+
+export function requireProcessor(billing: Billing): PaymentProcessor {
+  if (!billing.processor) {
+    throw new AppError(503, 'PAYMENTS_NOT_CONFIGURED', 'payments are not configured on this server (set STRIPE_SECRET_KEY)');
+  }
+  return billing.processor;
+}
+
+async function findCustomer(db: Db, orgKey: string): Promise<string | null> {
+  const [row] = await queryRows<{ customer_id: string }>(db, sql`select customer_id from billing_customers where org_key = ${orgKey}`);
+  return row?.customer_id ?? null;
+}
+
+/** One processor customer per client, created on first need; a racing second creation reads the first. */
+export async function ensureCustomer(db: Db, processor: PaymentProcessor, orgKey: string, email: string | undefined): Promise<string> {
+  const existing = await findCustomer(db, orgKey);
+  if (existing) return existing;
+  const customerId = await processor.createCustomer({ orgKey, email });
+  await db.execute(sql`insert into billing_customers (org_key, customer_id, email) values (${orgKey}, ${customerId}, ${email ?? null})
+                       on conflict do nothing`);
+  return (await findCustomer(db, orgKey)) ?? customerId;
+}
+
+export interface StartCheckout {
+  orgKey: string;
+  userId: string;
+  email: string | undefined;
+  kind: 'topup' | 'subscription';
+  amountCents?: number;
+  priceId: string;
+  successUrl: string;
+  cancelUrl: string;
+}
+
+export async function startCheckout(db: Db, billing: Billing, input: StartCheckout): Promise<{ session_id: string; checkout_url: string }> {
+  const processor = requireProcessor(billing);
+  if (input.kind === 'subscription' && (await activeSubscription(db, input.orgKey))) {
+    throw new AppError(409, 'ALREADY_SUBSCRIBED', 'this client already has an active Pro subscription');
+  }
+  const customerId = await ensureCustomer(db, processor, input.orgKey, input.email);
+  const amountCents = input.kind === 'topup' ? input.amountCents! : 0;
+  const credits = amountCents * CREDITS_PER_CENT;
+  const session = await processor.createCheckoutSession({
+    orgKey: input.orgKey,
+    customerId,
+    kind: input.kind,
+    amountCents,
+    credits,
+    priceId: input.priceId,
+    successUrl: input.successUrl,
+    cancelUrl: input.cancelUrl,
+  });
+  await db.execute(sql`
+    insert into billing_checkout_sessions (id, org_key, customer_id, kind, credits, amount_cents, success_url, cancel_url, created_by)
+    values (${session.id}, ${input.orgKey}, ${customerId}, ${input.kind}, ${credits}, ${amountCents}, ${input.successUrl},
+            ${input.cancelUrl}, ${input.userId})
+    on conflict (id) do nothing`);
+  return { session_id: session.id, checkout_url: session.url };
+}
+
+export async function openPortal(db: Db, billing: Billing, orgKey: string, email: string, returnUrl: string): Promise<string> {
+  const processor = requireProcessor(billing);
+  const customerId = await ensureCustomer(db, processor, orgKey, email);
+  return processor.createPortalSession({ customerId, returnUrl });
+}
+
+export async function paymentMethods(db: Db, billing: Billing, orgKey: string) {
+  const customerId = await findCustomer(db, orgKey);
+  if (!customerId || !billing.processor) return [];
+  const methods: PaymentMethodView[] = await billing.processor.listPaymentMethods(customerId);
+  return methods.map((m) => ({ ...m, org_id: clientIdOf(orgKey) }));
+}
+
+const ACTIVE = ['active', 'trialing', 'past_due', 'unpaid'];
+
+interface SubscriptionRow {
+  id: string;
+  org_key: string;
+  plan_name: string;
+  status: string;
+  current_period_start: unknown;
+  current_period_end: unknown;
+  cancel_at_period_end: boolean;
+}
+
+async function activeSubscription(db: Db, orgKey: string): Promise<SubscriptionRow | null> {
+  const [row] = await queryRows<SubscriptionRow>(
+    db,
+    sql`select * from billing_subscriptions where org_key = ${orgKey}
+          and status in (${sql.join(ACTIVE.map((s) => sql`${s}`), sql`, `)})
+        order by updated_at desc limit 1`,
+  );
+  return row ?? null;
+}
+
+/** The client's current subscription; 404 `subscription_not_found` when it has none (CONTRACT §3). */
+export async function getSubscription(db: Db, orgKey: string) {
+  const row = await activeSubscription(db, orgKey);
+  if (!row) throw new AppError(404, 'subscription_not_found', 'this client has no active subscription');
+  return {
+    org_id: clientIdOf(orgKey),
+    plan_name: row.plan_name,
+    status: row.status,
+    current_period_start: num(row.current_period_start),
+    current_period_end: num(row.current_period_end),
+    cancel_at_period_end: Boolean(row.cancel_at_period_end),
+    payment_subscription_id: row.id,
+  };
+}
+
+export async function listInvoices(db: Db, orgKey: string, limit: number, offset: number) {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select * from billing_invoices where org_key = ${orgKey} order by created_at_unix desc, id limit ${limit} offset ${offset}`,
+  );
+  return rows.map((r) => ({
+    id: String(r.id),
+    org_id: clientIdOf(orgKey),
+    amount_due_cents: num(r.amount_due_cents),
+    amount_paid_cents: num(r.amount_paid_cents),
+    status: String(r.status),
+    currency: String(r.currency),
+    invoice_pdf: (r.invoice_pdf as string | null) ?? '',
+    created_at: num(r.created_at_unix),
+    due_date: r.due_date === null || r.due_date === undefined ? null : num(r.due_date),
+    ...(r.payment_failed_at ? { payment_failed: true } : {}),
+  }));
+}
+
+/** The ledger rows a client's list shows (interface document: Transaction), newest first. */
+export async function listTransactions(db: Db, orgKey: string, limit: number, offset: number) {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select id, org_amount, type, org_balance_after, description, created_at from billing_entries
+        where org_key = ${orgKey} and type in ('trial', 'subscription_credit', 'topup', 'usage', 'refund')
+        order by id desc limit ${limit} offset ${offset}`,
+  );
+  return rows.map((r) => ({
+    id: num(r.id),
+    org_id: clientIdOf(orgKey),
+    amount_credits: num(r.org_amount),
+    transaction_type: String(r.type),
+    balance_after_credits: num(r.org_balance_after),
+    description: String(r.description ?? ''),
+    created_at: Math.floor(new Date(r.created_at as string).getTime() / 1000),
+  }));
+}

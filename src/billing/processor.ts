@@ -1,0 +1,34 @@
+// The payment processor seen by billing (STYLE: "payments go to the dev processor unless Stripe is
+// configured"; each default is a small module with the same interface as the real one).
+
+export interface CheckoutInput {
+  orgKey: string;
+  customerId: string;
+  kind: 'topup' | 'subscription';
+  /** Top-ups: the price in cents (amount_usd). */
+  amountCents: number;
+  /** Top-ups: the tokens granted at par. */
+  credits: number;
+  /** Subscriptions: the processor's price (STRIPE_PRICE_PRO). */
+  priceId: string;
+  successUrl: string;
+  cancelUrl: string;
+}
+
+export interface PaymentMethodView {
+  id: string;
+  type: string;
+  brand: string;
+  last4: string;
+  exp_month: number;
+  exp_year: number;
+  is_default: boolean;
+}
+
+export interface PaymentProcessor {
+  readonly kind: 'stripe' | 'dev';
+  createCustomer(input: { orgKey: string; email: string | undefined }): Promise<string>;
+  createCheckoutSession(input: CheckoutInput): Promise<{ id: string; url: string }>;
+  createPortalSession(input: { customerId: string; returnUrl: string }): Promise<string>;
+  listPaymentMethods(customerId: string): Promise<PaymentMethodView[]>;
+}

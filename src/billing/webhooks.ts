@@ -1,0 +1,240 @@
+import Stripe from 'stripe';
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { AppError } from '../http/errors.js';
+import type { Logger } from '../log.js';
+import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
+import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
+
+// POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
+// event applies exactly once: its id is inserted in the same transaction as its effect, and every
+// grant is keyed by its business object (`grant:session:<id>`, `grant:invoice:<id>`), so a repeat, a
+// concurrent duplicate, a replay under a new event id or an out-of-order delivery changes nothing
+// twice. A failure inside rolls the whole event back and answers 5xx, so Stripe retries.
+
+/** Seconds a signed timestamp may be old (Stripe's default tolerance). */
+export const SIGNATURE_TOLERANCE_SECONDS = 300;
+
+const SUBSCRIPTION_GRANT_REASONS = new Set(['subscription_create', 'subscription_cycle']);
+
+// A Stripe object as delivered: read defensively, the API version decides which fields exist.
+type Obj = Record<string, any>;
+
+const idOf = (v: unknown): string | null =>
+  typeof v === 'string' ? v : v && typeof v === 'object' && typeof (v as Obj).id === 'string' ? (v as Obj).id : null;
+
+/** Verifies the `stripe-signature` header over the raw body; 400 on a bad or stale signature. */
+export function verifyEvent(verifier: Stripe, rawBody: Buffer | undefined, signature: string | undefined, secret: string): Stripe.Event {
+  if (!rawBody || !signature) throw new AppError(400, 'INVALID_SIGNATURE', 'missing body or stripe-signature header');
+  try {
+    return verifier.webhooks.constructEvent(rawBody, signature, secret, SIGNATURE_TOLERANCE_SECONDS);
+  } catch {
+    throw new AppError(400, 'INVALID_SIGNATURE', 'webhook signature verification failed');
+  }
+}
+
+interface OrgRef {
+  orgKey: string;
+  ownerId: string;
+}
+
+/** The client a processor object belongs to: our customer mapping first, then the metadata we set. */
+async function orgFor(tx: Db, customerId: string | null, metadata: Obj | null | undefined): Promise<OrgRef | null> {
+  if (customerId) {
+    const [row] = await queryRows<{ org_key: string; owner_id: string }>(
+      tx,
+      sql`select c.org_key, o.owner_id from billing_customers c join orgs o on o.id = c.org_key where c.customer_id = ${customerId}`,
+    );
+    if (row) return { orgKey: row.org_key, ownerId: row.owner_id };
+  }
+  const key = typeof metadata?.org_key === 'string' ? metadata.org_key : null;
+  if (key) {
+    const [row] = await queryRows<{ id: string; owner_id: string }>(tx, sql`select id, owner_id from orgs where id = ${key}`);
+    if (row) return { orgKey: row.id, ownerId: row.owner_id };
+  }
+  return null;
+}
+
+/** Purchases for a client deleted meanwhile go to its owner's default client (its pool's home). */
+async function grantTarget(tx: Db, org: OrgRef): Promise<string> {
+  const [row] = await queryRows<{ id: string }>(
+    tx,
+    sql`select case when o.deleted_at is null then o.id
+                    else (select d.id from orgs d where d.owner_id = o.owner_id and d.is_default) end as id
+        from orgs o where o.id = ${org.orgKey}`,
+  );
+  return row?.id ?? org.orgKey;
+}
+
+async function grantTopup(tx: Db, session: Obj): Promise<string> {
+  const org = await orgFor(tx, idOf(session.customer), session.metadata);
+  if (!org) return 'unmapped';
+  const [known] = await queryRows<{ credits: unknown }>(tx, sql`select credits from billing_checkout_sessions where id = ${session.id}`);
+  // Our own record decides the tokens; metadata and amount_total only for a session we never stored.
+  const credits = known
+    ? Number(known.credits)
+    : Number(session.metadata?.credits) || Number(session.amount_total ?? 0) * CREDITS_PER_CENT;
+  await tx.execute(sql`
+    insert into billing_checkout_sessions (id, org_key, customer_id, kind, credits, amount_cents, status, success_url, cancel_url, created_by)
+    values (${session.id}, ${org.orgKey}, ${idOf(session.customer) ?? ''}, 'topup', ${credits}, ${Number(session.amount_total ?? 0)},
+            'complete', '', '', 'webhook')
+    on conflict (id) do update set status = 'complete'`);
+  if (!(credits > 0)) return 'no_amount';
+  const granted = await grantToOrg(tx, {
+    key: `grant:session:${session.id}`,
+    source: SOURCE_PURCHASES,
+    ownerId: org.ownerId,
+    orgKey: await grantTarget(tx, org),
+    amount: credits,
+    type: 'topup',
+    description: `Top-up: ${(Number(session.amount_total ?? credits / CREDITS_PER_CENT) / 100).toFixed(2)} USD`,
+  });
+  return granted ? 'granted' : 'already_granted';
+}
+
+function invoiceSubscriptionId(invoice: Obj): string | null {
+  // API 2025-03-31 and later: parent.subscription_details.subscription (the pinned version's shape).
+  return idOf(invoice.parent?.subscription_details?.subscription) ?? idOf(invoice.subscription);
+}
+
+async function upsertInvoice(tx: Db, invoice: Obj, org: OrgRef, eventCreated: number, failed: boolean): Promise<void> {
+  await tx.execute(sql`
+    insert into billing_invoices (id, org_key, customer_id, subscription_id, billing_reason, amount_due_cents, amount_paid_cents,
+                                  status, currency, invoice_pdf, created_at_unix, due_date, payment_failed_at, event_created)
+    values (${invoice.id}, ${org.orgKey}, ${idOf(invoice.customer) ?? ''}, ${invoiceSubscriptionId(invoice)},
+            ${invoice.billing_reason ?? null}, ${Number(invoice.amount_due ?? 0)}, ${Number(invoice.amount_paid ?? 0)},
+            ${String(invoice.status ?? (failed ? 'open' : 'paid'))}, ${String(invoice.currency ?? 'usd').toLowerCase()},
+            ${invoice.invoice_pdf ?? null}, ${Number(invoice.created ?? eventCreated)}, ${invoice.due_date ?? null},
+            ${failed ? sql`now()` : sql`null`}, ${eventCreated})
+    on conflict (id) do update set
+      status = case when billing_invoices.status = 'paid' then 'paid' else excluded.status end,
+      amount_paid_cents = greatest(billing_invoices.amount_paid_cents, excluded.amount_paid_cents),
+      invoice_pdf = coalesce(excluded.invoice_pdf, billing_invoices.invoice_pdf),
+      payment_failed_at = coalesce(billing_invoices.payment_failed_at, excluded.payment_failed_at),
+      event_created = greatest(billing_invoices.event_created, excluded.event_created)`);
+}
+
+async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<string> {
+  const org = await orgFor(tx, idOf(invoice.customer), invoice.parent?.subscription_details?.metadata ?? invoice.metadata);
+  if (!org) return 'unmapped';
+  await upsertInvoice(tx, invoice, org, eventCreated, false);
+  if (!SUBSCRIPTION_GRANT_REASONS.has(invoice.billing_reason)) return 'recorded';
+  const subscriptionId = invoiceSubscriptionId(invoice);
+  const period = invoice.lines?.data?.[0]?.period as { start?: number; end?: number } | undefined;
+  if (subscriptionId) {
+    // invoice.paid may arrive before customer.subscription.created: the row is started here as of
+    // this event, so an older subscription event delivered late cannot undo it; newer ones refine it.
+    await tx.execute(sql`
+      insert into billing_subscriptions (id, org_key, customer_id, status, current_period_start, current_period_end, event_created)
+      values (${subscriptionId}, ${org.orgKey}, ${idOf(invoice.customer) ?? ''}, 'active', ${period?.start ?? null},
+              ${period?.end ?? null}, ${eventCreated})
+      on conflict (id) do nothing`);
+  }
+  const granted = await grantToOrg(tx, {
+    key: `grant:invoice:${invoice.id}`,
+    source: SOURCE_PURCHASES,
+    ownerId: org.ownerId,
+    orgKey: await grantTarget(tx, org),
+    amount: PRO_PERIOD_CREDITS,
+    type: 'subscription_credit',
+    description: period?.start && period.end
+      ? `Pro subscription period ${new Date(period.start * 1000).toISOString().slice(0, 10)} to ${new Date(period.end * 1000).toISOString().slice(0, 10)}`
+      : 'Pro subscription period',
+  });
+  return granted ? 'granted' : 'already_granted';
+}
+
+async function invoiceFailed(tx: Db, invoice: Obj, eventCreated: number): Promise<string> {
+  const org = await orgFor(tx, idOf(invoice.customer), invoice.parent?.subscription_details?.metadata ?? invoice.metadata);
+  if (!org) return 'unmapped';
+  await upsertInvoice(tx, invoice, org, eventCreated, true);
+  return 'recorded';
+}
+
+async function syncSubscription(tx: Db, sub: Obj, eventCreated: number): Promise<string> {
+  const org = await orgFor(tx, idOf(sub.customer), sub.metadata);
+  if (!org) return 'unmapped';
+  // Period dates live on the subscription items in the pinned API version.
+  const item = sub.items?.data?.[0] ?? {};
+  const start = item.current_period_start ?? sub.current_period_start ?? null;
+  const end = item.current_period_end ?? sub.current_period_end ?? null;
+  // An older event delivered late never overwrites a newer state.
+  await tx.execute(sql`
+    insert into billing_subscriptions (id, org_key, customer_id, status, current_period_start, current_period_end,
+                                       cancel_at_period_end, event_created, updated_at)
+    values (${sub.id}, ${org.orgKey}, ${idOf(sub.customer) ?? ''}, ${String(sub.status ?? 'active')}, ${start}, ${end},
+            ${Boolean(sub.cancel_at_period_end)}, ${eventCreated}, now())
+    on conflict (id) do update set
+      status = excluded.status,
+      current_period_start = coalesce(excluded.current_period_start, billing_subscriptions.current_period_start),
+      current_period_end = coalesce(excluded.current_period_end, billing_subscriptions.current_period_end),
+      cancel_at_period_end = excluded.cancel_at_period_end,
+      event_created = excluded.event_created,
+      updated_at = now()
+    where billing_subscriptions.event_created <= excluded.event_created`);
+  return 'synced';
+}
+
+async function sessionClosed(tx: Db, session: Obj, status: string): Promise<string> {
+  await tx.execute(sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')`);
+  return status;
+}
+
+async function apply(tx: Db, event: Stripe.Event): Promise<string> {
+  const object = event.data.object as unknown as Obj;
+  switch (event.type) {
+    case 'checkout.session.completed':
+      if (object.mode === 'payment') {
+        if (object.payment_status === 'paid') return grantTopup(tx, object);
+        return 'awaiting_async_payment';
+      }
+      await tx.execute(sql`update billing_checkout_sessions set status = 'complete' where id = ${object.id}`);
+      return 'subscription_checkout_completed';
+    case 'checkout.session.async_payment_succeeded':
+      return grantTopup(tx, object);
+    case 'checkout.session.async_payment_failed':
+      return sessionClosed(tx, object, 'failed');
+    case 'checkout.session.expired':
+      return sessionClosed(tx, object, 'expired');
+    case 'invoice.paid':
+      return invoicePaid(tx, object, event.created);
+    case 'invoice.payment_failed':
+      return invoiceFailed(tx, object, event.created);
+    case 'customer.subscription.created':
+    case 'customer.subscription.updated':
+    case 'customer.subscription.deleted':
+      return syncSubscription(tx, object, event.created);
+    default:
+      return 'ignored';
+  }
+}
+
+/** Applies one verified event exactly once; returns what happened (for logs and tests). */
+export async function processEvent(db: Db, log: Logger, event: Stripe.Event): Promise<{ duplicate: boolean; outcome: string }> {
+  return db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    // A concurrent duplicate blocks on this insert until the first commits, then finds the conflict.
+    const claimed = await queryRows<{ id: string }>(
+      t,
+      sql`insert into billing_webhook_events (id, type, outcome) values (${event.id}, ${event.type}, 'processing')
+          on conflict (id) do nothing returning id`,
+    );
+    if (claimed.length === 0) return { duplicate: true, outcome: 'duplicate' };
+    const outcome = await apply(t, event);
+    await t.execute(sql`update billing_webhook_events set outcome = ${outcome} where id = ${event.id}`);
+    if (outcome === 'unmapped') log.warn({ eventId: event.id, type: event.type }, 'stripe event for an unknown customer');
+    return { duplicate: false, outcome };
+  });
+}
+
+/** The whole webhook: configuration, signature, exactly-once application (the route and the dev processor share it). */
+export async function receiveWebhook(
+  deps: { db: Db; log: Logger; billing: { verifier: Stripe; webhookSecret: string | undefined } },
+  rawBody: Buffer | undefined,
+  signature: string | undefined,
+): Promise<{ duplicate: boolean; outcome: string }> {
+  const secret = deps.billing.webhookSecret;
+  if (!secret) throw new AppError(503, 'WEBHOOK_NOT_CONFIGURED', 'STRIPE_WEBHOOK_SECRET is not set');
+  const event = verifyEvent(deps.billing.verifier, rawBody, signature, secret);
+  return processEvent(deps.db, deps.log, event);
+}
