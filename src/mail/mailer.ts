@@ -24,7 +24,14 @@ export function createOutboxMailer(db: Db): Mailer {
 }
 
 export function createSmtpMailer(smtpUrl: string, from: string): Mailer {
-  const transport = nodemailer.createTransport(smtpUrl);
+  // Bounded waits: nodemailer's defaults (minutes) would hold a registration request that long when
+  // the relay hangs. Query parameters of SMTP_URL still override these.
+  const transport = nodemailer.createTransport({
+    url: smtpUrl,
+    connectionTimeout: 10_000,
+    greetingTimeout: 10_000,
+    socketTimeout: 30_000,
+  });
   return {
     async send(message) {
       await transport.sendMail({ from, ...message });
