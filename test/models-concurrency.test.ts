@@ -1,0 +1,176 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import OpenAI from 'openai';
+import fc from 'fast-check';
+import { and, eq, sql } from 'drizzle-orm';
+import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
+import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { setOrgBalance } from './helpers/billing.js';
+import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { billingEntries } from '../src/db/schema.js';
+import { orgBalanceCredits } from '../src/billing/spend.js';
+import { createPgLimiter } from '../src/models/concurrency.js';
+
+// The per-org concurrency cap (CONTRACT §9) with a slow fake provider: in one process, across two
+// server processes on one PostgreSQL, and after a process holding leases is killed. Then the billing
+// race: many parallel calls on a small allocation end on an exact balance that never went negative.
+
+const ENV = { MODEL_ID: 'svc-test-model', MODEL_PRICE_INPUT: '90000', MODEL_PRICE_OUTPUT: '180000', MODEL_UPSTREAM_KEY: FAKE_KEY };
+let fake: FakeUpstream;
+let server: TestServer;
+let owner: TestUser;
+let key: string;
+
+const sdk = (base = server.url) => new OpenAI({ apiKey: key, baseURL: `${base}/v1`, maxRetries: 0, timeout: 20_000 });
+const hi = (base?: string, extra: Record<string, unknown> = {}) =>
+  sdk(base)
+    .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], ...extra })
+    .then(
+      () => 200,
+      (e: InstanceType<typeof OpenAI.APIError>) => (e.status === 429 ? `429:${e.code}:${e.headers?.get('retry-after')}` : e.status),
+    );
+
+beforeAll(async () => {
+  fake = await startFakeUpstream();
+  server = await startTestServer({ env: { ...ENV, MODEL_UPSTREAM_URL: fake.url, ORG_MAX_CONCURRENCY: '2' } });
+  owner = await createUser(server);
+  key = (await createApiToken(server, owner, owner.orgKey)).secret;
+  await setOrgBalance(server, owner.orgKey, 100_000);
+});
+
+afterAll(async () => {
+  await server?.close();
+  await fake?.close();
+});
+
+describe('concurrency cap', () => {
+  it('admits ORG_MAX_CONCURRENCY calls at once; the rest get 429 concurrency_limit with Retry-After', async () => {
+    fake.headersDelayMs = 400;
+    fake.maxInFlight = 0;
+    try {
+      const results = await Promise.all([hi(), hi(), hi(), hi()]);
+      expect(results.filter((r) => r === 200)).toHaveLength(2);
+      expect(results.filter((r) => r !== 200)).toEqual(['429:concurrency_limit:1', '429:concurrency_limit:1']);
+      expect(fake.maxInFlight).toBe(2);
+      // Leases are released: the next call passes.
+      expect(await hi()).toBe(200);
+    } finally {
+      fake.headersDelayMs = 0;
+    }
+  });
+
+  it.runIf(storageMode() === 'postgres')('holds across two server processes sharing one PostgreSQL', async () => {
+    const second = await startTestServer({ databaseUrl: server.databaseUrl!, env: { ...ENV, MODEL_UPSTREAM_URL: fake.url, ORG_MAX_CONCURRENCY: '2' } });
+    fake.headersDelayMs = 400;
+    try {
+      const results = await Promise.all([hi(server.url), hi(second.url), hi(server.url), hi(second.url)]);
+      expect(results.filter((r) => r === 200)).toHaveLength(2);
+      expect(results.filter((r) => r !== 200).every((r) => String(r).startsWith('429:concurrency_limit'))).toBe(true);
+    } finally {
+      fake.headersDelayMs = 0;
+      await second.close();
+    }
+  });
+
+  it.runIf(storageMode() === 'postgres')('leases of a killed process expire', async () => {
+    // A separate node process takes both slots with a 1 s lease TTL, then is killed with SIGKILL.
+    const script = `
+      import { openDatabase } from './src/db/client.ts';
+      import { createPgLimiter } from './src/models/concurrency.ts';
+      const database = await openDatabase({ databaseUrl: process.env.DB });
+      const limiter = createPgLimiter(database.db, { cap: 2, ttlMs: 1000 });
+      await limiter.acquire(process.env.ORG, 'chat');
+      await limiter.acquire(process.env.ORG, 'run');
+      process.stdout.write('held\\n');
+      setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: process.cwd(),
+      env: { ...process.env, DB: server.databaseUrl!, ORG: owner.orgKey },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.stdout!.on('data', (d) => String(d).includes('held') && resolve());
+      child.once('exit', (code) => reject(new Error(`child exited ${code}`)));
+    });
+    // Keep it beating for a while: its leases stay live past their first TTL.
+    await new Promise((r) => setTimeout(r, 1300));
+    expect(await hi()).toBe('429:concurrency_limit:1');
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    let result: unknown = null;
+    for (let i = 0; i < 40 && result !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      result = await hi();
+    }
+    expect(result).toBe(200);
+  });
+
+  it('a limiter that stops beating (a dead holder) frees its slots after the TTL', async () => {
+    const dead = createPgLimiter(server.deps.db, { cap: 2, ttlMs: 600 });
+    await dead.acquire(owner.orgKey, 'chat');
+    await dead.acquire(owner.orgKey, 'chat');
+    await dead.close(); // stops the heartbeat without releasing: what a killed process leaves behind
+    expect(await hi()).toBe('429:concurrency_limit:1');
+    await new Promise((r) => setTimeout(r, 700));
+    expect(await hi()).toBe(200);
+  });
+});
+
+describe('billing race', () => {
+  let race: TestServer;
+  let raceKey: string;
+  let raceOrg: string;
+
+  beforeAll(async () => {
+    race = await startTestServer({ env: { ...ENV, MODEL_UPSTREAM_URL: fake.url, ORG_MAX_CONCURRENCY: '64' } });
+    const u = await createUser(race);
+    raceOrg = u.orgKey;
+    raceKey = (await createApiToken(race, u, u.orgKey)).secret;
+  });
+  afterAll(async () => {
+    await race?.close();
+  });
+
+  it('many parallel calls on a small allocation: exact final balance, never negative', async () => {
+    const client = new OpenAI({ apiKey: raceKey, baseURL: `${race.url}/v1`, maxRetries: 0 });
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 400 }), fc.integer({ min: 4, max: 16 }), fc.integer({ min: 1, max: 12 }), async (start, calls, maxTokens) => {
+        await setOrgBalance(race, raceOrg, start);
+        const rowsBefore = (await race.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, raceOrg), eq(billingEntries.type, 'usage')))).length;
+        let lowest = start;
+        let sampling = true;
+        const sampler = (async () => {
+          while (sampling) {
+            lowest = Math.min(lowest, await orgBalanceCredits(race.deps.db, raceOrg));
+            await new Promise((r) => setTimeout(r, 5));
+          }
+        })();
+        const statuses = await Promise.all(
+          Array.from({ length: calls }, () =>
+            client.chat.completions
+              .create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens })
+              .then((r) => ({ ok: true as const, debit: 10 + 2 * r.usage!.completion_tokens }))
+              .catch((e: InstanceType<typeof OpenAI.APIError>) => ({ ok: false as const, status: e.status })),
+          ),
+        );
+        sampling = false;
+        await sampler;
+        expect(statuses.filter((s) => !s.ok).every((s) => !s.ok && s.status === 402)).toBe(true);
+        const spent = statuses.reduce((sum, s) => sum + (s.ok ? s.debit : 0), 0);
+        const final = await orgBalanceCredits(race.deps.db, raceOrg);
+        expect(final).toBe(start - spent);
+        expect(final).toBeGreaterThanOrEqual(0);
+        expect(lowest).toBeGreaterThanOrEqual(0);
+        const rows = await race.deps.db
+          .select()
+          .from(billingEntries)
+          .where(and(eq(billingEntries.orgKey, raceOrg), eq(billingEntries.type, 'usage')));
+        expect(rows.length - rowsBefore).toBe(statuses.filter((s) => s.ok).length);
+        // No hold left behind.
+        const held = (await race.deps.db.execute(sql`select coalesce(sum(held), 0)::int as h from billing_accounts where id like ${'org:' + raceOrg + '%'}`)) as any;
+        expect(held.rows[0].h).toBe(0);
+      }),
+      { numRuns: 4 },
+    );
+  });
+});
