@@ -1,8 +1,92 @@
-import { Router } from 'express';
+import { Router, type Request } from 'express';
+import { z } from 'zod';
 import type { Deps } from '../deps.js';
-import type { Auth } from '../auth/principal.js';
+import { principalOf, type Auth } from '../auth/principal.js';
+import { AppError } from '../http/errors.js';
+import { parse } from '../http/validate.js';
+import { clientIdOf, parseOrgId, unix } from '../ids.js';
+import { liveMemberships, requireLiveCredential } from './membership.js';
+import { addMemberByEmail, createClient, deleteClient, listMembers, removeMember, requireOrgRole, type MemberRecord } from './service.js';
+import type { Role } from '../db/schema.js';
 
-// Routes of this domain are built by its issue.
-export function orgRoutes(_deps: Deps, _auth: Auth): Router {
-  return Router();
+// Clients and members (interface document: Clients, Team membership; CONTRACT §5). Every route takes a
+// session or an svc_ token ("S|B"); a token's own membership is revalidated first (Authentication 5).
+
+const createBody = z.object({ name: z.string().trim().min(1).max(100) });
+const addMemberBody = z.object({
+  email: z.string().trim().min(3).max(320),
+  role: z.enum(['member', 'viewer']).default('member'),
+});
+const userIdParam = z.string().min(1).max(100);
+
+const memberJson = (m: MemberRecord) => ({
+  user_id: m.userId,
+  email: m.email,
+  name: m.name,
+  role: m.role,
+  created_at: unix(m.createdAt),
+});
+
+/** The org a path names, in either spelling (CONTRACT §2); anything else names no org (404). */
+function orgKeyParam(req: Request): string {
+  const key = parseOrgId(String(req.params.client_id ?? ''));
+  if (!key) throw new AppError(404, 'NOT_FOUND', 'no such client');
+  return key;
+}
+
+/**
+ * The caller's role in the org named by the path. An svc_ token is bound to one organization
+ * (Authentication 1b): it reaches only that client here, never the user's other clients.
+ */
+async function callerRole(deps: Deps, req: Request, minRole: Role) {
+  const principal = principalOf(req);
+  const orgKey = orgKeyParam(req);
+  const access = await requireOrgRole(deps.db, principal.userId, orgKey, minRole);
+  if (principal.kind === 'api_token' && principal.orgKey !== orgKey) {
+    throw new AppError(403, 'NO_ACCESS', 'this API token is bound to another client');
+  }
+  return access;
+}
+
+export function orgRoutes(deps: Deps, auth: Auth): Router {
+  const router = Router();
+  const signedIn = [auth.require(), requireLiveCredential];
+
+  router.get('/v1/clients', ...signedIn, async (req, res) => {
+    const orgs = await liveMemberships(deps.db, principalOf(req).userId);
+    res.json({ data: orgs.map((o) => ({ id: clientIdOf(o.orgKey), name: o.name, role: o.role, created_at: unix(o.createdAt) })) });
+  });
+
+  router.post('/v1/clients', ...signedIn, async (req, res) => {
+    const { name } = parse(createBody, req.body ?? {});
+    // owner_id comes from the credential, never from the body (interface document: Client).
+    const org = await createClient(deps.db, principalOf(req).userId, name);
+    res.json({ id: clientIdOf(org.id), name: org.name, owner_id: org.ownerId, created_at: unix(org.createdAt) });
+  });
+
+  router.delete('/v1/clients/:client_id', ...signedIn, async (req, res) => {
+    await callerRole(deps, req, 'owner');
+    const org = await deleteClient(deps, principalOf(req).userId, orgKeyParam(req));
+    res.json({ id: clientIdOf(org.id), deleted: true });
+  });
+
+  router.get('/v1/clients/:client_id/members', ...signedIn, async (req, res) => {
+    const { org } = await callerRole(deps, req, 'viewer');
+    res.json({ data: (await listMembers(deps.db, org.id)).map(memberJson) });
+  });
+
+  router.post('/v1/clients/:client_id/members', ...signedIn, async (req, res) => {
+    const { org } = await callerRole(deps, req, 'owner');
+    const body = parse(addMemberBody, req.body ?? {});
+    res.json(memberJson(await addMemberByEmail(deps.db, org.id, body.email, body.role)));
+  });
+
+  router.delete('/v1/clients/:client_id/members/:user_id', ...signedIn, async (req, res) => {
+    const { org } = await callerRole(deps, req, 'owner');
+    const userId = parse(userIdParam, req.params.user_id);
+    await removeMember(deps, org, userId);
+    res.json({ removed: true });
+  });
+
+  return router;
 }

@@ -1,0 +1,111 @@
+import { and, eq, isNull } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import type { Db } from '../db/client.js';
+import { memberships, orgs, users, type Role } from '../db/schema.js';
+import { AppError, membershipUnavailable } from '../http/errors.js';
+import { newOrgKey } from '../ids.js';
+import { normaliseEmail } from '../accounts/service.js';
+import { revokeOrgTokens } from '../tokens/service.js';
+import { liveRole, roleAtLeast } from './membership.js';
+
+// Clients (organizations) and their members (interface document: Clients, Team membership; CONTRACT §5).
+
+export type OrgRow = typeof orgs.$inferSelect;
+
+export interface MemberRecord {
+  userId: string;
+  email: string;
+  name: string;
+  role: Role;
+  createdAt: Date;
+}
+
+/**
+ * The live org and the caller's role in it, refusing what the caller may not do:
+ * 404 NOT_FOUND when the org does not exist (or was deleted); 403 NO_ACCESS when the caller is not a
+ * live member or lacks `minRole` (the document's rule for resources of a client one does not belong
+ * to: Projects rule 1, Billing rule 1); 503 when membership cannot be established.
+ */
+export async function requireOrgRole(db: Db, userId: string, orgKey: string, minRole: Role): Promise<{ org: OrgRow; role: Role }> {
+  let org: OrgRow | undefined;
+  try {
+    [org] = await db.select().from(orgs).where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)));
+  } catch {
+    throw membershipUnavailable();
+  }
+  if (!org) throw new AppError(404, 'NOT_FOUND', 'no such client');
+  const role = await liveRole(db, userId, orgKey);
+  if (!role) throw new AppError(403, 'NO_ACCESS', 'you are not a member of this client');
+  if (!roleAtLeast(role, minRole)) throw new AppError(403, 'NO_ACCESS', `this needs the ${minRole} role`);
+  return { org, role };
+}
+
+/** A new, non-default client owned by the caller, with the owner membership, in one transaction. */
+export async function createClient(db: Db, ownerId: string, name: string): Promise<OrgRow> {
+  return db.transaction(async (tx) => {
+    const [org] = await tx.insert(orgs).values({ id: newOrgKey(), name, ownerId, isDefault: false }).returning();
+    await tx.insert(memberships).values({ orgId: org!.id, userId: ownerId, role: 'owner' });
+    return org!;
+  });
+}
+
+/**
+ * Soft-deletes a client (owner only, never the default one: CONTRACT §5). In the same transaction its
+ * credentials are revoked and the orgDeleted hooks run (billing returns the allocation to the pool).
+ */
+export async function deleteClient(deps: Deps, userId: string, orgKey: string): Promise<OrgRow> {
+  const { org } = await requireOrgRole(deps.db, userId, orgKey, 'owner');
+  if (org.isDefault) throw new AppError(400, 'CANNOT_DELETE_DEFAULT', 'the default client cannot be deleted');
+  return deps.db.transaction(async (tx) => {
+    const [deleted] = await tx
+      .update(orgs)
+      .set({ deletedAt: new Date() })
+      .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
+      .returning();
+    if (!deleted) throw new AppError(404, 'NOT_FOUND', 'no such client');
+    await revokeOrgTokens(tx as unknown as Db, orgKey);
+    for (const hook of deps.hooks.orgDeleted) await hook(tx as unknown as Db, { orgKey, ownerId: deleted.ownerId });
+    return deleted;
+  });
+}
+
+export async function listMembers(db: Db, orgKey: string): Promise<MemberRecord[]> {
+  return db
+    .select({ userId: users.id, email: users.email, name: users.name, role: memberships.role, createdAt: memberships.createdAt })
+    .from(memberships)
+    .innerJoin(users, eq(users.id, memberships.userId))
+    .where(eq(memberships.orgId, orgKey))
+    .orderBy(memberships.createdAt, users.email);
+}
+
+/**
+ * Adds an already registered, verified account by e-mail (trimmed, case-insensitive; never inferred
+ * from a domain). 404 USER_NOT_FOUND otherwise — the same answer for unknown and unverified, so the
+ * route does not tell which; 409 ALREADY_MEMBER (CONTRACT §5).
+ */
+export async function addMemberByEmail(db: Db, orgKey: string, email: string, role: Exclude<Role, 'owner'>): Promise<MemberRecord> {
+  const [user] = await db.select().from(users).where(eq(users.email, normaliseEmail(email)));
+  if (!user || !user.emailVerifiedAt) throw new AppError(404, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
+  const [row] = await db.insert(memberships).values({ orgId: orgKey, userId: user.id, role }).onConflictDoNothing().returning();
+  if (!row) throw new AppError(409, 'ALREADY_MEMBER', 'this account is already a member of the client');
+  return { userId: user.id, email: user.email, name: user.name, role: row.role, createdAt: row.createdAt };
+}
+
+/**
+ * Removes a member (never the owner: 400 CANNOT_REMOVE_OWNER). ONE transaction deletes the membership,
+ * revokes that user's API tokens for this client and runs the memberRemoved hooks (OAuth grants), so
+ * access ends on the very next request (CONTRACT §5; States: Membership live → removed).
+ */
+export async function removeMember(deps: Deps, org: OrgRow, userId: string): Promise<void> {
+  if (userId === org.ownerId) throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
+  await deps.db.transaction(async (tx) => {
+    const [removed] = await tx
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)))
+      .returning();
+    if (!removed) throw new AppError(404, 'NOT_FOUND', 'no such member');
+    if (removed.role === 'owner') throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
+    await revokeOrgTokens(tx as unknown as Db, org.id, userId);
+    for (const hook of deps.hooks.memberRemoved) await hook(tx as unknown as Db, { orgKey: org.id, userId });
+  });
+}

@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eq } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { client } from './helpers/http.js';
+import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { assertAuthChecks } from './helpers/auth-checks.js';
+import { orgs } from '../src/db/schema.js';
+
+// Clients (interface document: Clients, Client; CONTRACT §2, §5).
+
+let server: TestServer;
+let api: ReturnType<typeof client>;
+beforeAll(async () => {
+  server = await startTestServer();
+  api = client(server.url);
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+const createClient = async (user: TestUser, name = 'Side project') =>
+  (await api.post('/v1/clients', { name }, { token: user.session })).body as { id: string; name: string; owner_id: string; created_at: number };
+const verify = (secret: string) => api.get('/v1/auth/verify', { token: secret });
+
+describe('auth checks on the client routes', () => {
+  it.each([
+    { method: 'GET', path: '/v1/clients' },
+    { method: 'POST', path: '/v1/clients', body: { name: 'x' } },
+    { method: 'DELETE', path: '/v1/clients/client_abcdefgh' },
+  ] as const)('%o', async (route) => {
+    await assertAuthChecks(server, route);
+  });
+});
+
+describe('GET /v1/clients', () => {
+  it('lists live memberships with the caller’s role, default client first, for a session and for an svc_ token', async () => {
+    const owner = await createUser(server, { name: 'Owner' });
+    const user = await createUser(server, { name: 'Ann' });
+    await addMember(server, owner.orgKey, user.userId, 'viewer');
+    const expected = [
+      { id: user.clientId, name: 'Ann', role: 'owner', created_at: expect.any(Number) },
+      { id: owner.clientId, name: 'Owner', role: 'viewer', created_at: expect.any(Number) },
+    ];
+    const res = await api.get('/v1/clients', { token: user.session });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ data: expected });
+    const { secret } = await createApiToken(server, user, user.orgKey);
+    expect((await api.get('/v1/clients', { token: secret })).body).toEqual({ data: expected });
+  });
+});
+
+describe('POST /v1/clients', () => {
+  it('creates a client owned by the caller (owner_id from the credential, never the body)', async () => {
+    const user = await createUser(server);
+    const other = await createUser(server);
+    const res = await api.post('/v1/clients', { name: '  Acme  ', owner_id: other.userId }, { token: user.session });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ id: expect.stringMatching(/^client_[a-z0-9]+$/), name: 'Acme', owner_id: user.userId, created_at: expect.any(Number) });
+    const list = (await api.get('/v1/clients', { token: user.session })).body.data;
+    expect(list).toContainEqual({ id: res.body.id, name: 'Acme', role: 'owner', created_at: res.body.created_at });
+  });
+
+  it('works with an svc_ token and refuses a missing or empty name (400)', async () => {
+    const user = await createUser(server);
+    const { secret } = await createApiToken(server, user, user.orgKey);
+    expect((await api.post('/v1/clients', { name: 'From CLI' }, { token: secret })).body.owner_id).toBe(user.userId);
+    for (const body of [{}, { name: '' }, { name: '   ' }, { name: 7 }]) {
+      const res = await api.post('/v1/clients', body, { token: user.session });
+      expect(res.status).toBe(400);
+      expect(res.body.detail.code).toBe('VALIDATION_ERROR');
+    }
+  });
+});
+
+describe('DELETE /v1/clients/{id}', () => {
+  it('soft-deletes a non-default client, revokes its tokens, runs orgDeleted in the transaction', async () => {
+    const owner = await createUser(server);
+    const mate = await createUser(server);
+    const created = await createClient(owner);
+    const key = created.id.slice('client_'.length);
+    await addMember(server, key, mate.userId);
+    const mateToken = await createApiToken(server, mate, key);
+    const seen: string[] = [];
+    const hook = async (_tx: unknown, org: { orgKey: string }) => void seen.push(org.orgKey);
+    server.deps.hooks.orgDeleted.push(hook);
+    try {
+      const res = await api.delete(`/v1/clients/${created.id.replace('client_', 'org_')}`, { token: owner.session });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ id: created.id, deleted: true });
+    } finally {
+      server.deps.hooks.orgDeleted.splice(server.deps.hooks.orgDeleted.indexOf(hook), 1);
+    }
+    expect(seen).toEqual([key]);
+    expect((await verify(mateToken.secret)).status).toBe(401);
+    expect((await api.get('/v1/clients', { token: mate.session })).body.data.map((c: { id: string }) => c.id)).not.toContain(created.id);
+    const [row] = await server.deps.db.select().from(orgs).where(eq(orgs.id, key));
+    expect(row?.deletedAt).toBeInstanceOf(Date);
+    // Deleted: gone for every later request.
+    expect((await api.delete(`/v1/clients/${created.id}`, { token: owner.session })).status).toBe(404);
+    expect((await api.get(`/v1/clients/${created.id}/members`, { token: owner.session })).status).toBe(404);
+  });
+
+  it('rolls everything back when a hook fails (one transaction)', async () => {
+    const owner = await createUser(server);
+    const created = await createClient(owner);
+    const key = created.id.slice('client_'.length);
+    const token = await createApiToken(server, owner, key);
+    const hook = async () => {
+      throw new Error('billing unavailable');
+    };
+    server.deps.hooks.orgDeleted.push(hook);
+    try {
+      expect((await api.delete(`/v1/clients/${created.id}`, { token: owner.session })).status).toBe(500);
+    } finally {
+      server.deps.hooks.orgDeleted.splice(server.deps.hooks.orgDeleted.indexOf(hook), 1);
+    }
+    expect((await verify(token.secret)).status).toBe(200);
+    const [row] = await server.deps.db.select().from(orgs).where(eq(orgs.id, key));
+    expect(row?.deletedAt).toBeNull();
+  });
+
+  it('refuses the default client (400), non-owners (403), strangers (403), unknown ids (404), another client’s token (403)', async () => {
+    const owner = await createUser(server);
+    const member = await createUser(server);
+    const stranger = await createUser(server);
+    const created = await createClient(owner);
+    const key = created.id.slice('client_'.length);
+    await addMember(server, key, member.userId, 'member');
+
+    const dflt = await api.delete(`/v1/clients/${owner.clientId}`, { token: owner.session });
+    expect(dflt.status).toBe(400);
+    expect(dflt.body.detail.code).toBe('CANNOT_DELETE_DEFAULT');
+    for (const who of [member, stranger]) {
+      const res = await api.delete(`/v1/clients/${created.id}`, { token: who.session });
+      expect(res.status).toBe(403);
+      expect(res.body.detail.code).toBe('NO_ACCESS');
+    }
+    for (const id of ['client_doesnotexist', 'garbage', owner.email]) {
+      const res = await api.delete(`/v1/clients/${encodeURIComponent(id)}`, { token: owner.session });
+      expect(res.status).toBe(404);
+      expect(res.body.detail.code).toBe('NOT_FOUND');
+    }
+    // A token bound to the owner's default client cannot reach the other client.
+    const { secret } = await createApiToken(server, owner, owner.orgKey);
+    expect((await api.delete(`/v1/clients/${created.id}`, { token: secret })).status).toBe(403);
+    expect((await api.get('/v1/clients', { token: owner.session })).body.data.map((c: { id: string }) => c.id)).toContain(created.id);
+  });
+});
