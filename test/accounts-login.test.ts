@@ -176,6 +176,18 @@ describe('POST /v1/login', () => {
     expect(median(unknown)).toBeGreaterThan(median(wrong) * 0.3);
   });
 
+  it('refuses a cross-site browser sign-in (login CSRF) with 403 CSRF, and allows the same origin', async () => {
+    const { email } = await signUp(server);
+    const body = { email, password: STRONG_PASSWORD };
+    const foreign = await api.post('/v1/login', body, { headers: { origin: 'https://evil.example' } });
+    expect(foreign.status).toBe(403);
+    expect(foreign.body.detail.code).toBe('CSRF');
+    expect(foreign.headers.get('set-cookie')).toBeNull();
+    expect((await api.post('/v1/login', body, { headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
+    expect((await api.post('/v1/2fa/login', { challenge_token: 'x', code: '1' }, { headers: { origin: 'https://evil.example' } })).status).toBe(403);
+    expect((await api.post('/v1/login', body, { headers: { origin: server.url, 'sec-fetch-site': 'same-origin' } })).status).toBe(200);
+  });
+
   it('answers missing fields with 400 VALIDATION_ERROR', async () => {
     const res = await api.post('/v1/login', { email: 'x@example.test' });
     expect(res.status).toBe(400);

@@ -1,9 +1,11 @@
-import { Router, type Response } from 'express';
+import { Router, type RequestHandler, type Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { revokeSession, SESSION_COOKIE, SESSION_TTL_SECONDS, sessionCookieOptions } from '../auth/session.js';
 import { parse } from '../http/validate.js';
+import { AppError } from '../http/errors.js';
+import { isSameOrigin } from '../http/origin.js';
 import { completeTwoFactorLogin, loginWithPassword } from './login.js';
 import { registerAndNotify, resendVerification, verifyEmail } from './email-verification.js';
 import { confirmPasswordReset, requestPasswordReset, RESET_REQUESTED_MESSAGE } from './password-reset.js';
@@ -30,9 +32,27 @@ const tokenBody = z.object({ token });
 const resetRequestBody = z.object({ email });
 const resetConfirmBody = z.object({ token, password });
 
+/**
+ * Routes that set the session cookie refuse a browser request from another site (login CSRF: a
+ * foreign page must not sign the visitor into an account of its choosing). Clients that send neither
+ * Origin nor Sec-Fetch-Site (curl, SDKs) are not browsers and pass.
+ */
+function sameSiteOnly(deps: Deps): RequestHandler {
+  return (req, _res, next) => {
+    const origin = req.get('origin');
+    const site = req.get('sec-fetch-site');
+    const crossSite = origin ? !isSameOrigin(req, deps.config, origin) : site !== undefined && site !== 'same-origin' && site !== 'none';
+    if (crossSite) throw new AppError(403, 'CSRF', 'cross-site request refused');
+    next();
+  };
+}
+
 function sessionResponse(res: Response, sessionToken: string, user: UserRow) {
   res.cookie(SESSION_COOKIE, sessionToken, sessionCookieOptions(SESSION_TTL_SECONDS));
-  res.json({ user: userView(user), message: 'signed in', session_token: sessionToken });
+  const message = user.emailVerifiedAt
+    ? 'signed in'
+    : 'signed in; verify your e-mail address to use the API (POST /v1/email/verify/resend sends a new link)';
+  res.json({ user: userView(user), message, session_token: sessionToken });
 }
 
 export function accountRoutes(deps: Deps, auth: Auth): Router {
@@ -65,7 +85,9 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
     res.json({ sent, message: sent ? 'verification e-mail sent' : 'this e-mail address is already verified' });
   });
 
-  router.post('/v1/login', async (req, res) => {
+  const sameSite = sameSiteOnly(deps);
+
+  router.post('/v1/login', sameSite, async (req, res) => {
     const input = parse(loginBody, req.body);
     const result = await loginWithPassword(deps, input);
     if (result.kind === 'challenge') {
@@ -80,7 +102,7 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
     sessionResponse(res, result.token, result.user);
   });
 
-  router.post('/v1/2fa/login', async (req, res) => {
+  router.post('/v1/2fa/login', sameSite, async (req, res) => {
     const input = parse(twoFactorLoginBody, req.body);
     const { token: sessionToken, user } = await completeTwoFactorLogin(deps, { challengeToken: input.challenge_token, code: input.code });
     sessionResponse(res, sessionToken, user);
