@@ -1,0 +1,50 @@
+import { ConfigError, loadConfig } from '../config.js';
+import { openDatabase } from '../db/client.js';
+import { createLogger } from '../log.js';
+import { createStripeClient } from './stripe-processor.js';
+import { reconcile } from './reconcile.js';
+
+// `npm run billing:reconcile`: checks every ledger invariant against the database (DATABASE_URL, or the
+// PGlite in DATA_DIR: stop the server first, PGlite is single-process) and, when STRIPE_SECRET_KEY is
+// set, grants anything a lost webhook missed. Prints what is wrong; exits 1 if anything is.
+
+async function main(): Promise<number> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`billing:reconcile: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  try {
+    const stripe = config.stripe.secretKey ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase) : null;
+    const report = await reconcile(database.db, log, stripe);
+    const out = process.stdout;
+    out.write(`billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`);
+    for (const g of report.granted) out.write(`  granted missed ${g}\n`);
+    if (report.violations.length === 0) {
+      out.write('  all ledger invariants hold\n');
+      return 0;
+    }
+    for (const v of report.violations) {
+      out.write(`  VIOLATION: ${v.check}\n`);
+      for (const row of v.rows) out.write(`    ${JSON.stringify(row, (_k, x: unknown) => (typeof x === "bigint" ? x.toString() : x))}\n`);
+    }
+    return 1;
+  } finally {
+    await database.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`billing:reconcile: failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);
