@@ -84,6 +84,17 @@ describe('every page: headers and markup', () => {
     }
   });
 
+  it('accepts the right token with Origin: null (what a no-referrer page posts) and with Sec-Fetch-Site same-origin', async () => {
+    const browser = new PageClient(server.url);
+    const token = csrfOf((await browser.get('/account/reset')).text);
+    const a = await browser.post('/account/reset', { csrf_token: token, email: 'a@example.test' }, { origin: 'null' });
+    expect(a.status).toBe(303);
+    const b = await browser.post('/account/reset', { csrf_token: token, email: 'a@example.test' }, { origin: 'null', 'sec-fetch-site': 'same-origin' });
+    expect(b.status).toBe(303);
+    const c = await browser.post('/account/reset', { csrf_token: token, email: 'a@example.test' }, { origin: 'null', 'sec-fetch-site': 'same-site' });
+    expect(c.status).toBe(403);
+  });
+
   it('refuses a CSRF field when the browser has no CSRF cookie', async () => {
     const browser = new PageClient(server.url);
     const token = csrfOf((await browser.get('/account/login')).text);

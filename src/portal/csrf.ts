@@ -48,10 +48,13 @@ export function csrfField(req: Request, res: Response): SafeHtml {
 }
 
 function crossSite(req: Request): boolean {
+  // Sec-Fetch-Site is set by the browser itself (a forbidden header): when present it decides.
   const site = req.get('sec-fetch-site');
-  if (site && site !== 'same-origin' && site !== 'none') return true;
+  if (site) return site !== 'same-origin' && site !== 'none';
+  // Older browsers: the Origin header. Our pages send Referrer-Policy: no-referrer, under which a
+  // browser's form POST carries `Origin: null` (Fetch §3.1); that says nothing, so the token decides.
   const origin = req.get('origin');
-  if (!origin || origin === 'null') return origin === 'null';
+  if (!origin || origin === 'null') return false;
   try {
     // req.host honours X-Forwarded-Host only when 'trust proxy' is set (CONTRACT §1, app.ts).
     return new URL(origin).host.toLowerCase() !== req.host.toLowerCase();

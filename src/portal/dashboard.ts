@@ -61,7 +61,7 @@ export async function renderDashboard(deps: Deps, req: Request, res: Response, e
   const noticeKey = queryValue(req, 'notice');
   const notice = extras.notice ?? NOTICES[noticeKey] ?? null;
 
-  const profile = html`<section class="card" aria-labelledby="h-profile"><h2 id="h-profile">Your account</h2>
+  const profile = html`<section class="card" aria-labelledby="h-profile"><h2 id="h-profile">Profile</h2>
 <p><strong>${p.name}</strong></p>
 <p>${p.email} ${p.emailVerified ? html`<span class="badge ok">verified</span>` : html`<span class="badge warn">not verified</span>`}</p>
 ${
@@ -93,8 +93,8 @@ async function clientsCard(deps: Deps, req: Request, res: Response, error?: stri
     orgs.map(async (o) => {
       // Viewers do not read balances (CONTRACT §8: live members, not viewers).
       const balance = o.role === 'viewer' ? null : await orgBalanceCredits(deps.db, o.orgKey);
-      return html`<tr><td><a href="/account/clients/${clientIdOf(o.orgKey)}">${o.name}</a>${o.isDefault && o.ownerId === p.userId ? html` <span class="badge">default</span>` : ''}</td>
-<td><code>${clientIdOf(o.orgKey)}</code></td><td>${o.role}</td><td>${balance === null ? html`<span class="muted">—</span>` : `${fmt.format(balance)} tokens`}</td></tr>`;
+      return html`<tr><td><a href="/account/clients/${clientIdOf(o.orgKey)}">${o.name}</a>${o.isDefault && o.ownerId === p.userId ? html` <span class="badge">default</span>` : ''}
+<div class="sub"><code>${clientIdOf(o.orgKey)}</code></div></td><td>${o.role}</td><td>${balance === null ? html`<span class="muted">—</span>` : `${fmt.format(balance)} tokens`}</td></tr>`;
     }),
   );
   const create = postForm(
@@ -107,7 +107,7 @@ ${error ? html`<div class="field-error" id="f-name-error">${error}</div>` : ''}<
 <div class="actions"><button type="submit" class="secondary">Create organization</button></div>`,
   );
   return html`<section class="card" aria-labelledby="h-clients"><h2 id="h-clients">Organizations</h2>
-<table><thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">Your role</th><th scope="col">Balance</th></tr></thead>
+<table><thead><tr><th scope="col">Name and id</th><th scope="col">Your role</th><th scope="col">Balance</th></tr></thead>
 <tbody>${rows}</tbody></table>
 <h3>Create one</h3>${create}</section>`;
 }

@@ -75,8 +75,9 @@ export function devicePageRoutes(deps: Deps, auth: Auth): Router {
         ? html`<p>The application <strong>${row.oauthClientId ?? 'unknown'}</strong> asks to act for you.</p>
 <h2>It will get</h2><ul>${(row.resources?.length ? row.resources : ['model', 'platform']).map((r) => html`<li>${resourceLabel(r)}</li>`)}</ul>`
         : html`<p>A terminal asks to sign in as you. It will receive an API credential for the organization you choose; any earlier credential of yours there is replaced.</p>`;
+    const viewer = principalOf(req).userId;
     const options = orgs.map(
-      (o) => html`<option value="${orgIdOf(o.orgKey)}"${opts.selected === o.orgKey ? html` selected` : ''}>${o.name} (${o.role}${o.isDefault ? ', default' : ''})</option>`,
+      (o) => html`<option value="${orgIdOf(o.orgKey)}"${opts.selected === o.orgKey ? html` selected` : ''}>${o.name} (${o.role}${o.isDefault && o.ownerId === viewer ? ', your default' : ''})</option>`,
     );
     const form = postForm(
       req,

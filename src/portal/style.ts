@@ -29,7 +29,9 @@ h3{font-size:1rem;margin:1rem 0 .5rem}
 p{margin:.5rem 0}
 .card{background:var(--card);border:1px solid var(--line);border-radius:var(--radius);padding:1.5rem;margin:0 0 1.25rem;box-shadow:0 1px 2px rgba(0,0,0,.04)}
 .grid{display:grid;gap:1.25rem;grid-template-columns:repeat(auto-fit,minmax(280px,1fr))}
+.grid{margin-bottom:1.25rem}
 .grid>.card{margin:0}
+.sub{font-size:.8rem;color:var(--muted)}
 form{margin:0}
 form.stack>*+*{margin-top:.9rem}
 label{display:block;font-weight:600;margin-bottom:.3rem}
