@@ -1,0 +1,147 @@
+// `npm run bench -- verify`: GET /v1/auth/verify (svc_ token → HMAC → one indexed read joining the
+// token, its user and the live membership) beside a bare Express handler that returns the same JSON with
+// no auth, in the same run, over loopback. Prints req/s, p50 and p99 latency of each and the ratios, then
+// checks that a revocation takes effect on the very next request (no cache).
+//
+// Each server runs in its own process (this file with BENCH_ROLE=svc|bare) so the load generator does
+// not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
+// TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite.
+// Knobs: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 32).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const role = process.env.BENCH_ROLE;
+const here = fileURLToPath(import.meta.url);
+const root = fileURLToPath(new URL('..', import.meta.url));
+const announce = (value: unknown) => process.stdout.write(`BENCH_READY ${JSON.stringify(value)}\n`);
+
+if (role === 'svc') {
+  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
+  const { startTestServer } = await import('../test/helpers/server.js');
+  const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
+  const server = await startTestServer();
+  const user = await createUser(server);
+  const { secret } = await createApiToken(server, user, user.orgKey, 'bench');
+  const res = await fetch(`${server.url}/v1/auth/verify`, { headers: { authorization: `Bearer ${secret}` } });
+  announce({ url: server.url, token: secret, session: user.session, storage: server.database.kind, body: await res.json() });
+  process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
+} else if (role === 'bare') {
+  const { default: express } = await import('express');
+  const body = JSON.parse(process.env.BENCH_BODY!);
+  const app = express();
+  app.disable('x-powered-by');
+  app.get('/v1/auth/verify', (_req, res) => {
+    res.json(body);
+  });
+  const listener = app.listen(0, '127.0.0.1', () => {
+    const { port } = listener.address() as { port: number };
+    announce({ url: `http://127.0.0.1:${port}` });
+  });
+  process.on('SIGTERM', () => listener.close(() => process.exit(0)));
+} else {
+  await main();
+}
+
+function startChild(env: Record<string, string>): Promise<{ child: ChildProcess; info: any }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', here], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = /BENCH_READY (.*)\n/.exec(out);
+      if (m) resolve({ child, info: JSON.parse(m[1]!) });
+    });
+    child.stderr!.on('data', (d) => (err += d));
+    child.once('exit', (code) => reject(new Error(`bench child (${env.BENCH_ROLE}) exited ${code}: ${err.slice(-2000)}`)));
+  });
+}
+
+async function stop(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+}
+
+interface Figures {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+async function load(
+  name: string,
+  url: string,
+  headers: Record<string, string>,
+  seconds: number,
+  connections: number,
+  path = '/v1/auth/verify',
+): Promise<Figures> {
+  const { default: autocannon } = await import('autocannon');
+  const result = await autocannon({
+    url: `${url}${path}`,
+    headers: { 'accept-encoding': 'identity', ...headers },
+    connections,
+    duration: seconds,
+  });
+  return {
+    name,
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts + result.non2xx,
+  };
+}
+
+async function main() {
+  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
+  const svc = await startChild({ BENCH_ROLE: 'svc' });
+  let bare: Awaited<ReturnType<typeof startChild>> | undefined;
+  try {
+    bare = await startChild({ BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.body) });
+    const auth = { authorization: `Bearer ${svc.info.token}` };
+    // Warm-up (JIT, connection pool), then the measured runs back to back.
+    await load('warm-up', svc.info.url, auth, 2, connections);
+    await load('warm-up', bare.info.url, {}, 2, connections);
+    const a = await load('svc /v1/auth/verify', svc.info.url, auth, seconds, connections);
+    const b = await load('bare express, same JSON', bare.info.url, {}, seconds, connections);
+    // The same svc app without auth or database: separates the app's middleware stack from the auth check.
+    const c = await load('svc /healthz (no auth)', svc.info.url, {}, seconds, connections, '/healthz');
+
+    const row = (f: Figures) =>
+      `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}`;
+    process.stdout.write(
+      [
+        `verify benchmark: ${seconds}s × ${connections} connections over loopback; svc storage: ${svc.info.storage}`,
+        row(a),
+        row(b),
+        row(c),
+        `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}×, p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
+        `time per request at saturation (1/throughput): verify ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms, svc /healthz ${(1000 / c.rps).toFixed(3)} ms → auth check ≈ ${(1000 / a.rps - 1000 / c.rps).toFixed(3)} ms`,
+      ].join('\n') + '\n',
+    );
+
+    // Revocation is seen on the very next request: revoke through the API, then verify once.
+    const listed = await fetch(`${svc.info.url}/v1/tokens`, { headers: { authorization: `Bearer ${svc.info.session}` } }).then((r) => r.json());
+    const id = (listed as { data: { id: number }[] }).data[0]!.id;
+    await fetch(`${svc.info.url}/v1/tokens/revoke`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${svc.info.session}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id }),
+    });
+    const after = await fetch(`${svc.info.url}/v1/auth/verify`, { headers: auth });
+    process.stdout.write(`after revocation, the next verify answers ${after.status} (expected 401)\n`);
+    if (after.status !== 401) process.exitCode = 1;
+  } finally {
+    if (bare) await stop(bare.child);
+    await stop(svc.child);
+  }
+}
