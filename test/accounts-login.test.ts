@@ -161,7 +161,7 @@ describe('POST /v1/login', () => {
     };
     const wrong = [] as number[];
     const unknown = [] as number[];
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < 5; i++) {
       const a = await timed({ email, password: 'Wrong-password-1' });
       const b = await timed({ email: newEmail('ghost'), password: 'Wrong-password-1' });
       expect(a.res.status).toBe(401);
@@ -171,9 +171,9 @@ describe('POST /v1/login', () => {
       wrong.push(a.ms);
       unknown.push(b.ms);
     }
-    const median = (xs: number[]) => xs.sort((x, y) => x - y)[1]!;
-    // Without the decoy hash an unknown e-mail answers an order of magnitude faster.
-    expect(median(unknown)).toBeGreaterThan(median(wrong) * 0.3);
+    // The fastest of five is the intrinsic cost (load only adds time). Without the decoy hash an
+    // unknown e-mail skips the argon2 work (tens of ms) and answers in a fraction of the time.
+    expect(Math.min(...unknown)).toBeGreaterThan(Math.min(...wrong) * 0.5);
   });
 
   it('refuses a cross-site browser sign-in (login CSRF) with 403 CSRF, and allows the same origin', async () => {
