@@ -32,9 +32,17 @@ export async function signOutcome(deps: Deps, actor: Actor, o: { requestId: stri
 
 export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequest, req: Request, res: Response) {
   const stream = !!request.stream;
-  const lease = await acquireLease(deps, actor.orgKey, 'chat');
+  // The lease and the hold are independent: taken together, one round trip sooner to the first byte.
+  // Whichever fails undoes the other (a 429 debits nothing; a 402 frees the slot).
+  const [leased, prepared] = await Promise.allSettled([acquireLease(deps, actor.orgKey, 'chat'), prepareCall(deps, actor, request, stream)]);
+  if (leased.status === 'rejected' || prepared.status === 'rejected') {
+    if (leased.status === 'fulfilled') await leased.value.release();
+    if (prepared.status === 'fulfilled') await voidCall(deps, prepared.value);
+    throw leased.status === 'rejected' ? leased.reason : (prepared as PromiseRejectedResult).reason;
+  }
+  const lease = leased.value;
+  const call = prepared.value;
   try {
-    const call = await prepareCall(deps, actor, request, stream);
     if (stream) await streamCall(deps, call, req, res);
     else await jsonCall(deps, call, res);
   } finally {

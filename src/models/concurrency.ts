@@ -53,13 +53,22 @@ export function heartbeat<T>(live: Map<string, T>, intervalMs: number, beat: (id
   };
 }
 
+/**
+ * Lease statements commit without waiting for the WAL flush: `set_config('synchronous_commit', 'off',
+ * true)` in the statement itself scopes it to the statement's own transaction (one round trip, no
+ * BEGIN/COMMIT). Leases are ephemeral: a database crash may forget the last few, which lets the cap be
+ * briefly exceeded after the crash — never a wrong balance. It saves one disk flush per acquire, release
+ * and heartbeat (about 5 ms each on the reference machine).
+ */
+const ASYNC_COMMIT = sql`(select set_config('synchronous_commit', 'off', true))`;
+
 export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLimiter {
   const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
   const ttl = sql`make_interval(secs => ${ttlMs / 1000})`;
   const live = new Map<string, string>(); // leaseId → orgKey
   const beats = heartbeat(live, Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
     await db.execute(sql`update concurrency_leases set expires_at = now() + ${ttl}
-      where lease_id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)})`);
+      where lease_id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)}) and ${ASYNC_COMMIT} = 'off'`);
   });
 
   /**
@@ -73,7 +82,8 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
       sql`insert into concurrency_leases (org_id, slot, lease_id, kind, expires_at)
           select ${orgKey}, s, ${leaseId}, ${kind}, now() + ${ttl}
           from generate_series(0, ${options.cap - 1}::int) as s
-          where not exists (select 1 from concurrency_leases l where l.org_id = ${orgKey} and l.slot = s and l.expires_at > now())
+          where ${ASYNC_COMMIT} = 'off'
+            and not exists (select 1 from concurrency_leases l where l.org_id = ${orgKey} and l.slot = s and l.expires_at > now())
           order by random() limit 1
           on conflict (org_id, slot) do update
             set lease_id = excluded.lease_id, kind = excluded.kind, expires_at = excluded.expires_at, acquired_at = now()
@@ -98,7 +108,7 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
           if (released) return;
           released = true;
           live.delete(leaseId);
-          await db.execute(sql`delete from concurrency_leases where lease_id = ${leaseId}`).catch(() => {
+          await db.execute(sql`delete from concurrency_leases where lease_id = ${leaseId} and ${ASYNC_COMMIT} = 'off'`).catch(() => {
             // Unreleased, the lease expires by itself within the TTL.
           });
         },

@@ -47,7 +47,9 @@ export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest
   const maxCredits = Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n));
   let heldCredits: number;
   try {
-    ({ heldCredits } = await reserveCredits(deps.db, { orgKey: actor.orgKey, userId: actor.userId, requestId, minCredits, maxCredits }));
+    // Through holdDb (see ModelServices.holdDb): only a call in flight across a database crash can lose
+    // its hold; its settle then fails loudly and that call is not billed.
+    ({ heldCredits } = await reserveCredits(deps.models.holdDb, { orgKey: actor.orgKey, userId: actor.userId, requestId, minCredits, maxCredits }));
   } catch (err) {
     if (err instanceof AppError && err.status === 402) {
       throw insufficient("the organization's allocation cannot pay for this call");

@@ -1,0 +1,201 @@
+// `npm run bench -- proxy`: one fake OpenAI-compatible provider, measured (a) directly, (b) through svc
+// with auth, concurrency leases and exact billing on, (c) through the Portkey open-source gateway — in
+// one run, on this machine. Figures: max req/s (JSON calls), p50/p99 at a paced 200 req/s, and time to
+// the first streamed byte (the proxy's added latency is that minus the direct figure).
+//
+// Each party runs in its own process (this file with BENCH_ROLE=fake|svc, Portkey's own server), so the
+// load generator does not share an event loop with what it measures. svc uses PostgreSQL when
+// TEST_DATABASE_URL (or DATABASE_URL) is set, else the embedded PGlite.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+
+const role = process.env.BENCH_ROLE;
+const here = fileURLToPath(import.meta.url);
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+function announce(value: unknown) {
+  process.stdout.write(`BENCH_READY ${JSON.stringify(value)}\n`);
+}
+
+if (role === 'fake') {
+  const { startFakeUpstream } = await import('../test/helpers/fake-upstream.js');
+  const fake = await startFakeUpstream();
+  fake.reply = () => ({ content: 'The quick brown fox jumps over the lazy dog, twice: the quick brown fox jumps over the lazy dog.' });
+  // Keep no request log in memory during a long bench.
+  setInterval(() => fake.requests.splice(0), 1000).unref();
+  announce({ url: fake.url });
+} else if (role === 'svc') {
+  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
+  const { startTestServer } = await import('../test/helpers/server.js');
+  const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
+  const { setOrgBalance } = await import('../test/helpers/billing.js');
+  const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
+  const server = await startTestServer({
+    env: {
+      MODEL_UPSTREAM_URL: process.env.FAKE_URL!,
+      MODEL_UPSTREAM_KEY: FAKE_KEY,
+      MODEL_ID: 'bench-model',
+      // The cap is per organization; one org drives the whole load here.
+      ORG_MAX_CONCURRENCY: '1024',
+    },
+  });
+  // One hot organization, plus 16 for the spread run (each org's ledger row is its own lock).
+  const tokens: string[] = [];
+  for (let i = 0; i < 17; i++) {
+    const user = await createUser(server);
+    tokens.push((await createApiToken(server, user, user.orgKey)).secret);
+    await setOrgBalance(server, user.orgKey, 1_000_000_000);
+  }
+  announce({ url: server.url, token: tokens[0], spread: tokens.slice(1), storage: server.database.kind });
+  process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
+} else {
+  await main();
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function startChild(args: string[], env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; info: any }> {
+  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = readyPattern.exec(out);
+      if (m) resolve({ child, info: m[1] ? JSON.parse(m[1]) : {} });
+    });
+    child.stderr!.on('data', (d) => (err += d));
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${err.slice(-2000)}`)));
+  });
+}
+
+interface Target {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+  /** Bearer tokens to rotate over (one per organization). */
+  rotate?: string[];
+}
+
+async function main() {
+  const { default: autocannon } = await import('autocannon');
+  const { request } = await import('undici');
+  const children: ChildProcess[] = [];
+  const stopAll = () => children.forEach((c) => c.kill('SIGTERM'));
+  process.on('exit', stopAll);
+  try {
+    const fake = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'fake' }, /BENCH_READY (.*)\n/);
+    children.push(fake.child);
+    const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', FAKE_URL: fake.info.url }, /BENCH_READY (.*)\n/);
+    children.push(svc.child);
+    const portkeyPort = await freePort();
+    const portkey = await startChild(
+      [fileURLToPath(new URL('../node_modules/@portkey-ai/gateway/build/start-server.js', import.meta.url)), `--port=${portkeyPort}`, '--headless'],
+      {},
+      /Ready for connections()/,
+    );
+    children.push(portkey.child);
+    const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
+
+    const targets: Target[] = [
+      { name: 'direct', url: `${fake.info.url}/chat/completions`, headers: { authorization: `Bearer ${FAKE_KEY}` } },
+      { name: 'svc (1 org)', url: `${svc.info.url}/v1/chat/completions`, headers: { authorization: `Bearer ${svc.info.token}` } },
+      {
+        name: 'svc (16 orgs)',
+        url: `${svc.info.url}/v1/chat/completions`,
+        headers: { authorization: `Bearer ${svc.info.spread[0]}` },
+        rotate: svc.info.spread,
+      },
+      {
+        name: 'portkey',
+        url: `http://127.0.0.1:${portkeyPort}/v1/chat/completions`,
+        headers: { authorization: `Bearer ${FAKE_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': fake.info.url },
+      },
+    ];
+    const body = (stream: boolean) => JSON.stringify({ model: 'gpt-4o-mini', stream, max_tokens: 64, messages: [{ role: 'user', content: 'Tell me about foxes.' }] });
+    const headersOf = (t: Target) => ({ ...t.headers, 'content-type': 'application/json', 'accept-encoding': 'identity' });
+
+    // Sanity: every target answers the same body before measuring.
+    for (const t of targets) {
+      const res = await request(t.url, { method: 'POST', headers: headersOf(t), body: body(false) });
+      const text = await res.body.text();
+      if (res.statusCode !== 200) throw new Error(`${t.name}: ${res.statusCode} ${text.slice(0, 300)}`);
+    }
+
+    const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+    const run = (t: Target, opts: Record<string, unknown>) =>
+      new Promise<any>((resolve, reject) => {
+        let n = 0;
+        const rotate = t.rotate;
+        const requests = rotate
+          ? [
+              {
+                setupRequest: (r: { headers: Record<string, string> }) => {
+                  r.headers = { ...r.headers, authorization: `Bearer ${rotate[n++ % rotate.length]}` };
+                  return r;
+                },
+              },
+            ]
+          : undefined;
+        autocannon(
+          { url: t.url, method: 'POST', headers: headersOf(t), body: body(false), duration: seconds, ...(requests ? { requests } : {}), ...opts } as never,
+          (err: unknown, r: unknown) => (err ? reject(err) : resolve(r)),
+        );
+      });
+
+    async function ttfb(t: Target, samples: number): Promise<{ p50: number; p99: number }> {
+      const times: number[] = [];
+      for (let i = 0; i < samples + 20; i++) {
+        const start = performance.now();
+        const res = await request(t.url, { method: 'POST', headers: headersOf(t), body: body(true) });
+        let first = 0;
+        for await (const chunk of res.body) {
+          if (!first && chunk.length) first = performance.now();
+        }
+        if (res.statusCode !== 200) throw new Error(`${t.name} stream: ${res.statusCode}`);
+        if (i >= 20) times.push(first - start); // the first 20 warm connections and JIT
+      }
+      times.sort((a, b) => a - b);
+      return { p50: times[Math.floor(times.length * 0.5)]!, p99: times[Math.min(times.length - 1, Math.floor(times.length * 0.99))]! };
+    }
+
+    const rows: Record<string, Record<string, string | number>> = {};
+    for (const t of targets) {
+      await run(t, { connections: 16, duration: 1 }); // warm-up
+      const max = await run(t, { connections: 32 });
+      const paced = await run(t, { connections: 16, overallRate: 200 });
+      const first = await ttfb(t, Number(process.env.BENCH_TTFB_SAMPLES ?? 200));
+      rows[t.name] = {
+        'max req/s': Math.round(max.requests.average),
+        'errors (max)': max.errors + max.non2xx,
+        'p50 ms @200/s': paced.latency.p50,
+        'p99 ms @200/s': paced.latency.p99,
+        'errors (paced)': paced.errors + paced.non2xx,
+        'first byte p50 ms': Number(first.p50.toFixed(2)),
+        'first byte p99 ms': Number(first.p99.toFixed(2)),
+      };
+    }
+    const direct = rows.direct!;
+    for (const name of ['svc (1 org)', 'svc (16 orgs)', 'portkey']) {
+      rows[name]!['adds to first byte (p50 ms)'] = Number((Number(rows[name]!['first byte p50 ms']) - Number(direct['first byte p50 ms'])).toFixed(2));
+    }
+    process.stdout.write(`\nproxy bench (${seconds}s per load phase; svc storage: ${svc.info.storage}; node ${process.version})\n`);
+    console.table(rows);
+    for (const name of ['svc (1 org)', 'svc (16 orgs)']) {
+      const ratio = Number(rows[name]!['max req/s']) / Number(rows.portkey!['max req/s']);
+      process.stdout.write(`${name} / portkey max throughput: ${ratio.toFixed(2)}×\n`);
+    }
+  } finally {
+    stopAll();
+  }
+}
