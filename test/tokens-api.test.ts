@@ -110,6 +110,17 @@ describe('POST /v1/tokens', () => {
   });
 });
 
+describe('one active credential per (org, user)', () => {
+  it('is enforced by the database itself: a second active row for the pair is refused (partial unique index)', async () => {
+    const user = await createUser(server);
+    await createApiToken(server, user, user.orgKey);
+    const insert = server.deps.db
+      .insert(apiTokens)
+      .values({ userId: user.userId, orgId: user.orgKey, tokenName: 'sneaky', tokenHash: 'h-' + user.userId, tokenPrefix: 'svc_xxxx' });
+    await expect(insert).rejects.toMatchObject({ cause: expect.objectContaining({ code: '23505' }) });
+  });
+});
+
 describe('GET /v1/tokens', () => {
   it('lists own tokens only, metadata only, active first', async () => {
     const owner = await createUser(server);
