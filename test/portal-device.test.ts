@@ -154,6 +154,17 @@ describe('device approval page', () => {
     expect(ok.status).toBe(303);
   });
 
+  it('names the OAuth client and the resources of an OAuth device request', async () => {
+    const { createDeviceAuthorization } = await import('../src/device/store.js');
+    const issued = await createDeviceAuthorization(server.deps, { flow: 'oauth', oauthClientId: 'svc-cli', resources: [`${server.v2Url}/v1`], scope: 'model' });
+    const user = await createUser(server);
+    const page = await (await signedIn(user)).get(`/account/device?user_code=${issued.userCode}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<strong>svc-cli</strong>');
+    expect(page.text).toContain('Model access');
+    expect(page.text).not.toContain('Platform tools');
+  });
+
   it('sends an unverified account to the dashboard instead of approving', async () => {
     const { user } = await registerAccount(server.deps.db, { email: `unverified-${Date.now()}@example.test`, name: 'U', password: 'correct-Horse-9' });
     const { issueSession } = await import('../src/auth/session.js');

@@ -164,6 +164,86 @@ describe('dashboard', () => {
     expect(res.text).toContain('Verify your e-mail address');
   });
 
+  it('creates an organization from the form and lists its members to a member', async () => {
+    const owner = await createUser(server, { name: 'Owner O' });
+    const browser = signedIn(owner);
+    const dash = await browser.get('/account');
+    const empty = await browser.post('/account/clients', { csrf_token: csrfOf(dash.text), name: '   ' });
+    expect(empty.status).toBe(400);
+    expect(empty.text).toMatch(/id="f-name-error"/);
+    const noCsrf = await browser.post('/account/clients', { name: 'Nope' });
+    expect(noCsrf.status).toBe(403);
+    const made = await browser.post('/account/clients', { csrf_token: csrfOf(dash.text), name: 'Lab <One>' });
+    expect(made.status).toBe(303);
+    const after = await browser.follow(made);
+    expect(after.text).toContain('Organization created');
+    expect(after.text).toContain('Lab &lt;One&gt;');
+    expect(after.text).not.toContain('Nope');
+    const clientId = /href="\/account\/clients\/(client_[a-z0-9]+)">Lab &lt;One&gt;/.exec(after.text)![1]!;
+
+    const member = await createUser(server, { name: 'Member M' });
+    const { parseOrgId } = await import('../src/ids.js');
+    await addMember(server, parseOrgId(clientId)!, member.userId, 'member');
+    const page = await signedIn(member).get(`/account/clients/${clientId}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toMatch(/<td>Owner O<\/td><td>[^<]+<\/td><td>owner<\/td>/);
+    expect(page.text).toMatch(/<td>Member M<\/td><td>[^<]+<\/td><td>member<\/td>/);
+  });
+
+  it('an owner adds a member by e-mail and removes them (their API token is revoked); a member gets no owner forms', async () => {
+    const owner = await createUser(server, { name: 'Owner P' });
+    const mate = await createUser(server, { name: 'Mate' });
+    const browser = signedIn(owner);
+    const page = await browser.get(`/account/clients/${owner.clientId}`);
+    expect(page.text).toMatch(/action="\/account\/clients\/client_[a-z0-9]+\/members"/);
+    const csrf = csrfOf(page.text);
+
+    const unknown = await browser.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrf, email: 'nobody-here@example.test' });
+    expect(unknown.status).toBe(404);
+    expect(unknown.text).toMatch(/id="f-email-error"/);
+    const added = await browser.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrf, email: ` ${mate.email.toUpperCase()} `, role: 'member' });
+    expect(added.status).toBe(303);
+    expect((await browser.follow(added)).text).toMatch(/<td>Mate<\/td><td>[^<]+<\/td><td>member<\/td>/);
+    const again = await browser.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrf, email: mate.email });
+    expect(again.status).toBe(409);
+
+    // The member sees the list but no owner forms, and cannot post them.
+    const asMate = signedIn(mate);
+    const matePage = await asMate.get(`/account/clients/${owner.clientId}`);
+    expect(matePage.status).toBe(200);
+    expect(matePage.text).not.toMatch(/\/members"/);
+    expect(matePage.text).not.toContain('/remove"');
+    const sneaky = await asMate.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrfOf((await asMate.get('/account')).text), email: owner.email });
+    expect(sneaky.status).toBe(403);
+
+    const { createApiToken } = await import('./helpers/fixtures.js');
+    const token = await createApiToken(server, mate, owner.orgKey);
+    const { client: api } = await import('./helpers/http.js');
+    expect((await api(server.url).get('/v1/auth/verify', { token: token.secret })).status).toBe(200);
+    const removed = await browser.post(`/account/clients/${owner.clientId}/members/${mate.userId}/remove`, { csrf_token: csrf });
+    expect(removed.status).toBe(303);
+    expect((await browser.follow(removed)).text).not.toContain('<td>Mate</td>');
+    expect((await api(server.url).get('/v1/auth/verify', { token: token.secret })).status).toBe(401);
+    // The owner cannot be removed; the page says why.
+    const self = await browser.post(`/account/clients/${owner.clientId}/members/${owner.userId}/remove`, { csrf_token: csrf });
+    expect(self.status).toBe(400);
+    expect(self.text).toMatch(/class="alert error"/);
+    // Removed: the page is gone for them.
+    expect((await asMate.get(`/account/clients/${owner.clientId}`)).status).toBe(404);
+  });
+
+  it('2FA forms refuse a post without the CSRF field', async () => {
+    const user = await createUser(server);
+    const browser = signedIn(user);
+    await browser.get('/account');
+    for (const path of ['/account/2fa/setup', '/account/2fa/enable', '/account/2fa/disable', '/account/verify/resend', '/account/logout']) {
+      const res = await browser.post(path, { code: '123456' });
+      expect(res.status, path).toBe(403);
+    }
+    // Still signed in, and 2FA not touched.
+    expect((await browser.get('/account')).text).toContain('Set up two-factor');
+  });
+
   it('the members page of an organization answers 404 for one the user is not in', async () => {
     const user = await createUser(server);
     const stranger = await createUser(server);
