@@ -174,6 +174,16 @@ describe('sign-in with 2FA', () => {
     expect((await api.post('/v1/2fa/login', { challenge_token: late })).body.detail.code).toBe('VALIDATION_ERROR');
   });
 
+  it('sweeps the user\'s long-expired challenges when a new one starts', async () => {
+    const { session, email, userId } = await signUp(server);
+    await enableTwoFactor(api, session);
+    await startChallenge(api, email);
+    await server.deps.db.execute(sql`update two_factor_challenges set expires_at = now() - interval '2 hours' where user_id = ${userId}`);
+    await startChallenge(api, email);
+    const rows = await queryRows<{ n: number }>(server.deps.db, sql`select count(*)::int as n from two_factor_challenges where user_id = ${userId}`);
+    expect(rows[0]!.n).toBe(1);
+  });
+
   it('limits wrong codes per user across challenges: 429 RATE_LIMITED with Retry-After', async () => {
     const { session, email } = await signUp(server);
     await enableTwoFactor(api, session);

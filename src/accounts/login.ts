@@ -37,6 +37,10 @@ export async function loginWithPassword(deps: Deps, input: { email: string; pass
   await deps.limits.loginFailures.reset(email);
   if (user.totpEnabledAt) {
     const challengeToken = randomBytes(32).toString('base64url');
+    // Sweep this user's long-dead challenges (bounded table, no timer).
+    await deps.db
+      .delete(twoFactorChallenges)
+      .where(and(eq(twoFactorChallenges.userId, user.id), lt(twoFactorChallenges.expiresAt, new Date(Date.now() - 3600 * 1000))));
     await deps.db.insert(twoFactorChallenges).values({
       tokenHash: hmacSecret(deps.keys.hmac, challengeToken),
       userId: user.id,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, gt, isNull, lt } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { accountTokens } from '../db/schema.js';
 import { hmacSecret } from '../crypto/hash.js';
@@ -18,6 +18,11 @@ export const TOKEN_TTL_SECONDS: Record<TokenPurpose, number> = {
 /** 32 random bytes, base64url: what goes into the link. */
 export async function issueOneTimeToken(db: Db, hmacKey: Buffer, userId: string, purpose: TokenPurpose): Promise<string> {
   const token = randomBytes(32).toString('base64url');
+  // Rows of this user that expired a day ago are of no use to anyone: sweep them here, so the table
+  // stays bounded without a timer.
+  await db
+    .delete(accountTokens)
+    .where(and(eq(accountTokens.userId, userId), lt(accountTokens.expiresAt, new Date(Date.now() - 24 * 3600 * 1000))));
   await db.insert(accountTokens).values({
     userId,
     purpose,
