@@ -10,6 +10,8 @@ import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-u
 import { billingEntries } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { createPgLimiter } from '../src/models/concurrency.js';
+import { createRedisLimiter } from '../src/models/concurrency-redis.js';
+import { execFileSync } from 'node:child_process';
 
 // The per-org concurrency cap (CONTRACT §9) with a slow fake provider: in one process, across two
 // server processes on one PostgreSQL, and after a process holding leases is killed. Then the billing
@@ -172,5 +174,47 @@ describe('billing race', () => {
       }),
       { numRuns: 4 },
     );
+  });
+});
+
+const hasRedis = (() => {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe.runIf(hasRedis)('concurrency cap on Redis (REDIS_URL)', () => {
+  it('caps, releases, and expires the leases of a holder that stopped beating', async () => {
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const url = `redis://127.0.0.1:${port}`;
+      const a = createRedisLimiter(url, { cap: 2, ttlMs: 600 });
+      const b = createRedisLimiter(url, { cap: 2, ttlMs: 600 }); // a second process
+      const l1 = await a.acquire('org1', 'chat');
+      await b.acquire('org1', 'run');
+      const refused = await a.acquire('org1', 'chat').catch((e) => e);
+      expect([refused.status, refused.code, refused.extra.headers['Retry-After']]).toEqual([429, 'concurrency_limit', '1']);
+      expect(await b.acquire('org2', 'chat')).toBeDefined(); // per organization
+      await l1.release();
+      await a.acquire('org1', 'chat');
+      // Leases kept alive by heartbeats outlive their TTL...
+      await new Promise((r) => setTimeout(r, 800));
+      expect((await b.acquire('org1', 'chat').catch((e) => e)).status).toBe(429);
+      // ...and those of a holder that stopped beating (b, killed) expire.
+      await b.close();
+      await a.close();
+      await new Promise((r) => setTimeout(r, 700));
+      const c = createRedisLimiter(url, { cap: 2, ttlMs: 600 });
+      await c.acquire('org1', 'chat');
+      await c.acquire('org1', 'chat');
+      await c.close();
+    } finally {
+      redis.kill('SIGKILL');
+    }
   });
 });

@@ -5,7 +5,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
-import { billingEntries } from '../src/db/schema.js';
+import { billingEntries, memberships } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { runSocketOptions } from '../src/runs/socket.js';
 
@@ -201,6 +201,56 @@ describe('/v1/runs/ws', () => {
     await c.next('authenticated');
     c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
     expect((await c.next('error')).code).toBe('viewer_cannot_spend');
+    c.ws.close();
+  });
+
+  it('drops a peer that stops answering pings', async () => {
+    runSocketOptions.set(server.deps, { heartbeatMs: 100 });
+    try {
+      const ws = new WebSocket(`${server.url.replace('http', 'ws')}/v1/runs/ws`, { autoPong: false });
+      const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
+      await new Promise((r) => ws.once('open', r));
+      // 1006: the server terminated the TCP connection without a close frame.
+      expect(await closed).toBe(1006);
+      // A peer that answers stays.
+      const c = await connect();
+      await new Promise((r) => setTimeout(r, 350));
+      expect(c.ws.readyState).toBe(WebSocket.OPEN);
+      c.ws.close();
+    } finally {
+      runSocketOptions.delete(server.deps);
+    }
+  });
+
+  it('ends the run when a tool_result does not come in time', async () => {
+    runSocketOptions.set(server.deps, { toolTimeoutMs: 200 });
+    try {
+      const c = await connect();
+      c.send({ type: 'auth', token: key });
+      await c.next('authenticated');
+      c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'read it' }] });
+      await c.next('tool_call');
+      expect(await c.next('error')).toMatchObject({ code: 'tool_timeout' });
+      for (let i = 0; i < 50 && (await leaseCount()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(await leaseCount()).toBe(0);
+      c.ws.close();
+    } finally {
+      runSocketOptions.delete(server.deps);
+    }
+  });
+
+  it('revalidates membership before each model call of a run', async () => {
+    const member = await createUser(server);
+    await addMember(server, owner.orgKey, member.userId, 'member');
+    const mt = await createApiToken(server, member, owner.orgKey);
+    const c = await connect();
+    c.send({ type: 'auth', token: mt.secret });
+    await c.next('authenticated');
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'read it' }] });
+    const t = await c.next('tool_call');
+    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
+    c.send({ type: 'tool_result', tool_call_id: t.tool_call_id, status: 'ok', result: 'x' });
+    expect((await c.next('error')).code).toBe('not_a_member');
     c.ws.close();
   });
 

@@ -41,21 +41,7 @@ export function attachRunSocket(server: Server, deps: Deps): () => void {
   const options = () => ({ ...DEFAULT_RUN_SOCKET_OPTIONS, ...runSocketOptions.get(deps) });
   const wss = new WebSocketServer({ noServer: true, maxPayload: options().maxPayloadBytes });
   const auth = createAuth(deps);
-  const alive = new WeakSet<WebSocket>();
-
-  const heartbeat = setInterval(() => {
-    for (const ws of wss.clients) {
-      if (!alive.has(ws)) {
-        ws.terminate();
-        continue;
-      }
-      alive.delete(ws);
-      ws.ping();
-    }
-  }, options().heartbeatMs);
-  heartbeat.unref();
   const closeAll = () => {
-    clearInterval(heartbeat);
     for (const ws of wss.clients) ws.close(1001, 'server shutting down');
     // Peers that do not answer the close handshake are cut.
     setTimeout(() => {
@@ -69,12 +55,30 @@ export function attachRunSocket(server: Server, deps: Deps): () => void {
     const path = (req.url ?? '').split('?')[0];
     if (path !== RUNS_PATH) return;
     wss.handleUpgrade(req, socket, head, (ws) => {
-      alive.add(ws);
-      ws.on('pong', () => alive.add(ws));
-      handleConnection(deps, auth, ws, req, options());
+      const opts = options();
+      keepAlive(ws, opts.heartbeatMs);
+      handleConnection(deps, auth, ws, req, opts);
     });
   });
   return closeAll;
+}
+
+/** RFC 6455 §5.5.2: ping every interval; a peer that did not pong since the last ping is dropped. */
+function keepAlive(ws: WebSocket, intervalMs: number) {
+  let answered = true;
+  ws.on('pong', () => {
+    answered = true;
+  });
+  const timer = setInterval(() => {
+    if (!answered) {
+      ws.terminate();
+      return;
+    }
+    answered = false;
+    ws.ping();
+  }, intervalMs);
+  timer.unref();
+  ws.on('close', () => clearInterval(timer));
 }
 
 function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: WebSocket, req: IncomingMessage, options: RunSocketOptions) {
