@@ -80,6 +80,14 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     // Nothing horizontal-scrolls on a phone-sized screen.
     expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth + 1')).toBe(true);
 
+    // 2FA set-up: the QR code is inline SVG (no script, no external image), rendered under the CSP.
+    await page.setViewportSize({ width: 1100, height: 800 });
+    await page.getByRole('button', { name: 'Set up two-factor' }).click();
+    await expect.poll(() => page.locator('.qr svg').count()).toBe(1);
+    const box = await page.locator('.qr svg').boundingBox();
+    expect(box!.width).toBeGreaterThan(100);
+    await page.screenshot({ path: '/tmp/portal-2fa-setup.png', fullPage: true });
+
     // Sign out through the form.
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL((u) => u.pathname === '/account/login');

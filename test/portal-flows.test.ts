@@ -243,3 +243,48 @@ describe('password reset', () => {
     expect((await signIn(new PageClient(server.url), user.email, newPassword)).status).toBe(303);
   });
 });
+
+describe('rate limits on the pages (CONTRACT §1)', () => {
+  it('wrong passwords per e-mail: the 11th attempt is 429 with Retry-After, shown inline', async () => {
+    const user = await createUser(server);
+    const browser = new PageClient(server.url);
+    const page = await browser.get('/account/login');
+    const post = () => browser.post('/account/login', { csrf_token: csrfOf(page.text), email: user.email, password: 'wrong-Password-1' });
+    for (let i = 0; i < 10; i++) expect((await post()).status).toBe(401);
+    const limited = await post();
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(limited.text).toMatch(/class="alert error" role="alert">Too many attempts/);
+    expect(limited.text).toMatch(/name="password"/);
+  });
+
+  it('reset requests per e-mail: the 6th in an hour is 429, shown inline', async () => {
+    const browser = new PageClient(server.url);
+    const email = newEmail();
+    for (let i = 0; i < 5; i++) expect((await browser.submit('/account/reset', '/account/reset', { email })).status).toBe(303);
+    const limited = await browser.submit('/account/reset', '/account/reset', { email });
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(limited.text).toContain('Too many attempts');
+  });
+
+  it('per address: RATE_LIMIT_IP_PER_MIN applies to the page routes and answers an HTML page', async () => {
+    const limitedServer = await startTestServer({ env: { RATE_LIMIT_IP_PER_MIN: '3' } });
+    try {
+      const browser = new PageClient(limitedServer.url);
+      const page = await browser.get('/account/login');
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        statuses.push((await browser.post('/account/reset', { csrf_token: csrfOf(page.text), email: newEmail() })).status);
+      }
+      expect(statuses.slice(0, 3)).toEqual([303, 303, 303]);
+      const res = await browser.post('/account/login', { csrf_token: csrfOf(page.text), email: 'a@example.test', password: 'x' });
+      expect(res.status).toBe(429);
+      expect(res.headers.get('content-type')).toContain('text/html');
+      expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(res.text).toContain('Slow down');
+    } finally {
+      await limitedServer.close();
+    }
+  });
+});

@@ -95,6 +95,19 @@ describe('every page: headers and markup', () => {
     expect(c.status).toBe(403);
   });
 
+  it('escapes what a visitor typed when it comes back in the page', async () => {
+    const evil = '"><script>alert(1)</script>';
+    const browser = new PageClient(server.url);
+    const page = await browser.get('/account/login');
+    const res = await browser.post('/account/login', { csrf_token: csrfOf(page.text), email: evil, password: 'x' });
+    expect(res.text).not.toContain('<script>');
+    expect(res.text).toContain('value="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"');
+    const user = await createUser(server);
+    const device = await signedIn(user).get(`/account/device?user_code=${encodeURIComponent(evil)}`);
+    expect(device.status).toBe(400);
+    expect(device.text).not.toContain('<script>');
+  });
+
   it('refuses a CSRF field when the browser has no CSRF cookie', async () => {
     const browser = new PageClient(server.url);
     const token = csrfOf((await browser.get('/account/login')).text);
