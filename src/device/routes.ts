@@ -71,7 +71,7 @@ export function deviceRoutes(deps: Deps, auth: Auth): Router {
     });
     switch (result.status) {
       case 'approved': {
-        const issued = 'issued' in result ? result.issued : null;
+        const issued = result.issued;
         if (!issued) {
           res.status(400).json({ status: 'access_denied' });
           return;

@@ -34,6 +34,9 @@ export type PollResult =
   | { status: 'expired_token' }
   | { status: 'approved'; row: DeviceCodeRow };
 
+/** A poll's outcome; on approval `issued` is what `onApproved` returned (undefined without one). */
+export type PollOutcome<T = undefined> = Exclude<PollResult, { status: 'approved' }> | { status: 'approved'; row: DeviceCodeRow; issued: T };
+
 /** Wrong user codes per user: ten in 10 min → 429 (CONTRACT §6; policy in src/ratelimit/limits.ts). */
 const userCodeLimiter = (deps: Deps) => deps.limits.userCodeFailures;
 
@@ -153,7 +156,7 @@ export async function pollDeviceCode<T = undefined>(
   deviceCode: string,
   flow: DeviceFlow,
   onApproved?: (tx: Db, row: DeviceCodeRow) => Promise<T>,
-): Promise<PollResult | { status: 'approved'; row: DeviceCodeRow; issued: T }> {
+): Promise<PollOutcome<T>> {
   const hash = hashDeviceCode(deps, deviceCode);
   const now = new Date();
 
@@ -179,7 +182,7 @@ export async function pollDeviceCode<T = undefined>(
 
   // Not handed out: record the poll and decide between pending, slow_down, denied and expired. The row
   // is locked while the previous poll time is read and replaced, so two concurrent polls serialise.
-  return deps.db.transaction(async (tx): Promise<PollResult> => {
+  return deps.db.transaction(async (tx): Promise<PollOutcome<T>> => {
     const [row] = await tx
       .select()
       .from(deviceCodes)
