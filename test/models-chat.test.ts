@@ -139,6 +139,22 @@ describe('POST /v1/chat/completions (streaming)', () => {
     expect(payload.credits_debited).toBe(20);
   });
 
+  it('sends the outcome as an HTTP trailer too', async () => {
+    const { request } = await import('node:http');
+    const url = new URL(`${server.url}/v1/chat/completions`);
+    const trailers = await new Promise<NodeJS.Dict<string>>((resolve, reject) => {
+      const req = request(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' } }, (res) => {
+        expect(res.headers.trailer).toBe('x-svc-outcome');
+        res.resume();
+        res.on('end', () => resolve(res.trailers));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+    });
+    const { payload } = await jwtVerify(trailers['x-svc-outcome']!, createLocalJWKSet(await server.deps.signingKeys.jwks()));
+    expect(payload).toMatchObject({ sub: owner.userId, org: owner.orgId, credits_debited: 20 });
+  });
+
   it('forwards the usage chunk when the client asked (openai SDK)', async () => {
     const stream = await sdk(key).chat.completions.create({
       model: 'x',

@@ -16,6 +16,9 @@ import type { ChatChunk } from './upstream/types.js';
 // every SSE client, the OpenAI SDKs included), and (b) as the HTTP trailer `x-svc-outcome` (declared in
 // `Trailer`), for clients that read trailers. JSON responses carry it as a header.
 
+/** Nobody reads it: it keeps a call the client left out of the error log (nginx's 499 convention). */
+const clientClosed = () => new AppError(499, 'client_closed_request', 'the client closed the connection');
+
 export async function acquireLease(deps: Deps, orgKey: string, kind: 'chat' | 'run'): Promise<Lease> {
   try {
     return await deps.models.limiter.acquire(orgKey, kind);
@@ -75,7 +78,7 @@ async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string 
 async function jsonCall(deps: Deps, call: PreparedCall, res: Response) {
   const controller = new AbortController();
   const onClose = () => {
-    if (!res.writableFinished) controller.abort(new Error('client closed the connection'));
+    if (!res.writableFinished) controller.abort(clientClosed());
   };
   res.on('close', onClose);
   const completion = await withVoidOnError(deps, call, () => deps.models.upstream.complete(call.body, controller.signal));
@@ -92,7 +95,7 @@ async function streamCall(deps: Deps, call: PreparedCall, req: Request, res: Res
   res.on('close', () => {
     if (!res.writableFinished) {
       clientGone = true;
-      controller.abort(new Error('client closed the connection'));
+      controller.abort(clientClosed());
     }
   });
   const meter = new StreamMeter(deps.models.modelId);
