@@ -1,6 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Deps } from '../src/deps.js';
-import type { Role } from '../src/db/schema.js';
 import { AppError } from '../src/http/errors.js';
 import { configuredOrigins, requestOrigin } from '../src/http/origin.js';
 import { resolveActingOrg, verifyAccessToken } from '../oauth/verify.js';
@@ -25,7 +24,6 @@ export interface McpGrant {
   grantOrgKey: string;
   /** The organization this request acts for (x-svc-organisation or the grant's). */
   actingOrgKey: string;
-  role: Role;
   clientId: string;
   origin: string;
 }
@@ -83,15 +81,11 @@ export function requirePlatformGrant(deps: Deps) {
         headers: { 'WWW-Authenticate': challenge(origin, `error="insufficient_scope", scope="${PLATFORM_SCOPE}", `) },
       });
     }
-    const acting = await resolveActingOrg(deps, access, req.get('x-svc-organisation'));
-    req.mcpGrant = {
-      userId: access.userId,
-      grantOrgKey: access.orgKey,
-      actingOrgKey: acting.orgKey,
-      role: acting.role,
-      clientId: access.clientId,
-      origin,
-    };
+    // Without x-svc-organisation the grant's org acts; the verifier has just checked that membership
+    // live, so it is not read a second time. With the header, it must be a live membership too.
+    const named = req.get('x-svc-organisation');
+    const actingOrgKey = named?.trim() ? (await resolveActingOrg(deps, access, named)).orgKey : access.orgKey;
+    req.mcpGrant = { userId: access.userId, grantOrgKey: access.orgKey, actingOrgKey, clientId: access.clientId, origin };
     next();
   };
 }

@@ -3,7 +3,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
 import { checkOrigin, requirePlatformGrant } from './guard.js';
-import { buildPlatformServer } from './server.js';
+import { buildPlatformServer, TOOL_NAMES } from './server.js';
 
 // POST /mcp/platform (interface document: P = platform grant; CONTRACT §3, §7, §10). Stateless
 // Streamable HTTP (MCP 2025-06-18 / 2025-11-25 "Transports"): every POST gets a server and a transport
@@ -17,6 +17,14 @@ function rpcError(res: Response, status: number, message: string, code = -32001)
   res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
 
+/** The tool named by a body that is one `tools/call` of one of our tools, else undefined. */
+function singleToolCall(body: unknown): string | undefined {
+  const msg = body as { method?: unknown; params?: { name?: unknown } } | null;
+  if (!msg || Array.isArray(msg) || msg.method !== 'tools/call') return undefined;
+  const name = msg.params?.name;
+  return typeof name === 'string' && TOOL_NAMES.has(name) ? name : undefined;
+}
+
 export function mcpRoutes(deps: Deps): Router {
   const router = Router();
 
@@ -27,7 +35,7 @@ export function mcpRoutes(deps: Deps): Router {
   });
 
   router.post(MCP_PATH, requirePlatformGrant(deps), async (req: Request, res: Response) => {
-    const server = buildPlatformServer(deps, req.mcpGrant!);
+    const server = buildPlatformServer(deps, req.mcpGrant!, singleToolCall(req.body));
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {
       void transport.close();

@@ -46,9 +46,24 @@ export const CREATES = { readOnlyHint: false, destructiveHint: false, idempotent
 export const OVERWRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false } as const;
 export const ADDITIVE_IDEMPOTENT = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
 
+/** Where the tool modules register (the server itself, or a filter that keeps one tool). */
+export type ToolRegistry = Pick<McpServer, 'registerTool'>;
+
+/** The twenty tools of CONTRACT §10. */
+export const TOOL_NAMES = new Set([
+  'list_projects', 'get_project', 'create_project', 'update_project', 'delete_project', 'fork_project', 'transfer_project',
+  'list_reports', 'get_report', 'create_report', 'update_report', 'delete_report',
+  'list_files', 'read_file', 'write_file', 'delete_file',
+  'share_project', 'create_share_link', 'list_shares', 'revoke_share',
+]);
+
 export const REPORT_URI_PREFIX = 'svc://reports/';
 
-export function buildPlatformServer(deps: Deps, grant: McpGrant): McpServer {
+/**
+ * @param onlyTool when the request is a single `tools/call` of a known tool, only that tool is
+ *   registered: the per-request server then skips building 19 schemas it would never use.
+ */
+export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: string): McpServer {
   const server = new McpServer(
     { name: 'svc-platform', title: 'svc platform: projects, reports, files and sharing', version: '1.0.0' },
     {
@@ -75,10 +90,13 @@ export function buildPlatformServer(deps: Deps, grant: McpGrant): McpServer {
       return key;
     },
   };
-  registerProjectTools(server, ctx);
-  registerContentTools(server, ctx);
-  registerShareTools(server, ctx);
-  registerReportResources(server, ctx);
+  const tools: ToolRegistry = onlyTool
+    ? { registerTool: ((name, config, cb) => (name === onlyTool ? server.registerTool(name, config, cb) : undefined)) as McpServer['registerTool'] }
+    : server;
+  registerProjectTools(tools, ctx);
+  registerContentTools(tools, ctx);
+  registerShareTools(tools, ctx);
+  if (!onlyTool) registerReportResources(server, ctx);
   return server;
 }
 

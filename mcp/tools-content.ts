@@ -1,4 +1,3 @@
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import {
   bodyIn,
@@ -26,7 +25,7 @@ import {
   updateReport,
   writeFile,
 } from '../src/projects/content.js';
-import { CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext } from './server.js';
+import { CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext, type ToolRegistry } from './server.js';
 import { pageArgs, projectIdArg } from './tools-projects.js';
 
 // Report and file tools (CONTRACT §10).
@@ -36,7 +35,7 @@ const fileIdArg = fileIdIn.describe('fil_… id of the file');
 const pathArg = pathIn.describe('file name within the project, e.g. notes/plan.md');
 const deletedOut = { deleted: z.literal(true) };
 
-export function registerContentTools(server: McpServer, ctx: ToolContext) {
+export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
   const { db } = ctx.deps;
   const actor = ctx.actor;
 

@@ -1,4 +1,3 @@
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import {
   briefIn,
@@ -10,7 +9,7 @@ import {
   projectOut,
 } from '../src/projects/schema.js';
 import { createProject, deleteProject, forkProject, getProject, listProjects, transferProject, updateProject } from '../src/projects/service.js';
-import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext } from './server.js';
+import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext, type ToolRegistry } from './server.js';
 
 // Project tools (CONTRACT §10): same services, same rules and same fields as /v1/projects.
 
@@ -23,7 +22,7 @@ export const pageArgs = {
 export const projectIdArg = projectIdIn.describe('prj_… id of the project');
 const deletedOut = { deleted: z.literal(true) };
 
-export function registerProjectTools(server: McpServer, ctx: ToolContext) {
+export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
   const { db } = ctx.deps;
   const actor = ctx.actor;
 

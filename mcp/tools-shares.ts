@@ -1,14 +1,13 @@
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { listOf, roleIn, shareIdIn, shareOut } from '../src/projects/schema.js';
 import { createShareLink, listShares, revokeShare, shareWithUser } from '../src/projects/shares.js';
-import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext } from './server.js';
+import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext, type ToolRegistry } from './server.js';
 import { projectIdArg } from './tools-projects.js';
 
 // Sharing tools (CONTRACT §10): a registered e-mail as viewer or editor, or a read-only public link
 // `{V2_URL}/s/<token>` shown once.
 
-export function registerShareTools(server: McpServer, ctx: ToolContext) {
+export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
   const { db, keys, config } = ctx.deps;
   const actor = ctx.actor;
 

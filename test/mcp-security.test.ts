@@ -226,6 +226,7 @@ describe('project rules on every tool (CONTRACT §10)', () => {
     expect(text(await call(c, 'read_file', { project_id: ids.project, file_id: 'fil_nope' }))).toMatch(/^NOT_FOUND: /);
     expect(text(await call(c, 'get_project', { project_id: 'bogus' }))).toMatch(/^VALIDATION_ERROR: /);
     expect(text(await call(c, 'list_projects', { org_id: 'someone@example.com' }))).toMatch(/^VALIDATION_ERROR: /);
+    expect(text(await call(c, 'no_such_tool', {}))).toMatch(/^INVALID_REQUEST: .*no_such_tool/);
     await c.close();
   });
 

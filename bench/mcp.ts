@@ -1,0 +1,144 @@
+// `npm run bench -- mcp`: `tools/call list_projects` on /mcp/platform through the full path (Origin
+// check, platform access-token verification with the grant and live-membership reads, acting org,
+// McpServer built per request with 20 tools, the project query) beside the MCP SDK's bare stateless
+// server (same express body parsing, McpServer + StreamableHTTPServerTransport per request, JSON
+// responses) answering a constant tool with the same payload, in the same run, over loopback.
+// Prints req/s, p50 and p99 of each and the ratios.
+//
+// Each server runs in its own process (this file with BENCH_ROLE=svc|bare), so the load generator does
+// not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
+// TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite.
+// Knobs: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 16).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const role = process.env.BENCH_ROLE;
+const here = fileURLToPath(import.meta.url);
+const root = fileURLToPath(new URL('..', import.meta.url));
+const announce = (value: unknown) => process.stdout.write(`BENCH_READY ${JSON.stringify(value)}\n`);
+
+const CALL = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_projects', arguments: {} } };
+const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
+
+if (role === 'svc') {
+  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
+  const { startTestServer } = await import('../test/helpers/server.js');
+  const { createUser } = await import('../test/helpers/fixtures.js');
+  const { issueTestGrants } = await import('../test/helpers/oauth.js');
+  const { createProject } = await import('../src/projects/service.js');
+  const server = await startTestServer();
+  const user = await createUser(server);
+  for (let i = 1; i <= 5; i++) {
+    await createProject(server.deps.db, { userId: user.userId }, { orgKey: user.orgKey, name: `Project ${i}`, description: 'bench' });
+  }
+  const { platform } = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform'] });
+  const url = `${server.v2Url}/mcp/platform`;
+  const res = await fetch(url, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${platform}` }, body: JSON.stringify(CALL) });
+  const body = (await res.json()) as { result: { structuredContent: unknown } };
+  announce({ url, token: platform, storage: server.database.kind, structured: body.result.structuredContent });
+  process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
+} else if (role === 'bare') {
+  const { default: express } = await import('express');
+  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+  const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const { z } = await import('zod');
+  const structured = JSON.parse(process.env.BENCH_BODY!) as Record<string, unknown>;
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(express.json({ limit: '10mb' }));
+  app.post('/mcp', async (req, res) => {
+    const server = new McpServer({ name: 'bare', version: '1.0.0' });
+    server.registerTool(
+      'list_projects',
+      { title: 'List projects', inputSchema: { org_id: z.string().optional() }, outputSchema: { data: z.array(z.any()) } },
+      async () => ({ content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured }),
+    );
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  const listener = app.listen(0, '127.0.0.1', () => {
+    const { port } = listener.address() as { port: number };
+    announce({ url: `http://127.0.0.1:${port}/mcp` });
+  });
+  process.on('SIGTERM', () => listener.close(() => process.exit(0)));
+} else {
+  await main();
+}
+
+function startChild(env: Record<string, string>): Promise<{ child: ChildProcess; info: any }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', here], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = /BENCH_READY (.*)\n/.exec(out);
+      if (m) resolve({ child, info: JSON.parse(m[1]!) });
+    });
+    child.stderr!.on('data', (d) => (err += d));
+    child.once('exit', (code) => reject(new Error(`bench child (${env.BENCH_ROLE}) exited ${code}: ${err.slice(-2000)}`)));
+  });
+}
+
+async function stop(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+}
+
+interface Figures {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+async function load(name: string, url: string, headers: Record<string, string>, seconds: number, connections: number): Promise<Figures> {
+  const { default: autocannon } = await import('autocannon');
+  const result = await autocannon({
+    url,
+    method: 'POST',
+    headers: { 'accept-encoding': 'identity', ...MCP_HEADERS, ...headers },
+    body: JSON.stringify(CALL),
+    connections,
+    duration: seconds,
+  });
+  return { name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.timeouts + result.non2xx };
+}
+
+async function main() {
+  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
+  const svc = await startChild({ BENCH_ROLE: 'svc' });
+  let bare: Awaited<ReturnType<typeof startChild>> | undefined;
+  try {
+    bare = await startChild({ BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.structured) });
+    const auth = { authorization: `Bearer ${svc.info.token}` };
+    await load('warm-up', svc.info.url, auth, 2, connections);
+    await load('warm-up', bare.info.url, {}, 2, connections);
+    const a = await load('svc list_projects', svc.info.url, auth, seconds, connections);
+    const b = await load('SDK bare, constant tool', bare.info.url, {}, seconds, connections);
+    const row = (f: Figures) =>
+      `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}`;
+    process.stdout.write(
+      [
+        `mcp benchmark: tools/call list_projects, ${seconds}s × ${connections} connections over loopback; svc storage: ${svc.info.storage}`,
+        row(a),
+        row(b),
+        `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}×, p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
+        `time per request at saturation: svc ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms → auth + database + 20-tool server ≈ ${(1000 / a.rps - 1000 / b.rps).toFixed(3)} ms`,
+      ].join('\n') + '\n',
+    );
+    if (a.errors > 0 || b.errors > 0) process.exitCode = 1;
+  } finally {
+    if (bare) await stop(bare.child);
+    await stop(svc.child);
+  }
+}
