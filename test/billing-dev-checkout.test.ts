@@ -91,6 +91,23 @@ describe('dev checkout', () => {
     const portalPage = await fetch(portal.body.portal_url);
     expect(portalPage.status).toBe(200);
     expect(await portalPage.text()).toContain(sub.body.payment_subscription_id);
+    // The portal's own actions go through the webhook code too: a renewal grants the next period once.
+    const portalForm = await openForm(portal.body.portal_url);
+    const act = (action: string) =>
+      fetch(portalForm.action, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: portalForm.cookie, origin: portalForm.action.origin },
+        body: new URLSearchParams({ csrf_token: portalForm.csrf, action, subscription: sub.body.payment_subscription_id }).toString(),
+        redirect: 'manual',
+      });
+    expect((await act('renew')).status).toBe(303);
+    expect(await balance(u)).toBe(470_000);
+    const renewed = await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session });
+    expect(renewed.body.current_period_start).toBe(sub.body.current_period_end);
+    expect((await act('cancel')).status).toBe(303);
+    expect((await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session })).body.cancel_at_period_end).toBe(true);
+    expect((await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session })).body).toHaveLength(2);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
   it('a declined card grants nothing, records the failed invoice and goes to cancel_url', async () => {

@@ -176,6 +176,19 @@ describe('POST /v1/webhooks/stripe', () => {
     expect(await balance(u)).toBe(50_000);
   });
 
+  it('answers 5xx when processing really fails, keeping nothing, so the retry applies it', async () => {
+    const u = await createUser(server);
+    const s = await topupSession(u, 300);
+    const id = 'evt_retry_' + u.orgKey;
+    // A value the database refuses makes the effect fail inside the transaction.
+    const broken = await send('invoice.paid', { id: 'in_retry_' + u.orgKey, customer: s.customer, status: 'paid', billing_reason: 'subscription_cycle', amount_due: 'not a number', currency: 'usd' }, { id });
+    expect(broken.status).toBe(500);
+    expect(await balance(u)).toBe(50_000);
+    const retried = await send('invoice.paid', { id: 'in_retry_' + u.orgKey, customer: s.customer, status: 'paid', billing_reason: 'subscription_cycle', amount_due: 20_000, amount_paid: 20_000, currency: 'usd' }, { id });
+    expect(retried.body).toEqual({ received: true, duplicate: false });
+    expect(await balance(u)).toBe(260_000);
+  });
+
   it('acknowledges events it does not handle and events for unknown customers', async () => {
     expect((await send('customer.created', { id: 'cus_zzz' })).body).toEqual({ received: true, duplicate: false });
     expect((await send('invoice.paid', { id: 'in_unknown', customer: 'cus_unknown', billing_reason: 'subscription_cycle' })).status).toBe(200);
