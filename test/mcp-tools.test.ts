@@ -211,4 +211,24 @@ describe('share tools', () => {
     expect((await fetch(`${server.v2Url}/s/not-a-real-token-at-all-xxxxxxxxxxxxxxx`)).status).toBe(404);
     expect(await fails(mcp, 'revoke_share', { share_id: 'shr_unknown' })).toMatch(/^NOT_FOUND: /);
   });
+
+  it('deleting a project removes its reports, files and shares', async () => {
+    const p = await ok(mcp, 'create_project', { name: 'Short-lived' });
+    const r = await ok(mcp, 'create_report', { project_id: p.id, title: 'R' });
+    await ok(mcp, 'write_file', { project_id: p.id, path: 'x.txt', content: 'x' });
+    const link = await ok(mcp, 'create_share_link', { project_id: p.id });
+    expect((await fetch(link.url)).status).toBe(200);
+    await ok(mcp, 'delete_project', { project_id: p.id });
+    expect((await fetch(link.url)).status).toBe(404);
+    expect(await fails(mcp, 'get_report', { report_id: r.id })).toMatch(/^NOT_FOUND: /);
+    const { queryRows } = await import('../src/db/client.js');
+    const { sql } = await import('drizzle-orm');
+    const left = await queryRows<{ n: number }>(
+      server.deps.db,
+      sql`select (select count(*) from project_reports where project_id = ${p.id})
+            + (select count(*) from project_files where project_id = ${p.id})
+            + (select count(*) from project_shares where project_id = ${p.id}) as n`,
+    );
+    expect(Number(left[0]!.n)).toBe(0);
+  });
 });
