@@ -380,7 +380,7 @@ CREATE INDEX "api_tokens_user_idx" ON "api_tokens" USING btree ("user_id");--> s
 CREATE INDEX "mail_outbox_to_idx" ON "mail_outbox" USING btree ("to","created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "device_codes_device_code_idx" ON "device_codes" USING btree ("device_code_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "device_codes_user_code_idx" ON "device_codes" USING btree ("user_code_hash");--> statement-breakpoint
-CREATE INDEX "device_codes_expires_idx" ON "device_codes" USING btree ("expires_at") WHERE "device_codes"."consumed_at" is null;--> statement-breakpoint
+CREATE INDEX "device_codes_expires_idx" ON "device_codes" USING btree ("expires_at");--> statement-breakpoint
 CREATE INDEX "billing_accounts_user_idx" ON "billing_accounts" USING btree ("user_id");--> statement-breakpoint
 CREATE INDEX "billing_checkout_sessions_org_idx" ON "billing_checkout_sessions" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "billing_entries_org_idx" ON "billing_entries" USING btree ("org_key","id");--> statement-breakpoint

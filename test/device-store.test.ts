@@ -13,9 +13,12 @@ import {
 } from '../src/device/store.js';
 import { generateUserCode, normaliseUserCode, USER_CODE_ALPHABET } from '../src/device/user-code.js';
 import { deviceCodes } from '../src/db/schema.js';
+import { hmacSecret } from '../src/crypto/hash.js';
 
 // The device-code core shared by the terminal flow and the OAuth device grant (CONTRACT §6, §7):
 // its exported API, as the OAuth and portal parts call it, against the real database.
+
+const userCodeHash = (userCode: string) => hmacSecret(server.deps.keys.hmac, `user_code:${normaliseUserCode(userCode)}`);
 
 let server: TestServer;
 beforeAll(async () => {
@@ -107,6 +110,23 @@ describe('the OAuth side of the store', () => {
     const user = await createUser(server);
     for (let i = 0; i < 10; i++) expect(await findByUserCode(server.deps, 'ZZZZ-ZZZ' + 'BCDFGHJKLM'[i], { userId: user.userId })).toBeNull();
     await expect(findByUserCode(server.deps, 'ZZZZ-ZZZZ', { userId: user.userId })).rejects.toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+  });
+
+  it('purges rows a day past expiry when a new code is issued, and keeps recent ones', async () => {
+    const stale = await createDeviceAuthorization(server.deps, { flow: 'terminal' });
+    const recent = await createDeviceAuthorization(server.deps, { flow: 'terminal' });
+    const dayAndABit = new Date(Date.now() - 25 * 60 * 60 * 1000);
+    await server.deps.db.update(deviceCodes).set({ expiresAt: dayAndABit }).where(eq(deviceCodes.userCodeHash, userCodeHash(stale.userCode)));
+    await server.deps.db
+      .update(deviceCodes)
+      .set({ expiresAt: new Date(Date.now() - 60_000) })
+      .where(eq(deviceCodes.userCodeHash, userCodeHash(recent.userCode)));
+    await createDeviceAuthorization(server.deps, { flow: 'terminal' });
+    const left = await server.deps.db.select({ h: deviceCodes.userCodeHash }).from(deviceCodes);
+    expect(left.map((r) => r.h)).not.toContain(userCodeHash(stale.userCode));
+    expect(left.map((r) => r.h)).toContain(userCodeHash(recent.userCode));
+    // The recently expired one still answers expired_token from its row.
+    expect(await pollDeviceCode(server.deps, recent.deviceCode, 'terminal')).toEqual({ status: 'expired_token' });
   });
 
   it('refuses an expired user code', async () => {

@@ -147,6 +147,19 @@ describe('GET /v1/tokens', () => {
     expect(res.body.data.map((t: { id: number }) => t.id)).not.toContain(mateToken.id);
   });
 
+  it('shows last_used_at once the token has been used', async () => {
+    const user = await createUser(server);
+    const minted = (await mint(user)).body;
+    expect((await verify(minted.token)).status).toBe(200);
+    // The use is recorded off the request path (at most once a minute per token): wait for it, bounded.
+    let item: { last_used_at: number | null } | undefined;
+    for (let i = 0; i < 50 && !item?.last_used_at; i++) {
+      item = (await api.get('/v1/tokens', { token: user.session })).body.data[0];
+      if (!item?.last_used_at) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(item?.last_used_at).toBeGreaterThanOrEqual(minted.created_at);
+  });
+
   it('pages with limit and offset and refuses values outside the contract (400)', async () => {
     const user = await createUser(server);
     await mint(user);

@@ -1,4 +1,4 @@
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, gt, isNull, lt } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { deviceCodes, type DeviceFlow } from '../db/schema.js';
@@ -16,6 +16,8 @@ export const DEVICE_POLL_INTERVAL_SECONDS = 5;
 /** RFC 8628 §3.5: each slow_down adds 5 s; capped so a misbehaving client is not locked out for the life. */
 const SLOW_DOWN_STEP_SECONDS = 5;
 const MAX_INTERVAL_SECONDS = 60;
+/** Rows are kept a day past expiry (a late poll still answers expired_token from the row), then purged. */
+const PURGE_AFTER_MS = 24 * 60 * 60 * 1000;
 
 export type DeviceCodeRow = typeof deviceCodes.$inferSelect;
 
@@ -48,6 +50,8 @@ export async function createDeviceAuthorization(
   input: { flow: DeviceFlow; oauthClientId?: string; resources?: string[]; scope?: string },
 ): Promise<DeviceAuthorization> {
   const expiresAt = new Date(Date.now() + DEVICE_CODE_TTL_SECONDS * 1000);
+  // Housekeeping on the write path, so no timer is needed: an index range scan over a day-old tail.
+  await deps.db.delete(deviceCodes).where(lt(deviceCodes.expiresAt, new Date(Date.now() - PURGE_AFTER_MS)));
   // A user-code collision (unique index) is retried with a fresh pair; anything else is a real error.
   for (let attempt = 0; ; attempt++) {
     const deviceCode = generateDeviceCode();

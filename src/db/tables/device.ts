@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import { index, integer, pgTable, serial, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { users } from './accounts.js';
 import { orgs } from './orgs.js';
@@ -41,6 +40,7 @@ export const deviceCodes = pgTable(
     uniqueIndex('device_codes_device_code_idx').on(t.deviceCodeHash),
     // A user code names one authorization; a collision on insert is retried with a fresh code.
     uniqueIndex('device_codes_user_code_idx').on(t.userCodeHash),
-    index('device_codes_expires_idx').on(t.expiresAt).where(sql`${t.consumedAt} is null`),
+    // The purge of long-expired rows (store.ts) walks this index.
+    index('device_codes_expires_idx').on(t.expiresAt),
   ],
 );
