@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { and, eq } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, addMember, type TestUser } from './helpers/fixtures.js';
@@ -390,5 +390,26 @@ describe('catalogs', () => {
       expect(agent.tools[0].parameters).toMatchObject({ type: 'object', required: ['path'] });
     }
     expect((await client(server.url).get('/v1/agents')).status).toBe(401);
+  });
+});
+
+describe('membership cannot be established', () => {
+  it('fails closed with 503 membership_unavailable: nothing runs, nothing unbilled', async () => {
+    const u = await createUser(server);
+    const t = await createApiToken(server, u, u.orgKey);
+    const seen = fake.requests.length;
+    const before = await orgBalanceCredits(server.deps.db, u.orgKey);
+    // The membership authority cannot answer (its table is unreadable for a moment).
+    await server.deps.db.execute(sql`alter table memberships rename to memberships_away`);
+    try {
+      const err = await sdk(t.secret)
+        .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+        .catch((e) => e);
+      expect([err.status, err.code]).toEqual([503, 'membership_unavailable']);
+    } finally {
+      await server.deps.db.execute(sql`alter table memberships_away rename to memberships`);
+    }
+    expect(fake.requests.length).toBe(seen);
+    expect(await orgBalanceCredits(server.deps.db, u.orgKey)).toBe(before);
   });
 });

@@ -192,6 +192,23 @@ describe('/v1/runs/ws', () => {
     c.ws.close();
   });
 
+  it('one run at a time per socket', async () => {
+    const c = await connect();
+    c.send({ type: 'auth', token: key });
+    await c.next('authenticated');
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'read it' }] });
+    const t = await c.next('tool_call');
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'another' }] });
+    const err = await c.next('error');
+    expect(err.code).toBe('run_in_progress');
+    // The error ended the run (interface document: error ends the run); its result is now unexpected.
+    c.send({ type: 'tool_result', tool_call_id: t.tool_call_id, status: 'ok', result: 'late' });
+    expect((await c.next('error')).code).toBe('unknown_tool_call');
+    for (let i = 0; i < 50 && (await leaseCount()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await leaseCount()).toBe(0);
+    c.ws.close();
+  });
+
   it('a viewer cannot start a run', async () => {
     const viewer = await createUser(server);
     await addMember(server, owner.orgKey, viewer.userId, 'viewer');
