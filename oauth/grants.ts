@@ -121,10 +121,18 @@ export interface GrantTokens {
   refresh_token: string;
 }
 
-/** Access + fresh refresh token for a new grant (code exchange, device grant). */
-export async function mintGrantTokens(deps: Pick<Deps, 'signingKeys' | 'keys' | 'db'>, db: Db, grant: GrantRow, issuer: string): Promise<GrantTokens> {
+/**
+ * Access + fresh refresh token for a new grant (code exchange, device grant). The refresh token is
+ * stored with `db` (the caller's transaction); signing happens outside any transaction (issueApproval),
+ * since loading keys uses its own connection and PGlite has only one.
+ */
+export async function storeNewRefreshToken(db: Db, hmacKey: Buffer, grantId: string): Promise<string> {
   const refresh = newRefreshToken();
-  await storeRefreshToken(db, deps.keys.hmac, grant.id, refresh);
+  await storeRefreshToken(db, hmacKey, grantId, refresh);
+  return refresh;
+}
+
+export async function grantTokens(deps: Pick<Deps, 'signingKeys'>, grant: GrantRow, refreshToken: string, issuer: string): Promise<GrantTokens> {
   const access = await issueAccessToken(deps, grant, issuer);
   return {
     resource: resourceUrl(issuer, grant.resource),
@@ -132,6 +140,6 @@ export async function mintGrantTokens(deps: Pick<Deps, 'signingKeys' | 'keys' | 
     access_token: access.token,
     token_type: 'Bearer',
     expires_in: access.expiresIn,
-    refresh_token: refresh,
+    refresh_token: refreshToken,
   };
 }

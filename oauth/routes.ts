@@ -2,10 +2,20 @@ import { Router } from 'express';
 import type { Deps } from '../src/deps.js';
 import type { Auth } from '../src/auth/principal.js';
 import { metadataRoutes } from './metadata.js';
+import { authorizeRoutes } from './authorize.js';
+import { tokenRoutes } from './token.js';
+import { deviceAuthorizationRoutes } from './device-grant.js';
+import { registrationRoutes } from './register.js';
+import { revocationRoutes } from './revocation.js';
 
-// The authorization server (CONTRACT §7), mounted on every origin.
-export function oauthRoutes(deps: Deps, _auth: Auth): Router {
+// The authorization server (CONTRACT §7), mounted on every origin; each origin is its own issuer.
+export function oauthRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   router.use(metadataRoutes(deps));
+  router.use(authorizeRoutes(deps, auth));
+  router.use(tokenRoutes(deps));
+  router.use(deviceAuthorizationRoutes(deps));
+  router.use(registrationRoutes(deps));
+  router.use(revocationRoutes(deps));
   return router;
 }

@@ -24,3 +24,47 @@ export async function issueTestGrants(
   }
   return out;
 }
+
+/** The Cookie header of a signed-in browser: the session cookie (and the CSRF cookie once a page set it). */
+export function sessionCookie(session: string, csrf?: string): string {
+  return [`__Host-svc_session=${session}`, csrf ? `__Host-svc_csrf=${csrf}` : ''].filter(Boolean).join('; ');
+}
+
+export interface ConsentResult {
+  /** Status of the consent page GET. */
+  pageStatus: number;
+  page: string;
+  /** Where the decision POST sent the browser (absent when the page was not a consent form). */
+  location?: string;
+  postStatus?: number;
+}
+
+/**
+ * Drives the consent page like a browser without JavaScript: GET the authorization URL with the session
+ * cookie, read the CSRF field, POST the decision (and the organization as `client_id`).
+ */
+export async function driveConsent(
+  authorizationUrl: string,
+  session: string,
+  opts: { decision?: 'approve' | 'deny'; org?: string; csrfOverride?: string } = {},
+): Promise<ConsentResult> {
+  const page = await fetch(authorizationUrl, { headers: { cookie: sessionCookie(session) }, redirect: 'manual' });
+  const text = await page.text();
+  const csrfCookie = /__Host-svc_csrf=([^;]+)/.exec(page.headers.get('set-cookie') ?? '')?.[1];
+  const csrfField = /name="csrf_token" value="([^"]+)"/.exec(text)?.[1];
+  const action = /<form method="post" action="([^"]+)"/.exec(text)?.[1]?.replace(/&amp;/g, '&');
+  if (page.status !== 200 || !action || !csrfField) {
+    return { pageStatus: page.status, page: text, location: page.headers.get('location') ?? undefined };
+  }
+  const form = new URLSearchParams({ csrf_token: opts.csrfOverride ?? csrfField, decision: opts.decision ?? 'approve' });
+  if (opts.org) form.set('client_id', opts.org);
+  const origin = new URL(authorizationUrl).origin;
+  const post = await fetch(new URL(action, origin), {
+    method: 'POST',
+    headers: { cookie: sessionCookie(session, csrfCookie), 'content-type': 'application/x-www-form-urlencoded', origin },
+    body: form.toString(),
+    redirect: 'manual',
+  });
+  await post.text();
+  return { pageStatus: 200, page: text, postStatus: post.status, location: post.headers.get('location') ?? undefined };
+}

@@ -1,0 +1,145 @@
+import { Router, type Request, type Response } from 'express';
+import type { Deps } from '../src/deps.js';
+import type { Auth } from '../src/auth/principal.js';
+import { principalOf } from '../src/auth/principal.js';
+import { requestOrigin } from '../src/http/origin.js';
+import { liveMemberships, requireLiveMembership } from '../src/orgs/membership.js';
+import { clientIdOf, parseOrgId } from '../src/ids.js';
+import { AppError } from '../src/http/errors.js';
+import { csrfField, html, renderPage, requirePageSession, sendPage, verifyCsrfField, type SafeHtml } from '../src/portal/html.js';
+import type { OAuthResource } from '../src/db/schema.js';
+import { createCode } from './codes.js';
+import { redirectWith, validateAuthorizationRequest, type AuthorizationRequest } from './authorize-request.js';
+import { resourceUrl } from './resources.js';
+
+// GET/POST /oauth/authorize: the consent page (CONTRACT §4, §7). GET validates the request and shows who
+// asks (the client's name and where that name comes from), for what (the resources) and for which
+// organization (the user's live memberships, default client first). POST carries the decision.
+//
+// Two different things are called client_id here. The OAuth client is the `client_id` QUERY parameter
+// (the form posts back to the same URL, query included, and the request is validated again). The
+// organization the user picks is the `client_id` FORM field, the name CONTRACT §4 gives every page's
+// organization field (an org id in either spelling).
+
+const RESOURCE_TEXT: Record<OAuthResource, { title: string; text: string }> = {
+  model: { title: 'Model access', text: 'Call the model API (/v1/models, /v1/chat/completions), billed to the organization you choose.' },
+  platform: { title: 'Platform tools', text: 'Use your projects, reports, files and shares through the platform tool endpoint (/mcp/platform).' },
+};
+
+function provenance(request: AuthorizationRequest): SafeHtml {
+  const c = request.client;
+  if (c.source === 'builtin') return html`the svc command-line tool, built into this service`;
+  if (c.source === 'metadata') {
+    return html`an application identified by its metadata document at <strong>${new URL(c.clientId).host}</strong>`;
+  }
+  return html`an application registered with this service on its own say-so (its name is not verified)`;
+}
+
+/** CSP form-action must allow the redirect that follows the form post (CSP3: it applies to redirects). */
+function formActionFor(redirectUri: string): string {
+  const url = new URL(redirectUri);
+  return url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : url.protocol;
+}
+
+function errorPage(res: Response, status: number, message: string) {
+  const body = html`<h1>This sign-in link cannot be used</h1><p>${message}</p><p>Go back to the application and start again.</p>`;
+  sendPage(res, renderPage({ title: 'Authorization error', body, narrow: true }), status);
+}
+
+export function authorizeRoutes(deps: Deps, auth: Auth): Router {
+  const router = Router();
+  const session = requirePageSession(auth);
+
+  /** Validates; answers the error itself (page or redirect) and returns null, or returns the request. */
+  async function validated(req: Request, res: Response, redirectStatus: 302 | 303): Promise<AuthorizationRequest | null> {
+    const origin = requestOrigin(req, deps.config);
+    const result = await validateAuthorizationRequest(deps, origin, req.query as Record<string, unknown>);
+    if (result.kind === 'page') {
+      errorPage(res, result.status, result.message);
+      return null;
+    }
+    if (result.kind === 'redirect') {
+      res.redirect(redirectStatus, result.location);
+      return null;
+    }
+    return result.request;
+  }
+
+  // The request is checked before the sign-in redirect, so a broken request fails at once.
+  router.get(
+    '/oauth/authorize',
+    async (req, res, next) => {
+      const request = await validated(req, res, 302);
+      if (!request) return;
+      res.locals.authorizationRequest = request;
+      next();
+    },
+    session,
+  );
+
+  router.get('/oauth/authorize', async (req, res) => {
+    const request = res.locals.authorizationRequest as AuthorizationRequest;
+    const principal = principalOf(req);
+    const origin = requestOrigin(req, deps.config);
+    const orgs = await liveMemberships(deps.db, principal.userId);
+    const name = request.client.clientName || request.client.clientId;
+    const action = `/oauth/authorize${req.originalUrl.slice(req.originalUrl.indexOf('?'))}`;
+    const body = html`<h1>Allow ${name} to use your account?</h1>
+<p class="muted">${name} is ${provenance(request)}. After you decide, you will be sent to <strong>${formActionFor(request.redirectUri)}</strong>.</p>
+<form method="post" action="${action}" class="stack">
+${csrfField(req, res)}
+<h2>It asks for</h2>
+<ul class="resources">
+${request.resources.map((r) => html`<li><strong>${RESOURCE_TEXT[r].title}</strong> — ${RESOURCE_TEXT[r].text} <span class="muted">(${resourceUrl(origin, r)})</span></li>`)}
+</ul>
+<div class="field">
+<label for="f-client_id">Organization to act for</label>
+<select id="f-client_id" name="client_id">
+${orgs.map((o, i) => html`<option value="${clientIdOf(o.orgKey)}"${i === 0 ? html` selected` : ''}>${o.name} (${o.role})</option>`)}
+</select>
+</div>
+<div class="actions">
+<button type="submit" name="decision" value="approve" class="primary">Allow</button>
+<button type="submit" name="decision" value="deny">Deny</button>
+</div>
+</form>`;
+    sendPage(res, renderPage({ title: `Allow ${name}?`, body, user: principal, narrow: true }), 200, {
+      formAction: [formActionFor(request.redirectUri)],
+    });
+  });
+
+  router.post('/oauth/authorize', session, async (req, res) => {
+    verifyCsrfField(req);
+    const request = await validated(req, res, 303);
+    if (!request) return;
+    const principal = principalOf(req);
+    const origin = requestOrigin(req, deps.config);
+    const form = (req.body ?? {}) as Record<string, unknown>;
+    if (form.decision === 'deny') {
+      res.redirect(303, redirectWith(request.redirectUri, { error: 'access_denied', error_description: 'the user denied the request', state: request.state }, origin));
+      return;
+    }
+    if (form.decision !== 'approve') throw new AppError(400, 'invalid_request', 'decision must be approve or deny');
+    let orgKey: string | null;
+    if (typeof form.client_id === 'string' && form.client_id !== '') {
+      orgKey = parseOrgId(form.client_id);
+      if (!orgKey) throw new AppError(400, 'invalid_request', 'client_id (the organization) is not an organization id');
+    } else {
+      orgKey = (await liveMemberships(deps.db, principal.userId))[0]?.orgKey ?? null;
+      if (!orgKey) throw new AppError(403, 'NOT_A_MEMBER', 'you do not belong to any organization');
+    }
+    await requireLiveMembership(deps.db, principal.userId, orgKey);
+    const code = await createCode(deps.db, deps.keys.hmac, {
+      clientId: request.client.clientId,
+      userId: principal.userId,
+      orgKey,
+      redirectUri: request.redirectUri,
+      codeChallenge: request.codeChallenge,
+      resources: request.resources,
+      issuer: origin,
+    });
+    res.redirect(303, redirectWith(request.redirectUri, { code, state: request.state }, origin));
+  });
+
+  return router;
+}

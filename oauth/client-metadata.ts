@@ -1,0 +1,146 @@
+import { lookup } from 'node:dns';
+import { BlockList, isIP } from 'node:net';
+import { eq } from 'drizzle-orm';
+import { Agent, fetch } from 'undici';
+import { z } from 'zod';
+import type { Deps } from '../src/deps.js';
+import { oauthClients } from '../src/db/schema.js';
+import type { OAuthClient } from './clients.js';
+
+// Client ID metadata documents (draft-ietf-oauth-client-id-metadata-document; MCP authorization
+// 2025-11-25 "Client ID Metadata Documents"): the client_id is an https URL and the document it serves
+// is the client's registration. Fetching a URL a stranger chose is an SSRF risk, so: https only
+// (http://localhost… in DEV_MODE), every resolved address checked against private, loopback, link-local
+// and other special ranges at connect time (so DNS rebinding cannot slip past a pre-check), no
+// redirects, 5 s, 64 KiB; documents are cached for 10 minutes.
+
+const FETCH_TIMEOUT_MS = 5_000;
+const MAX_DOCUMENT_BYTES = 64 * 1024;
+const CACHE_TTL_MS = 10 * 60 * 1000;
+const DEV_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** True when `clientId` is meant as a metadata document URL (else it is a registered client id). */
+export function isMetadataDocumentUrl(clientId: string, devMode: boolean): boolean {
+  let url: URL;
+  try {
+    url = new URL(clientId);
+  } catch {
+    return false;
+  }
+  if (url.protocol === 'https:') return true;
+  return devMode && url.protocol === 'http:' && DEV_HOSTS.has(url.hostname);
+}
+
+/** Address ranges a fetched client_id may never reach (RFC 6890 special-purpose registries). */
+const blocked = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
+  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24],
+  ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
+] as const) blocked.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32]] as const)
+  blocked.addSubnet(net, prefix, 'ipv6');
+
+export function isForbiddenAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 0) return true;
+  if (family === 6 && address.toLowerCase().startsWith('::ffff:')) return isForbiddenAddress(address.slice(7));
+  return blocked.check(address, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+function guardedAgent(allowLoopback: boolean): Agent {
+  return new Agent({
+    connect: {
+      timeout: FETCH_TIMEOUT_MS,
+      // Runs for every connection, after DNS: the address actually dialled is the one checked.
+      lookup(hostname, options, callback) {
+        lookup(hostname, { ...options, all: true }, (err, addresses) => {
+          if (err) return callback(err, '', 4);
+          const list = addresses as unknown as { address: string; family: number }[];
+          const bad = list.find((a) => isForbiddenAddress(a.address) && !(allowLoopback && isLoopback(a.address)));
+          if (bad || list.length === 0) return callback(new Error(`refusing to fetch from ${bad?.address ?? hostname}`), '', 4);
+          if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: typeof list) => void)(null, list);
+          callback(null, list[0]!.address, list[0]!.family);
+        });
+      },
+    },
+  });
+}
+
+const isLoopback = (address: string): boolean => address === '::1' || address.startsWith('127.') || address === '::ffff:127.0.0.1';
+
+const documentSchema = z.object({
+  client_id: z.string(),
+  client_name: z.string().max(200).optional(),
+  client_uri: z.url().optional(),
+  redirect_uris: z.array(z.string().max(2000)).min(1).max(20),
+  grant_types: z.array(z.string()).optional(),
+  response_types: z.array(z.string()).optional(),
+  token_endpoint_auth_method: z.enum(['none']).optional(),
+  // A document is public: it must not carry a shared secret (draft §4.1).
+  client_secret: z.undefined().optional(),
+  client_secret_expires_at: z.undefined().optional(),
+});
+
+async function readLimited(body: ReadableStream<Uint8Array> | null): Promise<string | null> {
+  if (!body) return null;
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > MAX_DOCUMENT_BYTES) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function download(url: string, devMode: boolean): Promise<unknown> {
+  const parsed = new URL(url);
+  const dev = devMode && parsed.protocol === 'http:' && DEV_HOSTS.has(parsed.hostname);
+  if (!dev && isIP(parsed.hostname.replace(/^\[|\]$/g, '')) && isForbiddenAddress(parsed.hostname.replace(/^\[|\]$/g, ''))) return null;
+  const dispatcher = guardedAgent(dev);
+  try {
+    const res = await fetch(url, {
+      dispatcher,
+      redirect: 'error',
+      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+      headers: { accept: 'application/json', 'accept-encoding': 'identity' },
+    });
+    if (res.status !== 200) return null;
+    const text = await readLimited(res.body as ReadableStream<Uint8Array> | null);
+    return text === null ? null : JSON.parse(text);
+  } catch {
+    return null;
+  } finally {
+    void dispatcher.close();
+  }
+}
+
+/** The client a metadata document describes, from the cache or freshly fetched; null when invalid. */
+export async function fetchClientMetadataDocument(deps: Deps, url: string): Promise<OAuthClient | null> {
+  if (url.length > 2000 || new URL(url).hash) return null;
+  const [cached] = await deps.db.select().from(oauthClients).where(eq(oauthClients.clientId, url));
+  if (cached && cached.source === 'metadata' && cached.fetchedAt && Date.now() - cached.fetchedAt.getTime() < CACHE_TTL_MS) {
+    return { ...cached, source: 'metadata' };
+  }
+  const raw = await download(url, deps.config.devMode);
+  const doc = documentSchema.safeParse(raw);
+  // The document must name itself: a document served at one URL cannot speak for another client_id.
+  if (!doc.success || doc.data.client_id !== url) return null;
+  const values = {
+    clientId: url,
+    source: 'metadata' as const,
+    clientName: doc.data.client_name ?? null,
+    clientUri: doc.data.client_uri ?? null,
+    redirectUris: doc.data.redirect_uris,
+    grantTypes: doc.data.grant_types ?? ['authorization_code', 'refresh_token'],
+    tokenEndpointAuthMethod: 'none',
+    clientSecretHash: null,
+    fetchedAt: new Date(),
+  };
+  await deps.db
+    .insert(oauthClients)
+    .values(values)
+    .onConflictDoUpdate({ target: oauthClients.clientId, set: { ...values, clientId: undefined } });
+  return { ...values };
+}

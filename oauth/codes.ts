@@ -1,0 +1,66 @@
+import { randomBytes } from 'node:crypto';
+import { and, eq, isNull } from 'drizzle-orm';
+import type { Db } from '../src/db/client.js';
+import { oauthCodes, type OAuthResource } from '../src/db/schema.js';
+import { hmacSecret } from '../src/crypto/hash.js';
+import { revokeGrants } from './grants.js';
+
+// Authorization codes (CONTRACT §7): 60 s, single use, stored as HMAC. Redemption is one guarded
+// UPDATE … WHERE used_at IS NULL (STYLE: state that must not race); a second presentation of a used
+// code revokes the grants the first one produced (RFC 6749 §4.1.2, RFC 9700 §4.5).
+
+export const CODE_TTL_SECONDS = 60;
+
+export type CodeRow = typeof oauthCodes.$inferSelect;
+
+export const hashCode = (hmacKey: Buffer, code: string): string => hmacSecret(hmacKey, `oauth_code:${code}`);
+
+export interface NewCode {
+  clientId: string;
+  userId: string;
+  orgKey: string;
+  redirectUri: string;
+  codeChallenge: string;
+  resources: OAuthResource[];
+  issuer: string;
+}
+
+export async function createCode(db: Db, hmacKey: Buffer, input: NewCode): Promise<string> {
+  const code = randomBytes(32).toString('base64url');
+  await db.insert(oauthCodes).values({
+    codeHash: hashCode(hmacKey, code),
+    clientId: input.clientId,
+    userId: input.userId,
+    org: input.orgKey,
+    redirectUri: input.redirectUri,
+    codeChallenge: input.codeChallenge,
+    resources: input.resources,
+    issuer: input.issuer,
+    expiresAt: new Date(Date.now() + CODE_TTL_SECONDS * 1000),
+  });
+  return code;
+}
+
+export async function findCode(db: Db, codeHash: string): Promise<CodeRow | null> {
+  const [row] = await db.select().from(oauthCodes).where(eq(oauthCodes.codeHash, codeHash));
+  return row ?? null;
+}
+
+/** Marks the code used; false when somebody else already did (the loser of a race, or a replay). */
+export async function consumeCode(db: Db, codeHash: string): Promise<boolean> {
+  const rows = await db
+    .update(oauthCodes)
+    .set({ usedAt: new Date() })
+    .where(and(eq(oauthCodes.codeHash, codeHash), isNull(oauthCodes.usedAt)))
+    .returning({ codeHash: oauthCodes.codeHash });
+  return rows.length === 1;
+}
+
+export async function recordIssuedGrants(db: Db, codeHash: string, grantIds: string[]): Promise<void> {
+  await db.update(oauthCodes).set({ grantIds }).where(eq(oauthCodes.codeHash, codeHash));
+}
+
+/** A used code came back: revoke everything it issued. */
+export async function revokeReplayedCode(db: Db, row: CodeRow): Promise<void> {
+  await revokeGrants(db, row.grantIds ?? []);
+}

@@ -1,0 +1,85 @@
+import { AppError } from '../src/http/errors.js';
+import { OAUTH_RESOURCES, type OAuthResource } from '../src/db/schema.js';
+import { resourceFromUrl } from './resources.js';
+
+// Request parameters shared by the authorization, device and token endpoints.
+
+/**
+ * A protocol error with its RFC 6749 / 7009 / 7662 / 8628 / 8707 error code. It is an AppError, so the
+ * error middleware renders it on /oauth/* as {error, error_description}; invalid_client is 401 with
+ * WWW-Authenticate (RFC 6749 §5.2).
+ */
+export class OAuthProtocolError extends AppError {
+  constructor(error: string, description: string, status?: number) {
+    const s = status ?? (error === 'invalid_client' ? 401 : 400);
+    super(s, error, description, s === 401 ? { headers: { 'WWW-Authenticate': 'Basic realm="svc", charset="UTF-8"' } } : {});
+  }
+  get error(): string {
+    return this.code;
+  }
+}
+
+/** Every value of a possibly repeated parameter (the query and form parsers give a string or an array). */
+export function allValues(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  const list = Array.isArray(value) ? value : [value];
+  return list.filter((v): v is string => typeof v === 'string');
+}
+
+/** A single-valued parameter: repeated is a malformed request (RFC 6749 §3.1 "MUST NOT be included more than once"). */
+export function singleValue(value: unknown, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new OAuthProtocolError('invalid_request', `${name} must be sent once`);
+  return value;
+}
+
+/**
+ * RFC 8707 `resource` values (repeatable) → our resources on this origin. None named means both
+ * (CONTRACT §7 "none = both"); any value that is not one of this origin's resources is invalid_target.
+ */
+export function parseResources(origin: string, value: unknown): OAuthResource[] | null {
+  const values = allValues(value);
+  if (values.length === 0) return null;
+  const out = new Set<OAuthResource>();
+  for (const v of values) {
+    const r = resourceFromUrl(origin, v);
+    if (!r) throw new OAuthProtocolError('invalid_target', `resource ${JSON.stringify(v.slice(0, 200))} is not served by this issuer`);
+    out.add(r);
+  }
+  return OAUTH_RESOURCES.filter((r) => out.has(r));
+}
+
+/** Scope values that name resources; `offline_access` is tolerated (refresh tokens are always issued). */
+export function parseScope(value: unknown): OAuthResource[] | null {
+  const s = singleValue(value, 'scope');
+  if (s === undefined || s.trim() === '') return null;
+  const out = new Set<OAuthResource>();
+  for (const item of s.split(' ').filter(Boolean)) {
+    if (item === 'offline_access') continue;
+    if (!(OAUTH_RESOURCES as readonly string[]).includes(item)) throw new OAuthProtocolError('invalid_scope', `unknown scope ${JSON.stringify(item.slice(0, 100))}`);
+    out.add(item as OAuthResource);
+  }
+  return out.size ? OAUTH_RESOURCES.filter((r) => out.has(r)) : null;
+}
+
+/** The resources an authorization or device request asks for: resources narrowed by scope. */
+export function requestedResources(origin: string, query: { resource?: unknown; scope?: unknown }): OAuthResource[] {
+  const byResource = parseResources(origin, query.resource) ?? [...OAUTH_RESOURCES];
+  const byScope = parseScope(query.scope);
+  const chosen = byScope ? byResource.filter((r) => byScope.includes(r)) : byResource;
+  if (chosen.length === 0) throw new OAuthProtocolError('invalid_scope', 'the scope names none of the requested resources');
+  return chosen;
+}
+
+/**
+ * A later request may only narrow (RFC 8707 §2.2): the resources named at the token endpoint must be
+ * among those approved; none named keeps all of them.
+ */
+export function narrowResources(origin: string, value: unknown, approved: readonly OAuthResource[]): OAuthResource[] {
+  const named = parseResources(origin, value);
+  if (!named) return [...approved];
+  for (const r of named) {
+    if (!approved.includes(r)) throw new OAuthProtocolError('invalid_target', `the resource ${r} was not approved for this grant`);
+  }
+  return named;
+}

@@ -1,0 +1,164 @@
+import OAuth2Server from '@node-oauth/oauth2-server';
+import type { Deps } from '../src/deps.js';
+import type { OAuthResource } from '../src/db/schema.js';
+import { clientAuthenticates, findClient } from './clients.js';
+import { consumeCode, findCode, hashCode, revokeReplayedCode, type CodeRow } from './codes.js';
+import { issueAccessToken, type GrantRow } from './grants.js';
+import { narrowResources, OAuthProtocolError, parseResources } from './params.js';
+import { lookupRefreshToken, rotateRefreshToken } from './refresh.js';
+import { resourceUrl } from './resources.js';
+import { issueApproval, type IssuedApproval } from './token-issue.js';
+
+// The drizzle-backed model of @node-oauth/oauth2-server for the authorization_code and refresh_token
+// grants (and the token-response shape of the device grant). One model per token request: it knows
+// the issuer the request arrived on and the request's `resource` values, which the library does not
+// pass to model methods. What the library lacks is done here: codes bound to their issuer, RFC 8707
+// narrowing, replay revocation, refresh families with a reuse grace, two grants per approval.
+
+/** A library OAuthError with our error code (the library turns any other error into server_error). */
+export function libraryError(error: string, description: string, status = 400): Error {
+  return new OAuth2Server.OAuthError(description, { code: status, name: error });
+}
+
+export function asLibraryError(err: unknown): unknown {
+  return err instanceof OAuthProtocolError ? libraryError(err.error, err.message, err.status) : err;
+}
+
+export interface LibraryClient {
+  id: string;
+  grants: string[];
+  redirectUris: string[];
+}
+
+export interface RequestContext {
+  deps: Deps;
+  issuer: string;
+  body: Record<string, unknown>;
+}
+
+/** The token object our saveToken hands back; `grants` is the only extended attribute (see token.ts). */
+export function tokenResult(issued: IssuedApproval, client: unknown, user: unknown) {
+  return {
+    accessToken: issued.top.access_token,
+    // Half a second of headroom so the library's floor() still reports the full 900 s.
+    accessTokenExpiresAt: new Date(Date.now() + issued.top.expires_in * 1000 + 500),
+    refreshToken: issued.top.refresh_token,
+    scope: [issued.top.scope],
+    client,
+    user,
+    grants: issued.grants,
+  };
+}
+
+export async function libraryClient(ctx: RequestContext, clientId: string, secret: string | undefined): Promise<LibraryClient | null> {
+  const client = await findClient(ctx.deps, clientId);
+  if (!client || !clientAuthenticates(ctx.deps, client, secret)) return null;
+  return { id: client.clientId, grants: client.grantTypes, redirectUris: client.redirectUris };
+}
+
+export function createTokenModel(ctx: RequestContext) {
+  const { deps, issuer } = ctx;
+  let code: CodeRow | null = null;
+  let codeResources: OAuthResource[] = [];
+  let refreshed: { grant: GrantRow; token: string } | null = null;
+
+  return {
+    getClient: (clientId: string, secret?: string) => libraryClient(ctx, clientId, secret),
+
+    // Placeholders: the real tokens are minted in saveToken (the library would otherwise make random ones).
+    generateAccessToken: async () => 'minted-in-saveToken',
+    generateRefreshToken: async () => 'minted-in-saveToken',
+
+    async getAuthorizationCode(plain: string) {
+      const codeHash = hashCode(deps.keys.hmac, plain);
+      const row = await findCode(deps.db, codeHash);
+      if (!row) return null;
+      if (row.usedAt) {
+        await revokeReplayedCode(deps.db, row);
+        return null;
+      }
+      // A code is redeemable only at the issuer that issued it (mix-up, RFC 9700 §4.4).
+      if (row.issuer !== issuer) return null;
+      try {
+        codeResources = narrowResources(issuer, ctx.body.resource, row.resources);
+      } catch (err) {
+        throw asLibraryError(err);
+      }
+      code = row;
+      return {
+        authorizationCode: codeHash,
+        expiresAt: row.expiresAt,
+        redirectUri: row.redirectUri,
+        scope: codeResources,
+        codeChallenge: row.codeChallenge,
+        codeChallengeMethod: 'S256',
+        client: { id: row.clientId },
+        user: { id: row.userId },
+      };
+    },
+
+    async revokeAuthorizationCode(c: { authorizationCode: string }) {
+      return consumeCode(deps.db, c.authorizationCode);
+    },
+
+    async validateScope(_user: unknown, _client: unknown, scope?: string[]) {
+      return scope ?? [];
+    },
+
+    async getRefreshToken(plain: string) {
+      const found = await lookupRefreshToken(deps, plain, issuer);
+      if (found.kind !== 'ok') return null;
+      const named = (() => {
+        try {
+          return parseResources(issuer, ctx.body.resource);
+        } catch (err) {
+          throw asLibraryError(err);
+        }
+      })();
+      // A refresh token belongs to one grant, hence one resource: only that one may be named (RFC 8707 §2.2).
+      if (named && (named.length !== 1 || named[0] !== found.grant.resource)) {
+        throw libraryError('invalid_target', `this refresh token is for ${resourceUrl(issuer, found.grant.resource)}`);
+      }
+      refreshed = { grant: found.grant, token: plain };
+      return {
+        refreshToken: plain,
+        refreshTokenExpiresAt: found.expiresAt,
+        scope: [found.grant.scope],
+        client: { id: found.grant.clientId },
+        user: { id: found.grant.userId },
+      };
+    },
+
+    /** Rotation happens in saveToken (with the successor); the guarded update there settles races. */
+    async revokeToken() {
+      return true;
+    },
+
+    async saveToken(_token: unknown, client: LibraryClient, user: { id: string }) {
+      if (refreshed) {
+        const successor = await rotateRefreshToken(deps, refreshed.token, refreshed.grant.id);
+        const access = await issueAccessToken(deps, refreshed.grant, issuer);
+        const entry = {
+          resource: resourceUrl(issuer, refreshed.grant.resource),
+          scope: refreshed.grant.scope,
+          access_token: access.token,
+          token_type: 'Bearer' as const,
+          expires_in: access.expiresIn,
+          refresh_token: successor,
+        };
+        return tokenResult({ top: entry, grants: [entry] }, client, user);
+      }
+      if (!code) throw libraryError('invalid_grant', 'no authorization code');
+      const issued = await issueApproval(deps, {
+        clientId: code.clientId,
+        userId: code.userId,
+        orgKey: code.org,
+        issuer,
+        resources: codeResources,
+        named: parseResources(issuer, ctx.body.resource),
+        codeHash: code.codeHash,
+      });
+      return tokenResult(issued, client, user);
+    },
+  };
+}

@@ -1,0 +1,73 @@
+import OAuth2Server from '@node-oauth/oauth2-server';
+import { Router, type Response } from 'express';
+import type { Deps } from '../src/deps.js';
+import { requestOrigin } from '../src/http/origin.js';
+import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS } from './grants.js';
+import { DEVICE_CODE_GRANT } from './metadata.js';
+import { DeviceCodeGrantType } from './device-grant.js';
+import { createTokenModel } from './token-model.js';
+import { clientCredentials } from './client-auth.js';
+import { OAuthProtocolError } from './params.js';
+
+// POST /oauth/token on @node-oauth/oauth2-server (the product's chosen library) with a per-request model
+// (oauth/token-model.ts). The response is the library's, checked against an allow-list: with
+// allowExtendedTokenAttributes every extra property of saveToken's result would reach the client
+// (the library's own authorization-code object among them), so only `grants` is let through.
+
+const RESPONSE_FIELDS = new Set(['access_token', 'token_type', 'expires_in', 'refresh_token', 'scope', 'grants']);
+
+function sendOAuthError(res: Response, status: number, error: string, description: string) {
+  if (error === 'invalid_client') {
+    // RFC 6749 §5.2: 401 with a challenge for the scheme the client can use.
+    status = 401;
+    res.set('WWW-Authenticate', 'Basic realm="svc", charset="UTF-8"');
+  }
+  res.status(status).json({ error, error_description: description });
+}
+
+export function tokenRoutes(deps: Deps): Router {
+  const router = Router();
+  router.post('/oauth/token', async (req, res) => {
+    res.set({ 'Cache-Control': 'no-store', Pragma: 'no-cache' });
+    const issuer = requestOrigin(req, deps.config);
+    const body = { ...((req.body ?? {}) as Record<string, unknown>) };
+    // The library does not form-decode Basic credentials (RFC 6749 §2.3.1 requires it; strict clients
+    // such as oauth4webapi encode every '-' and '_'), so they are decoded here and handed over as body
+    // credentials. Two methods at once is a malformed request (RFC 6749 §2.3).
+    const { headers } = req;
+    const creds = clientCredentials(req);
+    if (creds.basic) {
+      if (body.client_secret !== undefined) throw new OAuthProtocolError('invalid_request', 'use one client authentication method');
+      if (body.client_id !== undefined && body.client_id !== creds.clientId) throw new OAuthProtocolError('invalid_client', 'client_id does not match');
+      body.client_id = creds.clientId;
+      body.client_secret = creds.secret;
+    }
+    const libraryHeaders = Object.fromEntries(Object.entries(headers).filter(([k]) => k !== 'authorization'));
+    const model = Object.assign(createTokenModel({ deps, issuer, body }), { ctx: { deps, issuer, body } });
+    const server = new OAuth2Server({ model } as unknown as ConstructorParameters<typeof OAuth2Server>[0]);
+    const request = new OAuth2Server.Request({ headers: libraryHeaders as Record<string, string>, method: req.method, query: req.query as Record<string, string>, body });
+    const response = new OAuth2Server.Response({ headers: {} });
+    try {
+      await server.token(request, response, {
+        accessTokenLifetime: ACCESS_TOKEN_TTL_SECONDS,
+        refreshTokenLifetime: REFRESH_TOKEN_TTL_SECONDS,
+        allowExtendedTokenAttributes: true,
+        alwaysIssueNewRefreshToken: true,
+        // Public clients authenticate by client_id alone (+ PKCE for codes); confidential ones are
+        // checked in the model's getClient whatever the grant.
+        requireClientAuthentication: { authorization_code: false, refresh_token: false, [DEVICE_CODE_GRANT]: false },
+        extendedGrantTypes: { [DEVICE_CODE_GRANT]: DeviceCodeGrantType as never },
+      } as never);
+    } catch (err) {
+      if (err instanceof OAuth2Server.OAuthError && err.name !== 'server_error') {
+        sendOAuthError(res, err.code ?? 400, err.name, err.message ?? '');
+        return;
+      }
+      // A server_error wraps what really failed (a database error): let the error middleware log it.
+      throw (err as { inner?: unknown }).inner ?? err;
+    }
+    const out = Object.fromEntries(Object.entries(response.body as Record<string, unknown>).filter(([k]) => RESPONSE_FIELDS.has(k)));
+    res.status(200).json(out);
+  });
+  return router;
+}
