@@ -4,6 +4,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
+import { issueTestGrants } from './helpers/oauth.js';
 import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
 import { billingEntries, memberships } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
@@ -206,6 +207,22 @@ describe('/v1/runs/ws', () => {
     expect((await c.next('error')).code).toBe('unknown_tool_call');
     for (let i = 0; i < 50 && (await leaseCount()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await leaseCount()).toBe(0);
+    c.ws.close();
+  });
+
+  it('takes a model grant, acting for the organisation named in the auth frame', async () => {
+    const member = await createUser(server);
+    await addMember(server, owner.orgKey, member.userId, 'member');
+    const grants = await issueTestGrants(server, member, { orgKey: member.orgKey, resources: ['model'], origin: server.v2Url });
+    fake.reply = () => ({ content: 'granted' });
+    const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
+    const c = await connect(server.v2Url);
+    c.send({ type: 'auth', token: grants.model, organisation: owner.clientId });
+    expect(await c.next('authenticated')).toEqual({ type: 'authenticated', client_id: owner.orgId });
+    c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
+    const done = await c.next('run_completed');
+    expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(done.credits_debited);
+    expect(done.credits_debited).toBeGreaterThan(0);
     c.ws.close();
   });
 

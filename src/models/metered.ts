@@ -135,7 +135,10 @@ export class StreamMeter {
   }
 
   toolCalls(): ToolCall[] {
-    return this.calls.filter(Boolean).map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+    // Some providers omit ids on streamed calls: a run needs one to match the client's tool_result.
+    return this.calls
+      .map((c, i) => c && { id: c.id || `call_${i}_${this.content.length}`, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })
+      .filter((c): c is ToolCall => !!c);
   }
 
   /** The provider's usage, or our count of what streamed when it never came. */

@@ -9,7 +9,12 @@ const message = z.looseObject({
 });
 
 export const clientFrame = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('auth'), token: z.string().min(1).max(4096) }),
+  z.object({
+    type: z.literal('auth'),
+    token: z.string().min(1).max(4096),
+    /** Same as the x-svc-organisation header (browsers cannot set headers on a WebSocket). */
+    organisation: z.string().max(100).optional(),
+  }),
   z.object({ type: z.literal('start'), agent: z.string().min(1).max(64), messages: z.array(message).min(1).max(1000) }),
   z.object({
     type: z.literal('tool_result'),

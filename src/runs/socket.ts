@@ -7,7 +7,7 @@ import { createAuth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
 import { orgIdOf } from '../ids.js';
-import { actorFromToken, assertCanSpend, ORG_HEADER, type Actor } from '../models/actor.js';
+import { actorFromToken, assertCanSpend, ORG_HEADER, revalidate, type Actor } from '../models/actor.js';
 import { CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
 
@@ -98,9 +98,16 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
     if (!actor) ws.close(CLOSE_UNAUTHENTICATED, 'authentication timeout');
   }, options.authTimeoutMs);
 
+  let orgHeader = req.headers[ORG_HEADER] as string | undefined;
+
+  /**
+   * Before every model call of a run (Authentication 5): an `svc_` token is resolved again (a revoked
+   * token stops the run) with its live membership; a model grant's live membership is read again (its
+   * 15-minute expiry is checked at auth only, so a long run is not cut by it).
+   */
   const recheck = async (): Promise<Actor> => {
-    // The credential again (revoked tokens stop a run) and the live membership, before every model call.
-    const fresh = await actorFromToken(deps, auth, { token: token!, origin, orgHeader: req.headers[ORG_HEADER] as string | undefined });
+    if (actor!.via === 'model_grant') return revalidate(deps, actor!);
+    const fresh = await actorFromToken(deps, auth, { token: token!, origin, orgHeader });
     assertCanSpend(fresh.role);
     return fresh;
   };
@@ -175,7 +182,8 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
       authenticating = true;
       try {
         token = frame.token;
-        actor = await actorFromToken(deps, auth, { token, origin, orgHeader: req.headers[ORG_HEADER] as string | undefined });
+        orgHeader = frame.organisation ?? orgHeader;
+        actor = await actorFromToken(deps, auth, { token, origin, orgHeader });
         clearTimeout(authTimer);
         send({ type: 'authenticated', client_id: orgIdOf(actor.orgKey) });
       } catch (err) {
