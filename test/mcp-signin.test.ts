@@ -91,5 +91,5 @@ describe('editor sign-in through the MCP SDK', () => {
     const listed = (await signedIn.callTool({ name: 'list_projects', arguments: {} })) as CallToolResult;
     expect((listed.structuredContent as { data: { name: string }[] }).data.map((p) => p.name)).toContain('From the editor');
     await signedIn.close();
-  });
+  }, 90_000); // many round trips; PGlite on a loaded CI machine needs the room
 });
