@@ -117,6 +117,15 @@ describe('every page: headers and markup', () => {
   });
 });
 
+describe('unknown pages', () => {
+  it('an unknown /account page is an HTML 404 with the headers', async () => {
+    const res = await new PageClient(server.url).get('/account/nope');
+    expect(res.status).toBe(404);
+    expect(res.headers.get('content-type')).toContain('text/html');
+    expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+  });
+});
+
 describe('signed-out visitors', () => {
   it.each(['/account', '/account/device', '/account/clients/client_abc'])('%s → 303 to sign-in', async (path) => {
     const res = await new PageClient(server.url).get(path);

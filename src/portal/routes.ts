@@ -9,6 +9,8 @@ import { dashboardRoutes } from './dashboard.js';
 import { twoFactorPageRoutes } from './two-factor-page.js';
 import { clientPageRoutes } from './clients-page.js';
 import { pageErrorHandler } from './page-errors.js';
+import { show } from './components.js';
+import { html } from './html.js';
 
 // The server-rendered pages people use (CONTRACT §4 "Pages"): sign-in with 2FA, registration, e-mail
 // verification, password reset, device approval and the dashboard. The OAuth consent page lives in
@@ -23,6 +25,15 @@ export function portalRoutes(deps: Deps, auth: Auth): Router {
   router.use(dashboardRoutes(deps, auth));
   router.use(twoFactorPageRoutes(deps, auth));
   router.use(clientPageRoutes(deps, auth));
+  // An unknown page under /account is a page too: HTML 404, not the API's JSON.
+  router.use('/account', (req, res) => {
+    show(req, res, {
+      title: 'Not found',
+      status: 404,
+      narrow: true,
+      body: html`<div class="card"><h1>Not found</h1><p>There is no such page.</p><p><a href="/account">Back to your account</a></p></div>`,
+    });
+  });
   router.use(pageErrorHandler(deps.log));
   return router;
 }
