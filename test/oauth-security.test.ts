@@ -1,0 +1,346 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eq } from 'drizzle-orm';
+import * as oauth from 'oauth4webapi';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { createUser, type TestUser } from './helpers/fixtures.js';
+import { driveConsent, sessionCookie } from './helpers/oauth.js';
+import { verifyAccessToken } from '../oauth/verify.js';
+import { oauthCodes } from '../src/db/schema.js';
+import { approveUserCode } from '../src/device/store.js';
+import { AppError } from '../src/http/errors.js';
+
+// The RFC 9700 (OAuth security BCP) list as tests, plus the consent page's own rules (CONTRACT §4) and
+// the device grant (RFC 8628) with authorization_pending and slow_down.
+
+let server: TestServer;
+let user: TestUser;
+let as: oauth.AuthorizationServer;
+const insecure = { [oauth.allowInsecureRequests]: true } as const;
+const cli = { client_id: 'svc-cli' };
+const REDIRECT = 'http://127.0.0.1:43123/callback';
+
+beforeAll(async () => {
+  server = await startTestServer();
+  user = await createUser(server);
+  as = await oauth.processDiscoveryResponse(new URL(server.v2Url), await oauth.discoveryRequest(new URL(server.v2Url), { algorithm: 'oauth2', ...insecure }));
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+const json = async (res: Response): Promise<Record<string, any>> => (await res.json()) as Record<string, any>;
+
+function authorizeUrl(params: Record<string, string | undefined>, origin = server.v2Url): string {
+  const url = new URL('/oauth/authorize', origin);
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, v);
+  return url.href;
+}
+
+async function pkcePair() {
+  const verifier = oauth.generateRandomCodeVerifier();
+  return { verifier, challenge: await oauth.calculatePKCECodeChallenge(verifier) };
+}
+
+async function approvedCode(opts: { redirectUri?: string; origin?: string } = {}) {
+  const { verifier, challenge } = await pkcePair();
+  const redirectUri = opts.redirectUri ?? REDIRECT;
+  const url = authorizeUrl(
+    { client_id: 'svc-cli', redirect_uri: redirectUri, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 's1' },
+    opts.origin,
+  );
+  const consent = await driveConsent(url, user.session);
+  const location = new URL(consent.location!);
+  return { code: location.searchParams.get('code')!, location, verifier, redirectUri };
+}
+
+function exchange(code: string, verifier: string | undefined, redirectUri = REDIRECT, origin = server.v2Url) {
+  const body = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: 'svc-cli' });
+  if (verifier !== undefined) body.set('code_verifier', verifier);
+  return fetch(`${origin}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
+}
+
+async function noRedirect(url: string) {
+  const res = await fetch(url, { headers: { cookie: sessionCookie(user.session) }, redirect: 'manual' });
+  expect(res.status).toBe(400);
+  expect(res.headers.get('location')).toBeNull();
+  expect(res.headers.get('content-type')).toContain('text/html');
+}
+
+describe('redirect URIs (RFC 9700 §4.1, §4.11)', () => {
+  it('never redirects on a redirect_uri mismatch or an unknown client', async () => {
+    const { challenge } = await pkcePair();
+    const base = { client_id: 'svc-cli', response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' };
+    for (const redirect of [
+      'https://evil.example/callback',
+      'http://127.0.0.1:43123/callback/../evil',
+      'http://127.0.0.1:43123/other',
+      'http://127.0.0.1:43123/callback?next=https://evil.example',
+      'http://localhost.evil.example/callback',
+      'http://127.0.0.1.evil.example/callback',
+      'https://127.0.0.1/callback',
+      'http://127.0.0.1:43123/callback#frag',
+      'javascript:alert(1)',
+    ]) {
+      await noRedirect(authorizeUrl({ ...base, redirect_uri: redirect }));
+    }
+    await noRedirect(authorizeUrl({ ...base, redirect_uri: undefined }));
+    await noRedirect(authorizeUrl({ ...base, client_id: 'no-such-client', redirect_uri: REDIRECT }));
+  });
+
+  it('accepts any loopback port for a loopback registration (RFC 8252 §7.3) and exact URIs for DCR clients', async () => {
+    for (const redirect of ['http://127.0.0.1:1/callback', 'http://[::1]:65000/callback', 'http://localhost:8080/callback']) {
+      const { code } = await approvedCode({ redirectUri: redirect });
+      expect(code).toBeTruthy();
+    }
+    const reg = await json(
+      await fetch(`${server.v2Url}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'none' }),
+      }),
+    );
+    const { challenge } = await pkcePair();
+    const base = { client_id: reg.client_id, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' };
+    for (const redirect of ['https://app.example/cb/', 'https://app.example/CB', 'https://app.example:444/cb', 'https://app.example.evil/cb']) {
+      await noRedirect(authorizeUrl({ ...base, redirect_uri: redirect }));
+    }
+  });
+});
+
+describe('PKCE (RFC 7636; RFC 9700 §2.1.1)', () => {
+  it('refuses a missing or plain code_challenge with a redirect carrying error, state and iss', async () => {
+    const { challenge, verifier } = await pkcePair();
+    for (const params of [
+      { code_challenge: undefined, code_challenge_method: undefined },
+      { code_challenge: verifier, code_challenge_method: 'plain' },
+      { code_challenge: challenge, code_challenge_method: undefined },
+    ]) {
+      const res = await fetch(authorizeUrl({ client_id: 'svc-cli', redirect_uri: REDIRECT, response_type: 'code', state: 'st', ...params }), {
+        redirect: 'manual',
+      });
+      expect(res.status).toBe(302);
+      const loc = new URL(res.headers.get('location')!);
+      expect(loc.origin + loc.pathname).toBe(REDIRECT);
+      expect(loc.searchParams.get('error')).toBe('invalid_request');
+      expect(loc.searchParams.get('state')).toBe('st');
+      expect(loc.searchParams.get('iss')).toBe(server.v2Url);
+    }
+  });
+
+  it('refuses a wrong or missing verifier and burns the code', async () => {
+    const a = await approvedCode();
+    const wrong = await exchange(a.code, oauth.generateRandomCodeVerifier());
+    expect(wrong.status).toBe(400);
+    expect((await json(wrong)).error).toBe('invalid_grant');
+    expect((await exchange(a.code, a.verifier)).status).toBe(400);
+    const b = await approvedCode();
+    expect((await json(await exchange(b.code, undefined))).error).toBe('invalid_grant');
+  });
+});
+
+describe('authorization codes', () => {
+  it('revokes what a code issued when the code is replayed (RFC 9700 §4.5)', async () => {
+    const { code, verifier } = await approvedCode();
+    const first = await json(await exchange(code, verifier));
+    expect(first.access_token).toBeTruthy();
+    const opts = { resource: 'platform' as const, origin: server.v2Url };
+    expect((await verifyAccessToken(server.deps, first.access_token, opts)).userId).toBe(user.userId);
+    const replay = await exchange(code, verifier);
+    expect(replay.status).toBe(400);
+    expect((await json(replay)).error).toBe('invalid_grant');
+    await expect(verifyAccessToken(server.deps, first.access_token, opts)).rejects.toMatchObject({ status: 401 });
+    const model = (first.grants as { scope: string; access_token: string }[]).find((g) => g.scope === 'model')!;
+    await expect(verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url })).rejects.toBeInstanceOf(AppError);
+  });
+
+  it('expires after 60 seconds and is bound to its redirect_uri and issuer', async () => {
+    const a = await approvedCode();
+    await server.deps.db.update(oauthCodes).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(oauthCodes.clientId, 'svc-cli'));
+    expect((await json(await exchange(a.code, a.verifier))).error).toBe('invalid_grant');
+    const b = await approvedCode();
+    expect((await json(await exchange(b.code, b.verifier, 'http://127.0.0.1:43124/callback'))).error).toBe('invalid_request');
+    const c = await approvedCode();
+    expect((await json(await exchange(c.code, c.verifier, REDIRECT, server.lightUrl))).error).toBe('invalid_grant');
+  });
+
+  it('stores codes only as an HMAC', async () => {
+    const { code } = await approvedCode();
+    const rows = await server.deps.db.select().from(oauthCodes);
+    expect(JSON.stringify(rows)).not.toContain(code);
+  });
+});
+
+describe('mix-up defence (RFC 9207)', () => {
+  it('puts iss on the response, and a client that talked to another issuer rejects it', async () => {
+    const { location } = await approvedCode();
+    expect(location.searchParams.get('iss')).toBe(server.v2Url);
+    const light = await oauth.processDiscoveryResponse(
+      new URL(server.lightUrl),
+      await oauth.discoveryRequest(new URL(server.lightUrl), { algorithm: 'oauth2', ...insecure }),
+    );
+    expect(() => oauth.validateAuthResponse(light, cli, location, 's1')).toThrow();
+    expect(oauth.validateAuthResponse(as, cli, location, 's1').get('code')).toBeTruthy();
+  });
+});
+
+describe('refresh token reuse (RFC 9700 §4.14)', () => {
+  it('gives two parallel refreshes of one token the same successor, and revokes the grant on a later replay', async () => {
+    const { code, verifier } = await approvedCode();
+    const first = await json(await exchange(code, verifier));
+    const refresh = (rt: string) =>
+      fetch(`${server.v2Url}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: rt, client_id: 'svc-cli' }),
+      });
+    const [a, b] = await Promise.all([refresh(first.refresh_token), refresh(first.refresh_token)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    const [ja, jb] = [await json(a), await json(b)];
+    expect(ja.refresh_token).toBe(jb.refresh_token);
+    // The successor moves on; the first token coming back now is theft: the whole grant goes.
+    const next = await json(await refresh(ja.refresh_token));
+    expect(next.refresh_token).toBeTruthy();
+    const replay = await refresh(first.refresh_token);
+    expect(replay.status).toBe(400);
+    expect((await json(replay)).error).toBe('invalid_grant');
+    expect((await refresh(next.refresh_token)).status).toBe(400);
+    await expect(verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url })).rejects.toMatchObject({ status: 401 });
+  });
+});
+
+describe('consent page (CONTRACT §4)', () => {
+  async function consentUrl() {
+    const { challenge } = await pkcePair();
+    return authorizeUrl({ client_id: 'svc-cli', redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 'x' });
+  }
+
+  it('sends a signed-out visitor to sign in and back', async () => {
+    const url = await consentUrl();
+    const res = await fetch(url, { redirect: 'manual' });
+    expect(res.status).toBe(303);
+    const loc = new URL(res.headers.get('location')!, server.v2Url);
+    expect(loc.pathname).toBe('/account/login');
+    expect(loc.searchParams.get('return_to')).toBe(url.slice(server.v2Url.length));
+  });
+
+  it('shows the client, its provenance, the resources and the organizations, under a strict CSP', async () => {
+    const res = await fetch(await consentUrl(), { headers: { cookie: sessionCookie(user.session) } });
+    expect(res.status).toBe(200);
+    const page = await res.text();
+    expect(page).toContain('svc command-line tool');
+    expect(page).toContain(`${server.v2Url}/mcp/platform`);
+    expect(page).toContain(`${server.v2Url}/v1`);
+    expect(page).toContain(`<option value="${user.clientId}" selected>`);
+    expect(page).toMatch(/name="decision" value="approve"/);
+    const csp = res.headers.get('content-security-policy')!;
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(csp).toMatch(/form-action 'self' http:\/\/127\.0\.0\.1:43123/);
+  });
+
+  it('refuses a post without the CSRF field, or from another site (no code issued)', async () => {
+    const url = await consentUrl();
+    const forged = await driveConsent(url, user.session, { csrfOverride: 'A'.repeat(43) });
+    expect(forged.postStatus).toBe(403);
+    expect(forged.location).toBeUndefined();
+    const page = await fetch(url, { headers: { cookie: sessionCookie(user.session) } });
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(await page.text())![1]!;
+    const cookie = /__Host-svc_csrf=([^;]+)/.exec(page.headers.get('set-cookie') ?? '')![1]!;
+    const cross = await fetch(url, {
+      method: 'POST',
+      headers: { cookie: sessionCookie(user.session, cookie), 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+      body: new URLSearchParams({ csrf_token: csrf, decision: 'approve' }),
+      redirect: 'manual',
+    });
+    expect(cross.status).toBe(403);
+    expect(cross.headers.get('location')).toBeNull();
+  });
+
+  it('redirects a denial as access_denied with state and iss', async () => {
+    const res = await driveConsent(await consentUrl(), user.session, { decision: 'deny' });
+    const loc = new URL(res.location!);
+    expect(loc.searchParams.get('error')).toBe('access_denied');
+    expect(loc.searchParams.get('state')).toBe('x');
+    expect(loc.searchParams.get('iss')).toBe(server.v2Url);
+    expect(loc.searchParams.get('code')).toBeNull();
+  });
+
+  it('refuses an organization the user does not belong to', async () => {
+    const stranger = await createUser(server);
+    const res = await driveConsent(await consentUrl(), user.session, { org: stranger.clientId });
+    expect(res.postStatus).toBe(403);
+    expect(res.location).toBeUndefined();
+  });
+
+  it('refuses unknown resources and scopes with invalid_target / invalid_scope', async () => {
+    const { challenge } = await pkcePair();
+    const base = { client_id: 'svc-cli', redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' };
+    const target = await fetch(authorizeUrl({ ...base, resource: 'https://evil.example/mcp' }), { redirect: 'manual' });
+    expect(new URL(target.headers.get('location')!).searchParams.get('error')).toBe('invalid_target');
+    const other = await fetch(authorizeUrl({ ...base, resource: `${server.lightUrl}/v1` }), { redirect: 'manual' });
+    expect(new URL(other.headers.get('location')!).searchParams.get('error')).toBe('invalid_target');
+    const scope = await fetch(authorizeUrl({ ...base, scope: 'admin' }), { redirect: 'manual' });
+    expect(new URL(scope.headers.get('location')!).searchParams.get('error')).toBe('invalid_scope');
+  });
+});
+
+describe('device grant (RFC 8628)', () => {
+  it('polls authorization_pending, slow_down, then issues both grants once approved', async () => {
+    const da = await oauth.processDeviceAuthorizationResponse(as, cli, await oauth.deviceAuthorizationRequest(as, cli, oauth.None(), {}, insecure));
+    expect(da.verification_uri).toBe(`${server.v2Url}/account/device`);
+    expect(da.user_code).toMatch(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/);
+    const poll = () => oauth.deviceCodeGrantRequest(as, cli, oauth.None(), da.device_code, insecure);
+    await expect(oauth.processDeviceCodeResponse(as, cli, await poll())).rejects.toMatchObject({ error: 'authorization_pending' });
+    await expect(oauth.processDeviceCodeResponse(as, cli, await poll())).rejects.toMatchObject({ error: 'slow_down' });
+    await approveUserCode(server.deps, { userCode: da.user_code, userId: user.userId });
+    const tokens = await oauth.processDeviceCodeResponse(as, cli, await poll());
+    expect(tokens.scope).toBe('platform');
+    expect((tokens.grants as unknown[]).length).toBe(2);
+    const claims = await oauth.validateJwtAccessToken(
+      as,
+      new Request(`${server.v2Url}/mcp/platform`, { headers: { authorization: `Bearer ${tokens.access_token}` } }),
+      `${server.v2Url}/mcp/platform`,
+      insecure,
+    );
+    expect(claims.org).toBe(user.orgId);
+    // Exactly once.
+    await expect(oauth.processDeviceCodeResponse(as, cli, await poll())).rejects.toMatchObject({ error: 'expired_token' });
+  });
+
+  it('names one resource, refuses a client that did not ask, and ends in access_denied when denied', async () => {
+    const params = { resource: `${server.v2Url}/v1` };
+    const da = await oauth.processDeviceAuthorizationResponse(as, cli, await oauth.deviceAuthorizationRequest(as, cli, oauth.None(), params, insecure));
+    await approveUserCode(server.deps, { userCode: da.user_code, userId: user.userId });
+    const reg = await json(
+      await fetch(`${server.v2Url}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], token_endpoint_auth_method: 'none' }),
+      }),
+    );
+    const thief = { client_id: reg.client_id as string };
+    const stolen = await oauth.deviceCodeGrantRequest(as, thief, oauth.None(), da.device_code, insecure);
+    expect((await json(stolen)).error).toBe('invalid_grant');
+    const tokens = await oauth.processDeviceCodeResponse(as, cli, await oauth.deviceCodeGrantRequest(as, cli, oauth.None(), da.device_code, insecure));
+    expect(tokens.scope).toBe('model');
+    const bad = await fetch(`${server.v2Url}/oauth/device_authorization`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ client_id: 'svc-cli', resource: 'https://evil.example/' }),
+    });
+    expect((await json(bad)).error).toBe('invalid_target');
+  });
+
+  it('limits wrong user codes per user (brute force: ten in 10 minutes, then 429)', async () => {
+    const victim = await createUser(server);
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) {
+      try {
+        await approveUserCode(server.deps, { userCode: 'BCDF-GHJK', userId: victim.userId });
+      } catch (err) {
+        statuses.push((err as AppError).status);
+      }
+    }
+    expect(statuses.slice(0, 9).every((s) => s === 400)).toBe(true);
+    expect(statuses.at(-1)).toBe(429);
+  });
+});
