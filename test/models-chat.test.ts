@@ -50,6 +50,7 @@ afterAll(async () => {
 beforeEach(async () => {
   fake.reply = () => ({ content: 'Hello from the fake upstream' });
   fake.failStatus = null;
+  fake.breakAfterChunks = null;
   fake.headersDelayMs = 0;
   fake.chunkDelayMs = 0;
   await setOrgBalance(server, owner.orgKey, 10_000);
@@ -249,6 +250,43 @@ describe('billing refusals and upstream failures', () => {
     const raw = JSON.stringify(res.body);
     expect(raw).not.toContain(FAKE_KEY);
     expect(raw).not.toContain(fake.url.replace('/v1', ''));
+    expect(await balance()).toBe(before);
+  });
+
+  it('a provider stream that breaks mid-way: an OpenAI error event, no [DONE], no debit', async () => {
+    fake.breakAfterChunks = 2;
+    fake.chunkDelayMs = 30; // the first chunks reach the client before the break
+    try {
+      const before = await balance();
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'accept-encoding': 'identity' },
+        body: JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.status).toBe(200);
+      const events = (await res.text()).split('\n\n').filter(Boolean);
+      expect(events.length).toBeGreaterThan(2);
+      expect(events).not.toContain('data: [DONE]');
+      expect(JSON.parse(events.at(-1)!.slice(6)).error.code).toMatch(/^upstream_/);
+      expect(await balance()).toBe(before);
+      // The SDK surfaces it as an error.
+      const stream = await sdk(key).chat.completions.create({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      const err = await (async () => {
+        for await (const _ of stream);
+      })().catch((e) => e);
+      expect(err).toBeInstanceOf(Error);
+    } finally {
+      fake.breakAfterChunks = null;
+    }
+  });
+
+  it('upstream 429: passed on as 429 upstream_rate_limited, no debit', async () => {
+    fake.failStatus = 429;
+    const before = await balance();
+    const res = await client(server.url).post('/v1/chat/completions', { model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { token: key });
+    expect(res.status).toBe(429);
+    expect(res.body.error.code).toBe('upstream_rate_limited');
+    expect(res.headers.get('retry-after')).toBe('1');
     expect(await balance()).toBe(before);
   });
 
