@@ -1,0 +1,179 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { and, eq, sql } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { createApiToken, createUser, addMember, type TestUser } from './helpers/fixtures.js';
+import { setOrgBalance } from './helpers/billing.js';
+import { issueTestGrants } from './helpers/oauth.js';
+import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { apiTokens, memberships } from '../src/db/schema.js';
+import { orgBalanceCredits } from '../src/billing/spend.js';
+import { client } from './helpers/http.js';
+
+// Who may use the model routes (interface document: Authentication 4–8; CONTRACT §7, §9) and the two
+// catalogs, with the official openai SDK against a fake provider. A call debits prompt + 2 × completion
+// tokens at these prices (see models-chat.test.ts).
+
+let server: TestServer;
+let fake: FakeUpstream;
+let owner: TestUser;
+let key: string;
+
+const sdk = (apiKey: string, base = server.url) => new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
+const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
+
+beforeAll(async () => {
+  fake = await startFakeUpstream();
+  server = await startTestServer({
+    env: {
+      MODEL_UPSTREAM_URL: fake.url,
+      MODEL_UPSTREAM_KEY: FAKE_KEY,
+      MODEL_ID: 'svc-test-model',
+      MODEL_PRICE_INPUT: '90000',
+      MODEL_PRICE_OUTPUT: '180000',
+    },
+  });
+  owner = await createUser(server);
+  key = (await createApiToken(server, owner, owner.orgKey)).secret;
+});
+
+afterAll(async () => {
+  await server?.close();
+  await fake?.close();
+});
+
+beforeEach(async () => {
+  fake.reply = () => ({ content: 'Hello from the fake upstream' });
+  fake.failStatus = null;
+  fake.breakAfterChunks = null;
+  fake.headersDelayMs = 0;
+  fake.chunkDelayMs = 0;
+  await setOrgBalance(server, owner.orgKey, 10_000);
+});
+
+describe('who acts', () => {
+  it('no credential, a session JWT, or a cookie: 401', async () => {
+    const body = { model: 'x', messages: [{ role: 'user', content: 'hi' }] };
+    expect((await client(server.url).post('/v1/chat/completions', body)).status).toBe(401);
+    expect((await client(server.url).post('/v1/chat/completions', body, { token: owner.session })).status).toBe(401);
+    const res = await client(server.url).post('/v1/chat/completions', body, { cookie: `__Host-svc_session=${owner.session}` });
+    expect(res.status).toBe(401);
+    expect(res.body.error.type).toBe('authentication_error');
+  });
+
+  it('a revoked token: 401', async () => {
+    const other = await createUser(server);
+    const t = await createApiToken(server, other, other.orgKey);
+    await server.deps.db.update(apiTokens).set({ revokedAt: new Date() }).where(eq(apiTokens.id, t.id));
+    const err = await sdk(t.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect(err.status).toBe(401);
+  });
+
+  it('a viewer: 403 viewer_cannot_spend; a removed member: 403 not_a_member; no debit', async () => {
+    const viewer = await createUser(server);
+    await addMember(server, owner.orgKey, viewer.userId, 'viewer');
+    const vt = await createApiToken(server, viewer, owner.orgKey);
+    const before = await balance();
+    const e1 = await sdk(vt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect([e1.status, e1.code]).toEqual([403, 'viewer_cannot_spend']);
+    // A viewer may still read the catalog.
+    expect((await sdk(vt.secret).models.list()).data[0]!.id).toBe('svc-test-model');
+
+    const member = await createUser(server);
+    await addMember(server, owner.orgKey, member.userId, 'member');
+    const mt = await createApiToken(server, member, owner.orgKey);
+    await sdk(mt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] });
+    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
+    const e2 = await sdk(mt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect([e2.status, e2.code]).toEqual([403, 'not_a_member']);
+    expect(before - (await balance())).toBe(20); // only the member's one call
+  });
+
+  it('org_id in the query must match the acting org (either spelling)', async () => {
+    const other = await createUser(server);
+    const ok = await sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { query: { org_id: owner.clientId } });
+    expect(ok.choices[0]!.message.content).toBeTruthy();
+    const err = await sdk(key)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { query: { org_id: other.orgId } })
+      .catch((e) => e);
+    expect([err.status, err.code]).toEqual([403, 'org_mismatch']);
+    const res = await client(server.url).get('/v1/models', { token: key, query: { org_id: other.clientId } });
+    expect(res.status).toBe(403);
+  });
+
+  it('a model grant acts for its org, or the x-svc-organisation org; a platform grant is refused', async () => {
+    const member = await createUser(server);
+    await addMember(server, owner.orgKey, member.userId, 'member');
+    const grants = await issueTestGrants(server, member, { orgKey: member.orgKey, resources: ['model', 'platform'], origin: server.v2Url });
+    const memberBefore = await orgBalanceCredits(server.deps.db, member.orgKey);
+    const res = await sdk(grants.model!, server.v2Url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] });
+    expect(res.model).toBe('svc-test-model');
+    expect(memberBefore - (await orgBalanceCredits(server.deps.db, member.orgKey))).toBe(20);
+
+    const ownerBefore = await balance();
+    await new OpenAI({ apiKey: grants.model!, baseURL: `${server.v2Url}/v1`, maxRetries: 0, defaultHeaders: { 'x-svc-organisation': owner.clientId } }).chat.completions.create({
+      model: 'x',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    expect(ownerBefore - (await balance())).toBe(20);
+
+    const stranger = await createUser(server);
+    const e1 = await new OpenAI({ apiKey: grants.model!, baseURL: `${server.v2Url}/v1`, maxRetries: 0, defaultHeaders: { 'x-svc-organisation': stranger.orgId } })
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
+    expect(e1.status).toBe(403);
+
+    const e2 = await sdk(grants.platform!, server.v2Url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect(e2.status).toBe(401);
+    // A grant issued for V2 is not valid on the account origin (audience is the origin's /v1).
+    const e3 = await sdk(grants.model!, server.url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect(e3.status).toBe(401);
+  });
+});
+
+describe('catalogs', () => {
+  it('GET /v1/models lists the forced model; needs a credential', async () => {
+    const list = await sdk(key).models.list();
+    expect(list.data).toEqual([{ id: 'svc-test-model', object: 'model', created: expect.any(Number), owned_by: 'svc' }]);
+    expect((await client(server.url).get('/v1/models')).status).toBe(401);
+    const res = await client(server.url).get('/v1/models', { token: owner.session });
+    expect(res.status).toBe(401);
+  });
+
+  it('GET /v1/agents: the built-in default agent with its four terminal tools, for S, B and a model grant', async () => {
+    const grants = await issueTestGrants(server, owner, { orgKey: owner.orgKey, resources: ['model'], origin: server.lightUrl });
+    for (const [base, token] of [
+      [server.url, key],
+      [server.url, owner.session],
+      [server.lightUrl, grants.model!],
+    ] as const) {
+      const res = await client(base).get('/v1/agents', { token });
+      expect(res.status).toBe(200);
+      const agent = res.body.data.find((a: { name: string }) => a.name === 'default');
+      expect(agent.tools.map((t: { name: string }) => t.name)).toEqual(['read_file', 'write_file', 'list_directory', 'run_command']);
+      expect(agent.tools[0].parameters).toMatchObject({ type: 'object', required: ['path'] });
+    }
+    expect((await client(server.url).get('/v1/agents')).status).toBe(401);
+  });
+});
+
+describe('membership cannot be established', () => {
+  it('fails closed with 503 membership_unavailable: nothing runs, nothing unbilled', async () => {
+    const u = await createUser(server);
+    const t = await createApiToken(server, u, u.orgKey);
+    const seen = fake.requests.length;
+    const before = await orgBalanceCredits(server.deps.db, u.orgKey);
+    // The membership authority cannot answer (its table is unreadable for a moment).
+    await server.deps.db.execute(sql`alter table memberships rename to memberships_away`);
+    try {
+      const err = await sdk(t.secret)
+        .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+        .catch((e) => e);
+      expect([err.status, err.code]).toEqual([503, 'membership_unavailable']);
+    } finally {
+      await server.deps.db.execute(sql`alter table memberships_away rename to memberships`);
+    }
+    expect(fake.requests.length).toBe(seen);
+    expect(await orgBalanceCredits(server.deps.db, u.orgKey)).toBe(before);
+  });
+});
