@@ -96,6 +96,17 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     await context.close();
   });
 
+  it('has a dark palette for people who ask for one', async () => {
+    const context = await browser.newContext({ colorScheme: 'dark', viewport: { width: 700, height: 600 } });
+    const page = await context.newPage();
+    await page.goto(`${server.url}/account/register`);
+    expect(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor')).toBe('rgb(17, 20, 24)');
+    // The header stays dark with light text in both palettes.
+    expect(await page.evaluate("getComputedStyle(document.querySelector('header.top')).backgroundColor")).toBe('rgb(10, 13, 17)');
+    await page.screenshot({ path: '/tmp/portal-register-dark.png', fullPage: true });
+    await context.close();
+  });
+
   it('cannot be framed by another site', async () => {
     const context = await browser.newContext();
     const page = await context.newPage();

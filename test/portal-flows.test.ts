@@ -30,7 +30,8 @@ async function mailLink(to: string, path: string): Promise<string> {
 
 async function signIn(browser: PageClient, email: string, password: string, returnTo?: string) {
   const page = await browser.get(returnTo ? `/account/login?return_to=${encodeURIComponent(returnTo)}` : '/account/login');
-  return browser.post('/account/login', { csrf_token: csrfOf(page.text), email, password, ...(returnTo ? { return_to: hiddenOf(page.text, 'return_to') ?? '' } : {}) });
+  const res = await browser.post('/account/login', { csrf_token: csrfOf(page.text), email, password, ...(returnTo ? { return_to: hiddenOf(page.text, 'return_to') ?? '' } : {}) });
+  return Object.assign(res, { preToken: csrfOf(page.text) });
 }
 
 describe('register → verify → sign in → dashboard', () => {
@@ -53,6 +54,7 @@ describe('register → verify → sign in → dashboard', () => {
     expect(again.text).toContain('not valid any more');
 
     const login = await signIn(browser, email, STRONG_PASSWORD);
+    const preLoginToken = login.preToken;
     expect(login.status).toBe(303);
     expect(login.location).toBe(`${server.v2Url}/account`);
     const cookie = login.headers.getSetCookie().find((c) => c.startsWith('__Host-svc_session='))!;
@@ -65,8 +67,11 @@ describe('register → verify → sign in → dashboard', () => {
     const token = browser.jar.get('__Host-svc_session')!;
     expect((await client(server.url).get('/v1/clients', { token })).status).toBe(200);
 
+    // The CSRF token is rotated at sign-in: the one from before no longer fits.
     const dash = await browser.follow(login);
     expect(dash.status).toBe(200);
+    expect(csrfOf(dash.text)).not.toBe(preLoginToken);
+    expect((await browser.post('/account/clients', { csrf_token: preLoginToken!, name: 'Stale' })).status).toBe(403);
     expect(dash.text).toContain(email);
     expect(dash.text).toContain('Page Person');
     expect(dash.text).toMatch(/class="badge ok">verified/);

@@ -36,10 +36,22 @@ export function csrfToken(req: Request, res: Response): string {
     res.locals.csrfToken = existing;
     return existing;
   }
+  return issueCsrfToken(res);
+}
+
+function issueCsrfToken(res: Response): string {
   const token = randomBytes(32).toString('base64url');
   res.cookie(CSRF_COOKIE, token, { httpOnly: true, secure: true, sameSite: 'lax', path: '/', maxAge: CSRF_COOKIE_MAX_AGE_MS });
   res.locals.csrfToken = token;
   return token;
+}
+
+/**
+ * A fresh token when the signed-in state changes (sign-in, sign-out), so a token seen before — on a
+ * shared computer, say — is worth nothing afterwards (OWASP CSRF cheat sheet: rotate on login).
+ */
+export function rotateCsrfToken(res: Response): void {
+  issueCsrfToken(res);
 }
 
 /** The hidden input for a form (use inside an `html` template). */

@@ -131,7 +131,7 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
     confirmView(req, res, row, userCode, orgs, opts);
   }
 
-  router.get('/account/device', session, async (req, res) => {
+  router.get('/account/device', deps.limits.perIp, session, async (req, res) => {
     const done = queryValue(req, 'done');
     if (done === 'approved' || done === 'denied') return doneView(req, res, done);
     const userCode = queryValue(req, 'user_code', 64).trim();

@@ -86,5 +86,5 @@ export function sendPage(res: Response, page: string | SafeHtml, status = 200, o
   res.send(typeof page === 'string' ? page : page.value);
 }
 
-export { csrfToken, csrfField, verifyCsrfField, CSRF_FIELD, CSRF_COOKIE } from './csrf.js';
+export { csrfToken, csrfField, verifyCsrfField, rotateCsrfToken, CSRF_FIELD, CSRF_COOKIE } from './csrf.js';
 export { requirePageSession, safeReturnTo, loginUrlFor } from './session-guard.js';

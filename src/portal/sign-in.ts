@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { revokeSession, SESSION_COOKIE, SESSION_TTL_SECONDS, sessionCookieOptions } from '../auth/session.js';
 import { completeTwoFactorLogin, loginWithPassword } from './services.js';
-import { html, requirePageSession, safeReturnTo, verifyCsrfField } from './html.js';
+import { html, requirePageSession, rotateCsrfToken, safeReturnTo, verifyCsrfField } from './html.js';
 import { alert, applyErrorHeaders, clientError, errorText, field, hidden, parseForm, postForm, queryValue, show, type Notice } from './components.js';
 
 // Sign-in (CONTRACT §4): e-mail and password, then — when the account has 2FA — a second form whose
@@ -34,6 +34,7 @@ const NOTICES: Record<string, Notice> = {
 /** Signs the browser in: the same cookie, name and attributes as the API (src/auth/session.ts). */
 export function setSessionCookie(res: Response, token: string): void {
   res.cookie(SESSION_COOKIE, token, sessionCookieOptions(SESSION_TTL_SECONDS));
+  rotateCsrfToken(res);
 }
 
 export function signInRoutes(deps: Deps, auth: Auth): Router {
@@ -137,6 +138,7 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
     const principal = req.principal;
     if (principal?.kind === 'session') await revokeSession(deps.db, principal.sessionId);
     res.clearCookie(SESSION_COOKIE, { ...sessionCookieOptions(0), maxAge: undefined });
+    rotateCsrfToken(res);
     res.redirect(303, '/account/login?signed_out=1');
   });
 

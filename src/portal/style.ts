@@ -16,7 +16,7 @@ a:hover{text-decoration-thickness:2px}
 :focus-visible{outline:3px solid var(--focus);outline-offset:2px}
 .skip{position:absolute;left:-999px}
 .skip:focus{left:1rem;top:1rem;background:var(--card);padding:.5rem 1rem;z-index:2}
-header.top{background:var(--ink);color:#fff}
+header.top{background:#1c2430;color:#fff}
 header.top .bar{max-width:960px;margin:0 auto;padding:.75rem 1.25rem;display:flex;gap:1rem;align-items:center;justify-content:space-between}
 header.top a{color:#fff;text-decoration:none;font-weight:600}
 header.top .brand{font-size:1.15rem;letter-spacing:.02em}
@@ -67,6 +67,7 @@ footer{color:var(--muted);font-size:.85rem;text-align:center;padding:1.5rem}
 @media (prefers-color-scheme:dark){:root{--bg:#111418;--card:#1b2027;--ink:#e8ebef;--muted:#a9b2bd;--line:#333b46;--accent:#7fb0ff;--accent-ink:#0b1a33}
 input[type=text],input[type=email],input[type=password],select{background:#0f1318;color:var(--ink);border-color:#5b6573}
 button.secondary,button.danger{background:transparent}.qr{background:#fff}
+header.top{background:#0a0d11;border-bottom:1px solid var(--line)}
 .alert.error{background:#3a1714;color:#ffb4ab}.alert.ok{background:#13301f;color:#9ee2b5}.alert.info{background:#152a4a;color:#b7d2ff}
 .badge{background:#2c333d}.badge.ok{background:#13301f;color:#9ee2b5}.badge.warn{background:#3a2a0f;color:#ffd591}}
 `.trim();
