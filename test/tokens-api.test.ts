@@ -59,6 +59,13 @@ describe('POST /v1/tokens', () => {
     expect(JSON.stringify(rows)).not.toContain(res.body.token.slice(4));
   });
 
+  it('accepts the session cookie from the same origin (the portal’s way), with Origin or Sec-Fetch-Site', async () => {
+    const user = await createUser(server);
+    const cookie = `__Host-svc_session=${user.session}`;
+    expect((await api.post('/v1/tokens', {}, { cookie, headers: { origin: server.url } })).status).toBe(200);
+    expect((await api.post('/v1/tokens', {}, { cookie, headers: { 'sec-fetch-site': 'same-origin' } })).status).toBe(200);
+  });
+
   it('mints for an org the user belongs to, in either spelling, as member or viewer', async () => {
     const owner = await createUser(server);
     const member = await createUser(server);
