@@ -63,6 +63,11 @@ describe('register → verify → sign in → dashboard', () => {
     expect(cookie).toMatch(/; Secure/);
     expect(cookie).toMatch(/; SameSite=Lax/);
     expect(cookie).not.toMatch(/Domain=/i);
+    // Byte for byte the API's cookie attributes (only the token and the expiry differ).
+    const api = await client(server.url).post('/v1/login', { email, password: STRONG_PASSWORD });
+    const apiCookie = api.headers.getSetCookie().find((c) => c.startsWith('__Host-svc_session='))!;
+    const attrs = (c: string) => c.split(';').slice(1).map((a) => a.trim()).filter((a) => !/^expires=/i.test(a)).sort();
+    expect(attrs(cookie)).toEqual(attrs(apiCookie));
     // The page session is the API session.
     const token = browser.jar.get('__Host-svc_session')!;
     expect((await client(server.url).get('/v1/clients', { token })).status).toBe(200);
