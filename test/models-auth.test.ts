@@ -154,6 +154,13 @@ describe('catalogs', () => {
       expect(agent.tools[0].parameters).toMatchObject({ type: 'object', required: ['path'] });
     }
     expect((await client(server.url).get('/v1/agents')).status).toBe(401);
+    // A removed member's token cannot read it either.
+    const gone = await createUser(server);
+    await addMember(server, owner.orgKey, gone.userId, 'member');
+    const gt = await createApiToken(server, gone, owner.orgKey);
+    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, gone.userId)));
+    const res = await client(server.url).get('/v1/agents', { token: gt.secret });
+    expect([res.status, res.body.error?.code]).toEqual([403, 'not_a_member']);
   });
 });
 

@@ -35,7 +35,7 @@ const bearerOf = (header: string | undefined): string | null => {
 const notAMember = () => new AppError(403, 'not_a_member', 'the user does not belong to this organization');
 
 /** True when the bearer looks like an ES256 JWT (a grant), not an HS256 session. */
-function isGrantShaped(token: string): boolean {
+export function isGrantShaped(token: string): boolean {
   try {
     return decodeProtectedHeader(token).alg === 'ES256';
   } catch {

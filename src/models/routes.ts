@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { AppError, invalidToken } from '../http/errors.js';
 import { parse } from '../http/validate.js';
-import { actorFromToken, actorOf, checkOrgQuery, ORG_HEADER } from './actor.js';
+import { actorFromToken, actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './actor.js';
 import { publicAgent } from './agents.js';
 import { chatCompletion } from './chat.js';
 import { requestOrigin } from '../http/origin.js';
@@ -52,20 +52,19 @@ async function agentsCaller(deps: Deps, auth: Auth, req: Request) {
   const header = req.get('authorization');
   const bearer = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
   if (header && !bearer) throw invalidToken();
-  if (bearer && !bearer.startsWith('svc_')) {
-    // A session JWT (HS256) goes to the account auth; an ES256 token must be a model grant.
-    try {
-      const alg = JSON.parse(Buffer.from(bearer.split('.')[0] ?? '', 'base64url').toString()).alg;
-      if (alg === 'ES256') {
-        const actor = await actorFromToken(deps, auth, { token: bearer, origin: requestOrigin(req, deps.config), orgHeader: req.get(ORG_HEADER) ?? undefined });
-        checkOrgQuery(req, actor);
-        return;
-      }
-    } catch (err) {
-      if (!(err instanceof SyntaxError)) throw err;
-    }
+  // A model grant (ES256) is checked as one; a session JWT (HS256) or an svc_ token goes to the account auth.
+  if (bearer && isGrantShaped(bearer)) {
+    const actor = await actorFromToken(deps, auth, { token: bearer, origin: requestOrigin(req, deps.config), orgHeader: req.get(ORG_HEADER) ?? undefined });
+    checkOrgQuery(req, actor);
+    return;
   }
   // auth.require() throws (rejects) on failure and calls next() on success.
   const requireSession = auth.require() as (req: Request, res: Response, next: () => void) => Promise<void>;
   await requireSession(req, {} as Response, () => {});
+  const principal = req.principal!;
+  // An svc_ token of a removed member is refused here too (Authentication 5), and its org must match org_id.
+  if (principal.kind === 'api_token') {
+    if (!principal.role) throw new AppError(403, 'not_a_member', 'the user does not belong to this organization');
+    checkOrgQuery(req, { userId: principal.userId, orgKey: principal.orgKey, role: principal.role, via: 'api_token' });
+  }
 }
