@@ -27,7 +27,8 @@ if (role === 'fake') {
   setInterval(() => fake.requests.splice(0), 1000).unref();
   announce({ url: fake.url });
 } else if (role === 'svc') {
-  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
+  // process.env stores strings: assign only a real value (undefined would become "undefined").
+  if (!process.env.TEST_DATABASE_URL && process.env.DATABASE_URL) process.env.TEST_DATABASE_URL = process.env.DATABASE_URL;
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
   const { setOrgBalance } = await import('../test/helpers/billing.js');
@@ -178,8 +179,8 @@ async function main() {
       rows[t.name] = {
         'max req/s': Math.round(max.requests.average),
         'errors (max)': max.errors + max.non2xx,
-        'p50 ms @200/s': paced.latency.p50,
-        'p99 ms @200/s': paced.latency.p99,
+        'p50 ms @200/s': paced.requests.total ? paced.latency.p50 : 'none done',
+        'p99 ms @200/s': paced.requests.total ? paced.latency.p99 : 'none done',
         'errors (paced)': paced.errors + paced.non2xx,
         'first byte p50 ms': Number(first.p50.toFixed(2)),
         'first byte p99 ms': Number(first.p99.toFixed(2)),
@@ -188,6 +189,9 @@ async function main() {
     const direct = rows.direct!;
     for (const name of ['svc (1 org)', 'svc (16 orgs)', 'portkey']) {
       rows[name]!['adds to first byte (p50 ms)'] = Number((Number(rows[name]!['first byte p50 ms']) - Number(direct['first byte p50 ms'])).toFixed(2));
+    }
+    if (svc.info.storage !== 'postgres') {
+      process.stdout.write('\nnote: svc ran on the embedded PGlite (single-threaded, in-process); set TEST_DATABASE_URL for PostgreSQL figures\n');
     }
     process.stdout.write(`\nproxy bench (${seconds}s per load phase; svc storage: ${svc.info.storage}; node ${process.version})\n`);
     console.table(rows);
