@@ -1,0 +1,172 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { createUser, type TestUser } from './helpers/fixtures.js';
+import { driveConsent, sessionCookie } from './helpers/oauth.js';
+import { verifyAccessToken } from '../oauth/verify.js';
+import { isForbiddenAddress } from '../oauth/client-metadata.js';
+
+// The MCP SDK's own client auth flow (`auth()` with an OAuthClientProvider) against our server for the
+// /mcp/platform resource: once with dynamic registration and once with a client ID metadata document
+// (served here over http://127.0.0.1, which DEV_MODE allows), the consent step done by a signed-in user.
+
+let server: TestServer;
+let user: TestUser;
+let docServer: Server;
+let docBase: string;
+const documents = new Map<string, { status?: number; body: string }>();
+
+beforeAll(async () => {
+  server = await startTestServer();
+  user = await createUser(server);
+  docServer = createServer((req, res) => {
+    const doc = documents.get(req.url ?? '');
+    res.writeHead(doc?.status ?? (doc ? 200 : 404), { 'content-type': 'application/json' });
+    res.end(doc?.body ?? '{}');
+  });
+  await new Promise<void>((resolve) => docServer.listen(0, '127.0.0.1', resolve));
+  docBase = `http://127.0.0.1:${(docServer.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => docServer?.close(resolve));
+  await server?.close();
+});
+
+const REDIRECT = 'http://127.0.0.1:47001/callback';
+
+class TestProvider implements OAuthClientProvider {
+  info: OAuthClientInformationMixed | undefined;
+  saved: OAuthTokens | undefined;
+  verifier = '';
+  code: string | undefined;
+  constructor(
+    preset?: OAuthClientInformationMixed,
+    readonly consentOrg?: string,
+  ) {
+    this.info = preset;
+  }
+  get redirectUrl() {
+    return REDIRECT;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return { client_name: 'MCP SDK test client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+  }
+  state() {
+    return 'mcp-state';
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: OAuthClientInformationMixed) {
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(tokens: OAuthTokens) {
+    this.saved = tokens;
+  }
+  async redirectToAuthorization(url: URL) {
+    // The "browser": the signed-in user approves on the consent page; the code comes back on the redirect.
+    const result = await driveConsent(url.href, user.session, { org: this.consentOrg });
+    const back = new URL(result.location!);
+    expect(back.searchParams.get('iss')).toBe(server.v2Url);
+    expect(back.searchParams.get('state')).toBe('mcp-state');
+    this.code = back.searchParams.get('code') ?? undefined;
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
+}
+
+async function completeFlow(provider: TestProvider) {
+  const serverUrl = `${server.v2Url}/mcp/platform`;
+  expect(await auth(provider, { serverUrl })).toBe('REDIRECT');
+  expect(provider.code).toBeTruthy();
+  expect(await auth(provider, { serverUrl, authorizationCode: provider.code! })).toBe('AUTHORIZED');
+  const tokens = provider.saved!;
+  const access = await verifyAccessToken(server.deps, tokens.access_token, { resource: 'platform', origin: server.v2Url });
+  expect(access.userId).toBe(user.userId);
+  return { tokens, access };
+}
+
+describe('MCP SDK auth() for /mcp/platform', () => {
+  it('completes with dynamic client registration', async () => {
+    const provider = new TestProvider();
+    const { tokens, access } = await completeFlow(provider);
+    expect(provider.info?.client_id).toMatch(/^dcr_/);
+    expect(access.clientId).toBe(provider.info!.client_id);
+    expect(tokens.scope).toBe('platform');
+    // The SDK refreshes with the rotated refresh token on its own.
+    provider.saved = { ...tokens, access_token: 'expired' } as OAuthTokens;
+    expect(await auth(provider, { serverUrl: `${server.v2Url}/mcp/platform` })).toBe('AUTHORIZED');
+    expect(provider.saved!.refresh_token).not.toBe(tokens.refresh_token);
+  });
+
+  it('completes with a client ID metadata document URL as client_id, and shows its host on the consent page', async () => {
+    const clientId = `${docBase}/clients/editor.json`;
+    documents.set('/clients/editor.json', {
+      body: JSON.stringify({ client_id: clientId, client_name: 'Editor via metadata document', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }),
+    });
+    const provider = new TestProvider({ client_id: clientId });
+    const { access } = await completeFlow(provider);
+    expect(access.clientId).toBe(clientId);
+    const page = await fetch(
+      `${server.v2Url}/oauth/authorize?client_id=${encodeURIComponent(clientId)}&redirect_uri=${encodeURIComponent(REDIRECT)}&response_type=code&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`,
+      { headers: { cookie: sessionCookie(user.session) } },
+    );
+    const text = await page.text();
+    expect(text).toContain('Editor via metadata document');
+    expect(text).toContain(`metadata document at <strong>${new URL(docBase).host}</strong>`);
+  });
+});
+
+describe('client ID metadata documents: validation and SSRF guard', () => {
+  async function consentStatus(clientId: string, redirect = REDIRECT) {
+    const url = `${server.v2Url}/oauth/authorize?client_id=${encodeURIComponent(clientId)}&redirect_uri=${encodeURIComponent(redirect)}&response_type=code&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`;
+    const res = await fetch(url, { headers: { cookie: sessionCookie(user.session) }, redirect: 'manual' });
+    await res.text();
+    return res.status;
+  }
+
+  it('refuses a document that names another client_id, is too large, or is not JSON', async () => {
+    documents.set('/wrong.json', { body: JSON.stringify({ client_id: 'https://other.example/doc.json', redirect_uris: [REDIRECT] }) });
+    expect(await consentStatus(`${docBase}/wrong.json`)).toBe(400);
+    documents.set('/big.json', { body: JSON.stringify({ client_id: `${docBase}/big.json`, redirect_uris: [REDIRECT], pad: 'x'.repeat(70_000) }) });
+    expect(await consentStatus(`${docBase}/big.json`)).toBe(400);
+    documents.set('/html.json', { body: '<html>' });
+    expect(await consentStatus(`${docBase}/html.json`)).toBe(400);
+    documents.set('/secret.json', { body: JSON.stringify({ client_id: `${docBase}/secret.json`, redirect_uris: [REDIRECT], client_secret: 'x' }) });
+    expect(await consentStatus(`${docBase}/secret.json`)).toBe(400);
+    expect(await consentStatus(`${docBase}/missing.json`)).toBe(400);
+  });
+
+  it('never fetches private, loopback or link-local addresses over https', async () => {
+    for (const target of ['https://127.0.0.1/doc.json', 'https://10.1.2.3/doc.json', 'https://169.254.169.254/latest', 'https://[::1]/doc.json', 'https://localhost/doc.json']) {
+      expect(await consentStatus(target)).toBe(400);
+    }
+    for (const addr of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1', '0.0.0.0'])
+      expect(isForbiddenAddress(addr)).toBe(true);
+    for (const addr of ['93.184.216.34', '2606:4700::1111']) expect(isForbiddenAddress(addr)).toBe(false);
+  });
+
+  it('does not accept http client_id URLs outside DEV_MODE', async () => {
+    const prod = await startTestServer({ env: { NODE_ENV: 'production' } });
+    try {
+      const clientId = `${docBase}/clients/editor.json`;
+      const res = await fetch(
+        `${prod.v2Url}/oauth/authorize?client_id=${encodeURIComponent(clientId)}&redirect_uri=${encodeURIComponent(REDIRECT)}&response_type=code&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`,
+        { redirect: 'manual' },
+      );
+      expect(res.status).toBe(400);
+    } finally {
+      await prod.close();
+    }
+  });
+});
