@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { and, eq } from 'drizzle-orm';
-import { createLocalJWKSet, jwtVerify } from 'jose';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
@@ -23,6 +23,8 @@ let key: string;
 
 const sdk = (apiKey: string, base = server.url) => new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
 const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
+/** The published key set, over HTTP: the outcome verifies with the same JWKS as access tokens. */
+const jwks = () => createRemoteJWKSet(new URL(`${server.url}/.well-known/jwks.json`));
 const usageRows = (orgKey = owner.orgKey) =>
   server.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
 
@@ -76,7 +78,7 @@ describe('POST /v1/chat/completions (JSON)', () => {
     expect(rows.at(-1)).toMatchObject({ amount: 20, orgAmount: -20, orgBalanceAfter: before - 20 });
 
     const jws = response.headers.get('x-svc-outcome')!;
-    const { payload, protectedHeader } = await jwtVerify(jws, createLocalJWKSet(await server.deps.signingKeys.jwks()));
+    const { payload, protectedHeader } = await jwtVerify(jws, jwks());
     expect(protectedHeader.alg).toBe('ES256');
     expect(payload).toMatchObject({ sub: owner.userId, org: owner.orgId, credits_debited: 20, balance_credits: before - 20 });
     expect(typeof payload.request_id).toBe('string');
@@ -135,7 +137,7 @@ describe('POST /v1/chat/completions (streaming)', () => {
     expect(chunks.some((c) => 'usage' in c)).toBe(false);
     expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('Hello from the fake upstream');
     expect(before - (await balance())).toBe(20);
-    const { payload } = await jwtVerify(outcomeLine.split(' ')[2]!, createLocalJWKSet(await server.deps.signingKeys.jwks()));
+    const { payload } = await jwtVerify(outcomeLine.split(' ')[2]!, jwks());
     expect(payload.credits_debited).toBe(20);
   });
 
@@ -151,7 +153,7 @@ describe('POST /v1/chat/completions (streaming)', () => {
       req.on('error', reject);
       req.end(JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
     });
-    const { payload } = await jwtVerify(trailers['x-svc-outcome']!, createLocalJWKSet(await server.deps.signingKeys.jwks()));
+    const { payload } = await jwtVerify(trailers['x-svc-outcome']!, jwks());
     expect(payload).toMatchObject({ sub: owner.userId, org: owner.orgId, credits_debited: 20 });
   });
 
