@@ -206,6 +206,27 @@ describe('two-factor authentication through the pages', () => {
     expect(plain.status).toBe(303);
   });
 
+  it('five wrong codes burn the challenge: then even a right code sends the person back to sign-in', async () => {
+    const user = await createUser(server);
+    const { setupTwoFactor, enableTwoFactor } = await import('../src/accounts/service.js');
+    const { secret } = await setupTwoFactor(server.deps, user.userId);
+    await enableTwoFactor(server.deps, user.userId, await generate({ secret }));
+    const browser = new PageClient(server.url);
+    const step1 = await signIn(browser, user.email, user.password);
+    const challenge = hiddenOf(step1.text, 'challenge_token')!;
+    for (let i = 0; i < 5; i++) {
+      const res = await browser.post('/account/login/2fa', { csrf_token: csrfOf(step1.text), challenge_token: challenge, code: '000000' });
+      expect(res.status).toBe(401);
+      expect(res.text).toMatch(/name="challenge_token"/);
+    }
+    const right = await generate({ secret, epoch: Math.floor(Date.now() / 1000) + 30 });
+    const burnt = await browser.post('/account/login/2fa', { csrf_token: csrfOf(step1.text), challenge_token: challenge, code: right });
+    expect(burnt.status).toBe(401);
+    expect(burnt.text).toContain('sign in again');
+    expect(burnt.text).not.toMatch(/name="challenge_token"/);
+    expect(browser.jar.has('__Host-svc_session')).toBe(false);
+  });
+
   it('a burnt challenge sends the person back to the sign-in form', async () => {
     const browser = new PageClient(server.url);
     const page = await browser.get('/account/login');

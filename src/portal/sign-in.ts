@@ -126,7 +126,7 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
       const err = clientError(caught);
       applyErrorHeaders(res, err);
       // A burnt or expired challenge cannot be retried: start the sign-in again.
-      if (err.status === 401 && err.code !== 'INVALID_CODE' && err.code !== 'INVALID_2FA_CODE') {
+      if (err.code === 'INVALID_CHALLENGE') {
         return loginView(req, res, { returnTo, notice: { kind: 'error', text: 'This sign-in attempt has expired. Please sign in again.' }, status: 401 });
       }
       twoFactorView(req, res, { challengeToken, returnTo, notice: { kind: 'error', text: errorText(err) }, status: err.status });

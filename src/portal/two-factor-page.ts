@@ -79,21 +79,22 @@ export function twoFactorPageRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/account/2fa/enable', perIp, session, async (req, res) => {
     const userId = principalOf(req).userId;
+    // Enrolment still pending: show the same secret again so the person can retry with the next code.
+    const retry = async (status: number, text: string) => {
+      const again = await pendingTwoFactorSetup(deps, userId);
+      const card = again ? await setupCard(req, res, again, text) : await twoFactorCard(deps, req, res, { notice: { kind: 'error', text } });
+      await renderDashboard(deps, req, res, { status, twoFactor: card });
+    };
     try {
       verifyCsrfField(req);
       const parsed = parseForm(codeBody, req.body);
-      if (!parsed.ok) throw Object.assign(new Error('code'), { formError: parsed.errors.code });
+      if (!parsed.ok) return retry(400, parsed.errors.code!);
       const { recoveryCodes } = await enableTwoFactor(deps, userId, parsed.data.code);
       await renderDashboard(deps, req, res, { twoFactor: recoveryCard(recoveryCodes) });
     } catch (caught) {
-      const formError = (caught as { formError?: string }).formError;
-      const err = formError ? null : clientError(caught);
-      if (err) applyErrorHeaders(res, err);
-      const text = formError ?? errorText(err);
-      // Still pending: show the same secret again so the person can retry with the next code.
-      const again = await pendingTwoFactorSetup(deps, userId);
-      const card = again ? await setupCard(req, res, again, text) : await twoFactorCard(deps, req, res, { notice: { kind: 'error', text } });
-      await renderDashboard(deps, req, res, { status: err?.status ?? 400, twoFactor: card });
+      const err = clientError(caught);
+      applyErrorHeaders(res, err);
+      await retry(err.status, errorText(err));
     }
   });
 
