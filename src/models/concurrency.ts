@@ -72,19 +72,22 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
   });
 
   /**
-   * One statement: pick a random slot that looks free and take it; the unique (org_id, slot) key makes
+   * One statement: pick a slot that looks free and take it; the unique (org_id, slot) key makes
    * two takers of the same slot serialise, and the loser's guarded update (only over an expired lease)
    * returns nothing, so it retries against a fresh snapshot.
    */
   async function tryTake(orgKey: string, kind: LeaseKind, leaseId: string): Promise<boolean> {
+    // Scan from a random slot and stop at the first free one: concurrent takers spread over the slots,
+    // and a large cap costs a probe or two, not one per slot.
+    const start = Math.floor(Math.random() * options.cap);
     const rows = await queryRows<{ slot: number }>(
       db,
       sql`insert into concurrency_leases (org_id, slot, lease_id, kind, expires_at)
           select ${orgKey}, s, ${leaseId}, ${kind}, now() + ${ttl}
-          from generate_series(0, ${options.cap - 1}::int) as s
+          from (select (i + ${start}) % ${options.cap}::int as s from generate_series(0, ${options.cap - 1}::int) as i) as slots
           where ${ASYNC_COMMIT} = 'off'
             and not exists (select 1 from concurrency_leases l where l.org_id = ${orgKey} and l.slot = s and l.expires_at > now())
-          order by random() limit 1
+          limit 1
           on conflict (org_id, slot) do update
             set lease_id = excluded.lease_id, kind = excluded.kind, expires_at = excluded.expires_at, acquired_at = now()
             where concurrency_leases.expires_at <= now()
