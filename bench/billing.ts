@@ -1,6 +1,6 @@
 // `npm run bench -- billing`: reserve→settle cycles per second through svc's spend primitives, on one
 // hot client and spread over 100 clients, with exact final balances checked, beside pgbench running
-// the same SQL pattern on the same database in the same run (the ceiling), as a ratio.
+// the same SQL statements on the same database in the same run (the ceiling), as a ratio.
 //
 // Environment: BENCH_DATABASE_URL (an admin URL; default postgres://postgres@127.0.0.1:5432/test; a
 // throw-away database is created and dropped), BENCH_SECONDS (default 5), BENCH_CONCURRENCY (default 8).
@@ -71,20 +71,17 @@ async function runSvc(db: Db, pick: () => string): Promise<{ perSecond: number; 
 
 /** The same statements as reserveCredits + settleCredits, as a pgbench script. */
 function pgbenchScript(pickOrg: string): string {
+  const req = `'pgb_' || (:client_id)::text || '_' || (:r)::text`;
   return `\\set r random(1, 1000000000000)
 ${pickOrg}
 BEGIN;
-with e as (update billing_holds set status = 'expired', closed_at = now() where account_id = 'org:' || :'org' and status = 'held' and expires_at < now() returning amount) select coalesce(sum(amount), 0)::bigint, count(*)::int from e;
-select balance, held from billing_accounts where id = 'org:' || :'org' for update;
-insert into billing_holds (request_id, account_id, org_key, user_id, amount, expires_at) values ('pgb_' || (:client_id)::text || '_' || (:r)::text, 'org:' || :'org', :'org', 'usr_bench', ${HOLD}, now() + make_interval(secs => 900)) on conflict (request_id) do nothing returning request_id;
-update billing_accounts set held = held + ${HOLD} where id = 'org:' || :'org' and balance - held >= ${HOLD} returning id;
+with e as (update billing_holds set status = 'expired', closed_at = now() where account_id = 'org:' || :'org' and status = 'held' and expires_at < now() returning amount) update billing_accounts set held = held - (select coalesce(sum(amount), 0) from e) where id = 'org:' || :'org' returning balance, held;
+with h as (insert into billing_holds (request_id, account_id, org_key, user_id, amount, expires_at) values (${req}, 'org:' || :'org', :'org', 'usr_bench', ${HOLD}, now() + make_interval(secs => 900)) on conflict (request_id) do nothing returning amount) update billing_accounts set held = held + (select amount from h) where id = 'org:' || :'org' and exists (select 1 from h) and balance - held >= ${HOLD} returning held;
 COMMIT;
 BEGIN;
-select account_id, org_key, amount, status, debited from billing_holds where request_id = 'pgb_' || (:client_id)::text || '_' || (:r)::text for update;
-update billing_accounts set balance = balance - ${DEBIT}, held = held - ${HOLD} where id = 'org:' || :'org' returning balance;
+update billing_holds set status = 'settled', debited = least(${DEBIT}, amount), closed_at = now() where request_id = ${req} and status = 'held' returning account_id, org_key, amount, status, debited;
+with a as (update billing_accounts set balance = balance - ${DEBIT}, held = held - ${HOLD} where id = 'org:' || :'org' returning balance), e as (insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description) select 'usage' || chr(58) || ${req}, 'org:' || :'org', 'sink:' || :'org', ${DEBIT}, 'usage', :'org', -${DEBIT}, a.balance, 'pgbench' from a returning id) select balance from a;
 update billing_accounts set balance = balance + ${DEBIT} where id = 'sink:' || :'org';
-insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description) values ('usage' || chr(58) || 'pgb_' || (:client_id)::text || '_' || (:r)::text, 'org:' || :'org', 'sink:' || :'org', ${DEBIT}, 'usage', :'org', -${DEBIT}, 0, 'pgbench');
-update billing_holds set status = 'settled', debited = ${DEBIT}, closed_at = now() where request_id = 'pgb_' || (:client_id)::text || '_' || (:r)::text;
 COMMIT;
 `;
 }

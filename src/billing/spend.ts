@@ -56,29 +56,37 @@ export async function reserveCredits(db: Db, input: ReserveInput): Promise<{ hel
   const ttl = input.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS;
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
-    await releaseExpiredHolds(t, account);
+    // One statement releases this org's expired holds and locks its row (hold rows, then the account:
+    // the lock order every transaction here follows), returning what is available now.
     const [acct] = await queryRows<{ balance: unknown; held: unknown }>(
       t,
-      sql`select balance, held from billing_accounts where id = ${account} for update`,
+      sql`with e as (
+            update billing_holds set status = 'expired', closed_at = now()
+            where account_id = ${account} and status = 'held' and expires_at < now()
+            returning amount)
+          update billing_accounts set held = held - (select coalesce(sum(amount), 0) from e)
+          where id = ${account} returning balance, held`,
     );
     const available = acct ? num(acct.balance) - num(acct.held) : 0;
     if (!acct || available < min) {
       throw new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
     }
     const take = Math.min(max, available);
-    const inserted = await queryRows<{ request_id: string }>(
+    // The hold row (keyed by request id, ON CONFLICT DO NOTHING) and the conditional held update together.
+    const updated = await queryRows<{ held: unknown }>(
       t,
-      sql`insert into billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
-          values (${input.requestId}, ${account}, ${input.orgKey}, ${input.userId}, ${take},
-                  now() + make_interval(secs => ${ttl}))
-          on conflict (request_id) do nothing returning request_id`,
+      sql`with h as (
+            insert into billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
+            values (${input.requestId}, ${account}, ${input.orgKey}, ${input.userId}, ${take}, now() + make_interval(secs => ${ttl}))
+            on conflict (request_id) do nothing returning amount)
+          update billing_accounts set held = held + (select amount from h)
+          where id = ${account} and exists (select 1 from h) and balance - held >= ${take} returning held`,
     );
-    if (inserted.length === 0) throw new AppError(409, 'duplicate_request', 'this request id already holds credits');
-    const updated = await queryRows<{ id: string }>(
-      t,
-      sql`update billing_accounts set held = held + ${take} where id = ${account} and balance - held >= ${take} returning id`,
-    );
-    if (updated.length === 0) throw new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
+    if (updated.length === 0) {
+      const [dup] = await queryRows<{ request_id: string }>(t, sql`select request_id from billing_holds where request_id = ${input.requestId}`);
+      if (dup) throw new AppError(409, 'duplicate_request', 'this request id already holds credits');
+      throw new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
+    }
     return { heldCredits: take };
   });
 }
@@ -103,52 +111,61 @@ export async function settleCredits(
   const actual = Math.max(0, Math.round(input.actualCredits));
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
+    // Fast path: redeem the live hold with one guarded update (whoever gets no row did not settle it).
+    const [live] = await queryRows<HoldRow>(
+      t,
+      sql`update billing_holds set status = 'settled', debited = least(${actual}, amount), closed_at = now()
+          where request_id = ${input.requestId} and status = 'held'
+          returning account_id, org_key, amount, status, debited`,
+    );
+    if (live) {
+      const debit = num(live.debited);
+      const balance = await debitAccount(t, input.requestId, live, debit, num(live.amount), input.description);
+      return { debitedCredits: debit, balanceCredits: balance };
+    }
     const [hold] = await queryRows<HoldRow>(
       t,
       sql`select account_id, org_key, amount, status, debited from billing_holds where request_id = ${input.requestId} for update`,
     );
     if (!hold) throw new AppError(404, 'hold_not_found', 'no credits are held for this request');
-    const amount = num(hold.amount);
-    if (hold.status === 'settled' || hold.status === 'voided') {
+    if (hold.status !== 'expired') {
+      // Settled or voided before: the first result stands.
       const bal = await accountBalance(t, hold.account_id);
       return { debitedCredits: num(hold.debited), balanceCredits: bal?.balance ?? 0 };
     }
-    let debit: number;
-    let balance: number;
-    if (hold.status === 'held') {
-      debit = Math.min(actual, amount);
-      const [row] = await queryRows<{ balance: unknown }>(
-        t,
-        sql`update billing_accounts set balance = balance - ${debit}, held = held - ${amount}
-            where id = ${hold.account_id} returning balance`,
-      );
-      balance = num(row?.balance);
-    } else {
-      // Expired: its tokens were already released; take what is still available, up to the hold.
-      const [acct] = await queryRows<{ balance: unknown; held: unknown }>(
-        t,
-        sql`select balance, held from billing_accounts where id = ${hold.account_id} for update`,
-      );
-      debit = Math.max(0, Math.min(actual, amount, num(acct?.balance) - num(acct?.held)));
-      const [row] = await queryRows<{ balance: unknown }>(
-        t,
-        sql`update billing_accounts set balance = balance - ${debit} where id = ${hold.account_id} returning balance`,
-      );
-      balance = num(row?.balance);
-    }
-    if (debit > 0) {
-      await t.execute(sql`update billing_accounts set balance = balance + ${debit} where id = ${sinkAccount(hold.org_key)}`);
-      await t.execute(
-        sql`insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
-            values (${`usage:${input.requestId}`}, ${hold.account_id}, ${sinkAccount(hold.org_key)}, ${debit}, 'usage',
-                    ${hold.org_key}, ${-debit}, ${balance}, ${input.description})`,
-      );
-    }
+    // Expired (a very slow call): its tokens were already released; take what is still available, up
+    // to the hold, never below zero.
+    const [acct] = await queryRows<{ balance: unknown; held: unknown }>(
+      t,
+      sql`select balance, held from billing_accounts where id = ${hold.account_id} for update`,
+    );
+    const debit = Math.max(0, Math.min(actual, num(hold.amount), num(acct?.balance) - num(acct?.held)));
     await t.execute(
       sql`update billing_holds set status = 'settled', debited = ${debit}, closed_at = now() where request_id = ${input.requestId}`,
     );
+    const balance = await debitAccount(t, input.requestId, hold, debit, 0, input.description);
     return { debitedCredits: debit, balanceCredits: balance };
   });
+}
+
+/** Debits the org (releasing `release` held tokens), credits its usage sink, writes the `usage` row. */
+async function debitAccount(t: Db, requestId: string, hold: HoldRow, debit: number, release: number, description: string): Promise<number> {
+  const sink = sinkAccount(hold.org_key);
+  const [row] = await queryRows<{ balance: unknown }>(
+    t,
+    sql`with a as (
+          update billing_accounts set balance = balance - ${debit}, held = held - ${release}
+          where id = ${hold.account_id} returning balance),
+        e as (
+          insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
+          select ${`usage:${requestId}`}, ${hold.account_id}, ${sink}, ${debit}, 'usage', ${hold.org_key}, ${-debit}, a.balance, ${description}
+          from a where ${debit} > 0
+          returning id)
+        select balance from a`,
+  );
+  // The sink after the org row: the same ascending lock order as every other transaction.
+  if (debit > 0) await t.execute(sql`update billing_accounts set balance = balance + ${debit} where id = ${sink}`);
+  return num(row?.balance);
 }
 
 /** Releases a hold without debiting (a failed upstream call debits nothing). Idempotent. */
