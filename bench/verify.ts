@@ -100,6 +100,30 @@ async function load(
   };
 }
 
+/**
+ * Sequential latency over one keep-alive connection, in microseconds: what one request costs without
+ * queueing (autocannon's figures under saturation are mostly queueing, at 1 ms resolution).
+ */
+async function sequential(url: string, path: string, headers: Record<string, string>, count: number) {
+  const { Pool } = await import('undici');
+  const pool = new Pool(url, { connections: 1 });
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < count + 200; i++) {
+      const started = process.hrtime.bigint();
+      const res = await pool.request({ method: 'GET', path, headers: { 'accept-encoding': 'identity', ...headers } });
+      await res.body.text();
+      if (res.statusCode !== 200) throw new Error(`${path} answered ${res.statusCode}`);
+      if (i >= 200) samples.push(Number(process.hrtime.bigint() - started) / 1000);
+    }
+  } finally {
+    await pool.close();
+  }
+  samples.sort((x, y) => x - y);
+  const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))]!;
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
 async function main() {
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -126,6 +150,21 @@ async function main() {
         row(c),
         `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}×, p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
         `time per request at saturation (1/throughput): verify ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms, svc /healthz ${(1000 / c.rps).toFixed(3)} ms → auth check ≈ ${(1000 / a.rps - 1000 / c.rps).toFixed(3)} ms`,
+      ].join('\n') + '\n',
+    );
+
+    const n = Number(process.env.BENCH_SEQUENTIAL ?? 2000);
+    const sv = await sequential(svc.info.url, '/v1/auth/verify', auth, n);
+    const sh = await sequential(svc.info.url, '/healthz', {}, n);
+    const sb = await sequential(bare.info.url, '/v1/auth/verify', {}, n);
+    const us = (x: number) => `${x.toFixed(0).padStart(6)} µs`;
+    process.stdout.write(
+      [
+        `sequential, one keep-alive connection, ${n} requests each (after 200 warm-up):`,
+        `  svc /v1/auth/verify      p50 ${us(sv.p50)}   p99 ${us(sv.p99)}`,
+        `  svc /healthz (no auth)   p50 ${us(sh.p50)}   p99 ${us(sh.p99)}`,
+        `  bare express             p50 ${us(sb.p50)}   p99 ${us(sb.p99)}`,
+        `  auth check (verify − healthz, same app) p50 ≈ ${us(sv.p50 - sh.p50)}; verify/bare p50 ratio ${(sv.p50 / sb.p50).toFixed(2)}×`,
       ].join('\n') + '\n',
     );
 
