@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { confirmPasswordReset, registerAndNotify, requestPasswordReset, verifyEmail } from './services.js';
 import { html, verifyCsrfField } from './html.js';
-import { alert, applyErrorHeaders, clientError, errorText, field, hidden, parseForm, postForm, queryValue, show, type Notice } from './components.js';
+import { alert, applyErrorHeaders, clientError, errorText, field, formValue, hidden, type Notice, parseForm, postForm, queryValue, show } from './components.js';
 
 // Registration, the e-mail verification landing and password reset (CONTRACT §4). Each page calls the
 // service behind the matching /v1 route, so the password rule, the "same answer whatever the address"
@@ -47,8 +47,8 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
   router.get('/account/register', (req, res) => registerView(req, res));
 
   router.post('/account/register', perIp, async (req, res) => {
-    const name = typeof req.body?.name === 'string' ? String(req.body.name).slice(0, 200) : '';
-    const email = typeof req.body?.email === 'string' ? String(req.body.email).slice(0, 320) : '';
+    const name = formValue(req, 'name', 200);
+    const email = formValue(req, 'email', 320);
     try {
       verifyCsrfField(req);
       const parsed = parseForm(registerBody, req.body);
@@ -139,7 +139,7 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
   });
 
   router.post('/account/reset', perIp, async (req, res) => {
-    const email = typeof req.body?.email === 'string' ? String(req.body.email).slice(0, 320) : '';
+    const email = formValue(req, 'email', 320);
     try {
       verifyCsrfField(req);
       const parsed = parseForm(resetRequestBody, req.body);
@@ -155,7 +155,7 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
   });
 
   router.post('/account/reset/confirm', perIp, async (req, res) => {
-    const token = typeof req.body?.token === 'string' ? String(req.body.token).slice(0, 512) : '';
+    const token = formValue(req, 'token', 512);
     try {
       verifyCsrfField(req);
       const parsed = parseForm(resetConfirmBody, req.body);

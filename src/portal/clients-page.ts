@@ -6,7 +6,7 @@ import { principalOf } from '../auth/principal.js';
 import { clientIdOf, parseOrgId } from '../ids.js';
 import { addMemberByEmail, createClient, listMembers, removeMember, requireOrgRole } from './services.js';
 import { html, requirePageSession, verifyCsrfField } from './html.js';
-import { alert, applyErrorHeaders, clientError, errorText, field, parseForm, postForm, queryValue, show, type Notice } from './components.js';
+import { alert, applyErrorHeaders, clientError, errorText, field, formValue, type Notice, parseForm, postForm, queryValue, show } from './components.js';
 import { renderDashboard } from './dashboard.js';
 import { AppError } from '../http/errors.js';
 
@@ -109,7 +109,7 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
   router.get('/account/clients/:clientId', session, (req, res) => membersPage(req, res));
 
   router.post('/account/clients/:clientId/members', session, async (req, res) => {
-    const email = typeof req.body?.email === 'string' ? String(req.body.email).slice(0, 254) : '';
+    const email = formValue(req, 'email', 254);
     try {
       verifyCsrfField(req);
       const found = await orgOf(req);

@@ -9,7 +9,7 @@ import { liveMemberships, type LiveOrg } from '../orgs/membership.js';
 import { orgIdOf, parseOrgId } from '../ids.js';
 import { html, requirePageSession, verifyCsrfField } from './html.js';
 import { AppError } from '../http/errors.js';
-import { alert, applyErrorHeaders, clientError, errorStatus, errorText, field, hidden, parseForm, postForm, queryValue, show, type Notice } from './components.js';
+import { alert, applyErrorHeaders, clientError, errorStatus, errorText, field, formValue, hidden, type Notice, parseForm, postForm, queryValue, show } from './components.js';
 
 // /account/device (CONTRACT §4, §6): the person enters (or confirms, from verification_uri_complete)
 // the user code a terminal or an OAuth device client shows, picks the organization to act for and
@@ -142,7 +142,7 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
   router.post('/account/device', deps.limits.perIp, session, async (req, res) => {
     const userId = principalOf(req).userId;
     const parsed = parseForm(decisionBody, req.body);
-    const typed = typeof req.body?.user_code === 'string' ? String(req.body.user_code).slice(0, 64) : '';
+    const typed = formValue(req, 'user_code', 64);
     try {
       verifyCsrfField(req);
     } catch (err) {

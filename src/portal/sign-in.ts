@@ -5,7 +5,7 @@ import type { Auth } from '../auth/principal.js';
 import { revokeSession, SESSION_COOKIE, SESSION_TTL_SECONDS, sessionCookieOptions } from '../auth/session.js';
 import { completeTwoFactorLogin, loginWithPassword } from './services.js';
 import { html, requirePageSession, rotateCsrfToken, safeReturnTo, verifyCsrfField } from './html.js';
-import { alert, applyErrorHeaders, clientError, errorText, field, hidden, parseForm, postForm, queryValue, show, type Notice } from './components.js';
+import { alert, applyErrorHeaders, clientError, errorText, field, formValue, hidden, type Notice, parseForm, postForm, queryValue, show } from './components.js';
 
 // Sign-in (CONTRACT §4): e-mail and password, then — when the account has 2FA — a second form whose
 // `code` takes a TOTP code or a recovery code. Both steps call the same services as POST /v1/login and
@@ -91,8 +91,8 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
   });
 
   router.post('/account/login', perIp, async (req, res) => {
-    const email = typeof req.body?.email === 'string' ? String(req.body.email).slice(0, 320) : '';
-    const returnTo = typeof req.body?.return_to === 'string' ? String(req.body.return_to) : null;
+    const email = formValue(req, 'email', 320);
+    const returnTo = formValue(req, 'return_to', 2048) || null;
     try {
       verifyCsrfField(req);
       const parsed = parseForm(loginBody, req.body);
@@ -110,8 +110,8 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
   });
 
   router.post('/account/login/2fa', perIp, async (req, res) => {
-    const challengeToken = typeof req.body?.challenge_token === 'string' ? String(req.body.challenge_token).slice(0, 512) : '';
-    const returnTo = typeof req.body?.return_to === 'string' ? String(req.body.return_to) : null;
+    const challengeToken = formValue(req, 'challenge_token', 512);
+    const returnTo = formValue(req, 'return_to', 2048) || null;
     try {
       verifyCsrfField(req);
       const parsed = parseForm(twoFactorBody, req.body);
