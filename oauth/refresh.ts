@@ -1,8 +1,8 @@
-import { and, eq, isNull } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { Deps } from '../src/deps.js';
 import { oauthGrants, oauthRefreshTokens } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
-import { revokeGrants, storeRefreshToken, successorOf, type GrantRow } from './grants.js';
+import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } from './grants.js';
 
 // Refresh-token families (CONTRACT §7; RFC 9700 §4.14.2): one family per grant, rotation on every use,
 // and reuse of a rotated token revokes the grant. Two refreshes with the same token racing each other
@@ -51,12 +51,14 @@ async function withinGrace(deps: Deps, token: string, rotatedAt: Date): Promise<
 export async function rotateRefreshToken(deps: Deps, token: string, grantId: string): Promise<string> {
   const tokenHash = hmacSecret(deps.keys.hmac, token);
   const successor = successorOf(deps.keys.hmac, token);
-  await deps.db.transaction(async (tx) => {
-    await tx
-      .update(oauthRefreshTokens)
-      .set({ rotatedAt: new Date() })
-      .where(and(eq(oauthRefreshTokens.tokenHash, tokenHash), isNull(oauthRefreshTokens.rotatedAt)));
-    await storeRefreshToken(tx, deps.keys.hmac, grantId, successor);
-  });
+  // One statement, one round trip: mark the presented token rotated (only if it is not yet) and store
+  // its successor (a no-op when a parallel refresh stored it first).
+  await deps.db.execute(sql`
+    with rotated as (
+      update oauth_refresh_tokens set rotated_at = now() where token_hash = ${tokenHash} and rotated_at is null
+    )
+    insert into oauth_refresh_tokens (token_hash, grant_id, expires_at)
+    values (${hmacSecret(deps.keys.hmac, successor)}, ${grantId}, ${new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000).toISOString()})
+    on conflict do nothing`);
   return successor;
 }
