@@ -7,7 +7,7 @@ import { setOrgBalance } from './helpers/billing.js';
 import { memberships, orgs } from '../src/db/schema.js';
 import type { Db } from '../src/db/client.js';
 import { clientIdOf, newOrgKey, orgIdOf } from '../src/ids.js';
-import { reserveCredits } from '../src/billing/spend.js';
+import { reserveCredits, settleCredits } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 
 // Every billing route's access rules (owner, member, viewer, outsider, no credential) and error paths
@@ -148,6 +148,20 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
     }
   });
 
+  it('is atomic under concurrent raises: the pool is never over-allocated', async () => {
+    const u = await createUser(server);
+    const others = [await createOrg(u, 'A'), await createOrg(u, 'B'), await createOrg(u, 'C')];
+    expect((await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 0 }, { token: u.session })).status).toBe(200);
+    // Three clients each ask for 20,000 of a 50,000 pool at once: exactly two can have it.
+    const results = await Promise.all(
+      others.map((key) => api.put(`/v1/owner/orgs/${clientIdOf(key)}/allocation`, { target_credits: 20_000 }, { token: u.session })),
+    );
+    expect(results.map((r) => r.status).sort()).toEqual([200, 200, 402]);
+    const after = await api.get('/v1/owner/balance', { token: u.session });
+    expect(after.body).toMatchObject({ global_credits: 50_000, unallocated_credits: 10_000 });
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
   it('refuses to reclaim tokens held by a call in flight with 409 CREDITS_IN_USE', async () => {
     const u = await createUser(server);
     await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: `req_${u.orgKey}`, minCredits: 1, maxCredits: 40_000 });
@@ -170,6 +184,11 @@ describe('transactions and pagination (CONTRACT §3)', () => {
       expect(res.status, JSON.stringify(q)).toBe(400);
     }
     expect((await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session, query: { offset: 1 } })).body).toEqual([]);
+    // A call's usage shows negative, with the balance after it (CONTRACT §3).
+    await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: `req_tx_${u.orgKey}`, minCredits: 1, maxCredits: 100 });
+    await settleCredits(server.deps.db, { requestId: `req_tx_${u.orgKey}`, actualCredits: 12, description: 'chat completion' });
+    const [usage] = (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session, query: { limit: 1 } })).body;
+    expect(usage).toMatchObject({ transaction_type: 'usage', amount_credits: -12, balance_after_credits: 49_988, description: 'chat completion' });
     expect((await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session, query: { limit: 1000 } })).status).toBe(400);
   });
 });
