@@ -28,11 +28,11 @@ const RESOURCE_TEXT: Record<OAuthResource, { title: string; text: string }> = {
 
 function provenance(request: AuthorizationRequest): SafeHtml {
   const c = request.client;
-  if (c.source === 'builtin') return html`the svc command-line tool, built into this service`;
+  if (c.source === 'builtin') return html`built into this service`;
   if (c.source === 'metadata') {
-    return html`an application identified by its metadata document at <strong>${new URL(c.clientId).host}</strong>`;
+    return html`identified by its metadata document at <strong>${new URL(c.clientId).host}</strong>`;
   }
-  return html`an application registered with this service on its own say-so (its name is not verified)`;
+  return html`registered with this service by the application itself, so its name is not verified`;
 }
 
 /** CSP form-action must allow the redirect that follows the form post (CSP3: it applies to redirects). */
@@ -89,7 +89,7 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
 <form method="post" action="${action}" class="stack">
 ${csrfField(req, res)}
 <h2>It asks for</h2>
-<ul class="resources">
+<ul>
 ${request.resources.map((r) => html`<li><strong>${RESOURCE_TEXT[r].title}</strong> — ${RESOURCE_TEXT[r].text} <span class="muted">(${resourceUrl(origin, r)})</span></li>`)}
 </ul>
 <div class="field">
@@ -99,8 +99,8 @@ ${orgs.map((o, i) => html`<option value="${clientIdOf(o.orgKey)}"${i === 0 ? htm
 </select>
 </div>
 <div class="actions">
-<button type="submit" name="decision" value="approve" class="primary">Allow</button>
-<button type="submit" name="decision" value="deny">Deny</button>
+<button type="submit" name="decision" value="approve">Allow</button>
+<button type="submit" name="decision" value="deny" class="secondary">Deny</button>
 </div>
 </form>`;
     sendPage(res, renderPage({ title: `Allow ${name}?`, body, user: principal, narrow: true }), 200, {

@@ -151,6 +151,17 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     expect(ok.userId).toBe(user.userId);
   });
 
+  it('accepts the resource parameter repeated, naming both resources', async () => {
+    const origin = server.v2Url;
+    const as = await discover(origin);
+    const client = { client_id: 'svc-cli' };
+    const user = await createUser(server);
+    const { res } = await codeFlow(as, user, { client, clientAuth: oauth.None(), resources: [`${origin}/v1`, `${origin}/mcp/platform`] });
+    const body = await oauth.processAuthorizationCodeResponse(as, client, res);
+    expect((body.grants as Grant[]).map((g) => g.scope).sort()).toEqual(['model', 'platform']);
+    expect(body.scope).toBe('platform');
+  });
+
   it('lets the token request narrow to one resource and refuses widening with invalid_target', async () => {
     const origin = server.v2Url;
     const as = await discover(origin);
