@@ -137,13 +137,13 @@ export function devBillingRoutes(deps: Deps): Router {
     const cents = s.kind === 'topup' ? Number(s.amount_cents) : PRO_PRICE_CENTS;
     const open = s.status === 'open';
     const body = html`<h1>Dev checkout</h1>
-<p>This is the built-in development processor: no money moves. Paying delivers signed webhook events to this server.</p>
+<p class="alert info">This is the built-in development processor: no money moves. Paying delivers signed webhook events to this server.</p>
 <dl><dt>Item</dt><dd>${what}</dd><dt>Amount</dt><dd>${(cents / 100).toFixed(2)} USD</dd><dt>Session</dt><dd><code>${s.id}</code></dd><dt>Status</dt><dd>${s.status}</dd></dl>
-${note ? html`<p class="notice">${note}</p>` : ''}
+${note ? html`<p class="alert warn">${note}</p>` : ''}
 ${open
   ? html`<form method="post" action="/dev/checkout/${s.id}">${csrfField(req, res)}
-<button type="submit" name="decision" value="pay">Pay ${(cents / 100).toFixed(2)} USD</button>
-<button type="submit" name="decision" value="fail">Simulate a declined card</button></form>`
+<div class="actions"><button type="submit" name="decision" value="pay">Pay ${(cents / 100).toFixed(2)} USD</button>
+<button type="submit" name="decision" value="fail" class="danger">Simulate a declined card</button></div></form>`
   : ''}`;
     const origins = [s.success_url, s.cancel_url].flatMap((u) => {
       try {
@@ -196,8 +196,8 @@ ${open
       s.status === 'canceled'
         ? ''
         : html`<form method="post" action="${action}">${csrfField(req, res)}<input type="hidden" name="subscription" value="${s.id}">
-<button type="submit" name="action" value="${s.cancel_at_period_end ? 'resume' : 'cancel'}">${s.cancel_at_period_end ? 'Resume' : 'Cancel at period end'}</button>
-<button type="submit" name="action" value="renew">Simulate renewal (next period paid)</button></form>`;
+<div class="actions"><button type="submit" name="action" value="${s.cancel_at_period_end ? 'resume' : 'cancel'}" class="secondary">${s.cancel_at_period_end ? 'Resume' : 'Cancel at period end'}</button>
+<button type="submit" name="action" value="renew">Simulate renewal (next period paid)</button></div></form>`;
     const body = html`<h1>Dev billing portal</h1>
 <h2>Subscriptions</h2>${subs.length ? html`<ul>${subs.map((s) => html`<li><code>${s.id}</code> ${s.status}${s.cancel_at_period_end ? ' (cancels at period end)' : ''}, period ends ${new Date(Number(s.current_period_end) * 1000).toISOString().slice(0, 10)} ${actions(s)}</li>`)}</ul>` : html`<p>None.</p>`}
 <h2>Payment methods</h2>${methods.length ? html`<ul>${methods.map((m) => html`<li>${m.brand} •••• ${m.last4}, expires ${m.exp_month}/${m.exp_year}</li>`)}</ul>` : html`<p>None.</p>`}
