@@ -91,3 +91,36 @@ describe('credentials', () => {
     expect(JSON.stringify(rows)).not.toContain(secret);
   });
 });
+
+describe('CSRF on cookie-authenticated unsafe requests (CONTRACT §4)', () => {
+  const cookieOf = (session: string) => `__Host-svc_session=${session}`;
+
+  it('accepts same-origin signals, including Origin: null from a no-referrer page', async () => {
+    const user = await createUser(server);
+    const api = client(server.url);
+    const bySite = await api.post('/v1/clients', { name: 'a' }, {
+      cookie: cookieOf(user.session),
+      headers: { 'sec-fetch-site': 'same-origin', origin: 'null' },
+    });
+    expect(bySite.status).toBe(200);
+    const byOrigin = await api.post('/v1/clients', { name: 'b' }, { cookie: cookieOf(user.session), headers: { origin: server.url } });
+    expect(byOrigin.status).toBe(200);
+  });
+
+  it('refuses cross-site requests and cookie requests with no browser signal', async () => {
+    const user = await createUser(server);
+    const api = client(server.url);
+    for (const headers of [
+      { 'sec-fetch-site': 'cross-site', origin: server.url },
+      { origin: 'https://evil.example' },
+      { origin: 'null' },
+      {},
+    ]) {
+      const res = await api.post('/v1/clients', { name: 'x' }, { cookie: cookieOf(user.session), headers });
+      expect(res.status, JSON.stringify(headers)).toBe(403);
+      expect(res.body.detail.code).toBe('CSRF');
+    }
+    // The same session as a bearer is not a cookie: no CSRF check applies.
+    expect((await api.post('/v1/clients', { name: 'y' }, { token: user.session })).status).toBe(200);
+  });
+});

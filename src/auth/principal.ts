@@ -146,9 +146,14 @@ export function createAuth(deps: Deps) {
   /** A cookie-authenticated unsafe request must come from the same origin (CONTRACT §4), else 403 CSRF. */
   function checkCsrf(req: Request, principal: Principal) {
     if (principal.kind !== 'session' || !principal.viaCookie || !UNSAFE.has(req.method)) return;
+    // Sec-Fetch-Site is set by the browser and cannot be set by a page, so it decides when present.
+    // Pages served with Referrer-Policy: no-referrer post `Origin: null`, which says nothing: read as
+    // absent. With neither signal (not a browser, yet carrying a cookie) the request is refused.
     const site = req.get('sec-fetch-site');
     const origin = req.get('origin');
-    const ok = origin ? isSameOrigin(req, config, origin) : site === 'same-origin';
+    const ok = site
+      ? site === 'same-origin'
+      : origin !== undefined && origin !== 'null' && isSameOrigin(req, config, origin);
     if (!ok) throw new AppError(403, 'CSRF', 'cross-site request refused');
   }
 
