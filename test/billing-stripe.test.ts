@@ -159,7 +159,7 @@ describe('POST /v1/webhooks/stripe', () => {
     const tx = await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session });
     expect(tx.body.filter((t: { transaction_type: string }) => t.transaction_type === 'subscription_credit')).toHaveLength(2);
     const invoices = await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session });
-    expect(invoices.body[0]).toMatchObject({ org_id: u.clientId, status: 'paid', currency: 'usd', amount_paid_cents: 20_000 });
+    expect(invoices.body[0]).toMatchObject({ org_id: u.clientId, status: 'paid', currency: 'usd', amount_paid_cents: 20_000, due_date: expect.any(Number) });
     await send('customer.subscription.deleted', { ...sub, status: 'canceled' }, { created: t0 + 9 });
     got = await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session });
     expect(got.status).toBe(404);

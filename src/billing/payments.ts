@@ -135,7 +135,8 @@ export async function listInvoices(db: Db, orgKey: string, limit: number, offset
     currency: String(r.currency),
     invoice_pdf: (r.invoice_pdf as string | null) ?? '',
     created_at: num(r.created_at_unix),
-    due_date: r.due_date === null || r.due_date === undefined ? null : num(r.due_date),
+    // Automatically charged invoices have no due date at the processor: they are due when issued.
+    due_date: r.due_date === null || r.due_date === undefined ? num(r.created_at_unix) : num(r.due_date),
     ...(r.payment_failed_at ? { payment_failed: true } : {}),
   }));
 }
