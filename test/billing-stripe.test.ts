@@ -123,6 +123,15 @@ describe('POST /v1/webhooks/stripe', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
+  it('verifies over the exact bytes Stripe sent (pretty-printed, non-ASCII), not a re-serialisation', async () => {
+    const u = await createUser(server);
+    const s = await topupSession(u, 200);
+    const pretty = JSON.stringify(JSON.parse(stripeEvent('checkout.session.completed', { ...s, payment_status: 'paid', status: 'complete', description: 'Crédits — “svc” ✓' })), null, 2);
+    const res = await deliverWebhook(server.url, pretty, signatureFor(pretty, SECRET));
+    expect(res.status).toBe(200);
+    expect(await balance(u)).toBe(52_000);
+  });
+
   it('waits for async payment: an unpaid completed session grants nothing until async_payment_succeeded', async () => {
     const u = await createUser(server);
     const s = await topupSession(u, 100);
