@@ -65,9 +65,8 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
 /** POST /oauth/device_authorization (RFC 8628 §3.1–3.2). */
 export function deviceAuthorizationRoutes(deps: Deps): Router {
   const router = Router();
-  const perIp = (deps as { limits?: { perIp?: import('express').RequestHandler } }).limits?.perIp;
-  const handlers = perIp ? [perIp] : [];
-  router.post('/oauth/device_authorization', ...handlers, async (req, res) => {
+  // The per-address limit of the device routes (CONTRACT §1).
+  router.post('/oauth/device_authorization', deps.limits.perIp, async (req, res) => {
     res.set('Cache-Control', 'no-store');
     const origin = requestOrigin(req, deps.config);
     const body = (req.body ?? {}) as Record<string, unknown>;

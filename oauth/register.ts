@@ -47,7 +47,8 @@ function redirectUriProblem(uri: string): string | null {
 
 export function registrationRoutes(deps: Deps): Router {
   const router = Router();
-  router.post('/oauth/register', async (req, res) => {
+  // Registration is unauthenticated and writes a row: the per-address limit applies (CONTRACT §1).
+  router.post('/oauth/register', deps.limits.perIp, async (req, res) => {
     res.set('Cache-Control', 'no-store');
     const parsed = metadataSchema.safeParse(req.body ?? {});
     if (!parsed.success) {

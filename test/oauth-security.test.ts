@@ -153,6 +153,12 @@ describe('authorization codes', () => {
     await expect(verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url })).rejects.toBeInstanceOf(AppError);
   });
 
+  it('hands a code out exactly once when two exchanges race', async () => {
+    const { code, verifier } = await approvedCode();
+    const statuses = (await Promise.all([exchange(code, verifier), exchange(code, verifier)])).map((r) => r.status).sort();
+    expect(statuses).toEqual([200, 400]);
+  });
+
   it('expires after 60 seconds and is bound to its redirect_uri and issuer', async () => {
     const a = await approvedCode();
     await server.deps.db.update(oauthCodes).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(oauthCodes.clientId, 'svc-cli'));
