@@ -186,6 +186,23 @@ describe('POST /v1/auth/device/authorize', () => {
   });
 });
 
+describe('per-address limit on the device routes (CONTRACT §1)', () => {
+  it('answers 429 RATE_LIMITED with Retry-After past RATE_LIMIT_IP_PER_MIN', async () => {
+    const limited = await startTestServer({ env: { RATE_LIMIT_IP_PER_MIN: '3' } });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await client(limited.url).post('/v1/auth/device/code')).status);
+      expect(statuses).toEqual([200, 200, 200, 429]);
+      const res = await client(limited.url).post('/v1/auth/device/poll', { device_code: 'x' });
+      expect(res.status).toBe(429);
+      expect(res.body.detail.code).toBe('RATE_LIMITED');
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await limited.close();
+    }
+  });
+});
+
 describe('credential rotation and races (Authentication 3; CONTRACT §6)', () => {
   it('a new device login rotates only that user’s credential in that org; teammates are unaffected', async () => {
     const owner = await createUser(server);
