@@ -14,6 +14,8 @@ import { OAuthProtocolError } from './params.js';
 // allowExtendedTokenAttributes every extra property of saveToken's result would reach the client
 // (the library's own authorization-code object among them), so only `grants` is let through.
 
+const GRANT_TYPES = new Set(['authorization_code', 'refresh_token', DEVICE_CODE_GRANT]);
+
 const RESPONSE_FIELDS = new Set(['access_token', 'token_type', 'expires_in', 'refresh_token', 'scope', 'grants']);
 
 function sendOAuthError(res: Response, status: number, error: string, description: string) {
@@ -31,6 +33,14 @@ export function tokenRoutes(deps: Deps): Router {
     res.set({ 'Cache-Control': 'no-store', Pragma: 'no-cache' });
     const issuer = requestOrigin(req, deps.config);
     const body = { ...((req.body ?? {}) as Record<string, unknown>) };
+    // The grant type is checked first: the library would otherwise ask an unknown grant for client
+    // credentials and answer invalid_client where RFC 6749 §5.2 says unsupported_grant_type.
+    if (req.is('application/x-www-form-urlencoded') && typeof body.grant_type !== 'string') {
+      throw new OAuthProtocolError('invalid_request', 'grant_type is required (sent once)');
+    }
+    if (req.is('application/x-www-form-urlencoded') && !GRANT_TYPES.has(body.grant_type as string)) {
+      throw new OAuthProtocolError('unsupported_grant_type', `grant_type ${String(body.grant_type).slice(0, 100)} is not supported`);
+    }
     // The library does not form-decode Basic credentials (RFC 6749 §2.3.1 requires it; strict clients
     // such as oauth4webapi encode every '-' and '_'), so they are decoded here and handed over as body
     // credentials. Two methods at once is a malformed request (RFC 6749 §2.3).

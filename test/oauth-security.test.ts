@@ -350,3 +350,48 @@ describe('device grant (RFC 8628)', () => {
     expect(statuses.at(-1)).toBe(429);
   });
 });
+
+describe('endpoint error paths (RFC 6749 §5.2 shapes)', () => {
+  const form = (path: string, body: Record<string, string>, headers: Record<string, string> = {}) =>
+    fetch(`${server.v2Url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+      body: new URLSearchParams(body),
+    });
+
+  it('answers token endpoint mistakes with the right error and no-store', async () => {
+    const unsupported = await form('/oauth/token', { grant_type: 'password', client_id: 'svc-cli', username: 'a', password: 'b' });
+    expect(unsupported.status).toBe(400);
+    expect(unsupported.headers.get('cache-control')).toBe('no-store');
+    expect(await json(unsupported)).toMatchObject({ error: 'unsupported_grant_type', error_description: expect.any(String) });
+    expect((await json(await form('/oauth/token', { client_id: 'svc-cli' }))).error).toBe('invalid_request');
+    const asJson = await fetch(`${server.v2Url}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ grant_type: 'refresh_token', refresh_token: 'x', client_id: 'svc-cli' }),
+    });
+    expect((await json(asJson)).error).toBe('invalid_request');
+    const unknownClient = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: 'srt_x', client_id: 'nobody' });
+    expect(unknownClient.status).toBe(401);
+    expect(unknownClient.headers.get('www-authenticate')).toMatch(/^Basic/);
+    const publicWithSecret = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: 'srt_x', client_id: 'svc-cli', client_secret: 'guess' });
+    expect(publicWithSecret.status).toBe(401);
+    expect((await json(await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: 'srt_unknown', client_id: 'svc-cli' }))).error).toBe('invalid_grant');
+  });
+
+  it('refuses revoke and introspect without a token, and the device grant for a client that did not register it', async () => {
+    expect(await json(await form('/oauth/revoke', { client_id: 'svc-cli' }))).toMatchObject({ error: 'invalid_request' });
+    expect(await json(await form('/oauth/introspect', { client_id: 'svc-cli' }))).toMatchObject({ error: 'invalid_request' });
+    const reg = await json(
+      await fetch(`${server.v2Url}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'none' }),
+      }),
+    );
+    const res = await form('/oauth/device_authorization', { client_id: reg.client_id });
+    expect(res.status).toBe(400);
+    expect(await json(res)).toMatchObject({ error: 'unauthorized_client' });
+    expect((await form('/oauth/device_authorization', {})).status).toBe(401);
+  });
+});
