@@ -56,11 +56,31 @@ export async function consumeCode(db: Db, codeHash: string): Promise<boolean> {
   return rows.length === 1;
 }
 
-export async function recordIssuedGrants(db: Db, codeHash: string, grantIds: string[]): Promise<void> {
-  await db.update(oauthCodes).set({ grantIds }).where(eq(oauthCodes.codeHash, codeHash));
+/**
+ * Records what the code issued, inside the issuing transaction. If a replay was seen meanwhile (the
+ * marker below), it refuses, which rolls the issuance back: a code presented twice yields no tokens.
+ */
+export async function recordIssuedGrants(db: Db, codeHash: string, grantIds: string[]): Promise<boolean> {
+  const rows = await db
+    .update(oauthCodes)
+    .set({ grantIds })
+    .where(and(eq(oauthCodes.codeHash, codeHash), isNull(oauthCodes.grantIds)))
+    .returning({ codeHash: oauthCodes.codeHash });
+  return rows.length === 1;
 }
 
-/** A used code came back: revoke everything it issued. */
-export async function revokeReplayedCode(db: Db, row: CodeRow): Promise<void> {
-  await revokeGrants(db, row.grantIds ?? []);
+/**
+ * A used code came back (RFC 6749 §4.1.2: deny, and revoke what it issued). If the first exchange has
+ * not recorded its grants yet (the two raced), an empty list marks the code replayed, which makes that
+ * exchange roll back; otherwise the grants it issued are revoked.
+ */
+export async function revokeReplayedCode(db: Db, codeHash: string): Promise<void> {
+  const marked = await db
+    .update(oauthCodes)
+    .set({ grantIds: [] })
+    .where(and(eq(oauthCodes.codeHash, codeHash), isNull(oauthCodes.grantIds)))
+    .returning({ codeHash: oauthCodes.codeHash });
+  if (marked.length === 1) return;
+  const row = await findCode(db, codeHash);
+  await revokeGrants(db, row?.grantIds ?? []);
 }

@@ -7,6 +7,9 @@ import { recordIssuedGrants } from './codes.js';
 // refresh token, and the token response's top level repeating one of them — the resource named in the
 // token request, platform when none.
 
+/** The code was presented again while this exchange was issuing: nothing is issued (rolled back). */
+export class CodeReplayedError extends Error {}
+
 export interface IssuedApproval {
   top: GrantTokens;
   grants: GrantTokens[];
@@ -36,7 +39,9 @@ export async function issueApproval(
     const rows = await createGrants(tx, input, input.resources);
     const out: { row: GrantRow; refresh: string }[] = [];
     for (const row of rows) out.push({ row, refresh: await storeNewRefreshToken(tx, deps.keys.hmac, row.id) });
-    if (input.codeHash) await recordIssuedGrants(tx, input.codeHash, rows.map((r) => r.id));
+    if (input.codeHash && !(await recordIssuedGrants(tx, input.codeHash, rows.map((r) => r.id)))) {
+      throw new CodeReplayedError();
+    }
     return out;
   });
   const grants: GrantTokens[] = [];

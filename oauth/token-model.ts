@@ -7,7 +7,7 @@ import { issueAccessToken, type GrantRow } from './grants.js';
 import { narrowResources, OAuthProtocolError, parseResources } from './params.js';
 import { lookupRefreshToken, rotateRefreshToken } from './refresh.js';
 import { resourceUrl } from './resources.js';
-import { issueApproval, type IssuedApproval } from './token-issue.js';
+import { CodeReplayedError, issueApproval, type IssuedApproval } from './token-issue.js';
 
 // The drizzle-backed model of @node-oauth/oauth2-server for the authorization_code and refresh_token
 // grants (and the token-response shape of the device grant). One model per token request: it knows
@@ -74,7 +74,7 @@ export function createTokenModel(ctx: RequestContext) {
       const row = await findCode(deps.db, codeHash);
       if (!row) return null;
       if (row.usedAt) {
-        await revokeReplayedCode(deps.db, row);
+        await revokeReplayedCode(deps.db, codeHash);
         return null;
       }
       // A code is redeemable only at the issuer that issued it (mix-up, RFC 9700 §4.4).
@@ -98,7 +98,10 @@ export function createTokenModel(ctx: RequestContext) {
     },
 
     async revokeAuthorizationCode(c: { authorizationCode: string }) {
-      return consumeCode(deps.db, c.authorizationCode);
+      const consumed = await consumeCode(deps.db, c.authorizationCode);
+      // Lost the race to another exchange of the same code: that is a replay too.
+      if (!consumed) await revokeReplayedCode(deps.db, c.authorizationCode);
+      return consumed;
     },
 
     async validateScope(_user: unknown, _client: unknown, scope?: string[]) {
@@ -149,16 +152,21 @@ export function createTokenModel(ctx: RequestContext) {
         return tokenResult({ top: entry, grants: [entry] }, client, user);
       }
       if (!code) throw libraryError('invalid_grant', 'no authorization code');
-      const issued = await issueApproval(deps, {
-        clientId: code.clientId,
-        userId: code.userId,
-        orgKey: code.org,
-        issuer,
-        resources: codeResources,
-        named: parseResources(issuer, ctx.body.resource),
-        codeHash: code.codeHash,
-      });
-      return tokenResult(issued, client, user);
+      try {
+        const issued = await issueApproval(deps, {
+          clientId: code.clientId,
+          userId: code.userId,
+          orgKey: code.org,
+          issuer,
+          resources: codeResources,
+          named: parseResources(issuer, ctx.body.resource),
+          codeHash: code.codeHash,
+        });
+        return tokenResult(issued, client, user);
+      } catch (err) {
+        if (err instanceof CodeReplayedError) throw libraryError('invalid_grant', 'the authorization code was used more than once');
+        throw err;
+      }
     },
   };
 }
