@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -14,6 +14,7 @@ import {
 } from '../src/billing/spend.js';
 import { ownerBalance, setAllocation } from '../src/billing/service.js';
 import { checkInvariants } from '../src/billing/invariants.js';
+import { HOLD_SWEEP_INTERVAL_MS } from '../src/billing/hooks.js';
 import { AppError } from '../src/http/errors.js';
 import { queryRows } from '../src/db/client.js';
 
@@ -147,5 +148,33 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     // A settle arriving after expiry still bills what the allocation can pay, never more than held.
     expect(await settleCredits(db, { requestId: next, actualCredits: 30, description: 'late' })).toEqual({ debitedCredits: 30, balanceCredits: 70 });
     expect(await checkInvariants(db)).toEqual([]);
+  });
+});
+
+describe('the stale-hold sweep wired in createDeps', () => {
+  it('runs every HOLD_SWEEP_INTERVAL_MS and stops when deps close', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    let own: TestServer | undefined;
+    try {
+      own = await startTestServer();
+      const u = await createUser(own);
+      const db = own.deps.db;
+      const id = rid();
+      await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 500, ttlSeconds: 0 });
+      const status = async () =>
+        (await queryRows<{ status: string }>(db, sql`select status from billing_holds where request_id = ${id}`))[0]!.status;
+      expect(await status()).toBe('held');
+      vi.advanceTimersByTime(HOLD_SWEEP_INTERVAL_MS);
+      await vi.waitFor(async () => expect(await status()).toBe('expired'), { timeout: 10_000, interval: 50 });
+      const before = vi.getTimerCount();
+      expect(before).toBeGreaterThan(0);
+      await own.close();
+      own = undefined;
+      // deps.close() cleared the interval: no sweep fires against a closed database.
+      expect(vi.getTimerCount()).toBeLessThan(before);
+    } finally {
+      await own?.close();
+      vi.useRealTimers();
+    }
   });
 });
