@@ -6,11 +6,10 @@ import { createUser, type TestUser } from './helpers/fixtures.js';
 import { driveConsent, sessionCookie } from './helpers/oauth.js';
 import { verifyAccessToken } from '../oauth/verify.js';
 import { oauthCodes } from '../src/db/schema.js';
-import { approveUserCode } from '../src/device/store.js';
 import { AppError } from '../src/http/errors.js';
 
 // The RFC 9700 (OAuth security BCP) list as tests, plus the consent page's own rules (CONTRACT §4) and
-// the device grant (RFC 8628) with authorization_pending and slow_down.
+// token-endpoint error paths. The device grant is in oauth-device.test.ts.
 
 let server: TestServer;
 let user: TestUser;
@@ -293,68 +292,6 @@ describe('consent page (CONTRACT §4)', () => {
     expect(new URL(other.headers.get('location')!).searchParams.get('error')).toBe('invalid_target');
     const scope = await fetch(authorizeUrl({ ...base, scope: 'admin' }), { redirect: 'manual' });
     expect(new URL(scope.headers.get('location')!).searchParams.get('error')).toBe('invalid_scope');
-  });
-});
-
-describe('device grant (RFC 8628)', () => {
-  it('polls authorization_pending, slow_down, then issues both grants once approved', async () => {
-    const da = await oauth.processDeviceAuthorizationResponse(as, cli, await oauth.deviceAuthorizationRequest(as, cli, oauth.None(), {}, insecure));
-    expect(da.verification_uri).toBe(`${server.v2Url}/account/device`);
-    expect(da.user_code).toMatch(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/);
-    const poll = () => oauth.deviceCodeGrantRequest(as, cli, oauth.None(), da.device_code, insecure);
-    await expect(oauth.processDeviceCodeResponse(as, cli, await poll())).rejects.toMatchObject({ error: 'authorization_pending' });
-    await expect(oauth.processDeviceCodeResponse(as, cli, await poll())).rejects.toMatchObject({ error: 'slow_down' });
-    await approveUserCode(server.deps, { userCode: da.user_code, userId: user.userId });
-    const tokens = await oauth.processDeviceCodeResponse(as, cli, await poll());
-    expect(tokens.scope).toBe('platform');
-    expect((tokens.grants as unknown[]).length).toBe(2);
-    const claims = await oauth.validateJwtAccessToken(
-      as,
-      new Request(`${server.v2Url}/mcp/platform`, { headers: { authorization: `Bearer ${tokens.access_token}` } }),
-      `${server.v2Url}/mcp/platform`,
-      insecure,
-    );
-    expect(claims.org).toBe(user.orgId);
-    // Exactly once.
-    await expect(oauth.processDeviceCodeResponse(as, cli, await poll())).rejects.toMatchObject({ error: 'expired_token' });
-  });
-
-  it('names one resource, refuses a client that did not ask, and ends in access_denied when denied', async () => {
-    const params = { resource: `${server.v2Url}/v1` };
-    const da = await oauth.processDeviceAuthorizationResponse(as, cli, await oauth.deviceAuthorizationRequest(as, cli, oauth.None(), params, insecure));
-    await approveUserCode(server.deps, { userCode: da.user_code, userId: user.userId });
-    const reg = await json(
-      await fetch(`${server.v2Url}/oauth/register`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], token_endpoint_auth_method: 'none' }),
-      }),
-    );
-    const thief = { client_id: reg.client_id as string };
-    const stolen = await oauth.deviceCodeGrantRequest(as, thief, oauth.None(), da.device_code, insecure);
-    expect((await json(stolen)).error).toBe('invalid_grant');
-    const tokens = await oauth.processDeviceCodeResponse(as, cli, await oauth.deviceCodeGrantRequest(as, cli, oauth.None(), da.device_code, insecure));
-    expect(tokens.scope).toBe('model');
-    const bad = await fetch(`${server.v2Url}/oauth/device_authorization`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ client_id: 'svc-cli', resource: 'https://evil.example/' }),
-    });
-    expect((await json(bad)).error).toBe('invalid_target');
-  });
-
-  it('limits wrong user codes per user (brute force: ten in 10 minutes, then 429)', async () => {
-    const victim = await createUser(server);
-    const statuses: number[] = [];
-    for (let i = 0; i < 11; i++) {
-      try {
-        await approveUserCode(server.deps, { userCode: 'BCDF-GHJK', userId: victim.userId });
-      } catch (err) {
-        statuses.push((err as AppError).status);
-      }
-    }
-    expect(statuses.slice(0, 9).every((s) => s === 400)).toBe(true);
-    expect(statuses.at(-1)).toBe(429);
   });
 });
 
