@@ -2,6 +2,7 @@ import { Router } from 'express';
 import type { Deps } from '../src/deps.js';
 import type { Auth } from '../src/auth/principal.js';
 import { metadataRoutes } from './metadata.js';
+import { OAUTH_CORS_PATHS, oauthCors } from './cors.js';
 import { authorizeRoutes } from './authorize.js';
 import { tokenRoutes } from './token.js';
 import { deviceAuthorizationRoutes } from './device-grant.js';
@@ -11,6 +12,7 @@ import { revocationRoutes } from './revocation.js';
 // The authorization server (CONTRACT §7), mounted on every origin; each origin is its own issuer.
 export function oauthRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
+  router.use(OAUTH_CORS_PATHS, oauthCors);
   router.use(metadataRoutes(deps));
   router.use(authorizeRoutes(deps, auth));
   router.use(tokenRoutes(deps));

@@ -310,6 +310,22 @@ describe('refresh, revocation, introspection', () => {
   });
 });
 
+describe('browser-based clients (CORS, no credentials)', () => {
+  it('answers preflights on the client endpoints and allows any origin without cookies', async () => {
+    for (const path of ['/oauth/token', '/oauth/register', '/oauth/revoke', '/oauth/introspect', '/oauth/device_authorization']) {
+      const pre = await fetch(`${server.v2Url}${path}`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://inspector.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+      });
+      expect(pre.status).toBe(204);
+      expect(pre.headers.get('access-control-allow-origin')).toBe('*');
+      expect(pre.headers.get('access-control-allow-credentials')).toBeNull();
+    }
+    const authorize = await fetch(`${server.v2Url}/oauth/authorize`, { method: 'OPTIONS' });
+    expect(authorize.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
+
 describe('dynamic client registration (RFC 7591)', () => {
   it('answers 201 and validates redirect URIs', async () => {
     const post = (body: unknown) =>
