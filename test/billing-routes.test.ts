@@ -89,6 +89,18 @@ describe('access rules (CONTRACT §8)', () => {
     expect((await api.get(`/v1/clients/client_doesnotexist/credits/balance`, { token: owner.session })).status).toBe(403);
     expect((await api.get(`/v1/clients/not-an-id/credits/balance`, { token: owner.session })).status).toBe(403);
   });
+
+  it('keeps an svc_ token within its own client (Authentication 1b), where a session reaches every client', async () => {
+    const second = await createOrg(owner, 'Second');
+    const { secret } = await createApiToken(server, owner, owner.orgKey);
+    const other = await api.get(`/v1/clients/${clientIdOf(second)}/credits/balance`, { token: secret });
+    expect(other.status).toBe(403);
+    expect(other.body.detail.code).toBe('NO_ACCESS');
+    const alloc = await api.put(`/v1/owner/orgs/${clientIdOf(second)}/allocation`, { target_credits: 0 }, { token: secret });
+    expect(alloc.status).toBe(403);
+    expect((await api.get(`/v1/clients/${clientIdOf(second)}/credits/balance`, { token: owner.session })).status).toBe(200);
+    expect((await api.get(`/v1/clients/${owner.clientId}/credits/balance`, { token: secret })).status).toBe(200);
+  });
 });
 
 describe('owner balance and allocation (interface document, Billing rules 1–2)', () => {

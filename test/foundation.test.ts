@@ -110,12 +110,13 @@ describe('CSRF on cookie-authenticated unsafe requests (CONTRACT §4)', () => {
   it('refuses cross-site requests and cookie requests with no browser signal', async () => {
     const user = await createUser(server);
     const api = client(server.url);
-    for (const headers of [
+    const attempts: Record<string, string>[] = [
       { 'sec-fetch-site': 'cross-site', origin: server.url },
       { origin: 'https://evil.example' },
       { origin: 'null' },
       {},
-    ]) {
+    ];
+    for (const headers of attempts) {
       const res = await api.post('/v1/clients', { name: 'x' }, { cookie: cookieOf(user.session), headers });
       expect(res.status, JSON.stringify(headers)).toBe(403);
       expect(res.body.detail.code).toBe('CSRF');

@@ -199,3 +199,13 @@ export function principalOf(req: Request): Principal {
   if (!req.principal) throw invalidToken();
   return req.principal;
 }
+
+/**
+ * An `svc_` token is bound to one organization (interface document: Authentication 1b) and reaches only
+ * that client's resources; a session reaches every live membership. 403 NO_ACCESS otherwise.
+ */
+export function assertCredentialReaches(principal: Principal, orgKey: string): void {
+  if (principal.kind === 'api_token' && principal.orgKey !== orgKey) {
+    throw new AppError(403, 'NO_ACCESS', 'this API token is bound to another client');
+  }
+}

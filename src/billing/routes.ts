@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
-import { principalOf, type Auth } from '../auth/principal.js';
+import { assertCredentialReaches, principalOf, type Auth } from '../auth/principal.js';
 import { AppError, noAccess } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { parseOrgId } from '../ids.js';
@@ -55,6 +55,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     if (!orgKey || !role || role === 'viewer' || (need === 'owner' && role !== 'owner')) {
       throw noAccess(need === 'owner' ? "only the client's owner may do this" : "no access to this client's billing");
     }
+    assertCredentialReaches(principal, orgKey);
     return { orgKey, principal };
   }
 
@@ -68,6 +69,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     const org = orgKey ? await findLiveOrg(db, orgKey) : null;
     // Interface document, Billing rule 1: only the org's owner may set an allocation.
     if (!org || org.ownerId !== principal.userId) throw noAccess("only the client's owner may set its allocation");
+    assertCredentialReaches(principal, org.id);
     const { target_credits } = parse(allocationBody, req.body);
     await setAllocation(db, { userId: principal.userId, orgKey: org.id, target: target_credits });
     res.json(await ownerBalance(db, principal.userId));

@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
-import { principalOf, type Auth } from '../auth/principal.js';
+import { assertCredentialReaches, principalOf, type Auth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { clientIdOf, parseOrgId, unix } from '../ids.js';
@@ -42,9 +42,7 @@ async function callerRole(deps: Deps, req: Request, minRole: Role) {
   const principal = principalOf(req);
   const orgKey = orgKeyParam(req);
   const access = await requireOrgRole(deps.db, principal.userId, orgKey, minRole);
-  if (principal.kind === 'api_token' && principal.orgKey !== orgKey) {
-    throw new AppError(403, 'NO_ACCESS', 'this API token is bound to another client');
-  }
+  assertCredentialReaches(principal, orgKey);
   return access;
 }
 

@@ -81,7 +81,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     }
     const reply = state.reply(body);
     const limit = body.max_completion_tokens ?? body.max_tokens ?? Infinity;
-    let pieces = words(reply.content ?? '');
+    let pieces: string[] = words(reply.content ?? '');
     let finish = reply.toolCalls?.length ? 'tool_calls' : 'stop';
     if (pieces.length > limit) {
       pieces = pieces.slice(0, limit);
