@@ -81,3 +81,23 @@ describe('billing reconciliation', () => {
     }
   }, 60_000);
 });
+
+describe('the ledger is append-only (issue 5: one immutable row per movement)', () => {
+  it('refuses UPDATE, DELETE and TRUNCATE of ledger rows in the database itself', async () => {
+    const u = await createUser(server); // the trial writes ledger rows
+    const db = server.deps.db;
+    const rows = await db.execute(sql`select id from billing_entries where key = ${`trial:${u.userId}`}`);
+    const id = (rows as unknown as { rows: { id: number }[] }).rows[0]?.id;
+    expect(id).toBeTypeOf('number');
+    const refused = (q: ReturnType<typeof sql>) =>
+      db.execute(q).then(
+        () => 'accepted',
+        (err: unknown) => String((err as { message?: string; cause?: { message?: string } }).cause?.message ?? (err as Error).message),
+      );
+    expect(await refused(sql`update billing_entries set amount = amount + 1 where id = ${id}`)).toMatch(/immutable/);
+    expect(await refused(sql`delete from billing_entries where id = ${id}`)).toMatch(/immutable/);
+    expect(await refused(sql`truncate billing_entries cascade`)).toMatch(/immutable/);
+    const after = await reconcile(db, log, null);
+    expect(after.violations).toEqual([]);
+  });
+});

@@ -235,6 +235,20 @@ describe('consent page (CONTRACT §4)', () => {
     expect(loc.searchParams.get('return_to')).toBe(url.slice(server.v2Url.length));
   });
 
+  it('sends a signed-out POST (session expired while on the page) back to the same request, query kept', async () => {
+    const url = await consentUrl();
+    const res = await fetch(url, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'decision=approve',
+    });
+    expect(res.status).toBe(303);
+    const loc = new URL(res.headers.get('location')!, server.v2Url);
+    expect(loc.pathname).toBe('/account/login');
+    expect(loc.searchParams.get('return_to')).toBe(url.slice(server.v2Url.length));
+  });
+
   it('shows the client, its provenance, the resources and the organizations, under a strict CSP', async () => {
     const res = await fetch(await consentUrl(), { headers: { cookie: sessionCookie(user.session) } });
     expect(res.status).toBe(200);

@@ -55,7 +55,9 @@ export function requirePageSession(auth: Auth, options: PageSessionOptions = {})
       }
     }
     if (!principal || principal.kind !== 'session') {
-      res.redirect(303, loginUrlFor(req.method === 'GET' ? req.originalUrl : req.baseUrl + req.path));
+      // Back to the same URL, query included, as a GET: for a form that posts to its own URL (the
+      // consent page) the query is the request being answered; the form is shown again, not re-posted.
+      res.redirect(303, loginUrlFor(req.originalUrl));
       return;
     }
     if (!principal.emailVerified && !options.allowUnverified) {
