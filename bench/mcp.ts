@@ -9,13 +9,11 @@
 // not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
 // TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite.
 // Knobs: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 16).
-import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { announce, startChild, stopChild } from './children.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
-const root = fileURLToPath(new URL('..', import.meta.url));
-const announce = (value: unknown) => process.stdout.write(`BENCH_READY ${JSON.stringify(value)}\n`);
 
 const CALL = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_projects', arguments: {} } };
 const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
@@ -70,27 +68,7 @@ if (role === 'svc') {
   await main();
 }
 
-function startChild(env: Record<string, string>): Promise<{ child: ChildProcess; info: any }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', here], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-      const m = /BENCH_READY (.*)\n/.exec(out);
-      if (m) resolve({ child, info: JSON.parse(m[1]!) });
-    });
-    child.stderr!.on('data', (d) => (err += d));
-    child.once('exit', (code) => reject(new Error(`bench child (${env.BENCH_ROLE}) exited ${code}: ${err.slice(-2000)}`)));
-  });
-}
 
-async function stop(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-}
 
 interface Figures {
   name: string;
@@ -116,10 +94,10 @@ async function load(name: string, url: string, headers: Record<string, string>, 
 async function main() {
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
-  const svc = await startChild({ BENCH_ROLE: 'svc' });
+  const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc' });
   let bare: Awaited<ReturnType<typeof startChild>> | undefined;
   try {
-    bare = await startChild({ BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.structured) });
+    bare = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.structured) });
     const auth = { authorization: `Bearer ${svc.info.token}` };
     await load('warm-up', svc.info.url, auth, 2, connections);
     await load('warm-up', bare.info.url, {}, 2, connections);
@@ -138,7 +116,7 @@ async function main() {
     );
     if (a.errors > 0 || b.errors > 0) process.exitCode = 1;
   } finally {
-    if (bare) await stop(bare.child);
-    await stop(svc.child);
+    if (bare) await stopChild(bare.child);
+    await stopChild(svc.child);
   }
 }

@@ -7,13 +7,11 @@
 // not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
 // TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite.
 // Knobs: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 32).
-import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { announce, startChild, stopChild } from './children.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
-const root = fileURLToPath(new URL('..', import.meta.url));
-const announce = (value: unknown) => process.stdout.write(`BENCH_READY ${JSON.stringify(value)}\n`);
 
 if (role === 'svc') {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
@@ -42,31 +40,7 @@ if (role === 'svc') {
   await main();
 }
 
-function startChild(env: Record<string, string>): Promise<{ child: ChildProcess; info: any }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', here], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-      const m = /BENCH_READY (.*)\n/.exec(out);
-      if (m) resolve({ child, info: JSON.parse(m[1]!) });
-    });
-    child.stderr!.on('data', (d) => (err += d));
-    child.once('exit', (code) => reject(new Error(`bench child (${env.BENCH_ROLE}) exited ${code}: ${err.slice(-2000)}`)));
-  });
-}
 
-async function stop(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-}
 
 interface Figures {
   name: string;
@@ -127,10 +101,10 @@ async function sequential(url: string, path: string, headers: Record<string, str
 async function main() {
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
-  const svc = await startChild({ BENCH_ROLE: 'svc' });
+  const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc' });
   let bare: Awaited<ReturnType<typeof startChild>> | undefined;
   try {
-    bare = await startChild({ BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.body) });
+    bare = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.body) });
     const auth = { authorization: `Bearer ${svc.info.token}` };
     // Warm-up (JIT, connection pool), then the measured runs back to back.
     await load('warm-up', svc.info.url, auth, 2, connections);
@@ -180,7 +154,7 @@ async function main() {
     process.stdout.write(`after revocation, the next verify answers ${after.status} (expected 401)\n`);
     if (after.status !== 401) process.exitCode = 1;
   } finally {
-    if (bare) await stop(bare.child);
-    await stop(svc.child);
+    if (bare) await stopChild(bare.child);
+    await stopChild(svc.child);
   }
 }
