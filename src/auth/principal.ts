@@ -1,12 +1,12 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { parse as parseCookie } from 'cookie';
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
-import { apiTokens, memberships, orgs, users, type Role } from '../db/schema.js';
+import { apiTokens, memberships, orgs, sessions, users, type Role } from '../db/schema.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
 import { isSameOrigin } from '../http/origin.js';
 import { hmacSecret } from '../crypto/hash.js';
-import { isSessionLive, readSessionToken, SESSION_COOKIE } from './session.js';
+import { readSessionToken, SESSION_COOKIE } from './session.js';
 import { API_TOKEN_PATTERN } from './api-token-secret.js';
 
 // Who is calling an account route (interface document: Authentication 1–2). Two user credentials:
@@ -51,8 +51,20 @@ export function createAuth(deps: Deps) {
     const claims = await readSessionToken(keys.session, token);
     if (!claims) return null;
     try {
-      const [user] = await db.select().from(users).where(eq(users.id, claims.userId));
-      if (!user || !(await isSessionLive(db, claims.sessionId, claims.userId))) return null;
+      // One read: the session row must be live (logout and reset revoke it) and its user must exist.
+      const [user] = await db
+        .select({ id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt })
+        .from(sessions)
+        .innerJoin(users, eq(users.id, sessions.userId))
+        .where(
+          and(
+            eq(sessions.id, claims.sessionId),
+            eq(sessions.userId, claims.userId),
+            isNull(sessions.revokedAt),
+            gt(sessions.expiresAt, new Date()),
+          ),
+        );
+      if (!user) return null;
       return {
         kind: 'session',
         userId: user.id,

@@ -1,5 +1,5 @@
 import { SignJWT, jwtVerify } from 'jose';
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { sessions } from '../db/schema.js';
 import { newId } from '../ids.js';
@@ -41,15 +41,6 @@ export async function readSessionToken(key: Uint8Array, token: string): Promise<
   }
 }
 
-export async function isSessionLive(db: Db, sessionId: string, userId: string): Promise<boolean> {
-  const rows = await db
-    .select({ id: sessions.id })
-    .from(sessions)
-    .where(
-      and(eq(sessions.id, sessionId), eq(sessions.userId, userId), isNull(sessions.revokedAt), gt(sessions.expiresAt, new Date())),
-    );
-  return rows.length > 0;
-}
 
 export async function revokeSession(db: Db, sessionId: string): Promise<void> {
   await db.update(sessions).set({ revokedAt: new Date() }).where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
