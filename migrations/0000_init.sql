@@ -197,6 +197,7 @@ CREATE TABLE "billing_invoices" (
 	"invoice_pdf" text,
 	"created_at_unix" bigint NOT NULL,
 	"due_date" bigint,
+	"payment_intent" text,
 	"payment_failed_at" timestamp with time zone,
 	"event_created" bigint DEFAULT 0 NOT NULL
 );
@@ -210,6 +211,32 @@ CREATE TABLE "billing_payment_methods" (
 	"exp_year" integer NOT NULL,
 	"is_default" boolean DEFAULT true NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "billing_payments" (
+	"payment_intent" text PRIMARY KEY NOT NULL,
+	"grant_key" text,
+	"org_key" text,
+	"owner_id" text,
+	"credits" bigint DEFAULT 0 NOT NULL,
+	"amount_cents" bigint DEFAULT 0 NOT NULL,
+	"refunded_cents" bigint DEFAULT 0 NOT NULL,
+	"refunded_credits" bigint DEFAULT 0 NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "billing_refunds" (
+	"id" text PRIMARY KEY NOT NULL,
+	"payment_intent" text NOT NULL,
+	"amount_cents" bigint NOT NULL,
+	"status" text NOT NULL,
+	"credits" bigint DEFAULT 0 NOT NULL,
+	"from_client" bigint DEFAULT 0 NOT NULL,
+	"from_pool" bigint DEFAULT 0 NOT NULL,
+	"shortfall" bigint DEFAULT 0 NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"applied_at" timestamp with time zone,
+	CONSTRAINT "billing_refunds_split" CHECK ("billing_refunds"."credits" = "billing_refunds"."from_client" + "billing_refunds"."from_pool" + "billing_refunds"."shortfall")
 );
 --> statement-breakpoint
 CREATE TABLE "billing_subscriptions" (
@@ -389,6 +416,7 @@ CREATE INDEX "billing_entries_to_idx" ON "billing_entries" USING btree ("to_acco
 CREATE INDEX "billing_holds_open_idx" ON "billing_holds" USING btree ("account_id","expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
 CREATE INDEX "billing_holds_expiry_idx" ON "billing_holds" USING btree ("expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
 CREATE INDEX "billing_invoices_org_idx" ON "billing_invoices" USING btree ("org_key","created_at_unix");--> statement-breakpoint
+CREATE INDEX "billing_refunds_payment_idx" ON "billing_refunds" USING btree ("payment_intent");--> statement-breakpoint
 CREATE INDEX "billing_subscriptions_org_idx" ON "billing_subscriptions" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "oauth_grants_org_user_live_idx" ON "oauth_grants" USING btree ("org","user_id") WHERE "oauth_grants"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "oauth_refresh_tokens_grant_idx" ON "oauth_refresh_tokens" USING btree ("grant_id");--> statement-breakpoint

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { queryRows } from '../db/client.js';
-import { notFound } from '../http/errors.js';
+import { badRequest, notFound } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { nowUnix } from '../ids.js';
 import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../portal/html.js';
@@ -87,14 +87,21 @@ export function devBillingRoutes(deps: Deps): Router {
     };
   }
 
+  /** The invoice's payment as the pinned API shows it (invoice.payments), so refunds can name it. */
+  const paidBy = (paymentIntent: string) => ({
+    object: 'list',
+    data: [{ object: 'invoice_payment', status: 'paid', payment: { type: 'payment_intent', payment_intent: paymentIntent } }],
+  });
+
   async function pay(s: SessionRow) {
     await ensureCard(s.customer_id);
+    const pi = devId('pi');
     const cents = Number(s.amount_cents);
     const metadata = { org_key: s.org_key, kind: s.kind, credits: String(s.credits) };
     if (s.kind === 'topup') {
-      const session = { id: s.id, object: 'checkout.session', mode: 'payment', status: 'complete', payment_status: 'paid', customer: s.customer_id, amount_total: cents, currency: 'usd', client_reference_id: s.org_key, metadata };
+      const session = { id: s.id, object: 'checkout.session', mode: 'payment', status: 'complete', payment_status: 'paid', customer: s.customer_id, amount_total: cents, currency: 'usd', client_reference_id: s.org_key, payment_intent: pi, metadata };
       await deliver('checkout.session.completed', session);
-      await deliver('invoice.paid', invoiceObject(s, { status: 'paid', billing_reason: 'manual', amount_due: cents, amount_paid: cents }));
+      await deliver('invoice.paid', invoiceObject(s, { status: 'paid', billing_reason: 'manual', amount_due: cents, amount_paid: cents, payments: paidBy(pi) }));
       return;
     }
     const start = nowUnix();
@@ -117,6 +124,7 @@ export function devBillingRoutes(deps: Deps): Router {
         billing_reason: 'subscription_create',
         amount_due: PRO_PRICE_CENTS,
         amount_paid: PRO_PRICE_CENTS,
+        payments: paidBy(pi),
         parent: { type: 'subscription_details', subscription_details: { subscription: subId, metadata: { org_key: s.org_key } } },
         lines: { object: 'list', data: [{ period: { start, end } }] },
       }),
@@ -230,7 +238,7 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
       await deliver(
         'invoice.paid',
         invoiceObject(session, {
-          status: 'paid', billing_reason: 'subscription_cycle', amount_due: PRO_PRICE_CENTS, amount_paid: PRO_PRICE_CENTS,
+          status: 'paid', billing_reason: 'subscription_cycle', amount_due: PRO_PRICE_CENTS, amount_paid: PRO_PRICE_CENTS, payments: paidBy(devId('pi')),
           parent: { type: 'subscription_details', subscription_details: { subscription: sub.id, metadata: { org_key: sub.org_key } } },
           lines: { object: 'list', data: [{ period: { start, end } }] },
         }),
@@ -244,14 +252,73 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
     res.redirect(303, req.originalUrl);
   });
 
+  interface InvoicePayment {
+    id: string;
+    amount_due_cents: unknown;
+    amount_paid_cents: unknown;
+    currency: string;
+    status: string;
+    created_at_unix: unknown;
+    payment_intent: string | null;
+    granted: boolean | null;
+    paid_cents: unknown;
+    refunded_cents: unknown;
+  }
+
+  async function findInvoice(id: string): Promise<InvoicePayment | null> {
+    const [row] = await queryRows<InvoicePayment>(
+      db,
+      sql`select i.id, i.amount_due_cents, i.amount_paid_cents, i.currency, i.status, i.created_at_unix, i.payment_intent,
+                 p.grant_key is not null as granted, p.amount_cents as paid_cents, p.refunded_cents
+          from billing_invoices i left join billing_payments p on p.payment_intent = i.payment_intent where i.id = ${id}`,
+    );
+    return row ?? null;
+  }
+
+  /** Cents of the payment behind the invoice that can still be refunded (0 when it granted nothing). */
+  const refundable = (inv: InvoicePayment) => (inv.granted ? Number(inv.paid_cents) - Number(inv.refunded_cents) : 0);
+
   router.get('/dev/invoices/:invoice_id', async (req, res) => {
-    const [inv] = await queryRows<Record<string, unknown>>(db, sql`select * from billing_invoices where id = ${String(req.params.invoice_id)}`);
+    const inv = await findInvoice(String(req.params.invoice_id));
     if (!inv) throw notFound('no such invoice');
-    const body = html`<h1>Invoice ${String(inv.id)}</h1>
-<dl><dt>Amount due</dt><dd>${(Number(inv.amount_due_cents) / 100).toFixed(2)} ${String(inv.currency).toUpperCase()}</dd>
-<dt>Amount paid</dt><dd>${(Number(inv.amount_paid_cents) / 100).toFixed(2)} ${String(inv.currency).toUpperCase()}</dd>
-<dt>Status</dt><dd>${String(inv.status)}</dd><dt>Date</dt><dd>${new Date(Number(inv.created_at_unix) * 1000).toISOString().slice(0, 10)}</dd></dl>`;
+    const cur = inv.currency.toUpperCase();
+    const left = refundable(inv);
+    const body = html`<h1>Invoice ${inv.id}</h1>
+<dl><dt>Amount due</dt><dd>${(Number(inv.amount_due_cents) / 100).toFixed(2)} ${cur}</dd>
+<dt>Amount paid</dt><dd>${(Number(inv.amount_paid_cents) / 100).toFixed(2)} ${cur}</dd>
+<dt>Refunded</dt><dd>${(Number(inv.refunded_cents ?? 0) / 100).toFixed(2)} ${cur}</dd>
+<dt>Status</dt><dd>${inv.status}</dd><dt>Date</dt><dd>${new Date(Number(inv.created_at_unix) * 1000).toISOString().slice(0, 10)}</dd></dl>
+${left > 0
+  ? html`<form method="post" action="/dev/invoices/${inv.id}/refund">${csrfField(req, res)}
+<p class="alert info">Refunding delivers signed charge.refunded and refund.created events to this server; the tokens this payment granted are taken back in proportion.</p>
+<label>Amount to refund (cents) <input type="number" name="amount_cents" min="1" max="${left}" value="${left}" required></label>
+<div class="actions"><button type="submit" class="danger">Refund</button></div></form>`
+  : ''}`;
     sendPage(res, renderPage({ title: 'Invoice', body, narrow: true }));
+  });
+
+  // A refund as Stripe reports one: the charge (with its refunds expanded) and the refund itself, two
+  // events for the same refund id, so the page also shows that the pair takes the tokens back once.
+  router.post('/dev/invoices/:invoice_id/refund', async (req, res) => {
+    verifyCsrfField(req);
+    const { amount_cents } = parse(z.object({ amount_cents: z.coerce.number().int().min(1).max(100_000_000) }), req.body);
+    const inv = await findInvoice(String(req.params.invoice_id));
+    if (!inv) throw notFound('no such invoice');
+    const left = refundable(inv);
+    if (!inv.payment_intent || left <= 0) throw badRequest('NOT_REFUNDABLE', 'this invoice has no payment left to refund');
+    if (amount_cents > left) throw badRequest('REFUND_TOO_LARGE', `at most ${left} cents can still be refunded`);
+    const chargeId = `ch_dev_${inv.payment_intent.replace(/^pi_dev_/, '')}`;
+    const refund = {
+      id: devId('re'), object: 'refund', amount: amount_cents, currency: inv.currency, status: 'succeeded',
+      charge: chargeId, payment_intent: inv.payment_intent, created: nowUnix(),
+    };
+    await deliver('charge.refunded', {
+      id: chargeId, object: 'charge', amount: Number(inv.paid_cents), amount_refunded: Number(inv.refunded_cents) + amount_cents,
+      currency: inv.currency, payment_intent: inv.payment_intent, refunded: amount_cents === left,
+      refunds: { object: 'list', data: [refund], has_more: false },
+    });
+    await deliver('refund.created', refund);
+    res.redirect(303, `/dev/invoices/${encodeURIComponent(inv.id)}`);
   });
 
   return router;

@@ -4,6 +4,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
+import { lockPayment, receiveRefund, recordPayment } from './refunds.js';
 import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
@@ -11,6 +12,7 @@ import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 // grant is keyed by its business object (`grant:session:<id>`, `grant:invoice:<id>`), so a repeat, a
 // concurrent duplicate, a replay under a new event id or an out-of-order delivery changes nothing
 // twice. A failure inside rolls the whole event back and answers 5xx, so Stripe retries.
+// Refunds (refunds.ts) take back a payment's tokens once per refund id, whichever comes first.
 
 /** Seconds a signed timestamp may be old (Stripe's default tolerance). */
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
@@ -69,7 +71,10 @@ async function grantTarget(tx: Db, org: OrgRef): Promise<string> {
 async function grantTopup(tx: Db, session: Obj): Promise<string> {
   const org = await orgFor(tx, idOf(session.customer), session.metadata);
   if (!org) return 'unmapped';
-  const [known] = await queryRows<{ credits: unknown }>(tx, sql`select credits from billing_checkout_sessions where id = ${session.id}`);
+  const [known] = await queryRows<{ credits: unknown; amount_cents: unknown }>(
+    tx,
+    sql`select credits, amount_cents from billing_checkout_sessions where id = ${session.id}`,
+  );
   // Our own record decides the tokens; metadata and amount_total only for a session we never stored.
   const credits = known
     ? Number(known.credits)
@@ -80,16 +85,31 @@ async function grantTopup(tx: Db, session: Obj): Promise<string> {
             'complete', '', '', 'webhook')
     on conflict (id) do update set status = 'complete'`);
   if (!(credits > 0)) return 'no_amount';
+  const paymentIntent = idOf(session.payment_intent);
+  // The payment's row first (refunds.ts lock order), so a refund racing this grant waits or is seen.
+  if (paymentIntent) await lockPayment(tx, paymentIntent);
+  const target = await grantTarget(tx, org);
   const granted = await grantToOrg(tx, {
     key: `grant:session:${session.id}`,
     source: SOURCE_PURCHASES,
     ownerId: org.ownerId,
-    orgKey: await grantTarget(tx, org),
+    orgKey: target,
     amount: credits,
     type: 'topup',
     description: `Top-up: ${(Number(session.amount_total ?? credits / CREDITS_PER_CENT) / 100).toFixed(2)} USD`,
   });
+  if (paymentIntent) {
+    const amountCents = Number(known?.amount_cents ?? session.amount_total ?? 0) || credits / CREDITS_PER_CENT;
+    await recordPayment(tx, { paymentIntent, grantKey: `grant:session:${session.id}`, orgKey: target, ownerId: org.ownerId, credits, amountCents });
+  }
   return granted ? 'granted' : 'already_granted';
+}
+
+/** The payment intent that paid an invoice (pinned API: invoice.payments; older: invoice.payment_intent). */
+function invoicePaymentIntent(invoice: Obj): string | null {
+  const payments: Obj[] = Array.isArray(invoice.payments?.data) ? invoice.payments.data : [];
+  const paid = payments.find((p) => p?.status === 'paid') ?? payments[0];
+  return idOf(paid?.payment?.payment_intent) ?? idOf(invoice.payment_intent);
 }
 
 function invoiceSubscriptionId(invoice: Obj): string | null {
@@ -100,13 +120,14 @@ function invoiceSubscriptionId(invoice: Obj): string | null {
 async function upsertInvoice(tx: Db, invoice: Obj, org: OrgRef, eventCreated: number, failed: boolean): Promise<void> {
   await tx.execute(sql`
     insert into billing_invoices (id, org_key, customer_id, subscription_id, billing_reason, amount_due_cents, amount_paid_cents,
-                                  status, currency, invoice_pdf, created_at_unix, due_date, payment_failed_at, event_created)
+                                  status, currency, invoice_pdf, created_at_unix, due_date, payment_failed_at, event_created, payment_intent)
     values (${invoice.id}, ${org.orgKey}, ${idOf(invoice.customer) ?? ''}, ${invoiceSubscriptionId(invoice)},
             ${invoice.billing_reason ?? null}, ${Number(invoice.amount_due ?? 0)}, ${Number(invoice.amount_paid ?? 0)},
             ${String(invoice.status ?? (failed ? 'open' : 'paid'))}, ${String(invoice.currency ?? 'usd').toLowerCase()},
             ${invoice.invoice_pdf ?? null}, ${Number(invoice.created ?? eventCreated)}, ${invoice.due_date ?? null},
-            ${failed ? sql`now()` : sql`null`}, ${eventCreated})
+            ${failed ? sql`now()` : sql`null`}, ${eventCreated}, ${invoicePaymentIntent(invoice)})
     on conflict (id) do update set
+      payment_intent = coalesce(billing_invoices.payment_intent, excluded.payment_intent),
       status = case when billing_invoices.status = 'paid' then 'paid' else excluded.status end,
       amount_paid_cents = greatest(billing_invoices.amount_paid_cents, excluded.amount_paid_cents),
       invoice_pdf = coalesce(excluded.invoice_pdf, billing_invoices.invoice_pdf),
@@ -130,17 +151,26 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<
               ${period?.end ?? null}, ${eventCreated})
       on conflict (id) do nothing`);
   }
+  const paymentIntent = invoicePaymentIntent(invoice);
+  if (paymentIntent) await lockPayment(tx, paymentIntent);
+  const target = await grantTarget(tx, org);
   const granted = await grantToOrg(tx, {
     key: `grant:invoice:${invoice.id}`,
     source: SOURCE_PURCHASES,
     ownerId: org.ownerId,
-    orgKey: await grantTarget(tx, org),
+    orgKey: target,
     amount: PRO_PERIOD_CREDITS,
     type: 'subscription_credit',
     description: period?.start && period.end
       ? `Pro subscription period ${new Date(period.start * 1000).toISOString().slice(0, 10)} to ${new Date(period.end * 1000).toISOString().slice(0, 10)}`
       : 'Pro subscription period',
   });
+  if (paymentIntent) {
+    await recordPayment(tx, {
+      paymentIntent, grantKey: `grant:invoice:${invoice.id}`, orgKey: target, ownerId: org.ownerId,
+      credits: PRO_PERIOD_CREDITS, amountCents: Number(invoice.amount_paid ?? 0),
+    });
+  }
   return granted ? 'granted' : 'already_granted';
 }
 
@@ -180,6 +210,19 @@ async function sessionClosed(tx: Db, session: Obj, status: string): Promise<stri
   return status;
 }
 
+/**
+ * charge.refunded carries the charge, whose `refunds` list is only present when expanded in the
+ * pinned API version: each listed refund is applied by its own id (so refund.created for the same
+ * refund changes nothing again); without the list the refund.* events do the work.
+ */
+async function chargeRefunded(tx: Db, charge: Obj): Promise<string> {
+  const refunds: Obj[] = Array.isArray(charge.refunds?.data) ? charge.refunds.data : [];
+  if (refunds.length === 0) return 'refund_via_refund_events';
+  const outcomes: string[] = [];
+  for (const r of refunds) outcomes.push(await receiveRefund(tx, r, idOf(charge.payment_intent)));
+  return [...new Set(outcomes)].join(',');
+}
+
 async function apply(tx: Db, event: Stripe.Event): Promise<string> {
   const object = event.data.object as unknown as Obj;
   switch (event.type) {
@@ -204,6 +247,13 @@ async function apply(tx: Db, event: Stripe.Event): Promise<string> {
     case 'customer.subscription.updated':
     case 'customer.subscription.deleted':
       return syncSubscription(tx, object, event.created);
+    case 'refund.created':
+    case 'refund.updated':
+    case 'refund.failed':
+    case 'charge.refund.updated':
+      return receiveRefund(tx, object, null);
+    case 'charge.refunded':
+      return chargeRefunded(tx, object);
     default:
       return 'ignored';
   }

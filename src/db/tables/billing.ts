@@ -165,6 +165,8 @@ export const billingInvoices = pgTable(
     invoicePdf: text('invoice_pdf'),
     createdAtUnix: bigint('created_at_unix', { mode: 'number' }).notNull(),
     dueDate: bigint('due_date', { mode: 'number' }),
+    /** The payment that paid it (pinned API: invoice.payments[].payment.payment_intent); refunds name it. */
+    paymentIntent: text('payment_intent'),
     /** Set by invoice.payment_failed: the failure stays visible (issue 5). */
     paymentFailedAt: timestamp('payment_failed_at', { withTimezone: true }),
     eventCreated: bigint('event_created', { mode: 'number' }).notNull().default(0),
@@ -191,3 +193,48 @@ export const billingWebhookEvents = pgTable('billing_webhook_events', {
   outcome: text('outcome').notNull(),
   processedAt: timestamp('processed_at', { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * Payments that granted tokens, by the processor's payment intent (what a Refund names). A row is also
+ * started by a refund that arrives before its payment's grant (grant_key still null): whichever of the
+ * two comes second waits on this primary key for the first to commit, so neither misses the other.
+ */
+export const billingPayments = pgTable('billing_payments', {
+  paymentIntent: text('payment_intent').primaryKey(),
+  /** The grant's ledger key (`grant:session:<id>` / `grant:invoice:<id>`); null until the grant is known. */
+  grantKey: text('grant_key'),
+  /** The client the tokens were allocated to, and its owner (whose pool backs a refund). */
+  orgKey: text('org_key'),
+  ownerId: text('owner_id'),
+  credits: bigint('credits', { mode: 'number' }).notNull().default(0),
+  amountCents: bigint('amount_cents', { mode: 'number' }).notNull().default(0),
+  /** Sum of the refunds applied so far (cents), and the tokens they clawed back (client + pool + shortfall). */
+  refundedCents: bigint('refunded_cents', { mode: 'number' }).notNull().default(0),
+  refundedCredits: bigint('refunded_credits', { mode: 'number' }).notNull().default(0),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+export const REFUND_STATUSES = ['awaiting_payment', 'applied', 'failed'] as const;
+
+/** One row per processor refund: applied exactly once (ledger keys `refund:<id>`, `refund:<id>:pool`). */
+export const billingRefunds = pgTable(
+  'billing_refunds',
+  {
+    id: text('id').primaryKey(), // processor's refund id (re_…)
+    paymentIntent: text('payment_intent').notNull(),
+    amountCents: bigint('amount_cents', { mode: 'number' }).notNull(),
+    status: text('status', { enum: REFUND_STATUSES }).notNull(),
+    /** Tokens to claw back (proportional share of the grant), and where they came from. */
+    credits: bigint('credits', { mode: 'number' }).notNull().default(0),
+    fromClient: bigint('from_client', { mode: 'number' }).notNull().default(0),
+    fromPool: bigint('from_pool', { mode: 'number' }).notNull().default(0),
+    /** Tokens already spent that could not be taken back (a balance never goes below zero). */
+    shortfall: bigint('shortfall', { mode: 'number' }).notNull().default(0),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    appliedAt: timestamp('applied_at', { withTimezone: true }),
+  },
+  (t) => [
+    check('billing_refunds_split', sql`${t.credits} = ${t.fromClient} + ${t.fromPool} + ${t.shortfall}`),
+    index('billing_refunds_payment_idx').on(t.paymentIntent),
+  ],
+);

@@ -1,0 +1,163 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { lockAccounts, orgAccount, poolAccount, SOURCE_PURCHASES, transfer } from './ledger.js';
+
+// Refunds (interface document: Transaction type `refund`; CONTRACT §3 signs, §8 exactly once).
+//
+// A refunded payment takes back the tokens it granted in proportion to the money returned
+// (refunded / paid × granted), exactly once per processor refund: the ledger keys are `refund:<re id>`
+// (the client's row, shown with a negative amount_credits) and `refund:<re id>:pool` (the part the
+// owner's unallocated pool gives when the client has already spent or holds it). A balance never goes
+// below zero (holds included): what neither can give is recorded as the refund's `shortfall`, and
+// `npm run billing:reconcile` lists it.
+//
+// Lock order, the same on every path: the payment row (billing_payments), then the ledger accounts
+// (ascending id, ledger.ts). A refund that arrives before its payment's grant is stored as
+// `awaiting_payment` and applied by the grant's own transaction; both sides first claim the payment's
+// row, so whichever commits second sees the other.
+
+type Obj = Record<string, any>;
+
+interface PaymentRow {
+  payment_intent: string;
+  grant_key: string | null;
+  org_key: string | null;
+  owner_id: string | null;
+  credits: unknown;
+  amount_cents: unknown;
+  refunded_cents: unknown;
+  refunded_credits: unknown;
+}
+
+const num = (v: unknown): number => Number(v ?? 0);
+const usd = (cents: number) => (cents / 100).toFixed(2);
+
+/** Claims (creating if needed) and locks a payment's row; every refund and grant path starts here. */
+export async function lockPayment(tx: Db, paymentIntent: string): Promise<PaymentRow> {
+  await tx.execute(sql`insert into billing_payments (payment_intent) values (${paymentIntent}) on conflict do nothing`);
+  const [row] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${paymentIntent} for update`);
+  return row!;
+}
+
+export interface GrantedPayment {
+  paymentIntent: string;
+  grantKey: string;
+  orgKey: string;
+  ownerId: string;
+  credits: number;
+  amountCents: number;
+}
+
+/**
+ * Records which grant a payment made (after lockPayment and the grant, same transaction), then applies
+ * the refunds that were waiting for it. Returns the ids of the refunds applied now.
+ */
+export async function recordPayment(tx: Db, p: GrantedPayment): Promise<string[]> {
+  await tx.execute(sql`
+    update billing_payments set grant_key = ${p.grantKey}, org_key = ${p.orgKey}, owner_id = ${p.ownerId},
+                                credits = ${p.credits}, amount_cents = ${p.amountCents}
+    where payment_intent = ${p.paymentIntent} and grant_key is null`);
+  const waiting = await queryRows<{ id: string; amount_cents: unknown }>(
+    tx,
+    sql`select id, amount_cents from billing_refunds where payment_intent = ${p.paymentIntent} and status = 'awaiting_payment'
+        order by created_at, id for update`,
+  );
+  const applied: string[] = [];
+  for (const r of waiting) {
+    await applyRefund(tx, r.id, num(r.amount_cents), p.paymentIntent);
+    applied.push(r.id);
+  }
+  return applied;
+}
+
+// Tokens are taken back as soon as a refund exists (succeeded, pending or requires_action: the money is
+// on its way back); only a refund that failed or was canceled before being applied takes nothing.
+const FAILED_STATUSES = new Set(['failed', 'canceled']);
+
+/** One processor Refund object (refund.* and charge.refund.updated events, or a charge's refunds list). */
+export async function receiveRefund(tx: Db, refund: Obj, fallbackPaymentIntent: string | null): Promise<string> {
+  const id = typeof refund.id === 'string' ? refund.id : null;
+  const pi = (typeof refund.payment_intent === 'string' ? refund.payment_intent : refund.payment_intent?.id) ?? fallbackPaymentIntent;
+  const amount = Number(refund.amount);
+  if (!id || !pi || !Number.isSafeInteger(amount) || amount <= 0) return 'refund_unusable';
+  const status = String(refund.status ?? 'succeeded');
+  const payment = await lockPayment(tx, pi);
+  await tx.execute(sql`
+    insert into billing_refunds (id, payment_intent, amount_cents, status)
+    values (${id}, ${pi}, ${amount}, ${FAILED_STATUSES.has(status) ? 'failed' : 'awaiting_payment'})
+    on conflict (id) do nothing`);
+  const [row] = await queryRows<{ status: string }>(tx, sql`select status from billing_refunds where id = ${id} for update`);
+  if (row!.status === 'applied') return FAILED_STATUSES.has(status) ? 'refund_failed_after_applied' : 'already_refunded';
+  if (FAILED_STATUSES.has(status)) {
+    await tx.execute(sql`update billing_refunds set status = 'failed' where id = ${id}`);
+    return 'refund_failed';
+  }
+  if (row!.status === 'failed') return 'refund_failed';
+  if (!payment.grant_key) return 'refund_awaiting_payment';
+  return applyRefund(tx, id, amount, pi);
+}
+
+/** Applies one refund (its row and the payment's row already locked by the caller). */
+async function applyRefund(tx: Db, refundId: string, amountCents: number, paymentIntent: string): Promise<string> {
+  const [p] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${paymentIntent}`);
+  const paid = num(p!.amount_cents);
+  const granted = num(p!.credits);
+  const before = num(p!.refunded_cents);
+  const after = Math.min(paid, before + amountCents);
+  // Cumulative rounding: partial refunds that add up to the whole payment take back exactly the grant.
+  const credits = paid > 0 ? Math.max(0, Math.min(granted, Math.round((after * granted) / paid)) - num(p!.refunded_credits)) : 0;
+  const org = orgAccount(p!.org_key!);
+  const pool = poolAccount(p!.owner_id!);
+  const accounts = await lockAccounts(tx, [org, pool, SOURCE_PURCHASES]);
+  const available = (id: string) => {
+    const a = accounts.get(id);
+    return a ? Math.max(0, a.balance - a.held) : 0;
+  };
+  const fromClient = Math.min(credits, available(org));
+  const fromPool = Math.min(credits - fromClient, available(pool));
+  const shortfall = credits - fromClient - fromPool;
+  const description = `Refund: ${usd(amountCents)} USD returned, ${credits.toLocaleString('en-US')} tokens taken back`
+    + (shortfall > 0 ? ` (${shortfall.toLocaleString('en-US')} already spent)` : '');
+  if (fromClient > 0) {
+    await transfer(tx, {
+      key: `refund:${refundId}`,
+      from: org,
+      to: SOURCE_PURCHASES,
+      amount: fromClient,
+      type: 'refund',
+      description,
+      shownTo: { orgKey: p!.org_key!, side: 'from' },
+    });
+    // The tokens leave the client's allocation as they came in with the grant (ledger.ts grantToOrg).
+    await tx.execute(sql`update billing_accounts set allocation = greatest(allocation - ${fromClient}, 0) where id = ${org}`);
+  }
+  if (fromPool > 0) {
+    await transfer(tx, { key: `refund:${refundId}:pool`, from: pool, to: SOURCE_PURCHASES, amount: fromPool, type: 'refund', description });
+  }
+  await tx.execute(sql`
+    update billing_refunds set status = 'applied', credits = ${credits}, from_client = ${fromClient}, from_pool = ${fromPool},
+                               shortfall = ${shortfall}, applied_at = now()
+    where id = ${refundId}`);
+  await tx.execute(sql`
+    update billing_payments set refunded_cents = ${after}, refunded_credits = refunded_credits + ${credits}
+    where payment_intent = ${paymentIntent}`);
+  return shortfall > 0 ? 'refunded_with_shortfall' : 'refunded';
+}
+
+/** Refunds for reconciliation output: tokens that could not be taken back, and refunds still unmatched. */
+export async function refundReport(db: Db): Promise<{ shortfalls: Obj[]; awaiting: Obj[] }> {
+  const shortfalls = await queryRows<Obj>(
+    db,
+    sql`select r.id, r.payment_intent, p.org_key, r.credits, r.shortfall from billing_refunds r
+        join billing_payments p on p.payment_intent = r.payment_intent
+        where r.status = 'applied' and r.shortfall > 0 order by r.applied_at limit 100`,
+  );
+  const awaiting = await queryRows<Obj>(
+    db,
+    sql`select id, payment_intent, amount_cents from billing_refunds where status = 'awaiting_payment' order by created_at limit 100`,
+  );
+  return {
+    shortfalls: shortfalls.map((r) => ({ ...r, credits: num(r.credits), shortfall: num(r.shortfall) })),
+    awaiting: awaiting.map((r) => ({ ...r, amount_cents: num(r.amount_cents) })),
+  };
+}
