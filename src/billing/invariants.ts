@@ -73,6 +73,33 @@ const CHECKS: Check[] = [
                where s.kind = 'topup' and s.status = 'complete'
                  and (select count(*) from billing_entries e where e.key = 'grant:session:' || s.id) <> 1`,
   },
+  // Refunds (refunds.ts): each refund id moves tokens at most once per side (unique ledger keys), and
+  // what moved is what its row says; a payment never gives back more than it granted.
+  {
+    name: 'refund ledger rows differ from their refund',
+    query: sql`select r.id, r.status, r.from_client, r.from_pool, c.amount as client_row, p.amount as pool_row
+               from billing_refunds r
+               left join billing_entries c on c.key = 'refund:' || r.id
+               left join billing_entries p on p.key = 'refund:' || r.id || ':pool'
+               where coalesce(c.amount, 0) <> r.from_client or coalesce(p.amount, 0) <> r.from_pool
+                  or (r.status <> 'applied' and (c.id is not null or p.id is not null))`,
+  },
+  {
+    name: 'refund row without an applied refund',
+    query: sql`select e.key from billing_entries e
+               where e.type = 'refund' and not exists (
+                 select 1 from billing_refunds r where r.status = 'applied'
+                   and (e.key = 'refund:' || r.id or e.key = 'refund:' || r.id || ':pool'))`,
+  },
+  {
+    name: 'payment refunded beyond its grant or differing from its refunds',
+    query: sql`select p.payment_intent, p.credits, p.refunded_credits, coalesce(s.credits, 0) as refunds
+               from billing_payments p
+               left join (select payment_intent, sum(credits) credits from billing_refunds where status = 'applied'
+                          group by payment_intent) s on s.payment_intent = p.payment_intent
+               where p.refunded_credits > p.credits or p.refunded_cents > p.amount_cents
+                  or p.refunded_credits <> coalesce(s.credits, 0)`,
+  },
 ];
 
 export interface Violation {

@@ -27,6 +27,10 @@ async function main(): Promise<number> {
     const out = process.stdout;
     out.write(`billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`);
     for (const g of report.granted) out.write(`  granted missed ${g}\n`);
+    for (const r of report.refunds.shortfalls) {
+      out.write(`  refund ${r.id} (client ${r.org_key}): ${r.shortfall} of ${r.credits} tokens already spent, not taken back\n`);
+    }
+    for (const r of report.refunds.awaiting) out.write(`  refund ${r.id} awaits its payment ${r.payment_intent} (${r.amount_cents} cents)\n`);
     if (report.violations.length === 0) {
       out.write('  all ledger invariants hold\n');
       return 0;

@@ -2,6 +2,7 @@ import type Stripe from 'stripe';
 import type { Db } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { checkInvariants, type Violation } from './invariants.js';
+import { refundReport } from './refunds.js';
 import { processEvent } from './webhooks.js';
 
 // Reconciliation (issue 5): every ledger invariant checked against the database and, with Stripe
@@ -14,6 +15,9 @@ export interface ReconcileReport {
   violations: Violation[];
   fetched: number;
   granted: string[];
+  /** Not violations but for a person to look at: refunds whose tokens were already spent (shortfall),
+   * and refunds whose payment's grant has not arrived (applied when it does). */
+  refunds: Awaited<ReturnType<typeof refundReport>>;
 }
 
 const MAX_OBJECTS = 1_000;
@@ -52,5 +56,5 @@ export async function reconcile(
     }
   }
   // Invariants last, so grants just made are checked too.
-  return { violations: await checkInvariants(db), fetched, granted };
+  return { violations: await checkInvariants(db), fetched, granted, refunds: await refundReport(db) };
 }

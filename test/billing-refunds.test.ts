@@ -1,0 +1,195 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { client } from './helpers/http.js';
+import { createUser, type TestUser } from './helpers/fixtures.js';
+import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, type FakeStripe } from './helpers/fake-stripe.js';
+import { queryRows } from '../src/db/client.js';
+import { checkInvariants } from '../src/billing/invariants.js';
+import { reconcile } from '../src/billing/reconcile.js';
+import { reserveCredits, settleCredits, voidHold } from '../src/billing/spend.js';
+
+// Refunds (src/billing/refunds.ts): a refunded payment takes back its tokens in proportion, once per
+// refund id, never below zero, whatever the delivery order; signed webhooks against the real server,
+// checkout sessions made by the real SDK against the local Stripe fake.
+
+const SECRET = 'whsec_test_secret_for_refunds';
+let fake: FakeStripe;
+let server: TestServer;
+let api: ReturnType<typeof client>;
+
+beforeAll(async () => {
+  fake = await startFakeStripe();
+  server = await startTestServer({
+    env: { STRIPE_SECRET_KEY: 'sk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: fake.url, STRIPE_PRICE_PRO: 'price_pro_test' },
+  });
+  api = client(server.url);
+});
+afterAll(async () => {
+  await server?.close();
+  await fake?.close();
+});
+
+const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
+const urls = { success_url: 'https://app.example/ok', cancel_url: 'https://app.example/cancel' };
+const send = (type: string, object: object, opts: { id?: string } = {}) => {
+  const payload = stripeEvent(type, object, opts);
+  return deliverWebhook(server.url, payload, signatureFor(payload, SECRET));
+};
+const balance = async (u: TestUser) => (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
+const pool = async (u: TestUser) => (await api.get('/v1/owner/balance', { token: u.session })).body.unallocated_credits as number;
+const transactions = async (u: TestUser) => (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
+const refundRow = async (id: string) =>
+  (await queryRows<Record<string, unknown>>(server.deps.db, sql`select * from billing_refunds where id = ${id}`))[0];
+const outcome = async (eventId: string) =>
+  (await queryRows<{ outcome: string }>(server.deps.db, sql`select outcome from billing_webhook_events where id = ${eventId}`))[0]?.outcome;
+
+/** A top-up session made through the SDK, and its completion event object (paid by `pi`). */
+async function topup(u: TestUser, cents: number) {
+  const res = await api.post(`/v1/clients/${u.clientId}/credits/topup`, { amount_usd: cents, ...urls }, { token: u.session });
+  expect(res.status).toBe(200);
+  const s = fake.sessions.get(res.body.session_id)!;
+  const pi = rid('pi');
+  return { pi, completed: { ...s, status: 'complete', payment_status: 'paid', payment_intent: pi } };
+}
+
+const refund = (pi: string, amount: number, extra: Record<string, unknown> = {}) => ({
+  id: rid('re'), object: 'refund', amount, currency: 'usd', status: 'succeeded', payment_intent: pi, charge: rid('ch'), ...extra,
+});
+
+describe('refunds', () => {
+  it('a full refund of a top-up takes its tokens back with one negative refund transaction', async () => {
+    const u = await createUser(server);
+    const { pi, completed } = await topup(u, 1_000);
+    await send('checkout.session.completed', completed);
+    expect(await balance(u)).toMatchObject({ balance_credits: 60_000, allocation_credits: 60_000 });
+    const r = refund(pi, 1_000);
+    expect((await send('refund.created', r)).status).toBe(200);
+    expect(await balance(u)).toMatchObject({ balance_credits: 50_000, allocation_credits: 50_000 });
+    const [latest] = await transactions(u);
+    expect(latest).toMatchObject({ transaction_type: 'refund', amount_credits: -10_000, balance_after_credits: 50_000, org_id: u.clientId });
+    expect(await refundRow(r.id)).toMatchObject({ status: 'applied', credits: 10_000, from_client: 10_000, from_pool: 0, shortfall: 0 });
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('partial refunds of a subscription invoice take back their share; the shares add up to the whole grant', async () => {
+    const u = await createUser(server);
+    const { completed } = await topup(u, 100); // maps the customer
+    const pi = rid('pi');
+    const invoice = {
+      id: rid('in'), object: 'invoice', customer: completed.customer, status: 'paid', billing_reason: 'subscription_create',
+      amount_due: 20_000, amount_paid: 20_000, currency: 'usd', created: Math.floor(Date.now() / 1000),
+      payments: { object: 'list', data: [{ object: 'invoice_payment', status: 'paid', payment: { type: 'payment_intent', payment_intent: pi } }] },
+      parent: { type: 'subscription_details', subscription_details: { subscription: rid('sub'), metadata: { org_key: u.orgKey } } },
+    };
+    await send('invoice.paid', invoice);
+    expect((await balance(u)).balance_credits).toBe(260_000);
+    // 1 cent of 20,000 is 10.5 tokens: rounding is cumulative, so the three refunds sum to exactly 210,000.
+    await send('refund.created', refund(pi, 1));
+    expect((await balance(u)).balance_credits).toBe(260_000 - 11);
+    await send('refund.created', refund(pi, 1));
+    expect((await balance(u)).balance_credits).toBe(260_000 - 21);
+    await send('refund.created', refund(pi, 9_999));
+    expect((await balance(u)).balance_credits).toBe(260_000 - 105_011);
+    await send('refund.created', refund(pi, 9_999));
+    expect((await balance(u)).balance_credits).toBe(50_000);
+    const rows = (await transactions(u)).filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits);
+    expect(rows).toEqual([-104_989, -104_990, -10, -11]);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('takes a refund once: repeated event, the same refund under other event types, concurrent duplicates', async () => {
+    const u = await createUser(server);
+    const { pi, completed } = await topup(u, 2_000);
+    await send('checkout.session.completed', completed);
+    const r = refund(pi, 500);
+    const eventId = rid('evt');
+    expect((await send('refund.created', r, { id: eventId })).body).toEqual({ received: true, duplicate: false });
+    expect((await send('refund.created', r, { id: eventId })).body).toEqual({ received: true, duplicate: true });
+    await send('charge.refund.updated', r);
+    await send('charge.refunded', { id: r.charge, object: 'charge', amount: 2_000, amount_refunded: 500, payment_intent: pi, refunds: { object: 'list', data: [r] } });
+    expect((await balance(u)).balance_credits).toBe(70_000 - 5_000);
+    // Five deliveries of one new refund at once, each under its own event id: one takes, four find it taken.
+    const r2 = refund(pi, 500);
+    const ids = Array.from({ length: 5 }, () => rid('evt'));
+    const results = await Promise.all(ids.map((id) => send('refund.updated', r2, { id })));
+    expect(results.map((x) => x.status)).toEqual([200, 200, 200, 200, 200]);
+    const outcomes = await Promise.all(ids.map(outcome));
+    expect(outcomes.filter((o) => o === 'refunded')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'already_refunded')).toHaveLength(4);
+    expect((await balance(u)).balance_credits).toBe(70_000 - 10_000);
+    expect((await transactions(u)).filter((t) => t.transaction_type === 'refund')).toHaveLength(2);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('when the client already spent most, takes what it can (holds excluded), then the pool, and records the shortfall', async () => {
+    const u = await createUser(server);
+    const { pi, completed } = await topup(u, 1_000);
+    await send('checkout.session.completed', completed);
+    const spend = rid('req');
+    await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: spend, minCredits: 55_000, maxCredits: 55_000 });
+    await settleCredits(server.deps.db, { requestId: spend, actualCredits: 55_000, description: 'test usage' });
+    // 5,000 left: 2,000 stay with the client, 2,000 go to a second client, 1,000 stay in the pool.
+    expect((await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 2_000 }, { token: u.session })).status).toBe(200);
+    const other = await api.post('/v1/clients', { name: 'second' }, { token: u.session });
+    expect((await api.put(`/v1/owner/orgs/${other.body.id}/allocation`, { target_credits: 2_000 }, { token: u.session })).status).toBe(200);
+    const hold = rid('req');
+    await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: hold, minCredits: 500, maxCredits: 500 });
+    const r = refund(pi, 1_000);
+    await send('refund.created', r);
+    expect(await refundRow(r.id)).toMatchObject({ status: 'applied', credits: 10_000, from_client: 1_500, from_pool: 1_000, shortfall: 7_500 });
+    expect((await balance(u)).balance_credits).toBe(500); // exactly the hold
+    expect(await pool(u)).toBe(0);
+    expect((await api.get(`/v1/clients/${other.body.id}/credits/balance`, { token: u.session })).body.balance_credits).toBe(2_000);
+    expect((await transactions(u))[0]).toMatchObject({ transaction_type: 'refund', amount_credits: -1_500, balance_after_credits: 500 });
+    // The hold still settles within what it held; nothing ever went below zero.
+    await voidHold(server.deps.db, hold);
+    const report = await reconcile(server.deps.db, server.deps.log, null);
+    expect(report.violations).toEqual([]);
+    expect(report.refunds.shortfalls).toContainEqual(expect.objectContaining({ id: r.id, shortfall: 7_500, org_key: u.orgKey }));
+  });
+
+  it('a refund delivered before its payment waits, and is applied by the grant (also when both race)', async () => {
+    const u = await createUser(server);
+    const { pi, completed } = await topup(u, 1_000);
+    const r = refund(pi, 400);
+    const early = rid('evt');
+    expect((await send('refund.created', r, { id: early })).status).toBe(200);
+    expect(await outcome(early)).toBe('refund_awaiting_payment');
+    expect((await balance(u)).balance_credits).toBe(50_000);
+    expect((await reconcile(server.deps.db, server.deps.log, null)).refunds.awaiting).toContainEqual(expect.objectContaining({ id: r.id }));
+    await send('checkout.session.completed', completed);
+    expect((await balance(u)).balance_credits).toBe(60_000 - 4_000);
+    expect(await refundRow(r.id)).toMatchObject({ status: 'applied', credits: 4_000 });
+    // A second purchase whose refund and grant arrive at the same moment: the same end state.
+    const second = await topup(u, 1_000);
+    await Promise.all([send('refund.created', refund(second.pi, 1_000)), send('checkout.session.completed', second.completed)]);
+    expect((await balance(u)).balance_credits).toBe(56_000);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('ignores failed refunds and refunds without a payment; a tampered refund row is a violation', async () => {
+    const u = await createUser(server);
+    const { pi, completed } = await topup(u, 1_000);
+    await send('checkout.session.completed', completed);
+    const failed = refund(pi, 1_000, { status: 'failed' });
+    const ev = rid('evt');
+    await send('refund.failed', failed, { id: ev });
+    expect(await outcome(ev)).toBe('refund_failed');
+    await send('refund.created', { ...failed, status: 'succeeded' });
+    const nopi = rid('evt');
+    await send('refund.created', { id: rid('re'), object: 'refund', amount: 100, status: 'succeeded' }, { id: nopi });
+    expect(await outcome(nopi)).toBe('refund_unusable');
+    expect((await balance(u)).balance_credits).toBe(60_000);
+    const good = refund(pi, 100);
+    await send('refund.created', good);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+    await server.deps.db.execute(sql`update billing_refunds set from_client = from_client + 1, credits = credits + 1 where id = ${good.id}`);
+    const names = (await checkInvariants(server.deps.db)).map((v) => v.check);
+    expect(names).toContain('refund ledger rows differ from their refund');
+    expect(names).toContain('payment refunded beyond its grant or differing from its refunds');
+    await server.deps.db.execute(sql`update billing_refunds set from_client = from_client - 1, credits = credits - 1 where id = ${good.id}`);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+});
