@@ -77,19 +77,29 @@ export async function createDeviceAuthorization(
 async function pendingByUserCode(deps: Deps, userCode: string): Promise<DeviceCodeRow | null> {
   const normalised = normaliseUserCode(userCode);
   if (!normalised) return null;
-  const [row] = await deps.db
-    .select()
-    .from(deviceCodes)
-    .where(
-      and(
-        eq(deviceCodes.userCodeHash, hashUserCode(deps, normalised)),
-        eq(deviceCodes.status, 'pending'),
-        isNull(deviceCodes.consumedAt),
-        gt(deviceCodes.expiresAt, new Date()),
-      ),
-    );
-  return row ?? null;
+  let rows: DeviceCodeRow[];
+  try {
+    rows = await deps.db
+      .select()
+      .from(deviceCodes)
+      .where(
+        and(
+          eq(deviceCodes.userCodeHash, hashUserCode(deps, normalised)),
+          eq(deviceCodes.status, 'pending'),
+          isNull(deviceCodes.consumedAt),
+          gt(deviceCodes.expiresAt, new Date()),
+        ),
+      );
+  } catch {
+    // Fail closed like the membership guard (Authentication 6): the code can be neither approved nor
+    // denied now, and an outage must not read as a wrong code (which would count against the person).
+    throw deviceCodesUnavailable();
+  }
+  return rows[0] ?? null;
 }
+
+const deviceCodesUnavailable = () =>
+  new AppError(503, 'DEVICE_CODES_UNAVAILABLE', 'device codes cannot be checked right now; try again', { headers: { 'Retry-After': '5' } });
 
 /** 400 INVALID_USER_CODE, counted against the user (CONTRACT §6: ten wrong codes in 10 min → 429). */
 async function wrongUserCode(deps: Deps, userId: string | undefined): Promise<never> {
