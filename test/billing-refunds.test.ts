@@ -51,7 +51,8 @@ async function topup(u: TestUser, cents: number) {
   expect(res.status).toBe(200);
   const s = fake.sessions.get(res.body.session_id)!;
   const pi = rid('pi');
-  return { pi, completed: { ...s, status: 'complete', payment_status: 'paid', payment_intent: pi } };
+  const completed: Record<string, any> = { ...s, status: 'complete', payment_status: 'paid', payment_intent: pi };
+  return { pi, completed };
 }
 
 const refund = (pi: string, amount: number, extra: Record<string, unknown> = {}) => ({
@@ -191,5 +192,63 @@ describe('refunds', () => {
     expect(names).toContain('payment refunded beyond its grant or differing from its refunds');
     await server.deps.db.execute(sql`update billing_refunds set from_client = from_client - 1, credits = credits - 1 where id = ${good.id}`);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+});
+
+describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
+  let dev: TestServer;
+  let devApi: ReturnType<typeof client>;
+  beforeAll(async () => {
+    dev = await startTestServer();
+    devApi = client(dev.url);
+  });
+  afterAll(async () => {
+    await dev?.close();
+  });
+
+  /** Opens a page like a browser: its cookie and the CSRF field and action of its first form. */
+  async function openPage(url: string) {
+    const page = await fetch(url);
+    expect(page.status).toBe(200);
+    const text = await page.text();
+    const cookie = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(text)?.[1];
+    const action = /<form method="post" action="([^"]+)"/.exec(text)?.[1];
+    return { text, cookie, csrf, action: action ? new URL(action, url) : null };
+  }
+  const post = (form: { cookie: string; action: URL | null }, fields: Record<string, string>) =>
+    fetch(form.action!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookie, origin: form.action!.origin },
+      body: new URLSearchParams(fields).toString(),
+      redirect: 'manual',
+    });
+
+  it('refunds part, then the rest, through signed events; too much is refused; the form then disappears', async () => {
+    const u = await createUser(dev);
+    const start = await devApi.post(`/v1/clients/${u.clientId}/credits/topup`, { amount_usd: 2_000, ...urls }, { token: u.session });
+    const checkout = await openPage(start.body.checkout_url);
+    expect((await post(checkout, { csrf_token: checkout.csrf!, decision: 'pay' })).status).toBe(303);
+    const devBalance = async () => (await devApi.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body.balance_credits;
+    expect(await devBalance()).toBe(70_000);
+    const [invoice] = (await devApi.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session })).body;
+    const page = await openPage(invoice.invoice_pdf);
+    expect(page.text).toContain('>Refund</button>');
+    expect(page.action!.pathname).toBe(`/dev/invoices/${invoice.id}/refund`);
+    // Without the CSRF field: refused, nothing refunded.
+    expect((await post(page, { amount_cents: '500' })).status).toBe(403);
+    const half = await post(page, { csrf_token: page.csrf!, amount_cents: '500' });
+    expect(half.status).toBe(303);
+    expect(await devBalance()).toBe(65_000);
+    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1501' })).status).toBe(400);
+    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1500' })).status).toBe(303);
+    expect(await devBalance()).toBe(50_000);
+    const tx = (await devApi.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
+    expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([-15_000, -5_000]);
+    const after = await openPage(invoice.invoice_pdf);
+    expect(after.text).toContain('<dt>Refunded</dt><dd>20.00 USD</dd>');
+    expect(after.action).toBeNull();
+    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1' })).status).toBe(400);
+    expect(await checkInvariants(dev.deps.db)).toEqual([]);
   });
 });
