@@ -54,3 +54,54 @@ describe('device user-code lookup while the database cannot answer', () => {
     expect(approved.body).toMatchObject({ status: 'approved', client_id: user.orgId });
   });
 });
+
+describe('a database failure inside the OAuth token endpoint', () => {
+  const exchange = (base: string) =>
+    fetch(`${base}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        client_id: 'svc-cli',
+        code: 'a'.repeat(43),
+        redirect_uri: 'http://127.0.0.1:9/callback',
+        code_verifier: 'v'.repeat(43),
+      }).toString(),
+    });
+
+  /** RFC 6749 shape with the registered code; no internals (the request id only). */
+  async function expectServerError(res: Response) {
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as Record<string, unknown>;
+    expect(Object.keys(body).sort()).toEqual(['error', 'error_description']);
+    expect(body.error).toBe('server_error');
+    expect(String(body.error_description)).toMatch(/^internal error \(request [\w-]+\)$/);
+  }
+
+  it('answers 500 {error: "server_error"} when a model query fails (table gone), then invalid_grant again', async () => {
+    await withoutTable('oauth_codes', async () => {
+      await expectServerError(await exchange(server.url));
+    });
+    const after = await exchange(server.url);
+    expect(after.status).toBe(400);
+    expect(((await after.json()) as { error: string }).error).toBe('invalid_grant');
+  });
+
+  it('answers 500 {error: "server_error"} when the pool has ended under the running server', async () => {
+    const other = await startTestServer();
+    try {
+      await other.database.close();
+      await expectServerError(await exchange(other.url));
+    } finally {
+      // close() cannot end the pool twice and stops before dropping the database: drop it here.
+      await other.close().catch(async () => {
+        if (!other.databaseUrl) return;
+        const { default: pg } = await import('pg');
+        const admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+        await admin.connect();
+        await admin.query(`drop database if exists "${new URL(other.databaseUrl).pathname.slice(1)}" with (force)`);
+        await admin.end();
+      });
+    }
+  });
+});

@@ -46,9 +46,22 @@ function normalise(err: unknown): AppError | null {
   return null;
 }
 
+/** Our generic codes (body unreadable, validation, NUL) say what RFC 6749 §5.2 calls invalid_request. */
+const OAUTH_INVALID_REQUEST = new Set(['INVALID_JSON', 'BAD_REQUEST', 'VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_ENCODING']);
+
+/**
+ * The RFC 6749 `error` for an AppError on /oauth/*: protocol errors keep their registered code; a
+ * server fault is `server_error` (RFC 6749 §4.1.2.1), never our internal code.
+ */
+function oauthErrorCode(err: AppError): string {
+  if (err.status === 500) return 'server_error';
+  if (OAUTH_INVALID_REQUEST.has(err.code)) return 'invalid_request';
+  return err.code.toLowerCase();
+}
+
 export function renderError(err: AppError, surface: Surface): unknown {
   if (surface === 'oauth') {
-    return { error: err.code.toLowerCase(), error_description: err.message };
+    return { error: oauthErrorCode(err), error_description: err.message };
   }
   if (surface === 'openai') {
     return {
