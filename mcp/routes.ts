@@ -45,8 +45,17 @@ export function mcpRoutes(deps: Deps): Router {
     await transport.handleRequest(req, res, req.body);
   });
 
-  // Failures of this path answer in JSON-RPC with the status and WWW-Authenticate of the AppError.
-  const onError: ErrorRequestHandler = (err, req, res, next) => {
+  router.use(MCP_PATH, mcpErrorHandler(deps));
+  return router;
+}
+
+/**
+ * Failures of this path answer in JSON-RPC with the status and WWW-Authenticate of the AppError. Also
+ * mounted by the app after the body parsers (src/app.ts), whose errors (invalid JSON: -32700 Parse
+ * error, JSON-RPC 2.0 §5.1; too large) never enter this router.
+ */
+export function mcpErrorHandler(deps: Deps): ErrorRequestHandler {
+  return (err, req, res, next) => {
     if (res.headersSent) return next(err);
     if (err instanceof AppError) {
       for (const [k, v] of Object.entries(err.extra.headers ?? {})) res.setHeader(k, v);
@@ -55,12 +64,10 @@ export function mcpRoutes(deps: Deps): Router {
     }
     const status = (err as { status?: number }).status;
     if (typeof status === 'number' && status >= 400 && status < 500) {
-      rpcError(res, status, 'Parse error', -32700);
+      rpcError(res, status, status === 400 ? 'Parse error' : 'Invalid request', status === 400 ? -32700 : -32600);
       return;
     }
     deps.log.error({ err, reqId: req.id }, 'mcp request failed');
     rpcError(res, 500, 'internal error', -32603);
   };
-  router.use(MCP_PATH, onError);
-  return router;
 }

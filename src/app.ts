@@ -14,7 +14,9 @@ import { projectRoutes } from './projects/routes.js';
 import { modelRoutes } from './models/routes.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
-import { mcpRoutes } from '../mcp/routes.js';
+import { mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
+import { rejectNulCharacters } from './http/input-guard.js';
+import { pageErrorHandler } from './portal/page-errors.js';
 
 // The HTTP face of every origin (CONTRACT §1: one process serves BASE_URL, V2_URL and LIGHT_URL; an
 // origin changes issuers and links, not which routes exist).
@@ -45,6 +47,8 @@ export function buildApp(deps: Deps): Express {
     }),
   );
   app.use(express.urlencoded({ extended: false, limit: '100kb' }));
+  // The webhook's body is judged by its own route (signature over the raw bytes).
+  app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
 
   const auth = createAuth(deps);
   app.use(healthRoutes(deps));
@@ -61,6 +65,10 @@ export function buildApp(deps: Deps): Express {
   app.use(portalRoutes(deps, auth));
 
   app.use(notFoundHandler);
+  // Errors raised before a surface's router ran (body parsers, the NUL guard, an undecodable path) in
+  // that surface's shape: pages as HTML, MCP as JSON-RPC (CONTRACT §3).
+  app.use(['/account', '/s'], pageErrorHandler(deps.log));
+  app.use('/mcp/platform', mcpErrorHandler(deps));
   app.use(errorMiddleware(deps.log));
   return app;
 }

@@ -1,0 +1,40 @@
+import type { RequestHandler } from 'express';
+import { AppError } from './errors.js';
+
+// PostgreSQL text and jsonb cannot hold U+0000 (SQLSTATE 22021 / 22P05), so a NUL anywhere in a request
+// is a client mistake no route can store: without this guard it reached a query and came back as a 500
+// (or, inside the membership guard's catch, a 503). Refused once, here, before any route (CONTRACT §3:
+// no 5xx for a client mistake). Covers the URL (path parameters and query, %00) and parsed bodies.
+
+const ENCODED_NUL = /%00/i;
+/** Deep enough for any real body; deeper nesting is walked no further (and no route reads it). */
+const MAX_DEPTH = 64;
+
+function hasNul(value: unknown): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) return true;
+    } else if (v && typeof v === 'object' && depth < MAX_DEPTH) {
+      for (const [k, child] of Object.entries(v)) {
+        if (k.includes('\u0000')) return true;
+        stack.push([child, depth + 1]);
+      }
+    }
+  }
+  return false;
+}
+
+/**
+ * 400 VALIDATION_ERROR for a NUL in the URL or the parsed body. `skipBodyOn`: paths whose body is
+ * verified as raw bytes by its sender's signature (a webhook) and judged by its own route.
+ */
+export function rejectNulCharacters(skipBodyOn: string[] = []): RequestHandler {
+  return (req, _res, next) => {
+    const where = ENCODED_NUL.test(req.originalUrl) || req.originalUrl.includes('\u0000') ? 'url' : !skipBodyOn.includes(req.path) && hasNul(req.body) ? 'body' : null;
+    if (!where) return next();
+    const message = 'must not contain a NUL character';
+    next(new AppError(400, 'VALIDATION_ERROR', `${where}: ${message}`, { errors: [{ path: where, message }] }));
+  };
+}
