@@ -216,6 +216,7 @@ CREATE TABLE "billing_payment_methods" (
 CREATE TABLE "billing_payments" (
 	"payment_intent" text PRIMARY KEY NOT NULL,
 	"grant_key" text,
+	"invoice_id" text,
 	"org_key" text,
 	"owner_id" text,
 	"credits" bigint DEFAULT 0 NOT NULL,
@@ -416,6 +417,7 @@ CREATE INDEX "billing_entries_to_idx" ON "billing_entries" USING btree ("to_acco
 CREATE INDEX "billing_holds_open_idx" ON "billing_holds" USING btree ("account_id","expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
 CREATE INDEX "billing_holds_expiry_idx" ON "billing_holds" USING btree ("expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
 CREATE INDEX "billing_invoices_org_idx" ON "billing_invoices" USING btree ("org_key","created_at_unix");--> statement-breakpoint
+CREATE INDEX "billing_payments_invoice_idx" ON "billing_payments" USING btree ("invoice_id");--> statement-breakpoint
 CREATE INDEX "billing_refunds_payment_idx" ON "billing_refunds" USING btree ("payment_intent");--> statement-breakpoint
 CREATE INDEX "billing_subscriptions_org_idx" ON "billing_subscriptions" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "oauth_grants_org_user_live_idx" ON "oauth_grants" USING btree ("org","user_id") WHERE "oauth_grants"."revoked_at" is null;--> statement-breakpoint

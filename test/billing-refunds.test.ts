@@ -100,6 +100,32 @@ describe('refunds', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
+  it("finds a Pro period's payment through invoice_payment.paid, before or after invoice.paid", async () => {
+    const u = await createUser(server);
+    const { completed } = await topup(u, 100); // maps the customer
+    // invoice.paid as Stripe sends it by default: no `payments` (only present when expanded).
+    const invoice = (id: string) => ({
+      id, object: 'invoice', customer: completed.customer, status: 'paid', billing_reason: 'subscription_cycle',
+      amount_due: 20_000, amount_paid: 20_000, currency: 'usd', created: Math.floor(Date.now() / 1000),
+      parent: { type: 'subscription_details', subscription_details: { subscription: rid('sub'), metadata: { org_key: u.orgKey } } },
+    });
+    const paid = (invoiceId: string, pi: string) => ({
+      id: rid('inpay'), object: 'invoice_payment', invoice: invoiceId, status: 'paid', amount_paid: 20_000,
+      payment: { type: 'payment_intent', payment_intent: pi },
+    });
+    const [after, before] = [rid('in'), rid('in')];
+    const [piAfter, piBefore] = [rid('pi'), rid('pi')];
+    await send('invoice.paid', invoice(after));
+    await send('invoice_payment.paid', paid(after, piAfter));
+    await send('invoice_payment.paid', paid(before, piBefore));
+    await send('invoice.paid', invoice(before));
+    expect((await balance(u)).balance_credits).toBe(50_000 + 420_000);
+    await send('refund.created', refund(piAfter, 20_000));
+    await send('refund.created', refund(piBefore, 10_000));
+    expect((await balance(u)).balance_credits).toBe(50_000 + 105_000);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
   it('takes a refund once: repeated event, the same refund under other event types, concurrent duplicates', async () => {
     const u = await createUser(server);
     const { pi, completed } = await topup(u, 2_000);

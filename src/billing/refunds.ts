@@ -39,6 +39,55 @@ export async function lockPayment(tx: Db, paymentIntent: string): Promise<Paymen
   return row!;
 }
 
+/**
+ * Serialises invoice.paid and invoice_payment.paid for one invoice (a transaction-scoped advisory lock,
+ * taken before any row lock), so whichever commits second links the payment to the invoice's grant.
+ */
+export async function lockInvoice(tx: Db, invoiceId: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`invoice:${invoiceId}`}))`);
+}
+
+/** The payment intent an earlier invoice_payment.paid named for this invoice. */
+export async function paymentIntentOfInvoice(tx: Db, invoiceId: string): Promise<string | null> {
+  const [row] = await queryRows<{ payment_intent: string }>(
+    tx,
+    sql`select payment_intent from billing_payments where invoice_id = ${invoiceId} order by created_at limit 1`,
+  );
+  return row?.payment_intent ?? null;
+}
+
+/**
+ * invoice_payment.paid: which payment paid an invoice. In the pinned API version invoice.paid carries
+ * `payments` only when expanded, so this event is how a subscription period's refund finds its grant.
+ */
+export async function invoicePaymentPaid(tx: Db, ip: Obj): Promise<string> {
+  const invoiceId = typeof ip.invoice === 'string' ? ip.invoice : ip.invoice?.id;
+  const pi = typeof ip.payment?.payment_intent === 'string' ? ip.payment.payment_intent : ip.payment?.payment_intent?.id;
+  if (typeof invoiceId !== 'string' || typeof pi !== 'string') return 'ignored';
+  if (ip.status && ip.status !== 'paid') return 'ignored';
+  await lockInvoice(tx, invoiceId);
+  await lockPayment(tx, pi);
+  await tx.execute(sql`update billing_payments set invoice_id = ${invoiceId} where payment_intent = ${pi} and invoice_id is null`);
+  await tx.execute(sql`update billing_invoices set payment_intent = ${pi} where id = ${invoiceId} and payment_intent is null`);
+  // The invoice's grant already made (invoice.paid came first): link it now, from the ledger's own rows.
+  const [grant] = await queryRows<{ owner_id: string; org_key: string; credits: unknown; amount_paid_cents: unknown }>(
+    tx,
+    sql`select p.user_id as owner_id, o.org_key, g.amount as credits, i.amount_paid_cents
+        from billing_entries g
+        join billing_entries a on a.key = g.key || ':allocate'
+        join billing_accounts p on p.id = g.to_account
+        join billing_accounts o on o.id = a.to_account
+        join billing_invoices i on i.id = ${invoiceId}
+        where g.key = ${`grant:invoice:${invoiceId}`}`,
+  );
+  if (!grant) return 'payment_linked';
+  await recordPayment(tx, {
+    paymentIntent: pi, grantKey: `grant:invoice:${invoiceId}`, orgKey: grant.org_key, ownerId: grant.owner_id,
+    credits: num(grant.credits), amountCents: num(grant.amount_paid_cents),
+  });
+  return 'payment_linked_to_grant';
+}
+
 export interface GrantedPayment {
   paymentIntent: string;
   grantKey: string;

@@ -4,7 +4,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
-import { lockPayment, receiveRefund, recordPayment } from './refunds.js';
+import { invoicePaymentPaid, lockInvoice, lockPayment, paymentIntentOfInvoice, receiveRefund, recordPayment } from './refunds.js';
 import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
@@ -138,6 +138,7 @@ async function upsertInvoice(tx: Db, invoice: Obj, org: OrgRef, eventCreated: nu
 async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<string> {
   const org = await orgFor(tx, idOf(invoice.customer), invoice.parent?.subscription_details?.metadata ?? invoice.metadata);
   if (!org) return 'unmapped';
+  await lockInvoice(tx, invoice.id);
   await upsertInvoice(tx, invoice, org, eventCreated, false);
   if (!SUBSCRIPTION_GRANT_REASONS.has(invoice.billing_reason)) return 'recorded';
   const subscriptionId = invoiceSubscriptionId(invoice);
@@ -151,7 +152,7 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<
               ${period?.end ?? null}, ${eventCreated})
       on conflict (id) do nothing`);
   }
-  const paymentIntent = invoicePaymentIntent(invoice);
+  const paymentIntent = invoicePaymentIntent(invoice) ?? (await paymentIntentOfInvoice(tx, invoice.id));
   if (paymentIntent) await lockPayment(tx, paymentIntent);
   const target = await grantTarget(tx, org);
   const granted = await grantToOrg(tx, {
@@ -254,6 +255,8 @@ async function apply(tx: Db, event: Stripe.Event): Promise<string> {
       return receiveRefund(tx, object, null);
     case 'charge.refunded':
       return chargeRefunded(tx, object);
+    case 'invoice_payment.paid':
+      return invoicePaymentPaid(tx, object);
     default:
       return 'ignored';
   }

@@ -199,20 +199,26 @@ export const billingWebhookEvents = pgTable('billing_webhook_events', {
  * started by a refund that arrives before its payment's grant (grant_key still null): whichever of the
  * two comes second waits on this primary key for the first to commit, so neither misses the other.
  */
-export const billingPayments = pgTable('billing_payments', {
-  paymentIntent: text('payment_intent').primaryKey(),
-  /** The grant's ledger key (`grant:session:<id>` / `grant:invoice:<id>`); null until the grant is known. */
-  grantKey: text('grant_key'),
-  /** The client the tokens were allocated to, and its owner (whose pool backs a refund). */
-  orgKey: text('org_key'),
-  ownerId: text('owner_id'),
-  credits: bigint('credits', { mode: 'number' }).notNull().default(0),
-  amountCents: bigint('amount_cents', { mode: 'number' }).notNull().default(0),
-  /** Sum of the refunds applied so far (cents), and the tokens they clawed back (client + pool + shortfall). */
-  refundedCents: bigint('refunded_cents', { mode: 'number' }).notNull().default(0),
-  refundedCredits: bigint('refunded_credits', { mode: 'number' }).notNull().default(0),
-  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
-});
+export const billingPayments = pgTable(
+  'billing_payments',
+  {
+    paymentIntent: text('payment_intent').primaryKey(),
+    /** The grant's ledger key (`grant:session:<id>` / `grant:invoice:<id>`); null until the grant is known. */
+    grantKey: text('grant_key'),
+    /** The invoice it paid, when known from invoice_payment.paid (invoice.paid omits `payments` unless expanded). */
+    invoiceId: text('invoice_id'),
+    /** The client the tokens were allocated to, and its owner (whose pool backs a refund). */
+    orgKey: text('org_key'),
+    ownerId: text('owner_id'),
+    credits: bigint('credits', { mode: 'number' }).notNull().default(0),
+    amountCents: bigint('amount_cents', { mode: 'number' }).notNull().default(0),
+    /** Sum of the refunds applied so far (cents), and the tokens they clawed back (client + pool + shortfall). */
+    refundedCents: bigint('refunded_cents', { mode: 'number' }).notNull().default(0),
+    refundedCredits: bigint('refunded_credits', { mode: 'number' }).notNull().default(0),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('billing_payments_invoice_idx').on(t.invoiceId)],
+);
 
 export const REFUND_STATUSES = ['awaiting_payment', 'applied', 'failed'] as const;
 
