@@ -54,41 +54,59 @@ export async function reserveCredits(db: Db, input: ReserveInput): Promise<{ hel
   const max = Math.max(min, Math.floor(input.maxCredits));
   const account = orgAccount(input.orgKey);
   const ttl = input.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS;
-  return db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
-    // One statement releases this org's expired holds and locks its row (hold rows, then the account:
-    // the lock order every transaction here follows), returning what is available now.
-    const [acct] = await queryRows<{ balance: unknown; held: unknown }>(
-      t,
+  // ONE statement in autocommit (one round trip; the account row is locked only for the statement), in
+  // the lock order every transaction here follows — hold rows, then the account:
+  //  e  releases this org's expired holds (locking those hold rows);
+  //  a  updates the account: held − released + the new hold. The amount is computed in the SET itself
+  //     because only an UPDATE's own expressions are re-evaluated on the newest row version when a
+  //     concurrent reserve or settle committed first (READ COMMITTED); a value read by a separate
+  //     SELECT … FOR UPDATE in the same statement is not safe to write back (measured: a lost update).
+  //     RETURNING shows only new values, so the amount leaves the SET through a transaction-local
+  //     setting (set_config(…, true)); −1 means "no hold" (a duplicate, or it cannot pay min). The
+  //     release of expired holds is written either way;
+  //  h  then inserts the hold row. Its request id is new, so nobody waits on it; two reserves racing
+  //     with one request id meet at the primary key and the loser's whole statement fails (23505 →
+  //     409), so `held` never counts a hold that was not inserted.
+  let rows: { take: unknown; dup: boolean; inserted: unknown }[];
+  try {
+    rows = await queryRows(
+      db,
       sql`with e as (
             update billing_holds set status = 'expired', closed_at = now()
             where account_id = ${account} and status = 'held' and expires_at < now()
-            returning amount)
-          update billing_accounts set held = held - (select coalesce(sum(amount), 0) from e)
-          where id = ${account} returning balance, held`,
-    );
-    const available = acct ? num(acct.balance) - num(acct.held) : 0;
-    if (!acct || available < min) {
-      throw new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
-    }
-    const take = Math.min(max, available);
-    // The hold row (keyed by request id, ON CONFLICT DO NOTHING) and the conditional held update together.
-    const updated = await queryRows<{ held: unknown }>(
-      t,
-      sql`with h as (
+            returning amount),
+          r as (select coalesce(sum(amount), 0)::bigint as released from e),
+          d as (select exists (select 1 from billing_holds where request_id = ${input.requestId}) as dup),
+          a as (
+            update billing_accounts b
+            set held = b.held - r.released + greatest(0, set_config('svc.reserve_take',
+              (case when not d.dup and b.balance - b.held + r.released >= ${min}::bigint
+                    then least(${max}::bigint, b.balance - b.held + r.released) else -1 end)::text, true)::bigint)
+            from r, d where b.id = ${account}
+            returning d.dup, current_setting('svc.reserve_take')::bigint as take),
+          h as (
             insert into billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
-            values (${input.requestId}, ${account}, ${input.orgKey}, ${input.userId}, ${take}, now() + make_interval(secs => ${ttl}))
-            on conflict (request_id) do nothing returning amount)
-          update billing_accounts set held = held + (select amount from h)
-          where id = ${account} and exists (select 1 from h) and balance - held >= ${take} returning held`,
+            select ${input.requestId}, ${account}, ${input.orgKey}, ${input.userId}, a.take, now() + make_interval(secs => ${ttl})
+            from a where a.take >= 0
+            returning amount)
+          select a.take, a.dup, (select count(*) from h) as inserted from a`,
     );
-    if (updated.length === 0) {
-      const [dup] = await queryRows<{ request_id: string }>(t, sql`select request_id from billing_holds where request_id = ${input.requestId}`);
-      if (dup) throw new AppError(409, 'duplicate_request', 'this request id already holds credits');
-      throw new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
-    }
-    return { heldCredits: take };
-  });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw duplicateRequest();
+    throw err;
+  }
+  const [row] = rows;
+  if (row?.dup) throw duplicateRequest();
+  if (!row || num(row.take) < 0) throw new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
+  return { heldCredits: num(row.take) };
+}
+
+const duplicateRequest = () => new AppError(409, 'duplicate_request', 'this request id already holds credits');
+
+/** node-postgres and PGlite report 23505; drizzle wraps driver errors in `cause`. */
+function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: string; cause?: { code?: string } } | null;
+  return e?.code === '23505' || e?.cause?.code === '23505';
 }
 
 interface HoldRow {
@@ -109,20 +127,40 @@ export async function settleCredits(
   input: { requestId: string; actualCredits: number; description: string },
 ): Promise<{ debitedCredits: number; balanceCredits: number }> {
   const actual = Math.max(0, Math.round(input.actualCredits));
+  // The common path is ONE statement in autocommit, in the fixed lock order — the hold row, then the org
+  // account, then its usage sink (`org:` < `sink:`; each step reads the one before, so it cannot run
+  // first):
+  //  h  redeems the live hold with one guarded update (whoever gets no row did not settle it);
+  //  a  debits min(actual, held) from the org and releases the whole hold; SET reads the row's own
+  //     columns, so a concurrent reserve's committed change is applied on top, never lost;
+  //  e  writes the `usage` ledger row (idempotency key usage:<request id>) when it debits > 0;
+  //  s  credits the org's sink (`sink:` + org key, as sinkAccount builds it).
+  const [live] = await queryRows<{ debited: unknown; balance: unknown }>(
+    db,
+    sql`with h as (
+          update billing_holds set status = 'settled', debited = least(${actual}::bigint, amount), closed_at = now()
+          where request_id = ${input.requestId} and status = 'held'
+          returning account_id, org_key, amount, debited),
+        a as (
+          update billing_accounts b set balance = b.balance - h.debited, held = b.held - h.amount
+          from h where b.id = h.account_id
+          returning b.id, b.balance, h.org_key, h.debited),
+        e as (
+          insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
+          select ${`usage:${input.requestId}`}, a.id, 'sink:' || a.org_key, a.debited, 'usage', a.org_key, -a.debited, a.balance, ${input.description}
+          from a where a.debited > 0
+          returning to_account, amount),
+        s as (
+          update billing_accounts b set balance = b.balance + e.amount
+          from e where b.id = e.to_account
+          returning b.id)
+        select a.debited, a.balance, (select count(*) from s) as sinks from a`,
+  );
+  if (live) return { debitedCredits: num(live.debited), balanceCredits: num(live.balance) };
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
-    // Fast path: redeem the live hold with one guarded update (whoever gets no row did not settle it).
-    const [live] = await queryRows<HoldRow>(
-      t,
-      sql`update billing_holds set status = 'settled', debited = least(${actual}, amount), closed_at = now()
-          where request_id = ${input.requestId} and status = 'held'
-          returning account_id, org_key, amount, status, debited`,
-    );
-    if (live) {
-      const debit = num(live.debited);
-      const balance = await debitAccount(t, input.requestId, live, debit, num(live.amount), input.description);
-      return { debitedCredits: debit, balanceCredits: balance };
-    }
+    // Settled, voided, expired or unknown (rare): the first result stands, or an expired hold takes what
+    // is still available.
     const [hold] = await queryRows<HoldRow>(
       t,
       sql`select account_id, org_key, amount, status, debited from billing_holds where request_id = ${input.requestId} for update`,
