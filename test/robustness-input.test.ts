@@ -19,7 +19,7 @@ interface Route {
   auth: AuthKind;
   /** The call ends the credential (sign-out): signed-in runs get a fresh session per request. */
   consumes?: boolean;
-  /** Only malformed ids in path parameters (the real ones would act on real rows). */
+  /** Only malformed ids in path parameters: with the real ones any body would destroy real rows. */
   writes?: boolean;
 }
 
@@ -50,7 +50,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/v1/clients', auth: 'session' },
   { method: 'DELETE', path: '/v1/clients/:client_id', auth: 'session', writes: true },
   { method: 'GET', path: '/v1/clients/:client_id/members', auth: 'session' },
-  { method: 'POST', path: '/v1/clients/:client_id/members', auth: 'session', writes: true },
+  { method: 'POST', path: '/v1/clients/:client_id/members', auth: 'session' },
   { method: 'DELETE', path: '/v1/clients/:client_id/members/:user_id', auth: 'session', writes: true },
   // tokens and the device flow
   { method: 'POST', path: '/v1/tokens', auth: 'session' },
@@ -69,9 +69,9 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/v1/clients/:client_id/subscription', auth: 'session' },
   { method: 'GET', path: '/v1/clients/:client_id/invoices', auth: 'session' },
   { method: 'GET', path: '/v1/clients/:client_id/payment-methods', auth: 'session' },
-  { method: 'POST', path: '/v1/clients/:client_id/subscription/checkout', auth: 'session', writes: true },
-  { method: 'POST', path: '/v1/clients/:client_id/credits/topup', auth: 'session', writes: true },
-  { method: 'POST', path: '/v1/clients/:client_id/billing/portal', auth: 'session', writes: true },
+  { method: 'POST', path: '/v1/clients/:client_id/subscription/checkout', auth: 'session' },
+  { method: 'POST', path: '/v1/clients/:client_id/credits/topup', auth: 'session' },
+  { method: 'POST', path: '/v1/clients/:client_id/billing/portal', auth: 'session' },
   { method: 'POST', path: '/v1/webhooks/stripe', auth: 'none' },
   { method: 'GET', path: '/dev/checkout/:session_id', auth: 'none' },
   { method: 'POST', path: '/dev/checkout/:session_id', auth: 'none', writes: true },
@@ -82,10 +82,10 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/v1/projects', auth: 'session' },
   { method: 'POST', path: '/v1/projects', auth: 'session' },
   { method: 'GET', path: '/v1/projects/:project_id', auth: 'session' },
-  { method: 'PATCH', path: '/v1/projects/:project_id', auth: 'session', writes: true },
+  { method: 'PATCH', path: '/v1/projects/:project_id', auth: 'session' },
   { method: 'DELETE', path: '/v1/projects/:project_id', auth: 'session', writes: true },
-  { method: 'POST', path: '/v1/projects/:project_id/fork', auth: 'session', writes: true },
-  { method: 'POST', path: '/v1/projects/:project_id/transfer', auth: 'session', writes: true },
+  { method: 'POST', path: '/v1/projects/:project_id/fork', auth: 'session' },
+  { method: 'POST', path: '/v1/projects/:project_id/transfer', auth: 'session' },
   { method: 'GET', path: '/s/:token', auth: 'none' },
   // model routes
   { method: 'GET', path: '/v1/models', auth: 'model' },
@@ -124,7 +124,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/account/2fa/disable', auth: 'page' },
   { method: 'POST', path: '/account/clients', auth: 'page' },
   { method: 'GET', path: '/account/clients/:clientId', auth: 'page' },
-  { method: 'POST', path: '/account/clients/:clientId/members', auth: 'page', writes: true },
+  { method: 'POST', path: '/account/clients/:clientId/members', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/members/:userId/remove', auth: 'page', writes: true },
   { method: 'GET', path: '/account/no-such-page', auth: 'page' },
   { method: 'GET', path: '/v1/no-such-route', auth: 'session' },
@@ -142,7 +142,8 @@ const FIELDS = [
   'max_tokens', 'temperature', 'tools', 'grant_type', 'redirect_uri', 'redirect_uris', 'code_verifier', 'refresh_token',
   'resource', 'scope', 'client_secret', 'client_name', 'token_endpoint_auth_method', 'grant_types', 'decision',
   'return_to', 'limit', 'offset', 'jsonrpc', 'method', 'params', 'id', 'state', 'response_type', 'code_challenge',
-  'code_challenge_method', 'token_type_hint', 'recovery_code', 'current_password', 'new_password',
+  'code_challenge_method', 'token_type_hint', 'recovery_code', 'current_password', 'new_password', 'org_id',
+  'target_org_id', 'brief', 'n', 'top_p', 'stop', 'user', 'amount_credits',
 ];
 
 const HOSTILE_VALUES: [string, string][] = [
@@ -212,6 +213,7 @@ let platformToken: string;
 let modelToken: string;
 const csrf = randomBytes(32).toString('base64url');
 let balanceBefore: unknown;
+let projectId: string;
 
 beforeAll(async () => {
   server = await startTestServer();
@@ -220,6 +222,12 @@ beforeAll(async () => {
   const grants = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform', 'model'], origin: server.url });
   platformToken = grants.platform!;
   modelToken = grants.model!;
+  const project = await rawRequest(server.url, 'POST', '/v1/projects', {
+    headers: { authorization: `Bearer ${user.session}`, 'content-type': JSON_T },
+    body: JSON.stringify({ org_id: user.orgId, name: 'robustness' }),
+  });
+  expect(project.status).toBe(200);
+  projectId = project.json.id;
   balanceBefore = (await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, { headers: { authorization: `Bearer ${user.session}` } })).json;
 });
 afterAll(async () => {
@@ -301,10 +309,19 @@ function withCsrf(route: Route, c: BodyCase): BodyCase {
   return c;
 }
 
+/** The real id for a path parameter (so a hostile body meets the real row's validation). */
+function realId(param: string): string {
+  if (/client/i.test(param)) return user.clientId;
+  if (param === ':org_id') return user.orgId;
+  if (param === ':project_id') return projectId;
+  if (/user/i.test(param)) return user.userId;
+  return user.clientId;
+}
+
 function pathsFor(route: Route): string[] {
   if (!route.path.includes(':')) return [route.path];
   const fill = (id: string) => route.path.replace(/:[a-zA-Z_]+/g, id);
-  const real = route.writes ? [] : [fill(user.clientId)];
+  const real = route.writes ? [] : [route.path.replace(/:[a-zA-Z_]+/g, realId)];
   return [...real, ...BAD_IDS.map(fill)];
 }
 
@@ -322,7 +339,8 @@ async function drive(route: Route, signedIn: boolean): Promise<Finding[]> {
   const hasBody = route.method !== 'GET';
   // The canonical path gets every body and every query; the malformed paths a representative few.
   const base = paths[0]!;
-  for (const q of QUERIES) cases.push({ path: base + q, c: hasBody ? BODIES[1]! : BODIES[0]! });
+  const scoped = [`?org_id=${user.orgId}&limit=1e309&offset=-1`, `?org_id=${user.orgId}&limit=1&limit=2`, `?org_id=${user.orgId}&org_id=${user.orgId}&limit=101`];
+  for (const q of [...QUERIES, ...scoped]) cases.push({ path: base + q, c: hasBody ? BODIES[1]! : BODIES[0]! });
   if (hasBody) for (const c of BODIES) cases.push({ path: base, c });
   for (const p of paths.slice(1)) {
     cases.push({ path: p, c: BODIES[0]! });
@@ -374,6 +392,41 @@ describe('hostile input on every route', () => {
       });
     }
   }
+
+  it('hostile credentials and headers on every route: never 5xx, always the shape of the surface', async () => {
+    const b64 = (v: string) => Buffer.from(v).toString('base64');
+    const variants: Record<string, string>[] = [
+      { authorization: 'Bearer' },
+      { authorization: `Bearer ${'x'.repeat(8000)}` },
+      { authorization: 'Bearer a.b.c' },
+      { authorization: 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.' },
+      { authorization: `Bearer svc_${'ü'.repeat(10)}` },
+      { authorization: `Basic ${b64('%ZZ:%E0%A4%A')}` },
+      { authorization: 'Basic ###' },
+      { authorization: `Basic ${b64('svc-cli')}` },
+      { cookie: '__Host-svc_session=%ZZ; __Host-svc_csrf=%E0%A4%A' },
+      { authorization: `Bearer ${platformToken}`, 'x-svc-organisation': 'client_x' },
+      { authorization: `Bearer ${modelToken}`, 'x-svc-organisation': `${'a'.repeat(3000)}` },
+      { 'content-encoding': 'gzip', 'content-type': JSON_T },
+      { 'content-type': 'application/json; charset=latin1' },
+      { origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' },
+    ];
+    const findings: Finding[] = [];
+    await pool(
+      ROUTES.flatMap((route) =>
+        variants.map((extra) => async () => {
+          const path = pathsFor(route)[0]!;
+          const headers = { ...(await headersFor(route, false)), ...extra };
+          const hasBody = route.method !== 'GET';
+          if (hasBody) headers['content-type'] ??= JSON_T;
+          const res = await rawRequest(server.url, route.method, path, { headers, body: hasBody ? '{"a":1}' : undefined });
+          const why = violation(path, res);
+          if (why) findings.push({ what: `${route.method} ${path} ${JSON.stringify(extra).slice(0, 100)}`, status: res.status, why, body: res.text.slice(0, 160) });
+        }),
+      ),
+    );
+    expect(findings, report(findings)).toEqual([]);
+  });
 
   it('random JSON bodies on every body route (fast-check)', async () => {
     const bodyRoutes = ROUTES.filter((r) => r.method !== 'GET');
@@ -433,6 +486,24 @@ describe('regressions found by the table', () => {
     const revoke = await rawRequest(server.url, 'POST', '/oauth/revoke', { headers: { 'content-type': FORM_T }, body: 'token=x&client_id=a%00b' });
     expect(revoke.status).toBe(400);
     expect(revoke.json).toMatchObject({ error: 'invalid_request' });
+  });
+
+  it('hostile amounts leave an allocation and the top-up ledger exactly as they were', async () => {
+    const h = { ...jsonHeaders, authorization: `Bearer ${user.session}` };
+    const before = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, { headers: h });
+    const ledgerBefore = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/transactions`, { headers: h });
+    const ownerBefore = await rawRequest(server.url, 'GET', '/v1/owner/balance', { headers: h });
+    for (const raw of ['1e309', '-1', '9223372036854775808', '0.5', '"100"', 'null', '[]', '{}', '1e16']) {
+      const put = await rawRequest(server.url, 'PUT', `/v1/owner/orgs/${user.orgId}/allocation`, { headers: h, body: `{"target_credits":${raw}}` });
+      expect(put.status, raw).toBe(400);
+      expect(put.json.detail.code, raw).toBe('VALIDATION_ERROR');
+      const topup = await rawRequest(server.url, 'POST', `/v1/clients/${user.clientId}/credits/topup`, { headers: h, body: `{"amount_usd":${raw}}` });
+      expect(topup.status, raw).toBe(400);
+    }
+    const after = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, { headers: h });
+    expect(after.json).toEqual(before.json);
+    expect((await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/transactions`, { headers: h })).json).toEqual(ledgerBefore.json);
+    expect((await rawRequest(server.url, 'GET', '/v1/owner/balance', { headers: h })).json).toEqual(ownerBefore.json);
   });
 
   it('an unreadable body is answered in the surface: JSON-RPC parse error on MCP, a page under /account, invalid_request on OAuth', async () => {
