@@ -218,6 +218,11 @@ describe('refunds', () => {
     expect(names).toContain('payment refunded beyond its grant or differing from its refunds');
     await server.deps.db.execute(sql`update billing_refunds set from_client = from_client - 1, credits = credits - 1 where id = ${good.id}`);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
+    // A refund row in the ledger whose refund is not marked applied.
+    await server.deps.db.execute(sql`update billing_refunds set status = 'awaiting_payment' where id = ${good.id}`);
+    expect((await checkInvariants(server.deps.db)).map((v) => v.check)).toContain('refund row without an applied refund');
+    await server.deps.db.execute(sql`update billing_refunds set status = 'applied' where id = ${good.id}`);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 });
 
