@@ -196,6 +196,21 @@ describe('refunds', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
+  it('reconciliation applies a refund whose webhook was lost, once', async () => {
+    const u = await createUser(server);
+    const { pi, completed } = await topup(u, 1_000);
+    await send('checkout.session.completed', completed);
+    const lost = { ...refund(pi, 1_000), created: Math.floor(Date.now() / 1000) };
+    fake.refunds.set(lost.id, lost);
+    const first = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe);
+    expect(first.refunded).toContain(`refund ${lost.id}`);
+    expect(first.violations).toEqual([]);
+    expect((await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe)).refunded).not.toContain(`refund ${lost.id}`);
+    await send('refund.created', lost); // the real webhook, late
+    expect((await balance(u)).balance_credits).toBe(50_000);
+    fake.refunds.delete(lost.id);
+  });
+
   it('ignores failed refunds and refunds without a payment; a tampered refund row is a violation', async () => {
     const u = await createUser(server);
     const { pi, completed } = await topup(u, 1_000);

@@ -27,6 +27,7 @@ async function main(): Promise<number> {
     const out = process.stdout;
     out.write(`billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`);
     for (const g of report.granted) out.write(`  granted missed ${g}\n`);
+    for (const r of report.refunded) out.write(`  applied missed ${r}\n`);
     for (const r of report.refunds.shortfalls) {
       out.write(`  refund ${r.id} (client ${r.org_key}): ${r.shortfall} of ${r.credits} tokens already spent, not taken back\n`);
     }

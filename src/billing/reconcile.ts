@@ -6,7 +6,7 @@ import { refundReport } from './refunds.js';
 import { processEvent } from './webhooks.js';
 
 // Reconciliation (issue 5): every ledger invariant checked against the database and, with Stripe
-// configured, recent paid invoices and completed sessions re-fetched and applied through the webhook
+// configured, recent paid invoices, completed sessions and refunds re-fetched and applied through the webhook
 // code, so a lost webhook is made good. Idempotent: each object gets a synthetic event id of its own
 // (`reconcile:<type>:<object id>`) and every grant is keyed by its processor object, so neither a
 // second reconcile nor a late real webhook grants twice.
@@ -15,6 +15,8 @@ export interface ReconcileReport {
   violations: Violation[];
   fetched: number;
   granted: string[];
+  /** Refunds re-fetched from Stripe and applied now (their webhooks were lost). */
+  refunded: string[];
   /** Not violations but for a person to look at: refunds whose tokens were already spent (shortfall),
    * and refunds whose payment's grant has not arrived (applied when it does). */
   refunds: Awaited<ReturnType<typeof refundReport>>;
@@ -39,6 +41,7 @@ export async function reconcile(
   options: { sinceSeconds?: number } = {},
 ): Promise<ReconcileReport> {
   const granted: string[] = [];
+  const refunded: string[] = [];
   let fetched = 0;
   if (stripe) {
     const gte = Math.floor(Date.now() / 1000) - (options.sinceSeconds ?? 35 * 24 * 3600);
@@ -54,7 +57,13 @@ export async function reconcile(
       const r = await processEvent(db, log, syntheticEvent('checkout.session.completed', session as unknown as { id: string; created: number }));
       if (r.outcome === 'granted') granted.push(`checkout session ${session.id}`);
     }
+    // Refunds whose webhooks were lost: each applied once (refunds.ts keys them by refund id).
+    for await (const refund of stripe.refunds.list({ created: { gte }, limit: 100 })) {
+      if (++fetched > 3 * MAX_OBJECTS) break;
+      const r = await processEvent(db, log, syntheticEvent('refund.updated', refund as unknown as { id: string; created: number }));
+      if (r.outcome.startsWith('refunded')) refunded.push(`refund ${refund.id}`);
+    }
   }
   // Invariants last, so grants just made are checked too.
-  return { violations: await checkInvariants(db), fetched, granted, refunds: await refundReport(db) };
+  return { violations: await checkInvariants(db), fetched, granted, refunded, refunds: await refundReport(db) };
 }
