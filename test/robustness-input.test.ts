@@ -6,6 +6,8 @@ import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js
 import { issueTestGrants } from './helpers/oauth.js';
 import { pool, rawRequest, type RawResult } from './helpers/raw-http.js';
 import { issueSession } from '../src/auth/session.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 // "Bad input gets a clear 4xx in the contract's error shape, never a 500, and loses nothing"
 // (CONTRACT §3; STYLE: Errors). Every route in one table, driven with hostile path parameters, bodies,
@@ -78,6 +80,7 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/dev/portal/:customer_id', auth: 'none' },
   { method: 'POST', path: '/dev/portal/:customer_id', auth: 'none', writes: true },
   { method: 'GET', path: '/dev/invoices/:invoice_id', auth: 'none' },
+  { method: 'POST', path: '/dev/invoices/:invoice_id/refund', auth: 'none', writes: true },
   // projects
   { method: 'GET', path: '/v1/projects', auth: 'session' },
   { method: 'POST', path: '/v1/projects', auth: 'session' },
@@ -372,6 +375,17 @@ describe('hostile input on every route', () => {
     ['pages', (r: Route) => r.path.startsWith('/account') && !r.path.includes('no-such')],
     ['unknown routes', (r: Route) => r.path.includes('no-such')],
   ] as const;
+
+  it('covers every route the source declares (a new route must join the table)', () => {
+    const files = ['src', 'oauth', 'mcp'].flatMap((dir) => readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts')).map((f) => join(dir, f)));
+    const declared = new Set<string>();
+    for (const file of files) {
+      for (const m of readFileSync(file, 'utf8').matchAll(/router\.(get|post|put|patch|delete)\(\s*'([^']+)'/g)) declared.add(`${m[1]!.toUpperCase()} ${m[2]}`);
+    }
+    expect(declared.size).toBeGreaterThan(80);
+    const table = new Set(ROUTES.map((r) => `${r.method} ${r.path}`));
+    expect([...declared].filter((r) => !table.has(r))).toEqual([]);
+  });
 
   it('puts every route in exactly one group', () => {
     for (const r of ROUTES) {
