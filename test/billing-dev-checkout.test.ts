@@ -133,6 +133,10 @@ describe('dev checkout', () => {
     expect(forged.status).toBe(403);
     expect(await balance(u)).toBe(50_000);
     expect((await fetch(`${server.v2Url}/dev/checkout/cs_dev_nope`)).status).toBe(404);
+    // Ids of another shape name nothing and are refused before any query.
+    for (const path of ['/dev/checkout/cs%20dev', '/dev/portal/cus-dev!', `/dev/invoices/${'x'.repeat(200)}`]) {
+      expect((await fetch(`${server.v2Url}${path}`)).status, path).toBe(404);
+    }
   });
 
   it('is absent in production mode', async () => {

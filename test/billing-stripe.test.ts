@@ -103,6 +103,17 @@ describe('POST /v1/webhooks/stripe', () => {
     expect(none.status).toBe(400);
   });
 
+  it('answers a signed event carrying a NUL character with 400 INVALID_EVENT, never 500', async () => {
+    for (const payload of [
+      stripeEvent('customer.updated', { id: 'cus_nul', name: 'a\u0000b' }),
+      stripeEvent('checkout.session.completed', { id: 'cs_\u0000x', status: 'complete', payment_status: 'paid' }),
+    ]) {
+      const res = await deliverWebhook(server.url, payload, signatureFor(payload, SECRET));
+      expect(res.status).toBe(400);
+      expect(res.body.detail.code).toBe('INVALID_EVENT');
+    }
+  });
+
   it('grants a paid top-up once, whatever the repeats, replays and concurrent duplicates', async () => {
     const u = await createUser(server);
     const s = await topupSession(u, 1_234);

@@ -43,6 +43,14 @@ export function devBillingRoutes(deps: Deps): Router {
     next();
   });
 
+  // Dev ids are `<prefix>_dev_<base32>` (dev-processor.ts devId): anything else names nothing, and is
+  // answered before it reaches a query.
+  for (const name of ['session_id', 'customer_id', 'invoice_id']) {
+    router.param(name, (_req, _res, next, value: string) => {
+      next(/^[A-Za-z0-9_]{1,100}$/.test(value) ? undefined : notFound('no such dev object'));
+    });
+  }
+
   async function findSession(id: string): Promise<SessionRow | null> {
     const [row] = await queryRows<SessionRow>(db, sql`select * from billing_checkout_sessions where id = ${id}`);
     return row ?? null;

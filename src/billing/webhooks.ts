@@ -2,6 +2,7 @@ import Stripe from 'stripe';
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
+import { hasNul } from '../http/input-guard.js';
 import type { Logger } from '../log.js';
 import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
 import { invoicePaymentPaid, lockInvoice, lockPayment, paymentIntentOfInvoice, receiveRefund, recordPayment } from './refunds.js';
@@ -289,5 +290,11 @@ export async function receiveWebhook(
   const secret = deps.billing.webhookSecret;
   if (!secret) throw new AppError(503, 'WEBHOOK_NOT_CONFIGURED', 'STRIPE_WEBHOOK_SECRET is not set');
   const event = verifyEvent(deps.billing.verifier, rawBody, signature, secret);
+  // PostgreSQL cannot store U+0000: a signed event carrying one can never be processed, so it is a
+  // logged 400 rather than a 500 that the processor would retry for days.
+  if (hasNul(event)) {
+    deps.log.warn({ eventId: String(event.id).replace(/\u0000/g, ''), type: event.type }, 'webhook event with a NUL character refused');
+    throw new AppError(400, 'INVALID_EVENT', 'the event contains a NUL character and cannot be stored');
+  }
   return processEvent(deps.db, deps.log, event);
 }

@@ -10,7 +10,7 @@ const ENCODED_NUL = /%00/i;
 /** Deep enough for any real body; deeper nesting is walked no further (and no route reads it). */
 const MAX_DEPTH = 64;
 
-function hasNul(value: unknown): boolean {
+export function hasNul(value: unknown): boolean {
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length) {
     const [v, depth] = stack.pop()!;
