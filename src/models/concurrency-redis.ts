@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { concurrencyLimited, DEFAULT_LEASE_TTL_MS, heartbeat, type ConcurrencyLimiter, type LimiterOptions } from './concurrency.js';
+import { concurrencyLimited, DEFAULT_LEASE_TTL_MS, leaseBook, newLeaseId, type ConcurrencyLimiter, type LimiterOptions } from './concurrency.js';
 
 // The same cap on Redis when REDIS_URL is set (CONTRACT §1, §9): one sorted set per organization whose
 // members are lease ids scored by their expiry (Redis server time). The check-and-add is one Lua script,
@@ -32,30 +31,20 @@ export function createRedisLimiter(url: string, options: LimiterOptions): Concur
   redis.on('error', () => {
     // Reconnects by itself; a call made while it is down fails and is answered as 503 by the caller.
   });
-  const live = new Map<string, string>(); // leaseId → orgKey
-  const beats = heartbeat(live, Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
-    await redis.eval(EXTEND, ids.length, ...ids.map((id) => keyOf(live.get(id) ?? '')), ttlMs, ...ids);
+  const book = leaseBook(Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
+    await redis.eval(EXTEND, ids.length, ...ids.map((id) => keyOf(book.live.get(id) ?? '')), ttlMs, ...ids);
   });
   return {
     async acquire(orgKey, _kind) {
-      const leaseId = randomBytes(12).toString('base64url');
+      const leaseId = newLeaseId();
       const ok = await redis.eval(ACQUIRE, 1, keyOf(orgKey), options.cap, ttlMs, leaseId);
       if (ok !== 1) throw concurrencyLimited();
-      live.set(leaseId, orgKey);
-      beats.track();
-      let released = false;
-      return {
-        orgKey,
-        async release() {
-          if (released) return;
-          released = true;
-          live.delete(leaseId);
-          await redis.zrem(keyOf(orgKey), leaseId).catch(() => {});
-        },
-      };
+      return book.hand(orgKey, leaseId, async (id) => {
+        await redis.zrem(keyOf(orgKey), id).catch(() => {});
+      });
     },
     async close() {
-      beats.stop();
+      book.stop();
       redis.disconnect();
     },
   };

@@ -34,17 +34,35 @@ export const concurrencyLimited = () =>
     headers: { 'Retry-After': '1' },
   });
 
-/** Beats for every live lease of this process in one statement, a third of the TTL apart. */
-export function heartbeat<T>(live: Map<string, T>, intervalMs: number, beat: (ids: string[]) => Promise<void>) {
+export const newLeaseId = (): string => randomBytes(12).toString('base64url');
+
+/**
+ * The leases this process holds, for either store: beaten for in one statement a third of the TTL apart
+ * (`beat` gets the live lease ids), each released at most once (`drop` removes it from the store).
+ */
+export function leaseBook(intervalMs: number, beat: (ids: string[]) => Promise<void>) {
+  const live = new Map<string, string>(); // leaseId → orgKey
   let timer: NodeJS.Timeout | null = null;
   return {
-    track() {
+    live,
+    hand(orgKey: string, leaseId: string, drop: (leaseId: string) => Promise<void>): Lease {
+      live.set(leaseId, orgKey);
       timer ??= setInterval(() => {
         if (live.size === 0) return;
         beat([...live.keys()]).catch(() => {
           // A missed beat is retried next interval; the TTL is three intervals long.
         });
       }, intervalMs).unref();
+      let released = false;
+      return {
+        orgKey,
+        async release() {
+          if (released) return;
+          released = true;
+          live.delete(leaseId);
+          await drop(leaseId);
+        },
+      };
     },
     stop() {
       if (timer) clearInterval(timer);
@@ -65,8 +83,7 @@ const ASYNC_COMMIT = sql`(select set_config('synchronous_commit', 'off', true))`
 export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLimiter {
   const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
   const ttl = sql`make_interval(secs => ${ttlMs / 1000})`;
-  const live = new Map<string, string>(); // leaseId → orgKey
-  const beats = heartbeat(live, Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
+  const book = leaseBook(Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
     await db.execute(sql`update concurrency_leases set expires_at = now() + ${ttl}
       where lease_id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)}) and ${ASYNC_COMMIT} = 'off'`);
   });
@@ -125,25 +142,14 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
 
   return {
     async acquire(orgKey, kind) {
-      const leaseId = randomBytes(12).toString('base64url');
+      const leaseId = newLeaseId();
       let taken = false;
       for (let attempt = 0; attempt < 2 && !taken; attempt++) taken = await tryTake(orgKey, kind, leaseId);
       if (!taken) throw concurrencyLimited();
-      live.set(leaseId, orgKey);
-      beats.track();
-      let released = false;
-      return {
-        orgKey,
-        async release() {
-          if (released) return;
-          released = true;
-          live.delete(leaseId);
-          await releaseLease(leaseId);
-        },
-      };
+      return book.hand(orgKey, leaseId, releaseLease);
     },
     async close() {
-      beats.stop();
+      book.stop();
     },
   };
 }
