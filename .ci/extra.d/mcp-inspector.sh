@@ -31,7 +31,7 @@ ln -s "$(cd "$(dirname "$NODE22")" && pwd)/$(basename "$NODE22")" "$BIN_DIR/node
 echo "mcp-inspector: node $("$NODE22" --version)"
 
 OUT="$(mktemp)"
-npx tsx .ci/extra.d/mcp-inspector-server.ts >"$OUT" 2>&1 &
+node --import tsx .ci/extra.d/mcp-inspector-server.ts >"$OUT" 2>&1 &
 SERVER_PID=$!
 cleanup() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; rm -rf "$BIN_DIR" "$OUT"; }
 trap cleanup EXIT
