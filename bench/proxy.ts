@@ -6,18 +6,15 @@
 // Each party runs in its own process (this file with BENCH_ROLE=fake|svc, Portkey's own server), so the
 // load generator does not share an event loop with what it measures. svc uses PostgreSQL when
 // TEST_DATABASE_URL (or DATABASE_URL) is set, else the embedded PGlite.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
+import { announce, startChild } from './children.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
-const root = fileURLToPath(new URL('..', import.meta.url));
 
-function announce(value: unknown) {
-  process.stdout.write(`BENCH_READY ${JSON.stringify(value)}\n`);
-}
 
 if (role === 'fake') {
   const { startFakeUpstream } = await import('../test/helpers/fake-upstream.js');
@@ -65,20 +62,6 @@ async function freePort(): Promise<number> {
   });
 }
 
-function startChild(args: string[], env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; info: any }> {
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-      const m = readyPattern.exec(out);
-      if (m) resolve({ child, info: m[1] ? JSON.parse(m[1]) : {} });
-    });
-    child.stderr!.on('data', (d) => (err += d));
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${err.slice(-2000)}`)));
-  });
-}
 
 interface Target {
   name: string;
@@ -95,9 +78,9 @@ async function main() {
   const stopAll = () => children.forEach((c) => c.kill('SIGTERM'));
   process.on('exit', stopAll);
   try {
-    const fake = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'fake' }, /BENCH_READY (.*)\n/);
+    const fake = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'fake' });
     children.push(fake.child);
-    const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', FAKE_URL: fake.info.url }, /BENCH_READY (.*)\n/);
+    const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', FAKE_URL: fake.info.url });
     children.push(svc.child);
     const portkeyPort = await freePort();
     const portkey = await startChild(
