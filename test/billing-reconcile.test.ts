@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm';
 import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createUser } from './helpers/fixtures.js';
-import { startFakeStripe, type FakeStripe } from './helpers/fake-stripe.js';
+import { startFakeStripe, stripeEnv, type FakeStripe } from './helpers/fake-stripe.js';
 import { reconcile } from '../src/billing/reconcile.js';
 import { createLogger } from '../src/log.js';
 
@@ -16,7 +16,7 @@ let fake: FakeStripe;
 let server: TestServer;
 beforeAll(async () => {
   fake = await startFakeStripe();
-  server = await startTestServer({ env: { STRIPE_SECRET_KEY: 'sk_test_fake', STRIPE_WEBHOOK_SECRET: 'whsec_x', STRIPE_API_BASE: fake.url } });
+  server = await startTestServer({ env: stripeEnv(fake, 'whsec_x') });
 });
 afterAll(async () => {
   await server?.close();

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, type FakeStripe } from './helpers/fake-stripe.js';
+import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, type FakeStripe, stripeEnv } from './helpers/fake-stripe.js';
 import { queryRows } from '../src/db/client.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { reconcile } from '../src/billing/reconcile.js';
@@ -21,9 +21,7 @@ let api: ReturnType<typeof client>;
 
 beforeAll(async () => {
   fake = await startFakeStripe();
-  server = await startTestServer({
-    env: { STRIPE_SECRET_KEY: 'sk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: fake.url, STRIPE_PRICE_PRO: 'price_pro_test' },
-  });
+  server = await startTestServer({ env: stripeEnv(fake, SECRET) });
   api = client(server.url);
 });
 afterAll(async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, type FakeStripe } from './helpers/fake-stripe.js';
+import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, type FakeStripe, stripeEnv } from './helpers/fake-stripe.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 
 // Stripe through the real SDK against a local fake (CONTRACT §8: STRIPE_API_BASE), and the webhook
@@ -15,9 +15,7 @@ let api: ReturnType<typeof client>;
 
 beforeAll(async () => {
   fake = await startFakeStripe();
-  server = await startTestServer({
-    env: { STRIPE_SECRET_KEY: 'sk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: fake.url, STRIPE_PRICE_PRO: 'price_pro_test' },
-  });
+  server = await startTestServer({ env: stripeEnv(fake, SECRET) });
   api = client(server.url);
 });
 afterAll(async () => {

@@ -5,7 +5,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, addMember, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { issueTestGrants } from './helpers/oauth.js';
-import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import { apiTokens, memberships } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { client } from './helpers/http.js';
@@ -24,15 +24,7 @@ const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
 
 beforeAll(async () => {
   fake = await startFakeUpstream();
-  server = await startTestServer({
-    env: {
-      MODEL_UPSTREAM_URL: fake.url,
-      MODEL_UPSTREAM_KEY: FAKE_KEY,
-      MODEL_ID: 'svc-test-model',
-      MODEL_PRICE_INPUT: '90000',
-      MODEL_PRICE_OUTPUT: '180000',
-    },
-  });
+  server = await startTestServer({ env: fake.env() });
   owner = await createUser(server);
   key = (await createApiToken(server, owner, owner.orgKey)).secret;
 });
@@ -43,11 +35,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  fake.reply = () => ({ content: 'Hello from the fake upstream' });
-  fake.failStatus = null;
-  fake.breakAfterChunks = null;
-  fake.headersDelayMs = 0;
-  fake.chunkDelayMs = 0;
+  fake.reset();
   await setOrgBalance(server, owner.orgKey, 10_000);
 });
 

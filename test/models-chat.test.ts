@@ -30,15 +30,7 @@ const usageRows = (orgKey = owner.orgKey) =>
 
 beforeAll(async () => {
   fake = await startFakeUpstream();
-  server = await startTestServer({
-    env: {
-      MODEL_UPSTREAM_URL: fake.url,
-      MODEL_UPSTREAM_KEY: FAKE_KEY,
-      MODEL_ID: 'svc-test-model',
-      MODEL_PRICE_INPUT: '90000',
-      MODEL_PRICE_OUTPUT: '180000',
-    },
-  });
+  server = await startTestServer({ env: fake.env() });
   owner = await createUser(server);
   key = (await createApiToken(server, owner, owner.orgKey)).secret;
 });
@@ -49,11 +41,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  fake.reply = () => ({ content: 'Hello from the fake upstream' });
-  fake.failStatus = null;
-  fake.breakAfterChunks = null;
-  fake.headersDelayMs = 0;
-  fake.chunkDelayMs = 0;
+  fake.reset();
   await setOrgBalance(server, owner.orgKey, 10_000);
 });
 

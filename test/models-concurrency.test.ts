@@ -6,7 +6,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
-import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import { billingEntries } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { createPgLimiter } from '../src/models/concurrency.js';
@@ -17,7 +17,6 @@ import { execFileSync } from 'node:child_process';
 // server processes on one PostgreSQL, and after a process holding leases is killed. Then the billing
 // race: many parallel calls on a small allocation end on an exact balance that never went negative.
 
-const ENV = { MODEL_ID: 'svc-test-model', MODEL_PRICE_INPUT: '90000', MODEL_PRICE_OUTPUT: '180000', MODEL_UPSTREAM_KEY: FAKE_KEY };
 let fake: FakeUpstream;
 let server: TestServer;
 let owner: TestUser;
@@ -34,7 +33,7 @@ const hi = (base?: string, extra: Record<string, unknown> = {}) =>
 
 beforeAll(async () => {
   fake = await startFakeUpstream();
-  server = await startTestServer({ env: { ...ENV, MODEL_UPSTREAM_URL: fake.url, ORG_MAX_CONCURRENCY: '2' } });
+  server = await startTestServer({ env: fake.env({ ORG_MAX_CONCURRENCY: '2' }) });
   owner = await createUser(server);
   key = (await createApiToken(server, owner, owner.orgKey)).secret;
   await setOrgBalance(server, owner.orgKey, 100_000);
@@ -62,7 +61,7 @@ describe('concurrency cap', () => {
   });
 
   it.runIf(storageMode() === 'postgres')('holds across two server processes sharing one PostgreSQL', async () => {
-    const second = await startTestServer({ databaseUrl: server.databaseUrl!, env: { ...ENV, MODEL_UPSTREAM_URL: fake.url, ORG_MAX_CONCURRENCY: '2' } });
+    const second = await startTestServer({ databaseUrl: server.databaseUrl!, env: fake.env({ ORG_MAX_CONCURRENCY: '2' }) });
     fake.headersDelayMs = 400;
     try {
       const results = await Promise.all([hi(server.url), hi(second.url), hi(server.url), hi(second.url)]);
@@ -124,7 +123,7 @@ describe('billing race', () => {
   let raceOrg: string;
 
   beforeAll(async () => {
-    race = await startTestServer({ env: { ...ENV, MODEL_UPSTREAM_URL: fake.url, ORG_MAX_CONCURRENCY: '64' } });
+    race = await startTestServer({ env: fake.env({ ORG_MAX_CONCURRENCY: '64' }) });
     const u = await createUser(race);
     raceOrg = u.orgKey;
     raceKey = (await createApiToken(race, u, u.orgKey)).secret;

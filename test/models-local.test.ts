@@ -4,6 +4,7 @@ import WebSocket from 'ws';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
+import { TEST_PRICES } from './helpers/fake-upstream.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { loadAgentCatalog } from '../src/models/agents.js';
 import { writeFileSync, mkdtempSync } from 'node:fs';
@@ -18,7 +19,7 @@ let owner: TestUser;
 let openai: OpenAI;
 
 beforeAll(async () => {
-  server = await startTestServer({ env: { MODEL_PRICE_INPUT: '90000', MODEL_PRICE_OUTPUT: '180000' } });
+  server = await startTestServer({ env: TEST_PRICES });
   owner = await createUser(server);
   const { secret } = await createApiToken(server, owner, owner.orgKey);
   openai = new OpenAI({ apiKey: secret, baseURL: `${server.url}/v1`, maxRetries: 0 });

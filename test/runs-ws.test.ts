@@ -5,7 +5,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { issueTestGrants } from './helpers/oauth.js';
-import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import { billingEntries, memberships } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { runSocketOptions } from '../src/runs/socket.js';
@@ -70,7 +70,7 @@ const leaseCount = async () =>
 beforeAll(async () => {
   fake = await startFakeUpstream();
   server = await startTestServer({
-    env: { MODEL_UPSTREAM_URL: fake.url, MODEL_UPSTREAM_KEY: FAKE_KEY, MODEL_ID: 'svc-test-model', MODEL_PRICE_INPUT: '90000', MODEL_PRICE_OUTPUT: '180000', RUN_MAX_STEPS: '4' },
+    env: fake.env({ RUN_MAX_STEPS: '4' }),
   });
   owner = await createUser(server);
   key = (await createApiToken(server, owner, owner.orgKey)).secret;

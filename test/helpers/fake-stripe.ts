@@ -156,3 +156,11 @@ export async function deliverWebhook(baseUrl: string, payload: string, signature
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null };
 }
+
+/** svc's configuration pointed at this fake, with the webhook secret the test signs with. */
+export const stripeEnv = (fake: FakeStripe, webhookSecret: string): Record<string, string> => ({
+  STRIPE_SECRET_KEY: 'sk_test_fake',
+  STRIPE_WEBHOOK_SECRET: webhookSecret,
+  STRIPE_API_BASE: fake.url,
+  STRIPE_PRICE_PRO: 'price_pro_test',
+});

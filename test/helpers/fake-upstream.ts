@@ -39,8 +39,18 @@ export interface FakeUpstream {
   /** Requests currently being answered. */
   inFlight: number;
   maxInFlight: number;
+  /** Back to the defaults above (between tests). */
+  reset(): void;
+  /**
+   * svc's configuration pointed at this provider, with prices that make the arithmetic visible: 90,000
+   * ¢/M input and 180,000 ¢/M output, so a call debits exactly prompt + 2 × completion tokens.
+   */
+  env(extra?: Record<string, string>): Record<string, string>;
   close(): Promise<void>;
 }
+
+/** The prices of FakeUpstream.env, for tests of the built-in model too. */
+export const TEST_PRICES = { MODEL_PRICE_INPUT: '90000', MODEL_PRICE_OUTPUT: '180000' };
 
 export const FAKE_KEY = 'sk-fake-provider-secret-123';
 
@@ -60,6 +70,20 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     abortedStreams: 0,
     inFlight: 0,
     maxInFlight: 0,
+    reset() {
+      state.reply = () => ({ content: 'Hello from the fake upstream' });
+      state.failStatus = null;
+      state.headersDelayMs = 0;
+      state.chunkDelayMs = 0;
+      state.breakAfterChunks = null;
+    },
+    env: (extra = {}) => ({
+      MODEL_UPSTREAM_URL: state.url,
+      MODEL_UPSTREAM_KEY: FAKE_KEY,
+      MODEL_ID: 'svc-test-model',
+      ...TEST_PRICES,
+      ...extra,
+    }),
     close: async () => {},
   };
 
