@@ -1,6 +1,8 @@
 // `npm run bench -- billing`: reserve→settle cycles per second through svc's spend primitives, on one
 // hot client and spread over 100 clients, with exact final balances checked, beside pgbench running
-// the same SQL statements on the same database in the same run (the ceiling), as a ratio.
+// the same SQL functions on the same database in the same run, as a ratio. svc goes through the model
+// path's group commit (ModelServices.spend: one statement for every call in flight); pgbench calls the
+// functions once per call, so the ratio shows what the grouping buys as well as what the driver costs.
 //
 // Environment: BENCH_DATABASE_URL (an admin URL; default postgres://postgres@127.0.0.1:5432/test; a
 // throw-away database is created and dropped), BENCH_SECONDS (default 5), BENCH_CONCURRENCY (default 8).
@@ -13,7 +15,7 @@ import { sql } from 'drizzle-orm';
 import { openDatabase, queryRows, type Db } from '../src/db/client.js';
 import { runMigrations } from '../src/db/migrate.js';
 import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
-import { reserveCredits, settleCredits } from '../src/billing/spend.js';
+import { createSpendBatchers } from '../src/models/services.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { randomToken } from '../src/ids.js';
 
@@ -50,6 +52,7 @@ async function setup(db: Db) {
 
 /** svc: CONCURRENCY workers each looping reserve→settle for SECONDS; returns cycles per org. */
 async function runSvc(db: Db, pick: () => string): Promise<{ perSecond: number; counts: Map<string, number> }> {
+  const spend = createSpendBatchers(db);
   const counts = new Map<string, number>();
   const deadline = Date.now() + SECONDS * 1000;
   let n = 0;
@@ -59,8 +62,8 @@ async function runSvc(db: Db, pick: () => string): Promise<{ perSecond: number; 
       while (Date.now() < deadline) {
         const orgKey = pick();
         const requestId = `svc_${w}_${n++}_${randomToken(4)}`;
-        await reserveCredits(db, { orgKey, userId: 'usr_bench', requestId, minCredits: HOLD, maxCredits: HOLD });
-        await settleCredits(db, { requestId, actualCredits: DEBIT, description: 'bench' });
+        await spend.reserve({ orgKey, userId: 'usr_bench', requestId, minCredits: HOLD, maxCredits: HOLD });
+        await spend.settle({ requestId, actualCredits: DEBIT, description: 'bench' });
         counts.set(orgKey, (counts.get(orgKey) ?? 0) + 1);
       }
     }),
@@ -69,20 +72,13 @@ async function runSvc(db: Db, pick: () => string): Promise<{ perSecond: number; 
   return { perSecond: total / ((Date.now() - started) / 1000), counts };
 }
 
-/** The same statements as reserveCredits + settleCredits, as a pgbench script. */
+/** The same functions as the model path's reserve and settle, one call each per cycle, as a pgbench script. */
 function pgbenchScript(pickOrg: string): string {
   const req = `'pgb_' || (:client_id)::text || '_' || (:r)::text`;
   return `\\set r random(1, 1000000000000)
 ${pickOrg}
-BEGIN;
-with e as (update billing_holds set status = 'expired', closed_at = now() where account_id = 'org:' || :'org' and status = 'held' and expires_at < now() returning amount) update billing_accounts set held = held - (select coalesce(sum(amount), 0) from e) where id = 'org:' || :'org' returning balance, held;
-with h as (insert into billing_holds (request_id, account_id, org_key, user_id, amount, expires_at) values (${req}, 'org:' || :'org', :'org', 'usr_bench', ${HOLD}, now() + make_interval(secs => 900)) on conflict (request_id) do nothing returning amount) update billing_accounts set held = held + (select amount from h) where id = 'org:' || :'org' and exists (select 1 from h) and balance - held >= ${HOLD} returning held;
-COMMIT;
-BEGIN;
-update billing_holds set status = 'settled', debited = least(${DEBIT}, amount), closed_at = now() where request_id = ${req} and status = 'held' returning account_id, org_key, amount, status, debited;
-with a as (update billing_accounts set balance = balance - ${DEBIT}, held = held - ${HOLD} where id = 'org:' || :'org' returning balance), e as (insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description) select 'usage' || chr(58) || ${req}, 'org:' || :'org', 'sink:' || :'org', ${DEBIT}, 'usage', :'org', -${DEBIT}, a.balance, 'pgbench' from a returning id) select balance from a;
-update billing_accounts set balance = balance + ${DEBIT} where id = 'sink:' || :'org';
-COMMIT;
+select * from svc_reserve_holds(array[${req}], array[:'org'], array['usr_bench'], array[${HOLD}]::bigint[], array[${HOLD}]::bigint[], array[900]::float8[]);
+select * from svc_settle_holds(array[${req}], array[${DEBIT}]::bigint[], array['pgbench']);
 `;
 }
 

@@ -68,4 +68,27 @@ describe('createBatcher', () => {
     await first;
     await expect(pair).rejects.toThrow(/1 results for 2 inputs/);
   });
+
+  it('with isolateFailures, a batch that throws is retried one by one and fails only the bad input', async () => {
+    const seen: number[][] = [];
+    let first = true;
+    const strict = createBatcher<number, number>(
+      async (xs) => {
+        seen.push(xs);
+        if (first) {
+          first = false;
+          await tick();
+          return xs;
+        }
+        if (xs.includes(13)) throw new Error('13 refused');
+        return xs;
+      },
+      { isolateFailures: true },
+    );
+    const lead = strict(0);
+    const results = await Promise.allSettled([strict(12), strict(13), strict(14)]);
+    await lead;
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(seen).toEqual([[0], [12, 13, 14], [12], [13], [14]]);
+  });
 });

@@ -44,69 +44,42 @@ export interface ReserveInput {
   ttlSeconds?: number;
 }
 
-/**
- * Holds min(maxCredits, available) on the org's allocation. 402 `insufficient_credits` when the
- * allocation cannot cover minCredits, even if the owner still has unallocated tokens (interface
- * document, Billing rule 5). 409 `duplicate_request` when the request id already has a hold.
- */
-export async function reserveCredits(db: Db, input: ReserveInput): Promise<{ heldCredits: number }> {
-  const min = Math.max(0, Math.ceil(input.minCredits));
-  const max = Math.max(min, Math.floor(input.maxCredits));
-  const account = orgAccount(input.orgKey);
-  const ttl = input.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS;
-  // ONE statement in autocommit (one round trip; the account row is locked only for the statement), in
-  // the lock order every transaction here follows — hold rows, then the account:
-  //  e  releases this org's expired holds (locking those hold rows);
-  //  a  updates the account: held − released + the new hold. The amount is computed in the SET itself
-  //     because only an UPDATE's own expressions are re-evaluated on the newest row version when a
-  //     concurrent reserve or settle committed first (READ COMMITTED); a value read by a separate
-  //     SELECT … FOR UPDATE in the same statement is not safe to write back (measured: a lost update).
-  //     RETURNING shows only new values, so the amount leaves the SET through a transaction-local
-  //     setting (set_config(…, true)); −1 means "no hold" (a duplicate, or it cannot pay min). The
-  //     release of expired holds is written either way;
-  //  h  then inserts the hold row. Its request id is new, so nobody waits on it; two reserves racing
-  //     with one request id meet at the primary key and the loser's whole statement fails (23505 →
-  //     409), so `held` never counts a hold that was not inserted.
-  let rows: { take: unknown; dup: boolean; inserted: unknown }[];
-  try {
-    rows = await queryRows(
-      db,
-      sql`with e as (
-            update billing_holds set status = 'expired', closed_at = now()
-            where account_id = ${account} and status = 'held' and expires_at < now()
-            returning amount),
-          r as (select coalesce(sum(amount), 0)::bigint as released from e),
-          d as (select exists (select 1 from billing_holds where request_id = ${input.requestId}) as dup),
-          a as (
-            update billing_accounts b
-            set held = b.held - r.released + greatest(0, set_config('svc.reserve_take',
-              (case when not d.dup and b.balance - b.held + r.released >= ${min}::bigint
-                    then least(${max}::bigint, b.balance - b.held + r.released) else -1 end)::text, true)::bigint)
-            from r, d where b.id = ${account}
-            returning d.dup, current_setting('svc.reserve_take')::bigint as take),
-          h as (
-            insert into billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
-            select ${input.requestId}, ${account}, ${input.orgKey}, ${input.userId}, a.take, now() + make_interval(secs => ${ttl})
-            from a where a.take >= 0
-            returning amount)
-          select a.take, a.dup, (select count(*) from h) as inserted from a`,
-    );
-  } catch (err) {
-    if (isUniqueViolation(err)) throw duplicateRequest();
-    throw err;
-  }
-  const [row] = rows;
-  if (row?.dup) throw duplicateRequest();
-  if (!row || num(row.take) < 0) throw new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
-  return { heldCredits: num(row.take) };
-}
-
+const insufficientCredits = () => new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
 const duplicateRequest = () => new AppError(409, 'duplicate_request', 'this request id already holds credits');
 
-/** node-postgres and PGlite report 23505; drizzle wraps driver errors in `cause`. */
-function isUniqueViolation(err: unknown): boolean {
-  const e = err as { code?: string; cause?: { code?: string } } | null;
-  return e?.code === '23505' || e?.cause?.code === '23505';
+/**
+ * Holds min(maxCredits, available) on each org's allocation, for many calls in one statement
+ * (svc_reserve_holds in src/db/custom/model-path-functions.sql: expired holds released, accounts locked in
+ * ascending order, one org's requests served in input order). Per input: the tokens held, or 402
+ * `insufficient_credits` when the allocation cannot cover minCredits, even if the owner still has
+ * unallocated tokens (interface document, Billing rule 5), or 409 `duplicate_request` when the request id
+ * already has a hold.
+ */
+export async function reserveMany(db: Db, inputs: ReserveInput[]): Promise<({ heldCredits: number } | AppError)[]> {
+  const lo = inputs.map((i) => Math.max(0, Math.ceil(i.minCredits)));
+  const rows = await queryRows<{ ord: number; take: unknown; outcome: 'held' | 'insufficient' | 'duplicate' }>(
+    db,
+    sql`select ord, take, outcome from svc_reserve_holds(
+          ${sql.param(inputs.map((i) => i.requestId))}::text[],
+          ${sql.param(inputs.map((i) => i.orgKey))}::text[],
+          ${sql.param(inputs.map((i) => i.userId))}::text[],
+          ${sql.param(lo)}::bigint[],
+          ${sql.param(inputs.map((i, n) => Math.max(lo[n]!, Math.floor(i.maxCredits))))}::bigint[],
+          ${sql.param(inputs.map((i) => i.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
+  );
+  const out: ({ heldCredits: number } | AppError)[] = inputs.map(() => insufficientCredits());
+  for (const row of rows) {
+    const n = Number(row.ord) - 1;
+    out[n] = row.outcome === 'held' ? { heldCredits: num(row.take) } : row.outcome === 'duplicate' ? duplicateRequest() : insufficientCredits();
+  }
+  return out;
+}
+
+/** reserveMany for one call: its hold, or the AppError thrown. */
+export async function reserveCredits(db: Db, input: ReserveInput): Promise<{ heldCredits: number }> {
+  const [result] = await reserveMany(db, [input]);
+  if (result instanceof Error) throw result;
+  return result!;
 }
 
 interface HoldRow {
@@ -117,55 +90,73 @@ interface HoldRow {
   debited: unknown;
 }
 
+export interface SettleInput {
+  requestId: string;
+  actualCredits: number;
+  description: string;
+}
+
+export interface SettleResult {
+  debitedCredits: number;
+  balanceCredits: number;
+}
+
 /**
- * Debits min(actualCredits, held) and releases the rest, exactly once per request id; one `usage`
- * transaction when something was debited. A repeated settle returns the first result. A hold that
- * expired before its settle (a very slow call) still debits what the allocation can pay, never more.
+ * Debits min(actualCredits, held) and releases the rest, exactly once per request id, for many calls in
+ * one statement (svc_settle_holds); one `usage` transaction per call that debited something. A repeated
+ * settle returns the first result. A hold that expired before its settle (a very slow call) still debits
+ * what the allocation can pay, never more. Per input: the result, or an AppError (404 no such hold).
  */
-export async function settleCredits(
-  db: Db,
-  input: { requestId: string; actualCredits: number; description: string },
-): Promise<{ debitedCredits: number; balanceCredits: number }> {
-  const actual = Math.max(0, Math.round(input.actualCredits));
-  // The common path is ONE statement in autocommit, in the fixed lock order — the hold row, then the org
-  // account, then its usage sink (`org:` < `sink:`; each step reads the one before, so it cannot run
-  // first):
-  //  h  redeems the live hold with one guarded update (whoever gets no row did not settle it);
-  //  a  debits min(actual, held) from the org and releases the whole hold; SET reads the row's own
-  //     columns, so a concurrent reserve's committed change is applied on top, never lost;
-  //  e  writes the `usage` ledger row (idempotency key usage:<request id>) when it debits > 0;
-  //  s  credits the org's sink (`sink:` + org key, as sinkAccount builds it).
-  const [live] = await queryRows<{ debited: unknown; balance: unknown }>(
+export async function settleMany(db: Db, inputs: SettleInput[]): Promise<(SettleResult | AppError)[]> {
+  const rows = await settleStatement(db, inputs);
+  const out: (SettleResult | AppError | null)[] = inputs.map(() => null);
+  for (const row of rows) {
+    if (row.settled) out[Number(row.ord) - 1] = { debitedCredits: num(row.debited), balanceCredits: num(row.balance) };
+  }
+  // Holds that were not live (settled or voided before, expired, unknown) are rare: one by one.
+  for (let n = 0; n < inputs.length; n++) {
+    if (out[n]) continue;
+    out[n] = await settleNotLive(db, inputs[n]!).catch((err: unknown) => {
+      if (err instanceof AppError) return err;
+      throw err;
+    });
+  }
+  return out as (SettleResult | AppError)[];
+}
+
+function settleStatement(db: Db, inputs: SettleInput[]) {
+  return queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean }>(
     db,
-    sql`with h as (
-          update billing_holds set status = 'settled', debited = least(${actual}::bigint, amount), closed_at = now()
-          where request_id = ${input.requestId} and status = 'held'
-          returning account_id, org_key, amount, debited),
-        a as (
-          update billing_accounts b set balance = b.balance - h.debited, held = b.held - h.amount
-          from h where b.id = h.account_id
-          returning b.id, b.balance, h.org_key, h.debited),
-        e as (
-          insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
-          select ${`usage:${input.requestId}`}, a.id, 'sink:' || a.org_key, a.debited, 'usage', a.org_key, -a.debited, a.balance, ${input.description}
-          from a where a.debited > 0
-          returning to_account, amount),
-        s as (
-          update billing_accounts b set balance = b.balance + e.amount
-          from e where b.id = e.to_account
-          returning b.id)
-        select a.debited, a.balance, (select count(*) from s) as sinks from a`,
+    sql`select ord, debited, balance, settled from svc_settle_holds(
+          ${sql.param(inputs.map((i) => i.requestId))}::text[],
+          ${sql.param(inputs.map((i) => Math.max(0, Math.round(i.actualCredits))))}::bigint[],
+          ${sql.param(inputs.map((i) => i.description))}::text[])`,
   );
-  if (live) return { debitedCredits: num(live.debited), balanceCredits: num(live.balance) };
+}
+
+/** settleMany for one call: its result, or the AppError thrown. */
+export async function settleCredits(db: Db, input: SettleInput): Promise<SettleResult> {
+  const [result] = await settleMany(db, [input]);
+  if (result instanceof Error) throw result;
+  return result!;
+}
+
+/** A settle that found no live hold: the first result stands, or an expired hold takes what is left. */
+async function settleNotLive(db: Db, input: SettleInput): Promise<SettleResult> {
+  const actual = Math.max(0, Math.round(input.actualCredits));
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
-    // Settled, voided, expired or unknown (rare): the first result stands, or an expired hold takes what
-    // is still available.
     const [hold] = await queryRows<HoldRow>(
       t,
       sql`select account_id, org_key, amount, status, debited from billing_holds where request_id = ${input.requestId} for update`,
     );
     if (!hold) throw new AppError(404, 'hold_not_found', 'no credits are held for this request');
+    if (hold.status === 'held') {
+      // Its reserve committed after the batch looked (a settle racing its own reserve): settle it now,
+      // under the lock this transaction already holds.
+      const [row] = await settleStatement(t, [input]);
+      return { debitedCredits: num(row?.debited), balanceCredits: num(row?.balance) };
+    }
     if (hold.status !== 'expired') {
       // Settled or voided before: the first result stands.
       const bal = await accountBalance(t, hold.account_id);

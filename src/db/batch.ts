@@ -11,6 +11,11 @@ export interface BatcherOptions {
   maxInFlight?: number;
   /** Most inputs in one batch; the rest wait for the next. */
   maxBatch?: number;
+  /**
+   * When a batch of several throws, run its inputs again one by one, so that one input the statement
+   * refuses fails only its own caller. (A batch statement is one transaction: it failed whole.)
+   */
+  isolateFailures?: boolean;
 }
 
 /**
@@ -23,9 +28,18 @@ export function createBatcher<I, O>(run: (inputs: I[]) => Promise<(O | Error)[]>
   let queue: { input: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
   let inFlight = 0;
 
+  const runIsolated = async (inputs: I[]): Promise<(O | Error)[]> => {
+    try {
+      return await run(inputs);
+    } catch (err) {
+      if (!options.isolateFailures || inputs.length === 1) throw err;
+      return Promise.all(inputs.map((input) => run([input]).then((r) => r[0]!, (e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+    }
+  };
+
   async function runOne(batch: typeof queue) {
     try {
-      const results = await run(batch.map((b) => b.input));
+      const results = await runIsolated(batch.map((b) => b.input));
       if (results.length !== batch.length) throw new Error(`batch returned ${results.length} results for ${batch.length} inputs`);
       batch.forEach((b, i) => {
         const r = results[i]!;

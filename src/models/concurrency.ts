@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { queryRows } from '../db/client.js';
 import { AppError } from '../http/errors.js';
+import { createBatcher } from '../db/batch.js';
 
 // The per-organization cap on model calls and runs in flight (CONTRACT §9), shared by every process on
 // the database: a lease is a row in concurrency_leases (see src/db/tables/models.ts), kept alive by a
@@ -80,73 +81,57 @@ export function leaseBook(intervalMs: number, beat: (ids: string[]) => Promise<v
  */
 const ASYNC_COMMIT = sql`(select set_config('synchronous_commit', 'off', true))`;
 
+interface TakeInput {
+  orgKey: string;
+  kind: LeaseKind;
+  leaseId: string;
+}
+
 export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLimiter {
   const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
   const ttl = sql`make_interval(secs => ${ttlMs / 1000})`;
   const book = leaseBook(Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
     await db.execute(sql`update concurrency_leases set expires_at = now() + ${ttl}
-      where lease_id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)}) and ${ASYNC_COMMIT} = 'off'`);
+      where lease_id = any(${sql.param(ids)}::text[]) and ${ASYNC_COMMIT} = 'off'`);
   });
 
-  /**
-   * One statement: pick a slot that looks free and take it; the unique (org_id, slot) key makes
-   * two takers of the same slot serialise, and the loser's guarded update (only over an expired lease)
-   * returns nothing, so it retries against a fresh snapshot.
-   */
-  async function tryTake(orgKey: string, kind: LeaseKind, leaseId: string): Promise<boolean> {
-    // Scan from a random slot and stop at the first free one: concurrent takers spread over the slots,
-    // and a large cap costs a probe or two, not one per slot.
-    const start = Math.floor(Math.random() * options.cap);
-    const rows = await queryRows<{ slot: number }>(
-      db,
-      sql`insert into concurrency_leases (org_id, slot, lease_id, kind, expires_at)
-          select ${orgKey}, s, ${leaseId}, ${kind}, now() + ${ttl}
-          from (select (i + ${start}) % ${options.cap}::int as s from generate_series(0, ${options.cap - 1}::int) as i) as slots
-          where ${ASYNC_COMMIT} = 'off'
-            and not exists (select 1 from concurrency_leases l where l.org_id = ${orgKey} and l.slot = s and l.expires_at > now())
-          limit 1
-          on conflict (org_id, slot) do update
-            set lease_id = excluded.lease_id, kind = excluded.kind, expires_at = excluded.expires_at, acquired_at = now()
-            where concurrency_leases.expires_at <= now()
-          returning slot`,
-    );
-    return rows.length > 0;
-  }
+  // Takes are grouped (src/db/batch.ts): every acquire that arrives while a batch runs goes into the
+  // next one, svc_take_leases (src/db/custom/model-path-functions.sql) taking a slot per input under
+  // the unique (org_id, slot) key. Alone, an acquire is one round trip as before.
+  const take = createBatcher<TakeInput, boolean>(
+    async (inputs) => {
+      const rows = await queryRows<{ ord: number }>(
+        db,
+        sql`select ord from svc_take_leases(
+              ${sql.param(inputs.map((i) => i.orgKey))}::text[], ${sql.param(inputs.map((i) => i.leaseId))}::text[],
+              ${sql.param(inputs.map((i) => i.kind))}::text[], ${options.cap}::int, ${ttlMs / 1000}::float8)`,
+      );
+      const taken = inputs.map(() => false);
+      for (const row of rows) taken[Number(row.ord) - 1] = true;
+      return taken;
+    },
+    { maxInFlight: 2, isolateFailures: true },
+  );
 
-  // Releases are grouped: at most one DELETE is in flight, and every release that arrives meanwhile goes
-  // into the next one (group commit). Under load that is one statement for many calls instead of one each;
-  // alone it is the same single round trip. A grouped release only frees a slot later, never sooner, so
-  // the cap cannot be exceeded by it. Each release() still resolves only once its row is gone.
-  let pending: { id: string; done: () => void }[] = [];
-  let flushing = false;
-  async function flushReleases() {
-    if (flushing) return;
-    flushing = true;
-    while (pending.length > 0) {
-      const batch = pending;
-      pending = [];
+  // Releases are grouped the same way. A grouped release only frees a slot later, never sooner, so the
+  // cap cannot be exceeded by it. Each release() still resolves only once its row is gone.
+  const drop = createBatcher<string, void>(
+    async (ids) => {
       await db
-        .execute(sql`delete from concurrency_leases where lease_id in (${sql.join(batch.map((b) => sql`${b.id}`), sql`, `)}) and ${ASYNC_COMMIT} = 'off'`)
+        .execute(sql`delete from concurrency_leases where lease_id = any(${sql.param(ids)}::text[]) and ${ASYNC_COMMIT} = 'off'`)
         .catch(() => {
           // Unreleased, the leases expire by themselves within the TTL.
         });
-      for (const b of batch) b.done();
-    }
-    flushing = false;
-  }
-  const releaseLease = (id: string) =>
-    new Promise<void>((done) => {
-      pending.push({ id, done });
-      void flushReleases();
-    });
+      return ids.map(() => undefined);
+    },
+    { maxInFlight: 1 },
+  );
 
   return {
     async acquire(orgKey, kind) {
       const leaseId = newLeaseId();
-      let taken = false;
-      for (let attempt = 0; attempt < 2 && !taken; attempt++) taken = await tryTake(orgKey, kind, leaseId);
-      if (!taken) throw concurrencyLimited();
-      return book.hand(orgKey, leaseId, releaseLease);
+      if (!(await take({ orgKey, kind, leaseId }))) throw concurrencyLimited();
+      return book.hand(orgKey, leaseId, drop);
     },
     async close() {
       book.stop();

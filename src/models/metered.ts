@@ -1,7 +1,7 @@
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
 import { newId } from '../ids.js';
-import { orgBalanceCredits, reserveCredits, settleCredits, voidHold } from '../billing/spend.js';
+import { orgBalanceCredits, voidHold } from '../billing/spend.js';
 import type { Actor } from './actor.js';
 import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
 import type { ChatRequest } from './schema.js';
@@ -47,9 +47,10 @@ export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest
   const maxCredits = Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n));
   let heldCredits: number;
   try {
-    // Through holdDb (see ModelServices.holdDb): only a call in flight across a database crash can lose
-    // its hold; its settle then fails loudly and that call is not billed.
-    ({ heldCredits } = await reserveCredits(deps.models.holdDb, { orgKey: actor.orgKey, userId: actor.userId, requestId, minCredits, maxCredits }));
+    // Grouped with the other calls in flight (ModelServices.spend). Holds commit without waiting for the
+    // WAL flush: only a call in flight across a database crash can lose its hold; its settle then fails
+    // loudly and that call is not billed.
+    ({ heldCredits } = await deps.models.spend.reserve({ orgKey: actor.orgKey, userId: actor.userId, requestId, minCredits, maxCredits }));
   } catch (err) {
     if (err instanceof AppError && err.status === 402) {
       throw insufficient("the organization's allocation cannot pay for this call");
@@ -76,7 +77,7 @@ export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest
 
 export async function settleCall(deps: Deps, call: PreparedCall, usage: Usage, note = ''): Promise<CallOutcome> {
   const actual = creditsFor(deps.models.prices, usage.prompt_tokens, usage.completion_tokens);
-  const { debitedCredits, balanceCredits } = await settleCredits(deps.db, {
+  const { debitedCredits, balanceCredits } = await deps.models.spend.settle({
     requestId: call.requestId,
     actualCredits: actual,
     description: `${deps.models.modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,

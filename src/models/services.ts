@@ -1,9 +1,8 @@
 import type { SigningKeys } from '../../oauth/keys.js';
 import type { Config } from '../config.js';
-import pg from 'pg';
-import { drizzle } from 'drizzle-orm/node-postgres';
 import type { Db } from '../db/client.js';
-import * as schema from '../db/schema.js';
+import { createBatcher } from '../db/batch.js';
+import { reserveMany, settleMany, type ReserveInput, type SettleInput, type SettleResult } from '../billing/spend.js';
 import { loadAgentCatalog, type AgentCatalog } from './agents.js';
 import { createPgLimiter, type ConcurrencyLimiter } from './concurrency.js';
 import { createRedisLimiter } from './concurrency-redis.js';
@@ -25,27 +24,28 @@ export interface ModelServices {
   agents: AgentCatalog;
   outcome: OutcomeSigner;
   runMaxSteps: number;
-  /**
-   * Where holds are reserved: the same database, through connections whose commits do not wait for the
-   * WAL flush (synchronous_commit = off). A hold is temporary state; the settle that follows commits
-   * synchronously through the main pool, and the WAL is ordered, so a durable debit implies a durable
-   * hold. It keeps a disk flush (≈5 ms here) out of the time to first byte. Same pool with PGlite.
-   */
-  holdDb: Db;
+  /** Every call's hold and settle, grouped with the calls in flight beside it (see createSpendBatchers). */
+  spend: SpendBatchers;
   close(): Promise<void>;
 }
 
-function asyncCommitDb(config: Config, db: Db): { db: Db; close(): Promise<void> } {
-  if (!config.databaseUrl) return { db, close: async () => {} };
-  const pool = new pg.Pool({
-    connectionString: config.databaseUrl,
-    max: 10,
-    idleTimeoutMillis: 30_000,
-    connectionTimeoutMillis: 5_000,
-    options: '-c synchronous_commit=off',
-  });
-  pool.on('error', () => {});
-  return { db: drizzle(pool, { schema }) as unknown as Db, close: () => pool.end() };
+export interface SpendBatchers {
+  reserve(input: ReserveInput): Promise<{ heldCredits: number }>;
+  settle(input: SettleInput): Promise<SettleResult>;
+}
+
+/**
+ * Reserve and settle through group commit (src/db/batch.ts): the holds and settles that arrive while one
+ * batch runs go together in the next, one statement and one commit for all of them. Two batches of each
+ * may run at once (a second org's calls need not wait for the first org's row lock). A statement refusing
+ * one input fails only that call.
+ */
+export function createSpendBatchers(db: Db): SpendBatchers {
+  const options = { maxInFlight: 2, isolateFailures: true };
+  return {
+    reserve: createBatcher<ReserveInput, { heldCredits: number }>((inputs) => reserveMany(db, inputs), options),
+    settle: createBatcher<SettleInput, SettleResult>((inputs) => settleMany(db, inputs), options),
+  };
 }
 
 export function createModelServices(config: Config, db: Db, signingKeys: SigningKeys): ModelServices {
@@ -55,7 +55,6 @@ export function createModelServices(config: Config, db: Db, signingKeys: Signing
   const limiter = config.redisUrl
     ? createRedisLimiter(config.redisUrl, { cap: config.orgMaxConcurrency })
     : createPgLimiter(db, { cap: config.orgMaxConcurrency });
-  const holds = asyncCommitDb(config, db);
   const services: ModelServices = {
     modelId: config.model.id,
     prices: { input: config.model.priceInput, output: config.model.priceOutput },
@@ -64,9 +63,8 @@ export function createModelServices(config: Config, db: Db, signingKeys: Signing
     agents: loadAgentCatalog(config.agentsFile),
     outcome: createOutcomeSigner(signingKeys),
     runMaxSteps: config.runMaxSteps,
-    holdDb: holds.db,
+    spend: createSpendBatchers(db),
     async close() {
-      await holds.close();
       await services.limiter.close();
       await services.upstream.close();
     },

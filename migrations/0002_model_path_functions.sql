@@ -1,0 +1,205 @@
+-- The model path's hot statements, each serving a whole batch of calls in one round trip and one commit
+-- (src/db/batch.ts groups the calls; src/billing/spend.ts and src/models/concurrency.ts call these).
+-- PL/pgSQL because each step must read the newest committed row under its lock: in READ COMMITTED every
+-- statement here takes a fresh snapshot, and SELECT … FOR UPDATE returns the row version it locked. The
+-- plans of the statements inside are prepared once per connection.
+--
+-- Lock order, as everywhere in billing: hold rows first, then accounts in ascending id ('org:…' before
+-- 'sink:…').
+
+-- Reserve (CONTRACT §8: hold the most a call can cost before it runs). Input i asks for at least p_min[i]
+-- and at most p_max[i] tokens of the allocation of org p_org_keys[i]; the requests of one org are served
+-- in input order from what its allocation still has (balance − held, after releasing its expired holds).
+-- Outcome per input: 'held' (take = the tokens held), 'insufficient' (cannot pay p_min: interface
+-- document, Billing rule 5) or 'duplicate' (the request id already has a hold).
+-- A hold is temporary state, so this commits without waiting for the WAL flush: the settle that follows
+-- commits synchronously, and the WAL is ordered, so a durable debit implies a durable hold.
+CREATE OR REPLACE FUNCTION svc_reserve_holds(
+  p_request_ids text[], p_org_keys text[], p_user_ids text[], p_min bigint[], p_max bigint[], p_ttl_secs double precision[]
+) RETURNS TABLE (ord int, take bigint, outcome text) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_accounts text[];
+  v_rel_accounts text[];
+  v_rel_amounts bigint[];
+  v_account text;
+  v_released bigint;
+  v_available bigint;
+  v_added bigint;
+  v_take bigint;
+  r record;
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  SELECT array_agg(DISTINCT 'org:' || k ORDER BY 'org:' || k) INTO v_accounts FROM unnest(p_org_keys) AS k;
+
+  -- Hold rows first: release every expired hold of the accounts in this batch.
+  WITH e AS (
+    UPDATE billing_holds h SET status = 'expired', closed_at = now()
+    WHERE h.account_id = ANY (v_accounts) AND h.status = 'held' AND h.expires_at < now()
+    RETURNING h.account_id, h.amount)
+  SELECT coalesce(array_agg(s.account_id), '{}'), coalesce(array_agg(s.total), '{}')
+    INTO v_rel_accounts, v_rel_amounts
+    FROM (SELECT e.account_id, sum(e.amount)::bigint AS total FROM e GROUP BY e.account_id) s;
+
+  -- Then each account, in ascending id order: lock it, serve its requests in input order, write it once.
+  FOREACH v_account IN ARRAY coalesce(v_accounts, '{}') LOOP
+    v_released := coalesce(v_rel_amounts[array_position(v_rel_accounts, v_account)], 0);
+    SELECT b.balance - b.held + v_released INTO v_available FROM billing_accounts b WHERE b.id = v_account FOR UPDATE;
+    v_added := 0;
+    FOR r IN
+      SELECT i, p_request_ids[i] AS rid, p_org_keys[i] AS org, p_user_ids[i] AS uid, p_min[i] AS lo, p_max[i] AS hi, p_ttl_secs[i] AS ttl
+      FROM generate_subscripts(p_request_ids, 1) AS i
+      WHERE 'org:' || p_org_keys[i] = v_account
+      ORDER BY i
+    LOOP
+      ord := r.i;
+      take := 0;
+      IF EXISTS (SELECT 1 FROM billing_holds h WHERE h.request_id = r.rid) THEN
+        outcome := 'duplicate';
+      ELSIF v_available IS NULL OR v_available < r.lo THEN
+        outcome := 'insufficient';
+      ELSE
+        v_take := least(r.hi, v_available);
+        INSERT INTO billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
+          VALUES (r.rid, v_account, r.org, r.uid, v_take, now() + make_interval(secs => r.ttl));
+        v_available := v_available - v_take;
+        v_added := v_added + v_take;
+        take := v_take;
+        outcome := 'held';
+      END IF;
+      RETURN NEXT;
+    END LOOP;
+    IF v_added <> 0 OR v_released <> 0 THEN
+      UPDATE billing_accounts SET held = held - v_released + v_added WHERE id = v_account;
+    END IF;
+  END LOOP;
+END;
+$$;
+--> statement-breakpoint
+
+-- Settle (CONTRACT §8: debit the real cost after the call). Input i debits min(p_actual[i], its hold) and
+-- releases the whole hold, exactly once per request id: the live hold is redeemed by a guarded UPDATE,
+-- and whoever finds none did not settle it ('settled' = false; src/billing/spend.ts then reports the
+-- first result or settles an expired hold). Each call that spent writes one `usage` ledger row
+-- (idempotency key usage:<request id>) whose org_balance_after is the balance right after that call;
+-- each org account and each usage sink is written once per batch. Commits synchronously: a debit is
+-- durable when the caller hears of it.
+CREATE OR REPLACE FUNCTION svc_settle_holds(
+  p_request_ids text[], p_actual bigint[], p_descriptions text[]
+) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_ords int[] := '{}';
+  v_accounts text[] := '{}';
+  v_orgs text[] := '{}';
+  v_amounts bigint[] := '{}';
+  v_debits bigint[] := '{}';
+  v_account text;
+  v_org text;
+  v_amount bigint;
+  v_debit bigint;
+  v_current text := NULL;
+  v_balance bigint;
+  v_sum_debit bigint := 0;
+  v_sum_amount bigint := 0;
+  r record;
+BEGIN
+  -- Hold rows first, in request-id order: redeem each live hold.
+  FOR r IN
+    SELECT i, p_request_ids[i] AS rid, greatest(0, p_actual[i]) AS actual
+    FROM generate_subscripts(p_request_ids, 1) AS i ORDER BY p_request_ids[i], i
+  LOOP
+    UPDATE billing_holds h SET status = 'settled', debited = least(r.actual, h.amount), closed_at = now()
+      WHERE h.request_id = r.rid AND h.status = 'held'
+      RETURNING h.account_id, h.org_key, h.amount, h.debited INTO v_account, v_org, v_amount, v_debit;
+    IF FOUND THEN
+      v_ords := v_ords || r.i;
+      v_accounts := v_accounts || v_account;
+      v_orgs := v_orgs || v_org;
+      v_amounts := v_amounts || v_amount;
+      v_debits := v_debits || v_debit;
+    ELSE
+      ord := r.i; debited := 0; balance := NULL; settled := false;
+      RETURN NEXT;
+    END IF;
+  END LOOP;
+
+  -- Then the org accounts, in ascending id order: each call's debit in input order, one write per account.
+  FOR r IN
+    SELECT j, v_ords[j] AS i, v_accounts[j] AS acct, v_orgs[j] AS org, v_amounts[j] AS amount, v_debits[j] AS debit
+    FROM generate_subscripts(v_ords, 1) AS j ORDER BY v_accounts[j], v_ords[j]
+  LOOP
+    IF v_current IS DISTINCT FROM r.acct THEN
+      IF v_current IS NOT NULL THEN
+        UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held - v_sum_amount WHERE id = v_current;
+      END IF;
+      v_current := r.acct;
+      v_sum_debit := 0;
+      v_sum_amount := 0;
+      SELECT b.balance INTO v_balance FROM billing_accounts b WHERE b.id = r.acct FOR UPDATE;
+    END IF;
+    v_balance := v_balance - r.debit;
+    v_sum_debit := v_sum_debit + r.debit;
+    v_sum_amount := v_sum_amount + r.amount;
+    IF r.debit > 0 THEN
+      INSERT INTO billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
+        VALUES ('usage:' || p_request_ids[r.i], r.acct, 'sink:' || r.org, r.debit, 'usage', r.org, -r.debit, v_balance, p_descriptions[r.i]);
+    END IF;
+    ord := r.i; debited := r.debit; balance := v_balance; settled := true;
+    RETURN NEXT;
+  END LOOP;
+  IF v_current IS NOT NULL THEN
+    UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held - v_sum_amount WHERE id = v_current;
+  END IF;
+
+  -- Last, the usage sinks ('sink:…' sorts after every 'org:…'), in ascending id order.
+  FOR r IN
+    SELECT 'sink:' || v_orgs[j] AS sink, sum(v_debits[j])::bigint AS total
+    FROM generate_subscripts(v_ords, 1) AS j WHERE v_debits[j] > 0 GROUP BY 1 ORDER BY 1
+  LOOP
+    UPDATE billing_accounts SET balance = balance + r.total WHERE id = r.sink;
+  END LOOP;
+END;
+$$;
+--> statement-breakpoint
+
+-- Concurrency leases (CONTRACT §9, ORG_MAX_CONCURRENCY; src/models/concurrency.ts): input i asks for a
+-- slot of org p_org_ids[i] under the cap. A slot is free when it has no row or only an expired one; the
+-- primary key (org_id, slot) makes two takers of one slot serialise, and the loser's guarded upsert
+-- (only over an expired lease) gets nothing and tries once more on a fresh snapshot. The scan starts at
+-- a random slot, so concurrent takers spread out and a large cap costs a probe or two. Leases are
+-- ephemeral: committed without waiting for the WAL flush (a database crash may forget the last few, so
+-- the cap can be briefly exceeded after it; never a wrong balance). Returns the inputs that got a slot.
+CREATE OR REPLACE FUNCTION svc_take_leases(
+  p_org_ids text[], p_lease_ids text[], p_kinds text[], p_cap int, p_ttl_secs double precision
+) RETURNS TABLE (ord int, slot int) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_start int;
+  v_slot int;
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  FOR i IN 1 .. coalesce(array_length(p_lease_ids, 1), 0) LOOP
+    v_slot := NULL;
+    FOR attempt IN 1 .. 2 LOOP
+      v_start := floor(random() * p_cap)::int;
+      INSERT INTO concurrency_leases AS l (org_id, slot, lease_id, kind, expires_at)
+        SELECT p_org_ids[i], s.n, p_lease_ids[i], p_kinds[i], now() + make_interval(secs => p_ttl_secs)
+        FROM (SELECT (g + v_start) % p_cap AS n FROM generate_series(0, p_cap - 1) AS g) AS s
+        WHERE NOT EXISTS (
+          SELECT 1 FROM concurrency_leases c WHERE c.org_id = p_org_ids[i] AND c.slot = s.n AND c.expires_at > now())
+        LIMIT 1
+      ON CONFLICT (org_id, slot) DO UPDATE
+        SET lease_id = excluded.lease_id, kind = excluded.kind, expires_at = excluded.expires_at, acquired_at = now()
+        WHERE l.expires_at <= now()
+      RETURNING l.slot INTO v_slot;
+      EXIT WHEN v_slot IS NOT NULL;
+    END LOOP;
+    IF v_slot IS NOT NULL THEN
+      ord := i;
+      slot := v_slot;
+      RETURN NEXT;
+    END IF;
+  END LOOP;
+END;
+$$;

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { createUser } from './helpers/fixtures.js';
+import { setOrgBalance } from './helpers/billing.js';
+import { reserveMany, settleMany } from '../src/billing/spend.js';
+import { checkInvariants } from '../src/billing/invariants.js';
+import { AppError } from '../src/http/errors.js';
+import { queryRows } from '../src/db/client.js';
+
+// The model path holds and settles many calls in one statement (svc_reserve_holds / svc_settle_holds,
+// grouped by ModelServices.spend; docs/billing.md "Batched reserve and settle"). These tests drive the
+// batchers with real concurrency (several orgs at once) and call the batch functions with mixed inputs,
+// checking exact balances, one usage row per call with a consistent running balance, and the invariants.
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+const rid = () => `req_${randomUUID()}`;
+
+async function account(orgKey: string) {
+  const [row] = await queryRows<{ balance: unknown; held: unknown }>(server.deps.db, sql`select balance, held from billing_accounts where id = ${`org:${orgKey}`}`);
+  return { balance: Number(row!.balance), held: Number(row!.held) };
+}
+
+async function usageRows(orgKey: string) {
+  const rows = await queryRows<{ amount: unknown; org_balance_after: unknown; key: string }>(
+    server.deps.db,
+    sql`select amount, org_balance_after, key from billing_entries where org_key = ${orgKey} and type = 'usage' order by id`,
+  );
+  return rows.map((r) => ({ amount: Number(r.amount), after: Number(r.org_balance_after), key: r.key }));
+}
+
+const codeOf = (r: unknown) => (r instanceof AppError ? r.code : 'ok');
+
+describe('batched reserve and settle', () => {
+  it('many concurrent calls on three orgs: exact holds, exact debits, one usage row each with a running balance', async () => {
+    const users = await Promise.all([createUser(server), createUser(server), createUser(server)]);
+    const budgets = [1_000, 2_500, 700];
+    for (const [i, u] of users.entries()) await setOrgBalance(server, u.orgKey, budgets[i]!);
+    const spend = server.deps.models.spend;
+
+    // 60 calls, 20 per org, each holding 100: org 0 can pay 10, org 1 all 20 (2,000), org 2 seven.
+    const calls = users.flatMap((u) => Array.from({ length: 20 }, () => ({ u, requestId: rid() })));
+    const reserved = await Promise.allSettled(calls.map((c) => spend.reserve({ orgKey: c.u.orgKey, userId: c.u.userId, requestId: c.requestId, minCredits: 100, maxCredits: 100 })));
+    const held = calls.filter((_, i) => reserved[i]!.status === 'fulfilled');
+    const refused = reserved.filter((r) => r.status === 'rejected').map((r) => codeOf((r as PromiseRejectedResult).reason));
+    expect(refused.every((c) => c === 'insufficient_credits')).toBe(true);
+    expect(users.map((u) => held.filter((c) => c.u === u).length)).toEqual([10, 20, 7]);
+    expect(await account(users[0]!.orgKey)).toEqual({ balance: 1_000, held: 1_000 });
+    expect(await account(users[1]!.orgKey)).toEqual({ balance: 2_500, held: 2_000 });
+
+    // Settle each for 1..100 (some for more than held: capped at the hold).
+    const actual = (i: number) => (i % 5 === 0 ? 250 : 1 + i);
+    const settled = await Promise.all(held.map((c, i) => spend.settle({ requestId: c.requestId, actualCredits: actual(i), description: `call ${i}` })));
+    settled.forEach((s, i) => expect(s.debitedCredits).toBe(Math.min(100, actual(i))));
+
+    for (const [n, u] of users.entries()) {
+      const mine = held.map((c, i) => ({ c, i })).filter(({ c }) => c.u === u);
+      const debited = mine.reduce((sum, { i }) => sum + Math.min(100, actual(i)), 0);
+      expect(await account(u.orgKey)).toEqual({ balance: budgets[n]! - debited, held: 0 });
+      // One usage row per call; each row's balance-after is the previous one minus its amount.
+      const rows = await usageRows(u.orgKey);
+      expect(rows).toHaveLength(mine.length);
+      let balance = budgets[n]!;
+      for (const row of rows) {
+        balance -= row.amount;
+        expect(row.after).toBe(balance);
+      }
+      expect(new Set(rows.map((r) => r.key)).size).toBe(rows.length);
+    }
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('one statement, mixed inputs: each input gets its own answer', async () => {
+    const a = await createUser(server);
+    await setOrgBalance(server, a.orgKey, 500);
+    const first = rid();
+    const second = rid();
+    const results = await reserveMany(server.deps.db, [
+      { orgKey: a.orgKey, userId: a.userId, requestId: first, minCredits: 1, maxCredits: 300 },
+      { orgKey: a.orgKey, userId: a.userId, requestId: first, minCredits: 1, maxCredits: 300 }, // the same id again
+      { orgKey: 'org_does_not_exist', userId: a.userId, requestId: rid(), minCredits: 1, maxCredits: 10 },
+      { orgKey: a.orgKey, userId: a.userId, requestId: second, minCredits: 250, maxCredits: 400 }, // only 200 left
+      { orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 1, maxCredits: 1_000 }, // takes the rest
+    ]);
+    expect(results.map((r) => (r instanceof AppError ? r.code : r.heldCredits))).toEqual([300, 'duplicate_request', 'insufficient_credits', 'insufficient_credits', 200]);
+    expect(await account(a.orgKey)).toEqual({ balance: 500, held: 500 });
+
+    const settled = await settleMany(server.deps.db, [
+      { requestId: first, actualCredits: 120, description: 'first' },
+      { requestId: first, actualCredits: 999, description: 'again' }, // the first result stands
+      { requestId: rid(), actualCredits: 5, description: 'unknown' },
+    ]);
+    expect(settled.map((r) => (r instanceof AppError ? r.code : r.debitedCredits))).toEqual([120, 120, 'hold_not_found']);
+    expect(await account(a.orgKey)).toEqual({ balance: 380, held: 200 });
+    expect((await usageRows(a.orgKey)).map((r) => r.amount)).toEqual([120]);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('a batch releases the expired holds of its orgs before it holds', async () => {
+    const a = await createUser(server);
+    await setOrgBalance(server, a.orgKey, 100);
+    const crashed = rid();
+    await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: crashed, minCredits: 100, maxCredits: 100, ttlSeconds: 0 }]);
+    const [next] = await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 100, maxCredits: 100 }]);
+    expect(next).toEqual({ heldCredits: 100 });
+    const [row] = await queryRows<{ status: string }>(server.deps.db, sql`select status from billing_holds where request_id = ${crashed}`);
+    expect(row!.status).toBe('expired');
+    expect(await account(a.orgKey)).toEqual({ balance: 100, held: 100 });
+  });
+});
