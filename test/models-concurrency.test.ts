@@ -9,7 +9,8 @@ import { setOrgBalance } from './helpers/billing.js';
 import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import { billingEntries } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
-import { createPgLimiter } from '../src/models/concurrency.js';
+import { createPgLimiter, DEFAULT_SLOT_REUSE_MS } from '../src/models/concurrency.js';
+import { leaseRows, waitForNoLeases } from './helpers/leases.js';
 import { createRedisLimiter } from '../src/models/concurrency-redis.js';
 import { execFileSync } from 'node:child_process';
 
@@ -74,6 +75,7 @@ describe('concurrency cap', () => {
   });
 
   it.runIf(storageMode() === 'postgres')('leases of a killed process expire', async () => {
+    expect(await waitForNoLeases(server, owner.orgKey)).toBe(0); // both slots free for the child
     // A separate node process takes both slots with a 1 s lease TTL, then is killed with SIGKILL.
     const script = `
       import { openDatabase } from './src/db/client.ts';
@@ -106,7 +108,18 @@ describe('concurrency cap', () => {
     expect(result).toBe(200);
   });
 
+  it("a finished call's slot serves this process's next call without a new lease, and is freed within the reuse window", async () => {
+    expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
+    expect(await hi()).toBe(200);
+    const [parked] = await leaseRows(server, owner.orgKey);
+    expect(parked).toBeDefined(); // still counted against the cap, for this process's next call
+    expect(await hi()).toBe(200);
+    expect(await leaseRows(server, owner.orgKey)).toEqual([parked]); // the same row: no new lease was written
+    expect(await waitForNoLeases(server, owner.orgKey, DEFAULT_SLOT_REUSE_MS * 10)).toBe(0);
+  });
+
   it('a limiter that stops beating (a dead holder) frees its slots after the TTL', async () => {
+    expect(await waitForNoLeases(server, owner.orgKey)).toBe(0); // nothing left from the calls before
     const dead = createPgLimiter(server.deps.db, { cap: 2, ttlMs: 600 });
     await dead.acquire(owner.orgKey, 'chat');
     await dead.acquire(owner.orgKey, 'chat');

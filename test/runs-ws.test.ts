@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { and, eq, sql } from 'drizzle-orm';
+import { leaseRows, waitForNoLeases } from './helpers/leases.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
@@ -64,8 +65,7 @@ async function connect(base = server.url) {
 
 const usageRows = () =>
   server.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')));
-const leaseCount = async () =>
-  Number(((await server.deps.db.execute(sql`select count(*)::int as n from concurrency_leases where org_id = ${owner.orgKey}`)) as any).rows[0].n);
+const leaseCount = async () => (await leaseRows(server, owner.orgKey)).length;
 
 beforeAll(async () => {
   fake = await startFakeUpstream();
@@ -127,7 +127,7 @@ describe('/v1/runs/ws', () => {
     const last = fake.requests.at(-1)!.body;
     expect(last.tools.map((t: any) => t.function.name)).toEqual(['read_file', 'write_file', 'list_directory', 'run_command']);
     expect(last.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content)).toEqual(['# svc', '{"entries":["README.md"]}']);
-    expect(await leaseCount()).toBe(0);
+    expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
 
     // The socket takes another run afterwards.
     fake.reply = () => ({ content: 'again' });
@@ -205,8 +205,7 @@ describe('/v1/runs/ws', () => {
     // The error ended the run (interface document: error ends the run); its result is now unexpected.
     c.send({ type: 'tool_result', tool_call_id: t.tool_call_id, status: 'ok', result: 'late' });
     expect((await c.next('error')).code).toBe('unknown_tool_call');
-    for (let i = 0; i < 50 && (await leaseCount()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(await leaseCount()).toBe(0);
+    expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
     c.ws.close();
   });
 
@@ -265,8 +264,7 @@ describe('/v1/runs/ws', () => {
       c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'read it' }] });
       await c.next('tool_call');
       expect(await c.next('error')).toMatchObject({ code: 'tool_timeout' });
-      for (let i = 0; i < 50 && (await leaseCount()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
-      expect(await leaseCount()).toBe(0);
+      expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
       c.ws.close();
     } finally {
       runSocketOptions.delete(server.deps);
@@ -310,7 +308,6 @@ describe('/v1/runs/ws', () => {
     expect(row!.amount).toBeGreaterThan(0);
     expect(row!.amount).toBeLessThan(600); // far below the 300 words it would have written
     expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(row!.amount);
-    for (let i = 0; i < 50 && (await leaseCount()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(await leaseCount()).toBe(0);
+    expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
   });
 });

@@ -26,9 +26,12 @@ export interface LimiterOptions {
   cap: number;
   /** How long a lease outlives its last heartbeat (a killed process frees its slots after this). */
   ttlMs?: number;
+  /** PostgreSQL store: how long a finished call's slot stays with this process for its next call. */
+  reuseMs?: number;
 }
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
+export const DEFAULT_SLOT_REUSE_MS = 50;
 
 export const concurrencyLimited = () =>
   new AppError(429, 'concurrency_limit', 'too many model calls or runs in flight for this organization; retry shortly', {
@@ -114,7 +117,7 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
   );
 
   // Releases are grouped the same way. A grouped release only frees a slot later, never sooner, so the
-  // cap cannot be exceeded by it. Each release() still resolves only once its row is gone.
+  // cap cannot be exceeded by it.
   const drop = createBatcher<string, void>(
     async (ids) => {
       await db
@@ -127,13 +130,57 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
     { maxInFlight: 1 },
   );
 
+  // Slot reuse: a finished call's slot stays with this process for `reuseMs` (its row untouched and still
+  // counted against the cap); the next call of the same org and kind here takes it without a round trip.
+  // A busy process thus writes no lease rows per call, and a quiet one frees its slots `reuseMs` after
+  // its last call. The cap holds exactly, since a parked slot is still a row; another process can only
+  // see the org at its cap `reuseMs` longer than it really was (docs/models.md, Concurrency cap).
+  const reuseMs = options.reuseMs ?? DEFAULT_SLOT_REUSE_MS;
+  const parked = new Map<string, { leaseId: string; at: number }[]>(); // `${orgKey} ${kind}` → idle slots
+  let sweep: NodeJS.Timeout | null = null;
+  let closed = false;
+
+  function freeIdle(all: boolean): Promise<unknown> {
+    const cutoff = Date.now() - reuseMs;
+    const freed: Promise<void>[] = [];
+    for (const [key, slots] of parked) {
+      const keep = all ? [] : slots.filter((s) => s.at > cutoff);
+      for (const s of slots) if (!keep.includes(s)) freed.push(drop(s.leaseId));
+      if (keep.length) parked.set(key, keep);
+      else parked.delete(key);
+    }
+    return Promise.all(freed);
+  }
+
+  function scheduleSweep() {
+    sweep ??= setTimeout(() => {
+      sweep = null;
+      void freeIdle(false);
+      if (parked.size > 0) scheduleSweep();
+    }, reuseMs).unref();
+  }
+
+  const park = (key: string) => async (leaseId: string) => {
+    if (closed) return drop(leaseId);
+    const slots = parked.get(key) ?? [];
+    slots.push({ leaseId, at: Date.now() });
+    parked.set(key, slots);
+    scheduleSweep();
+  };
+
   return {
     async acquire(orgKey, kind) {
-      const leaseId = newLeaseId();
-      if (!(await take({ orgKey, kind, leaseId }))) throw concurrencyLimited();
-      return book.hand(orgKey, leaseId, drop);
+      const key = `${orgKey} ${kind}`;
+      const reused = parked.get(key)?.pop()?.leaseId;
+      const leaseId = reused ?? newLeaseId();
+      if (!reused && !(await take({ orgKey, kind, leaseId }))) throw concurrencyLimited();
+      return book.hand(orgKey, leaseId, park(key));
     },
     async close() {
+      closed = true;
+      if (sweep) clearTimeout(sweep);
+      sweep = null;
+      await freeIdle(true);
       book.stop();
     },
   };
