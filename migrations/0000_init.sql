@@ -153,6 +153,25 @@ CREATE TABLE "billing_customers" (
 	CONSTRAINT "billing_customers_customer_id_unique" UNIQUE("customer_id")
 );
 --> statement-breakpoint
+CREATE TABLE "billing_disputes" (
+	"id" text PRIMARY KEY NOT NULL,
+	"payment_intent" text NOT NULL,
+	"charge_id" text,
+	"amount_cents" bigint NOT NULL,
+	"processor_status" text NOT NULL,
+	"status_event_created" bigint DEFAULT 0 NOT NULL,
+	"state" text NOT NULL,
+	"credits" bigint DEFAULT 0 NOT NULL,
+	"from_client" bigint DEFAULT 0 NOT NULL,
+	"from_pool" bigint DEFAULT 0 NOT NULL,
+	"shortfall" bigint DEFAULT 0 NOT NULL,
+	"reversed_cents" bigint DEFAULT 0 NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"withdrawn_at" timestamp with time zone,
+	"reinstated_at" timestamp with time zone,
+	CONSTRAINT "billing_disputes_split" CHECK ("billing_disputes"."credits" = "billing_disputes"."from_client" + "billing_disputes"."from_pool" + "billing_disputes"."shortfall")
+);
+--> statement-breakpoint
 CREATE TABLE "billing_entries" (
 	"id" bigserial PRIMARY KEY NOT NULL,
 	"key" text NOT NULL,
@@ -411,6 +430,7 @@ CREATE UNIQUE INDEX "device_codes_user_code_idx" ON "device_codes" USING btree (
 CREATE INDEX "device_codes_expires_idx" ON "device_codes" USING btree ("expires_at");--> statement-breakpoint
 CREATE INDEX "billing_accounts_user_idx" ON "billing_accounts" USING btree ("user_id");--> statement-breakpoint
 CREATE INDEX "billing_checkout_sessions_org_idx" ON "billing_checkout_sessions" USING btree ("org_key");--> statement-breakpoint
+CREATE INDEX "billing_disputes_payment_idx" ON "billing_disputes" USING btree ("payment_intent");--> statement-breakpoint
 CREATE INDEX "billing_entries_org_idx" ON "billing_entries" USING btree ("org_key","id");--> statement-breakpoint
 CREATE INDEX "billing_entries_from_idx" ON "billing_entries" USING btree ("from_account");--> statement-breakpoint
 CREATE INDEX "billing_entries_to_idx" ON "billing_entries" USING btree ("to_account");--> statement-breakpoint

@@ -290,7 +290,7 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
     const tx = (await devApi.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
     expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([-15_000, -5_000]);
     const after = await openPage(invoice.invoice_pdf);
-    expect(after.text).toContain('<dt>Refunded</dt><dd>20.00 USD</dd>');
+    expect(after.text).toContain('<dt>Refunded or disputed</dt><dd>20.00 USD</dd>');
     expect(after.action).toBeNull();
     expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1' })).status).toBe(400);
     expect(await checkInvariants(dev.deps.db)).toEqual([]);

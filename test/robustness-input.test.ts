@@ -81,6 +81,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/dev/portal/:customer_id', auth: 'none', writes: true },
   { method: 'GET', path: '/dev/invoices/:invoice_id', auth: 'none' },
   { method: 'POST', path: '/dev/invoices/:invoice_id/refund', auth: 'none', writes: true },
+  { method: 'POST', path: '/dev/invoices/:invoice_id/dispute', auth: 'none', writes: true },
   // projects
   { method: 'GET', path: '/v1/projects', auth: 'session' },
   { method: 'POST', path: '/v1/projects', auth: 'session' },

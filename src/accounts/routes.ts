@@ -12,6 +12,7 @@ import { confirmPasswordReset, requestPasswordReset, RESET_REQUESTED_MESSAGE } f
 import { disableTwoFactor, enableTwoFactor, setupTwoFactor, twoFactorStatus } from './two-factor.js';
 import { ownedClientView, userView } from './views.js';
 import type { UserRow } from './service.js';
+import { databaseOutageAs503 } from '../db/outage.js';
 
 // HTTP face of the account services (CONTRACT §4). Thin: parse, call the service, shape the answer.
 
@@ -148,5 +149,7 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
     res.json({ message: 'password changed; every session was signed out' });
   });
 
+  // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
+  router.use('/v1', databaseOutageAs503(deps.db));
   return router;
 }

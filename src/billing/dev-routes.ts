@@ -294,13 +294,18 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
     const body = html`<h1>Invoice ${inv.id}</h1>
 <dl><dt>Amount due</dt><dd>${(Number(inv.amount_due_cents) / 100).toFixed(2)} ${cur}</dd>
 <dt>Amount paid</dt><dd>${(Number(inv.amount_paid_cents) / 100).toFixed(2)} ${cur}</dd>
-<dt>Refunded</dt><dd>${(Number(inv.refunded_cents ?? 0) / 100).toFixed(2)} ${cur}</dd>
+<dt>Refunded or disputed</dt><dd>${(Number(inv.refunded_cents ?? 0) / 100).toFixed(2)} ${cur}</dd>
 <dt>Status</dt><dd>${inv.status}</dd><dt>Date</dt><dd>${new Date(Number(inv.created_at_unix) * 1000).toISOString().slice(0, 10)}</dd></dl>
 ${left > 0
   ? html`<form method="post" action="/dev/invoices/${inv.id}/refund">${csrfField(req, res)}
 <p class="alert info">Refunding delivers signed charge.refunded and refund.created events to this server; the tokens this payment granted are taken back in proportion.</p>
 <label>Amount to refund (cents) <input type="number" name="amount_cents" min="1" max="${left}" value="${left}" required></label>
-<div class="actions"><button type="submit" class="danger">Refund</button></div></form>`
+<div class="actions"><button type="submit" class="danger">Refund</button></div></form>
+<form method="post" action="/dev/invoices/${inv.id}/dispute">${csrfField(req, res)}
+<p class="alert info">A dispute (chargeback) delivers signed charge.dispute.* events: the funds are withdrawn (the tokens are taken back in proportion), then the card issuer decides; a won dispute gives them back.</p>
+<label>Disputed amount (cents) <input type="number" name="amount_cents" min="1" max="${left}" value="${left}" required></label>
+<label>Outcome <select name="outcome"><option value="lost">lost</option><option value="won">won</option></select></label>
+<div class="actions"><button type="submit" class="danger">Dispute</button></div></form>`
   : ''}`;
     sendPage(res, renderPage({ title: 'Invoice', body, narrow: true }));
   });
@@ -326,6 +331,31 @@ ${left > 0
       refunds: { object: 'list', data: [refund], has_more: false },
     });
     await deliver('refund.created', refund);
+    res.redirect(303, `/dev/invoices/${encodeURIComponent(inv.id)}`);
+  });
+
+  // A chargeback's whole life at once, as Stripe reports it: created, funds withdrawn, then the verdict
+  // (closed as lost; or closed as won with the funds reinstated). disputes.ts turns it into tokens.
+  router.post('/dev/invoices/:invoice_id/dispute', async (req, res) => {
+    verifyCsrfField(req);
+    const input = parse(
+      z.object({ amount_cents: z.coerce.number().int().min(1).max(100_000_000), outcome: z.enum(['lost', 'won']) }),
+      req.body,
+    );
+    const inv = await findInvoice(String(req.params.invoice_id));
+    if (!inv) throw notFound('no such invoice');
+    const left = refundable(inv);
+    if (!inv.payment_intent || left <= 0) throw badRequest('NOT_DISPUTABLE', 'this invoice has no payment left to dispute');
+    if (input.amount_cents > left) throw badRequest('DISPUTE_TOO_LARGE', `at most ${left} cents can be disputed`);
+    const dispute = {
+      id: devId('du'), object: 'dispute', amount: input.amount_cents, currency: inv.currency,
+      charge: `ch_dev_${inv.payment_intent.replace(/^pi_dev_/, '')}`, payment_intent: inv.payment_intent,
+      reason: 'fraudulent', is_charge_refundable: false, balance_transactions: [], created: nowUnix(),
+    };
+    await deliver('charge.dispute.created', { ...dispute, status: 'needs_response' });
+    await deliver('charge.dispute.funds_withdrawn', { ...dispute, status: 'needs_response' });
+    await deliver('charge.dispute.closed', { ...dispute, status: input.outcome });
+    if (input.outcome === 'won') await deliver('charge.dispute.funds_reinstated', { ...dispute, status: 'won' });
     res.redirect(303, `/dev/invoices/${encodeURIComponent(inv.id)}`);
   });
 

@@ -55,10 +55,11 @@ const CHECKS: Check[] = [
                where o.deleted_at is not null and a.balance <> 0`,
   },
   {
+    // A won dispute's give-back also comes from src:purchases (type refund): not a grant, no allocation half.
     name: 'allocation half of a grant missing or different',
     query: sql`select g.key from billing_entries g
                left join billing_entries a on a.key = g.key || ':allocate'
-               where g.from_account like 'src:%' and g.key not like 'test:%'
+               where g.from_account like 'src:%' and g.key not like 'test:%' and g.type <> 'refund'
                  and (a.id is null or a.amount <> g.amount)`,
   },
   {
@@ -74,7 +75,8 @@ const CHECKS: Check[] = [
                  and (select count(*) from billing_entries e where e.key = 'grant:session:' || s.id) <> 1`,
   },
   // Refunds (refunds.ts): each refund id moves tokens at most once per side (unique ledger keys), and
-  // what moved is what its row says; a payment never gives back more than it granted.
+  // what moved is what its row says; a payment never gives back more than it granted (refunds and
+  // withdrawn disputes together, payment-reversals.ts).
   {
     name: 'refund ledger rows differ from their refund',
     query: sql`select r.id, r.status, r.from_client, r.from_pool, c.amount as client_row, p.amount as pool_row
@@ -87,18 +89,46 @@ const CHECKS: Check[] = [
   {
     name: 'refund row without an applied refund',
     query: sql`select e.key from billing_entries e
-               where e.type = 'refund' and not exists (
+               where e.type = 'refund' and e.key not like 'dispute:%' and not exists (
                  select 1 from billing_refunds r where r.status = 'applied'
                    and (e.key = 'refund:' || r.id or e.key = 'refund:' || r.id || ':pool'))`,
   },
+  // Disputes (disputes.ts): the withdrawal rows equal what the dispute took while it is withdrawn or
+  // reinstated, the reinstatement rows equal it once reinstated, and no other dispute rows exist.
+  {
+    name: 'dispute ledger rows differ from their dispute',
+    query: sql`select d.id, d.state, d.from_client, d.from_pool, c.amount as client_row, p.amount as pool_row,
+                      rc.amount as client_back, rp.amount as pool_back
+               from billing_disputes d
+               left join billing_entries c on c.key = 'dispute:' || d.id
+               left join billing_entries p on p.key = 'dispute:' || d.id || ':pool'
+               left join billing_entries rc on rc.key = 'dispute:' || d.id || ':reinstated'
+               left join billing_entries rp on rp.key = 'dispute:' || d.id || ':reinstated:pool'
+               where (d.state in ('withdrawn', 'reinstated')
+                        and (coalesce(c.amount, 0) <> d.from_client or coalesce(p.amount, 0) <> d.from_pool))
+                  or (d.state not in ('withdrawn', 'reinstated') and (c.id is not null or p.id is not null or d.credits <> 0))
+                  or (d.state = 'reinstated' and (coalesce(rc.amount, 0) <> d.from_client or coalesce(rp.amount, 0) <> d.from_pool))
+                  or (d.state <> 'reinstated' and (rc.id is not null or rp.id is not null))`,
+  },
+  {
+    name: 'dispute row without its dispute',
+    query: sql`select e.key from billing_entries e
+               where e.type = 'refund' and e.key like 'dispute:%' and not exists (
+                 select 1 from billing_disputes d
+                 where e.key in ('dispute:' || d.id, 'dispute:' || d.id || ':pool',
+                                 'dispute:' || d.id || ':reinstated', 'dispute:' || d.id || ':reinstated:pool'))`,
+  },
   {
     name: 'payment refunded beyond its grant or differing from its refunds',
-    query: sql`select p.payment_intent, p.credits, p.refunded_credits, coalesce(s.credits, 0) as refunds
+    query: sql`select p.payment_intent, p.credits, p.refunded_credits, coalesce(s.credits, 0) as refunds,
+                      coalesce(d.credits, 0) as disputes
                from billing_payments p
                left join (select payment_intent, sum(credits) credits from billing_refunds where status = 'applied'
                           group by payment_intent) s on s.payment_intent = p.payment_intent
+               left join (select payment_intent, sum(credits) credits from billing_disputes where state = 'withdrawn'
+                          group by payment_intent) d on d.payment_intent = p.payment_intent
                where p.refunded_credits > p.credits or p.refunded_cents > p.amount_cents
-                  or p.refunded_credits <> coalesce(s.credits, 0)`,
+                  or p.refunded_credits <> coalesce(s.credits, 0) + coalesce(d.credits, 0)`,
   },
 ];
 

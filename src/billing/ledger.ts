@@ -143,12 +143,16 @@ export async function grantToOrg(
   return true;
 }
 
-/** Tokens ever granted to an owner's pool (lifetime_granted_credits), derived from the ledger. */
+/**
+ * Tokens ever granted to an owner's pool (lifetime_granted_credits), derived from the ledger. A won
+ * dispute's give-back to the pool (type `refund`, payment-reversals.ts) undoes a take-back that never
+ * lowered this figure, so it does not raise it either.
+ */
 export async function lifetimeGranted(db: Db, userId: string): Promise<number> {
   const [row] = await queryRows<{ total: unknown }>(
     db,
     sql`select coalesce(sum(amount), 0)::bigint as total from billing_entries
-        where to_account = ${poolAccount(userId)} and from_account like 'src:%'`,
+        where to_account = ${poolAccount(userId)} and from_account like 'src:%' and type <> 'refund'`,
   );
   return num(row?.total);
 }

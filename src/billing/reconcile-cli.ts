@@ -32,6 +32,10 @@ async function main(): Promise<number> {
       out.write(`  refund ${r.id} (client ${r.org_key}): ${r.shortfall} of ${r.credits} tokens already spent, not taken back\n`);
     }
     for (const r of report.refunds.awaiting) out.write(`  refund ${r.id} awaits its payment ${r.payment_intent} (${r.amount_cents} cents)\n`);
+    for (const d of report.disputes.shortfalls) {
+      out.write(`  dispute ${d.id} (client ${d.org_key}): ${d.shortfall} of ${d.credits} tokens already spent, not taken back\n`);
+    }
+    for (const d of report.disputes.awaiting) out.write(`  dispute ${d.id} awaits its payment ${d.payment_intent} (${d.amount_cents} cents)\n`);
     if (report.violations.length === 0) {
       out.write('  all ledger invariants hold\n');
       return 0;

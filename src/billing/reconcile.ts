@@ -3,11 +3,12 @@ import type { Db } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { checkInvariants, type Violation } from './invariants.js';
 import { refundReport } from './refunds.js';
+import { disputeEventFor, disputeReport } from './disputes.js';
 import { processEvent } from './webhooks.js';
 
 // Reconciliation (issue 5): every ledger invariant checked against the database and, with Stripe
 // configured, recent paid invoices, completed sessions and refunds re-fetched and applied through the webhook
-// code, so a lost webhook is made good. Idempotent: each object gets a synthetic event id of its own
+// code, so a lost webhook is made good (disputes too). Idempotent: each object gets a synthetic event id of its own
 // (`reconcile:<type>:<object id>`) and every grant is keyed by its processor object, so neither a
 // second reconcile nor a late real webhook grants twice.
 
@@ -15,11 +16,13 @@ export interface ReconcileReport {
   violations: Violation[];
   fetched: number;
   granted: string[];
-  /** Refunds re-fetched from Stripe and applied now (their webhooks were lost). */
+  /** Refunds and disputes re-fetched from Stripe and applied now (their webhooks were lost). */
   refunded: string[];
   /** Not violations but for a person to look at: refunds whose tokens were already spent (shortfall),
    * and refunds whose payment's grant has not arrived (applied when it does). */
   refunds: Awaited<ReturnType<typeof refundReport>>;
+  /** The same for disputes: withdrawals with a shortfall, and withdrawals waiting for their payment. */
+  disputes: Awaited<ReturnType<typeof disputeReport>>;
 }
 
 const MAX_OBJECTS = 1_000;
@@ -63,7 +66,23 @@ export async function reconcile(
       const r = await processEvent(db, log, syntheticEvent('refund.updated', refund as unknown as { id: string; created: number }));
       if (r.outcome.startsWith('refunded')) refunded.push(`refund ${refund.id}`);
     }
+    // Disputes whose webhooks were lost: applied as the event their state stands for (disputes.ts),
+    // each take-back and give-back once per dispute id.
+    for await (const dispute of stripe.disputes.list({ created: { gte }, limit: 100 })) {
+      if (++fetched > 4 * MAX_OBJECTS) break;
+      const type = disputeEventFor(dispute as unknown as Record<string, unknown>);
+      if (!type) continue;
+      const r = await processEvent(db, log, syntheticEvent(type, dispute as unknown as { id: string; created: number }));
+      if (r.outcome.startsWith('dispute_withdrawn') || r.outcome === 'dispute_reinstated') refunded.push(`dispute ${dispute.id}`);
+    }
   }
   // Invariants last, so grants just made are checked too.
-  return { violations: await checkInvariants(db), fetched, granted, refunded, refunds: await refundReport(db) };
+  return {
+    violations: await checkInvariants(db),
+    fetched,
+    granted,
+    refunded,
+    refunds: await refundReport(db),
+    disputes: await disputeReport(db),
+  };
 }

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
-import { lockAccounts, orgAccount, poolAccount, SOURCE_PURCHASES, transfer } from './ledger.js';
+import { applyWaitingDisputes } from './disputes.js';
+import { lockPayment, num, takeBack, tokens, usd } from './payment-reversals.js';
 
 // Refunds (interface document: Transaction type `refund`; CONTRACT §3 signs, §8 exactly once).
 //
@@ -9,35 +10,15 @@ import { lockAccounts, orgAccount, poolAccount, SOURCE_PURCHASES, transfer } fro
 // (the client's row, shown with a negative amount_credits) and `refund:<re id>:pool` (the part the
 // owner's unallocated pool gives when the client has already spent or holds it). A balance never goes
 // below zero (holds included): what neither can give is recorded as the refund's `shortfall`, and
-// `npm run billing:reconcile` lists it.
+// `npm run billing:reconcile` lists it. The take-back itself is payment-reversals.ts, shared with
+// disputes (disputes.ts).
 //
 // Lock order, the same on every path: the payment row (billing_payments), then the ledger accounts
 // (ascending id, ledger.ts). A refund that arrives before its payment's grant is stored as
 // `awaiting_payment` and applied by the grant's own transaction; both sides first claim the payment's
-// row, so whichever commits second sees the other.
+// row, so whichever commits second sees the other. Disputes wait and are applied the same way.
 
 type Obj = Record<string, any>;
-
-interface PaymentRow {
-  payment_intent: string;
-  grant_key: string | null;
-  org_key: string | null;
-  owner_id: string | null;
-  credits: unknown;
-  amount_cents: unknown;
-  refunded_cents: unknown;
-  refunded_credits: unknown;
-}
-
-const num = (v: unknown): number => Number(v ?? 0);
-const usd = (cents: number) => (cents / 100).toFixed(2);
-
-/** Claims (creating if needed) and locks a payment's row; every refund and grant path starts here. */
-export async function lockPayment(tx: Db, paymentIntent: string): Promise<PaymentRow> {
-  await tx.execute(sql`insert into billing_payments (payment_intent) values (${paymentIntent}) on conflict do nothing`);
-  const [row] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${paymentIntent} for update`);
-  return row!;
-}
 
 /**
  * Serialises invoice.paid and invoice_payment.paid for one invoice (a transaction-scoped advisory lock,
@@ -99,7 +80,7 @@ export interface GrantedPayment {
 
 /**
  * Records which grant a payment made (after lockPayment and the grant, same transaction), then applies
- * the refunds that were waiting for it. Returns the ids of the refunds applied now.
+ * the refunds and dispute withdrawals that were waiting for it. Returns the ids applied now.
  */
 export async function recordPayment(tx: Db, p: GrantedPayment): Promise<string[]> {
   await tx.execute(sql`
@@ -116,7 +97,7 @@ export async function recordPayment(tx: Db, p: GrantedPayment): Promise<string[]
     await applyRefund(tx, r.id, num(r.amount_cents), p.paymentIntent);
     applied.push(r.id);
   }
-  return applied;
+  return [...applied, ...(await applyWaitingDisputes(tx, p.paymentIntent))];
 }
 
 // Tokens are taken back as soon as a refund exists (succeeded, pending or requires_action: the money is
@@ -148,49 +129,19 @@ export async function receiveRefund(tx: Db, refund: Obj, fallbackPaymentIntent: 
 
 /** Applies one refund (its row and the payment's row already locked by the caller). */
 async function applyRefund(tx: Db, refundId: string, amountCents: number, paymentIntent: string): Promise<string> {
-  const [p] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${paymentIntent}`);
-  const paid = num(p!.amount_cents);
-  const granted = num(p!.credits);
-  const before = num(p!.refunded_cents);
-  const after = Math.min(paid, before + amountCents);
-  // Cumulative rounding: partial refunds that add up to the whole payment take back exactly the grant.
-  const credits = paid > 0 ? Math.max(0, Math.min(granted, Math.round((after * granted) / paid)) - num(p!.refunded_credits)) : 0;
-  const org = orgAccount(p!.org_key!);
-  const pool = poolAccount(p!.owner_id!);
-  const accounts = await lockAccounts(tx, [org, pool, SOURCE_PURCHASES]);
-  const available = (id: string) => {
-    const a = accounts.get(id);
-    return a ? Math.max(0, a.balance - a.held) : 0;
-  };
-  const fromClient = Math.min(credits, available(org));
-  const fromPool = Math.min(credits - fromClient, available(pool));
-  const shortfall = credits - fromClient - fromPool;
-  const description = `Refund: ${usd(amountCents)} USD returned, ${credits.toLocaleString('en-US')} tokens taken back`
-    + (shortfall > 0 ? ` (${shortfall.toLocaleString('en-US')} already spent)` : '');
-  if (fromClient > 0) {
-    await transfer(tx, {
-      key: `refund:${refundId}`,
-      from: org,
-      to: SOURCE_PURCHASES,
-      amount: fromClient,
-      type: 'refund',
-      description,
-      shownTo: { orgKey: p!.org_key!, side: 'from' },
-    });
-    // The tokens leave the client's allocation as they came in with the grant (ledger.ts grantToOrg).
-    await tx.execute(sql`update billing_accounts set allocation = greatest(allocation - ${fromClient}, 0) where id = ${org}`);
-  }
-  if (fromPool > 0) {
-    await transfer(tx, { key: `refund:${refundId}:pool`, from: pool, to: SOURCE_PURCHASES, amount: fromPool, type: 'refund', description });
-  }
+  const taken = await takeBack(tx, {
+    paymentIntent,
+    amountCents,
+    key: `refund:${refundId}`,
+    describe: (t) =>
+      `Refund: ${usd(amountCents)} USD returned, ${tokens(t.credits)} tokens taken back` +
+      (t.shortfall > 0 ? ` (${tokens(t.shortfall)} already spent)` : ''),
+  });
   await tx.execute(sql`
-    update billing_refunds set status = 'applied', credits = ${credits}, from_client = ${fromClient}, from_pool = ${fromPool},
-                               shortfall = ${shortfall}, applied_at = now()
+    update billing_refunds set status = 'applied', credits = ${taken.credits}, from_client = ${taken.fromClient},
+                               from_pool = ${taken.fromPool}, shortfall = ${taken.shortfall}, applied_at = now()
     where id = ${refundId}`);
-  await tx.execute(sql`
-    update billing_payments set refunded_cents = ${after}, refunded_credits = refunded_credits + ${credits}
-    where payment_intent = ${paymentIntent}`);
-  return shortfall > 0 ? 'refunded_with_shortfall' : 'refunded';
+  return taken.shortfall > 0 ? 'refunded_with_shortfall' : 'refunded';
 }
 
 /** Refunds for reconciliation output: tokens that could not be taken back, and refunds still unmatched. */

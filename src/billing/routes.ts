@@ -10,6 +10,7 @@ import { findLiveOrg, ownerBalance, setAllocation, clientBalance } from './servi
 import { getSubscription, listInvoices, listTransactions, openPortal, paymentMethods, startCheckout } from './payments.js';
 import { receiveWebhook } from './webhooks.js';
 import { devBillingRoutes } from './dev-routes.js';
+import { databaseOutageAs503 } from '../db/outage.js';
 
 // The billing routes of the interface document (Billing endpoints, rules 1–5) with CONTRACT §8's
 // access rules: a session or an svc_ bearer; live members other than viewers read their client's
@@ -152,5 +153,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
   });
 
   router.use(devBillingRoutes(deps));
+  // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
+  router.use('/v1', databaseOutageAs503(deps.db));
   return router;
 }

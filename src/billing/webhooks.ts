@@ -5,7 +5,9 @@ import { AppError } from '../http/errors.js';
 import { hasNul } from '../http/input-guard.js';
 import type { Logger } from '../log.js';
 import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
-import { invoicePaymentPaid, lockInvoice, lockPayment, paymentIntentOfInvoice, receiveRefund, recordPayment } from './refunds.js';
+import { invoicePaymentPaid, lockInvoice, paymentIntentOfInvoice, receiveRefund, recordPayment } from './refunds.js';
+import { lockPayment } from './payment-reversals.js';
+import { receiveDispute } from './disputes.js';
 import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
@@ -13,7 +15,8 @@ import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 // grant is keyed by its business object (`grant:session:<id>`, `grant:invoice:<id>`), so a repeat, a
 // concurrent duplicate, a replay under a new event id or an out-of-order delivery changes nothing
 // twice. A failure inside rolls the whole event back and answers 5xx, so Stripe retries.
-// Refunds (refunds.ts) take back a payment's tokens once per refund id, whichever comes first.
+// Refunds (refunds.ts) take back a payment's tokens once per refund id, whichever comes first; disputes
+// (disputes.ts) once per dispute id when the funds are withdrawn, and give them back once if won.
 
 /** Seconds a signed timestamp may be old (Stripe's default tolerance). */
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
@@ -258,6 +261,12 @@ async function apply(tx: Db, event: Stripe.Event): Promise<string> {
       return chargeRefunded(tx, object);
     case 'invoice_payment.paid':
       return invoicePaymentPaid(tx, object);
+    case 'charge.dispute.created':
+    case 'charge.dispute.updated':
+    case 'charge.dispute.funds_withdrawn':
+    case 'charge.dispute.funds_reinstated':
+    case 'charge.dispute.closed':
+      return receiveDispute(tx, event.type, object, event.created);
     default:
       return 'ignored';
   }

@@ -9,8 +9,10 @@ import { parse } from '../http/validate.js';
 import { orgIdOf } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { mintApiToken } from '../tokens/service.js';
-import { approveUserCode, createDeviceAuthorization, denyUserCode, pollDeviceCode } from './store.js';
+import { approveUserCode, createDeviceAuthorization, denyUserCode, deviceCodesUnavailable, pollDeviceCode } from './store.js';
 import { orgKeyField } from '../orgs/schema.js';
+import { AppError } from '../http/errors.js';
+import { databaseOutageAs503 } from '../db/outage.js';
 
 // The terminal device flow (interface document: Device flow; CONTRACT §6). The terminal asks for a code,
 // the person approves it at {V2_URL}/account/device (or through /authorize), the terminal polls and
@@ -22,6 +24,20 @@ const authorizeBody = z.object({ user_code: z.string().min(1).max(64), client_id
 const denyBody = z.object({ user_code: z.string().min(1).max(64) });
 const pollBody = z.object({ device_code: z.string().min(1).max(256) });
 
+/**
+ * Issuing and polling are nothing but device-code reads and writes (and, on hand-out, the token mint in
+ * the same transaction): any failure there is the store failing, answered like the user-code lookup
+ * (store.ts) with 503 DEVICE_CODES_UNAVAILABLE and Retry-After, never 500. A poll that fails rolled
+ * its transaction back, so the approval stays unconsumed and the next poll gets the credential.
+ */
+async function failClosed<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    throw err instanceof AppError ? err : deviceCodesUnavailable();
+  }
+}
+
 export function deviceRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const session = auth.require({ allow: ['session'] });
@@ -29,7 +45,7 @@ export function deviceRoutes(deps: Deps, auth: Auth): Router {
   router.use('/v1/auth/device', deps.limits.perIp);
 
   router.post('/v1/auth/device/code', async (_req, res) => {
-    const issued = await createDeviceAuthorization(deps, { flow: 'terminal' });
+    const issued = await failClosed(() => createDeviceAuthorization(deps, { flow: 'terminal' }));
     const verificationUri = `${deps.config.v2Url}/account/device`;
     res.json({
       device_code: issued.deviceCode,
@@ -61,14 +77,14 @@ export function deviceRoutes(deps: Deps, auth: Auth): Router {
     // The answer may carry a credential: never cached (RFC 6749 §5.1, as for any token response).
     res.set('Cache-Control', 'no-store');
     const body = parse(pollBody, req.body ?? {});
-    const result = await pollDeviceCode(deps, body.device_code, 'terminal', async (tx, row) => {
+    const result = await failClosed(() => pollDeviceCode(deps, body.device_code, 'terminal', async (tx, row) => {
       // Revalidated at hand-out: a person removed between approval and poll gets no credential.
       if (!row.userId || !row.orgId || !(await liveRole(tx, row.userId, row.orgId))) return null;
       const [user] = await tx.select({ email: users.email }).from(users).where(eq(users.id, row.userId));
       // Rotates only this user's previous credential in this org; teammates keep theirs (Authentication 3).
       const { secret } = await mintApiToken(tx, deps.keys.hmac, { userId: row.userId, orgKey: row.orgId, tokenName: DEVICE_TOKEN_NAME });
       return { token: secret, clientId: orgIdOf(row.orgId), email: user!.email };
-    });
+    }));
     switch (result.status) {
       case 'approved': {
         const issued = result.issued;
@@ -91,5 +107,7 @@ export function deviceRoutes(deps: Deps, auth: Auth): Router {
     }
   });
 
+  // approve and deny write after their lookup: a database lost in between is 503, not 500.
+  router.use('/v1', databaseOutageAs503(deps.db));
   return router;
 }

@@ -98,8 +98,9 @@ async function pendingByUserCode(deps: Deps, userCode: string): Promise<DeviceCo
   return rows[0] ?? null;
 }
 
-const deviceCodesUnavailable = () =>
-  new AppError(503, 'DEVICE_CODES_UNAVAILABLE', 'device codes cannot be checked right now; try again', { headers: { 'Retry-After': '5' } });
+/** 503 DEVICE_CODES_UNAVAILABLE: the device-code store cannot be read or written now (fail closed). */
+export const deviceCodesUnavailable = () =>
+  new AppError(503, 'DEVICE_CODES_UNAVAILABLE', 'device codes cannot be read or written right now; try again', { headers: { 'Retry-After': '5' } });
 
 /** 400 INVALID_USER_CODE, counted against the user (CONTRACT §6: ten wrong codes in 10 min → 429). */
 async function wrongUserCode(deps: Deps, userId: string | undefined): Promise<never> {

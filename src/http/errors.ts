@@ -42,6 +42,15 @@ export const invalidToken = () =>
 export const membershipUnavailable = () =>
   new AppError(503, 'MEMBERSHIP_UNAVAILABLE', 'membership cannot be established; try again');
 
+/**
+ * The database does not answer (it is down, unreachable or the pool has ended): a server state, not a
+ * fault of the request, so 503 with Retry-After, like /readyz (CONTRACT §1), never a 500.
+ */
+export const databaseUnavailable = () =>
+  new AppError(503, 'DATABASE_UNAVAILABLE', 'the service cannot reach its database right now; try again', {
+    headers: { 'Retry-After': '5' },
+  });
+
 export const rateLimited = (retryAfterSeconds: number) =>
   new AppError(429, 'RATE_LIMITED', 'too many attempts; try again later', {
     headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },

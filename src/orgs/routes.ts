@@ -8,6 +8,7 @@ import { clientIdOf, parseOrgId, unix } from '../ids.js';
 import { liveMemberships, requireLiveCredential } from './membership.js';
 import { addMemberByEmail, createClient, deleteClient, listMembers, removeMember, requireOrgRole, type MemberRecord } from './service.js';
 import type { Role } from '../db/schema.js';
+import { databaseOutageAs503 } from '../db/outage.js';
 
 // Clients and members (interface document: Clients, Team membership; CONTRACT §5). Every route takes a
 // session or an svc_ token ("S|B"); a token's own membership is revalidated first (Authentication 5).
@@ -86,5 +87,7 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
     res.json({ removed: true });
   });
 
+  // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
+  router.use('/v1', databaseOutageAs503(deps.db));
   return router;
 }

@@ -8,6 +8,7 @@ import type { Actor } from './access.js';
 import { createBody, forkBody, listQuery, projectIdIn, transferBody, updateBody } from './schema.js';
 import { createProject, deleteProject, forkProject, getProject, listProjects, transferProject, updateProject } from './service.js';
 import { sharePageRoutes } from './share-page.js';
+import { databaseOutageAs503 } from '../db/outage.js';
 
 // /v1/projects (interface document: Projects; CONTRACT §10), auth S|B. Errors render as
 // {detail: {code, message}} through the shared middleware.
@@ -71,5 +72,7 @@ export function projectRoutes(deps: Deps, auth: Auth): Router {
   });
 
   router.use(sharePageRoutes(deps));
+  // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
+  router.use('/v1', databaseOutageAs503(deps.db));
   return router;
 }

@@ -7,6 +7,7 @@ import { orgIdOf, unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
 import { DEFAULT_TOKEN_NAME, mintBody, pageQuery, revokeBody, tokenListItem } from './schema.js';
+import { databaseOutageAs503 } from '../db/outage.js';
 
 // API tokens (interface document: Tokens, API token; CONTRACT §6). Minting, listing and revoking need a
 // session ("S only": a credential cannot mint credentials); /v1/auth/verify takes only a credential.
@@ -56,5 +57,7 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
     });
   });
 
+  // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
+  router.use('/v1', databaseOutageAs503(deps.db));
   return router;
 }

@@ -23,6 +23,7 @@ export interface FakeStripe {
   sessions: Map<string, Obj>;
   invoices: Map<string, Obj>;
   refunds: Map<string, Obj>;
+  disputes: Map<string, Obj>;
   paymentMethods: Obj[];
   /** The next API call answers with this Stripe error (status and error object). */
   failNext: { status: number; error: Obj } | null;
@@ -51,6 +52,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     sessions: new Map(),
     invoices: new Map(),
     refunds: new Map(),
+    disputes: new Map(),
     paymentMethods: [],
     failNext: null,
     close: async () => {},
@@ -91,6 +93,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     if (method === 'GET' && path === '/v1/checkout/sessions') return [200, list([...state.sessions.values()], path)];
     if (method === 'GET' && path === '/v1/invoices') return [200, list([...state.invoices.values()], path)];
     if (method === 'GET' && path === '/v1/refunds') return [200, list([...state.refunds.values()], path)];
+    if (method === 'GET' && path === '/v1/disputes') return [200, list([...state.disputes.values()], path)];
     if (method === 'POST' && path === '/v1/billing_portal/sessions') {
       return [200, { id: id('bps'), object: 'billing_portal.session', customer: params.get('customer'), return_url: params.get('return_url'), url: `https://billing.stripe.test/p/session/${id('x')}` }];
     }

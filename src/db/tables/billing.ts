@@ -212,7 +212,11 @@ export const billingPayments = pgTable(
     ownerId: text('owner_id'),
     credits: bigint('credits', { mode: 'number' }).notNull().default(0),
     amountCents: bigint('amount_cents', { mode: 'number' }).notNull().default(0),
-    /** Sum of the refunds applied so far (cents), and the tokens they clawed back (client + pool + shortfall). */
+    /**
+     * Money that left this payment so far (cents): refunds applied plus disputes withdrawn and not
+     * reinstated; and the tokens those took back (client + pool + shortfall). Cumulative rounding
+     * (payment-reversals.ts) reads both.
+     */
     refundedCents: bigint('refunded_cents', { mode: 'number' }).notNull().default(0),
     refundedCredits: bigint('refunded_credits', { mode: 'number' }).notNull().default(0),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
@@ -242,5 +246,47 @@ export const billingRefunds = pgTable(
   (t) => [
     check('billing_refunds_split', sql`${t.credits} = ${t.fromClient} + ${t.fromPool} + ${t.shortfall}`),
     index('billing_refunds_payment_idx').on(t.paymentIntent),
+  ],
+);
+
+/**
+ * Dispute lifecycle as far as tokens go (disputes.ts): `open` (known, nothing taken: an inquiry or a
+ * chargeback whose funds have not left yet), `awaiting_payment` (funds withdrawn before the payment's
+ * grant arrived), `withdrawn` (tokens taken back), `reinstated` (given back after a win), `kept`
+ * (closed in our favour before anything was taken). Each arrow is taken at most once.
+ */
+export const DISPUTE_STATES = ['open', 'awaiting_payment', 'withdrawn', 'reinstated', 'kept'] as const;
+
+/**
+ * One row per processor dispute (du_…): its withdrawal takes back tokens exactly once (ledger keys
+ * `dispute:<id>`, `dispute:<id>:pool`) and its reinstatement gives back exactly that once
+ * (`dispute:<id>:reinstated`, `dispute:<id>:reinstated:pool`).
+ */
+export const billingDisputes = pgTable(
+  'billing_disputes',
+  {
+    id: text('id').primaryKey(),
+    paymentIntent: text('payment_intent').notNull(),
+    chargeId: text('charge_id'),
+    /** The disputed amount (Dispute.amount) as of the withdrawal, or as last seen before it. */
+    amountCents: bigint('amount_cents', { mode: 'number' }).notNull(),
+    /** The processor's status in the newest event seen (informational: the state column decides). */
+    processorStatus: text('processor_status').notNull(),
+    statusEventCreated: bigint('status_event_created', { mode: 'number' }).notNull().default(0),
+    state: text('state', { enum: DISPUTE_STATES }).notNull(),
+    /** What the withdrawal took back (proportional share of the grant) and from where. */
+    credits: bigint('credits', { mode: 'number' }).notNull().default(0),
+    fromClient: bigint('from_client', { mode: 'number' }).notNull().default(0),
+    fromPool: bigint('from_pool', { mode: 'number' }).notNull().default(0),
+    shortfall: bigint('shortfall', { mode: 'number' }).notNull().default(0),
+    /** Cents the withdrawal added to the payment's refunded_cents (capped at what was left); undone on reinstatement. */
+    reversedCents: bigint('reversed_cents', { mode: 'number' }).notNull().default(0),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    withdrawnAt: timestamp('withdrawn_at', { withTimezone: true }),
+    reinstatedAt: timestamp('reinstated_at', { withTimezone: true }),
+  },
+  (t) => [
+    check('billing_disputes_split', sql`${t.credits} = ${t.fromClient} + ${t.fromPool} + ${t.shortfall}`),
+    index('billing_disputes_payment_idx').on(t.paymentIntent),
   ],
 );

@@ -1,0 +1,138 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, SOURCE_PURCHASES, transfer } from './ledger.js';
+
+// Money leaving a payment, and coming back: the one take-back that refunds (refunds.ts) and dispute
+// withdrawals (disputes.ts) share, and its exact reverse for a dispute that is won.
+//
+// A take-back claws back the payment's tokens in proportion to the money that left (cumulative
+// rounding: round(total left so far × granted / paid) − already taken, so parts that add up to the
+// whole payment take back exactly the grant). The client gives what it has minus its holds, then the
+// owner's unallocated pool; what neither has was already spent and is the `shortfall` (a balance never
+// goes below zero). Two ledger rows, keyed `<key>` (the client's, shown as a negative `refund`) and
+// `<key>:pool`, so each happens once.
+//
+// Lock order, the same on every path: the payment row (billing_payments), then the refund or dispute
+// row, then the ledger accounts (ascending id, ledger.ts).
+
+export interface PaymentRow {
+  payment_intent: string;
+  grant_key: string | null;
+  org_key: string | null;
+  owner_id: string | null;
+  credits: unknown;
+  amount_cents: unknown;
+  refunded_cents: unknown;
+  refunded_credits: unknown;
+}
+
+export const num = (v: unknown): number => Number(v ?? 0);
+export const usd = (cents: number) => (cents / 100).toFixed(2);
+export const tokens = (n: number) => n.toLocaleString('en-US');
+
+/** Claims (creating if needed) and locks a payment's row; every refund, dispute and grant path starts here. */
+export async function lockPayment(tx: Db, paymentIntent: string): Promise<PaymentRow> {
+  await tx.execute(sql`insert into billing_payments (payment_intent) values (${paymentIntent}) on conflict do nothing`);
+  const [row] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${paymentIntent} for update`);
+  return row!;
+}
+
+export interface TakenBack {
+  /** Tokens due back (the proportional share), split into what the client and the pool gave and the shortfall. */
+  credits: number;
+  fromClient: number;
+  fromPool: number;
+  shortfall: number;
+  /** Cents counted against the payment (the amount, capped at what had not left yet). */
+  reversedCents: number;
+}
+
+/**
+ * Takes back the tokens `amountCents` of the payment's money stands for (the payment's row locked by the
+ * caller, its grant known). `describe` words the ledger rows once the split is known.
+ */
+export async function takeBack(
+  tx: Db,
+  input: { paymentIntent: string; amountCents: number; key: string; describe: (t: TakenBack) => string },
+): Promise<TakenBack> {
+  const [p] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${input.paymentIntent}`);
+  const paid = num(p!.amount_cents);
+  const granted = num(p!.credits);
+  const before = num(p!.refunded_cents);
+  const after = Math.min(paid, before + input.amountCents);
+  const credits = paid > 0 ? Math.max(0, Math.min(granted, Math.round((after * granted) / paid)) - num(p!.refunded_credits)) : 0;
+  const org = orgAccount(p!.org_key!);
+  const pool = poolAccount(p!.owner_id!);
+  const accounts = await lockAccounts(tx, [org, pool, SOURCE_PURCHASES]);
+  const available = (id: string) => {
+    const a = accounts.get(id);
+    return a ? Math.max(0, a.balance - a.held) : 0;
+  };
+  const fromClient = Math.min(credits, available(org));
+  const fromPool = Math.min(credits - fromClient, available(pool));
+  const taken: TakenBack = { credits, fromClient, fromPool, shortfall: credits - fromClient - fromPool, reversedCents: Math.max(0, after - before) };
+  const description = input.describe(taken);
+  if (fromClient > 0) {
+    await transfer(tx, {
+      key: input.key,
+      from: org,
+      to: SOURCE_PURCHASES,
+      amount: fromClient,
+      type: 'refund',
+      description,
+      shownTo: { orgKey: p!.org_key!, side: 'from' },
+    });
+    // The tokens leave the client's allocation as they came in with the grant (ledger.ts grantToOrg).
+    await tx.execute(sql`update billing_accounts set allocation = greatest(allocation - ${fromClient}, 0) where id = ${org}`);
+  }
+  if (fromPool > 0) {
+    await transfer(tx, { key: `${input.key}:pool`, from: pool, to: SOURCE_PURCHASES, amount: fromPool, type: 'refund', description });
+  }
+  await tx.execute(sql`
+    update billing_payments set refunded_cents = ${after}, refunded_credits = refunded_credits + ${credits}
+    where payment_intent = ${input.paymentIntent}`);
+  return taken;
+}
+
+/**
+ * The exact reverse of one take-back (the payment's row locked by the caller): the client's part goes
+ * back to the client (its owner's default client if it was deleted meanwhile, as purchases do), the
+ * pool's part to the pool, keyed `<key>` and `<key>:pool`; the payment's counters drop by what the
+ * take-back added, so a later refund is measured as if the take-back never happened. The shortfall was
+ * never taken, so nothing of it comes back.
+ */
+export async function giveBack(
+  tx: Db,
+  input: { paymentIntent: string; key: string; taken: TakenBack; description: string },
+): Promise<void> {
+  const [p] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${input.paymentIntent}`);
+  const { fromClient, fromPool, credits, reversedCents } = input.taken;
+  const [target] = await queryRows<{ id: string }>(
+    tx,
+    sql`select case when o.deleted_at is null then o.id
+                    else (select d.id from orgs d where d.owner_id = o.owner_id and d.is_default) end as id
+        from orgs o where o.id = ${p!.org_key}`,
+  );
+  const orgKey = target?.id ?? p!.org_key!;
+  await ensureOrgAccounts(tx, orgKey, p!.owner_id!);
+  await lockAccounts(tx, [SOURCE_PURCHASES, orgAccount(orgKey), poolAccount(p!.owner_id!)]);
+  if (fromClient > 0) {
+    await transfer(tx, {
+      key: input.key,
+      from: SOURCE_PURCHASES,
+      to: orgAccount(orgKey),
+      amount: fromClient,
+      type: 'refund',
+      description: input.description,
+      shownTo: { orgKey, side: 'to' },
+    });
+    await tx.execute(sql`update billing_accounts set allocation = allocation + ${fromClient} where id = ${orgAccount(orgKey)}`);
+  }
+  if (fromPool > 0) {
+    await transfer(tx, { key: `${input.key}:pool`, from: SOURCE_PURCHASES, to: poolAccount(p!.owner_id!), amount: fromPool, type: 'refund', description: input.description });
+  }
+  await tx.execute(sql`
+    update billing_payments set refunded_cents = greatest(refunded_cents - ${reversedCents}, 0),
+                                refunded_credits = greatest(refunded_credits - ${credits}, 0)
+    where payment_intent = ${input.paymentIntent}`);
+}
