@@ -115,4 +115,18 @@ describe('batched reserve and settle', () => {
     expect(row!.status).toBe('expired');
     expect(await account(a.orgKey)).toEqual({ balance: 100, held: 100 });
   });
+
+  it('one request id reserved at once on two orgs (they meet only at the hold key): one hold, the other 409', async () => {
+    const [a, b] = await Promise.all([createUser(server), createUser(server)]);
+    await setOrgBalance(server, a.orgKey, 1_000);
+    await setOrgBalance(server, b.orgKey, 1_000);
+    for (let round = 0; round < 5; round++) {
+      const id = rid();
+      const results = await Promise.all(
+        [a, b, a, b].map((u) => reserveMany(server.deps.db, [{ orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 10 }]).then((r) => r[0])),
+      );
+      expect(results.map((r) => (r instanceof AppError ? r.code : 'held')).sort()).toEqual(['duplicate_request', 'duplicate_request', 'duplicate_request', 'held']);
+    }
+    expect((await account(a.orgKey)).held + (await account(b.orgKey)).held).toBe(50);
+  });
 });

@@ -57,16 +57,27 @@ const duplicateRequest = () => new AppError(409, 'duplicate_request', 'this requ
  */
 export async function reserveMany(db: Db, inputs: ReserveInput[]): Promise<({ heldCredits: number } | AppError)[]> {
   const lo = inputs.map((i) => Math.max(0, Math.ceil(i.minCredits)));
-  const rows = await queryRows<{ ord: number; take: unknown; outcome: 'held' | 'insufficient' | 'duplicate' }>(
-    db,
-    sql`select ord, take, outcome from svc_reserve_holds(
-          ${sql.param(inputs.map((i) => i.requestId))}::text[],
-          ${sql.param(inputs.map((i) => i.orgKey))}::text[],
-          ${sql.param(inputs.map((i) => i.userId))}::text[],
-          ${sql.param(lo)}::bigint[],
-          ${sql.param(inputs.map((i, n) => Math.max(lo[n]!, Math.floor(i.maxCredits))))}::bigint[],
-          ${sql.param(inputs.map((i) => i.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
-  );
+  let rows: { ord: number; take: unknown; outcome: 'held' | 'insufficient' | 'duplicate' }[];
+  try {
+    rows = await retryOnDeadlock(() =>
+      queryRows(
+        db,
+        sql`select ord, take, outcome from svc_reserve_holds(
+              ${sql.param(inputs.map((i) => i.requestId))}::text[],
+              ${sql.param(inputs.map((i) => i.orgKey))}::text[],
+              ${sql.param(inputs.map((i) => i.userId))}::text[],
+              ${sql.param(lo)}::bigint[],
+              ${sql.param(inputs.map((i, n) => Math.max(lo[n]!, Math.floor(i.maxCredits))))}::bigint[],
+              ${sql.param(inputs.map((i) => i.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
+      ),
+    );
+  } catch (err) {
+    // Two reserves racing with one request id both saw it free and meet at the hold's primary key: the
+    // loser's statement fails whole (nothing held). Alone, that is its answer; in a batch, the batcher
+    // runs the inputs one by one to find it (ModelServices.spend, isolateFailures).
+    if (pgCode(err) === '23505' && inputs.length === 1) return [duplicateRequest()];
+    throw err;
+  }
   const out: ({ heldCredits: number } | AppError)[] = inputs.map(() => insufficientCredits());
   for (const row of rows) {
     const n = Number(row.ord) - 1;
@@ -125,13 +136,33 @@ export async function settleMany(db: Db, inputs: SettleInput[]): Promise<(Settle
 }
 
 function settleStatement(db: Db, inputs: SettleInput[]) {
-  return queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean }>(
+  return retryOnDeadlock(() => queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean }>(
     db,
     sql`select ord, debited, balance, settled from svc_settle_holds(
           ${sql.param(inputs.map((i) => i.requestId))}::text[],
           ${sql.param(inputs.map((i) => Math.max(0, Math.round(i.actualCredits))))}::bigint[],
           ${sql.param(inputs.map((i) => i.description))}::text[])`,
-  );
+  ));
+}
+
+/** node-postgres and PGlite put the SQLSTATE in `code`; drizzle wraps driver errors in `cause`. */
+function pgCode(err: unknown): string | undefined {
+  const e = err as { code?: string; cause?: { code?: string } } | null;
+  return e?.code ?? e?.cause?.code;
+}
+
+/**
+ * A deadlock (40P01) can only meet a batch when a settle redeems a hold that a reserve is expiring at the
+ * same moment (both lock hold rows first, in different orders). PostgreSQL rolled the victim back whole,
+ * so running it once more is safe.
+ */
+async function retryOnDeadlock<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (pgCode(err) !== '40P01') throw err;
+    return run();
+  }
 }
 
 /** settleMany for one call: its result, or the AppError thrown. */
