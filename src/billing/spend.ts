@@ -136,13 +136,15 @@ export async function settleMany(db: Db, inputs: SettleInput[]): Promise<(Settle
 }
 
 function settleStatement(db: Db, inputs: SettleInput[]) {
-  return retryOnDeadlock(() => queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean }>(
-    db,
-    sql`select ord, debited, balance, settled from svc_settle_holds(
-          ${sql.param(inputs.map((i) => i.requestId))}::text[],
-          ${sql.param(inputs.map((i) => Math.max(0, Math.round(i.actualCredits))))}::bigint[],
-          ${sql.param(inputs.map((i) => i.description))}::text[])`,
-  ));
+  return retryOnDeadlock(() =>
+    queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean }>(
+      db,
+      sql`select ord, debited, balance, settled from svc_settle_holds(
+            ${sql.param(inputs.map((i) => i.requestId))}::text[],
+            ${sql.param(inputs.map((i) => Math.max(0, Math.round(i.actualCredits))))}::bigint[],
+            ${sql.param(inputs.map((i) => i.description))}::text[])`,
+    ),
+  );
 }
 
 /** node-postgres and PGlite put the SQLSTATE in `code`; drizzle wraps driver errors in `cause`. */

@@ -145,7 +145,7 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
     const freed: Promise<void>[] = [];
     for (const [key, slots] of parked) {
       const keep = all ? [] : slots.filter((s) => s.at > cutoff);
-      for (const s of slots) if (!keep.includes(s)) freed.push(drop(s.leaseId));
+      for (const s of all ? slots : slots.filter((s) => s.at <= cutoff)) freed.push(drop(s.leaseId));
       if (keep.length) parked.set(key, keep);
       else parked.delete(key);
     }
