@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser } from './helpers/fixtures.js';
-import { setOrgBalance } from './helpers/billing.js';
+import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
 import { reserveCredits, settleCredits } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { AppError } from '../src/http/errors.js';
@@ -24,13 +24,7 @@ afterAll(async () => {
 
 const rid = () => `req_${randomUUID()}`;
 
-async function account(orgKey: string) {
-  const [row] = await queryRows<{ balance: unknown; held: unknown }>(
-    server.deps.db,
-    sql`select balance, held from billing_accounts where id = ${`org:${orgKey}`}`,
-  );
-  return { balance: Number(row!.balance), held: Number(row!.held) };
-}
+const account = (orgKey: string) => orgAccountRow(server, orgKey);
 
 async function activeHolds(orgKey: string) {
   const [row] = await queryRows<{ sum: unknown; n: unknown }>(

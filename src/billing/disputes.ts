@@ -154,21 +154,3 @@ export function disputeEventFor(dispute: Obj): string | null {
   if (moves.some((b) => Number(b?.amount) < 0)) return 'charge.dispute.funds_withdrawn';
   return null;
 }
-
-/** Disputes for reconciliation output: tokens a withdrawal could not take back, and withdrawals still unmatched. */
-export async function disputeReport(db: Db): Promise<{ shortfalls: Obj[]; awaiting: Obj[] }> {
-  const shortfalls = await queryRows<Obj>(
-    db,
-    sql`select d.id, d.payment_intent, p.org_key, d.credits, d.shortfall from billing_disputes d
-        join billing_payments p on p.payment_intent = d.payment_intent
-        where d.state = 'withdrawn' and d.shortfall > 0 order by d.withdrawn_at limit 100`,
-  );
-  const awaiting = await queryRows<Obj>(
-    db,
-    sql`select id, payment_intent, amount_cents from billing_disputes where state = 'awaiting_payment' order by created_at limit 100`,
-  );
-  return {
-    shortfalls: shortfalls.map((r) => ({ ...r, credits: num(r.credits), shortfall: num(r.shortfall) })),
-    awaiting: awaiting.map((r) => ({ ...r, amount_cents: num(r.amount_cents) })),
-  };
-}

@@ -136,3 +136,33 @@ export async function giveBack(
                                 refunded_credits = greatest(refunded_credits - ${credits}, 0)
     where payment_intent = ${input.paymentIntent}`);
 }
+
+type Obj = Record<string, any>;
+
+/** Where each reversal kind keeps its state: the row that took tokens back, and when it did. */
+const REVERSAL_TABLES = {
+  refunds: { table: sql.raw('billing_refunds'), state: sql.raw('status'), taken: sql.raw(`'applied'`), at: sql.raw('applied_at') },
+  disputes: { table: sql.raw('billing_disputes'), state: sql.raw('state'), taken: sql.raw(`'withdrawn'`), at: sql.raw('withdrawn_at') },
+} as const;
+
+/**
+ * Refunds or disputes for reconciliation output: tokens a take-back could not claw back (already
+ * spent), and reversals still waiting for the payment they belong to.
+ */
+export async function reversalReport(db: Db, kind: keyof typeof REVERSAL_TABLES): Promise<{ shortfalls: Obj[]; awaiting: Obj[] }> {
+  const t = REVERSAL_TABLES[kind];
+  const shortfalls = await queryRows<Obj>(
+    db,
+    sql`select r.id, r.payment_intent, p.org_key, r.credits, r.shortfall from ${t.table} r
+        join billing_payments p on p.payment_intent = r.payment_intent
+        where r.${t.state} = ${t.taken} and r.shortfall > 0 order by r.${t.at} limit 100`,
+  );
+  const awaiting = await queryRows<Obj>(
+    db,
+    sql`select id, payment_intent, amount_cents from ${t.table} where ${t.state} = 'awaiting_payment' order by created_at limit 100`,
+  );
+  return {
+    shortfalls: shortfalls.map((r) => ({ ...r, credits: num(r.credits), shortfall: num(r.shortfall) })),
+    awaiting: awaiting.map((r) => ({ ...r, amount_cents: num(r.amount_cents) })),
+  };
+}

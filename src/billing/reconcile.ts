@@ -2,8 +2,8 @@ import type Stripe from 'stripe';
 import type { Db } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { checkInvariants, type Violation } from './invariants.js';
-import { refundReport } from './refunds.js';
-import { disputeEventFor, disputeReport } from './disputes.js';
+import { disputeEventFor } from './disputes.js';
+import { reversalReport } from './payment-reversals.js';
 import { processEvent } from './webhooks.js';
 
 // Reconciliation (issue 5): every ledger invariant checked against the database and, with Stripe
@@ -20,9 +20,9 @@ export interface ReconcileReport {
   refunded: string[];
   /** Not violations but for a person to look at: refunds whose tokens were already spent (shortfall),
    * and refunds whose payment's grant has not arrived (applied when it does). */
-  refunds: Awaited<ReturnType<typeof refundReport>>;
+  refunds: Awaited<ReturnType<typeof reversalReport>>;
   /** The same for disputes: withdrawals with a shortfall, and withdrawals waiting for their payment. */
-  disputes: Awaited<ReturnType<typeof disputeReport>>;
+  disputes: Awaited<ReturnType<typeof reversalReport>>;
 }
 
 const MAX_OBJECTS = 1_000;
@@ -82,7 +82,7 @@ export async function reconcile(
     fetched,
     granted,
     refunded,
-    refunds: await refundReport(db),
-    disputes: await disputeReport(db),
+    refunds: await reversalReport(db, 'refunds'),
+    disputes: await reversalReport(db, 'disputes'),
   };
 }

@@ -143,21 +143,3 @@ async function applyRefund(tx: Db, refundId: string, amountCents: number, paymen
     where id = ${refundId}`);
   return taken.shortfall > 0 ? 'refunded_with_shortfall' : 'refunded';
 }
-
-/** Refunds for reconciliation output: tokens that could not be taken back, and refunds still unmatched. */
-export async function refundReport(db: Db): Promise<{ shortfalls: Obj[]; awaiting: Obj[] }> {
-  const shortfalls = await queryRows<Obj>(
-    db,
-    sql`select r.id, r.payment_intent, p.org_key, r.credits, r.shortfall from billing_refunds r
-        join billing_payments p on p.payment_intent = r.payment_intent
-        where r.status = 'applied' and r.shortfall > 0 order by r.applied_at limit 100`,
-  );
-  const awaiting = await queryRows<Obj>(
-    db,
-    sql`select id, payment_intent, amount_cents from billing_refunds where status = 'awaiting_payment' order by created_at limit 100`,
-  );
-  return {
-    shortfalls: shortfalls.map((r) => ({ ...r, credits: num(r.credits), shortfall: num(r.shortfall) })),
-    awaiting: awaiting.map((r) => ({ ...r, amount_cents: num(r.amount_cents) })),
-  };
-}
