@@ -78,12 +78,13 @@ export async function reserveMany(db: Db, inputs: ReserveInput[]): Promise<({ he
     if (pgCode(err) === '23505' && inputs.length === 1) return [duplicateRequest()];
     throw err;
   }
-  const out: ({ heldCredits: number } | AppError)[] = inputs.map(() => insufficientCredits());
+  // Every input gets a row; an input without one (its client has no account) cannot pay.
+  const out: ({ heldCredits: number } | AppError | undefined)[] = new Array(inputs.length);
   for (const row of rows) {
     const n = Number(row.ord) - 1;
     out[n] = row.outcome === 'held' ? { heldCredits: num(row.take) } : row.outcome === 'duplicate' ? duplicateRequest() : insufficientCredits();
   }
-  return out;
+  return Array.from(out, (r) => r ?? insufficientCredits());
 }
 
 /** reserveMany for one call: its hold, or the AppError thrown. */

@@ -113,7 +113,7 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
       for (const row of rows) taken[Number(row.ord) - 1] = true;
       return taken;
     },
-    { maxInFlight: 2, isolateFailures: true },
+    { maxInFlight: 1, isolateFailures: true },
   );
 
   // Releases are grouped the same way. A grouped release only frees a slot later, never sooner, so the

@@ -36,12 +36,12 @@ export interface SpendBatchers {
 
 /**
  * Reserve and settle through group commit (src/db/batch.ts): the holds and settles that arrive while one
- * batch runs go together in the next, one statement and one commit for all of them. Two batches of each
- * may run at once (a second org's calls need not wait for the first org's row lock). A statement refusing
- * one input fails only that call.
+ * batch runs go together in the next, one statement and one commit for all of them. One batch of each runs
+ * at a time: a batch serves every org in it, and fewer, larger batches measured faster than two in flight
+ * (1,608 against 1,489 chat calls/s, docs/models.md). A statement refusing one input fails only that call.
  */
 export function createSpendBatchers(db: Db): SpendBatchers {
-  const options = { maxInFlight: 2, isolateFailures: true };
+  const options = { maxInFlight: 1, isolateFailures: true };
   return {
     reserve: createBatcher<ReserveInput, { heldCredits: number }>((inputs) => reserveMany(db, inputs), options),
     settle: createBatcher<SettleInput, SettleResult>((inputs) => settleMany(db, inputs), options),
