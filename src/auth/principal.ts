@@ -201,7 +201,7 @@ export function createAuth(deps: Deps) {
     next();
   };
 
-  return { require, optional, resolve };
+  return { require, optional, resolve, touchApiToken: touchLastUsed };
 }
 
 export type Auth = ReturnType<typeof createAuth>;

@@ -33,11 +33,12 @@ export async function signOutcome(deps: Deps, actor: Actor, o: { requestId: stri
   return deps.models.outcome.sign({ userId: actor.userId, orgKey: actor.orgKey, ...o });
 }
 
-export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequest, req: Request, res: Response) {
+/** `held`: the call's hold was already taken with its caller's read (chat-admission.ts). */
+export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequest, req: Request, res: Response, held?: PreparedCall) {
   const stream = !!request.stream;
   // The lease and the hold are independent: taken together, one round trip sooner to the first byte.
   // Whichever fails undoes the other (a 429 debits nothing; a 402 frees the slot).
-  const [leased, prepared] = await Promise.allSettled([acquireLease(deps, actor.orgKey, 'chat'), prepareCall(deps, actor, request, stream)]);
+  const [leased, prepared] = await Promise.allSettled([acquireLease(deps, actor.orgKey, 'chat'), held ?? prepareCall(deps, actor, request, stream)]);
   if (leased.status === 'rejected' || prepared.status === 'rejected') {
     if (leased.status === 'fulfilled') await leased.value.release();
     if (prepared.status === 'fulfilled') await voidCall(deps, prepared.value);

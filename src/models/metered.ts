@@ -35,32 +35,73 @@ export interface CallOutcome {
 const insufficient = (message: string) =>
   new AppError(402, 'insufficient_credits', message, { headers: { 'x-should-retry': 'false' } });
 
-export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest | ChatBody, stream: boolean): Promise<PreparedCall> {
-  const { prices, modelId } = deps.models;
-  const requestId = newId('req');
+/** What a call may cost, worked out from its request before anything is held. */
+export interface HoldPlan {
+  requestId: string;
+  /** Even a minimal call (one token per choice) must be payable, and a zero balance never is (billing rule 5). */
+  minCredits: number;
+  /** The most the call can cost: its prompt bound plus the output it asked for. */
+  maxCredits: number;
+  shape: CostShape;
+}
+
+interface CostShape {
+  n: number;
+  limitField: 'max_completion_tokens' | 'max_tokens';
+  wantedPerChoice: number;
+  promptBound: number;
+}
+
+function costShape(request: ChatRequest | ChatBody): CostShape {
   const n = Number(request.n ?? 1);
   const limitField = request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
-  const wantedPerChoice = Number(request[limitField] ?? DEFAULT_MAX_OUTPUT_TOKENS);
-  const promptBound = promptUpperBound(request.messages, request.tools);
-  // Even a minimal call (one token) must be payable, and a zero balance never is (billing rule 5).
+  return { n, limitField, wantedPerChoice: Number(request[limitField] ?? DEFAULT_MAX_OUTPUT_TOKENS), promptBound: promptUpperBound(request.messages, request.tools) };
+}
+
+export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan {
+  const { prices } = deps.models;
+  const shape = costShape(request);
+  const { n, wantedPerChoice, promptBound } = shape;
   const minCredits = Math.max(1, creditsFor(prices, promptBound, n));
-  const maxCredits = Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n));
+  return { requestId: newId('req'), minCredits, maxCredits: Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n)), shape };
+}
+
+export const cannotPay = () => insufficient("the organization's allocation cannot pay for this call");
+
+export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest | ChatBody, stream: boolean): Promise<PreparedCall> {
+  const plan = planHold(deps, request);
   let heldCredits: number;
   try {
     // Grouped with the other calls in flight (ModelServices.spend). Holds commit without waiting for the
     // WAL flush: only a call in flight across a database crash can lose its hold; its settle then fails
     // loudly and that call is not billed.
-    ({ heldCredits } = await deps.models.spend.reserve({ orgKey: actor.orgKey, userId: actor.userId, requestId, minCredits, maxCredits }));
+    ({ heldCredits } = await deps.models.spend.reserve({
+      orgKey: actor.orgKey,
+      userId: actor.userId,
+      requestId: plan.requestId,
+      minCredits: plan.minCredits,
+      maxCredits: plan.maxCredits,
+    }));
   } catch (err) {
-    if (err instanceof AppError && err.status === 402) {
-      throw insufficient("the organization's allocation cannot pay for this call");
-    }
+    if (err instanceof AppError && err.status === 402) throw cannotPay();
     throw err;
   }
+  return heldCall(deps, actor, request, stream, plan, heldCredits);
+}
+
+/**
+ * The call as it goes upstream, once `heldCredits` are held for it: its output capped to what the hold
+ * pays (CONTRACT §8: a balance never goes negative, streaming included), the model forced, usage asked
+ * for on streams. A hold too small for one token per choice is voided: 402.
+ */
+export async function heldCall(deps: Deps, actor: Actor, request: ChatRequest | ChatBody, stream: boolean, plan: HoldPlan, heldCredits: number): Promise<PreparedCall> {
+  const { prices, modelId } = deps.models;
+  const { requestId } = plan;
+  const { n, limitField, wantedPerChoice, promptBound } = plan.shape;
   const perChoice = Math.floor(affordableOutput(prices, promptBound, heldCredits, wantedPerChoice * n) / n);
   if (perChoice < 1) {
     await voidHold(deps.db, requestId);
-    throw insufficient("the organization's allocation cannot pay for this call");
+    throw cannotPay();
   }
   const body: ChatBody = { ...(request as ChatBody), model: modelId, [limitField]: perChoice };
   if (limitField === 'max_completion_tokens') delete body.max_tokens;

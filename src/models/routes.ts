@@ -6,6 +6,7 @@ import { parse } from '../http/validate.js';
 import { actorFromToken, actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './actor.js';
 import { publicAgent } from './agents.js';
 import { chatCompletion } from './chat.js';
+import { admitChat } from './chat-admission.js';
 import { requestOrigin } from '../http/origin.js';
 import { chatRequest } from './schema.js';
 
@@ -38,6 +39,9 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
   });
 
   router.post('/v1/chat/completions', async (req: Request, res: Response) => {
+    // An svc_ token alone: its read and the call's hold in one statement (chat-admission.ts).
+    const admitted = await admitChat(deps, auth, req);
+    if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted.call);
     const actor = await actorOf(deps, auth, req, { spend: true });
     const request = parse(chatRequest, req.body);
     await chatCompletion(deps, actor, request, req, res);

@@ -2,6 +2,7 @@ import type { SigningKeys } from '../../oauth/keys.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/client.js';
 import { createBatcher } from '../db/batch.js';
+import { admitMany, type AdmitInput, type Admission } from './admit.js';
 import { reserveMany, settleMany, type ReserveInput, type SettleInput, type SettleResult } from '../billing/spend.js';
 import { loadAgentCatalog, type AgentCatalog } from './agents.js';
 import { createPgLimiter, type ConcurrencyLimiter } from './concurrency.js';
@@ -31,6 +32,8 @@ export interface ModelServices {
 
 export interface SpendBatchers {
   reserve(input: ReserveInput): Promise<{ heldCredits: number }>;
+  /** An `svc_` token's live read and its call's hold together (src/models/admit.ts). */
+  admit(input: AdmitInput): Promise<Admission>;
   settle(input: SettleInput): Promise<SettleResult>;
 }
 
@@ -44,6 +47,7 @@ export function createSpendBatchers(db: Db): SpendBatchers {
   const options = { maxInFlight: 1, isolateFailures: true };
   return {
     reserve: createBatcher<ReserveInput, { heldCredits: number }>((inputs) => reserveMany(db, inputs), options),
+    admit: createBatcher<AdmitInput, Admission>((inputs) => admitMany(db, inputs), options),
     settle: createBatcher<SettleInput, SettleResult>((inputs) => settleMany(db, inputs), options),
   };
 }
