@@ -28,9 +28,6 @@ declare module 'express-serve-static-core' {
   }
 }
 
-/** The one route that reads `rawBody` (its signature covers the raw bytes). */
-const STRIPE_WEBHOOK_PATH = '/v1/webhooks/stripe';
-
 export function buildApp(deps: Deps): Express {
   const app = express();
   app.disable('x-powered-by');
@@ -39,11 +36,9 @@ export function buildApp(deps: Deps): Express {
   app.use(requestLogger(deps.log));
 
   // Body parsers: larger limits first where the surface needs them (chat histories, MCP file writes);
-  // body-parser skips a body that is already parsed. Only the webhook keeps its raw bytes: a copy kept
-  // for every JSON request cost every model call a decode step (bench/proxy.ts).
+  // body-parser skips a body that is already parsed.
   app.use(['/v1/chat/completions', '/mcp'], express.json({ limit: '10mb' }));
   app.use(
-    STRIPE_WEBHOOK_PATH,
     express.json({
       limit: '1mb',
       verify: (req, _res, buf) => {
@@ -51,10 +46,9 @@ export function buildApp(deps: Deps): Express {
       },
     }),
   );
-  app.use(express.json({ limit: '1mb' }));
   app.use(express.urlencoded({ extended: false, limit: '100kb' }));
   // The webhook's body is judged by its own route (signature over the raw bytes).
-  app.use(rejectNulCharacters([STRIPE_WEBHOOK_PATH]));
+  app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
 
   const auth = createAuth(deps);
   // The model routes first: they carry nearly all the traffic, and every router mounted before them
