@@ -1,7 +1,9 @@
-import { and, eq, isNull } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import { errors as joseErrors, jwtVerify, type JWTHeaderParameters } from 'jose';
 import type { Deps } from '../src/deps.js';
-import { oauthGrants, type OAuthResource, type Role } from '../src/db/schema.js';
+import { type OAuthResource, type Role } from '../src/db/schema.js';
+import { createBatcher } from '../src/db/batch.js';
+import { queryRows, type Db } from '../src/db/client.js';
 import { AppError, membershipUnavailable } from '../src/http/errors.js';
 import { parseOrgId } from '../src/ids.js';
 import { liveRole, requireLiveMembership } from '../src/orgs/membership.js';
@@ -24,6 +26,55 @@ export interface VerifiedAccess {
   scope: string;
   resource: OAuthResource;
   jti: string;
+  /** The user's live role in the grant's org, read with the grant (so a caller acting there reads no more). */
+  role: Role;
+}
+
+interface GrantCheck {
+  grantId: string;
+  userId: string;
+  orgKey: string;
+  resource: OAuthResource;
+}
+
+interface GrantState {
+  /** The grant exists for this user, org and resource and is not revoked. */
+  live: boolean;
+  /** The user's live role in the org (a live membership of a live org), or null. */
+  role: Role | null;
+}
+
+// The grant and the membership are read in one statement, and concurrent verifications share it
+// (src/db/batch.ts group commit): under load, one read per batch instead of two per request. Each
+// statement starts after its requests arrived and nothing is kept between batches, so a revocation or a
+// removal still takes effect on the next request. One batcher per database.
+const grantStates = new WeakMap<Db, (check: GrantCheck) => Promise<GrantState>>();
+
+function grantStateOf(db: Db): (check: GrantCheck) => Promise<GrantState> {
+  let lookup = grantStates.get(db);
+  if (!lookup) {
+    lookup = createBatcher<GrantCheck, GrantState>(async (checks) => {
+      // One array parameter per column (sql.param keeps an array one parameter), zipped back by unnest.
+      const column = (pick: (c: GrantCheck) => string) => sql`${sql.param(checks.map(pick))}::text[]`;
+      const rows = await queryRows<{ i: number; live: boolean; role: Role | null }>(
+        db,
+        sql`select q.i::int as i, g.id is not null as live, case when o.deleted_at is null then m.role end as role
+          from unnest(${column((c) => c.grantId)}, ${column((c) => c.userId)}, ${column((c) => c.orgKey)}, ${column((c) => c.resource)})
+            with ordinality as q(grant_id, user_id, org, resource, i)
+          left join oauth_grants g on g.id = q.grant_id and g.user_id = q.user_id and g.org = q.org
+            and g.resource = q.resource and g.revoked_at is null
+          left join memberships m on m.org_id = q.org and m.user_id = q.user_id
+          left join orgs o on o.id = m.org_id`,
+      );
+      const byIndex = new Map(rows.map((r) => [Number(r.i), r]));
+      return checks.map((_, k) => {
+        const row = byIndex.get(k + 1);
+        return { live: row?.live === true, role: row?.role ?? null };
+      });
+    });
+    grantStates.set(db, lookup);
+  }
+  return lookup;
 }
 
 function invalidToken(origin: string, resource: OAuthResource, description: string): AppError {
@@ -66,25 +117,14 @@ export async function verifyAccessToken(
   if (!orgKey || typeof grantId !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string') {
     throw invalidToken(origin, resource, 'the access token is not valid here');
   }
-  let live;
+  let state: GrantState;
   try {
-    [live] = await deps.db
-      .select({ id: oauthGrants.id })
-      .from(oauthGrants)
-      .where(
-        and(
-          eq(oauthGrants.id, grantId),
-          eq(oauthGrants.userId, payload.sub!),
-          eq(oauthGrants.org, orgKey),
-          eq(oauthGrants.resource, resource),
-          isNull(oauthGrants.revokedAt),
-        ),
-      );
+    state = await grantStateOf(deps.db)({ grantId, userId: payload.sub!, orgKey, resource });
   } catch {
     throw membershipUnavailable();
   }
-  if (!live) throw invalidToken(origin, resource, 'the grant behind this token was revoked');
-  await requireLiveMembership(deps.db, payload.sub!, orgKey);
+  if (!state.live) throw invalidToken(origin, resource, 'the grant behind this token was revoked');
+  if (!state.role) throw new AppError(403, 'NOT_A_MEMBER', 'the user does not belong to this organization');
   return {
     userId: payload.sub!,
     orgKey,
@@ -93,6 +133,7 @@ export async function verifyAccessToken(
     scope: payload.scope,
     resource,
     jti: payload.jti!,
+    role: state.role,
   };
 }
 

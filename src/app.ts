@@ -51,11 +51,14 @@ export function buildApp(deps: Deps): Express {
   app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
 
   const auth = createAuth(deps);
+  // The model routes first: they carry nearly all the traffic, and every router mounted before them
+  // is walked layer by layer on each call. No router mounted after them has a route on their paths
+  // (/v1/models, /v1/agents, /v1/chat/completions), so the order changes no answer.
+  app.use(modelRoutes(deps, auth));
   app.use(healthRoutes(deps));
   app.use(devRoutes(deps));
   app.use(oauthRoutes(deps, auth));
   app.use(mcpRoutes(deps));
-  app.use(modelRoutes(deps, auth));
   app.use(accountRoutes(deps, auth));
   app.use(orgRoutes(deps, auth));
   app.use(tokenRoutes(deps, auth));

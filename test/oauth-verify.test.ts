@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { and, eq } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { SignJWT, decodeJwt, decodeProtectedHeader, generateKeyPair } from 'jose';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
 import { client } from './helpers/http.js';
 import { resolveActingOrg, resourceUrl, verifyAccessToken } from '../oauth/verify.js';
-import { memberships } from '../src/db/schema.js';
+import { memberships, oauthGrants } from '../src/db/schema.js';
 import type { Db } from '../src/db/client.js';
 import { AppError } from '../src/http/errors.js';
 
@@ -112,6 +112,53 @@ describe('access tokens (RFC 9068)', () => {
     // The member's grants in their own org are untouched.
     const own = await issueTestGrants(server, member, { orgKey: member.orgKey, resources: ['platform'] });
     expect((await verifyAccessToken(server.deps, own.platform!, opts)).orgKey).toBe(member.orgKey);
+  });
+});
+
+describe('concurrent verifications (one batched read of grant and membership)', () => {
+  it('answers each caller for its own grant: a revoked grant 401, a removed member 403, the rest pass', async () => {
+    const opts = { resource: 'model' as const, origin: server.v2Url };
+    const owner = await createUser(server);
+    const people = await Promise.all([1, 2, 3, 4].map(() => createUser(server)));
+    for (const p of people) await addMember(server, owner.orgKey, p.userId, 'member');
+    const grants = await Promise.all(people.map((p) => issueTestGrants(server, p, { orgKey: owner.orgKey, resources: ['model'] })));
+    const [, revokedHolder, removedHolder] = people;
+    await server.deps.db.update(oauthGrants).set({ revokedAt: new Date() }).where(eq(oauthGrants.id, grants[1]!.grantIds.model!));
+    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, removedHolder!.userId)));
+    // A busy database (a transaction held open: PGlite runs one at a time) lets the verifications
+    // queue, so one statement answers many of them (repeats included), on either engine.
+    const busy = server.deps.db.transaction(async (tx) => {
+      await tx.execute(sql`select 1`);
+      await new Promise((r) => setTimeout(r, 300));
+    });
+    const order = [0, 1, 2, 3, 0, 3, 1, 2, 0, 3];
+    const results = await Promise.allSettled(order.map((k) => verifyAccessToken(server.deps, grants[k]!.model!, opts)));
+    await busy;
+    results.forEach((r, i) => {
+      const who = people[order[i]!]!;
+      if (who === revokedHolder) expect(r.status === 'rejected' && [r.reason.status, r.reason.code], `call ${i}`).toEqual([401, 'invalid_token']);
+      else if (who === removedHolder) expect(r.status === 'rejected' && [r.reason.status, r.reason.code], `call ${i}`).toEqual([403, 'NOT_A_MEMBER']);
+      else expect(r.status === 'fulfilled' && r.value, `call ${i}`).toMatchObject({ userId: who.userId, orgKey: owner.orgKey, role: 'member' });
+    });
+    // The model route, concurrently over HTTP: the acting role comes from the same read.
+    const api = client(server.v2Url);
+    const statuses = await Promise.all(order.map((k) => api.get('/v1/models', { token: grants[k]!.model! }).then((r) => r.status)));
+    expect(statuses).toEqual(order.map((k) => (k === 1 ? 401 : k === 2 ? 403 : 200)));
+  });
+
+  it('a read that fails gives every caller of the batch 503 (fail closed), then recovers', async () => {
+    const opts = { resource: 'model' as const, origin: server.v2Url };
+    const users = await Promise.all([1, 2, 3].map(() => createUser(server)));
+    const tokens = await Promise.all(users.map(async (u) => (await issueTestGrants(server, u, { orgKey: u.orgKey, resources: ['model'] })).model!));
+    await server.deps.db.execute(sql`alter table oauth_grants rename to oauth_grants_unavailable`);
+    try {
+      const results = await Promise.allSettled([...tokens, ...tokens].map((t) => verifyAccessToken(server.deps, t, opts)));
+      for (const r of results) expect(r.status === 'rejected' && [r.reason.status, r.reason.code]).toEqual([503, 'MEMBERSHIP_UNAVAILABLE']);
+    } finally {
+      await server.deps.db.execute(sql`alter table oauth_grants_unavailable rename to oauth_grants`);
+    }
+    const again = await Promise.all(tokens.map((t) => verifyAccessToken(server.deps, t, opts)));
+    expect(again.map((a) => a.role)).toEqual(['owner', 'owner', 'owner']);
   });
 });
 

@@ -6,6 +6,7 @@ import { apiTokens, memberships, orgs, sessions, users, type Role } from '../db/
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
 import { isSameOrigin } from '../http/origin.js';
 import { hmacSecret } from '../crypto/hash.js';
+import { createBatcher } from '../db/batch.js';
 import { readSessionToken, SESSION_COOKIE } from './session.js';
 import { API_TOKEN_PATTERN } from './api-token-secret.js';
 
@@ -81,10 +82,14 @@ export function createAuth(deps: Deps) {
 
   // One indexed read: the token, its user, and the user's live role in the token's organization.
   // Prepared once (a named statement on each connection): parsing and planning it on every request
-  // cost ~20× its execution (bench/verify.ts). Still one read per request, so revocation and removal
-  // take effect on the very next one.
+  // cost ~20× its execution (bench/verify.ts). Lookups are group-committed (src/db/batch.ts): every
+  // lookup that arrives while one is in flight goes in the next statement, `token_hash = any($1)`, so a
+  // busy server runs one read per batch instead of one per request. Nothing is cached across batches:
+  // a lookup's statement starts after the request arrived, so revocation and removal still take
+  // effect on the very next request.
   const apiTokenQuery = db
     .select({
+      tokenHash: apiTokens.tokenHash,
       tokenId: apiTokens.id,
       tokenName: apiTokens.tokenName,
       orgKey: apiTokens.orgId,
@@ -99,14 +104,24 @@ export function createAuth(deps: Deps) {
     .innerJoin(users, eq(users.id, apiTokens.userId))
     .innerJoin(orgs, eq(orgs.id, apiTokens.orgId))
     .leftJoin(memberships, and(eq(memberships.orgId, apiTokens.orgId), eq(memberships.userId, apiTokens.userId)))
-    .where(and(eq(apiTokens.tokenHash, sql.placeholder('hash')), isNull(apiTokens.revokedAt)))
-    .prepare('auth_api_token');
+    .where(and(sql`${apiTokens.tokenHash} = any(${sql.placeholder('hashes')})`, isNull(apiTokens.revokedAt)))
+    .prepare('auth_api_tokens');
+
+  type ApiTokenRow = Awaited<ReturnType<typeof apiTokenQuery.execute>>[number];
+
+  /** Token hash → its live row (or null), one statement per batch; a failed read rejects the whole batch. */
+  const lookupApiToken = createBatcher<string, ApiTokenRow | null>(async (hashes) => {
+    // Many requests of one busy client carry the same token: ask for each hash once.
+    const rows = await apiTokenQuery.execute({ hashes: [...new Set(hashes)] });
+    const byHash = new Map(rows.map((row) => [row.tokenHash, row]));
+    return hashes.map((hash) => byHash.get(hash) ?? null);
+  });
 
   async function fromApiToken(secret: string): Promise<Principal | null> {
     if (!API_TOKEN_PATTERN.test(secret)) return null;
     let row;
     try {
-      [row] = await apiTokenQuery.execute({ hash: hmacSecret(keys.hmac, secret) });
+      row = await lookupApiToken(hmacSecret(keys.hmac, secret));
     } catch {
       throw membershipUnavailable();
     }

@@ -66,7 +66,11 @@ export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput):
   }
   if (!isGrantShaped(token)) throw invalidToken();
   const grant = await verifyAccessToken(deps, token, { resource: 'model', origin });
-  const acting = await resolveActingOrg(deps, { userId: grant.userId, orgKey: grant.orgKey }, orgHeader);
+  // Without x-svc-organisation the grant's org acts, and the verifier has just read that membership
+  // live (as mcp/guard.ts does); a named org is read as its own live membership.
+  const acting = orgHeader?.trim()
+    ? await resolveActingOrg(deps, { userId: grant.userId, orgKey: grant.orgKey }, orgHeader)
+    : { orgKey: grant.orgKey, role: grant.role };
   return { userId: grant.userId, orgKey: acting.orgKey, role: acting.role, via: 'model_grant' };
 }
 
