@@ -49,6 +49,16 @@ export interface TokenInput {
   orgHeader: string | undefined;
 }
 
+/**
+ * An `svc_` token's holder acts only as a live member of a live organization (`role` null otherwise)
+ * with a verified e-mail address (Authentication 5); one rule for every way a token comes in.
+ */
+export function assertTokenHolderActive(holder: { role: Role | null; emailVerified: boolean }): Role {
+  if (!holder.role) throw notAMember();
+  if (!holder.emailVerified) throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
+  return holder.role;
+}
+
 /** Resolves a bearer credential (HTTP header or the run socket's auth frame) to the acting user and org. */
 export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput): Promise<Actor> {
   const { token, origin, orgHeader } = input;
@@ -56,13 +66,12 @@ export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput):
     const fakeReq = { get: (name: string) => (name.toLowerCase() === 'authorization' ? `Bearer ${token}` : undefined) } as Request;
     const principal = await auth.resolve(fakeReq);
     if (!principal || principal.kind !== 'api_token') throw invalidToken();
-    if (!principal.role) throw notAMember();
-    if (!principal.emailVerified) throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
+    const role = assertTokenHolderActive(principal);
     // The durable credential is bound to its organization: a header naming another one is refused.
     if (orgHeader && parseOrgId(orgHeader) !== principal.orgKey) {
       throw new AppError(403, 'org_mismatch', `${ORG_HEADER} does not name this credential's organization`);
     }
-    return { userId: principal.userId, orgKey: principal.orgKey, role: principal.role, via: 'api_token' };
+    return { userId: principal.userId, orgKey: principal.orgKey, role, via: 'api_token' };
   }
   if (!isGrantShaped(token)) throw invalidToken();
   const grant = await verifyAccessToken(deps, token, { resource: 'model', origin });

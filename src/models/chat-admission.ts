@@ -4,7 +4,7 @@ import type { Auth } from '../auth/principal.js';
 import { API_TOKEN_PATTERN } from '../auth/api-token-secret.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
-import { assertCanSpend, ORG_HEADER, type Actor } from './actor.js';
+import { assertCanSpend, assertTokenHolderActive, ORG_HEADER, type Actor } from './actor.js';
 import type { Admission } from './admit.js';
 import { cannotPay, heldCall, planHold, type PreparedCall } from './metered.js';
 import { chatRequest, type ChatRequest } from './schema.js';
@@ -61,8 +61,7 @@ export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<A
 /** The caller, or the error the account auth gives for the same row (src/models/actor.ts actorFromToken). */
 function actorOf(a: Admission): Actor {
   if (a.outcome === 'no_token') throw invalidToken();
-  if (a.orgDeleted || !a.role) throw new AppError(403, 'not_a_member', 'the user does not belong to this organization');
-  if (!a.emailVerified) throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
-  assertCanSpend(a.role);
-  return { userId: a.userId!, orgKey: a.orgKey!, role: a.role, via: 'api_token' };
+  const role = assertTokenHolderActive({ role: a.orgDeleted ? null : a.role, emailVerified: a.emailVerified });
+  assertCanSpend(role);
+  return { userId: a.userId!, orgKey: a.orgKey!, role, via: 'api_token' };
 }
