@@ -6,7 +6,7 @@ import type { Role } from '../db/schema.js';
 // Admission of a chat call made with an `svc_` token (src/models/chat-admission.ts decides when): the
 // token's live read and the call's hold in one statement, svc_admit_api_calls
 // (src/db/custom/token-admission.sql), grouped with the other calls in flight like every hold
-// (ModelServices.admit). The read is the account auth's (the token unrevoked, its user, its org, the
+// (ModelServices.spend.admit). The read is the account auth's (the token unrevoked, its user, its org, the
 // user's membership there), so revocation and removal still take effect on the very next call.
 
 export interface AdmitInput {

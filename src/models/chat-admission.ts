@@ -7,6 +7,7 @@ import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js
 import { assertCanSpend, assertTokenHolderActive, ORG_HEADER, type Actor } from './actor.js';
 import type { Admission } from './admit.js';
 import { cannotPay, heldCall, planHold, type PreparedCall } from './metered.js';
+import { voidHold } from '../billing/spend.js';
 import { chatRequest, type ChatRequest } from './schema.js';
 
 // The short way in for POST /v1/chat/completions: when the caller is an `svc_` token and nothing else
@@ -48,7 +49,15 @@ export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<A
     throw membershipUnavailable();
   }
   if (admission.tokenId !== null) auth.touchApiToken(admission.tokenId);
-  const actor = actorOf(admission);
+  let actor: Actor;
+  try {
+    actor = actorOf(admission);
+  } catch (err) {
+    // Never expected with a hold (the statement holds only for callers who pass these checks), but a
+    // hold must not outlive a refused call.
+    if (admission.outcome === 'held') await voidHold(deps.db, plan.requestId).catch(() => {});
+    throw err;
+  }
   if (admission.outcome === 'insufficient') throw cannotPay();
   if (admission.outcome !== 'held') {
     // Nothing was held: a caller the statement refused that the checks above let through would be a bug
