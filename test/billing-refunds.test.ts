@@ -3,8 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
+import { checkoutUrls, useStripeServer } from './helpers/stripe-server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, type FakeStripe, stripeEnv } from './helpers/fake-stripe.js';
+import { type FakeStripe } from './helpers/fake-stripe.js';
 import { queryRows } from '../src/db/client.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { reconcile } from '../src/billing/reconcile.js';
@@ -15,26 +16,17 @@ import { reserveCredits, settleCredits, voidHold } from '../src/billing/spend.js
 // checkout sessions made by the real SDK against the local Stripe fake.
 
 const SECRET = 'whsec_test_secret_for_refunds';
+const stripe = useStripeServer(SECRET);
 let fake: FakeStripe;
 let server: TestServer;
 let api: ReturnType<typeof client>;
-
-beforeAll(async () => {
-  fake = await startFakeStripe();
-  server = await startTestServer({ env: stripeEnv(fake, SECRET) });
-  api = client(server.url);
-});
-afterAll(async () => {
-  await server?.close();
-  await fake?.close();
+beforeAll(() => {
+  ({ fake, server, api } = stripe.world);
 });
 
 const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
-const urls = { success_url: 'https://app.example/ok', cancel_url: 'https://app.example/cancel' };
-const send = (type: string, object: object, opts: { id?: string } = {}) => {
-  const payload = stripeEvent(type, object, opts);
-  return deliverWebhook(server.url, payload, signatureFor(payload, SECRET));
-};
+const urls = checkoutUrls;
+const send = stripe.send;
 const balance = async (u: TestUser) => (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
 const pool = async (u: TestUser) => (await api.get('/v1/owner/balance', { token: u.session })).body.unallocated_credits as number;
 const transactions = async (u: TestUser) => (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];

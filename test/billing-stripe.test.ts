@@ -1,33 +1,25 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { client } from './helpers/http.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { TestServer } from './helpers/server.js';
+import type { client } from './helpers/http.js';
+import { checkoutUrls, useStripeServer } from './helpers/stripe-server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, type FakeStripe, stripeEnv } from './helpers/fake-stripe.js';
+import { deliverWebhook, signatureFor, stripeEvent, type FakeStripe } from './helpers/fake-stripe.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 
 // Stripe through the real SDK against a local fake (CONTRACT §8: STRIPE_API_BASE), and the webhook
 // with signatures made by stripe.webhooks.generateTestHeaderString.
 
 const SECRET = 'whsec_test_secret_for_billing';
+const stripe = useStripeServer(SECRET);
 let fake: FakeStripe;
 let server: TestServer;
 let api: ReturnType<typeof client>;
-
-beforeAll(async () => {
-  fake = await startFakeStripe();
-  server = await startTestServer({ env: stripeEnv(fake, SECRET) });
-  api = client(server.url);
-});
-afterAll(async () => {
-  await server?.close();
-  await fake?.close();
+beforeAll(() => {
+  ({ fake, server, api } = stripe.world);
 });
 
-const urls = { success_url: 'https://app.example/ok', cancel_url: 'https://app.example/cancel' };
-const send = (type: string, object: object, opts: { id?: string; created?: number } = {}) => {
-  const payload = stripeEvent(type, object, opts);
-  return deliverWebhook(server.url, payload, signatureFor(payload, SECRET));
-};
+const urls = checkoutUrls;
+const send = stripe.send;
 const balance = async (u: TestUser) => (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body.balance_credits;
 
 async function topupSession(u: TestUser, cents: number) {
