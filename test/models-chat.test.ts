@@ -129,6 +129,26 @@ describe('POST /v1/chat/completions (streaming)', () => {
     expect(payload.credits_debited).toBe(20);
   });
 
+  it('finished streams hand their provider connection back for the next call (keep-alive)', async () => {
+    // The provider ends each body 30 ms after its [DONE]: the proxy, done at [DONE], must still let the
+    // body finish rather than drop the connection.
+    fake.endDelayMs = 30;
+    const streamOnce = async () => {
+      const stream = await sdk(key).chat.completions.create({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      let text = '';
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+      return text;
+    };
+    expect(await streamOnce()).toBe('Hello from the fake upstream');
+    const opened = fake.connections;
+    for (let i = 0; i < 5; i++) {
+      // Each call starts once the body before it has ended (its connection is then idle again).
+      await new Promise((r) => setTimeout(r, 60));
+      expect(await streamOnce()).toBe('Hello from the fake upstream');
+    }
+    expect(fake.connections).toBe(opened);
+  });
+
   it('sends the outcome as an HTTP trailer too', async () => {
     const { request } = await import('node:http');
     const url = new URL(`${server.url}/v1/chat/completions`);

@@ -32,10 +32,14 @@ export interface FakeUpstream {
   headersDelayMs: number;
   /** Wait this long between stream chunks. */
   chunkDelayMs: number;
+  /** Streams: send `data: [DONE]` and end the body this much later (0: both in one write). */
+  endDelayMs: number;
   /** Break the stream (destroy the socket) after this many content chunks. */
   breakAfterChunks: number | null;
   /** Streams that were cut by the client before the end. */
   abortedStreams: number;
+  /** TCP connections accepted so far (keep-alive reuse shows as few connections for many calls). */
+  connections: number;
   /** Requests currently being answered. */
   inFlight: number;
   maxInFlight: number;
@@ -66,8 +70,10 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     failStatus: null,
     headersDelayMs: 0,
     chunkDelayMs: 0,
+    endDelayMs: 0,
     breakAfterChunks: null,
     abortedStreams: 0,
+    connections: 0,
     inFlight: 0,
     maxInFlight: 0,
     reset() {
@@ -75,6 +81,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       state.failStatus = null;
       state.headersDelayMs = 0;
       state.chunkDelayMs = 0;
+      state.endDelayMs = 0;
       state.breakAfterChunks = null;
     },
     env: (extra = {}) => ({
@@ -157,7 +164,11 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     });
     send([{ index: 0, delta: {}, finish_reason: finish }]);
     if (includeUsage) send([], { usage });
-    res.end('data: [DONE]\n\n');
+    if (state.endDelayMs > 0) {
+      // [DONE], then the end of the body later, in a packet of its own.
+      res.write('data: [DONE]\n\n');
+      setTimeout(() => res.end(), state.endDelayMs);
+    } else res.end('data: [DONE]\n\n');
   }
 
   const server: Server = createServer((req, res) => {
@@ -169,6 +180,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
   server.keepAliveTimeout = 60_000;
   server.on('connection', (s) => {
     sockets.add(s);
+    state.connections++;
     s.on('close', () => sockets.delete(s));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

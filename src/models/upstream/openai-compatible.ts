@@ -123,7 +123,10 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
       const res = await send({ ...body, stream: true }, signal);
       let finished = false;
       try {
-        for await (const data of sseData(res.body)) {
+        // Leaving the loop at [DONE] must not destroy the body (the default of a for-await over a stream):
+        // destroying an unfinished stream builds an AbortError, stack and all, on every call, and closes
+        // the connection if the body's end is still on its way; the finally below drains it instead.
+        for await (const data of sseData(res.body.iterator({ destroyOnReturn: false }))) {
           if (data === '[DONE]') {
             finished = true;
             return;
