@@ -131,7 +131,12 @@ async function streamCall(deps: Deps, call: PreparedCall, req: Request, res: Res
 
   let failure: unknown = null;
   try {
-    if (!first.done) await write(first.value);
+    if (!first.done) {
+      await write(first.value);
+      // Node holds a response's writes until the next tick (each write corks the socket), and that tick
+      // comes only once every chunk the provider already sent has been relayed: the first one leaves now.
+      res.uncork();
+    }
     while (!clientGone) {
       const next = await iterator.next();
       if (next.done) break;
