@@ -7,9 +7,21 @@
 -- Lock order, as everywhere in billing: hold rows first, then accounts in ascending id ('org:…' before
 -- 'sink:…').
 
+-- Marks the expired holds of one account released; returns the tokens they held (the caller takes them
+-- off the account's `held`).
+CREATE OR REPLACE FUNCTION svc_release_expired_holds(p_account text) RETURNS bigint LANGUAGE sql AS $$
+  WITH e AS (
+    UPDATE billing_holds h SET status = 'expired', closed_at = now()
+    WHERE h.account_id = p_account AND h.status = 'held' AND h.expires_at < now()
+    RETURNING h.amount)
+  SELECT coalesce(sum(e.amount), 0)::bigint FROM e;
+$$;
+--> statement-breakpoint
+
 -- Reserve (CONTRACT §8: hold the most a call can cost before it runs). Input i asks for at least p_min[i]
 -- and at most p_max[i] tokens of the allocation of org p_org_keys[i]; the requests of one org are served
--- in input order from what its allocation still has (balance − held, after releasing its expired holds).
+-- in input order from what its allocation still has (balance − held, its expired holds released when they
+-- matter).
 -- Outcome per input: 'held' (take = the tokens held), 'insufficient' (cannot pay p_min: interface
 -- document, Billing rule 5) or 'duplicate' (the request id already has a hold).
 -- A hold is temporary state, so this commits without waiting for the WAL flush: the settle that follows
@@ -20,9 +32,9 @@ CREATE OR REPLACE FUNCTION svc_reserve_holds(
 #variable_conflict use_column
 DECLARE
   v_accounts text[];
-  v_rel_accounts text[];
-  v_rel_amounts bigint[];
   v_account text;
+  v_need bigint;
+  v_expired_released boolean;
   v_released bigint;
   v_available bigint;
   v_added bigint;
@@ -32,19 +44,27 @@ BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
   SELECT array_agg(DISTINCT 'org:' || k ORDER BY 'org:' || k) INTO v_accounts FROM unnest(p_org_keys) AS k;
 
-  -- Hold rows first: release every expired hold of the accounts in this batch.
-  WITH e AS (
-    UPDATE billing_holds h SET status = 'expired', closed_at = now()
-    WHERE h.account_id = ANY (v_accounts) AND h.status = 'held' AND h.expires_at < now()
-    RETURNING h.account_id, h.amount)
-  SELECT coalesce(array_agg(s.account_id), '{}'), coalesce(array_agg(s.total), '{}')
-    INTO v_rel_accounts, v_rel_amounts
-    FROM (SELECT e.account_id, sum(e.amount)::bigint AS total FROM e GROUP BY e.account_id) s;
-
-  -- Then each account, in ascending id order: lock it, serve its requests in input order, write it once.
+  -- Each account, in ascending id order: lock it, serve its requests in input order, write it once.
   FOREACH v_account IN ARRAY coalesce(v_accounts, '{}') LOOP
-    v_released := coalesce(v_rel_amounts[array_position(v_rel_accounts, v_account)], 0);
+    -- Expired holds (left by a crashed process) change what a batch gets only when the account cannot
+    -- cover every request of it at its maximum; only then are they released here (the sweep releases
+    -- the rest: src/billing/spend.ts expireStaleHolds). Releasing scans the account's hold index, the
+    -- costliest step of a hold on a busy account. Hold rows first: they are released before the account
+    -- row is locked, judged on an unlocked read of it.
+    SELECT coalesce(sum(p_max[i]), 0) INTO v_need FROM generate_subscripts(p_org_keys, 1) AS i WHERE 'org:' || p_org_keys[i] = v_account;
+    v_released := 0;
+    v_expired_released := (SELECT b.balance - b.held FROM billing_accounts b WHERE b.id = v_account) < v_need;
+    IF v_expired_released THEN
+      v_released := svc_release_expired_holds(v_account);
+    END IF;
     SELECT b.balance - b.held + v_released INTO v_available FROM billing_accounts b WHERE b.id = v_account FOR UPDATE;
+    IF v_available < v_need AND NOT v_expired_released THEN
+      -- Another batch took from the account between the look and the lock. Released under the lock now,
+      -- out of the usual order: a settle redeeming one of these very holds at this moment may deadlock
+      -- with this batch, and PostgreSQL then rolls one back (src/billing/spend.ts retries it once).
+      v_released := svc_release_expired_holds(v_account);
+      v_available := v_available + v_released;
+    END IF;
     v_added := 0;
     FOR r IN
       SELECT i, p_request_ids[i] AS rid, p_org_keys[i] AS org, p_user_ids[i] AS uid, p_min[i] AS lo, p_max[i] AS hi, p_ttl_secs[i] AS ttl

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import pg from 'pg';
+import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
 import { createUser } from './helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
 import { reserveMany, settleMany } from '../src/billing/spend.js';
@@ -111,6 +112,38 @@ describe('batched reserve and settle', () => {
     const [row] = await queryRows<{ status: string }>(server.deps.db, sql`select status from billing_holds where request_id = ${crashed}`);
     expect(row!.status).toBe('expired');
     expect(await account(a.orgKey)).toEqual({ balance: 100, held: 100 });
+  });
+
+  // A reserve releases expired holds only when they matter (the account cannot cover the batch), judged
+  // on a look at the account before its lock. Another batch can take from the account in between; the
+  // reserve must then still get the expired holds back. Two connections: PostgreSQL only.
+  it.skipIf(storageMode() === 'pglite')('an account that falls short between the look and the lock still gets its expired holds back', async () => {
+    const a = await createUser(server);
+    await setOrgBalance(server, a.orgKey, 100);
+    const crashed = rid();
+    await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: crashed, minCredits: 50, maxCredits: 50, ttlSeconds: 0 }]);
+    // balance 100, held 50 (expired): a request of 50 looks covered.
+    const other = new pg.Client({ connectionString: server.deps.config.databaseUrl });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query(`select * from svc_reserve_holds($1::text[], $2::text[], $3::text[], '{30}', '{30}', '{900}')`, [[rid()], [a.orgKey], [a.userId]]);
+      // The other batch holds 30 and the account's lock, uncommitted: this reserve looks, then waits.
+      const mine = reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 1, maxCredits: 50 }]);
+      const waiting = async () =>
+        Number((await other.query(`select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0].count);
+      for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(await waiting()).toBe(1);
+      await other.query('commit');
+      // Locked, the account has 100 − 80 = 20: the expired 50 come back, and the request gets all it asked.
+      expect(await mine).toEqual([{ heldCredits: 50 }]);
+    } finally {
+      await other.end();
+    }
+    const [row] = await queryRows<{ status: string }>(server.deps.db, sql`select status from billing_holds where request_id = ${crashed}`);
+    expect(row!.status).toBe('expired');
+    expect(await account(a.orgKey)).toEqual({ balance: 100, held: 80 });
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
   it('one request id reserved at once on two orgs (they meet only at the hold key): one hold, the other 409', async () => {

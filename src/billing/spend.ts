@@ -18,18 +18,14 @@ export function creditsForCostCents(costCents: number): number {
   return Math.round((costCents * 1000) / 90);
 }
 
-/** Releases the expired holds of one org account; returns the tokens released. Runs inside `tx`. */
+/**
+ * Releases the expired holds of one org account; returns the tokens released. Runs inside `tx`. The
+ * hold rows go through svc_release_expired_holds (src/db/custom/model-path-functions.sql), as in a reserve.
+ */
 export async function releaseExpiredHolds(tx: Db, accountId: string): Promise<number> {
-  const [row] = await queryRows<{ released: unknown; n: unknown }>(
-    tx,
-    sql`with e as (
-          update billing_holds set status = 'expired', closed_at = now()
-          where account_id = ${accountId} and status = 'held' and expires_at < now()
-          returning amount)
-        select coalesce(sum(amount), 0)::bigint as released, count(*)::int as n from e`,
-  );
+  const [row] = await queryRows<{ released: unknown }>(tx, sql`select svc_release_expired_holds(${accountId}) as released`);
   const released = num(row?.released);
-  if (num(row?.n) > 0) {
+  if (released > 0) {
     await tx.execute(sql`update billing_accounts set held = held - ${released} where id = ${accountId}`);
   }
   return released;
@@ -156,10 +152,10 @@ function pgCode(err: unknown): string | undefined {
 
 /**
  * A deadlock (40P01) can only meet a batch when a settle redeems a hold that a reserve is expiring at the
- * same moment (both lock hold rows first, in different orders). PostgreSQL rolled the victim back whole,
- * so running it once more is safe.
+ * same moment (hold rows locked in different orders, or the reserve's release under its account lock:
+ * svc_reserve_holds). PostgreSQL rolled the victim back whole, so running it once more is safe.
  */
-async function retryOnDeadlock<T>(run: () => Promise<T>): Promise<T> {
+export async function retryOnDeadlock<T>(run: () => Promise<T>): Promise<T> {
   try {
     return await run();
   } catch (err) {
