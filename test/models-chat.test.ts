@@ -312,4 +312,20 @@ describe('billing refusals and upstream failures', () => {
     expect(res.status).toBe(400);
     expect(res.body.error.type).toBe('invalid_request_error');
   });
+
+  it('validation: the OpenAI error names the offending field in param (as the SDK exposes it)', async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ messages: [] }, 'messages'],
+      [{ messages: [{ role: 'wizard', content: 'hi' }] }, 'messages.0.role'],
+      [{ messages: [{ role: 'user', content: 'hi' }], max_tokens: '5' }, 'max_tokens'],
+      [{ messages: [{ role: 'user', content: 'hi' }], n: 99 }, 'n'],
+    ];
+    for (const [body, param] of cases) {
+      const err = await new OpenAI({ apiKey: key, baseURL: `${server.url}/v1`, maxRetries: 0 }).chat.completions.create(body as never).catch((e) => e);
+      expect([err.status, err.code, err.type, err.param], JSON.stringify(body)).toEqual([400, 'validation_error', 'invalid_request_error', param]);
+    }
+    // A body that is not an object names no field.
+    const res = await client(server.url).post('/v1/chat/completions', [1], { token: key });
+    expect([res.status, res.body.error.param]).toEqual([400, null]);
+  });
 });
