@@ -324,6 +324,17 @@ describe('billing refusals and upstream failures', () => {
       const err = await new OpenAI({ apiKey: key, baseURL: `${server.url}/v1`, maxRetries: 0 }).chat.completions.create(body as never).catch((e) => e);
       expect([err.status, err.code, err.type, err.param], JSON.stringify(body)).toEqual([400, 'validation_error', 'invalid_request_error', param]);
     }
+    // Content is a string, an array of typed parts, or null: nothing else reaches a provider.
+    for (const bad of [5, { text: 'hi' }, [1, 2], ['hi'], true]) {
+      const res = await client(server.url).post('/v1/chat/completions', { messages: [{ role: 'user', content: bad }] }, { token: key });
+      expect([res.status, res.body.error?.param], JSON.stringify(bad)).toEqual([400, 'messages.0.content']);
+    }
+    const seen = fake.requests.length;
+    for (const good of ['hi', [{ type: 'text', text: 'hi' }], null]) {
+      const res = await client(server.url).post('/v1/chat/completions', { messages: [{ role: 'user', content: good }] }, { token: key });
+      expect(res.status, JSON.stringify(good)).toBe(200);
+    }
+    expect(fake.requests.length).toBe(seen + 3);
     // A body that is not an object names no field.
     const res = await client(server.url).post('/v1/chat/completions', [1], { token: key });
     expect([res.status, res.body.error.param]).toEqual([400, null]);

@@ -57,6 +57,7 @@ const HOSTILE_FRAMES: (string | Buffer)[] = [
   '{"type":"start","agent":"default","messages":[]}',
   '{"type":"start","agent":"no-such-agent\\u0000","messages":[{"role":"user","content":"x"}]}',
   '{"type":"start","agent":"default","messages":[{"role":"wizard","content":"x"}]}',
+  '{"type":"start","agent":"default","messages":[{"role":"user","content":5}]}',
   `{"type":"start","agent":"${'a'.repeat(100_000)}","messages":[{"role":"user","content":"x"}]}`,
   '{"type":"tool_result","tool_call_id":"nope","result":1e309}',
   '{"type":"tool_result","tool_call_id":"\\u0000"}',
