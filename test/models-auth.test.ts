@@ -150,6 +150,24 @@ describe('catalogs', () => {
     const res = await client(server.url).get('/v1/agents', { token: gt.secret });
     expect([res.status, res.body.error?.code]).toEqual([403, 'not_a_member']);
   });
+
+  it('GET /v1/agents checks x-svc-organisation and org_id as GET /v1/models does, for every kind of caller', async () => {
+    const stranger = await createUser(server);
+    const get = (path: string, token: string, headers: Record<string, string> = {}, query: Record<string, string> = {}) =>
+      client(server.url).get(path, { token, headers, query });
+    const answer = (r: { status: number; body: any }) => [r.status, r.body.error?.code ?? null];
+    // An svc_ token is bound to its org: a header naming another is 403 on both catalogs alike.
+    const foreign = { 'x-svc-organisation': stranger.clientId };
+    expect(answer(await get('/v1/models', key, foreign))).toEqual([403, 'org_mismatch']);
+    expect(answer(await get('/v1/agents', key, foreign))).toEqual([403, 'org_mismatch']);
+    expect(answer(await get('/v1/agents', key, { 'x-svc-organisation': owner.orgId }))).toEqual([200, null]);
+    // A session names no org of its own: one it names must be a live membership, in either place.
+    expect(answer(await get('/v1/agents', owner.session, {}, { org_id: owner.clientId }))).toEqual([200, null]);
+    expect(answer(await get('/v1/agents', owner.session, {}, { org_id: stranger.orgId }))).toEqual([403, 'org_mismatch']);
+    expect(answer(await get('/v1/agents', owner.session, { 'x-svc-organisation': owner.orgId }))).toEqual([200, null]);
+    expect(answer(await get('/v1/agents', owner.session, foreign))).toEqual([403, 'not_a_member']);
+    expect(answer(await get('/v1/agents', owner.session, { 'x-svc-organisation': owner.orgId }, { org_id: stranger.clientId }))).toEqual([403, 'org_mismatch']);
+  });
 });
 
 describe('membership cannot be established', () => {

@@ -332,4 +332,31 @@ describe('billing refusals and upstream failures', () => {
     expect(res.status).toBe(400);
     expect(res.body.error.type).toBe('invalid_request_error');
   });
+
+  it('validation: the OpenAI error names the offending field in param (as the SDK exposes it)', async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ messages: [] }, 'messages'],
+      [{ messages: [{ role: 'wizard', content: 'hi' }] }, 'messages.0.role'],
+      [{ messages: [{ role: 'user', content: 'hi' }], max_tokens: '5' }, 'max_tokens'],
+      [{ messages: [{ role: 'user', content: 'hi' }], n: 99 }, 'n'],
+    ];
+    for (const [body, param] of cases) {
+      const err = await new OpenAI({ apiKey: key, baseURL: `${server.url}/v1`, maxRetries: 0 }).chat.completions.create(body as never).catch((e) => e);
+      expect([err.status, err.code, err.type, err.param], JSON.stringify(body)).toEqual([400, 'validation_error', 'invalid_request_error', param]);
+    }
+    // Content is a string, an array of typed parts, or null: nothing else reaches a provider.
+    for (const bad of [5, { text: 'hi' }, [1, 2], ['hi'], true]) {
+      const res = await client(server.url).post('/v1/chat/completions', { messages: [{ role: 'user', content: bad }] }, { token: key });
+      expect([res.status, res.body.error?.param], JSON.stringify(bad)).toEqual([400, 'messages.0.content']);
+    }
+    const seen = fake.requests.length;
+    for (const good of ['hi', [{ type: 'text', text: 'hi' }], null]) {
+      const res = await client(server.url).post('/v1/chat/completions', { messages: [{ role: 'user', content: good }] }, { token: key });
+      expect(res.status, JSON.stringify(good)).toBe(200);
+    }
+    expect(fake.requests.length).toBe(seen + 3);
+    // A body that is not an object names no field.
+    const res = await client(server.url).post('/v1/chat/completions', [1], { token: key });
+    expect([res.status, res.body.error.param]).toEqual([400, null]);
+  });
 });

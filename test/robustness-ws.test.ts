@@ -57,6 +57,7 @@ const HOSTILE_FRAMES: (string | Buffer)[] = [
   '{"type":"start","agent":"default","messages":[]}',
   '{"type":"start","agent":"no-such-agent\\u0000","messages":[{"role":"user","content":"x"}]}',
   '{"type":"start","agent":"default","messages":[{"role":"wizard","content":"x"}]}',
+  '{"type":"start","agent":"default","messages":[{"role":"user","content":5}]}',
   `{"type":"start","agent":"${'a'.repeat(100_000)}","messages":[{"role":"user","content":"x"}]}`,
   '{"type":"tool_result","tool_call_id":"nope","result":1e309}',
   '{"type":"tool_result","tool_call_id":"\\u0000"}',
@@ -73,8 +74,9 @@ describe('run socket: hostile frames', () => {
       const frame = await c.next();
       expect(frame.type, first.slice(0, 60)).toBe('error');
       expect(frame.code, first.slice(0, 60)).not.toBe('internal');
-      c.ws.close();
-      await c.closed;
+      // At once, not when the 10 s auth deadline runs out.
+      const closedSoon = await Promise.race([c.closed, new Promise((r) => setTimeout(() => r('still open after 2 s'), 2000))]);
+      expect(closedSoon, first.slice(0, 60)).toBe(4401);
     }
   });
 

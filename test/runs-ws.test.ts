@@ -169,6 +169,32 @@ describe('/v1/runs/ws', () => {
     b.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
     expect((await b.next('error')).code).toBe('unauthenticated');
     expect((await b.closedWith())?.code).toBe(4401);
+    // "auth ... must be the first frame" (interface document): a first frame that is not even a
+    // well-formed auth frame is refused the same way, not answered and left open.
+    for (const first of ['not json', { type: 'auth' }, { type: 'launch_missiles' }]) {
+      const d = await connect();
+      d.send(first);
+      expect((await d.next('error')).code, JSON.stringify(first)).toBe('bad_frame');
+      expect((await d.closedWith())?.code, JSON.stringify(first)).toBe(4401);
+    }
+    const e = await connect();
+    e.ws.send(Buffer.from('{"type":"auth"}'), { binary: true });
+    expect((await e.next('error')).code).toBe('bad_frame');
+    expect((await e.closedWith())?.code).toBe(4401);
+  });
+
+  it('a start sent right behind the auth frame (not waiting for authenticated) runs', async () => {
+    // The document asks only that auth be the first frame; a client may pipeline start behind it. Several
+    // sockets, because whether start arrives while the credential is still being read is a matter of timing.
+    fake.reply = () => ({ content: 'pipelined' });
+    for (let i = 0; i < 8; i++) {
+      const c = await connect();
+      c.send({ type: 'auth', token: key });
+      c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] });
+      expect((await c.next()).type).toBe('authenticated');
+      expect((await c.next('run_completed')).stop_reason).toBe('completed');
+      c.ws.close();
+    }
   });
 
   it('answers bad frames with an error and keeps serving', async () => {

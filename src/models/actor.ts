@@ -98,7 +98,7 @@ export async function actorOf(deps: Deps, auth: Auth, req: Request, opts: { spen
 }
 
 /** `org_id` in the query, when sent (either spelling), must be the acting organization (CONTRACT §9). */
-export function checkOrgQuery(req: Request, actor: Actor) {
+export function checkOrgQuery(req: Request, actor: Pick<Actor, 'orgKey'>) {
   const raw = req.query.org_id;
   if (raw === undefined) return;
   if (typeof raw !== 'string' || parseOrgId(raw) !== actor.orgKey) {

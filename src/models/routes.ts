@@ -3,11 +3,13 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { AppError, invalidToken } from '../http/errors.js';
 import { parse } from '../http/validate.js';
-import { actorFromToken, actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './actor.js';
+import { actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './actor.js';
+import { resolveActingOrg } from '../../oauth/verify.js';
+import { parseOrgId } from '../ids.js';
+import { liveRole } from '../orgs/membership.js';
 import { publicAgent } from './agents.js';
 import { chatCompletion } from './chat.js';
 import { admitChat } from './chat-admission.js';
-import { requestOrigin } from '../http/origin.js';
 import { chatRequest } from './schema.js';
 
 // The model routes (interface document: Model and run endpoints; CONTRACT §9). Errors render in the
@@ -56,19 +58,35 @@ async function agentsCaller(deps: Deps, auth: Auth, req: Request) {
   const header = req.get('authorization');
   const bearer = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
   if (header && !bearer) throw invalidToken();
-  // A model grant (ES256) is checked as one; a session JWT (HS256) or an svc_ token goes to the account auth.
-  if (bearer && isGrantShaped(bearer)) {
-    const actor = await actorFromToken(deps, auth, { token: bearer, origin: requestOrigin(req, deps.config), orgHeader: req.get(ORG_HEADER) ?? undefined });
-    checkOrgQuery(req, actor);
+  // An svc_ token or a model grant (ES256) acts exactly as on /v1/models: a removed member is refused
+  // (Authentication 5), x-svc-organisation must name an org it may act for (CONTRACT §7) and org_id must
+  // match the acting org (§9). A session JWT (HS256) or a cookie goes to the account auth.
+  if (bearer && (bearer.startsWith('svc_') || isGrantShaped(bearer))) {
+    await actorOf(deps, auth, req, { spend: false });
     return;
   }
   // auth.require() throws (rejects) on failure and calls next() on success.
   const requireSession = auth.require() as (req: Request, res: Response, next: () => void) => Promise<void>;
   await requireSession(req, {} as Response, () => {});
-  const principal = req.principal!;
-  // An svc_ token of a removed member is refused here too (Authentication 5), and its org must match org_id.
-  if (principal.kind === 'api_token') {
-    if (!principal.role) throw new AppError(403, 'not_a_member', 'the user does not belong to this organization');
-    checkOrgQuery(req, { userId: principal.userId, orgKey: principal.orgKey, role: principal.role, via: 'api_token' });
+  await checkSessionOrgs(deps, req, req.principal!.userId);
+}
+
+/**
+ * A session belongs to no one organization, so an org it names (x-svc-organisation, org_id) must be one
+ * of the user's live memberships, and org_id must be the org the header names when both are sent — the
+ * same answers a model grant gets for the same names (CONTRACT §7, §9).
+ */
+async function checkSessionOrgs(deps: Deps, req: Request, userId: string) {
+  const named = req.get(ORG_HEADER);
+  if (named?.trim()) {
+    const acting = await resolveActingOrg(deps, { userId, orgKey: '' }, named);
+    checkOrgQuery(req, acting);
+    return;
+  }
+  const raw = req.query.org_id;
+  if (raw === undefined) return;
+  const orgKey = typeof raw === 'string' ? parseOrgId(raw) : null;
+  if (!orgKey || !(await liveRole(deps.db, userId, orgKey))) {
+    throw new AppError(403, 'org_mismatch', 'org_id does not name an organization you belong to', { param: 'org_id' });
   }
 }

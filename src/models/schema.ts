@@ -3,9 +3,16 @@ import { z } from 'zod';
 // zod shapes of the model routes' inputs. The chat request is an OpenAI request passed through: the
 // fields the proxy acts on are checked, every other field goes to the provider unchanged (looseObject).
 
+/**
+ * OpenAI message content: a string, or an array of typed parts (text, image_url, …; the parts' own fields
+ * are the provider's to judge), or null (an assistant turn that only calls tools). Anything else is the
+ * caller's mistake, answered 400 here whichever model serves the call (a provider would refuse it too).
+ */
+export const messageContent = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
+
 const message = z.looseObject({
   role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
-  content: z.unknown().optional(),
+  content: messageContent.optional(),
   tool_calls: z
     .array(
       z.looseObject({

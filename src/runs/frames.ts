@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { messageContent } from '../models/schema.js';
 
 // Frames of the run WebSocket (interface document: Run WebSocket frames; CONTRACT §9). Every client
 // frame is parsed here; anything else is answered with an `error` frame, never a crash.
 
 const message = z.looseObject({
   role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
-  content: z.unknown().optional(),
+  content: messageContent.optional(),
 });
 
 export const clientFrame = z.discriminatedUnion('type', [

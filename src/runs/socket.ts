@@ -86,7 +86,6 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
   const origin = requestOrigin(httpLike, deps.config);
   let token: string | null = null;
   let actor: Actor | null = null;
-  let authenticating = false;
   let run: { id: string; controller: AbortController } | null = null;
   const pending = new Map<string, { resolve: (r: { status: string; result: unknown }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
@@ -167,19 +166,25 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
     }
   }
 
+  /** Before authentication a frame that is not a well-formed `auth` frame ends the socket (auth "must be the first frame"). */
+  function refuseUnauthenticated(err: AppError) {
+    send(errorFrame(err));
+    ws.close(CLOSE_UNAUTHENTICATED, 'unauthenticated');
+  }
+
   async function onFrame(data: RawData, isBinary: boolean) {
-    if (isBinary) return fail(new AppError(400, 'bad_frame', 'frames are JSON text'));
-    const parsed = parseFrame(data.toString());
-    if ('error' in parsed) return fail(new AppError(400, 'bad_frame', parsed.error));
+    const parsed = isBinary ? { error: 'frames are JSON text' } : parseFrame(data.toString());
+    if ('error' in parsed) {
+      const err = new AppError(400, 'bad_frame', parsed.error);
+      return actor ? fail(err) : refuseUnauthenticated(err);
+    }
     const frame = parsed.frame;
     if (frame.type === 'ping') return send({ type: 'pong' });
     if (!actor) {
-      if (frame.type !== 'auth' || authenticating) {
-        send({ type: 'error', code: 'unauthenticated', message: 'the first frame must be {type: "auth", token}' });
-        ws.close(CLOSE_UNAUTHENTICATED, 'unauthenticated');
-        return;
+      if (ws.readyState !== ws.OPEN) return; // a failed auth already closed it
+      if (frame.type !== 'auth') {
+        return refuseUnauthenticated(new AppError(401, 'unauthenticated', 'the first frame must be {type: "auth", token}'));
       }
-      authenticating = true;
       try {
         token = frame.token;
         orgHeader = frame.organisation ?? orgHeader;
@@ -189,8 +194,6 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
       } catch (err) {
         send(errorFrame(err));
         ws.close(CLOSE_UNAUTHENTICATED, 'authentication failed');
-      } finally {
-        authenticating = false;
       }
       return;
     }
@@ -221,8 +224,13 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
     }
   }
 
+  // Frames are handled one after another in arrival order: a client may send `start` right behind
+  // `auth` without waiting for `authenticated`, and that `start` must see the authenticated socket, not
+  // be refused because the auth frame's credential read was still in flight. Only the auth frame awaits
+  // here (a run goes on in the background), so nothing else is held up.
+  let inbox: Promise<void> = Promise.resolve();
   ws.on('message', (data, isBinary) => {
-    onFrame(data, isBinary).catch((err: unknown) => fail(err));
+    inbox = inbox.then(() => onFrame(data, isBinary)).catch((err: unknown) => fail(err));
   });
   ws.on('close', () => {
     clearTimeout(authTimer);
