@@ -67,6 +67,26 @@ describe('svc-local', () => {
     expect(chunks).toBeGreaterThan(3);
   });
 
+  it('answers n choices, streamed or not, and bills the completion of each', async () => {
+    const req = { model: 'x', n: 3, messages: [{ role: 'user' as const, content: 'Three ways' }] };
+    const one = await openai.chat.completions.create({ ...req, n: 1 });
+    const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
+    const json = await openai.chat.completions.create(req);
+    expect(json.choices.map((c) => [c.index, c.message.content])).toEqual([0, 1, 2].map((i) => [i, one.choices[0]!.message.content]));
+    expect(json.usage).toMatchObject({ prompt_tokens: one.usage!.prompt_tokens, completion_tokens: 3 * one.usage!.completion_tokens });
+    expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(json.usage!.prompt_tokens + 2 * json.usage!.completion_tokens);
+
+    const stream = await openai.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+    const texts = ['', '', ''];
+    let usage;
+    for await (const c of stream) {
+      for (const choice of c.choices) texts[choice.index] += choice.delta?.content ?? '';
+      if (c.usage) usage = c.usage;
+    }
+    expect(texts).toEqual([0, 1, 2].map(() => one.choices[0]!.message.content));
+    expect(usage).toEqual(json.usage);
+  });
+
   it('honours max_tokens', async () => {
     const r = await openai.chat.completions.create({ model: 'x', max_tokens: 3, messages: [{ role: 'user', content: 'Say a long thing please' }] });
     expect(r.usage!.completion_tokens).toBe(3);

@@ -115,53 +115,67 @@ function plan(body: ChatBody): Plan {
   return { text: pieces.join(''), toolCall: null, finish, usage: usage(pieces.length), pieces };
 }
 
+/**
+ * `n` choices (OpenAI's `n`; the schema bounds it): a deterministic model gives n equal answers, each
+ * tool call with its own id; the prompt is counted once and the completion once per choice.
+ */
+function choicesOf(body: ChatBody, p: Plan) {
+  const n = Math.max(1, Math.floor(Number(body.n ?? 1)));
+  const calls = Array.from({ length: n }, (_, i) => (p.toolCall && i > 0 ? { ...p.toolCall, id: `call_${randomBytes(9).toString('base64url')}` } : p.toolCall));
+  const completion = p.usage.completion_tokens * n;
+  const usage: Usage = { prompt_tokens: p.usage.prompt_tokens, completion_tokens: completion, total_tokens: p.usage.prompt_tokens + completion };
+  return { n, calls, usage };
+}
+
 export function createLocalUpstream(modelId: string): Upstream {
   return {
     kind: 'local',
     async complete(body) {
       const p = plan(body);
+      const { calls, usage } = choicesOf(body, p);
       const completion: ChatCompletion = {
         id: newId('chatcmpl-'),
         object: 'chat.completion',
         created: nowUnix(),
         model: modelId,
-        choices: [
-          {
-            index: 0,
-            message: { role: 'assistant', content: p.text, ...(p.toolCall ? { tool_calls: [p.toolCall] } : {}), refusal: null },
-            finish_reason: p.finish,
-            logprobs: null,
-          },
-        ],
-        usage: p.usage,
+        choices: calls.map((call, index) => ({
+          index,
+          message: { role: 'assistant' as const, content: p.text, ...(call ? { tool_calls: [call] } : {}), refusal: null },
+          finish_reason: p.finish,
+          logprobs: null,
+        })),
+        usage,
       };
       return completion;
     },
     async *stream(body, signal) {
       const p = plan(body);
+      const { calls, usage } = choicesOf(body, p);
       const id = newId('chatcmpl-');
       const created = nowUnix();
-      const chunk = (delta: ChatChunk['choices'][0]['delta'], finish: string | null = null): ChatChunk => ({
+      const chunk = (index: number, delta: ChatChunk['choices'][0]['delta'], finish: string | null = null): ChatChunk => ({
         id,
         object: 'chat.completion.chunk',
         created,
         model: modelId,
-        choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }],
+        choices: [{ index, delta, finish_reason: finish, logprobs: null }],
       });
-      yield chunk({ role: 'assistant', content: p.toolCall ? null : '' });
-      if (p.toolCall) {
-        yield chunk({ tool_calls: [{ index: 0, id: p.toolCall.id, type: 'function', function: { name: p.toolCall.function.name, arguments: '' } }] });
-        yield chunk({ tool_calls: [{ index: 0, function: { arguments: p.toolCall.function.arguments } }] });
+      for (const [i, call] of calls.entries()) {
+        yield chunk(i, { role: 'assistant', content: call ? null : '' });
+        if (call) {
+          yield chunk(i, { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] });
+          yield chunk(i, { tool_calls: [{ index: 0, function: { arguments: call.function.arguments } }] });
+        }
       }
       for (const piece of p.pieces) {
         // Yield to the event loop between pieces so an abandoned stream stops where it was left.
         await new Promise<void>((resolve) => setImmediate(resolve));
         if (signal.aborted) return;
-        yield chunk({ content: piece });
+        for (let i = 0; i < calls.length; i++) yield chunk(i, { content: piece });
       }
-      yield chunk({}, p.finish);
+      for (let i = 0; i < calls.length; i++) yield chunk(i, {}, p.finish);
       const include = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage;
-      if (include) yield { id, object: 'chat.completion.chunk', created, model: modelId, choices: [], usage: p.usage };
+      if (include) yield { id, object: 'chat.completion.chunk', created, model: modelId, choices: [], usage };
     },
     async close() {},
   };
