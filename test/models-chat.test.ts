@@ -69,7 +69,10 @@ describe('POST /v1/chat/completions (JSON)', () => {
     const { payload, protectedHeader } = await jwtVerify(jws, jwks());
     expect(protectedHeader.alg).toBe('ES256');
     expect(payload).toMatchObject({ sub: owner.userId, org: owner.orgId, credits_debited: 20, balance_credits: before - 20 });
-    expect(typeof payload.request_id).toBe('string');
+    // One id names the call: the header, the outcome and the usage transaction.
+    expect(payload.request_id).toMatch(/^req_/);
+    expect(response.headers.get('x-svc-request-id')).toBe(payload.request_id);
+    expect(rows.at(-1)!.description).toContain(`[${payload.request_id}]`);
   });
 
   it('caps max_tokens to what the allocation can pay, and the balance never goes negative', async () => {

@@ -16,6 +16,8 @@ import type { ChatChunk } from './upstream/types.js';
 // every SSE client, the OpenAI SDKs included), and (b) as the HTTP trailer `x-svc-outcome` (declared in
 // `Trailer`), for clients that read trailers. JSON responses carry it as a header.
 
+const REQUEST_ID_HEADER = 'x-svc-request-id';
+
 /** Nobody reads it: it keeps a call the client left out of the error log (nginx's 499 convention). */
 const clientClosed = () => new AppError(499, 'client_closed_request', 'the client closed the connection');
 
@@ -46,6 +48,8 @@ export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequ
   }
   const lease = leased.value;
   const call = prepared.value;
+  // The call's id, the outcome's request_id, on every answer from here on (JSON, stream or error).
+  res.setHeader(REQUEST_ID_HEADER, call.requestId);
   try {
     if (stream) await streamCall(deps, call, req, res);
     else await jsonCall(deps, call, res);
@@ -108,7 +112,6 @@ async function streamCall(deps: Deps, call: PreparedCall, req: Request, res: Res
   res.setHeader('content-type', 'text/event-stream; charset=utf-8');
   res.setHeader('cache-control', 'no-cache');
   res.setHeader('x-accel-buffering', 'no');
-  res.setHeader('x-svc-request-id', call.requestId);
   res.setHeader('trailer', OUTCOME_HEADER);
   // The headers leave with the first chunk, in one write (Node sends a response's header with its first
   // body write): the client then reads one packet instead of two before its first byte.
