@@ -6,7 +6,7 @@ import { requestOrigin } from '../src/http/origin.js';
 import { createDeviceAuthorization, pollDeviceCode } from '../src/device/store.js';
 import { authenticateClient } from './client-auth.js';
 import { DEVICE_CODE_GRANT } from './metadata.js';
-import { narrowResources, OAuthProtocolError, parseResources, requestedResources } from './params.js';
+import { namedAmongApproved, OAuthProtocolError, parseResources, requestedResources } from './params.js';
 import { issueApproval } from './token-issue.js';
 import { asLibraryError, libraryError, tokenResult, type LibraryClient, type RequestContext } from './token-model.js';
 
@@ -41,7 +41,8 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
       if (!row.userId || !row.orgId) throw libraryError('invalid_grant', 'the device code has no approval');
       const approved = (row.resources ?? []).filter((r): r is OAuthResource => (OAUTH_RESOURCES as readonly string[]).includes(r));
       try {
-        return narrowResources(ctx.issuer, request.body.resource, approved);
+        namedAmongApproved(ctx.issuer, request.body.resource, approved);
+        return approved;
       } catch (err) {
         throw asLibraryError(err);
       }

@@ -72,13 +72,14 @@ export function requestedResources(origin: string, query: { resource?: unknown; 
 }
 
 /**
- * A later request may only narrow (RFC 8707 §2.2): the resources named at the token endpoint must be
- * among those approved; none named keeps all of them.
+ * The `resource` of a token request (RFC 8707 §2.2) names which approved grant the response's top level
+ * carries; the response still lists a grant per approved resource (CONTRACT §7: the top-level tokens are
+ * "for the resource named in the token request", `grants` has "one entry per approved resource"). A
+ * resource that was not approved is `invalid_target`. Returns the named resources, null when none.
  */
-export function narrowResources(origin: string, value: unknown, approved: readonly OAuthResource[]): OAuthResource[] {
+export function namedAmongApproved(origin: string, value: unknown, approved: readonly OAuthResource[]): OAuthResource[] | null {
   const named = parseResources(origin, value);
-  if (!named) return [...approved];
-  for (const r of named) {
+  for (const r of named ?? []) {
     if (!approved.includes(r)) throw new OAuthProtocolError('invalid_target', `the resource ${r} was not approved for this grant`);
   }
   return named;

@@ -4,7 +4,7 @@ import type { OAuthResource } from '../src/db/schema.js';
 import { clientAuthenticates, findClient } from './clients.js';
 import { consumeCode, findCode, hashCode, revokeReplayedCode, type CodeRow } from './codes.js';
 import { issueAccessToken, type GrantRow } from './grants.js';
-import { narrowResources, OAuthProtocolError, parseResources } from './params.js';
+import { namedAmongApproved, OAuthProtocolError, parseResources } from './params.js';
 import { lookupRefreshToken, rotateRefreshToken } from './refresh.js';
 import { resourceUrl } from './resources.js';
 import { CodeReplayedError, issueApproval, type IssuedApproval } from './token-issue.js';
@@ -13,7 +13,7 @@ import { CodeReplayedError, issueApproval, type IssuedApproval } from './token-i
 // grants (and the token-response shape of the device grant). One model per token request: it knows
 // the issuer the request arrived on and the request's `resource` values, which the library does not
 // pass to model methods. What the library lacks is done here: codes bound to their issuer, RFC 8707
-// narrowing, replay revocation, refresh families with a reuse grace, two grants per approval.
+// resources, replay revocation, refresh families with a reuse grace, two grants per approval.
 
 /** A library OAuthError with our error code (the library turns any other error into server_error). */
 export function libraryError(error: string, description: string, status = 400): Error {
@@ -80,7 +80,8 @@ export function createTokenModel(ctx: RequestContext) {
       // A code is redeemable only at the issuer that issued it (mix-up, RFC 9700 §4.4).
       if (row.issuer !== issuer) return null;
       try {
-        codeResources = narrowResources(issuer, ctx.body.resource, row.resources);
+        namedAmongApproved(issuer, ctx.body.resource, row.resources);
+        codeResources = row.resources;
       } catch (err) {
         throw asLibraryError(err);
       }

@@ -6,7 +6,7 @@ import { approveUserCode } from '../src/device/store.js';
 import type { AppError } from '../src/http/errors.js';
 
 // The device authorization grant (RFC 8628) through oauth4webapi: authorization_pending, slow_down,
-// approval on the shared device store, exactly-once exchange, client binding, resource narrowing, and
+// approval on the shared device store, exactly-once exchange, client binding, resources named, and
 // the per-user limit on wrong user codes (brute force).
 
 let server: TestServer;
@@ -47,6 +47,17 @@ describe('device grant (RFC 8628)', () => {
     expect(claims.org).toBe(user.orgId);
     // Exactly once.
     await expect(oauth.processDeviceCodeResponse(as, cli, await poll())).rejects.toMatchObject({ error: 'expired_token' });
+  });
+
+  it('a token request naming one of the approved resources gets it at the top level, and both grants', async () => {
+    const da = await oauth.processDeviceAuthorizationResponse(as, cli, await oauth.deviceAuthorizationRequest(as, cli, oauth.None(), {}, insecure));
+    await approveUserCode(server.deps, { userCode: da.user_code, userId: user.userId });
+    const res = await oauth.deviceCodeGrantRequest(as, cli, oauth.None(), da.device_code, { ...insecure, additionalParameters: { resource: `${server.v2Url}/v1` } });
+    const tokens = await oauth.processDeviceCodeResponse(as, cli, res);
+    expect(tokens.scope).toBe('model');
+    const grants = tokens.grants as { resource: string; access_token: string }[];
+    expect(grants.map((g) => g.resource).sort()).toEqual([`${server.v2Url}/mcp/platform`, `${server.v2Url}/v1`]);
+    expect(grants.find((g) => g.resource === `${server.v2Url}/v1`)!.access_token).toBe(tokens.access_token);
   });
 
   it('names one resource, refuses a client that did not ask, and ends in access_denied when denied', async () => {

@@ -162,15 +162,19 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     expect(body.scope).toBe('platform');
   });
 
-  it('lets the token request narrow to one resource and refuses widening with invalid_target', async () => {
+  it('puts the resource the token request names at the top level, lists every approved grant, and refuses an unapproved one with invalid_target', async () => {
     const origin = server.v2Url;
     const as = await discover(origin);
     const client = { client_id: 'svc-cli' };
     const user = await createUser(server);
-    const narrowed = await codeFlow(as, user, { client, clientAuth: oauth.None(), tokenResources: [`${origin}/v1`] });
-    const body = await oauth.processAuthorizationCodeResponse(as, client, narrowed.res);
+    // Both approved (none named at /oauth/authorize); the token request names the model resource.
+    const named = await codeFlow(as, user, { client, clientAuth: oauth.None(), tokenResources: [`${origin}/v1`] });
+    const body = await oauth.processAuthorizationCodeResponse(as, client, named.res);
     expect(body.scope).toBe('model');
-    expect((body.grants as Grant[]).length).toBe(1);
+    const grants = body.grants as Grant[];
+    expect(grants.map((g) => g.resource).sort()).toEqual([`${origin}/mcp/platform`, `${origin}/v1`]);
+    const model = grants.find((g) => g.scope === 'model')!;
+    expect([body.access_token, body.refresh_token]).toEqual([model.access_token, model.refresh_token]);
     const widened = await codeFlow(as, user, {
       client,
       clientAuth: oauth.None(),
