@@ -150,6 +150,13 @@ describe('/v1/runs/ws', () => {
     c.ws.close();
   });
 
+  it('a plain GET (no WebSocket upgrade) is told to upgrade: 426', async () => {
+    const res = await fetch(`${server.url}/v1/runs/ws`);
+    expect(res.status).toBe(426);
+    expect(res.headers.get('upgrade')).toBe('websocket');
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('upgrade_required');
+  });
+
   it('closes 4401 when no auth frame arrives in time', async () => {
     runSocketOptions.set(server.deps, { authTimeoutMs: 200 });
     try {

@@ -11,6 +11,7 @@ import { publicAgent } from './agents.js';
 import { chatCompletion } from './chat.js';
 import { admitChat } from './chat-admission.js';
 import { chatRequest } from './schema.js';
+import { RUNS_PATH } from '../runs/socket.js';
 
 // The model routes (interface document: Model and run endpoints; CONTRACT §9). Errors render in the
 // OpenAI shape (src/http/error-middleware.ts); auth is a `svc_` token or a model grant, never a cookie.
@@ -38,6 +39,14 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
   router.get('/v1/agents', async (req, res) => {
     await agentsCaller(deps, auth, req);
     res.json({ data: deps.models.agents.list().map(publicAgent) });
+  });
+
+  // The run socket is reached by a WebSocket upgrade (src/runs/socket.ts); a plain request is told so
+  // (RFC 9110 §15.5.22: 426 names the protocol to switch to in Upgrade).
+  router.get(RUNS_PATH, () => {
+    throw new AppError(426, 'upgrade_required', `${RUNS_PATH} speaks WebSocket: connect with Upgrade: websocket`, {
+      headers: { Upgrade: 'websocket', Connection: 'Upgrade' },
+    });
   });
 
   router.post('/v1/chat/completions', async (req: Request, res: Response) => {
