@@ -173,6 +173,29 @@ describe('disputes', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
+  it('a close as prevented gives back what was taken; to the owner\'s default client when the disputed one was deleted', async () => {
+    const u = await createUser(server);
+    const second = (await api.post('/v1/clients', { name: 'Second' }, { token: u.session })).body as { id: string };
+    const res = await api.post(`/v1/clients/${second.id}/credits/topup`, { amount_usd: 1_000, ...urls }, { token: u.session });
+    const pi = rid('pi');
+    await send('checkout.session.completed', { ...fake.sessions.get(res.body.session_id)!, status: 'complete', payment_status: 'paid', payment_intent: pi });
+    const secondBalance = async () => (await api.get(`/v1/clients/${second.id}/credits/balance`, { token: u.session })).body;
+    expect((await secondBalance()).balance_credits).toBe(10_000);
+    const d = dispute(pi, 1_000);
+    await send('charge.dispute.funds_withdrawn', d);
+    expect((await secondBalance()).balance_credits).toBe(0);
+    expect((await api.delete(`/v1/clients/${second.id}`, { token: u.session })).status).toBe(200);
+    const closed = rid('evt');
+    await send('charge.dispute.closed', { ...d, status: 'prevented' }, { id: closed });
+    expect(await outcome(closed)).toBe('dispute_reinstated');
+    // The deleted client cannot take it: the owner's default client does, as a purchase would.
+    expect(await balance(u)).toMatchObject({ balance_credits: 60_000, allocation_credits: 60_000 });
+    const [latest] = await transactions(u);
+    expect(latest).toMatchObject({ transaction_type: 'refund', amount_credits: 10_000, balance_after_credits: 60_000 });
+    expect(await disputeRow(d.id)).toMatchObject({ state: 'reinstated' });
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
   it('a dispute won (or an inquiry closed) without a withdrawal changes nothing, whatever comes late', async () => {
     const u = await createUser(server);
     const { pi, grant } = await topup(u, 1_000);
