@@ -1,6 +1,7 @@
 // `npm run bench -- proxy`: one fake OpenAI-compatible provider, measured (a) directly, (b) through svc
 // with auth, concurrency leases and exact billing on, (c) through the Portkey open-source gateway — in
-// one run, on this machine. Figures: max req/s (JSON calls), p50/p99 at a paced 200 req/s, and time to
+// one run, on this machine — and, on PostgreSQL, (d) through the floor under any proxy that asks its
+// database before calling the provider (bench/floor-proxy.ts). Figures: max req/s (JSON calls), p50/p99 at a paced 200 req/s, and time to
 // the first streamed byte (the proxy's added latency is that minus the direct figure).
 //
 // Each party runs in its own process (this file with BENCH_ROLE=fake|svc, Portkey's own server), so the
@@ -90,9 +91,16 @@ async function main() {
     );
     children.push(portkey.child);
     const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
+    // The floor (bench/floor-proxy.ts) needs PostgreSQL: one round trip to it is what it measures.
+    const databaseUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
+    const floor = databaseUrl
+      ? await startChild(['--import', 'tsx', fileURLToPath(new URL('./floor-proxy.ts', import.meta.url))], { FLOOR_DATABASE_URL: databaseUrl, FAKE_URL: fake.info.url })
+      : null;
+    if (floor) children.push(floor.child);
 
     const targets: Target[] = [
       { name: 'direct', url: `${fake.info.url}/chat/completions`, headers: { authorization: `Bearer ${FAKE_KEY}` } },
+      ...(floor ? [{ name: 'floor (DB round trip + forward)', url: `${floor.info.url}/v1/chat/completions`, headers: { authorization: `Bearer ${FAKE_KEY}` } }] : []),
       { name: 'svc (1 org)', url: `${svc.info.url}/v1/chat/completions`, headers: { authorization: `Bearer ${svc.info.token}` } },
       {
         name: 'svc (16 orgs)',
@@ -192,7 +200,7 @@ async function main() {
       rows[t.name]!['first byte p99 ms'] = Number(first.p99.toFixed(2));
     }
     const direct = rows.direct!;
-    for (const name of ['svc (1 org)', 'svc (16 orgs)', 'portkey']) {
+    for (const name of Object.keys(rows).filter((n) => n !== 'direct')) {
       rows[name]!['adds to first byte (p50 ms)'] = Number((Number(rows[name]!['first byte p50 ms']) - Number(direct['first byte p50 ms'])).toFixed(2));
     }
     if (svc.info.storage !== 'postgres') {
