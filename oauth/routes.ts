@@ -8,6 +8,7 @@ import { tokenRoutes } from './token.js';
 import { deviceAuthorizationRoutes } from './device-grant.js';
 import { registrationRoutes } from './register.js';
 import { revocationRoutes } from './revocation.js';
+import { databaseOutageAs503 } from '../src/db/outage.js';
 
 // The authorization server (CONTRACT §7), mounted on every origin; each origin is its own issuer.
 export function oauthRoutes(deps: Deps, auth: Auth): Router {
@@ -19,5 +20,8 @@ export function oauthRoutes(deps: Deps, auth: Auth): Router {
   router.use(deviceAuthorizationRoutes(deps));
   router.use(registrationRoutes(deps));
   router.use(revocationRoutes(deps));
+  // A database outage is 503 temporarily_unavailable with Retry-After here too (src/db/outage.ts), so a
+  // client waits and retries instead of reading a fault; a fault while the database answers stays 500.
+  router.use(databaseOutageAs503(deps.db));
   return router;
 }

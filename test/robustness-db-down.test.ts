@@ -205,11 +205,14 @@ describe('a database failure inside the OAuth token endpoint', () => {
     expect(((await after.json()) as { error: string }).error).toBe('invalid_grant');
   });
 
-  it('answers 500 {error: "server_error"} when the pool has ended under the running server', async () => {
+  it('answers 503 {error: "temporarily_unavailable"} with Retry-After when the database is gone under the running server', async () => {
     const other = await startTestServer();
     try {
       await other.database.close();
-      await expectServerError(await exchange(other.url));
+      const res = await exchange(other.url);
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+      expect((await res.json()) as Record<string, unknown>).toEqual({ error: 'temporarily_unavailable', error_description: expect.any(String) });
     } finally {
       // close() cannot end the pool twice and stops before dropping the database: drop it here.
       await other.close().catch(async () => {

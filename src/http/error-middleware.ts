@@ -51,10 +51,12 @@ const OAUTH_INVALID_REQUEST = new Set(['INVALID_JSON', 'BAD_REQUEST', 'VALIDATIO
 
 /**
  * The RFC 6749 `error` for an AppError on /oauth/*: protocol errors keep their registered code; a
- * server fault is `server_error` (RFC 6749 §4.1.2.1), never our internal code.
+ * server fault is `server_error` and a state to wait out (503: the database or a store cannot answer)
+ * `temporarily_unavailable` (RFC 6749 §4.1.2.1), never our internal code.
  */
 function oauthErrorCode(err: AppError): string {
   if (err.status === 500) return 'server_error';
+  if (err.status === 503) return 'temporarily_unavailable';
   if (OAUTH_INVALID_REQUEST.has(err.code)) return 'invalid_request';
   return err.code.toLowerCase();
 }
