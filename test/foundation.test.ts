@@ -3,7 +3,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createApiToken, createUser } from './helpers/fixtures.js';
 import { loadConfig, ConfigError } from '../src/config.js';
-import { parseOrgId } from '../src/ids.js';
+import { newId, parseOrgId, randomToken } from '../src/ids.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -77,6 +77,16 @@ describe('identifiers (CONTRACT §2)', () => {
     expect(parseOrgId('org_abc234')).toBe('abc234');
     expect(parseOrgId('abc234')).toBeNull();
     expect(parseOrgId('user@example.com')).toBeNull();
+  });
+
+  it('random parts are 128 bits of base32 and never repeat, across many refills of the random pool', () => {
+    const ids = Array.from({ length: 5_000 }, () => newId('req'));
+    expect(ids.every((id) => /^req_[a-z2-7]{26}$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    // Odd sizes straddle the pool's refill boundary; their tokens are still distinct.
+    const odd = Array.from({ length: 2_000 }, () => randomToken(7));
+    expect(odd.every((t) => /^[a-z2-7]{12}$/.test(t))).toBe(true);
+    expect(new Set(odd).size).toBe(odd.length);
   });
 });
 
