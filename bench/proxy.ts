@@ -212,6 +212,14 @@ async function main() {
       const ratio = Number(rows[name]!['max req/s']) / Number(rows.portkey!['max req/s']);
       process.stdout.write(`${name} / portkey max throughput: ${ratio.toFixed(2)}×\n`);
     }
+    const floorRow = rows['floor (DB round trip + forward)'];
+    if (floorRow) {
+      // svc's own share of its first-byte time: what it adds beyond the hops any read-before-call proxy pays here.
+      for (const name of ['svc (1 org)', 'svc (16 orgs)']) {
+        const own = Number(rows[name]!['first byte p50 ms']) - Number(floorRow['first byte p50 ms']);
+        process.stdout.write(`${name} first byte over the floor: ${own.toFixed(2)} ms\n`);
+      }
+    }
   } finally {
     stopAll();
   }
