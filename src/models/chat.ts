@@ -87,7 +87,7 @@ async function jsonCall(deps: Deps, call: PreparedCall, res: Response) {
   };
   res.on('close', onClose);
   const completion = await withVoidOnError(deps, call, () => deps.models.upstream.complete(call.body, controller.signal));
-  const usage = completion.usage ?? { prompt_tokens: call.promptEstimate, completion_tokens: 0, total_tokens: call.promptEstimate };
+  const usage = completion.usage ?? { prompt_tokens: call.promptEstimate(), completion_tokens: 0, total_tokens: call.promptEstimate() };
   const outcome = await settleCall(deps, call, usage);
   completion.model = deps.models.modelId;
   res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
