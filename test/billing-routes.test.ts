@@ -203,6 +203,15 @@ describe('transactions and pagination (CONTRACT §3)', () => {
     expect(usage).toMatchObject({ transaction_type: 'usage', amount_credits: -12, balance_after_credits: 49_988, description: 'chat completion' });
     expect((await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session, query: { limit: 1000 } })).status).toBe(400);
   });
+
+  it('accepts any offset ≥ 0 (CONTRACT §3 bounds only limit), answering an empty page past the end', async () => {
+    for (const path of ['credits/transactions', 'invoices']) {
+      for (const offset of [1_000_000_001, 5_000_000_000, Number.MAX_SAFE_INTEGER]) {
+        const res = await api.get(`/v1/clients/${owner.clientId}/${path}`, { token: owner.session, query: { offset } });
+        expect([res.status, res.body], `${path} offset=${offset}`).toEqual([200, []]);
+      }
+    }
+  });
 });
 
 describe('validation of payment requests', () => {

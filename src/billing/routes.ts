@@ -18,10 +18,13 @@ import { databaseOutageAs503 } from '../db/outage.js';
 
 const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
 
-/** CONTRACT §3: limit default 20, max 100, offset ≥ 0; anything else 400. */
+/**
+ * CONTRACT §3: limit default 20, max 100, offset ≥ 0; anything else 400. Offset has no upper bound
+ * there, so none here beyond a safe integer (`int()`), which PostgreSQL's bigint OFFSET takes.
+ */
 const page = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
+  offset: z.coerce.number().int().min(0).default(0),
 });
 
 const allocationBody = z.object({ target_credits: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER) });
