@@ -191,7 +191,8 @@ describe('transactions and pagination (CONTRACT §3)', () => {
     expect(first.body).toEqual([
       { id: expect.any(Number), org_id: u.clientId, amount_credits: 50_000, transaction_type: 'trial', balance_after_credits: 50_000, description: expect.any(String), created_at: expect.any(Number) },
     ]);
-    for (const q of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { limit: 'x' }]) {
+    // Integers written as decimal digits only: hex, exponents, signs, spaces and empty values are 400 too.
+    for (const q of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { limit: 'x' }, { limit: '0x10' }, { limit: '1e1' }, { limit: '+5' }, { offset: ' 1' }, { offset: '' }, { limit: '1.5' }]) {
       const res = await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session, query: q as unknown as Record<string, string | number> });
       expect(res.status, JSON.stringify(q)).toBe(400);
     }

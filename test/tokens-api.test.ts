@@ -173,7 +173,7 @@ describe('GET /v1/tokens', () => {
     await mint(user);
     expect((await api.get('/v1/tokens', { token: user.session, query: { limit: 1 } })).body.data).toHaveLength(1);
     expect((await api.get('/v1/tokens', { token: user.session, query: { limit: 1, offset: 1 } })).body.data).toHaveLength(1);
-    for (const query of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { limit: 'x' }] as Record<string, string | number>[]) {
+    for (const query of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { limit: 'x' }, { limit: '1e1' }, { offset: '' }] as Record<string, string | number>[]) {
       expect((await api.get('/v1/tokens', { token: user.session, query })).status).toBe(400);
     }
   });

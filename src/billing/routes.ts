@@ -1,5 +1,6 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
+import { pageQuery } from '../http/pagination.js';
 import type { Deps } from '../deps.js';
 import { assertCredentialReaches, principalOf, type Auth } from '../auth/principal.js';
 import { AppError, noAccess } from '../http/errors.js';
@@ -18,14 +19,6 @@ import { databaseOutageAs503 } from '../db/outage.js';
 
 const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
 
-/**
- * CONTRACT §3: limit default 20, max 100, offset ≥ 0; anything else 400. Offset has no upper bound
- * there, so none here beyond a safe integer (`int()`), which PostgreSQL's bigint OFFSET takes.
- */
-const page = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).default(0),
-});
 
 const allocationBody = z.object({ target_credits: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER) });
 
@@ -86,7 +79,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients/:client_id/credits/transactions', signedIn, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
-    const { limit, offset } = parse(page, req.query);
+    const { limit, offset } = parse(pageQuery, req.query);
     res.json(await listTransactions(db, orgKey, limit, offset));
   });
 
@@ -97,7 +90,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients/:client_id/invoices', signedIn, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
-    const { limit, offset } = parse(page, req.query);
+    const { limit, offset } = parse(pageQuery, req.query);
     res.json(await listInvoices(db, orgKey, limit, offset));
   });
 

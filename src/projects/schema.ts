@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { pageFields } from '../http/pagination.js';
 import { clientIdOf, parseOrgId, unix } from '../ids.js';
 import type { projectFiles, projectReports, projects, projectShares } from '../db/schema.js';
 
@@ -48,15 +49,10 @@ export const mediaTypeIn = z
 
 export const roleIn = z.enum(['viewer', 'editor']);
 
-/** CONTRACT §3: `limit` default 20, max 100, `offset` ≥ 0; outside that, 400. Query strings are coerced. */
-export const pageIn = {
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).default(0),
-};
 
 // ---- REST bodies -------------------------------------------------------------------------------
 
-export const listQuery = z.object({ org_id: orgIdIn, ...pageIn });
+export const listQuery = z.object({ org_id: orgIdIn, ...pageFields });
 export const createBody = z.object({
   org_id: orgIdIn,
   name: nameIn,

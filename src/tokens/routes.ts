@@ -6,7 +6,8 @@ import { parse } from '../http/validate.js';
 import { orgIdOf, unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
-import { DEFAULT_TOKEN_NAME, mintBody, pageQuery, revokeBody, tokenListItem } from './schema.js';
+import { DEFAULT_TOKEN_NAME, mintBody, revokeBody, tokenListItem } from './schema.js';
+import { pageQuery } from '../http/pagination.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
 // API tokens (interface document: Tokens, API token; CONTRACT §6). Minting, listing and revoking need a

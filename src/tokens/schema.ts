@@ -16,11 +16,6 @@ export const mintBody = z.object({
 /** Serial ids are int4: anything outside is unknown, and must not reach the database as a 500. */
 export const revokeBody = z.object({ id: z.number().int().positive().max(2_147_483_647) });
 
-/** CONTRACT §3: limit default 20, max 100; offset ≥ 0; outside that, 400. */
-export const pageQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).default(0),
-});
 
 export const tokenListItem = (row: ApiTokenRow) => ({
   id: row.id,
