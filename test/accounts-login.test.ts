@@ -225,4 +225,19 @@ describe('POST /v1/logout', () => {
     // The session survived the refused request.
     expect((await api.get('/v1/2fa/status', { token: user.session })).status).toBe(200);
   });
+
+  it('refuses a cookie request whose Origin differs only in scheme (an origin is scheme, host and port)', async () => {
+    // CONTRACT §4 "must come from the same origin"; RFC 6454 §4: https://h and http://h are two origins.
+    const user = await createUser(server);
+    const cookie = `__Host-svc_session=${user.session}`;
+    const otherScheme = server.url.replace(/^http:/, 'https:');
+    const refused = await api.post('/v1/logout', undefined, { cookie, headers: { origin: otherScheme } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.detail.code).toBe('CSRF');
+    const login = await api.post('/v1/login', { email: user.email, password: STRONG_PASSWORD }, { headers: { origin: otherScheme } });
+    expect(login.status).toBe(403);
+    // The same origin, spelled with an upper-case host, is still the same origin.
+    const same = await api.post('/v1/logout', undefined, { cookie, headers: { origin: server.url.toUpperCase().replace('HTTP:', 'http:') } });
+    expect(same.status).toBe(200);
+  });
 });

@@ -21,10 +21,20 @@ export function requestOrigin(req: Request, config: Config): string {
   return config.baseUrl;
 }
 
-/** True when `origin` (an Origin header value) is the origin this request arrived on. */
+/**
+ * True when `origin` (an Origin header value) is the origin this request arrived on. An origin is
+ * scheme, host and port (RFC 6454 §4), so http://h and https://h are two origins (CONTRACT §4 "must come
+ * from the same origin"). The scheme a host is served on is the configured one (a TLS proxy in front
+ * makes the request itself plain HTTP); for a host that is not configured, the scheme the request came on.
+ */
 export function isSameOrigin(req: Request, config: Config, origin: string): boolean {
   try {
-    return new URL(origin).host.toLowerCase() === requestHost(req, config);
+    const sent = new URL(origin);
+    const host = requestHost(req, config);
+    if (sent.host.toLowerCase() !== host) return false;
+    const configured = configuredOrigins(config).find((o) => new URL(o).host.toLowerCase() === host);
+    const scheme = configured ? new URL(configured).protocol : `${req.protocol}:`;
+    return sent.protocol === scheme;
   } catch {
     return false;
   }
