@@ -67,7 +67,7 @@ describe('setup and enable', () => {
     expect((await api.post('/v1/2fa/enable', {}, { token: session })).body.detail.code).toBe('VALIDATION_ERROR');
   });
 
-  it('takes a session only: no credential 401, an API token 401 SESSION_REQUIRED, unverified 403', async () => {
+  it('takes a session only: no credential 401, an API token 401 INVALID_TOKEN, unverified 403', async () => {
     const user = await createUser(server);
     const { secret } = await createApiToken(server, user, user.orgKey);
     const routes: [string, string][] = [
@@ -84,7 +84,7 @@ describe('setup and enable', () => {
       expect(none.headers.get('www-authenticate')).toMatch(/^Bearer/);
       const bearer = await send(secret);
       expect(bearer.status, `${path} with an API token`).toBe(401);
-      expect(bearer.body.detail.code).toBe('SESSION_REQUIRED');
+      expect(bearer.body.detail).toEqual({ code: 'INVALID_TOKEN', message: 'invalid token' });
       const unv = await send(unverified.session);
       if (path === '/v1/2fa/status') expect(unv.status).toBe(200);
       else expect(unv.body.detail.code, `${path} unverified`).toBe('EMAIL_NOT_VERIFIED');

@@ -123,13 +123,13 @@ describe('e-mail verification', () => {
     expect((await api.post('/v1/email/verify', { token: lateToken })).body.detail.code).toBe('INVALID_VERIFICATION_TOKEN');
   });
 
-  it('resend needs a session: none 401, API token 401 SESSION_REQUIRED', async () => {
+  it('resend needs a session: none 401, API token 401 INVALID_TOKEN', async () => {
     expect((await api.post('/v1/email/verify/resend')).status).toBe(401);
     const user = await createUser(server);
     const { secret } = await createApiToken(server, user, user.orgKey);
     const res = await api.post('/v1/email/verify/resend', undefined, { token: secret });
     expect(res.status).toBe(401);
-    expect(res.body.detail.code).toBe('SESSION_REQUIRED');
+    expect(res.body.detail).toEqual({ code: 'INVALID_TOKEN', message: 'invalid token' });
   });
 });
 
@@ -211,11 +211,11 @@ describe('POST /v1/logout', () => {
     expect((await api.post('/v1/logout', undefined, { token: session })).status).toBe(200);
   });
 
-  it('refuses no credential (401), an API token (401 SESSION_REQUIRED) and a cross-site cookie request (403 CSRF)', async () => {
+  it('refuses no credential (401), an API token (401 INVALID_TOKEN) and a cross-site cookie request (403 CSRF)', async () => {
     expect((await api.post('/v1/logout')).status).toBe(401);
     const user = await createUser(server);
     const { secret } = await createApiToken(server, user, user.orgKey);
-    expect((await api.post('/v1/logout', undefined, { token: secret })).body.detail.code).toBe('SESSION_REQUIRED');
+    expect((await api.post('/v1/logout', undefined, { token: secret })).body.detail.code).toBe('INVALID_TOKEN');
     const csrf = await api.post('/v1/logout', undefined, {
       cookie: `__Host-svc_session=${user.session}`,
       headers: { origin: 'https://evil.example' },

@@ -196,11 +196,9 @@ export function createAuth(deps: Deps) {
     return async (req: Request, _res: Response, next: NextFunction) => {
       const principal = req.principal ?? (await resolve(req));
       if (!principal) throw invalidToken();
-      if (!allow.includes(principal.kind)) {
-        throw new AppError(401, 'SESSION_REQUIRED', 'this route needs a signed-in session, not an API token', {
-          headers: { 'WWW-Authenticate': 'Bearer' },
-        });
-      }
+      // A session-only route (minting tokens, 2FA, logout, resend) does not authenticate an svc_ token:
+      // CONTRACT §3's authentication failure, word for word (401 INVALID_TOKEN "invalid token").
+      if (!allow.includes(principal.kind)) throw invalidToken();
       checkCsrf(req, principal);
       if (!principal.emailVerified && !options.allowUnverified) {
         throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
