@@ -34,10 +34,14 @@ describe('process surface (CONTRACT §1, §3)', () => {
     expect((await api.get('/healthz', { headers: { 'x-request-id': 'a b\tc' } })).headers.get('x-request-id')).not.toBe('a b\tc');
   });
 
-  it('answers malformed JSON with 400, never 500', async () => {
+  it('answers malformed JSON with 400 VALIDATION_ERROR and its detail.errors (CONTRACT §3), never 500', async () => {
     const res = await client(server.url).post('/v1/clients', '{"name":', {});
     expect(res.status).toBe(400);
-    expect(res.body.detail.code).toBe('INVALID_JSON');
+    expect(res.body.detail).toEqual({
+      code: 'VALIDATION_ERROR',
+      message: '(root): request body is not valid JSON',
+      errors: [{ path: '(root)', message: 'request body is not valid JSON' }],
+    });
   });
 
   it('refuses bodies over the size limit with 413', async () => {

@@ -37,7 +37,12 @@ function normalise(err: unknown): AppError | null {
   const e = err as { status?: number; statusCode?: number; type?: string; expose?: boolean };
   const status = e?.status ?? e?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    if (e.type === 'entity.parse.failed') return new AppError(400, 'INVALID_JSON', 'request body is not valid JSON');
+    // A body that does not parse fails validation as a whole (CONTRACT §3: 400 VALIDATION_ERROR with
+    // detail.errors), its path the root, as src/http/validate.ts names it.
+    if (e.type === 'entity.parse.failed') {
+      const message = 'request body is not valid JSON';
+      return new AppError(400, 'VALIDATION_ERROR', `(root): ${message}`, { errors: [{ path: '(root)', message }] });
+    }
     if (e.type === 'entity.too.large') return new AppError(413, 'PAYLOAD_TOO_LARGE', 'request body too large');
     if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported')
       return new AppError(415, 'UNSUPPORTED_ENCODING', 'unsupported content encoding');
@@ -47,7 +52,7 @@ function normalise(err: unknown): AppError | null {
 }
 
 /** Our generic codes (body unreadable, validation, NUL) say what RFC 6749 §5.2 calls invalid_request. */
-const OAUTH_INVALID_REQUEST = new Set(['INVALID_JSON', 'BAD_REQUEST', 'VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_ENCODING']);
+const OAUTH_INVALID_REQUEST = new Set(['BAD_REQUEST', 'VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_ENCODING']);
 
 /**
  * The RFC 6749 `error` for an AppError on /oauth/*: protocol errors keep their registered code; a
