@@ -13,12 +13,26 @@ export function requestHost(req: Request, config: Config): string {
   return (forwarded || req.get('host') || '').toLowerCase();
 }
 
-export function requestOrigin(req: Request, config: Config): string {
-  const host = requestHost(req, config);
-  for (const origin of configuredOrigins(config)) {
-    if (new URL(origin).host.toLowerCase() === host) return origin;
+/** Each configured origin by its host, worked out once per configuration (every request asks). */
+const originsByHost = new WeakMap<Config, Map<string, string>>();
+
+/** The configured origin served on `host`, if any (the configured spelling). */
+function configuredOriginFor(config: Config, host: string): string | undefined {
+  let byHost = originsByHost.get(config);
+  if (!byHost) {
+    byHost = new Map();
+    // First configured wins, as the order of configuredOrigins says.
+    for (const origin of configuredOrigins(config)) {
+      const h = new URL(origin).host.toLowerCase();
+      if (!byHost.has(h)) byHost.set(h, origin);
+    }
+    originsByHost.set(config, byHost);
   }
-  return config.baseUrl;
+  return byHost.get(host);
+}
+
+export function requestOrigin(req: Request, config: Config): string {
+  return configuredOriginFor(config, requestHost(req, config)) ?? config.baseUrl;
 }
 
 /**
@@ -32,7 +46,7 @@ export function isSameOrigin(req: Request, config: Config, origin: string): bool
     const sent = new URL(origin);
     const host = requestHost(req, config);
     if (sent.host.toLowerCase() !== host) return false;
-    const configured = configuredOrigins(config).find((o) => new URL(o).host.toLowerCase() === host);
+    const configured = configuredOriginFor(config, host);
     const scheme = configured ? new URL(configured).protocol : `${req.protocol}:`;
     return sent.protocol === scheme;
   } catch {
