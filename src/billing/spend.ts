@@ -51,8 +51,14 @@ const duplicateRequest = () => new AppError(409, 'duplicate_request', 'this requ
  * unallocated tokens (interface document, Billing rule 5), or 409 `duplicate_request` when the request id
  * already has a hold.
  */
+/** Whole tokens a hold asks for: at least ⌈min⌉ (never below 0), at most ⌊max⌋ but never below that. */
+export function holdBounds(input: { minCredits: number; maxCredits: number }): { lo: number; hi: number } {
+  const lo = Math.max(0, Math.ceil(input.minCredits));
+  return { lo, hi: Math.max(lo, Math.floor(input.maxCredits)) };
+}
+
 export async function reserveMany(db: Db, inputs: ReserveInput[]): Promise<({ heldCredits: number } | AppError)[]> {
-  const lo = inputs.map((i) => Math.max(0, Math.ceil(i.minCredits)));
+  const bounds = inputs.map(holdBounds);
   let rows: { ord: number; take: unknown; outcome: 'held' | 'insufficient' | 'duplicate' }[];
   try {
     rows = await retryOnDeadlock(() =>
@@ -62,8 +68,8 @@ export async function reserveMany(db: Db, inputs: ReserveInput[]): Promise<({ he
               ${sql.param(inputs.map((i) => i.requestId))}::text[],
               ${sql.param(inputs.map((i) => i.orgKey))}::text[],
               ${sql.param(inputs.map((i) => i.userId))}::text[],
-              ${sql.param(lo)}::bigint[],
-              ${sql.param(inputs.map((i, n) => Math.max(lo[n]!, Math.floor(i.maxCredits))))}::bigint[],
+              ${sql.param(bounds.map((b) => b.lo))}::bigint[],
+              ${sql.param(bounds.map((b) => b.hi))}::bigint[],
               ${sql.param(inputs.map((i) => i.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
       ),
     );

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
-import { DEFAULT_HOLD_TTL_SECONDS, retryOnDeadlock } from '../billing/spend.js';
+import { DEFAULT_HOLD_TTL_SECONDS, holdBounds, retryOnDeadlock } from '../billing/spend.js';
 import type { Role } from '../db/schema.js';
 
 // Admission of a chat call made with an `svc_` token (src/models/chat-admission.ts decides when): the
@@ -41,14 +41,15 @@ interface AdmissionRow {
 }
 
 export async function admitMany(db: Db, inputs: AdmitInput[]): Promise<Admission[]> {
+  const bounds = inputs.map(holdBounds);
   const rows = await retryOnDeadlock(() =>
     queryRows<AdmissionRow>(
       db,
       sql`select ord, token_id, user_id, org_key, role, email_verified, org_deleted, take, outcome from svc_admit_api_calls(
           ${sql.param(inputs.map((i) => i.tokenHash))}::text[],
           ${sql.param(inputs.map((i) => i.requestId))}::text[],
-          ${sql.param(inputs.map((i) => Math.max(0, Math.ceil(i.minCredits))))}::bigint[],
-          ${sql.param(inputs.map((i) => Math.max(Math.ceil(i.minCredits), Math.floor(i.maxCredits))))}::bigint[],
+          ${sql.param(bounds.map((b) => b.lo))}::bigint[],
+          ${sql.param(bounds.map((b) => b.hi))}::bigint[],
           ${sql.param(inputs.map(() => DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
     ),
   );
