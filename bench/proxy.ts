@@ -5,8 +5,10 @@
 // the first streamed byte (the proxy's added latency is that minus the direct figure).
 //
 // Each party runs in its own process (this file with BENCH_ROLE=fake|svc, Portkey's own server), so the
-// load generator does not share an event loop with what it measures. svc uses PostgreSQL when
-// TEST_DATABASE_URL (or DATABASE_URL) is set, else the embedded PGlite.
+// load generator does not share an event loop with what it measures. svc runs on PostgreSQL, as it is
+// deployed: TEST_DATABASE_URL (or DATABASE_URL) when set, else this machine's PostgreSQL at
+// postgres://postgres@127.0.0.1:5432/test when it answers (as the other benches default); on the embedded
+// PGlite only when no PostgreSQL answers or BENCH_STORAGE=pglite asks for it.
 import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -25,8 +27,6 @@ if (role === 'fake') {
   setInterval(() => fake.requests.splice(0), 1000).unref();
   announce({ url: fake.url });
 } else if (role === 'svc') {
-  // process.env stores strings: assign only a real value (undefined would become "undefined").
-  if (!process.env.TEST_DATABASE_URL && process.env.DATABASE_URL) process.env.TEST_DATABASE_URL = process.env.DATABASE_URL;
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
   const { setOrgBalance } = await import('../test/helpers/billing.js');
@@ -64,6 +64,25 @@ async function freePort(): Promise<number> {
 }
 
 
+/** The PostgreSQL svc runs on here, or undefined for PGlite (see the header). */
+async function benchDatabaseUrl(): Promise<string | undefined> {
+  const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
+  if (process.env.BENCH_STORAGE === 'pglite') return undefined;
+  const named = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+  if (named) return named;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: LOCAL_POSTGRES, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return LOCAL_POSTGRES;
+  } catch {
+    return undefined;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 interface Target {
   name: string;
   url: string;
@@ -79,9 +98,15 @@ async function main() {
   const stopAll = () => children.forEach((c) => c.kill('SIGTERM'));
   process.on('exit', stopAll);
   try {
+    const databaseUrl = await benchDatabaseUrl();
     const fake = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'fake' });
     children.push(fake.child);
-    const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', FAKE_URL: fake.info.url });
+    const svc = await startChild(['--import', 'tsx', here], {
+      BENCH_ROLE: 'svc',
+      FAKE_URL: fake.info.url,
+      // An empty value keeps svc on PGlite (test/helpers/server.ts reads a non-empty URL as PostgreSQL).
+      TEST_DATABASE_URL: databaseUrl ?? '',
+    });
     children.push(svc.child);
     const portkeyPort = await freePort();
     const portkey = await startChild(
@@ -92,7 +117,6 @@ async function main() {
     children.push(portkey.child);
     const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
     // The floor (bench/floor-proxy.ts) needs PostgreSQL: one round trip to it is what it measures.
-    const databaseUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
     const floor = databaseUrl
       ? await startChild(['--import', 'tsx', fileURLToPath(new URL('./floor-proxy.ts', import.meta.url))], { FLOOR_DATABASE_URL: databaseUrl, FAKE_URL: fake.info.url })
       : null;
@@ -204,7 +228,7 @@ async function main() {
       rows[name]!['adds to first byte (p50 ms)'] = Number((Number(rows[name]!['first byte p50 ms']) - Number(direct['first byte p50 ms'])).toFixed(2));
     }
     if (svc.info.storage !== 'postgres') {
-      process.stdout.write('\nnote: svc ran on the embedded PGlite (single-threaded, in-process); set TEST_DATABASE_URL for PostgreSQL figures\n');
+      process.stdout.write('\nnote: svc ran on the embedded PGlite (single-threaded, in-process), not on PostgreSQL as deployed; start PostgreSQL or set TEST_DATABASE_URL for PostgreSQL figures\n');
     }
     process.stdout.write(`\nproxy bench (${seconds}s per load phase; svc storage: ${svc.info.storage}; node ${process.version})\n`);
     console.table(rows);
