@@ -68,6 +68,9 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     if (!org || org.ownerId !== principal.userId) throw noAccess("only the client's owner may set its allocation");
     assertCredentialReaches(principal, org.id);
     const { target_credits } = parse(allocationBody, req.body);
+    // A hold this process took ahead for the client's next model call is not a call in flight: it goes
+    // back first, so that only real calls can answer CREDITS_IN_USE (src/models/spare-holds.ts).
+    await deps.models.spares.release(org.id);
     await setAllocation(db, { userId: principal.userId, orgKey: org.id, target: target_credits });
     res.json(await ownerBalance(db, principal.userId));
   });

@@ -33,7 +33,8 @@ export async function releaseExpiredHolds(tx: Db, accountId: string): Promise<nu
 
 export interface ReserveInput {
   orgKey: string;
-  userId: string;
+  /** Who makes the call; null for a hold taken ahead of the call that will adopt it (src/models/spare-holds.ts). */
+  userId: string | null;
   requestId: string;
   minCredits: number;
   maxCredits: number;

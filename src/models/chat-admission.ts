@@ -17,7 +17,8 @@ import { chatRequest, type ChatRequest } from './schema.js';
 // general way (actorOf, then prepareCall) would: the same row, the same checks in the same order
 // (Authentication 4–8, CONTRACT §7, §9). Anything else (a model grant, a header, org_id, a body that does
 // not parse, so that a bad credential still answers 401 before a bad body's 400) returns null and takes
-// the general way.
+// the general way. So does a token whose org has a hold taken ahead here (spare-holds.ts): its call needs
+// only the read, which the general way makes.
 
 export interface AdmittedChat {
   actor: Actor;
@@ -31,6 +32,10 @@ export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<A
   if (req.get(ORG_HEADER) !== undefined || req.query.org_id !== undefined) return null;
   const token = SVC_BEARER.exec(req.get('authorization') ?? '')?.[1];
   if (!token || !API_TOKEN_PATTERN.test(token)) return null;
+  const tokenHash = hmacSecret(deps.keys.hmac, token);
+  const { spares, tokenOrgs } = deps.models;
+  const knownOrg = tokenOrgs.get(tokenHash);
+  if (knownOrg !== undefined && spares.has(knownOrg)) return null;
   const parsed = chatRequest.safeParse(req.body);
   if (!parsed.success) return null;
   const request = parsed.data;
@@ -39,7 +44,7 @@ export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<A
   let admission: Admission;
   try {
     admission = await deps.models.spend.admit({
-      tokenHash: hmacSecret(deps.keys.hmac, token),
+      tokenHash,
       requestId: plan.requestId,
       minCredits: plan.minCredits,
       maxCredits: plan.maxCredits,
@@ -49,6 +54,7 @@ export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<A
     throw membershipUnavailable();
   }
   if (admission.tokenId !== null) auth.touchApiToken(admission.tokenId);
+  if (admission.orgKey !== null && knownOrg === undefined) rememberTokenOrg(tokenOrgs, tokenHash, admission.orgKey);
   let actor: Actor;
   try {
     actor = actorOf(admission);
@@ -58,7 +64,12 @@ export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<A
     if (admission.outcome === 'held') await voidHold(deps.db, plan.requestId).catch(() => {});
     throw err;
   }
-  if (admission.outcome === 'insufficient') throw cannotPay();
+  if (admission.outcome === 'insufficient') {
+    // A spare of ours for this org may hold the very tokens this call needs: given back, the general
+    // way holds again.
+    if (await spares.release(admission.orgKey!)) return null;
+    throw cannotPay();
+  }
   if (admission.outcome !== 'held') {
     // Nothing was held: a caller the statement refused that the checks above let through would be a bug
     // in one of the two; refuse rather than run an unbilled call.
@@ -73,4 +84,10 @@ function actorOf(a: Admission): Actor {
   const role = assertTokenHolderActive({ role: a.orgDeleted ? null : a.role, emailVerified: a.emailVerified });
   assertCanSpend(role);
   return { userId: a.userId!, orgKey: a.orgKey!, role, via: 'api_token' };
+}
+
+/** Bounded: a process serving very many tokens starts over rather than grow without end. */
+function rememberTokenOrg(map: Map<string, string>, tokenHash: string, orgKey: string) {
+  if (map.size >= 10_000) map.clear();
+  map.set(tokenHash, orgKey);
 }

@@ -19,6 +19,8 @@ export interface PreparedCall {
   /** What goes upstream: the model forced, the limit capped, usage requested on streams. */
   body: ChatBody;
   heldCredits: number;
+  /** The most the call could cost (its plan): what the hold taken ahead for the org's next call is sized from. */
+  maxCredits: number;
   /** The client asked for the usage chunk itself (else it is stripped from the stream). */
   clientWantsUsage: boolean;
   /**
@@ -73,17 +75,27 @@ export const cannotPay = () => insufficient("the organization's allocation canno
 
 export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest | ChatBody, stream: boolean): Promise<PreparedCall> {
   const plan = planHold(deps, request);
-  let heldCredits: number;
-  try {
+  // The hold taken ahead for this org's next call, when it covers this one (spare-holds.ts): adopted
+  // whole, its request id becomes the call's.
+  const spare = await deps.models.spares.take(actor.orgKey, plan.maxCredits);
+  if (spare) return heldCall(deps, actor, request, stream, { ...plan, requestId: spare.requestId }, spare.amount);
+  const reserve = () =>
     // Grouped with the other calls in flight (ModelServices.spend). Holds commit without waiting for the
     // WAL flush: only a call in flight across a database crash can lose its hold; its settle then fails
     // loudly and that call is not billed.
-    ({ heldCredits } = await deps.models.spend.reserve({
+    deps.models.spend.reserve({
       orgKey: actor.orgKey,
       userId: actor.userId,
       requestId: plan.requestId,
       minCredits: plan.minCredits,
       maxCredits: plan.maxCredits,
+    });
+  let heldCredits: number;
+  try {
+    ({ heldCredits } = await reserve().catch(async (err: unknown) => {
+      // A spare of ours too small for this call may hold the very tokens it needs: give it back, once.
+      if (err instanceof AppError && err.status === 402 && (await deps.models.spares.release(actor.orgKey))) return reserve();
+      throw err;
     }));
   } catch (err) {
     if (err instanceof AppError && err.status === 402) throw cannotPay();
@@ -118,7 +130,7 @@ export async function heldCall(deps: Deps, actor: Actor, request: ChatRequest | 
   }
   let counted: number | undefined;
   const promptEstimate = () => (counted ??= countPrompt(request.messages as ChatBody['messages'], request.tools as ChatBody['tools']));
-  return { requestId, actor, body, heldCredits, clientWantsUsage, promptEstimate };
+  return { requestId, actor, body, heldCredits, maxCredits: plan.maxCredits, clientWantsUsage, promptEstimate };
 }
 
 export async function settleCall(deps: Deps, call: PreparedCall, usage: Usage, note = ''): Promise<CallOutcome> {
@@ -128,6 +140,8 @@ export async function settleCall(deps: Deps, call: PreparedCall, usage: Usage, n
     actualCredits: actual,
     description: `${deps.models.modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
   });
+  // The org's next call here will likely look like this one: its hold is taken now, off its path.
+  deps.models.spares.restock(call.actor.orgKey, call.maxCredits, balanceCredits);
   return { requestId: call.requestId, usage, creditsDebited: debitedCredits, balanceCredits };
 }
 

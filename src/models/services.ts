@@ -8,6 +8,9 @@ import { loadAgentCatalog, type AgentCatalog } from './agents.js';
 import { createPgLimiter, type ConcurrencyLimiter } from './concurrency.js';
 import { createRedisLimiter } from './concurrency-redis.js';
 import { createOutcomeSigner, type OutcomeSigner } from './outcome.js';
+import { createSpareHolds, type SpareHolds } from './spare-holds.js';
+import { voidHold } from '../billing/spend.js';
+import type { Logger } from '../log.js';
 import type { Prices } from './pricing.js';
 import { createLocalUpstream } from './upstream/local.js';
 import { createOpenAICompatibleUpstream } from './upstream/openai-compatible.js';
@@ -27,6 +30,14 @@ export interface ModelServices {
   runMaxSteps: number;
   /** Every call's hold and settle, grouped with the calls in flight beside it (see createSpendBatchers). */
   spend: SpendBatchers;
+  /** Holds taken ahead for each org's next call (spare-holds.ts). */
+  spares: SpareHolds;
+  /**
+   * The org of each `svc_` token hash this process has admitted (a token's org never changes): tells the
+   * one-statement admission when the org has a spare hold waiting (chat-admission.ts). A hint only: the
+   * call's live read decides.
+   */
+  tokenOrgs: Map<string, string>;
   close(): Promise<void>;
 }
 
@@ -52,13 +63,14 @@ export function createSpendBatchers(db: Db): SpendBatchers {
   };
 }
 
-export function createModelServices(config: Config, db: Db, signingKeys: SigningKeys): ModelServices {
+export function createModelServices(config: Config, db: Db, signingKeys: SigningKeys, log: Logger): ModelServices {
   const upstream = config.model.upstreamUrl
     ? createOpenAICompatibleUpstream({ url: config.model.upstreamUrl, key: config.model.upstreamKey })
     : createLocalUpstream(config.model.id);
   const limiter = config.redisUrl
     ? createRedisLimiter(config.redisUrl, { cap: config.orgMaxConcurrency })
     : createPgLimiter(db, { cap: config.orgMaxConcurrency });
+  const spend = createSpendBatchers(db);
   const services: ModelServices = {
     modelId: config.model.id,
     prices: { input: config.model.priceInput, output: config.model.priceOutput },
@@ -67,8 +79,16 @@ export function createModelServices(config: Config, db: Db, signingKeys: Signing
     agents: loadAgentCatalog(config.agentsFile),
     outcome: createOutcomeSigner(signingKeys),
     runMaxSteps: config.runMaxSteps,
-    spend: createSpendBatchers(db),
+    spend,
+    spares: createSpareHolds({
+      hold: async ({ orgKey, requestId, amount }) =>
+        (await spend.reserve({ orgKey, userId: null, requestId, minCredits: amount, maxCredits: amount })).heldCredits,
+      giveBack: (requestId) => voidHold(db, requestId),
+      onError: (err) => log.warn({ err }, 'could not give a spare hold back; it expires'),
+    }),
+    tokenOrgs: new Map(),
     async close() {
+      await services.spares.close();
       await services.limiter.close();
       await services.upstream.close();
     },

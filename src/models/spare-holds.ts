@@ -1,0 +1,158 @@
+import { newId } from '../ids.js';
+
+// Holds taken ahead (docs/models.md, "Holds taken ahead"). A model call may not start before its hold
+// is committed (CONTRACT §8), and taking a hold is a write: the costliest step before a streamed call's
+// first byte. So once a call of an organization has settled, this process takes that org's next hold at
+// once, in the background: a real hold (a billing_holds row counted in the account's `held`, settled,
+// voided and expired like any other) the size of the call just made, with headroom. The org's next call here that fits
+// in it adopts it as its own hold (its request id) with no write of its own, after the same live read of
+// its caller as every call: a revoked token, a removed member or a viewer is refused before any hold is
+// touched. The allocation never pays more than before: the spare is held, never debited, and a call
+// settles its real cost against it exactly as against a hold of its own.
+//
+// What a spare costs: its tokens are held while it waits, so they are not available to other holds or
+// reclaims. Hence a spare is taken only while the org's balance is at least SPARE_MARGIN times its size,
+// one per org per process, and given back after SPARE_IDLE_MS unused, when this process's own hold or
+// reclaim for the org needs its tokens (release), and on shutdown. A crashed process's spares expire as
+// its holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
+
+/** An org's spare is given back after this long unused. */
+export const SPARE_IDLE_MS = 2_000;
+/** A spare is taken only while the org's balance is at least this many times its size. */
+export const SPARE_MARGIN = 10;
+/**
+ * A spare is this much larger than the call it follows: an agent's next call carries a longer history,
+ * and a spare too small for it would cost that call a hold of its own after its read.
+ */
+export const SPARE_HEADROOM = 1.5;
+
+export interface SpareHold {
+  requestId: string;
+  amount: number;
+}
+
+export interface SpareHoldsDeps {
+  /** Takes a hold of exactly `amount` tokens for no user (src/billing/spend.ts reserve, batched). */
+  hold(input: { orgKey: string; requestId: string; amount: number }): Promise<number>;
+  /** Gives a hold back whole (src/billing/spend.ts voidHold). */
+  giveBack(requestId: string): Promise<unknown>;
+  idleMs?: number;
+  onError?(err: unknown): void;
+}
+
+export interface SpareHolds {
+  /** The org's spare if it covers `atLeast` tokens, off the shelf (waiting for one on its way), else null. */
+  take(orgKey: string, atLeast: number): Promise<SpareHold | null>;
+  /** True while the org has a spare here, or one on its way. */
+  has(orgKey: string): boolean;
+  /** After a call of `orgKey` that could cost up to `callMax` settled at `balance`: keep a hold ready for the next. */
+  restock(orgKey: string, callMax: number, balance: number): void;
+  /** Gives the org's spare back now; true when there was one. */
+  release(orgKey: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+interface Shelf {
+  spare: SpareHold | null;
+  since: number;
+  coming: Promise<void> | null;
+}
+
+export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
+  const idleMs = deps.idleMs ?? SPARE_IDLE_MS;
+  const shelves = new Map<string, Shelf>();
+  let sweeper: NodeJS.Timeout | null = null;
+  let closed = false;
+
+  const giveBack = (spare: SpareHold) =>
+    deps.giveBack(spare.requestId).then(
+      () => {},
+      (err: unknown) => deps.onError?.(err), // unreleased, it expires with the hold TTL
+    );
+
+  function forget(orgKey: string, shelf: Shelf) {
+    if (!shelf.spare && !shelf.coming && shelves.get(orgKey) === shelf) shelves.delete(orgKey);
+  }
+
+  function sweep() {
+    const cutoff = Date.now() - idleMs;
+    for (const [orgKey, shelf] of shelves) {
+      if (shelf.spare && shelf.since <= cutoff) {
+        void giveBack(shelf.spare);
+        shelf.spare = null;
+        forget(orgKey, shelf);
+      }
+    }
+    if (shelves.size === 0 && sweeper) {
+      clearInterval(sweeper);
+      sweeper = null;
+    }
+  }
+
+  return {
+    async take(orgKey, atLeast) {
+      const shelf = shelves.get(orgKey);
+      if (!shelf) return null;
+      if (shelf.coming) await shelf.coming;
+      const spare = shelf.spare;
+      // Too small for this call: it takes a hold of its own, and the spare waits for a smaller one.
+      if (!spare || spare.amount < atLeast) return null;
+      shelf.spare = null;
+      forget(orgKey, shelf);
+      return spare;
+    },
+
+    has: (orgKey) => shelves.has(orgKey),
+
+    restock(orgKey, callMax, balance) {
+      const amount = Math.ceil(callMax * SPARE_HEADROOM);
+      if (closed || amount <= 0 || balance < SPARE_MARGIN * amount) return;
+      const shelf = shelves.get(orgKey) ?? { spare: null, since: 0, coming: null };
+      if (shelf.coming || (shelf.spare && shelf.spare.amount >= amount)) return;
+      shelves.set(orgKey, shelf);
+      const smaller = shelf.spare;
+      shelf.spare = null;
+      if (smaller) void giveBack(smaller);
+      const requestId = newId('req');
+      shelf.coming = deps
+        .hold({ orgKey, requestId, amount })
+        .then(
+          (held) => {
+            if (closed) return giveBack({ requestId, amount: held });
+            shelf.spare = { requestId, amount: held };
+            shelf.since = Date.now();
+            sweeper ??= setInterval(sweep, Math.max(50, idleMs / 2)).unref();
+          },
+          () => {
+            // Not held (the allocation ran short, or the database is away): the next call holds its own.
+          },
+        )
+        .finally(() => {
+          shelf.coming = null;
+          forget(orgKey, shelf);
+        });
+    },
+
+    async release(orgKey) {
+      const shelf = shelves.get(orgKey);
+      if (!shelf) return false;
+      if (shelf.coming) await shelf.coming;
+      const spare = shelf.spare;
+      if (!spare) return false;
+      shelf.spare = null;
+      forget(orgKey, shelf);
+      await giveBack(spare);
+      return true;
+    },
+
+    async close() {
+      closed = true;
+      if (sweeper) clearInterval(sweeper);
+      sweeper = null;
+      const all = [...shelves.values()];
+      shelves.clear();
+      await Promise.all(all.map((s) => s.coming));
+      await Promise.all(all.map((s) => (s.spare ? giveBack(s.spare) : undefined)));
+    },
+  };
+}

@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { and, eq, isNull } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
+import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
+import { client } from './helpers/http.js';
+import { apiTokens, billingHolds } from '../src/db/schema.js';
+import { orgBalanceCredits } from '../src/billing/spend.js';
+import { checkInvariants } from '../src/billing/invariants.js';
+import { planHold } from '../src/models/metered.js';
+import { SPARE_HEADROOM, SPARE_IDLE_MS } from '../src/models/spare-holds.js';
+
+// Holds taken ahead (src/models/spare-holds.ts, docs/models.md): after a call settles, the org's next
+// call's hold is taken in the background, and that call adopts it. Prices as in models-chat: a call
+// debits exactly prompt + 2 × completion tokens.
+
+let server: TestServer;
+let fake: FakeUpstream;
+let owner: TestUser;
+let key: string;
+
+const api = () => client(server.url);
+const chat = (token: string, body: Record<string, unknown> = {}) =>
+  api().post('/v1/chat/completions', { model: 'x', max_tokens: 20, messages: [{ role: 'user', content: 'Say hello' }], ...body }, { token });
+const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
+/** The org's holds waiting for a call: taken ahead, so they name no user. */
+const spares = () =>
+  server.deps.db
+    .select()
+    .from(billingHolds)
+    .where(and(eq(billingHolds.orgKey, owner.orgKey), eq(billingHolds.status, 'held'), isNull(billingHolds.userId)));
+
+async function waitFor<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 5_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (done(v) || Date.now() > until) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** An `svc_` token of a new member of the owner's org (a user has one live token per org). */
+async function memberToken(): Promise<{ id: number; secret: string }> {
+  const member = await createUser(server);
+  await addMember(server, owner.orgKey, member.userId);
+  return createApiToken(server, member, owner.orgKey);
+}
+
+/** The longest one-token call whose least cost (the server's own plan) the balance `left` still pays. */
+function costingAtMost(left: number) {
+  const sized = (words: number) => ({ max_tokens: 1, messages: [{ role: 'user', content: 'w '.repeat(words) }] });
+  let lo = 1;
+  let hi = 20_000;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (planHold(server.deps, sized(mid) as never).minCredits <= left) lo = mid;
+    else hi = mid - 1;
+  }
+  return sized(lo);
+}
+
+beforeAll(async () => {
+  fake = await startFakeUpstream();
+  server = await startTestServer({ env: fake.env() });
+  owner = await createUser(server);
+  key = (await createApiToken(server, owner, owner.orgKey)).secret;
+});
+
+afterAll(async () => {
+  await server?.close();
+  await fake?.close();
+});
+
+beforeEach(async () => {
+  fake.reset();
+  await setOrgBalance(server, owner.orgKey, 10_000);
+});
+
+describe('holds taken ahead', () => {
+  it("a settled call's org gets the next call's hold, which that call adopts and settles exactly", async () => {
+    const before = await balance();
+    const first = await chat(key);
+    expect(first.status).toBe(200);
+    const [spare] = await waitFor(spares, (rows) => rows.length === 1);
+    expect(spare).toBeDefined();
+    // The most the call just made could cost, with headroom, held on the allocation like any hold.
+    const callMax = planHold(server.deps, { model: 'x', max_tokens: 20, messages: [{ role: 'user', content: 'Say hello' }] } as never).maxCredits;
+    expect(spare!.amount).toBe(Math.ceil(callMax * SPARE_HEADROOM));
+    expect((await orgAccountRow(server, owner.orgKey)).held).toBe(spare!.amount);
+
+    const second = await chat(key);
+    expect(second.status).toBe(200);
+    expect(second.headers.get('x-svc-request-id')).toBe(spare!.requestId);
+    const [settled] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    expect(settled).toMatchObject({ status: 'settled', debited: 20 });
+    // Two calls, 20 tokens each (10 prompt + 2 × 5 completion), and nothing else.
+    expect(before - (await balance())).toBe(40);
+    await server.deps.models.spares.release(owner.orgKey);
+    expect((await orgAccountRow(server, owner.orgKey)).held).toBe(0);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('a revoked token is refused with a spare waiting, and the spare stays unspent', async () => {
+    const { id, secret } = await memberToken();
+    expect((await chat(secret)).status).toBe(200);
+    const [spare] = await waitFor(spares, (rows) => rows.length === 1);
+    const before = await balance();
+    const upstreamCalls = fake.requests.length;
+    await server.deps.db.update(apiTokens).set({ revokedAt: new Date() }).where(eq(apiTokens.id, id));
+    const refused = await chat(secret);
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.code).toBe('invalid_token');
+    const [still] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    expect(still).toMatchObject({ status: 'held', debited: 0 });
+    expect(await balance()).toBe(before);
+    expect(fake.requests.length).toBe(upstreamCalls);
+  });
+
+  it(`a spare unused for SPARE_IDLE_MS (${SPARE_IDLE_MS} ms) goes back to the allocation`, async () => {
+    expect((await chat(key)).status).toBe(200);
+    const [spare] = await waitFor(spares, (rows) => rows.length === 1);
+    expect(spare).toBeDefined();
+    const rows = await waitFor(spares, (r) => r.length === 0, SPARE_IDLE_MS * 3);
+    expect(rows).toEqual([]);
+    const [given] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    expect(given!.status).toBe('voided');
+    expect((await orgAccountRow(server, owner.orgKey)).held).toBe(0);
+  });
+
+  it('a call that needs the tokens of a spare too small for it gets them: no false 402', async () => {
+    // The spare is small (a 1-token call); the next call's least cost fits the allocation only with the
+    // spare's tokens back. Its prompt is sized here with the server's own cost plan.
+    expect((await chat(key, { max_tokens: 1 })).status).toBe(200);
+    const [spare] = await waitFor(spares, (rows) => rows.length === 1);
+    const left = await balance();
+    const body = costingAtMost(left);
+    const need = planHold(server.deps, body as never);
+    expect(need.minCredits).toBeGreaterThan(left - spare!.amount);
+    expect(need.minCredits).toBeLessThanOrEqual(left);
+    fake.reply = () => ({ content: 'ok', promptTokens: 1 });
+
+    // Another member's token: its first call takes the one-statement admission, which meets the spare.
+    const other = (await memberToken()).secret;
+    const big = await chat(other, body);
+    expect(big.status).toBe(200);
+    const [gone] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    expect(gone!.status).toBe('voided');
+    expect(await balance()).toBeGreaterThanOrEqual(0);
+    await server.deps.models.spares.release(owner.orgKey);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('the same through the general way (a token whose org has a spare waiting)', async () => {
+    expect((await chat(key, { max_tokens: 1 })).status).toBe(200);
+    const [spare] = await waitFor(spares, (rows) => rows.length === 1);
+    const left = await balance();
+    const body = costingAtMost(left);
+    expect(planHold(server.deps, body as never).minCredits).toBeGreaterThan(left - spare!.amount);
+    fake.reply = () => ({ content: 'ok', promptTokens: 1 });
+    const big = await chat(key, body);
+    expect(big.status).toBe(200);
+    expect(big.headers.get('x-svc-request-id')).not.toBe(spare!.requestId);
+    const [gone] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    expect(gone!.status).toBe('voided');
+  });
+
+  it("the owner's reclaim right after a call takes the whole balance: a spare is not a call in flight", async () => {
+    expect((await chat(key)).status).toBe(200);
+    await waitFor(spares, (rows) => rows.length === 1);
+    const put = await api().put(`/v1/owner/orgs/${owner.clientId}/allocation`, { target_credits: 0 }, { token: owner.session });
+    expect(put.status).toBe(200);
+    expect(await balance()).toBe(0);
+    expect((await orgAccountRow(server, owner.orgKey)).held).toBe(0);
+  });
+
+  it('no spare is taken for an org whose balance is under SPARE_MARGIN times the call', async () => {
+    await setOrgBalance(server, owner.orgKey, 100);
+    expect((await chat(key)).status).toBe(200);
+    // Give a spare every chance to land, then check there is none.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await spares()).toEqual([]);
+  });
+});
