@@ -12,6 +12,7 @@ import { deviceRoutes } from './device/routes.js';
 import { billingRoutes } from './billing/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import { modelRoutes } from './models/routes.js';
+import { startSpareAdmission } from './models/chat-admission.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
 import { mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
@@ -35,6 +36,10 @@ export function buildApp(deps: Deps): Express {
   app.set('query parser', 'simple');
   app.use(requestLogger(deps.log));
 
+  const auth = createAuth(deps);
+  // Before the body is read: a chat call that can use a hold taken ahead starts its caller's read now.
+  app.post('/v1/chat/completions', startSpareAdmission(deps, auth));
+
   // Body parsers: larger limits first where the surface needs them (chat histories, MCP file writes);
   // body-parser skips a body that is already parsed.
   app.use(['/v1/chat/completions', '/mcp'], express.json({ limit: '10mb' }));
@@ -50,7 +55,6 @@ export function buildApp(deps: Deps): Express {
   // The webhook's body is judged by its own route (signature over the raw bytes).
   app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
 
-  const auth = createAuth(deps);
   // The model routes first: they carry nearly all the traffic, and every router mounted before them
   // is walked layer by layer on each call. No router mounted after them has a route on their paths
   // (/v1/models, /v1/agents, /v1/chat/completions), so the order changes no answer.

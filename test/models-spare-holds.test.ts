@@ -117,6 +117,16 @@ describe('holds taken ahead', () => {
     expect(fake.requests.length).toBe(upstreamCalls);
   });
 
+  it('a request refused before its handler (a body that is not JSON) puts the spare it claimed back', async () => {
+    expect((await chat(key)).status).toBe(200);
+    const [spare] = await waitFor(spares, (rows) => rows.length === 1);
+    const bad = await api().post('/v1/chat/completions', '{"messages": [', { token: key });
+    expect(bad.status).toBe(400);
+    const next = await chat(key);
+    expect(next.status).toBe(200);
+    expect(next.headers.get('x-svc-request-id')).toBe(spare!.requestId);
+  });
+
   it(`a spare unused for SPARE_IDLE_MS (${SPARE_IDLE_MS} ms) goes back to the allocation`, async () => {
     expect((await chat(key)).status).toBe(200);
     const [spare] = await waitFor(spares, (rows) => rows.length === 1);

@@ -1,12 +1,14 @@
-import type { Request } from 'express';
+import type { Request, RequestHandler } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { API_TOKEN_PATTERN } from '../auth/api-token-secret.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
-import { assertCanSpend, assertTokenHolderActive, ORG_HEADER, type Actor } from './actor.js';
+import { actorOf as readActor, assertCanSpend, assertTokenHolderActive, ORG_HEADER, type Actor } from './actor.js';
 import type { Admission } from './admit.js';
-import { cannotPay, heldCall, planHold, type PreparedCall } from './metered.js';
+import { cannotPay, heldCall, planHold, prepareCall, type PreparedCall } from './metered.js';
+import type { SpareHold } from './spare-holds.js';
+import { parse } from '../http/validate.js';
 import { voidHold } from '../billing/spend.js';
 import { chatRequest, type ChatRequest } from './schema.js';
 
@@ -17,8 +19,8 @@ import { chatRequest, type ChatRequest } from './schema.js';
 // general way (actorOf, then prepareCall) would: the same row, the same checks in the same order
 // (Authentication 4–8, CONTRACT §7, §9). Anything else (a model grant, a header, org_id, a body that does
 // not parse, so that a bad credential still answers 401 before a bad body's 400) returns null and takes
-// the general way. So does a token whose org has a hold taken ahead here (spare-holds.ts): its call needs
-// only the read, which the general way makes.
+// the general way. A token whose org has a hold taken ahead here (spare-holds.ts) needs only the read,
+// started as the request arrives (startSpareAdmission).
 
 export interface AdmittedChat {
   actor: Actor;
@@ -28,14 +30,64 @@ export interface AdmittedChat {
 
 const SVC_BEARER = /^Bearer\s+(svc_\S+)\s*$/i;
 
-export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<AdmittedChat | null> {
+/** The HMAC of the bearer when the caller is an `svc_` token and nothing else names who acts, else null. */
+function svcTokenAlone(deps: Deps, req: Request): string | null {
   if (req.get(ORG_HEADER) !== undefined || req.query.org_id !== undefined) return null;
   const token = SVC_BEARER.exec(req.get('authorization') ?? '')?.[1];
   if (!token || !API_TOKEN_PATTERN.test(token)) return null;
-  const tokenHash = hmacSecret(deps.keys.hmac, token);
+  return hmacSecret(deps.keys.hmac, token);
+}
+
+/** A call whose org's hold taken ahead was claimed as its request arrived, its caller's read under way. */
+interface SpareStart {
+  orgKey: string;
+  claimed: Promise<SpareHold | null>;
+  actor: Promise<Actor>;
+  used: boolean;
+}
+
+const SPARE_START = Symbol('svc.spareStart');
+type WithSpareStart = Request & { [SPARE_START]?: SpareStart };
+
+/**
+ * Mounted before the body parser on POST /v1/chat/completions: when the caller is an `svc_` token alone
+ * whose org has a hold taken ahead here (spare-holds.ts), claims it and starts the caller's live read at
+ * once, so that the read's round trip runs while the body is read and parsed. The handler then needs
+ * only the read's answer (withSpare). A request that never reaches the handler (a body the parser
+ * refuses, a client gone) puts the spare back.
+ */
+export function startSpareAdmission(deps: Deps, auth: Auth): RequestHandler {
+  return (req, res, next) => {
+    const tokenHash = svcTokenAlone(deps, req);
+    const orgKey = tokenHash === null ? undefined : deps.models.tokenOrgs.get(tokenHash);
+    const claimed = orgKey === undefined ? null : deps.models.spares.claim(orgKey);
+    if (orgKey !== undefined && claimed) {
+      const actor = readActor(deps, auth, req, { spend: true });
+      actor.catch(() => {}); // awaited by the handler; a request that never gets there must not leave it unhandled
+      const start: SpareStart = { orgKey, claimed, actor, used: false };
+      (req as WithSpareStart)[SPARE_START] = start;
+      res.once('close', () => {
+        if (!start.used) putBackClaimed(deps, start);
+      });
+    }
+    next();
+  };
+}
+
+function putBackClaimed(deps: Deps, start: SpareStart) {
+  void start.claimed.then((spare) => spare && deps.models.spares.putBack(start.orgKey, spare));
+}
+
+export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<AdmittedChat | null> {
+  const start = (req as WithSpareStart)[SPARE_START];
+  if (start) {
+    start.used = true;
+    return withSpare(deps, req, start);
+  }
+  const tokenHash = svcTokenAlone(deps, req);
+  if (tokenHash === null) return null;
   const { spares, tokenOrgs } = deps.models;
   const knownOrg = tokenOrgs.get(tokenHash);
-  if (knownOrg !== undefined && spares.has(knownOrg)) return null;
   const parsed = chatRequest.safeParse(req.body);
   if (!parsed.success) return null;
   const request = parsed.data;
@@ -84,6 +136,34 @@ function actorOf(a: Admission): Actor {
   const role = assertTokenHolderActive({ role: a.orgDeleted ? null : a.role, emailVerified: a.emailVerified });
   assertCanSpend(role);
   return { userId: a.userId!, orgKey: a.orgKey!, role, via: 'api_token' };
+}
+
+/**
+ * The token's org has a hold taken ahead here, claimed for this call (startSpareAdmission): the live read
+ * the general way makes (batched and prepared; no write), then the spare as the call's hold when it is
+ * for the caller's org and covers the call. Otherwise the spare goes back on the shelf and the call holds
+ * its own.
+ */
+async function withSpare(deps: Deps, req: Request, start: SpareStart): Promise<AdmittedChat> {
+  const { spares } = deps.models;
+  const { orgKey } = start;
+  let actor: Actor;
+  let request: ChatRequest;
+  try {
+    actor = await start.actor;
+    request = parse(chatRequest, req.body);
+  } catch (err) {
+    putBackClaimed(deps, start);
+    throw err;
+  }
+  const stream = !!request.stream;
+  const plan = planHold(deps, request);
+  const spare = await start.claimed;
+  if (spare && actor.orgKey === orgKey && spare.amount >= plan.maxCredits) {
+    return { actor, request, call: await heldCall(deps, actor, request, stream, { ...plan, requestId: spare.requestId }, spare.amount) };
+  }
+  if (spare) spares.putBack(orgKey, spare);
+  return { actor, request, call: await prepareCall(deps, actor, request, stream) };
 }
 
 /** Bounded: a process serving very many tokens starts over rather than grow without end. */

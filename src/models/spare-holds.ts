@@ -41,10 +41,16 @@ export interface SpareHoldsDeps {
 }
 
 export interface SpareHolds {
-  /** The org's spare if it covers `atLeast` tokens, off the shelf (waiting for one on its way), else null. */
+  /**
+   * Claims the org's spare (waiting, or on its way) for one call, at once: the calls of a busy org do
+   * not queue for one spare; all but the claimant get null and hold their own. Settles to the spare, or
+   * null when the one on its way was not taken. An unused spare goes back with putBack.
+   */
+  claim(orgKey: string): Promise<SpareHold | null> | null;
+  /** A claimed spare the call did not use (too small, caller refused): back on the shelf, or given back. */
+  putBack(orgKey: string, spare: SpareHold): void;
+  /** claim, for a call that could cost up to `atLeast`: the spare if it covers that (else put back), or null. */
   take(orgKey: string, atLeast: number): Promise<SpareHold | null>;
-  /** True while the org has a spare here, or one on its way. */
-  has(orgKey: string): boolean;
   /** After a call of `orgKey` that could cost up to `callMax` settled at `balance`: keep a hold ready for the next. */
   restock(orgKey: string, callMax: number, balance: number): void;
   /** Gives the org's spare back now; true when there was one. */
@@ -56,6 +62,8 @@ interface Shelf {
   spare: SpareHold | null;
   since: number;
   coming: Promise<void> | null;
+  /** A call has claimed what the shelf has or will have. */
+  claimed: boolean;
 }
 
 export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
@@ -71,13 +79,25 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
     );
 
   function forget(orgKey: string, shelf: Shelf) {
-    if (!shelf.spare && !shelf.coming && shelves.get(orgKey) === shelf) shelves.delete(orgKey);
+    if (!shelf.spare && !shelf.coming && !shelf.claimed && shelves.get(orgKey) === shelf) shelves.delete(orgKey);
+  }
+
+  function shelfOf(orgKey: string): Shelf {
+    let shelf = shelves.get(orgKey);
+    if (!shelf) shelves.set(orgKey, (shelf = { spare: null, since: 0, coming: null, claimed: false }));
+    return shelf;
+  }
+
+  function shelve(shelf: Shelf, spare: SpareHold) {
+    shelf.spare = spare;
+    shelf.since = Date.now();
+    sweeper ??= setInterval(sweep, Math.max(50, idleMs / 2)).unref();
   }
 
   function sweep() {
     const cutoff = Date.now() - idleMs;
     for (const [orgKey, shelf] of shelves) {
-      if (shelf.spare && shelf.since <= cutoff) {
+      if (shelf.spare && !shelf.claimed && shelf.since <= cutoff) {
         void giveBack(shelf.spare);
         shelf.spare = null;
         forget(orgKey, shelf);
@@ -89,27 +109,40 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
     }
   }
 
-  return {
-    async take(orgKey, atLeast) {
+  const spares: SpareHolds = {
+    claim(orgKey) {
       const shelf = shelves.get(orgKey);
-      if (!shelf) return null;
-      if (shelf.coming) await shelf.coming;
-      const spare = shelf.spare;
-      // Too small for this call: it takes a hold of its own, and the spare waits for a smaller one.
-      if (!spare || spare.amount < atLeast) return null;
-      shelf.spare = null;
-      forget(orgKey, shelf);
-      return spare;
+      if (!shelf || shelf.claimed || (!shelf.spare && !shelf.coming)) return null;
+      shelf.claimed = true;
+      return (async () => {
+        if (shelf.coming) await shelf.coming;
+        const spare = shelf.spare;
+        shelf.spare = null;
+        shelf.claimed = false;
+        forget(orgKey, shelf);
+        return spare;
+      })();
     },
 
-    has: (orgKey) => shelves.has(orgKey),
+    putBack(orgKey, spare) {
+      const shelf = shelves.get(orgKey);
+      if (closed || shelf?.spare || shelf?.coming) void giveBack(spare);
+      else shelve(shelfOf(orgKey), spare);
+    },
+
+    async take(orgKey, atLeast) {
+      const spare = await spares.claim(orgKey);
+      if (!spare || spare.amount >= atLeast) return spare;
+      // Too small for this call, which holds its own; the spare waits for a smaller one.
+      spares.putBack(orgKey, spare);
+      return null;
+    },
 
     restock(orgKey, callMax, balance) {
       const amount = Math.ceil(callMax * SPARE_HEADROOM);
       if (closed || amount <= 0 || balance < SPARE_MARGIN * amount) return;
-      const shelf = shelves.get(orgKey) ?? { spare: null, since: 0, coming: null };
+      const shelf = shelfOf(orgKey);
       if (shelf.coming || (shelf.spare && shelf.spare.amount >= amount)) return;
-      shelves.set(orgKey, shelf);
       const smaller = shelf.spare;
       shelf.spare = null;
       if (smaller) void giveBack(smaller);
@@ -119,9 +152,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
         .then(
           (held) => {
             if (closed) return giveBack({ requestId, amount: held });
-            shelf.spare = { requestId, amount: held };
-            shelf.since = Date.now();
-            sweeper ??= setInterval(sweep, Math.max(50, idleMs / 2)).unref();
+            shelve(shelf, { requestId, amount: held });
           },
           () => {
             // Not held (the allocation ran short, or the database is away): the next call holds its own.
@@ -155,4 +186,5 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       await Promise.all(all.map((s) => (s.spare ? giveBack(s.spare) : undefined)));
     },
   };
+  return spares;
 }
