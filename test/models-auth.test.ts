@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { and, eq, sql } from 'drizzle-orm';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { type TestServer } from './helpers/server.js';
+import { modelSuite } from './helpers/model-suite.js';
 import { createApiToken, createUser, addMember, type TestUser } from './helpers/fixtures.js';
-import { setOrgBalance } from './helpers/billing.js';
 import { issueTestGrants } from './helpers/oauth.js';
-import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
+import { type FakeUpstream } from './helpers/fake-upstream.js';
 import { apiTokens, memberships } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { client } from './helpers/http.js';
@@ -22,22 +22,8 @@ let key: string;
 const sdk = (apiKey: string, base = server.url) => new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
 const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
 
-beforeAll(async () => {
-  fake = await startFakeUpstream();
-  server = await startTestServer({ env: fake.env() });
-  owner = await createUser(server);
-  key = (await createApiToken(server, owner, owner.orgKey)).secret;
-});
-
-afterAll(async () => {
-  await server?.close();
-  await fake?.close();
-});
-
-beforeEach(async () => {
-  fake.reset();
-  await setOrgBalance(server, owner.orgKey, 10_000);
-});
+const suite = modelSuite();
+beforeAll(() => void ({ server, fake, owner, key } = suite));
 
 describe('who acts', () => {
   it('no credential, a session JWT, or a cookie: 401', async () => {

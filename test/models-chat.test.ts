@@ -1,11 +1,12 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { and, eq } from 'drizzle-orm';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { type TestServer } from './helpers/server.js';
+import { modelSuite } from './helpers/model-suite.js';
+import { type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
-import { startFakeUpstream, FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
+import { FAKE_KEY, type FakeUpstream } from './helpers/fake-upstream.js';
 import { billingEntries } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { accountBalance, poolAccount } from '../src/billing/ledger.js';
@@ -28,22 +29,8 @@ const jwks = () => createRemoteJWKSet(new URL(`${server.url}/.well-known/jwks.js
 const usageRows = (orgKey = owner.orgKey) =>
   server.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
 
-beforeAll(async () => {
-  fake = await startFakeUpstream();
-  server = await startTestServer({ env: fake.env() });
-  owner = await createUser(server);
-  key = (await createApiToken(server, owner, owner.orgKey)).secret;
-});
-
-afterAll(async () => {
-  await server?.close();
-  await fake?.close();
-});
-
-beforeEach(async () => {
-  fake.reset();
-  await setOrgBalance(server, owner.orgKey, 10_000);
-});
+const suite = modelSuite();
+beforeAll(() => void ({ server, fake, owner, key } = suite));
 
 describe('POST /v1/chat/completions (JSON)', () => {
   it('forces the model, debits exactly, writes one usage transaction, signs the outcome', async () => {

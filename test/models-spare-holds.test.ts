@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { and, eq, isNull } from 'drizzle-orm';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { type TestServer } from './helpers/server.js';
+import { modelSuite } from './helpers/model-suite.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
-import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
+import { type FakeUpstream } from './helpers/fake-upstream.js';
 import { client } from './helpers/http.js';
 import { apiTokens, billingHolds } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
@@ -60,22 +61,8 @@ function costingAtMost(left: number) {
   return sized(lo);
 }
 
-beforeAll(async () => {
-  fake = await startFakeUpstream();
-  server = await startTestServer({ env: fake.env() });
-  owner = await createUser(server);
-  key = (await createApiToken(server, owner, owner.orgKey)).secret;
-});
-
-afterAll(async () => {
-  await server?.close();
-  await fake?.close();
-});
-
-beforeEach(async () => {
-  fake.reset();
-  await setOrgBalance(server, owner.orgKey, 10_000);
-});
+const suite = modelSuite();
+beforeAll(() => void ({ server, fake, owner, key } = suite));
 
 describe('holds taken ahead', () => {
   it("a settled call's org gets the next call's hold, which that call adopts and settles exactly", async () => {
