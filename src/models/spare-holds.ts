@@ -4,11 +4,11 @@ import { newId } from '../ids.js';
 // is committed (CONTRACT §8), and taking a hold is a write: the costliest step before a streamed call's
 // first byte. So once a call of an organization has settled, this process takes that org's next hold at
 // once, in the background: a real hold (a billing_holds row counted in the account's `held`, settled,
-// voided and expired like any other) the size of the call just made, with headroom. The org's next call here that fits
-// in it adopts it as its own hold (its request id) with no write of its own, after the same live read of
-// its caller as every call: a revoked token, a removed member or a viewer is refused before any hold is
-// touched. The allocation never pays more than before: the spare is held, never debited, and a call
-// settles its real cost against it exactly as against a hold of its own.
+// voided and expired like any other), the size of the call just made with headroom. One call of the org
+// claims it as its request arrives and adopts it as its own hold (its request id), with no write of its
+// own, after the same live read of its caller as every call: a revoked token, a removed member or a
+// viewer is refused before the spare is touched. The allocation never pays more than before: the spare
+// is held, never debited, and a call settles its real cost against it as against a hold of its own.
 //
 // What a spare costs: its tokens are held while it waits, so they are not available to other holds or
 // reclaims. Hence a spare is taken only while the org's balance is at least SPARE_MARGIN times its size,
