@@ -46,6 +46,11 @@ export async function addMember(server: TestServer, orgKey: string, userId: stri
   await server.deps.db.insert(memberships).values({ orgId: orgKey, userId, role });
 }
 
+/**
+ * Mints an `svc_` token as POST /v1/tokens does. A user has one live token per organization: minting
+ * another for the same user and org revokes the first (src/tokens/service.ts). A second live token of an
+ * org needs a second member.
+ */
 export async function createApiToken(server: TestServer, user: { userId: string }, orgKey: string, tokenName = 'test') {
   const { row, secret } = await mintApiToken(server.deps.db, server.deps.keys.hmac, { userId: user.userId, orgKey, tokenName });
   return { id: row.id, secret };
