@@ -46,8 +46,14 @@ interface SpareStart {
   used: boolean;
 }
 
-const SPARE_START = Symbol('svc.spareStart');
-type WithSpareStart = Request & { [SPARE_START]?: SpareStart };
+/** What startSpareAdmission learned of a request: the token's HMAC (worked out once), and its spare start. */
+interface ChatStart {
+  tokenHash: string;
+  spare: SpareStart | null;
+}
+
+const CHAT_START = Symbol('svc.chatStart');
+type WithChatStart = Request & { [CHAT_START]?: ChatStart };
 
 /**
  * Mounted before the body parser on POST /v1/chat/completions: when the caller is an `svc_` token alone
@@ -59,13 +65,16 @@ type WithSpareStart = Request & { [SPARE_START]?: SpareStart };
 export function startSpareAdmission(deps: Deps, auth: Auth): RequestHandler {
   return (req, res, next) => {
     const tokenHash = svcTokenAlone(deps, req);
-    const orgKey = tokenHash === null ? undefined : deps.models.tokenOrgs.get(tokenHash);
+    if (tokenHash === null) return next();
+    const chat: ChatStart = { tokenHash, spare: null };
+    (req as WithChatStart)[CHAT_START] = chat;
+    const orgKey = deps.models.tokenOrgs.get(tokenHash);
     const claimed = orgKey === undefined ? null : deps.models.spares.claim(orgKey);
     if (orgKey !== undefined && claimed) {
       const actor = readActor(deps, auth, req, { spend: true });
       actor.catch(() => {}); // awaited by the handler; a request that never gets there must not leave it unhandled
       const start: SpareStart = { orgKey, claimed, actor, used: false };
-      (req as WithSpareStart)[SPARE_START] = start;
+      chat.spare = start;
       res.once('close', () => {
         if (!start.used) putBackClaimed(deps, start);
       });
@@ -79,12 +88,12 @@ function putBackClaimed(deps: Deps, start: SpareStart) {
 }
 
 export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<AdmittedChat | null> {
-  const start = (req as WithSpareStart)[SPARE_START];
-  if (start) {
-    start.used = true;
-    return withSpare(deps, req, start);
+  const chat = (req as WithChatStart)[CHAT_START];
+  if (chat?.spare) {
+    chat.spare.used = true;
+    return withSpare(deps, req, chat.spare);
   }
-  const tokenHash = svcTokenAlone(deps, req);
+  const tokenHash = chat ? chat.tokenHash : svcTokenAlone(deps, req);
   if (tokenHash === null) return null;
   const { spares, tokenOrgs } = deps.models;
   const knownOrg = tokenOrgs.get(tokenHash);
@@ -140,13 +149,10 @@ function actorOf(a: Admission): Actor {
 
 /**
  * The token's org has a hold taken ahead here, claimed for this call (startSpareAdmission): the live read
- * the general way makes (batched and prepared; no write), then the spare as the call's hold when it is
- * for the caller's org and covers the call. Otherwise the spare goes back on the shelf and the call holds
- * its own.
+ * the general way makes (batched and prepared; no write), then prepareCall with the claimed spare: the
+ * call's hold when it covers the call, else back on the shelf and the call holds its own.
  */
 async function withSpare(deps: Deps, req: Request, start: SpareStart): Promise<AdmittedChat> {
-  const { spares } = deps.models;
-  const { orgKey } = start;
   let actor: Actor;
   let request: ChatRequest;
   try {
@@ -156,14 +162,10 @@ async function withSpare(deps: Deps, req: Request, start: SpareStart): Promise<A
     putBackClaimed(deps, start);
     throw err;
   }
-  const stream = !!request.stream;
-  const plan = planHold(deps, request);
-  const spare = await start.claimed;
-  if (spare && actor.orgKey === orgKey && spare.amount >= plan.maxCredits) {
-    return { actor, request, call: await heldCall(deps, actor, request, stream, { ...plan, requestId: spare.requestId }, spare.amount) };
-  }
-  if (spare) spares.putBack(orgKey, spare);
-  return { actor, request, call: await prepareCall(deps, actor, request, stream) };
+  // A token's org never changes, so the claimed spare is the actor's org's; were it not, it goes back.
+  const sameOrg = actor.orgKey === start.orgKey;
+  if (!sameOrg) putBackClaimed(deps, start);
+  return { actor, request, call: await prepareCall(deps, actor, request, !!request.stream, sameOrg ? start.claimed : undefined) };
 }
 
 /** Bounded: a process serving very many tokens starts over rather than grow without end. */

@@ -3,6 +3,7 @@ import { AppError } from '../http/errors.js';
 import { newId } from '../ids.js';
 import { orgBalanceCredits, voidHold } from '../billing/spend.js';
 import type { Actor } from './actor.js';
+import type { SpareHold } from './spare-holds.js';
 import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
 import type { ChatRequest } from './schema.js';
 import { countPrompt, countText, promptUpperBound } from './tokens.js';
@@ -73,11 +74,21 @@ export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan 
 
 export const cannotPay = () => insufficient("the organization's allocation cannot pay for this call");
 
-export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest | ChatBody, stream: boolean): Promise<PreparedCall> {
+/**
+ * The call's hold: the one taken ahead for the actor's org when it covers the call (spare-holds.ts;
+ * adopted whole, its request id becomes the call's), else a hold of its own. `claimed`: a spare of the
+ * actor's org this call already claimed (chat-admission.ts); without it, the call claims one here.
+ */
+export async function prepareCall(
+  deps: Deps,
+  actor: Actor,
+  request: ChatRequest | ChatBody,
+  stream: boolean,
+  claimed?: Promise<SpareHold | null>,
+): Promise<PreparedCall> {
   const plan = planHold(deps, request);
-  // The hold taken ahead for this org's next call, when it covers this one (spare-holds.ts): adopted
-  // whole, its request id becomes the call's.
-  const spare = await deps.models.spares.take(actor.orgKey, plan.maxCredits);
+  const { spares } = deps.models;
+  const spare = spares.fit(actor.orgKey, await (claimed ?? spares.claim(actor.orgKey)), plan.maxCredits);
   if (spare) return heldCall(deps, actor, request, stream, { ...plan, requestId: spare.requestId }, spare.amount);
   const reserve = () =>
     // Grouped with the other calls in flight (ModelServices.spend). Holds commit without waiting for the
@@ -94,7 +105,7 @@ export async function prepareCall(deps: Deps, actor: Actor, request: ChatRequest
   try {
     ({ heldCredits } = await reserve().catch(async (err: unknown) => {
       // A spare of ours too small for this call may hold the very tokens it needs: give it back, once.
-      if (err instanceof AppError && err.status === 402 && (await deps.models.spares.release(actor.orgKey))) return reserve();
+      if (err instanceof AppError && err.status === 402 && (await spares.release(actor.orgKey))) return reserve();
       throw err;
     }));
   } catch (err) {

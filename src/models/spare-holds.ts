@@ -49,8 +49,8 @@ export interface SpareHolds {
   claim(orgKey: string): Promise<SpareHold | null> | null;
   /** A claimed spare the call did not use (too small, caller refused): back on the shelf, or given back. */
   putBack(orgKey: string, spare: SpareHold): void;
-  /** claim, for a call that could cost up to `atLeast`: the spare if it covers that (else put back), or null. */
-  take(orgKey: string, atLeast: number): Promise<SpareHold | null>;
+  /** A claimed spare for a call that could cost up to `atLeast`: the spare if it covers that, else put back and null. */
+  fit(orgKey: string, spare: SpareHold | null, atLeast: number): SpareHold | null;
   /** After a call of `orgKey` that could cost up to `callMax` settled at `balance`: keep a hold ready for the next. */
   restock(orgKey: string, callMax: number, balance: number): void;
   /** Gives the org's spare back now; true when there was one. */
@@ -130,8 +130,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       else shelve(shelfOf(orgKey), spare);
     },
 
-    async take(orgKey, atLeast) {
-      const spare = await spares.claim(orgKey);
+    fit(orgKey, spare, atLeast) {
       if (!spare || spare.amount >= atLeast) return spare;
       // Too small for this call, which holds its own; the spare waits for a smaller one.
       spares.putBack(orgKey, spare);
