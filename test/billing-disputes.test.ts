@@ -36,6 +36,18 @@ const outcome = async (eventId: string) =>
   (await queryRows<{ outcome: string }>(server.deps.db, sql`select outcome from billing_webhook_events where id = ${eventId}`))[0]?.outcome;
 
 /** A paid top-up made through the SDK; `grant()` delivers its completion. */
+/**
+ * A $10 (10,000-token) dispute reinstated on a user's default client: trial and purchase whole again
+ * (60,000), given back by one `refund` row, the dispute reinstated. Returns that row.
+ */
+async function expectReinstated(u: TestUser, disputeId: string) {
+  expect(await balance(u)).toMatchObject({ balance_credits: 60_000, allocation_credits: 60_000 });
+  const [latest] = await transactions(u);
+  expect(latest).toMatchObject({ transaction_type: 'refund', amount_credits: 10_000, balance_after_credits: 60_000 });
+  expect(await disputeRow(disputeId)).toMatchObject({ state: 'reinstated' });
+  return latest;
+}
+
 async function topup(u: TestUser, cents: number) {
   const res = await api.post(`/v1/clients/${u.clientId}/credits/topup`, { amount_usd: cents, ...urls }, { token: u.session });
   expect(res.status).toBe(200);
@@ -153,9 +165,7 @@ describe('disputes', () => {
     const reinstated = rid('evt');
     await send('charge.dispute.funds_reinstated', { ...d, status: 'won' }, { id: reinstated });
     expect(await outcome(reinstated)).toBe('dispute_reinstated');
-    expect(await balance(u)).toMatchObject({ balance_credits: 60_000, allocation_credits: 60_000 });
-    const [latest] = await transactions(u);
-    expect(latest).toMatchObject({ transaction_type: 'refund', amount_credits: 10_000, balance_after_credits: 60_000 });
+    const latest = await expectReinstated(u, d.id);
     // Nothing was granted anew: lifetime_granted_credits is the trial and the purchase, as before.
     expect((await api.get('/v1/owner/balance', { token: u.session })).body.lifetime_granted_credits).toBe(60_000);
     expect(latest.description).toMatch(/^Dispute won: 10\.00 USD reinstated, 10,000 tokens given back/);
@@ -189,10 +199,7 @@ describe('disputes', () => {
     await send('charge.dispute.closed', { ...d, status: 'prevented' }, { id: closed });
     expect(await outcome(closed)).toBe('dispute_reinstated');
     // The deleted client cannot take it: the owner's default client does, as a purchase would.
-    expect(await balance(u)).toMatchObject({ balance_credits: 60_000, allocation_credits: 60_000 });
-    const [latest] = await transactions(u);
-    expect(latest).toMatchObject({ transaction_type: 'refund', amount_credits: 10_000, balance_after_credits: 60_000 });
-    expect(await disputeRow(d.id)).toMatchObject({ state: 'reinstated' });
+    await expectReinstated(u, d.id);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
