@@ -146,6 +146,49 @@ describe('batched reserve and settle', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
+  it("a settle takes its org's next hold in the same statement, only above the floor, and still commits synchronously", async () => {
+    const [a, b] = await Promise.all([createUser(server), createUser(server)]);
+    await setOrgBalance(server, a.orgKey, 1_000);
+    await setOrgBalance(server, b.orgKey, 1_000);
+    const [callA, callB] = [rid(), rid()];
+    await reserveMany(server.deps.db, [
+      { orgKey: a.orgKey, userId: a.userId, requestId: callA, minCredits: 1, maxCredits: 100 },
+      { orgKey: b.orgKey, userId: b.userId, requestId: callB, minCredits: 1, maxCredits: 100 },
+    ]);
+    const [nextA, nextB] = [rid(), rid()];
+    // a: 1,000 − 40 = 960 left, at the floor of 960: held. b: 1,000 − 50 = 950, under it: not held.
+    const settled = await settleMany(server.deps.db, [
+      { requestId: callA, actualCredits: 40, description: 'a', next: { requestId: nextA, orgKey: a.orgKey, amount: 96, floor: 960 } },
+      { requestId: callB, actualCredits: 50, description: 'b', next: { requestId: nextB, orgKey: b.orgKey, amount: 96, floor: 960 } },
+      { requestId: rid(), actualCredits: 5, description: 'unknown', next: { requestId: rid(), orgKey: a.orgKey, amount: 10, floor: 0 } },
+    ]);
+    expect(settled.map((r) => (r instanceof AppError ? r.code : r))).toEqual([
+      { debitedCredits: 40, balanceCredits: 960, nextHeldCredits: 96 },
+      { debitedCredits: 50, balanceCredits: 950, nextHeldCredits: 0 },
+      'hold_not_found',
+    ]);
+    expect(await account(a.orgKey)).toEqual({ balance: 960, held: 96 });
+    expect(await account(b.orgKey)).toEqual({ balance: 950, held: 0 });
+    const holds = await queryRows<{ request_id: string; user_id: string | null; status: string }>(
+      server.deps.db,
+      sql`select request_id, user_id, status from billing_holds where request_id in (${nextA}, ${nextB})`,
+    );
+    expect(holds).toEqual([{ request_id: nextA, user_id: null, status: 'held' }]);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+
+    // The hold inside turns synchronous_commit off for its transaction; the settle's debit must not lose
+    // its durability by it.
+    const [callC, nextC] = [rid(), rid()];
+    await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: callC, minCredits: 1, maxCredits: 10 }]);
+    const [setting] = await server.deps.db.transaction(async (tx) => {
+      await tx.execute(sql`select * from svc_settle_and_hold_next(${sql.param([callC])}::text[], '{5}', '{c}', ${sql.param([nextC])}::text[], ${sql.param([a.orgKey])}::text[], '{10}', '{0}', 900)`);
+      return queryRows<{ s: string }>(tx as never, sql`select current_setting('synchronous_commit') as s`);
+    });
+    const [outside] = await queryRows<{ s: string }>(server.deps.db, sql`select current_setting('synchronous_commit') as s`);
+    expect(setting!.s).toBe(outside!.s);
+    expect(outside!.s).toBe('on');
+  });
+
   it('one request id reserved at once on two orgs (they meet only at the hold key): one hold, the other 409', async () => {
     const [a, b] = await Promise.all([createUser(server), createUser(server)]);
     await setOrgBalance(server, a.orgKey, 1_000);

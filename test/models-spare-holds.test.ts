@@ -10,10 +10,10 @@ import { apiTokens, billingHolds } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { planHold } from '../src/models/metered.js';
-import { SPARE_HEADROOM, SPARE_IDLE_MS } from '../src/models/spare-holds.js';
+import { createSpareHolds, SPARE_HEADROOM, SPARE_IDLE_MS, SPARE_MARGIN } from '../src/models/spare-holds.js';
 
-// Holds taken ahead (src/models/spare-holds.ts, docs/models.md): after a call settles, the org's next
-// call's hold is taken in the background, and that call adopts it. Prices as in models-chat: a call
+// Holds taken ahead (src/models/spare-holds.ts, docs/models.md): the statement that settles a call also
+// takes the org's next call's hold, and that call adopts it. Prices as in models-chat: a call
 // debits exactly prompt + 2 × completion tokens.
 
 let server: TestServer;
@@ -65,11 +65,12 @@ const suite = modelSuite();
 beforeAll(() => void ({ server, fake, owner, key } = suite));
 
 describe('holds taken ahead', () => {
-  it("a settled call's org gets the next call's hold, which that call adopts and settles exactly", async () => {
+  it("a call's settle takes its org's next hold, which the next call adopts and settles exactly", async () => {
     const before = await balance();
     const first = await chat(key);
     expect(first.status).toBe(200);
-    const [spare] = await waitFor(spares, (rows) => rows.length === 1);
+    // Taken in the settle's own statement, before the answer left: there already, no waiting.
+    const [spare] = await spares();
     expect(spare).toBeDefined();
     // The most the call just made could cost, with headroom, held on the allocation like any hold.
     const callMax = planHold(server.deps, { model: 'x', max_tokens: 20, messages: [{ role: 'user', content: 'Say hello' }] } as never).maxCredits;
@@ -174,8 +175,30 @@ describe('holds taken ahead', () => {
   it('no spare is taken for an org whose balance is under SPARE_MARGIN times the call', async () => {
     await setOrgBalance(server, owner.orgKey, 100);
     expect((await chat(key)).status).toBe(200);
-    // Give a spare every chance to land, then check there is none.
-    await new Promise((r) => setTimeout(r, 200));
+    // A spare lands with its call's settle, before the answer: none now means none was taken.
     expect(await spares()).toEqual([]);
+  });
+});
+
+describe('createSpareHolds alone', () => {
+  it('a settle whose answer was lost gives its next hold back, and close waits for a settle in flight', async () => {
+    const given: string[] = [];
+    const shelf = createSpareHolds({ giveBack: async (requestId) => void given.push(requestId) });
+    const next = shelf.ahead('org_a', 100)!;
+    expect(next).toMatchObject({ orgKey: 'org_a', amount: Math.ceil(100 * SPARE_HEADROOM), floor: SPARE_MARGIN * Math.ceil(100 * SPARE_HEADROOM) });
+    expect(shelf.ahead('org_a', 100)).toBeNull(); // one on its way per org
+    const claimed = shelf.claim('org_a'); // waits for the settle in flight
+    shelf.landed(next, null);
+    expect(await claimed).toBeNull();
+    expect(given).toEqual([next.requestId]);
+
+    const second = shelf.ahead('org_a', 100)!;
+    let closed = false;
+    const closing = shelf.close().then(() => (closed = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(closed).toBe(false);
+    shelf.landed(second, second.amount);
+    await closing;
+    expect(given).toEqual([next.requestId, second.requestId]); // landed after close: given back at once
   });
 });

@@ -33,8 +33,8 @@ export async function releaseExpiredHolds(tx: Db, accountId: string): Promise<nu
 
 export interface ReserveInput {
   orgKey: string;
-  /** Who makes the call; null for a hold taken ahead of the call that will adopt it (src/models/spare-holds.ts). */
-  userId: string | null;
+  /** Who makes the call. */
+  userId: string;
   requestId: string;
   minCredits: number;
   maxCredits: number;
@@ -109,16 +109,32 @@ export interface SettleInput {
   requestId: string;
   actualCredits: number;
   description: string;
+  /** Also take the org's next hold in the same statement (src/models/spare-holds.ts). */
+  next?: NextHoldInput;
+}
+
+/**
+ * A hold of exactly `amount` tokens of org `orgKey` for no user, taken by a settle only when it leaves
+ * the org a balance of at least `floor` (svc_settle_and_hold_next, src/db/custom/with-next-hold.sql).
+ */
+export interface NextHoldInput {
+  requestId: string;
+  orgKey: string;
+  amount: number;
+  floor: number;
 }
 
 export interface SettleResult {
   debitedCredits: number;
   balanceCredits: number;
+  /** When the input asked for a next hold: the tokens it holds (0: not taken). */
+  nextHeldCredits?: number;
 }
 
 /**
  * Debits min(actualCredits, held) and releases the rest, exactly once per request id, for many calls in
- * one statement (svc_settle_holds); one `usage` transaction per call that debited something. A repeated
+ * one statement (svc_settle_holds, through svc_settle_and_hold_next, which also takes the next hold an
+ * input asks for); one `usage` transaction per call that debited something. A repeated
  * settle returns the first result. A hold that expired before its settle (a very slow call) still debits
  * what the allocation can pay, never more. Per input: the result, or an AppError (404 no such hold).
  */
@@ -126,27 +142,44 @@ export async function settleMany(db: Db, inputs: SettleInput[]): Promise<(Settle
   const rows = await settleStatement(db, inputs);
   const out: (SettleResult | AppError | null)[] = inputs.map(() => null);
   for (const row of rows) {
-    if (row.settled) out[Number(row.ord) - 1] = { debitedCredits: num(row.debited), balanceCredits: num(row.balance) };
+    const input = inputs[Number(row.ord) - 1]!;
+    if (!row.settled) continue;
+    out[Number(row.ord) - 1] = {
+      debitedCredits: num(row.debited),
+      balanceCredits: num(row.balance),
+      ...(input.next ? { nextHeldCredits: num(row.next_held) } : {}),
+    };
   }
-  // Holds that were not live (settled or voided before, expired, unknown) are rare: one by one.
+  // Holds that were not live (settled or voided before, expired, unknown) are rare: one by one, and
+  // they take no next hold.
   for (let n = 0; n < inputs.length; n++) {
     if (out[n]) continue;
-    out[n] = await settleNotLive(db, inputs[n]!).catch((err: unknown) => {
-      if (err instanceof AppError) return err;
-      throw err;
-    });
+    const input = inputs[n]!;
+    out[n] = await settleNotLive(db, { ...input, next: undefined }).then(
+      (result) => (input.next ? { ...result, nextHeldCredits: 0 } : result),
+      (err: unknown) => {
+        if (err instanceof AppError) return err;
+        throw err;
+      },
+    );
   }
   return out as (SettleResult | AppError)[];
 }
 
 function settleStatement(db: Db, inputs: SettleInput[]) {
+  const next = inputs.map((i) => i.next);
   return retryOnDeadlock(() =>
-    queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean }>(
+    queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean; next_held: unknown }>(
       db,
-      sql`select ord, debited, balance, settled from svc_settle_holds(
+      sql`select ord, debited, balance, settled, next_held from svc_settle_and_hold_next(
             ${sql.param(inputs.map((i) => i.requestId))}::text[],
             ${sql.param(inputs.map((i) => Math.max(0, Math.round(i.actualCredits))))}::bigint[],
-            ${sql.param(inputs.map((i) => i.description))}::text[])`,
+            ${sql.param(inputs.map((i) => i.description))}::text[],
+            ${sql.param(next.map((n) => n?.requestId ?? null))}::text[],
+            ${sql.param(next.map((n) => n?.orgKey ?? null))}::text[],
+            ${sql.param(next.map((n) => (n ? Math.max(0, Math.round(n.amount)) : null)))}::bigint[],
+            ${sql.param(next.map((n) => (n ? Math.ceil(n.floor) : null)))}::bigint[],
+            ${DEFAULT_HOLD_TTL_SECONDS}::float8)`,
     ),
   );
 }

@@ -1,7 +1,7 @@
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
 import { newId } from '../ids.js';
-import { orgBalanceCredits, voidHold } from '../billing/spend.js';
+import { orgBalanceCredits, voidHold, type SettleResult } from '../billing/spend.js';
 import type { Actor } from './actor.js';
 import type { SpareHold } from './spare-holds.js';
 import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
@@ -145,15 +145,24 @@ export async function heldCall(deps: Deps, actor: Actor, request: ChatRequest | 
 }
 
 export async function settleCall(deps: Deps, call: PreparedCall, usage: Usage, note = ''): Promise<CallOutcome> {
-  const actual = creditsFor(deps.models.prices, usage.prompt_tokens, usage.completion_tokens);
-  const { debitedCredits, balanceCredits } = await deps.models.spend.settle({
-    requestId: call.requestId,
-    actualCredits: actual,
-    description: `${deps.models.modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
-  });
-  // The org's next call here will likely look like this one: its hold is taken now, off its path.
-  deps.models.spares.restock(call.actor.orgKey, call.maxCredits, balanceCredits);
-  return { requestId: call.requestId, usage, creditsDebited: debitedCredits, balanceCredits };
+  const { spares, spend, prices, modelId } = deps.models;
+  const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens);
+  // The org's next call here will likely look like this one: its hold is taken by this settle, off its path.
+  const next = spares.ahead(call.actor.orgKey, call.maxCredits);
+  let settled: SettleResult;
+  try {
+    settled = await spend.settle({
+      requestId: call.requestId,
+      actualCredits: actual,
+      description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
+      ...(next ? { next } : {}),
+    });
+  } catch (err) {
+    if (next) spares.landed(next, null);
+    throw err;
+  }
+  if (next) spares.landed(next, settled.nextHeldCredits ?? 0);
+  return { requestId: call.requestId, usage, creditsDebited: settled.debitedCredits, balanceCredits: settled.balanceCredits };
 }
 
 /** A failed call debits nothing (CONTRACT §8). Never throws: the caller is already reporting an error. */

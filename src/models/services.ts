@@ -81,8 +81,6 @@ export function createModelServices(config: Config, db: Db, signingKeys: Signing
     runMaxSteps: config.runMaxSteps,
     spend,
     spares: createSpareHolds({
-      hold: async ({ orgKey, requestId, amount }) =>
-        (await spend.reserve({ orgKey, userId: null, requestId, minCredits: amount, maxCredits: amount })).heldCredits,
       giveBack: (requestId) => voidHold(db, requestId),
       onError: (err) => log.warn({ err }, 'could not give a spare hold back; it expires'),
     }),

@@ -1,9 +1,11 @@
 import { newId } from '../ids.js';
+import type { NextHoldInput } from '../billing/spend.js';
 
 // Holds taken ahead (docs/models.md, "Holds taken ahead"). A model call may not start before its hold
 // is committed (CONTRACT §8), and taking a hold is a write: the costliest step before a streamed call's
-// first byte. So once a call of an organization has settled, this process takes that org's next hold at
-// once, in the background: a real hold (a billing_holds row counted in the account's `held`, settled,
+// first byte. So the statement that settles a call of an organization also takes that org's next hold
+// (svc_settle_and_hold_next: no round trip of its own, and nothing left for the database to do once the
+// call's last byte has left, when the org's next call may already be on its way): a real hold (a billing_holds row counted in the account's `held`, settled,
 // voided and expired like any other), the size of the call just made with headroom. One call of the org
 // claims it as its request arrives and adopts it as its own hold (its request id), with no write of its
 // own, after the same live read of its caller as every call: a revoked token, a removed member or a
@@ -32,8 +34,6 @@ export interface SpareHold {
 }
 
 export interface SpareHoldsDeps {
-  /** Takes a hold of exactly `amount` tokens for no user (src/billing/spend.ts reserve, batched). */
-  hold(input: { orgKey: string; requestId: string; amount: number }): Promise<number>;
   /** Gives a hold back whole (src/billing/spend.ts voidHold). */
   giveBack(requestId: string): Promise<unknown>;
   idleMs?: number;
@@ -51,8 +51,14 @@ export interface SpareHolds {
   putBack(orgKey: string, spare: SpareHold): void;
   /** A claimed spare for a call that could cost up to `atLeast`: the spare if it covers that, else put back and null. */
   fit(orgKey: string, spare: SpareHold | null, atLeast: number): SpareHold | null;
-  /** After a call of `orgKey` that could cost up to `callMax` settled at `balance`: keep a hold ready for the next. */
-  restock(orgKey: string, callMax: number, balance: number): void;
+  /**
+   * Before a call of `orgKey` that could cost up to `callMax` settles: the hold its settle should take
+   * for the org's next call, or null when none is wanted (one is waiting or on its way, or shutting
+   * down). Every non-null answer must be followed by `landed`.
+   */
+  ahead(orgKey: string, callMax: number): NextHoldInput | null;
+  /** What the settle that carried `next` held for it: tokens (0: not taken), or null when unknown (the settle failed). */
+  landed(next: NextHoldInput, held: number | null): void;
   /** Gives the org's spare back now; true when there was one. */
   release(orgKey: string): Promise<boolean>;
   close(): Promise<void>;
@@ -61,6 +67,7 @@ export interface SpareHolds {
 interface Shelf {
   spare: SpareHold | null;
   since: number;
+  /** A settle is taking the next spare; settles when it has landed. */
   coming: Promise<void> | null;
   /** A call has claimed what the shelf has or will have. */
   claimed: boolean;
@@ -69,6 +76,8 @@ interface Shelf {
 export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
   const idleMs = deps.idleMs ?? SPARE_IDLE_MS;
   const shelves = new Map<string, Shelf>();
+  /** The shelves whose next spare a settle in flight is taking, by that spare's request id. */
+  const landing = new Map<string, { shelf: Shelf; resolve: () => void }>();
   let sweeper: NodeJS.Timeout | null = null;
   let closed = false;
 
@@ -137,30 +146,32 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       return null;
     },
 
-    restock(orgKey, callMax, balance) {
+    ahead(orgKey, callMax) {
       const amount = Math.ceil(callMax * SPARE_HEADROOM);
-      if (closed || amount <= 0 || balance < SPARE_MARGIN * amount) return;
+      if (closed || amount <= 0) return null;
       const shelf = shelfOf(orgKey);
-      if (shelf.coming || (shelf.spare && shelf.spare.amount >= amount)) return;
+      if (shelf.coming || (shelf.spare && shelf.spare.amount >= amount)) return null;
       const smaller = shelf.spare;
       shelf.spare = null;
       if (smaller) void giveBack(smaller);
-      const requestId = newId('req');
-      shelf.coming = deps
-        .hold({ orgKey, requestId, amount })
-        .then(
-          (held) => {
-            if (closed) return giveBack({ requestId, amount: held });
-            shelve(shelf, { requestId, amount: held });
-          },
-          () => {
-            // Not held (the allocation ran short, or the database is away): the next call holds its own.
-          },
-        )
-        .finally(() => {
-          shelf.coming = null;
-          forget(orgKey, shelf);
-        });
+      const next = { requestId: newId('req'), orgKey, amount, floor: SPARE_MARGIN * amount };
+      shelf.coming = new Promise<void>((resolve) => landing.set(next.requestId, { shelf, resolve }));
+      return next;
+    },
+
+    landed(next, held) {
+      const pending = landing.get(next.requestId);
+      if (!pending) return;
+      landing.delete(next.requestId);
+      const { shelf, resolve } = pending;
+      const spare = { requestId: next.requestId, amount: held ?? next.amount };
+      // Unknown (the settle's answer was lost, so it may have committed): given back, else it would wait
+      // out the hold TTL. Not taken (the balance under the margin, or short): the next call holds its own.
+      if (held === null || (held > 0 && closed)) void giveBack(spare);
+      else if (held > 0) shelve(shelf, spare);
+      shelf.coming = null;
+      forget(next.orgKey, shelf);
+      resolve();
     },
 
     async release(orgKey) {

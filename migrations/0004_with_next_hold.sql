@@ -1,0 +1,55 @@
+-- Settle, and take each org's next hold in the same statement (src/models/spare-holds.ts, "Holds taken
+-- ahead"). Input i settles as svc_settle_holds does; when p_next_ids[i] is set and the call settled
+-- leaving org p_next_orgs[i] a balance of at least p_next_floor[i], a hold of exactly p_next_amounts[i]
+-- is taken for no user (svc_reserve_holds), for that org's next call. One round trip and one commit where
+-- there were two, and nothing left for the database to do once the call's last byte has left.
+-- next_held: the tokens held for input i's next call (0: none taken). Locks: the next holds' accounts are
+-- org accounts this statement's settle already locked. The settle commits synchronously, and the hold
+-- would not change that: svc_reserve_holds turns synchronous_commit off for its transaction, so the
+-- setting found on entry is put back.
+CREATE OR REPLACE FUNCTION svc_settle_and_hold_next(
+  p_request_ids text[], p_actual bigint[], p_descriptions text[],
+  p_next_ids text[], p_next_orgs text[], p_next_amounts bigint[], p_next_floor bigint[], p_ttl_secs double precision
+) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean, next_held bigint) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_sync text := current_setting('synchronous_commit');
+  v_n int := coalesce(array_length(p_request_ids, 1), 0);
+  v_debited bigint[] := array_fill(0::bigint, ARRAY[v_n]);
+  v_balance bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
+  v_settled boolean[] := array_fill(false, ARRAY[v_n]);
+  v_next bigint[] := array_fill(0::bigint, ARRAY[v_n]);
+  v_pick int[] := '{}';
+  r record;
+BEGIN
+  FOR r IN SELECT s.ord AS i, s.debited AS d, s.balance AS b, s.settled AS ok
+           FROM svc_settle_holds(p_request_ids, p_actual, p_descriptions) AS s LOOP
+    v_debited[r.i] := r.d;
+    v_balance[r.i] := r.b;
+    v_settled[r.i] := r.ok;
+    IF r.ok AND p_next_ids[r.i] IS NOT NULL AND r.b >= p_next_floor[r.i] THEN
+      v_pick := v_pick || r.i;
+    END IF;
+  END LOOP;
+
+  IF array_length(v_pick, 1) > 0 THEN
+    FOR r IN SELECT h.ord AS k, h.take AS t, h.outcome AS o FROM svc_reserve_holds(
+        ARRAY(SELECT p_next_ids[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
+        ARRAY(SELECT p_next_orgs[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
+        ARRAY(SELECT NULL::text FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
+        ARRAY(SELECT p_next_amounts[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
+        ARRAY(SELECT p_next_amounts[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
+        ARRAY(SELECT p_ttl_secs FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n)) AS h LOOP
+      IF r.o = 'held' THEN
+        v_next[v_pick[r.k]] := r.t;
+      END IF;
+    END LOOP;
+    PERFORM set_config('synchronous_commit', v_sync, true);
+  END IF;
+
+  FOR i IN 1 .. v_n LOOP
+    ord := i; debited := v_debited[i]; balance := v_balance[i]; settled := v_settled[i]; next_held := v_next[i];
+    RETURN NEXT;
+  END LOOP;
+END;
+$$;
