@@ -47,6 +47,23 @@ describe('GET /v1/clients', () => {
     const { secret } = await createApiToken(server, user, user.orgKey);
     expect((await api.get('/v1/clients', { token: secret })).body).toEqual({ data: expected });
   });
+
+  it('pages by limit and offset (CONTRACT §3), in the same order; a limit or offset outside the rule is 400', async () => {
+    const user = await createUser(server);
+    const made = [];
+    for (const name of ['B', 'C', 'D']) made.push((await api.post('/v1/clients', { name }, { token: user.session })).body.id);
+    const all = (await api.get('/v1/clients', { token: user.session })).body.data.map((c: { id: string }) => c.id);
+    expect(all).toEqual([user.clientId, ...made]);
+    const page = (q: string) => api.get(`/v1/clients?${q}`, { token: user.session });
+    expect((await page('limit=2')).body.data.map((c: { id: string }) => c.id)).toEqual(all.slice(0, 2));
+    expect((await page('limit=2&offset=2')).body.data.map((c: { id: string }) => c.id)).toEqual(all.slice(2, 4));
+    expect((await page('offset=9')).body.data).toEqual([]);
+    for (const q of ['limit=0', 'limit=101', 'offset=-1', 'limit=abc']) {
+      const res = await page(q);
+      expect(res.status, q).toBe(400);
+      expect(res.body.detail.code, q).toBe('VALIDATION_ERROR');
+    }
+  });
 });
 
 describe('POST /v1/clients', () => {

@@ -50,6 +50,26 @@ describe('GET /v1/clients/{client_id}/members', () => {
     });
   });
 
+  it('pages by limit and offset (CONTRACT §3), oldest first; a limit or offset outside the rule is 400', async () => {
+    const owner = await createUser(server);
+    const joined = [owner.userId];
+    for (let i = 0; i < 3; i++) {
+      const member = await createUser(server);
+      await addMember(server, owner.orgKey, member.userId);
+      joined.push(member.userId);
+    }
+    const page = (q: string) => api.get(`/v1/clients/${owner.clientId}/members?${q}`, { token: owner.session });
+    const ids = (res: { body: { data: { user_id: string }[] } }) => res.body.data.map((m) => m.user_id);
+    expect(ids(await page(''))).toEqual(joined);
+    expect(ids(await page('limit=3'))).toEqual(joined.slice(0, 3));
+    expect(ids(await page('limit=3&offset=3'))).toEqual(joined.slice(3));
+    for (const q of ['limit=0', 'limit=101', 'offset=-1']) {
+      const res = await page(q);
+      expect(res.status, q).toBe(400);
+      expect(res.body.detail.code, q).toBe('VALIDATION_ERROR');
+    }
+  });
+
   it('403 NO_ACCESS for a stranger, 404 for an unknown client', async () => {
     const owner = await createUser(server);
     const stranger = await createUser(server);

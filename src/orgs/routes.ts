@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import { assertCredentialReaches, principalOf, type Auth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { parse } from '../http/validate.js';
+import { pageQuery } from '../http/pagination.js';
 import { clientIdOf, parseOrgId, unix } from '../ids.js';
 import { liveMemberships, requireLiveCredential } from './membership.js';
 import { addMemberByEmail, createClient, deleteClient, listMembers, removeMember, requireOrgRole, type MemberRecord } from './service.js';
@@ -52,7 +53,9 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
   const signedIn = [auth.require(), requireLiveCredential];
 
   router.get('/v1/clients', ...signedIn, async (req, res) => {
-    const orgs = await liveMemberships(deps.db, principalOf(req).userId);
+    // A user belongs to few clients, read whole and ordered in liveMemberships (default client first).
+    const { limit, offset } = parse(pageQuery, req.query);
+    const orgs = (await liveMemberships(deps.db, principalOf(req).userId)).slice(offset, offset + limit);
     res.json({ data: orgs.map((o) => ({ id: clientIdOf(o.orgKey), name: o.name, role: o.role, created_at: unix(o.createdAt) })) });
   });
 
@@ -71,7 +74,8 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients/:client_id/members', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'viewer');
-    res.json({ data: (await listMembers(deps.db, org.id)).map(memberJson) });
+    const page = parse(pageQuery, req.query);
+    res.json({ data: (await listMembers(deps.db, org.id, page)).map(memberJson) });
   });
 
   router.post('/v1/clients/:client_id/members', ...signedIn, async (req, res) => {

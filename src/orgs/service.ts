@@ -69,13 +69,15 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
   });
 }
 
-export async function listMembers(db: Db, orgKey: string): Promise<MemberRecord[]> {
-  return db
+/** The org's members, oldest first; one page of them when `page` is given (CONTRACT §3), else all. */
+export async function listMembers(db: Db, orgKey: string, page?: { limit: number; offset: number }): Promise<MemberRecord[]> {
+  const members = db
     .select({ userId: users.id, email: users.email, name: users.name, role: memberships.role, createdAt: memberships.createdAt })
     .from(memberships)
     .innerJoin(users, eq(users.id, memberships.userId))
     .where(eq(memberships.orgId, orgKey))
-    .orderBy(memberships.createdAt, users.email);
+    .orderBy(memberships.createdAt, users.email, users.id);
+  return page ? members.limit(page.limit).offset(page.offset) : members;
 }
 
 /**
