@@ -20,8 +20,8 @@ let owner: TestUser;
 let key: string;
 
 /** A ws client that queues frames so a test can await them in order. */
-async function connect(base = server.url) {
-  const ws = new WebSocket(`${base.replace('http', 'ws')}/v1/runs/ws`);
+async function connect(base = server.url, query = '') {
+  const ws = new WebSocket(`${base.replace('http', 'ws')}/v1/runs/ws${query}`);
   const frames: any[] = [];
   const waiters: (() => void)[] = [];
   let closed: { code: number; reason: string } | null = null;
@@ -188,6 +188,22 @@ describe('/v1/runs/ws', () => {
     e.ws.send(Buffer.from('{"type":"auth"}'), { binary: true });
     expect((await e.next('error')).code).toBe('bad_frame');
     expect((await e.closedWith())?.code).toBe(4401);
+  });
+
+  it('org_id on the upgrade must name the acting organization (either spelling), else org_mismatch and 4401', async () => {
+    for (const id of [owner.orgId, owner.clientId]) {
+      const ok = await connect(server.url, `?org_id=${id}`);
+      ok.send({ type: 'auth', token: key });
+      expect((await ok.next('authenticated')).client_id, id).toBe(owner.orgId);
+      ok.ws.close();
+    }
+    const other = await createUser(server);
+    for (const query of [`?org_id=${other.orgId}`, `?org_id=${owner.orgId}&org_id=${owner.orgId}`, '?org_id=nonsense']) {
+      const bad = await connect(server.url, query);
+      bad.send({ type: 'auth', token: key });
+      expect((await bad.next('error')).code, query).toBe('org_mismatch');
+      expect((await bad.closedWith())?.code, query).toBe(4401);
+    }
   });
 
   it('a start sent right behind the auth frame (not waiting for authenticated) runs', async () => {

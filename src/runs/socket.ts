@@ -7,7 +7,7 @@ import { createAuth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
 import { orgIdOf } from '../ids.js';
-import { actorFromToken, assertCanSpend, ORG_HEADER, revalidate, type Actor } from '../models/actor.js';
+import { actorFromToken, assertCanSpend, checkOrgQuery, ORG_HEADER, revalidate, type Actor } from '../models/actor.js';
 import { CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
 
@@ -82,7 +82,13 @@ function keepAlive(ws: WebSocket, intervalMs: number) {
 }
 
 function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: WebSocket, req: IncomingMessage, options: RunSocketOptions) {
-  const httpLike = { get: (name: string) => req.headers[name.toLowerCase()] as string | undefined } as Request;
+  // `org_id` in the upgrade's query must name the acting organization, as on the HTTP model routes
+  // (CONTRACT §9); sent twice, it is refused like a mismatch.
+  const orgIds = new URL(req.url ?? '/', 'http://upgrade').searchParams.getAll('org_id');
+  const httpLike = {
+    get: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
+    query: orgIds.length === 0 ? {} : { org_id: orgIds.length === 1 ? orgIds[0] : orgIds },
+  } as unknown as Request;
   const origin = requestOrigin(httpLike, deps.config);
   let token: string | null = null;
   let actor: Actor | null = null;
@@ -188,7 +194,9 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
       try {
         token = frame.token;
         orgHeader = frame.organisation ?? orgHeader;
-        actor = await actorFromToken(deps, auth, { token, origin, orgHeader });
+        const resolved = await actorFromToken(deps, auth, { token, origin, orgHeader });
+        checkOrgQuery(httpLike, resolved);
+        actor = resolved;
         clearTimeout(authTimer);
         send({ type: 'authenticated', client_id: orgIdOf(actor.orgKey) });
       } catch (err) {
