@@ -329,6 +329,9 @@ describe('billing refusals and upstream failures', () => {
       [{ messages: [{ role: 'wizard', content: 'hi' }] }, 'messages.0.role'],
       [{ messages: [{ role: 'user', content: 'hi' }], max_tokens: '5' }, 'max_tokens'],
       [{ messages: [{ role: 'user', content: 'hi' }], n: 99 }, 'n'],
+      // Stream options without a stream, as OpenAI refuses them.
+      [{ messages: [{ role: 'user', content: 'hi' }], stream_options: { include_usage: true } }, 'stream_options'],
+      [{ messages: [{ role: 'user', content: 'hi' }], stream: false, stream_options: { include_usage: true } }, 'stream_options'],
     ];
     for (const [body, param] of cases) {
       const err = await new OpenAI({ apiKey: key, baseURL: `${server.url}/v1`, maxRetries: 0 }).chat.completions.create(body as never).catch((e) => e);

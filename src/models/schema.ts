@@ -32,19 +32,26 @@ const tool = z.looseObject({
     .optional(),
 });
 
-export const chatRequest = z.looseObject({
-  model: z.string().optional(),
-  messages: z.array(message).min(1).max(10_000),
-  stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
-  max_tokens: z.number().int().positive().nullish(),
-  max_completion_tokens: z.number().int().positive().nullish(),
-  n: z.number().int().min(1).max(8).nullish(),
-  tools: z.array(tool).max(128).optional(),
-  tool_choice: z.unknown().optional(),
-  temperature: z.number().min(0).max(2).nullish(),
-  top_p: z.number().min(0).max(1).nullish(),
-});
+export const chatRequest = z
+  .looseObject({
+    model: z.string().optional(),
+    messages: z.array(message).min(1).max(10_000),
+    stream: z.boolean().nullish(),
+    stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+    max_tokens: z.number().int().positive().nullish(),
+    max_completion_tokens: z.number().int().positive().nullish(),
+    n: z.number().int().min(1).max(8).nullish(),
+    tools: z.array(tool).max(128).optional(),
+    tool_choice: z.unknown().optional(),
+    temperature: z.number().min(0).max(2).nullish(),
+    top_p: z.number().min(0).max(1).nullish(),
+  })
+  // As OpenAI answers it: stream options without a stream are a mistake (400, param stream_options), not
+  // silently dropped.
+  .refine((r) => r.stream_options == null || r.stream === true, {
+    path: ['stream_options'],
+    message: "stream_options is only allowed when 'stream' is true",
+  });
 
 export type ChatRequest = z.output<typeof chatRequest>;
 
