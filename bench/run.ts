@@ -1,9 +1,14 @@
 // `npm run bench -- <name>`: runs bench/<name>.ts (verify, oauth, mcp, billing, proxy; and cpu, a probe), each of which
 // measures svc beside a peer on the same machine in the same run and prints ratios.
+import { cpuTimes, stealReport } from './machine.js';
+
 const name = process.argv[2];
 const known = ['verify', 'oauth', 'mcp', 'billing', 'proxy', 'cpu'];
 if (!name || !known.includes(name)) {
   process.stderr.write(`usage: npm run bench -- <${known.join('|')}>\n`);
   process.exit(2);
 }
+// Whatever the bench, its reader learns how much of the machine it had (bench/machine.ts).
+const before = cpuTimes();
+process.on('exit', () => process.stdout.write(stealReport(before)));
 await import(`./${name}.ts`);
