@@ -11,7 +11,7 @@ import { tokenRoutes } from './tokens/routes.js';
 import { deviceRoutes } from './device/routes.js';
 import { billingRoutes } from './billing/routes.js';
 import { projectRoutes } from './projects/routes.js';
-import { modelRoutes } from './models/routes.js';
+import { chatCompletionsRoute, modelRoutes } from './models/routes.js';
 import { startSpareAdmission } from './models/chat-admission.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
@@ -37,12 +37,20 @@ export function buildApp(deps: Deps): Express {
   app.use(requestLogger(deps.log));
 
   const auth = createAuth(deps);
-  // Before the body is read: a chat call that can use a hold taken ahead starts its caller's read now.
-  app.post('/v1/chat/completions', startSpareAdmission(deps, auth));
+  // The chat call, nearly all the traffic, has a chain of its own ahead of every other layer (so it walks
+  // none of theirs): before its body is read, a call that can use a hold taken ahead starts its caller's
+  // read (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route.
+  app.post(
+    '/v1/chat/completions',
+    startSpareAdmission(deps, auth),
+    express.json({ limit: '10mb' }),
+    rejectNulCharacters(),
+    chatCompletionsRoute(deps, auth),
+  );
 
-  // Body parsers: larger limits first where the surface needs them (chat histories, MCP file writes);
-  // body-parser skips a body that is already parsed.
-  app.use(['/v1/chat/completions', '/mcp'], express.json({ limit: '10mb' }));
+  // Body parsers: larger limits first where the surface needs them (MCP file writes); body-parser skips a
+  // body that is already parsed.
+  app.use('/mcp', express.json({ limit: '10mb' }));
   app.use(
     express.json({
       limit: '1mb',
@@ -55,9 +63,9 @@ export function buildApp(deps: Deps): Express {
   // The webhook's body is judged by its own route (signature over the raw bytes).
   app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
 
-  // The model routes first: they carry nearly all the traffic, and every router mounted before them
-  // is walked layer by layer on each call. No router mounted after them has a route on their paths
-  // (/v1/models, /v1/agents, /v1/chat/completions), so the order changes no answer.
+  // The other model routes first: every router mounted before them is walked layer by layer on each call.
+  // No router mounted after them has a route on their paths (/v1/models, /v1/agents, /v1/runs/ws), so the
+  // order changes no answer.
   app.use(modelRoutes(deps, auth));
   app.use(healthRoutes(deps));
   app.use(devRoutes(deps));

@@ -119,9 +119,14 @@ export function createAuth(deps: Deps) {
 
   async function fromApiToken(secret: string): Promise<Principal | null> {
     if (!API_TOKEN_PATTERN.test(secret)) return null;
+    return fromApiTokenHash(hmacSecret(keys.hmac, secret));
+  }
+
+  /** The holder of the `svc_` token whose HMAC is `tokenHash` (a caller that worked it out already). */
+  async function fromApiTokenHash(tokenHash: string): Promise<Principal | null> {
     let row;
     try {
-      row = await lookupApiToken(hmacSecret(keys.hmac, secret));
+      row = await lookupApiToken(tokenHash);
     } catch {
       throw membershipUnavailable();
     }
@@ -214,7 +219,7 @@ export function createAuth(deps: Deps) {
     next();
   };
 
-  return { require, optional, resolve, touchApiToken: touchLastUsed };
+  return { require, optional, resolve, resolveApiTokenHash: fromApiTokenHash, touchApiToken: touchLastUsed };
 }
 
 export type Auth = ReturnType<typeof createAuth>;

@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import { decodeProtectedHeader } from 'jose';
 import type { Deps } from '../deps.js';
-import type { Auth } from '../auth/principal.js';
+import type { Auth, Principal } from '../auth/principal.js';
 import type { Role } from '../db/schema.js';
 import { AppError, invalidToken } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
@@ -59,19 +59,23 @@ export function assertTokenHolderActive(holder: { role: Role | null; emailVerifi
   return holder.role;
 }
 
+/** The holder of an `svc_` token (resolved by the account auth) as the actor; 401 when it resolved to none. */
+export function tokenHolderActor(principal: Principal | null, orgHeader?: string): Actor {
+  if (!principal || principal.kind !== 'api_token') throw invalidToken();
+  const role = assertTokenHolderActive(principal);
+  // The durable credential is bound to its organization: a header naming another one is refused.
+  if (orgHeader && parseOrgId(orgHeader) !== principal.orgKey) {
+    throw new AppError(403, 'org_mismatch', `${ORG_HEADER} does not name this credential's organization`);
+  }
+  return { userId: principal.userId, orgKey: principal.orgKey, role, via: 'api_token' };
+}
+
 /** Resolves a bearer credential (HTTP header or the run socket's auth frame) to the acting user and org. */
 export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput): Promise<Actor> {
   const { token, origin, orgHeader } = input;
   if (token.startsWith('svc_')) {
     const fakeReq = { get: (name: string) => (name.toLowerCase() === 'authorization' ? `Bearer ${token}` : undefined) } as Request;
-    const principal = await auth.resolve(fakeReq);
-    if (!principal || principal.kind !== 'api_token') throw invalidToken();
-    const role = assertTokenHolderActive(principal);
-    // The durable credential is bound to its organization: a header naming another one is refused.
-    if (orgHeader && parseOrgId(orgHeader) !== principal.orgKey) {
-      throw new AppError(403, 'org_mismatch', `${ORG_HEADER} does not name this credential's organization`);
-    }
-    return { userId: principal.userId, orgKey: principal.orgKey, role, via: 'api_token' };
+    return tokenHolderActor(await auth.resolve(fakeReq), orgHeader);
   }
   if (!isGrantShaped(token)) throw invalidToken();
   const grant = await verifyAccessToken(deps, token, { resource: 'model', origin });

@@ -4,7 +4,7 @@ import type { Auth } from '../auth/principal.js';
 import { API_TOKEN_PATTERN } from '../auth/api-token-secret.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
-import { actorOf as readActor, assertCanSpend, assertTokenHolderActive, ORG_HEADER, type Actor } from './actor.js';
+import { assertCanSpend, assertTokenHolderActive, ORG_HEADER, tokenHolderActor, type Actor } from './actor.js';
 import type { Admission } from './admit.js';
 import { cannotPay, heldCall, planHold, prepareCall, type PreparedCall } from './metered.js';
 import type { SpareHold } from './spare-holds.js';
@@ -71,7 +71,12 @@ export function startSpareAdmission(deps: Deps, auth: Auth): RequestHandler {
     const orgKey = deps.models.tokenOrgs.get(tokenHash);
     const claimed = orgKey === undefined ? null : deps.models.spares.claim(orgKey);
     if (orgKey !== undefined && claimed) {
-      const actor = readActor(deps, auth, req, { spend: true });
+      // The read the general way makes (actorOf), by the HMAC already worked out.
+      const actor = auth.resolveApiTokenHash(tokenHash).then((principal) => {
+        const holder = tokenHolderActor(principal);
+        assertCanSpend(holder.role);
+        return holder;
+      });
       actor.catch(() => {}); // awaited by the handler; a request that never gets there must not leave it unhandled
       const start: SpareStart = { orgKey, claimed, actor, used: false };
       chat.spare = start;

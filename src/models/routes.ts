@@ -49,16 +49,23 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
     });
   });
 
-  router.post('/v1/chat/completions', async (req: Request, res: Response) => {
+
+  return router;
+}
+
+/**
+ * POST /v1/chat/completions, mounted by buildApp ahead of every other layer (src/app.ts) with the body
+ * parser and NUL guard of its own: nearly all the traffic, it walks no other surface's layers.
+ */
+export function chatCompletionsRoute(deps: Deps, auth: Auth) {
+  return async (req: Request, res: Response) => {
     // An svc_ token alone: its read and the call's hold in one statement (chat-admission.ts).
     const admitted = await admitChat(deps, auth, req);
     if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted.call);
     const actor = await actorOf(deps, auth, req, { spend: true });
     const request = parse(chatRequest, req.body);
     await chatCompletion(deps, actor, request, req, res);
-  });
-
-  return router;
+  };
 }
 
 const modelEntry = (deps: Deps) => ({ id: deps.models.modelId, object: 'model', created: CATALOG_CREATED, owned_by: 'svc' });
