@@ -49,7 +49,6 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
     });
   });
 
-
   return router;
 }
 
