@@ -76,6 +76,21 @@ describe('dev checkout', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
+  it('a new Pro checkout closes the older one still open, so that only one can be paid (one subscription, one charge)', async () => {
+    const u = await createUser(server);
+    const first = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, { token: u.session });
+    const firstPage = await openForm(first.body.checkout_url); // left open in a tab
+    const second = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, { token: u.session });
+    expect([first.status, second.status]).toEqual([200, 200]);
+    expect((await post(firstPage, 'pay')).status).toBe(409); // "This checkout is already closed."
+    expect(await (await fetch(first.body.checkout_url)).text()).not.toContain('<form');
+    expect(await balance(u)).toBe(50_000);
+    expect((await submit(second.body.checkout_url, 'pay')).status).toBe(303);
+    expect(await balance(u)).toBe(260_000);
+    expect((await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session })).body.status).toBe('active');
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
   it('starts a Pro subscription: 210,000 tokens, subscription state, portal page', async () => {
     const u = await createUser(server);
     const start = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, { price_id: 'price_pro', ...urls }, { token: u.session });

@@ -55,6 +55,21 @@ describe('checkout through the Stripe SDK', () => {
     expect(wrong.status).toBe(400);
   });
 
+  it('a new Pro checkout expires the older one still open at Stripe; one paid meanwhile refuses it (409)', async () => {
+    const u = await createUser(server);
+    const first = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, { token: u.session });
+    const second = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, { token: u.session });
+    expect([first.status, second.status]).toEqual([200, 200]);
+    expect(fake.requests.filter((r) => r.method === 'POST' && r.path === `/v1/checkout/sessions/${first.body.session_id}/expire`)).toHaveLength(1);
+    expect(fake.sessions.get(first.body.session_id)!.status).toBe('expired');
+    expect(fake.sessions.get(second.body.session_id)!.status).toBe('open');
+    // The second is paid at Stripe; its webhooks have not arrived yet. A third checkout is refused.
+    fake.sessions.get(second.body.session_id)!.status = 'complete';
+    const third = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, { token: u.session });
+    expect(third.status).toBe(409);
+    expect(third.body.detail.code).toBe('ALREADY_SUBSCRIBED');
+  });
+
   it('maps a declined card to 402 payment_failed and an unreachable processor to 502', async () => {
     const u = await createUser(server);
     fake.failNext = { status: 402, error: { type: 'card_error', code: 'card_declined', message: 'Your card was declined.' } };

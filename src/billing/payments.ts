@@ -47,8 +47,9 @@ export interface StartCheckout {
 
 export async function startCheckout(db: Db, billing: Billing, input: StartCheckout): Promise<{ session_id: string; checkout_url: string }> {
   const processor = requireProcessor(billing);
-  if (input.kind === 'subscription' && (await activeSubscription(db, input.orgKey))) {
-    throw new AppError(409, 'ALREADY_SUBSCRIBED', 'this client already has an active Pro subscription');
+  if (input.kind === 'subscription') {
+    if (await activeSubscription(db, input.orgKey)) throw alreadySubscribed();
+    await closeOpenProCheckouts(db, processor, input.orgKey);
   }
   const customerId = await ensureCustomer(db, processor, input.orgKey, input.email);
   const amountCents = input.kind === 'topup' ? input.amountCents! : 0;
@@ -69,6 +70,25 @@ export async function startCheckout(db: Db, billing: Billing, input: StartChecko
             ${input.cancelUrl}, ${input.userId})
     on conflict (id) do nothing`);
   return { session_id: session.id, checkout_url: session.url };
+}
+
+const alreadySubscribed = () => new AppError(409, 'ALREADY_SUBSCRIBED', 'this client already has an active Pro subscription');
+
+/**
+ * A client has at most one Pro checkout that can still be paid: a new one first closes the client's
+ * others at the processor, else two checkout pages opened before either was paid could both be paid (two
+ * subscriptions, two charges). One that was paid meanwhile (its webhooks still on their way) refuses the
+ * new checkout, as an active subscription does.
+ */
+async function closeOpenProCheckouts(db: Db, processor: PaymentProcessor, orgKey: string) {
+  const open = await queryRows<{ id: string }>(
+    db,
+    sql`select id from billing_checkout_sessions where org_key = ${orgKey} and kind = 'subscription' and status in ('open', 'paying')`,
+  );
+  for (const { id } of open) {
+    if ((await processor.expireCheckoutSession(id)) === 'complete') throw alreadySubscribed();
+    await db.execute(sql`update billing_checkout_sessions set status = 'expired' where id = ${id} and status = 'open'`);
+  }
 }
 
 export async function openPortal(db: Db, billing: Billing, orgKey: string, email: string, returnUrl: string): Promise<string> {

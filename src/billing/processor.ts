@@ -29,6 +29,11 @@ export interface PaymentProcessor {
   readonly kind: 'stripe' | 'dev';
   createCustomer(input: { orgKey: string; email: string | undefined }): Promise<string>;
   createCheckoutSession(input: CheckoutInput): Promise<{ id: string; url: string }>;
+  /**
+   * Closes an open checkout session so that it can no longer be paid. 'expired': closed now or before;
+   * 'complete': it was paid (its webhooks may still be on their way).
+   */
+  expireCheckoutSession(sessionId: string): Promise<'expired' | 'complete'>;
   createPortalSession(input: { customerId: string; returnUrl: string }): Promise<string>;
   listPaymentMethods(customerId: string): Promise<PaymentMethodView[]>;
 }

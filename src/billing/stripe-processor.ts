@@ -83,6 +83,19 @@ export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
       if (!session.url) throw new AppError(502, 'PROCESSOR_UNAVAILABLE', 'the processor returned no checkout URL');
       return { id: session.id, url: session.url };
     },
+    async expireCheckoutSession(sessionId) {
+      try {
+        await stripe.checkout.sessions.expire(sessionId);
+        return 'expired';
+      } catch (err) {
+        if (!(err instanceof Stripe.errors.StripeInvalidRequestError)) throw processorError(err);
+        // A session Stripe does not know (another account or mode) cannot be paid either.
+        if (err.code === 'resource_missing') return 'expired';
+        // Stripe expires only open sessions: one that is not open was paid or has expired already.
+      }
+      const session = await call(() => stripe.checkout.sessions.retrieve(sessionId));
+      return session.status === 'complete' ? 'complete' : 'expired';
+    },
     async createPortalSession({ customerId, returnUrl }) {
       const portal = await call(() => stripe.billingPortal.sessions.create({ customer: customerId, return_url: returnUrl }));
       return portal.url;

@@ -91,6 +91,18 @@ export async function startFakeStripe(): Promise<FakeStripe> {
       return [200, s];
     }
     if (method === 'GET' && path === '/v1/checkout/sessions') return [200, list([...state.sessions.values()], path)];
+    m = /^\/v1\/checkout\/sessions\/([^/]+)(\/expire)?$/.exec(path);
+    if (m) {
+      const s = state.sessions.get(m[1]!);
+      if (!s) return [404, { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such checkout.session' } }];
+      if (method === 'GET' && !m[2]) return [200, s];
+      if (method === 'POST' && m[2]) {
+        // As Stripe: only an open session can be expired.
+        if (s.status !== 'open') return [400, { error: { type: 'invalid_request_error', message: `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${s.status}".` } }];
+        s.status = 'expired';
+        return [200, s];
+      }
+    }
     if (method === 'GET' && path === '/v1/invoices') return [200, list([...state.invoices.values()], path)];
     if (method === 'GET' && path === '/v1/refunds') return [200, list([...state.refunds.values()], path)];
     if (method === 'GET' && path === '/v1/disputes') return [200, list([...state.disputes.values()], path)];
