@@ -142,8 +142,8 @@ export async function settleMany(db: Db, inputs: SettleInput[]): Promise<(Settle
   const rows = await settleStatement(db, inputs);
   const out: (SettleResult | AppError | null)[] = inputs.map(() => null);
   for (const row of rows) {
-    const input = inputs[Number(row.ord) - 1]!;
     if (!row.settled) continue;
+    const input = inputs[Number(row.ord) - 1]!;
     out[Number(row.ord) - 1] = {
       debitedCredits: num(row.debited),
       balanceCredits: num(row.balance),
