@@ -19,7 +19,13 @@ DECLARE
   v_balance bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
   v_settled boolean[] := array_fill(false, ARRAY[v_n]);
   v_next bigint[] := array_fill(0::bigint, ARRAY[v_n]);
+  -- The inputs whose next hold is taken, and that hold's arguments for svc_reserve_holds, in step.
   v_pick int[] := '{}';
+  v_ids text[] := '{}';
+  v_orgs text[] := '{}';
+  v_users text[] := '{}';
+  v_amounts bigint[] := '{}';
+  v_ttls double precision[] := '{}';
   r record;
 BEGIN
   FOR r IN SELECT s.ord AS i, s.debited AS d, s.balance AS b, s.settled AS ok
@@ -29,17 +35,18 @@ BEGIN
     v_settled[r.i] := r.ok;
     IF r.ok AND p_next_ids[r.i] IS NOT NULL AND r.b >= p_next_floor[r.i] THEN
       v_pick := v_pick || r.i;
+      v_ids := v_ids || p_next_ids[r.i];
+      v_orgs := v_orgs || p_next_orgs[r.i];
+      v_users := array_append(v_users, NULL::text);
+      v_amounts := v_amounts || p_next_amounts[r.i];
+      v_ttls := v_ttls || p_ttl_secs;
     END IF;
   END LOOP;
 
   IF array_length(v_pick, 1) > 0 THEN
-    FOR r IN SELECT h.ord AS k, h.take AS t, h.outcome AS o FROM svc_reserve_holds(
-        ARRAY(SELECT p_next_ids[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
-        ARRAY(SELECT p_next_orgs[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
-        ARRAY(SELECT NULL::text FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
-        ARRAY(SELECT p_next_amounts[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
-        ARRAY(SELECT p_next_amounts[i] FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n),
-        ARRAY(SELECT p_ttl_secs FROM unnest(v_pick) WITH ORDINALITY AS u(i, n) ORDER BY n)) AS h LOOP
+    -- Exactly the amount (least and most alike), for no user.
+    FOR r IN SELECT h.ord AS k, h.take AS t, h.outcome AS o
+             FROM svc_reserve_holds(v_ids, v_orgs, v_users, v_amounts, v_amounts, v_ttls) AS h LOOP
       IF r.o = 'held' THEN
         v_next[v_pick[r.k]] := r.t;
       END IF;

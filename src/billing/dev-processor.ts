@@ -21,15 +21,11 @@ export function createDevProcessor(db: Db, v2Url: string): PaymentProcessor {
     },
     async expireCheckoutSession(sessionId) {
       // The dev checkout page pays only an open session (dev-routes.ts claims it from 'open').
-      const [row] = await queryRows<{ status: string }>(
-        db,
-        sql`with closed as (
-              update billing_checkout_sessions set status = 'expired' where id = ${sessionId} and status = 'open' returning status)
-            select status from closed
-            union all
-            select status from billing_checkout_sessions where id = ${sessionId} and not exists (select 1 from closed)`,
-      );
-      return row && row.status !== 'expired' && row.status !== 'open' ? 'complete' : 'expired';
+      const closed = await queryRows(db, sql`update billing_checkout_sessions set status = 'expired' where id = ${sessionId} and status = 'open' returning id`);
+      if (closed.length > 0) return 'expired';
+      // Not open: being paid or paid ('paying', 'complete'), or closed before.
+      const [row] = await queryRows<{ status: string }>(db, sql`select status from billing_checkout_sessions where id = ${sessionId}`);
+      return row && row.status !== 'expired' ? 'complete' : 'expired';
     },
     async createPortalSession({ customerId, returnUrl }) {
       const u = new URL(`${v2Url}/dev/portal/${encodeURIComponent(customerId)}`);

@@ -87,6 +87,7 @@ async function closeOpenProCheckouts(db: Db, processor: PaymentProcessor, orgKey
   );
   for (const { id } of open) {
     if ((await processor.expireCheckoutSession(id)) === 'complete') throw alreadySubscribed();
+    // Stripe's expiry reaches our row by its webhook too; marked now, the next checkout skips it.
     await db.execute(sql`update billing_checkout_sessions set status = 'expired' where id = ${id} and status = 'open'`);
   }
 }

@@ -7,10 +7,10 @@ import type { NextHoldInput } from '../billing/spend.js';
 // (svc_settle_and_hold_next: no round trip of its own, and nothing left for the database to do once the
 // call's last byte has left, when the org's next call may already be on its way): a real hold (a
 // billing_holds row counted in the account's `held`, settled, voided and expired like any other), the
-// size of the call just made with headroom. One call of the org
-// claims it as its request arrives and adopts it as its own hold (its request id), with no write of its
-// own, after the same live read of its caller as every call: a revoked token, a removed member or a
-// viewer is refused before the spare is touched. The allocation never pays more than before: the spare
+// size of the call just made with headroom. One call of the org claims it as its request arrives and
+// adopts it as its own hold (its request id), with no write of its own, after the same live read of its
+// caller as every call: a revoked token, a removed member or a viewer is refused before the spare is
+// touched. The allocation never pays more than before: the spare
 // is held, never debited, and a call settles its real cost against it as against a hold of its own.
 //
 // What a spare costs: its tokens are held while it waits, so they are not available to other holds or
