@@ -1,8 +1,8 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { parse as parseCookie } from 'cookie';
-import { and, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, eq, gt, isNull } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
-import { apiTokens, memberships, orgs, sessions, users, type Role } from '../db/schema.js';
+import { apiTokens, sessions, users, type Role } from '../db/schema.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
 import { isSameOrigin } from '../http/origin.js';
 import { hmacSecret } from '../crypto/hash.js';
@@ -80,40 +80,53 @@ export function createAuth(deps: Deps) {
     }
   }
 
-  // One indexed read: the token, its user, and the user's live role in the token's organization.
-  // Prepared once (a named statement on each connection): parsing and planning it on every request
-  // cost ~20× its execution (bench/verify.ts). Lookups are group-committed (src/db/batch.ts): every
-  // lookup that arrives while one is in flight goes in the next statement, `token_hash = any($1)`, so a
-  // busy server runs one read per batch instead of one per request. Nothing is cached across batches:
-  // a lookup's statement starts after the request arrived, so revocation and removal still take
-  // effect on the very next request.
-  const apiTokenQuery = db
-    .select({
-      tokenHash: apiTokens.tokenHash,
-      tokenId: apiTokens.id,
-      tokenName: apiTokens.tokenName,
-      orgKey: apiTokens.orgId,
-      userId: users.id,
-      email: users.email,
-      name: users.name,
-      emailVerifiedAt: users.emailVerifiedAt,
-      role: memberships.role,
-      orgDeletedAt: orgs.deletedAt,
-    })
-    .from(apiTokens)
-    .innerJoin(users, eq(users.id, apiTokens.userId))
-    .innerJoin(orgs, eq(orgs.id, apiTokens.orgId))
-    .leftJoin(memberships, and(eq(memberships.orgId, apiTokens.orgId), eq(memberships.userId, apiTokens.userId)))
-    .where(and(sql`${apiTokens.tokenHash} = any(${sql.placeholder('hashes')})`, isNull(apiTokens.revokedAt)))
-    .prepare('auth_api_tokens');
+  // One indexed read: the token, its user, and the user's live role in the token's organization. It runs
+  // before the first byte of every model call, so it skips the ORM: a statement of its own, prepared once
+  // per connection (parsing and planning it on every request cost ~20× its execution: bench/verify.ts),
+  // on a connection of its own (src/db/lane.ts), its rows read as arrays and its timestamps reduced to
+  // the booleans the checks need. Lookups are group-committed (src/db/batch.ts): every lookup that
+  // arrives while one is in flight goes in the next statement, `token_hash = any($1)`, so a busy server
+  // runs one read per batch instead of one per request. Nothing is cached across batches: a lookup's
+  // statement starts after the request arrived, so revocation and removal still take effect on the very
+  // next request.
+  const API_TOKEN_READ = `select t.token_hash, t.id, t.token_name, t.org_id, u.id, u.email, u.name,
+      u.email_verified_at is not null, m.role, o.deleted_at is not null
+    from api_tokens t
+    join users u on u.id = t.user_id
+    join orgs o on o.id = t.org_id
+    left join memberships m on m.org_id = t.org_id and m.user_id = t.user_id
+    where t.token_hash = any($1::text[]) and t.revoked_at is null`;
 
-  type ApiTokenRow = Awaited<ReturnType<typeof apiTokenQuery.execute>>[number];
+  interface ApiTokenRow {
+    tokenId: number;
+    tokenName: string;
+    orgKey: string;
+    userId: string;
+    email: string;
+    name: string;
+    emailVerified: boolean;
+    role: Role | null;
+    orgDeleted: boolean;
+  }
 
   /** Token hash → its live row (or null), one statement per batch; a failed read rejects the whole batch. */
   const lookupApiToken = createBatcher<string, ApiTokenRow | null>(async (hashes) => {
     // Many requests of one busy client carry the same token: ask for each hash once.
-    const rows = await apiTokenQuery.execute({ hashes: [...new Set(hashes)] });
-    const byHash = new Map(rows.map((row) => [row.tokenHash, row]));
+    const rows = await deps.readLane.rows('auth_api_tokens', API_TOKEN_READ, [[...new Set(hashes)]]);
+    const byHash = new Map<string, ApiTokenRow>();
+    for (const [tokenHash, tokenId, tokenName, orgKey, userId, email, name, emailVerified, role, orgDeleted] of rows) {
+      byHash.set(tokenHash as string, {
+        tokenId: tokenId as number,
+        tokenName: tokenName as string,
+        orgKey: orgKey as string,
+        userId: userId as string,
+        email: email as string,
+        name: name as string,
+        emailVerified: emailVerified as boolean,
+        role: role as Role | null,
+        orgDeleted: orgDeleted as boolean,
+      });
+    }
     return hashes.map((hash) => byHash.get(hash) ?? null);
   });
 
@@ -137,11 +150,11 @@ export function createAuth(deps: Deps) {
       userId: row.userId,
       email: row.email,
       name: row.name,
-      emailVerified: row.emailVerifiedAt !== null,
+      emailVerified: row.emailVerified,
       orgKey: row.orgKey,
       tokenId: row.tokenId,
       tokenName: row.tokenName,
-      role: row.orgDeletedAt ? null : (row.role ?? null),
+      role: row.orgDeleted ? null : row.role,
     };
   }
 

@@ -1,6 +1,6 @@
 import { Agent, errors as undiciErrors } from 'undici';
 import { AppError } from '../../http/errors.js';
-import { sseData } from './sse.js';
+import { streamProvider } from './provider-stream.js';
 import type { ChatBody, ChatChunk, ChatCompletion, Upstream } from './types.js';
 
 // Any OpenAI-compatible provider (CONTRACT §9: the proxy calls {MODEL_UPSTREAM_URL}/chat/completions).
@@ -81,21 +81,24 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     return new AppError(502, 'upstream_error', 'the model provider failed to answer');
   }
 
+  function requestOptions(body: ChatBody) {
+    return {
+      origin: base.origin,
+      path: base.pathname + base.search,
+      method: 'POST' as const,
+      headers: {
+        'content-type': 'application/json',
+        accept: body.stream ? 'text/event-stream' : 'application/json',
+        'accept-encoding': 'identity',
+        ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
+      },
+      body: JSON.stringify(body),
+    };
+  }
+
   async function send(body: ChatBody, signal: AbortSignal) {
     try {
-      const res = await agent.request({
-        origin: base.origin,
-        path: base.pathname + base.search,
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: body.stream ? 'text/event-stream' : 'application/json',
-          'accept-encoding': 'identity',
-          ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
-        },
-        body: JSON.stringify(body),
-        signal,
-      });
+      const res = await agent.request({ ...requestOptions(body), signal });
       if (res.statusCode >= 300) {
         const text = await res.body.text().catch(() => '');
         throw await statusError(res.statusCode, res.headers, text);
@@ -104,6 +107,17 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     } catch (err) {
       throw networkError(err, signal);
     }
+  }
+
+  function parseChunk(data: string): ChatChunk {
+    let chunk: ChatChunk & { error?: unknown };
+    try {
+      chunk = JSON.parse(data) as ChatChunk & { error?: unknown };
+    } catch {
+      throw new AppError(502, 'upstream_error', 'the model provider sent a malformed stream');
+    }
+    if (chunk.error) throw new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+    return chunk;
   }
 
   return {
@@ -119,35 +133,12 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
         throw networkError(err, signal);
       }
     },
-    async *stream(body, signal) {
-      const res = await send({ ...body, stream: true }, signal);
-      let finished = false;
-      try {
-        // Leaving the loop at [DONE] must not destroy the body (the default of a for-await over a stream):
-        // destroying an unfinished stream builds an AbortError, stack and all, on every call, and closes
-        // the connection if the body's end is still on its way; the finally below drains it instead.
-        for await (const data of sseData(res.body.iterator({ destroyOnReturn: false }))) {
-          if (data === '[DONE]') {
-            finished = true;
-            return;
-          }
-          let chunk: ChatChunk & { error?: unknown };
-          try {
-            chunk = JSON.parse(data) as ChatChunk & { error?: unknown };
-          } catch {
-            throw new AppError(502, 'upstream_error', 'the model provider sent a malformed stream');
-          }
-          if (chunk.error) throw new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
-          yield chunk;
-        }
-      } catch (err) {
-        throw networkError(err, signal);
-      } finally {
-        // A finished stream is drained so its keep-alive connection is reused; a stream the caller left
-        // (client gone, error) is destroyed, which aborts the upstream request.
-        if (finished) res.body.dump().catch(() => {});
-        else if (!res.body.destroyed) res.body.destroy();
-      }
+    stream(body, signal) {
+      return streamProvider(agent, requestOptions({ ...body, stream: true }), signal, {
+        parse: parseChunk,
+        statusError,
+        networkError: (err) => networkError(err, signal),
+      });
     },
     async close() {
       await agent.close();

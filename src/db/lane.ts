@@ -1,0 +1,80 @@
+import pg from 'pg';
+import type { Database } from './client.js';
+
+// A connection of its own for the hottest read: the `svc_` token's live row, read on every model call
+// before its first byte (src/auth/principal.ts). Through the pool, a statement waits a tick for its
+// connection (pg-pool hands clients out on the next tick), so it left only after the rest of the
+// request's synchronous work (the body parser's set-up among it); on a connection of its own, already
+// open and idle, the statement is written at once, and its round trip runs while the body is read.
+// The statement's rows come back as arrays, with no ORM mapping between them and the caller.
+//
+// Its only caller group-commits (src/db/batch.ts: one statement in flight at a time), so one connection
+// is enough. A connection that fails is dropped and the next read opens another; until then reads fail,
+// and their callers fail closed (503). On the embedded PGlite, reads go to the engine itself.
+
+export interface ReadLane {
+  /** Runs one statement (prepared once per connection under `name`) and returns its rows as arrays. */
+  rows(name: string, text: string, values: unknown[]): Promise<unknown[][]>;
+  close(): Promise<void>;
+}
+
+export function createReadLane(database: Database): ReadLane {
+  if (database.kind === 'pglite') {
+    const engine = database.pglite!;
+    return {
+      async rows(_name, text, values) {
+        return (await engine.query<unknown[]>(text, values, { rowMode: 'array' })).rows;
+      },
+      async close() {},
+    };
+  }
+  const options = database.pool!.options;
+  let client: pg.Client | null = null;
+  let connecting: Promise<pg.Client> | null = null;
+  let closed = false;
+
+  function open(): Promise<pg.Client> {
+    connecting ??= (async () => {
+      const c = new pg.Client({ ...options });
+      const drop = () => {
+        if (client === c) client = null;
+        c.end().catch(() => {});
+      };
+      c.on('error', drop);
+      c.on('end', drop);
+      try {
+        await c.connect();
+      } catch (err) {
+        c.removeAllListeners();
+        throw err;
+      } finally {
+        connecting = null;
+      }
+      if (closed) {
+        await c.end().catch(() => {});
+        throw new Error('the read lane is closed');
+      }
+      client = c;
+      return c;
+    })();
+    return connecting;
+  }
+
+  const run = async (c: pg.Client, name: string, text: string, values: unknown[]) =>
+    (await c.query<unknown[]>({ name, text, values, rowMode: 'array' })).rows;
+
+  return {
+    rows(name, text, values) {
+      if (closed) return Promise.reject(new Error('the read lane is closed'));
+      // Open and idle: the statement is written now, in the caller's own turn of the event loop.
+      if (client) return run(client, name, text, values);
+      return open().then((c) => run(c, name, text, values));
+    },
+    async close() {
+      closed = true;
+      const c = client;
+      client = null;
+      await c?.end().catch(() => {});
+    },
+  };
+}
