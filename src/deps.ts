@@ -1,6 +1,5 @@
 import type { Config } from './config.js';
 import type { Database, Db } from './db/client.js';
-import { createReadLane, type ReadLane } from './db/lane.js';
 import type { Logger } from './log.js';
 import { loadKeys, type Keys } from './crypto/server-secrets.js';
 import { createOutboxMailer, createSmtpMailer, type Mailer } from './mail/mailer.js';
@@ -24,8 +23,6 @@ export interface Deps {
   config: Config;
   database: Database;
   db: Db;
-  /** A connection of its own for the `svc_` token read every model call makes first (src/db/lane.ts). */
-  readLane: ReadLane;
   keys: Keys;
   log: Logger;
   mailer: Mailer;
@@ -57,13 +54,10 @@ export async function createDeps(config: Config, database: Database, log: Logger
   const signingKeys = createSigningKeys(database.db, keys.encryption);
   const models = createModelServices(config, database.db, signingKeys, log);
   onClose(() => models.close());
-  const readLane = createReadLane(database);
-  onClose(() => readLane.close());
   return {
     config,
     database,
     db: database.db,
-    readLane,
     keys,
     log,
     mailer,

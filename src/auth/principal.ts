@@ -112,7 +112,7 @@ export function createAuth(deps: Deps) {
   /** Token hash → its live row (or null), one statement per batch; a failed read rejects the whole batch. */
   const lookupApiToken = createBatcher<string, ApiTokenRow | null>(async (hashes) => {
     // Many requests of one busy client carry the same token: ask for each hash once.
-    const rows = await deps.readLane.rows('auth_api_tokens', API_TOKEN_READ, [[...new Set(hashes)]]);
+    const rows = await deps.database.readLane.rows('auth_api_tokens', API_TOKEN_READ, [[...new Set(hashes)]]);
     const byHash = new Map<string, ApiTokenRow>();
     for (const [tokenHash, tokenId, tokenName, orgKey, userId, email, name, emailVerified, role, orgDeleted] of rows) {
       byHash.set(tokenHash as string, {

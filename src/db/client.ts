@@ -6,6 +6,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import type { SQL } from 'drizzle-orm';
 import pg from 'pg';
 import * as schema from './schema.js';
+import { createReadLane, type ReadLane } from './lane.js';
 
 /** A drizzle database or a transaction of one: queries take this as their first argument. */
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -17,6 +18,9 @@ export interface Database {
   pool: pg.Pool | undefined;
   /** The embedded engine when kind is pglite. */
   pglite: PGlite | undefined;
+  /** A connection of its own for the `svc_` token read every model call makes first (src/db/lane.ts). */
+  readLane: ReadLane;
+  /** Ends the pool and the read lane (or the embedded engine). */
   close(): Promise<void>;
 }
 
@@ -41,13 +45,18 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     // An idle client losing its server must not crash the process; the next query reconnects.
     pool.on('error', () => {});
     const db = drizzlePg(pool, { schema }) as unknown as Db;
-    return { db, kind: 'postgres', pool, pglite: undefined, close: () => pool.end() };
+    const readLane = createReadLane({ pool });
+    const close = async () => {
+      await readLane.close();
+      await pool.end();
+    };
+    return { db, kind: 'postgres', pool, pglite: undefined, readLane, close };
   }
   const dir = opts.dataDir ?? './data';
   if (!dir.startsWith('memory://')) mkdirSync(dir, { recursive: true });
   const client = await PGlite.create(dir);
   const db = drizzlePglite(client, { schema }) as unknown as Db;
-  return { db, kind: 'pglite', pool: undefined, pglite: client, close: () => client.close() };
+  return { db, kind: 'pglite', pool: undefined, pglite: client, readLane: createReadLane({ pglite: client }), close: () => client.close() };
 }
 
 /** Rows of a raw `db.execute(sql…)`, the same for both drivers. */

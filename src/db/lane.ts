@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Database } from './client.js';
+import type { PGlite } from '@electric-sql/pglite';
 
 // A connection of its own for the hottest read: the `svc_` token's live row, read on every model call
 // before its first byte (src/auth/principal.ts). Through the pool, a statement waits a tick for its
@@ -18,9 +18,10 @@ export interface ReadLane {
   close(): Promise<void>;
 }
 
-export function createReadLane(database: Database): ReadLane {
-  if (database.kind === 'pglite') {
-    const engine = database.pglite!;
+/** On PostgreSQL, a connection of its own with the pool's settings; on PGlite, the engine itself. */
+export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): ReadLane {
+  if ('pglite' in source) {
+    const engine = source.pglite;
     return {
       async rows(_name, text, values) {
         return (await engine.query<unknown[]>(text, values, { rowMode: 'array' })).rows;
@@ -28,7 +29,7 @@ export function createReadLane(database: Database): ReadLane {
       async close() {},
     };
   }
-  const options = database.pool!.options;
+  const options = source.pool.options;
   let client: pg.Client | null = null;
   let connecting: Promise<pg.Client> | null = null;
   let closed = false;
