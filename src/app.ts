@@ -1,6 +1,6 @@
 import express, { type Express } from 'express';
 import type { Deps } from './deps.js';
-import { createAuth } from './auth/principal.js';
+import { createAuth, type Auth } from './auth/principal.js';
 import { errorMiddleware, notFoundHandler } from './http/error-middleware.js';
 import { requestLogger } from './http/request-log.js';
 import { healthRoutes } from './http/health.js';
@@ -13,6 +13,7 @@ import { billingRoutes } from './billing/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import { chatCompletionsRoute, modelRoutes } from './models/routes.js';
 import { startSpareAdmission } from './models/chat-admission.js';
+import { CHAT_BODY_LIMIT, CHAT_PATH } from './models/chat-entry.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
 import { mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
@@ -29,21 +30,22 @@ declare module 'express-serve-static-core' {
   }
 }
 
-export function buildApp(deps: Deps): Express {
+/** `auth`: shared with the chat call's own entry (src/server.ts), so both group the same token reads. */
+export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', deps.config.trustProxy);
   app.set('query parser', 'simple');
   app.use(requestLogger(deps.log));
 
-  const auth = createAuth(deps);
-  // The chat call, nearly all the traffic, has a chain of its own ahead of every other layer (so it walks
-  // none of theirs): before its body is read, a call that can use a hold taken ahead starts its caller's
-  // read (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route.
+  // The chat call has a chain of its own ahead of every other layer (so it walks none of theirs): before
+  // its body is read, a call that can use a hold taken ahead starts its caller's read
+  // (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route. A call with
+  // an `svc_` token alone takes the same steps without Express (src/models/chat-entry.ts).
   app.post(
-    '/v1/chat/completions',
+    CHAT_PATH,
     startSpareAdmission(deps, auth),
-    express.json({ limit: '10mb' }),
+    express.json({ limit: CHAT_BODY_LIMIT }),
     rejectNulCharacters(),
     chatCompletionsRoute(deps, auth),
   );

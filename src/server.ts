@@ -2,6 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Deps } from './deps.js';
 import { buildApp } from './app.js';
+import { createAuth } from './auth/principal.js';
+import { chatEntry } from './models/chat-entry.js';
 import { attachRunSocket } from './runs/socket.js';
 
 export interface RunningServer {
@@ -15,13 +17,15 @@ export interface RunningServer {
  * socket). Port 0 picks a free port on the first host and reuses it on the others.
  */
 export async function startServer(deps: Deps, hosts: string[], port: number): Promise<RunningServer> {
-  const app = buildApp(deps);
+  const auth = createAuth(deps);
+  // Chat calls with an `svc_` token alone skip Express (src/models/chat-entry.ts); the app serves the rest.
+  const handler = chatEntry(deps, auth, buildApp(deps, auth));
   const servers: Server[] = [];
   // Upgraded sockets (the run WebSocket) are not idle HTTP connections: closed explicitly on shutdown.
   const closeSockets: (() => void)[] = [];
   let boundPort = port;
   for (const host of hosts) {
-    const server = createServer(app);
+    const server = createServer(handler);
     // Slow-loris and idle-socket protection; keep-alive longer than typical proxies' idle timeout.
     server.headersTimeout = 30_000;
     server.requestTimeout = 0; // streaming responses (SSE) may run long; the model layer has its own timeouts

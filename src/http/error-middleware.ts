@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { AppError } from './errors.js';
 import type { Logger } from '../log.js';
@@ -92,19 +93,34 @@ export function renderError(err: AppError, surface: Surface): unknown {
 }
 
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
-  return (err, req, res, _next) => {
-    let appErr = normalise(err);
-    if (!appErr) {
-      log.error({ err, reqId: req.id }, 'unhandled error');
-      appErr = new AppError(500, 'INTERNAL', `internal error (request ${String(req.id)})`);
-    }
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    for (const [k, v] of Object.entries(appErr.extra.headers ?? {})) res.setHeader(k, v);
-    res.status(appErr.status).json(renderError(appErr, surfaceOf(req)));
-  };
+  return (err, req, res, _next) => sendError(log, err, req, res, surfaceOf(req));
+}
+
+/**
+ * Answers `err` in the surface's shape: the error middleware's work, on plain node objects so that the
+ * chat call's own entry (src/models/chat-entry.ts) answers exactly as Express would.
+ */
+export function sendError(log: Logger, err: unknown, req: IncomingMessage, res: ServerResponse, surface: Surface): void {
+  let appErr = normalise(err);
+  if (!appErr) {
+    log.error({ err, reqId: req.id }, 'unhandled error');
+    appErr = new AppError(500, 'INTERNAL', `internal error (request ${String(req.id)})`);
+  }
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  for (const [k, v] of Object.entries(appErr.extra.headers ?? {})) res.setHeader(k, v);
+  sendJson(res, appErr.status, renderError(appErr, surface));
+}
+
+/** A JSON answer as Express's res.json writes it (its content type, a length), on a plain response. */
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('content-length', Buffer.byteLength(text));
+  res.end(text);
 }
 
 /** Unknown route: 404 NOT_FOUND in the surface's shape (CONTRACT §3). */

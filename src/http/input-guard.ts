@@ -33,8 +33,12 @@ export function hasNul(value: unknown): boolean {
 export function rejectNulCharacters(skipBodyOn: string[] = []): RequestHandler {
   return (req, _res, next) => {
     const where = ENCODED_NUL.test(req.originalUrl) || req.originalUrl.includes('\u0000') ? 'url' : !skipBodyOn.includes(req.path) && hasNul(req.body) ? 'body' : null;
-    if (!where) return next();
-    const message = 'must not contain a NUL character';
-    next(new AppError(400, 'VALIDATION_ERROR', `${where}: ${message}`, { errors: [{ path: where, message }] }));
+    next(where ? nulFound(where) : undefined);
   };
+}
+
+/** The 400 for a NUL found in the URL or the body (also raised by the chat call's own entry). */
+export function nulFound(where: 'url' | 'body'): AppError {
+  const message = 'must not contain a NUL character';
+  return new AppError(400, 'VALIDATION_ERROR', `${where}: ${message}`, { errors: [{ path: where, message }] });
 }

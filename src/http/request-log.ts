@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RequestHandler } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.js';
 
 // Request ids (x-request-id in and out) and one log line per request: id, method, path (never the query
@@ -16,8 +16,9 @@ declare module 'http' {
   }
 }
 
-export function requestLogger(log: Logger): RequestHandler {
-  return (req, res, next) => {
+/** Express middleware, and the chat call's own entry (src/models/chat-entry.ts) calls it on plain node objects. */
+export function requestLogger(log: Logger) {
+  return (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse, next: () => void) => {
     const incoming = req.headers['x-request-id'];
     const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     req.id = id;
@@ -30,7 +31,7 @@ export function requestLogger(log: Logger): RequestHandler {
       const failed = res.statusCode >= 500;
       if (!log.isLevelEnabled(failed ? 'error' : 'info')) return;
       const line = {
-        req: { id, method: req.method, path: req.originalUrl.split('?')[0] },
+        req: { id, method: req.method, path: (req.originalUrl ?? req.url ?? '').split('?')[0] },
         res: { status: res.statusCode },
         responseTime: Date.now() - start,
         ...(res.writableFinished ? {} : { aborted: true }),

@@ -1,4 +1,4 @@
-import type { Request, RequestHandler } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { API_TOKEN_PATTERN } from '../auth/api-token-secret.js';
@@ -30,12 +30,35 @@ export interface AdmittedChat {
 
 const SVC_BEARER = /^Bearer\s+(svc_\S+)\s*$/i;
 
+/** A request as these steps read it: Express's, or a plain one on the chat call's own entry (no query). */
+export type ChatHttpRequest = IncomingMessage & { body?: unknown; query?: Record<string, unknown> };
+
+/** The bearer when the caller is an `svc_` token and nothing else names who acts, else null. */
+export function svcTokenOf(req: ChatHttpRequest): string | null {
+  if (req.headers[ORG_HEADER] !== undefined || req.query?.org_id !== undefined) return null;
+  const token = SVC_BEARER.exec(req.headers.authorization ?? '')?.[1];
+  return token && API_TOKEN_PATTERN.test(token) ? token : null;
+}
+
 /** The HMAC of the bearer when the caller is an `svc_` token and nothing else names who acts, else null. */
-function svcTokenAlone(deps: Deps, req: Request): string | null {
-  if (req.get(ORG_HEADER) !== undefined || req.query.org_id !== undefined) return null;
-  const token = SVC_BEARER.exec(req.get('authorization') ?? '')?.[1];
-  if (!token || !API_TOKEN_PATTERN.test(token)) return null;
-  return hmacSecret(deps.keys.hmac, token);
+function svcTokenAlone(deps: Deps, req: ChatHttpRequest): string | null {
+  const token = svcTokenOf(req);
+  return token === null ? null : hmacSecret(deps.keys.hmac, token);
+}
+
+/**
+ * The token's holder as the actor of a call, read live by the HMAC already worked out: what actorOf
+ * answers for an `svc_` token when no org is named (src/models/actor.ts), viewers refused.
+ */
+export async function spendingTokenHolder(auth: Auth, tokenHash: string): Promise<Actor> {
+  const holder = tokenHolderActor(await auth.resolveApiTokenHash(tokenHash));
+  assertCanSpend(holder.role);
+  return holder;
+}
+
+/** The HMAC startSpareAdmission worked out for this request, if it ran and the caller is an `svc_` token alone. */
+export function chatTokenHash(req: ChatHttpRequest): string | null {
+  return (req as WithChatStart)[CHAT_START]?.tokenHash ?? null;
 }
 
 /** A call whose org's hold taken ahead was claimed as its request arrived, its caller's read under way. */
@@ -53,7 +76,7 @@ interface ChatStart {
 }
 
 const CHAT_START = Symbol('svc.chatStart');
-type WithChatStart = Request & { [CHAT_START]?: ChatStart };
+type WithChatStart = ChatHttpRequest & { [CHAT_START]?: ChatStart };
 
 /**
  * Mounted before the body parser on POST /v1/chat/completions: when the caller is an `svc_` token alone
@@ -62,8 +85,8 @@ type WithChatStart = Request & { [CHAT_START]?: ChatStart };
  * only the read's answer (withSpare). A request that never reaches the handler (a body the parser
  * refuses, a client gone) puts the spare back.
  */
-export function startSpareAdmission(deps: Deps, auth: Auth): RequestHandler {
-  return (req, res, next) => {
+export function startSpareAdmission(deps: Deps, auth: Auth) {
+  return (req: ChatHttpRequest, res: ServerResponse, next: () => void) => {
     const tokenHash = svcTokenAlone(deps, req);
     if (tokenHash === null) return next();
     const chat: ChatStart = { tokenHash, spare: null };
@@ -72,11 +95,7 @@ export function startSpareAdmission(deps: Deps, auth: Auth): RequestHandler {
     const claimed = orgKey === undefined ? null : deps.models.spares.claim(orgKey);
     if (orgKey !== undefined && claimed) {
       // The read the general way makes (actorOf), by the HMAC already worked out.
-      const actor = auth.resolveApiTokenHash(tokenHash).then((principal) => {
-        const holder = tokenHolderActor(principal);
-        assertCanSpend(holder.role);
-        return holder;
-      });
+      const actor = spendingTokenHolder(auth, tokenHash);
       actor.catch(() => {}); // awaited by the handler; a request that never gets there must not leave it unhandled
       const start: SpareStart = { orgKey, claimed, actor, used: false };
       chat.spare = start;
@@ -92,7 +111,7 @@ function putBackClaimed(deps: Deps, start: SpareStart) {
   void start.claimed.then((spare) => spare && deps.models.spares.putBack(start.orgKey, spare));
 }
 
-export async function admitChat(deps: Deps, auth: Auth, req: Request): Promise<AdmittedChat | null> {
+export async function admitChat(deps: Deps, auth: Auth, req: ChatHttpRequest): Promise<AdmittedChat | null> {
   const chat = (req as WithChatStart)[CHAT_START];
   if (chat?.spare) {
     chat.spare.used = true;
@@ -157,7 +176,7 @@ function actorOf(a: Admission): Actor {
  * the general way makes (batched and prepared; no write), then prepareCall with the claimed spare: the
  * call's hold when it covers the call, else back on the shelf and the call holds its own.
  */
-async function withSpare(deps: Deps, req: Request, start: SpareStart): Promise<AdmittedChat> {
+async function withSpare(deps: Deps, req: ChatHttpRequest, start: SpareStart): Promise<AdmittedChat> {
   let actor: Actor;
   let request: ChatRequest;
   try {

@@ -1,7 +1,7 @@
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
-import { renderError } from '../http/error-middleware.js';
+import { renderError, sendJson } from '../http/error-middleware.js';
 import type { Actor } from './actor.js';
 import type { Lease } from './concurrency.js';
 import { balanceOf, prepareCall, settleCall, StreamMeter, voidCall, type CallOutcome, type PreparedCall } from './metered.js';
@@ -36,7 +36,7 @@ export async function signOutcome(deps: Deps, actor: Actor, o: { requestId: stri
 }
 
 /** `held`: the call's hold was already taken with its caller's read (chat-admission.ts). */
-export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequest, req: Request, res: Response, held?: PreparedCall) {
+export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequest, req: IncomingMessage, res: ServerResponse, held?: PreparedCall) {
   const stream = !!request.stream;
   // The lease and the hold are independent: taken together, one round trip sooner to the first byte.
   // Whichever fails undoes the other (a 429 debits nothing; a 402 frees the slot).
@@ -80,7 +80,7 @@ async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string 
   }
 }
 
-async function jsonCall(deps: Deps, call: PreparedCall, res: Response) {
+async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse) {
   const controller = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) controller.abort(clientClosed());
@@ -91,10 +91,10 @@ async function jsonCall(deps: Deps, call: PreparedCall, res: Response) {
   const outcome = await settleCall(deps, call, usage);
   completion.model = deps.models.modelId;
   res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
-  res.json(completion);
+  sendJson(res, 200, completion);
 }
 
-async function streamCall(deps: Deps, call: PreparedCall, req: Request, res: Response) {
+async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, res: ServerResponse) {
   const controller = new AbortController();
   let clientGone = false;
   res.on('close', () => {
@@ -108,7 +108,7 @@ async function streamCall(deps: Deps, call: PreparedCall, req: Request, res: Res
 
   // The first chunk decides between an HTTP error (nothing sent yet) and a 200 stream.
   const first = await withVoidOnError(deps, call, () => iterator.next());
-  res.status(200);
+  res.statusCode = 200;
   res.setHeader('content-type', 'text/event-stream; charset=utf-8');
   res.setHeader('cache-control', 'no-cache');
   res.setHeader('x-accel-buffering', 'no');
