@@ -40,8 +40,8 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
 
   // The chat call has a chain of its own ahead of every other layer (so it walks none of theirs): before
   // its body is read, a call that can use a hold taken ahead starts its caller's read
-  // (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route. A call with
-  // an `svc_` token alone takes the same steps without Express (src/models/chat-entry.ts).
+  // (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route. Only a call
+  // with a query string gets here: the others take the same steps without Express (src/models/chat-entry.ts).
   app.post(
     CHAT_PATH,
     startSpareAdmission(deps, auth),

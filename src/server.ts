@@ -18,7 +18,7 @@ export interface RunningServer {
  */
 export async function startServer(deps: Deps, hosts: string[], port: number): Promise<RunningServer> {
   const auth = createAuth(deps);
-  // Chat calls with an `svc_` token alone skip Express (src/models/chat-entry.ts); the app serves the rest.
+  // Chat calls without a query string skip Express (src/models/chat-entry.ts); the app serves the rest.
   const handler = chatEntry(deps, auth, buildApp(deps, auth));
   const servers: Server[] = [];
   // Upgraded sockets (the run WebSocket) are not idle HTTP connections: closed explicitly on shutdown.

@@ -4,13 +4,14 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { modelSuite } from './helpers/model-suite.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import type { TestServer } from './helpers/server.js';
+import { issueTestGrants } from './helpers/oauth.js';
 import { createAuth } from '../src/auth/principal.js';
 import { chatEntry } from '../src/models/chat-entry.js';
 
-// The chat call's own entry (src/models/chat-entry.ts) serves POST /v1/chat/completions with an `svc_`
-// token alone, without Express; Express serves every other chat call with the same steps. Here: which
+// The chat call's own entry (src/models/chat-entry.ts) serves POST /v1/chat/completions without a query
+// string, without Express; Express serves a chat call with a query with the same steps. Here: which
 // requests the entry takes, and that both ways answer alike, error for error. The Express way is reached
-// with the same token by naming its own org in the query (`?org_id=`), which the entry never takes.
+// with the same credential by naming its own org in the query (`?org_id=`), which the entry never takes.
 
 let server: TestServer;
 let owner: TestUser;
@@ -22,10 +23,10 @@ const PATH = '/v1/chat/completions';
 const byExpress = () => `${PATH}?org_id=org_${owner.orgKey}`;
 const okBody = JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'Say hello' }] });
 
-async function post(path: string, body: string, headers: Record<string, string> = {}, token = key) {
-  const res = await fetch(`${server.url}${path}`, {
+async function post(path: string, body: string, headers: Record<string, string> = {}, token: string | null = key, base = server.url) {
+  const res = await fetch(`${base}${path}`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+    headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), 'content-type': 'application/json', ...headers },
     body,
   });
   const text = await res.text();
@@ -48,7 +49,7 @@ const shape = (r: Awaited<ReturnType<typeof post>>) => ({
 });
 
 describe('the chat call’s own entry', () => {
-  it('takes POST /v1/chat/completions with an svc_ token alone, and hands everything else to the app', async () => {
+  it('takes POST /v1/chat/completions without a query string, whatever the credential, and hands everything else to the app', async () => {
     const reached: string[] = [];
     const app: RequestListener = (req, res) => {
       reached.push(`${req.method} ${req.url}`);
@@ -64,14 +65,15 @@ describe('the chat call’s own entry', () => {
       );
     try {
       expect(await send(PATH, { authorization: `Bearer ${key}` })).toBe(200);
+      expect(await send(PATH, { authorization: `Bearer ${key}`, 'x-svc-organisation': `org_${owner.orgKey}` })).toBe(200);
+      expect(await send(PATH, { authorization: 'Bearer eyJhbGciOiJFUzI1NiJ9.e30.sig' })).toBe(401);
+      expect(await send(PATH, { authorization: 'Bearer svc_not-a-token' })).toBe(401);
+      expect(await send(PATH, {})).toBe(401);
       expect(reached).toEqual([]);
       const others: [string, Record<string, string>, string?][] = [
         [byExpress(), { authorization: `Bearer ${key}` }],
         [`${PATH}?x=1`, { authorization: `Bearer ${key}` }],
-        [PATH, { authorization: `Bearer ${key}`, 'x-svc-organisation': `org_${owner.orgKey}` }],
-        [PATH, { authorization: 'Bearer eyJhbGciOiJFUzI1NiJ9.e30.sig' }],
-        [PATH, { authorization: 'Bearer svc_not-a-token' }],
-        [PATH, {}],
+        [`${PATH}/`, { authorization: `Bearer ${key}` }],
         [PATH, { authorization: `Bearer ${key}` }, 'GET'],
         ['/v1/models', { authorization: `Bearer ${key}` }, 'GET'],
       ];
@@ -82,12 +84,14 @@ describe('the chat call’s own entry', () => {
     }
   });
 
-  it('answers as the Express way does: success, bad bodies, bad credentials, viewers', async () => {
+  it('answers as the Express way does: success, bad bodies, bad credentials, grants, viewers', async () => {
     const viewer = await createUser(server);
     await addMember(server, owner.orgKey, viewer.userId, 'viewer');
     const viewerKey = (await createApiToken(server, viewer, owner.orgKey)).secret;
     const unknownKey = `svc_${'A'.repeat(key.length - 4)}`;
-    const cases: [string, string, Record<string, string>, string?][] = [
+    const grants = await issueTestGrants(server, owner, { orgKey: owner.orgKey, resources: ['model', 'platform'], origin: server.v2Url });
+    const ownOrg = { 'x-svc-organisation': `org_${owner.orgKey}` };
+    const cases: [string, string, Record<string, string>, (string | null)?, string?][] = [
       ['a call', okBody, {}],
       ['a body that is not JSON', '{"messages": [', {}],
       ['a NUL in the body', JSON.stringify({ messages: [{ role: 'user', content: 'a\u0000b' }] }), {}],
@@ -100,10 +104,20 @@ describe('the chat call’s own entry', () => {
       ['an unknown token and a body that is not JSON', '{', {}, unknownKey],
       ['an unknown token and a JSON body that is not a chat request', '{}', {}, unknownKey],
       ['a viewer', okBody, {}, viewerKey],
+      ['an svc_ token naming its own org in the header', okBody, ownOrg],
+      ['an svc_ token naming another org', okBody, { 'x-svc-organisation': 'org_someoneelse' }],
+      ['no credential', okBody, {}, null],
+      ['a session as a bearer', okBody, {}, owner.session],
+      ['a session cookie', okBody, { cookie: `__Host-svc_session=${owner.session}` }, null],
+      ['a model grant on its origin', okBody, {}, grants.model!, server.v2Url],
+      ['a model grant naming its org in the header', okBody, ownOrg, grants.model!, server.v2Url],
+      ['a model grant and a bad body', JSON.stringify({ model: 'x' }), {}, grants.model!, server.v2Url],
+      ['a model grant on another origin', okBody, {}, grants.model!, server.url],
+      ['a platform grant', okBody, {}, grants.platform!, server.v2Url],
     ];
-    for (const [name, body, headers, token] of cases) {
-      const entry = await post(PATH, body, headers, token);
-      const express = await post(byExpress(), body, headers, token);
+    for (const [name, body, headers, token, base] of cases) {
+      const entry = await post(PATH, body, headers, token, base);
+      const express = await post(byExpress(), body, headers, token, base);
       expect(shape(entry), name).toEqual(shape(express));
       expect(entry.status, name).not.toBe(500);
     }
@@ -114,6 +128,9 @@ describe('the chat call’s own entry', () => {
     expect((await post(PATH, '{', {}, unknownKey)).status).toBe(400);
     expect((await post(PATH, '{}', {}, unknownKey)).status).toBe(401);
     expect((await post(PATH, okBody, {}, viewerKey)).json.error.code).toBe('viewer_cannot_spend');
+    expect((await post(PATH, okBody, {}, grants.model!, server.v2Url)).status).toBe(200);
+    expect((await post(PATH, okBody, {}, grants.model!, server.url)).status).toBe(401);
+    expect((await post(PATH, okBody, {}, null)).status).toBe(401);
     const big = await post(PATH, JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(10_500_000) }] }));
     expect(big.status).toBe(413);
   });

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Request } from 'express';
 import type { Config } from '../config.js';
 
@@ -8,9 +9,11 @@ export function configuredOrigins(config: Config): string[] {
   return [...new Set([config.baseUrl, config.v2Url, config.lightUrl])];
 }
 
-export function requestHost(req: Request, config: Config): string {
-  const forwarded = config.trustProxy ? req.get('x-forwarded-host')?.split(',')[0]?.trim() : undefined;
-  return (forwarded || req.get('host') || '').toLowerCase();
+/** Express's request or a plain node one (the chat call's own entry): only the headers are read. */
+export function requestHost(req: Pick<IncomingMessage, 'headers'>, config: Config): string {
+  const header = req.headers['x-forwarded-host'];
+  const forwarded = config.trustProxy ? (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim() : undefined;
+  return (forwarded || req.headers.host || '').toLowerCase();
 }
 
 /** Each configured origin by its host, worked out once per configuration (every request asks). */
@@ -31,7 +34,7 @@ function configuredOriginFor(config: Config, host: string): string | undefined {
   return byHost.get(host);
 }
 
-export function requestOrigin(req: Request, config: Config): string {
+export function requestOrigin(req: Pick<IncomingMessage, 'headers'>, config: Config): string {
   return configuredOriginFor(config, requestHost(req, config)) ?? config.baseUrl;
 }
 

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Request } from 'express';
 import { decodeProtectedHeader } from 'jose';
 import type { Deps } from '../deps.js';
@@ -87,14 +88,23 @@ export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput):
   return { userId: grant.userId, orgKey: acting.orgKey, role: acting.role, via: 'model_grant' };
 }
 
+/** A model route's request: Express's, or a plain node one on the chat call's own entry (no query). */
+export type ModelRequest = Pick<IncomingMessage, 'headers'> & { query?: Record<string, unknown> };
+
+/** A header as Express's req.get reads it (node joins a repeated custom header into one value). */
+const headerOf = (req: ModelRequest, name: string): string | undefined => {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+};
+
 /** The actor of an HTTP request to a model route. `spend` refuses viewers (CONTRACT §7). */
-export async function actorOf(deps: Deps, auth: Auth, req: Request, opts: { spend: boolean }): Promise<Actor> {
-  const token = bearerOf(req.get('authorization'));
+export async function actorOf(deps: Deps, auth: Auth, req: ModelRequest, opts: { spend: boolean }): Promise<Actor> {
+  const token = bearerOf(headerOf(req, 'authorization'));
   if (!token) throw invalidToken();
   const actor = await actorFromToken(deps, auth, {
     token,
     origin: requestOrigin(req, deps.config),
-    orgHeader: req.get(ORG_HEADER) ?? undefined,
+    orgHeader: headerOf(req, ORG_HEADER),
   });
   checkOrgQuery(req, actor);
   if (opts.spend) assertCanSpend(actor.role);
@@ -102,8 +112,8 @@ export async function actorOf(deps: Deps, auth: Auth, req: Request, opts: { spen
 }
 
 /** `org_id` in the query, when sent (either spelling), must be the acting organization (CONTRACT §9). */
-export function checkOrgQuery(req: Request, actor: Pick<Actor, 'orgKey'>) {
-  const raw = req.query.org_id;
+export function checkOrgQuery(req: ModelRequest, actor: Pick<Actor, 'orgKey'>) {
+  const raw = req.query?.org_id;
   if (raw === undefined) return;
   if (typeof raw !== 'string' || parseOrgId(raw) !== actor.orgKey) {
     throw new AppError(403, 'org_mismatch', 'org_id does not match the acting organization', { param: 'org_id' });

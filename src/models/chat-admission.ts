@@ -34,7 +34,7 @@ const SVC_BEARER = /^Bearer\s+(svc_\S+)\s*$/i;
 export type ChatHttpRequest = IncomingMessage & { body?: unknown; query?: Record<string, unknown> };
 
 /** The bearer when the caller is an `svc_` token and nothing else names who acts, else null. */
-export function svcTokenOf(req: ChatHttpRequest): string | null {
+function svcTokenOf(req: ChatHttpRequest): string | null {
   if (req.headers[ORG_HEADER] !== undefined || req.query?.org_id !== undefined) return null;
   const token = SVC_BEARER.exec(req.headers.authorization ?? '')?.[1];
   return token && API_TOKEN_PATTERN.test(token) ? token : null;
@@ -50,16 +50,12 @@ function svcTokenAlone(deps: Deps, req: ChatHttpRequest): string | null {
  * The token's holder as the actor of a call, read live by the HMAC already worked out: what actorOf
  * answers for an `svc_` token when no org is named (src/models/actor.ts), viewers refused.
  */
-export async function spendingTokenHolder(auth: Auth, tokenHash: string): Promise<Actor> {
+async function spendingTokenHolder(auth: Auth, tokenHash: string): Promise<Actor> {
   const holder = tokenHolderActor(await auth.resolveApiTokenHash(tokenHash));
   assertCanSpend(holder.role);
   return holder;
 }
 
-/** The HMAC startSpareAdmission worked out for this request, if it ran and the caller is an `svc_` token alone. */
-export function chatTokenHash(req: ChatHttpRequest): string | null {
-  return (req as WithChatStart)[CHAT_START]?.tokenHash ?? null;
-}
 
 /** A call whose org's hold taken ahead was claimed as its request arrived, its caller's read under way. */
 interface SpareStart {

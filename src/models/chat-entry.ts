@@ -5,21 +5,19 @@ import type { Auth } from '../auth/principal.js';
 import { sendError } from '../http/error-middleware.js';
 import { hasNul, nulFound } from '../http/input-guard.js';
 import { requestLogger } from '../http/request-log.js';
-import { parse } from '../http/validate.js';
-import { chatCompletion } from './chat.js';
-import { admitChat, chatTokenHash, spendingTokenHolder, startSpareAdmission, svcTokenOf, type ChatHttpRequest } from './chat-admission.js';
-import { chatRequest } from './schema.js';
+import { startSpareAdmission, type ChatHttpRequest } from './chat-admission.js';
+import { chatCompletionsRoute } from './routes.js';
 
 // The chat call's own HTTP entry, ahead of Express: nearly all the model traffic is
-// POST /v1/chat/completions with an `svc_` token, and Express cost it about 0.3 ms of its first streamed
-// byte (A/B in docs/models.md, first byte). Express gives each request and response a prototype of its
-// own (Object.setPrototypeOf, for req.get, res.json, …), after which V8 reads their properties the slow
-// way, in Node's HTTP code and every step after it; its router walks layers on top.
+// POST /v1/chat/completions, and Express cost it about 0.3 ms of its first streamed byte (A/B in
+// docs/models.md, first byte). Express gives each request and response a prototype of its own
+// (Object.setPrototypeOf, for req.get, res.json, …), after which V8 reads their properties the slow way,
+// in Node's HTTP code and every step after it; its router walks layers on top.
 //
-// Taken here: exactly that path, no query string, an `svc_` token and no x-svc-organisation header
-// (svcTokenOf). Everything else (a model grant, the header, org_id or any query, any other route) goes
-// to Express, which mounts the same steps for the same path (src/app.ts): the request log, the spare's
-// early read, the JSON body (10 MB), the NUL guard, the route; errors in the OpenAI shape (sendError).
+// Taken here: exactly that path with no query string, whatever the credential. A query (org_id) and
+// every other route go to Express, which mounts the same steps for the same path (src/app.ts): the
+// request log, the spare's early read, the JSON body (10 MB), the NUL guard, the route
+// (chatCompletionsRoute, the same function); errors in the OpenAI shape (sendError, the same function).
 // test/models-chat-entry.test.ts checks that both ways answer alike.
 
 export const CHAT_PATH = '/v1/chat/completions';
@@ -33,17 +31,10 @@ export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): Request
   const spare = startSpareAdmission(deps, auth);
   const json = express.json({ limit: CHAT_BODY_LIMIT }) as unknown as Step;
 
-  /** The route for an `svc_` token alone: the admission's short way, else the general one for that caller. */
-  async function route(req: ChatHttpRequest, res: ServerResponse) {
-    const admitted = await admitChat(deps, auth, req);
-    if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted.call);
-    // A body that does not parse answers 400 only once the credential has passed (as on Express).
-    const actor = await spendingTokenHolder(auth, chatTokenHash(req)!);
-    await chatCompletion(deps, actor, parse(chatRequest, req.body), req, res);
-  }
+  const route = chatCompletionsRoute(deps, auth);
 
   return (req: IncomingMessage, res: ServerResponse) => {
-    if (req.method !== 'POST' || req.url !== CHAT_PATH || svcTokenOf(req) === null) return app(req, res);
+    if (req.method !== 'POST' || req.url !== CHAT_PATH) return app(req, res);
     const fail = (err: unknown) => sendError(deps.log, err, req, res, 'openai');
     log(req, res, () =>
       spare(req, res, () =>

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { Router, type Request, type Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
@@ -9,7 +10,7 @@ import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { publicAgent } from './agents.js';
 import { chatCompletion } from './chat.js';
-import { admitChat } from './chat-admission.js';
+import { admitChat, type ChatHttpRequest } from './chat-admission.js';
 import { chatRequest } from './schema.js';
 import { RUNS_PATH } from '../runs/socket.js';
 
@@ -57,7 +58,7 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
  * parser and NUL guard of its own: nearly all the traffic, it walks no other surface's layers.
  */
 export function chatCompletionsRoute(deps: Deps, auth: Auth) {
-  return async (req: Request, res: Response) => {
+  return async (req: ChatHttpRequest, res: ServerResponse) => {
     // An svc_ token alone: its read and the call's hold in one statement (chat-admission.ts).
     const admitted = await admitChat(deps, auth, req);
     if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted.call);

@@ -1,13 +1,12 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket, type RawData } from 'ws';
-import type { Request } from 'express';
 import type { Deps } from '../deps.js';
 import { createAuth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
 import { orgIdOf } from '../ids.js';
-import { actorFromToken, assertCanSpend, checkOrgQuery, ORG_HEADER, revalidate, type Actor } from '../models/actor.js';
+import { actorFromToken, assertCanSpend, checkOrgQuery, ORG_HEADER, revalidate, type Actor, type ModelRequest } from '../models/actor.js';
 import { CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
 
@@ -85,10 +84,10 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
   // `org_id` in the upgrade's query must name the acting organization, as on the HTTP model routes
   // (CONTRACT §9); sent twice, it is refused like a mismatch.
   const orgIds = new URL(req.url ?? '/', 'http://upgrade').searchParams.getAll('org_id');
-  const httpLike = {
-    get: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
+  const httpLike: ModelRequest = {
+    headers: req.headers,
     query: orgIds.length === 0 ? {} : { org_id: orgIds.length === 1 ? orgIds[0] : orgIds },
-  } as unknown as Request;
+  };
   const origin = requestOrigin(httpLike, deps.config);
   let token: string | null = null;
   let actor: Actor | null = null;
