@@ -12,8 +12,7 @@ import { deviceRoutes } from './device/routes.js';
 import { billingRoutes } from './billing/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import { chatCompletionsRoute, modelRoutes } from './models/routes.js';
-import { startSpareAdmission } from './models/chat-admission.js';
-import { CHAT_BODY_LIMIT, CHAT_PATH } from './models/chat-entry.js';
+import { CHAT_PATH, chatSteps } from './models/chat-entry.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
 import { mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
@@ -42,13 +41,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // its body is read, a call that can use a hold taken ahead starts its caller's read
   // (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route. Only a call
   // with a query string gets here: the others take the same steps without Express (src/models/chat-entry.ts).
-  app.post(
-    CHAT_PATH,
-    startSpareAdmission(deps, auth),
-    express.json({ limit: CHAT_BODY_LIMIT }),
-    rejectNulCharacters(),
-    chatCompletionsRoute(deps, auth),
-  );
+  app.post(CHAT_PATH, ...(chatSteps(deps, auth) as express.RequestHandler[]), chatCompletionsRoute(deps, auth));
 
   // Body parsers: larger limits first where the surface needs them (MCP file writes); body-parser skips a
   // body that is already parsed.

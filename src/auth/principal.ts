@@ -232,7 +232,7 @@ export function createAuth(deps: Deps) {
     next();
   };
 
-  return { require, optional, resolve, resolveApiTokenHash: fromApiTokenHash, touchApiToken: touchLastUsed };
+  return { require, optional, resolve, resolveApiToken: fromApiToken, resolveApiTokenHash: fromApiTokenHash, touchApiToken: touchLastUsed };
 }
 
 export type Auth = ReturnType<typeof createAuth>;

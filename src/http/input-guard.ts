@@ -1,4 +1,4 @@
-import type { RequestHandler } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from './errors.js';
 
 // PostgreSQL text and jsonb cannot hold U+0000 (SQLSTATE 22021 / 22P05), so a NUL anywhere in a request
@@ -28,17 +28,19 @@ export function hasNul(value: unknown): boolean {
 
 /**
  * 400 VALIDATION_ERROR for a NUL in the URL or the parsed body. `skipBodyOn`: paths whose body is
- * verified as raw bytes by its sender's signature (a webhook) and judged by its own route.
+ * verified as raw bytes by its sender's signature (a webhook) and judged by its own route. Mounted at
+ * the root (so the URL's path is the route's path); Express middleware, and a step of the chat call's
+ * own entry on plain node objects (src/models/chat-entry.ts).
  */
-export function rejectNulCharacters(skipBodyOn: string[] = []): RequestHandler {
-  return (req, _res, next) => {
-    const where = ENCODED_NUL.test(req.originalUrl) || req.originalUrl.includes('\u0000') ? 'url' : !skipBodyOn.includes(req.path) && hasNul(req.body) ? 'body' : null;
+export function rejectNulCharacters(skipBodyOn: string[] = []) {
+  return (req: IncomingMessage & { originalUrl?: string; body?: unknown }, _res: ServerResponse, next: (err?: unknown) => void) => {
+    const url = req.originalUrl ?? req.url ?? '';
+    const where = ENCODED_NUL.test(url) || url.includes('\u0000') ? 'url' : !skipBodyOn.includes(url.split('?')[0]!) && hasNul(req.body) ? 'body' : null;
     next(where ? nulFound(where) : undefined);
   };
 }
 
-/** The 400 for a NUL found in the URL or the body (also raised by the chat call's own entry). */
-export function nulFound(where: 'url' | 'body'): AppError {
+function nulFound(where: 'url' | 'body'): AppError {
   const message = 'must not contain a NUL character';
   return new AppError(400, 'VALIDATION_ERROR', `${where}: ${message}`, { errors: [{ path: where, message }] });
 }

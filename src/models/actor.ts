@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import type { Request } from 'express';
 import { decodeProtectedHeader } from 'jose';
 import type { Deps } from '../deps.js';
 import type { Auth, Principal } from '../auth/principal.js';
@@ -75,8 +74,7 @@ export function tokenHolderActor(principal: Principal | null, orgHeader?: string
 export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput): Promise<Actor> {
   const { token, origin, orgHeader } = input;
   if (token.startsWith('svc_')) {
-    const fakeReq = { get: (name: string) => (name.toLowerCase() === 'authorization' ? `Bearer ${token}` : undefined) } as Request;
-    return tokenHolderActor(await auth.resolve(fakeReq), orgHeader);
+    return tokenHolderActor(await auth.resolveApiToken(token), orgHeader);
   }
   if (!isGrantShaped(token)) throw invalidToken();
   const grant = await verifyAccessToken(deps, token, { resource: 'model', origin });

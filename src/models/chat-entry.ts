@@ -3,7 +3,7 @@ import express from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { sendError } from '../http/error-middleware.js';
-import { hasNul, nulFound } from '../http/input-guard.js';
+import { rejectNulCharacters } from '../http/input-guard.js';
 import { requestLogger } from '../http/request-log.js';
 import { startSpareAdmission, type ChatHttpRequest } from './chat-admission.js';
 import { chatCompletionsRoute } from './routes.js';
@@ -17,33 +17,44 @@ import { chatCompletionsRoute } from './routes.js';
 // Taken here: exactly that path with no query string, whatever the credential. A query (org_id) and
 // every other route go to Express, which mounts the same steps for the same path (src/app.ts): the
 // request log, the spare's early read, the JSON body (10 MB), the NUL guard, the route
-// (chatCompletionsRoute, the same function); errors in the OpenAI shape (sendError, the same function).
+// (chatSteps and chatCompletionsRoute, the same functions); errors in the OpenAI shape (sendError, as
+// Express's error middleware).
 // test/models-chat-entry.test.ts checks that both ways answer alike.
 
 export const CHAT_PATH = '/v1/chat/completions';
 /** Chat histories are long. */
-export const CHAT_BODY_LIMIT = '10mb';
+const CHAT_BODY_LIMIT = '10mb';
 
 type Step = (req: ChatHttpRequest, res: ServerResponse, next: (err?: unknown) => void) => void;
 
-export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): RequestListener {
-  const log = requestLogger(deps.log);
-  const spare = startSpareAdmission(deps, auth);
-  const json = express.json({ limit: CHAT_BODY_LIMIT }) as unknown as Step;
+/**
+ * The steps of a chat call between the request log and the route, in order: the spare's early read
+ * (before the body is read), the JSON body, the NUL guard. Express mounts them for a chat call with a
+ * query (src/app.ts); the entry below runs them for the others.
+ */
+export function chatSteps(deps: Deps, auth: Auth): Step[] {
+  return [startSpareAdmission(deps, auth), express.json({ limit: CHAT_BODY_LIMIT }) as unknown as Step, rejectNulCharacters()];
+}
 
+export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): RequestListener {
+  const steps: Step[] = [requestLogger(deps.log), ...chatSteps(deps, auth)];
   const route = chatCompletionsRoute(deps, auth);
 
   return (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== 'POST' || req.url !== CHAT_PATH) return app(req, res);
     const fail = (err: unknown) => sendError(deps.log, err, req, res, 'openai');
-    log(req, res, () =>
-      spare(req, res, () =>
-        json(req, res, (err) => {
-          if (err) return fail(err);
-          if (hasNul((req as ChatHttpRequest).body)) return fail(nulFound('body'));
-          route(req, res).catch(fail);
-        }),
-      ),
-    );
+    // As Express runs a route's handlers: each step calls next(), or next(err) to answer with the error.
+    let i = 0;
+    const next = (err?: unknown) => {
+      if (err) return fail(err);
+      const step = steps[i++];
+      if (!step) return void route(req, res).catch(fail);
+      try {
+        step(req, res, next);
+      } catch (thrown) {
+        fail(thrown);
+      }
+    };
+    next();
   };
 }

@@ -54,8 +54,9 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
 }
 
 /**
- * POST /v1/chat/completions, mounted by buildApp ahead of every other layer (src/app.ts) with the body
- * parser and NUL guard of its own: nearly all the traffic, it walks no other surface's layers.
+ * POST /v1/chat/completions, after its own steps (chatSteps: the spare's early read, the body parser, the
+ * NUL guard): run by the chat call's own entry (src/models/chat-entry.ts), or by Express for a call with
+ * a query string (src/app.ts, ahead of every other layer).
  */
 export function chatCompletionsRoute(deps: Deps, auth: Auth) {
   return async (req: ChatHttpRequest, res: ServerResponse) => {
