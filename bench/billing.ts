@@ -41,17 +41,30 @@ async function withAdmin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
 }
 
 async function setup(db: Db) {
-  await db.execute(sql`insert into users (id, email, name, password_hash) values ('usr_bench', 'bench@example.test', 'bench', 'x')`);
+  await db.execute(
+    sql`insert into users (id, email, name, password_hash) values ('usr_bench', 'bench@example.test', 'bench', 'x')`,
+  );
   for (const key of [HOT, ...Array.from({ length: SPREAD }, (_, i) => orgKeyOf(i))]) {
     await db.execute(sql`insert into orgs (id, name, owner_id) values (${key}, ${key}, 'usr_bench')`);
     await db.transaction((tx) =>
-      grantToOrg(tx as unknown as Db, { key: `bench:${key}`, source: SOURCE_PURCHASES, ownerId: 'usr_bench', orgKey: key, amount: FUND, type: 'topup', description: 'bench' }),
+      grantToOrg(tx as unknown as Db, {
+        key: `bench:${key}`,
+        source: SOURCE_PURCHASES,
+        ownerId: 'usr_bench',
+        orgKey: key,
+        amount: FUND,
+        type: 'topup',
+        description: 'bench',
+      }),
     );
   }
 }
 
 /** svc: CONCURRENCY workers each looping reserve→settle for SECONDS; returns cycles per org. */
-async function runSvc(db: Db, pick: () => string): Promise<{ perSecond: number; counts: Map<string, number> }> {
+async function runSvc(
+  db: Db,
+  pick: () => string,
+): Promise<{ perSecond: number; counts: Map<string, number> }> {
   const spend = createSpendBatchers(db);
   const counts = new Map<string, number>();
   const deadline = Date.now() + SECONDS * 1000;
@@ -90,8 +103,26 @@ function runPgbench(url: string, script: string): number {
     const u = new URL(url);
     const res = spawnSync(
       'pgbench',
-      ['-n', '-M', 'prepared', '-c', String(CONCURRENCY), '-j', '2', '-T', String(SECONDS), '-f', file,
-        '-h', u.hostname, '-p', u.port || '5432', '-U', decodeURIComponent(u.username || 'postgres'), u.pathname.slice(1)],
+      [
+        '-n',
+        '-M',
+        'prepared',
+        '-c',
+        String(CONCURRENCY),
+        '-j',
+        '2',
+        '-T',
+        String(SECONDS),
+        '-f',
+        file,
+        '-h',
+        u.hostname,
+        '-p',
+        u.port || '5432',
+        '-U',
+        decodeURIComponent(u.username || 'postgres'),
+        u.pathname.slice(1),
+      ],
       { encoding: 'utf8' },
     );
     const tps = /tps = ([\d.]+)/.exec(res.stdout ?? '');
@@ -103,14 +134,19 @@ function runPgbench(url: string, script: string): number {
 }
 
 async function balances(db: Db): Promise<Map<string, number>> {
-  const rows = await queryRows<{ org_key: string; balance: unknown }>(db, sql`select org_key, balance from billing_accounts where kind = 'org'`);
+  const rows = await queryRows<{ org_key: string; balance: unknown }>(
+    db,
+    sql`select org_key, balance from billing_accounts where kind = 'org'`,
+  );
   return new Map(rows.map((r) => [r.org_key, Number(r.balance)]));
 }
 
 try {
   execFileSync('pgbench', ['--version'], { stdio: 'ignore' });
 } catch {
-  process.stderr.write('bench billing: pgbench not found (Debian: apt-get install postgresql-client or postgresql-contrib)\n');
+  process.stderr.write(
+    'bench billing: pgbench not found (Debian: apt-get install postgresql-client or postgresql-contrib)\n',
+  );
   process.exit(2);
 }
 
@@ -124,7 +160,9 @@ try {
   const db = database.db;
   await setup(db);
   const out = (s: string) => process.stdout.write(`${s}\n`);
-  out(`bench billing: reserve→settle cycles/s, ${CONCURRENCY} concurrent, ${SECONDS}s each, PostgreSQL ${url.host}`);
+  out(
+    `bench billing: reserve→settle cycles/s, ${CONCURRENCY} concurrent, ${SECONDS}s each, PostgreSQL ${url.host}`,
+  );
 
   const scenarios: [string, () => string, number | null][] = [
     ['one hot client', () => HOT, null],
@@ -137,14 +175,21 @@ try {
     // Exact final balances: every client lost exactly DEBIT per cycle svc counted for it.
     for (const [key, count] of svc.counts) {
       const want = before.get(key)! - count * DEBIT;
-      if (after.get(key) !== want) throw new Error(`balance of ${key} is ${after.get(key)}, expected ${want}`);
+      if (after.get(key) !== want)
+        throw new Error(`balance of ${key} is ${after.get(key)}, expected ${want}`);
     }
     const cycles = [...svc.counts.values()].reduce((a, b) => a + b, 0);
     const tps = runPgbench(url.toString(), pgbenchFor(spread));
-    out(`  ${label.padEnd(26)} svc ${svc.perSecond.toFixed(0).padStart(6)}/s   pgbench ${tps.toFixed(0).padStart(6)}/s   ratio ${(svc.perSecond / tps).toFixed(2)}   balances exact (${cycles} cycles)`);
+    out(
+      `  ${label.padEnd(26)} svc ${svc.perSecond.toFixed(0).padStart(6)}/s   pgbench ${tps.toFixed(0).padStart(6)}/s   ratio ${(svc.perSecond / tps).toFixed(2)}   balances exact (${cycles} cycles)`,
+    );
   }
   const violations = await checkInvariants(db);
-  out(violations.length === 0 ? '  ledger invariants hold after both runs (svc and pgbench rows)' : `  VIOLATIONS: ${JSON.stringify(violations)}`);
+  out(
+    violations.length === 0
+      ? '  ledger invariants hold after both runs (svc and pgbench rows)'
+      : `  VIOLATIONS: ${JSON.stringify(violations)}`,
+  );
   if (violations.length) process.exitCode = 1;
 } finally {
   await database.close();

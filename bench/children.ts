@@ -22,7 +22,11 @@ export function startChild(
   env: Record<string, string>,
   readyPattern: RegExp = READY,
 ): Promise<{ child: ChildProcess; info: any }> {
-  const child = spawn(process.execPath, args, { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, args, {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
@@ -32,7 +36,11 @@ export function startChild(
       if (m) resolve({ child, info: m[1] ? JSON.parse(m[1]) : {} });
     });
     child.stderr!.on('data', (d) => (err += d));
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} (${env.BENCH_ROLE ?? 'child'}) exited ${code}: ${err.slice(-2000)}`)));
+    child.once('exit', (code) =>
+      reject(
+        new Error(`${args.join(' ')} (${env.BENCH_ROLE ?? 'child'}) exited ${code}: ${err.slice(-2000)}`),
+      ),
+    );
   });
 }
 

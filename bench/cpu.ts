@@ -23,7 +23,12 @@ function cpuSeconds(pid: number): number {
 }
 
 function postgresCpu(): number {
-  const pids = execSync('pgrep -x postgres || true').toString().trim().split('\n').filter(Boolean).map(Number);
+  const pids = execSync('pgrep -x postgres || true')
+    .toString()
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map(Number);
   return pids.reduce((sum, pid) => {
     try {
       return sum + cpuSeconds(pid);
@@ -34,11 +39,19 @@ function postgresCpu(): number {
 }
 
 const transactions = () =>
-  Number(execSync(`psql "${databaseUrl}" -Atc "select sum(xact_commit + xact_rollback) from pg_stat_database"`).toString());
+  Number(
+    execSync(
+      `psql "${databaseUrl}" -Atc "select sum(xact_commit + xact_rollback) from pg_stat_database"`,
+    ).toString(),
+  );
 
 const fake = await startChild(['--import', 'tsx', proxyBench], { BENCH_ROLE: 'fake' });
 const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=bench-profiles'] : [];
-const svc = await startChild([...profile, '--import', 'tsx', proxyBench], { BENCH_ROLE: 'svc', FAKE_URL: fake.info.url, TEST_DATABASE_URL: databaseUrl });
+const svc = await startChild([...profile, '--import', 'tsx', proxyBench], {
+  BENCH_ROLE: 'svc',
+  FAKE_URL: fake.info.url,
+  TEST_DATABASE_URL: databaseUrl,
+});
 try {
   const { default: autocannon } = await import('autocannon');
   const tokens: string[] = process.env.BENCH_ORGS ? svc.info.spread : [svc.info.token];
@@ -52,25 +65,46 @@ try {
           connections: 32,
           duration,
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ model: 'x', max_tokens: 64, messages: [{ role: 'user', content: 'Tell me about foxes.' }] }),
-          requests: [{ setupRequest: (r: { headers: Record<string, string> }) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${tokens[n++ % tokens.length]}` } }) }],
+          body: JSON.stringify({
+            model: 'x',
+            max_tokens: 64,
+            messages: [{ role: 'user', content: 'Tell me about foxes.' }],
+          }),
+          requests: [
+            {
+              setupRequest: (r: { headers: Record<string, string> }) => ({
+                ...r,
+                headers: { ...r.headers, authorization: `Bearer ${tokens[n++ % tokens.length]}` },
+              }),
+            },
+          ],
         } as never,
         (err: unknown, result: unknown) => (err ? reject(err) : resolve(result)),
       ),
     );
   await load(2); // warm-up
   const processes = { svc: svc.child.pid!, fake: fake.child.pid!, 'load generator': process.pid };
-  const before = { ...Object.fromEntries(Object.entries(processes).map(([k, pid]) => [k, cpuSeconds(pid)])), postgres: postgresCpu() };
+  const before = {
+    ...Object.fromEntries(Object.entries(processes).map(([k, pid]) => [k, cpuSeconds(pid)])),
+    postgres: postgresCpu(),
+  };
   const x0 = transactions();
   const result = await load(seconds);
   const x1 = transactions();
-  const after = { ...Object.fromEntries(Object.entries(processes).map(([k, pid]) => [k, cpuSeconds(pid)])), postgres: postgresCpu() };
+  const after = {
+    ...Object.fromEntries(Object.entries(processes).map(([k, pid]) => [k, cpuSeconds(pid)])),
+    postgres: postgresCpu(),
+  };
   const calls = result.requests.total as number;
   const out = (s: string) => process.stdout.write(`${s}\n`);
-  out(`bench cpu: ${Math.round(result.requests.average)} chat calls/s over ${seconds}s, ${tokens.length} org(s), non-2xx ${result.non2xx}, errors ${result.errors}`);
+  out(
+    `bench cpu: ${Math.round(result.requests.average)} chat calls/s over ${seconds}s, ${tokens.length} org(s), non-2xx ${result.non2xx}, errors ${result.errors}`,
+  );
   for (const k of Object.keys(before) as (keyof typeof before)[]) {
     const used = after[k] - before[k];
-    out(`  ${k.padEnd(15)} ${((used / calls) * 1000).toFixed(3)} ms CPU per call   ${((used / seconds) * 100).toFixed(0)}% of a core`);
+    out(
+      `  ${k.padEnd(15)} ${((used / calls) * 1000).toFixed(3)} ms CPU per call   ${((used / seconds) * 100).toFixed(0)}% of a core`,
+    );
   }
   out(`  PostgreSQL transactions per call: ${((x1 - x0) / calls).toFixed(2)}`);
 } finally {

@@ -25,7 +25,9 @@ const server = createServer(async (req, res) => {
       headers: { 'content-type': 'application/json', authorization: req.headers.authorization ?? '' },
       body: Buffer.concat(chunks),
     });
-    res.writeHead(answer.statusCode, { 'content-type': String(answer.headers['content-type'] ?? 'application/json') });
+    res.writeHead(answer.statusCode, {
+      'content-type': String(answer.headers['content-type'] ?? 'application/json'),
+    });
     let first = true;
     for await (const chunk of answer.body) {
       res.write(chunk);
@@ -39,7 +41,9 @@ const server = createServer(async (req, res) => {
     res.end();
   }
 });
-server.listen(0, '127.0.0.1', () => announce({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
+server.listen(0, '127.0.0.1', () =>
+  announce({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }),
+);
 process.on('SIGTERM', () => {
   server.close();
   void pool.end().finally(() => process.exit(0));

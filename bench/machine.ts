@@ -26,5 +26,5 @@ export function cpuTimes(): CpuTimes | null {
 export function stealReport(before: CpuTimes | null, after: CpuTimes | null = cpuTimes()): string {
   if (!before || !after || after.total <= before.total) return '';
   const share = (100 * (after.steal - before.steal)) / (after.total - before.total);
-  return `machine: ${share.toFixed(1)}% of CPU time stolen by the hypervisor during the run${share >= 10 ? ' (heavy: every figure of this run is slowed, the peers\' too)' : ''}\n`;
+  return `machine: ${share.toFixed(1)}% of CPU time stolen by the hypervisor during the run${share >= 10 ? " (heavy: every figure of this run is slowed, the peers' too)" : ''}\n`;
 }

@@ -15,8 +15,17 @@ import { announce, startChild, stopChild } from './children.js';
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
 
-const CALL = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_projects', arguments: {} } };
-const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
+const CALL = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'tools/call',
+  params: { name: 'list_projects', arguments: {} },
+};
+const MCP_HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': '2025-06-18',
+};
 
 if (role === 'svc') {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
@@ -27,18 +36,32 @@ if (role === 'svc') {
   const server = await startTestServer();
   const user = await createUser(server);
   for (let i = 1; i <= 5; i++) {
-    await createProject(server.deps.db, { userId: user.userId }, { orgKey: user.orgKey, name: `Project ${i}`, description: 'bench' });
+    await createProject(
+      server.deps.db,
+      { userId: user.userId },
+      { orgKey: user.orgKey, name: `Project ${i}`, description: 'bench' },
+    );
   }
   const { platform } = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform'] });
   const url = `${server.v2Url}/mcp/platform`;
-  const res = await fetch(url, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${platform}` }, body: JSON.stringify(CALL) });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { ...MCP_HEADERS, authorization: `Bearer ${platform}` },
+    body: JSON.stringify(CALL),
+  });
   const body = (await res.json()) as { result: { structuredContent: unknown } };
-  announce({ url, token: platform, storage: server.database.kind, structured: body.result.structuredContent });
+  announce({
+    url,
+    token: platform,
+    storage: server.database.kind,
+    structured: body.result.structuredContent,
+  });
   process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
 } else if (role === 'bare') {
   const { default: express } = await import('express');
   const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
-  const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const { StreamableHTTPServerTransport } =
+    await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
   const { z } = await import('zod');
   const structured = JSON.parse(process.env.BENCH_BODY!) as Record<string, unknown>;
   const app = express();
@@ -48,10 +71,20 @@ if (role === 'svc') {
     const server = new McpServer({ name: 'bare', version: '1.0.0' });
     server.registerTool(
       'list_projects',
-      { title: 'List projects', inputSchema: { org_id: z.string().optional() }, outputSchema: { data: z.array(z.any()) } },
-      async () => ({ content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured }),
+      {
+        title: 'List projects',
+        inputSchema: { org_id: z.string().optional() },
+        outputSchema: { data: z.array(z.any()) },
+      },
+      async () => ({
+        content: [{ type: 'text', text: JSON.stringify(structured) }],
+        structuredContent: structured,
+      }),
     );
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
     res.on('close', () => {
       void transport.close();
       void server.close();
@@ -68,8 +101,6 @@ if (role === 'svc') {
   await main();
 }
 
-
-
 interface Figures {
   name: string;
   rps: number;
@@ -78,7 +109,13 @@ interface Figures {
   errors: number;
 }
 
-async function load(name: string, url: string, headers: Record<string, string>, seconds: number, connections: number): Promise<Figures> {
+async function load(
+  name: string,
+  url: string,
+  headers: Record<string, string>,
+  seconds: number,
+  connections: number,
+): Promise<Figures> {
   const { default: autocannon } = await import('autocannon');
   const result = await autocannon({
     url,
@@ -88,7 +125,13 @@ async function load(name: string, url: string, headers: Record<string, string>, 
     connections,
     duration: seconds,
   });
-  return { name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.timeouts + result.non2xx };
+  return {
+    name,
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts + result.non2xx,
+  };
 }
 
 async function main() {
@@ -97,7 +140,10 @@ async function main() {
   const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc' });
   let bare: Awaited<ReturnType<typeof startChild>> | undefined;
   try {
-    bare = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.structured) });
+    bare = await startChild(['--import', 'tsx', here], {
+      BENCH_ROLE: 'bare',
+      BENCH_BODY: JSON.stringify(svc.info.structured),
+    });
     const auth = { authorization: `Bearer ${svc.info.token}` };
     await load('warm-up', svc.info.url, auth, 2, connections);
     await load('warm-up', bare.info.url, {}, 2, connections);

@@ -38,7 +38,8 @@ interface Result {
   p99: number;
 }
 
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
+const quantile = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 
 /** The load loop: each worker refreshes its own token chain. */
 async function load(name: string, tokenUrl: string, tokens: string[], clientId: string): Promise<Result> {
@@ -46,7 +47,11 @@ async function load(name: string, tokenUrl: string, tokens: string[], clientId: 
     const res = await fetch(tokenUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', 'accept-encoding': 'identity' },
-      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: tokens[i]!, client_id: clientId }),
+      body: new URLSearchParams({
+        grant_type: 'refresh_token',
+        refresh_token: tokens[i]!,
+        client_id: clientId,
+      }),
     });
     const body = (await res.json()) as { refresh_token?: string; access_token?: string };
     if (res.status !== 200 || !body.refresh_token || !body.access_token) return false;
@@ -75,7 +80,14 @@ async function load(name: string, tokenUrl: string, tokens: string[], clientId: 
   const { latencies, errors } = await phase(SECONDS, true);
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  return { name, requests: latencies.length, errors, perSecond: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99) };
+  return {
+    name,
+    requests: latencies.length,
+    errors,
+    perSecond: latencies.length / elapsed,
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+  };
 }
 
 async function benchSvc(): Promise<Result & { storage: string }> {
@@ -104,16 +116,35 @@ async function benchSvc(): Promise<Result & { storage: string }> {
   const port = (probe.address() as AddressInfo).port;
   await new Promise((r) => probe.close(r));
   const origin = `http://127.0.0.1:${port}`;
-  const config = loadConfig({ PORT: String(port), BASE_URL: origin, V2_URL: origin, LIGHT_URL: origin, DATA_DIR: 'memory://', LOG_LEVEL: 'silent', ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}) });
+  const config = loadConfig({
+    PORT: String(port),
+    BASE_URL: origin,
+    V2_URL: origin,
+    LIGHT_URL: origin,
+    DATA_DIR: 'memory://',
+    LOG_LEVEL: 'silent',
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+  });
   const database = await openDatabase({ databaseUrl, dataDir: 'memory://', poolSize: 20 });
   await runMigrations(database);
   const deps = await createDeps(config, database, createLogger('silent'));
   const running = await startServer(deps, ['127.0.0.1'], port);
   try {
-    const { user, org } = await registerAccount(deps.db, { email: 'bench@example.test', name: 'Bench', password: 'correct-Horse-9' }, deps.hooks.accountCreated);
+    const { user, org } = await registerAccount(
+      deps.db,
+      { email: 'bench@example.test', name: 'Bench', password: 'correct-Horse-9' },
+      deps.hooks.accountCreated,
+    );
     const tokens: string[] = [];
     for (let i = 0; i < CONCURRENCY; i++) {
-      const issued = await issueApproval(deps, { clientId: 'svc-cli', userId: user.id, orgKey: org.id, issuer: origin, resources: ['platform'], named: null });
+      const issued = await issueApproval(deps, {
+        clientId: 'svc-cli',
+        userId: user.id,
+        orgKey: org.id,
+        issuer: origin,
+        resources: ['platform'],
+        named: null,
+      });
       tokens.push(issued.top.refresh_token);
     }
     const result = await load('svc', `${origin}/oauth/token`, tokens, 'svc-cli');
@@ -129,14 +160,24 @@ async function benchSvc(): Promise<Result & { storage: string }> {
 async function benchOidcProvider(): Promise<Result> {
   // No type declarations ship with oidc-provider; its API is used loosely here.
   const peerModule = 'oidc-provider';
-  const { default: Provider } = (await import(peerModule)) as { default: new (issuer: string, config: unknown) => any };
+  const { default: Provider } = (await import(peerModule)) as {
+    default: new (issuer: string, config: unknown) => any;
+  };
   const { privateKey } = await generateKeyPair('ES256', { extractable: true });
   const jwk = { ...(await exportJWK(privateKey)), alg: 'ES256', use: 'sig', kid: 'bench' };
   const server: Server = createServer();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const resource = `${issuer}/mcp/platform`;
-  const ttl = { AccessToken: 900, RefreshToken: 30 * 86400, Grant: 30 * 86400, IdToken: 3600, Session: 3600, Interaction: 600, AuthorizationCode: 60 };
+  const ttl = {
+    AccessToken: 900,
+    RefreshToken: 30 * 86400,
+    Grant: 30 * 86400,
+    IdToken: 3600,
+    Session: 3600,
+    Interaction: 600,
+    AuthorizationCode: 60,
+  };
   const provider = new Provider(issuer, {
     clients: [
       {
@@ -157,7 +198,13 @@ async function benchOidcProvider(): Promise<Result> {
         enabled: true,
         defaultResource: () => resource,
         useGrantedResource: () => true,
-        getResourceServerInfo: () => ({ scope: 'platform', audience: resource, accessTokenTTL: 900, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }),
+        getResourceServerInfo: () => ({
+          scope: 'platform',
+          audience: resource,
+          accessTokenTTL: 900,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: 'ES256' } },
+        }),
       },
     },
     rotateRefreshToken: true,
@@ -172,7 +219,14 @@ async function benchOidcProvider(): Promise<Result> {
       grant.addOIDCScope('offline_access');
       grant.addResourceScope(resource, 'platform');
       const grantId = await grant.save();
-      const rt = new provider.RefreshToken({ accountId: `user${i}`, client, grantId, scope: 'offline_access platform', resource, gty: 'authorization_code' } as never);
+      const rt = new provider.RefreshToken({
+        accountId: `user${i}`,
+        client,
+        grantId,
+        scope: 'offline_access platform',
+        resource,
+        gty: 'authorization_code',
+      } as never);
       tokens.push(await rt.save());
     }
     return await load('oidc-provider', `${issuer}/token`, tokens, 'bench');
@@ -182,14 +236,27 @@ async function benchOidcProvider(): Promise<Result> {
 }
 
 const ms = (v: number) => `${v.toFixed(2)} ms`;
-console.log(`oauth bench: refresh_token grant, ${CONCURRENCY} workers, ${SECONDS} s each (after 1 s warm-up), node ${process.version}`);
+console.log(
+  `oauth bench: refresh_token grant, ${CONCURRENCY} workers, ${SECONDS} s each (after 1 s warm-up), node ${process.version}`,
+);
 const peer = await benchOidcProvider();
 const svc = await benchSvc();
 for (const r of [svc, peer]) {
-  console.log(`${r.name.padEnd(14)} ${r.perSecond.toFixed(0).padStart(7)} req/s   p50 ${ms(r.p50).padStart(10)}   p99 ${ms(r.p99).padStart(10)}   ${r.requests} requests, ${r.errors} errors`);
+  console.log(
+    `${r.name.padEnd(14)} ${r.perSecond.toFixed(0).padStart(7)} req/s   p50 ${ms(r.p50).padStart(10)}   p99 ${ms(r.p99).padStart(10)}   ${r.requests} requests, ${r.errors} errors`,
+  );
 }
 const ratio = { throughput: svc.perSecond / peer.perSecond, p99: svc.p99 / peer.p99 };
-console.log(`svc (${svc.storage}) / oidc-provider (memory adapter): throughput ×${ratio.throughput.toFixed(2)}, p99 ×${ratio.p99.toFixed(2)}`);
+console.log(
+  `svc (${svc.storage}) / oidc-provider (memory adapter): throughput ×${ratio.throughput.toFixed(2)}, p99 ×${ratio.p99.toFixed(2)}`,
+);
 mkdirSync('bench/results', { recursive: true });
-writeFileSync('bench/results/oauth.json', JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, concurrency: CONCURRENCY, svc, peer, ratio }, null, 2));
+writeFileSync(
+  'bench/results/oauth.json',
+  JSON.stringify(
+    { at: new Date().toISOString(), seconds: SECONDS, concurrency: CONCURRENCY, svc, peer, ratio },
+    null,
+    2,
+  ),
+);
 process.exit(0);

@@ -18,11 +18,13 @@ import { announce, startChild } from './children.js';
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
 
-
 if (role === 'fake') {
   const { startFakeUpstream } = await import('../test/helpers/fake-upstream.js');
   const fake = await startFakeUpstream();
-  fake.reply = () => ({ content: 'The quick brown fox jumps over the lazy dog, twice: the quick brown fox jumps over the lazy dog.' });
+  fake.reply = () => ({
+    content:
+      'The quick brown fox jumps over the lazy dog, twice: the quick brown fox jumps over the lazy dog.',
+  });
   // Keep no request log in memory during a long bench.
   setInterval(() => fake.requests.splice(0), 1000).unref();
   announce({ url: fake.url });
@@ -62,7 +64,6 @@ async function freePort(): Promise<number> {
     });
   });
 }
-
 
 /** The PostgreSQL svc runs on here, or undefined for PGlite (see the header). */
 async function benchDatabaseUrl(): Promise<string | undefined> {
@@ -110,7 +111,11 @@ async function main() {
     children.push(svc.child);
     const portkeyPort = await freePort();
     const portkey = await startChild(
-      [fileURLToPath(new URL('../node_modules/@portkey-ai/gateway/build/start-server.js', import.meta.url)), `--port=${portkeyPort}`, '--headless'],
+      [
+        fileURLToPath(new URL('../node_modules/@portkey-ai/gateway/build/start-server.js', import.meta.url)),
+        `--port=${portkeyPort}`,
+        '--headless',
+      ],
       {},
       /Ready for connections()/,
     );
@@ -118,14 +123,33 @@ async function main() {
     const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
     // The floor (bench/floor-proxy.ts) needs PostgreSQL: one round trip to it is what it measures.
     const floor = databaseUrl
-      ? await startChild(['--import', 'tsx', fileURLToPath(new URL('./floor-proxy.ts', import.meta.url))], { FLOOR_DATABASE_URL: databaseUrl, FAKE_URL: fake.info.url })
+      ? await startChild(['--import', 'tsx', fileURLToPath(new URL('./floor-proxy.ts', import.meta.url))], {
+          FLOOR_DATABASE_URL: databaseUrl,
+          FAKE_URL: fake.info.url,
+        })
       : null;
     if (floor) children.push(floor.child);
 
     const targets: Target[] = [
-      { name: 'direct', url: `${fake.info.url}/chat/completions`, headers: { authorization: `Bearer ${FAKE_KEY}` } },
-      ...(floor ? [{ name: 'floor (DB round trip + forward)', url: `${floor.info.url}/v1/chat/completions`, headers: { authorization: `Bearer ${FAKE_KEY}` } }] : []),
-      { name: 'svc (1 org)', url: `${svc.info.url}/v1/chat/completions`, headers: { authorization: `Bearer ${svc.info.token}` } },
+      {
+        name: 'direct',
+        url: `${fake.info.url}/chat/completions`,
+        headers: { authorization: `Bearer ${FAKE_KEY}` },
+      },
+      ...(floor
+        ? [
+            {
+              name: 'floor (DB round trip + forward)',
+              url: `${floor.info.url}/v1/chat/completions`,
+              headers: { authorization: `Bearer ${FAKE_KEY}` },
+            },
+          ]
+        : []),
+      {
+        name: 'svc (1 org)',
+        url: `${svc.info.url}/v1/chat/completions`,
+        headers: { authorization: `Bearer ${svc.info.token}` },
+      },
       {
         name: 'svc (16 orgs)',
         url: `${svc.info.url}/v1/chat/completions`,
@@ -135,11 +159,25 @@ async function main() {
       {
         name: 'portkey',
         url: `http://127.0.0.1:${portkeyPort}/v1/chat/completions`,
-        headers: { authorization: `Bearer ${FAKE_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': fake.info.url },
+        headers: {
+          authorization: `Bearer ${FAKE_KEY}`,
+          'x-portkey-provider': 'openai',
+          'x-portkey-custom-host': fake.info.url,
+        },
       },
     ];
-    const body = (stream: boolean) => JSON.stringify({ model: 'gpt-4o-mini', stream, max_tokens: 64, messages: [{ role: 'user', content: 'Tell me about foxes.' }] });
-    const headersOf = (t: Target) => ({ ...t.headers, 'content-type': 'application/json', 'accept-encoding': 'identity' });
+    const body = (stream: boolean) =>
+      JSON.stringify({
+        model: 'gpt-4o-mini',
+        stream,
+        max_tokens: 64,
+        messages: [{ role: 'user', content: 'Tell me about foxes.' }],
+      });
+    const headersOf = (t: Target) => ({
+      ...t.headers,
+      'content-type': 'application/json',
+      'accept-encoding': 'identity',
+    });
 
     // Sanity: every target answers the same body before measuring.
     for (const t of targets) {
@@ -164,7 +202,15 @@ async function main() {
             ]
           : undefined;
         autocannon(
-          { url: t.url, method: 'POST', headers: headersOf(t), body: body(false), duration: seconds, ...(requests ? { requests } : {}), ...opts } as never,
+          {
+            url: t.url,
+            method: 'POST',
+            headers: headersOf(t),
+            body: body(false),
+            duration: seconds,
+            ...(requests ? { requests } : {}),
+            ...opts,
+          } as never,
           (err: unknown, r: unknown) => (err ? reject(err) : resolve(r)),
         );
       });
@@ -199,7 +245,13 @@ async function main() {
       return new Map(
         [...times].map(([name, list]) => {
           list.sort((a, b) => a - b);
-          return [name, { p50: list[Math.floor(list.length * 0.5)]!, p99: list[Math.min(list.length - 1, Math.floor(list.length * 0.99))]! }];
+          return [
+            name,
+            {
+              p50: list[Math.floor(list.length * 0.5)]!,
+              p99: list[Math.min(list.length - 1, Math.floor(list.length * 0.99))]!,
+            },
+          ];
         }),
       );
     }
@@ -225,12 +277,18 @@ async function main() {
     }
     const direct = rows.direct!;
     for (const name of Object.keys(rows).filter((n) => n !== 'direct')) {
-      rows[name]!['adds to first byte (p50 ms)'] = Number((Number(rows[name]!['first byte p50 ms']) - Number(direct['first byte p50 ms'])).toFixed(2));
+      rows[name]!['adds to first byte (p50 ms)'] = Number(
+        (Number(rows[name]!['first byte p50 ms']) - Number(direct['first byte p50 ms'])).toFixed(2),
+      );
     }
     if (svc.info.storage !== 'postgres') {
-      process.stdout.write('\nnote: svc ran on the embedded PGlite (single-threaded, in-process), not on PostgreSQL as deployed; start PostgreSQL or set TEST_DATABASE_URL for PostgreSQL figures\n');
+      process.stdout.write(
+        '\nnote: svc ran on the embedded PGlite (single-threaded, in-process), not on PostgreSQL as deployed; start PostgreSQL or set TEST_DATABASE_URL for PostgreSQL figures\n',
+      );
     }
-    process.stdout.write(`\nproxy bench (${seconds}s per load phase; svc storage: ${svc.info.storage}; node ${process.version})\n`);
+    process.stdout.write(
+      `\nproxy bench (${seconds}s per load phase; svc storage: ${svc.info.storage}; node ${process.version})\n`,
+    );
     console.table(rows);
     for (const name of ['svc (1 org)', 'svc (16 orgs)']) {
       const ratio = Number(rows[name]!['max req/s']) / Number(rows.portkey!['max req/s']);

@@ -21,7 +21,13 @@ if (role === 'svc') {
   const user = await createUser(server);
   const { secret } = await createApiToken(server, user, user.orgKey, 'bench');
   const res = await fetch(`${server.url}/v1/auth/verify`, { headers: { authorization: `Bearer ${secret}` } });
-  announce({ url: server.url, token: secret, session: user.session, storage: server.database.kind, body: await res.json() });
+  announce({
+    url: server.url,
+    token: secret,
+    session: user.session,
+    storage: server.database.kind,
+    body: await res.json(),
+  });
   process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
 } else if (role === 'bare') {
   const { default: express } = await import('express');
@@ -39,8 +45,6 @@ if (role === 'svc') {
 } else {
   await main();
 }
-
-
 
 interface Figures {
   name: string;
@@ -85,7 +89,11 @@ async function sequential(url: string, path: string, headers: Record<string, str
   try {
     for (let i = 0; i < count + 200; i++) {
       const started = process.hrtime.bigint();
-      const res = await pool.request({ method: 'GET', path, headers: { 'accept-encoding': 'identity', ...headers } });
+      const res = await pool.request({
+        method: 'GET',
+        path,
+        headers: { 'accept-encoding': 'identity', ...headers },
+      });
       await res.body.text();
       if (res.statusCode !== 200) throw new Error(`${path} answered ${res.statusCode}`);
       if (i >= 200) samples.push(Number(process.hrtime.bigint() - started) / 1000);
@@ -104,7 +112,10 @@ async function main() {
   const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc' });
   let bare: Awaited<ReturnType<typeof startChild>> | undefined;
   try {
-    bare = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.body) });
+    bare = await startChild(['--import', 'tsx', here], {
+      BENCH_ROLE: 'bare',
+      BENCH_BODY: JSON.stringify(svc.info.body),
+    });
     const auth = { authorization: `Bearer ${svc.info.token}` };
     // Warm-up (JIT, connection pool), then the measured runs back to back.
     await load('warm-up', svc.info.url, auth, 2, connections);
@@ -143,7 +154,9 @@ async function main() {
     );
 
     // Revocation is seen on the very next request: revoke through the API, then verify once.
-    const listed = await fetch(`${svc.info.url}/v1/tokens`, { headers: { authorization: `Bearer ${svc.info.session}` } }).then((r) => r.json());
+    const listed = await fetch(`${svc.info.url}/v1/tokens`, {
+      headers: { authorization: `Bearer ${svc.info.session}` },
+    }).then((r) => r.json());
     const id = (listed as { data: { id: number }[] }).data[0]!.id;
     await fetch(`${svc.info.url}/v1/tokens/revoke`, {
       method: 'POST',

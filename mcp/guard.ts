@@ -52,7 +52,8 @@ export function checkOrigin(deps: Deps) {
       } catch {
         normalised = null;
       }
-      if (!normalised || !allowed.has(normalised)) throw new AppError(403, 'FORBIDDEN_ORIGIN', 'requests from this Origin are not allowed');
+      if (!normalised || !allowed.has(normalised))
+        throw new AppError(403, 'FORBIDDEN_ORIGIN', 'requests from this Origin are not allowed');
     }
     next();
   };
@@ -71,21 +72,34 @@ export function requirePlatformGrant(deps: Deps) {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     const token = m?.[1];
     if (!token || token.startsWith('svc_')) {
-      throw new AppError(401, 'invalid_token', 'an API token is not accepted here; sign in with OAuth for the platform resource', {
-        headers: { 'WWW-Authenticate': challenge(origin, 'error="invalid_token", ') },
-      });
+      throw new AppError(
+        401,
+        'invalid_token',
+        'an API token is not accepted here; sign in with OAuth for the platform resource',
+        {
+          headers: { 'WWW-Authenticate': challenge(origin, 'error="invalid_token", ') },
+        },
+      );
     }
     const access = await verifyAccessToken(deps, token, { resource: 'platform', origin });
     if (!access.scope.split(' ').includes(PLATFORM_SCOPE)) {
       throw new AppError(403, 'insufficient_scope', `this resource needs the "${PLATFORM_SCOPE}" scope`, {
-        headers: { 'WWW-Authenticate': challenge(origin, `error="insufficient_scope", scope="${PLATFORM_SCOPE}", `) },
+        headers: {
+          'WWW-Authenticate': challenge(origin, `error="insufficient_scope", scope="${PLATFORM_SCOPE}", `),
+        },
       });
     }
     // Without x-svc-organisation the grant's org acts; the verifier has just checked that membership
     // live, so it is not read a second time. With the header, it must be a live membership too.
     const named = req.get('x-svc-organisation');
     const actingOrgKey = named?.trim() ? (await resolveActingOrg(deps, access, named)).orgKey : access.orgKey;
-    req.mcpGrant = { userId: access.userId, grantOrgKey: access.orgKey, actingOrgKey, clientId: access.clientId, origin };
+    req.mcpGrant = {
+      userId: access.userId,
+      grantOrgKey: access.orgKey,
+      actingOrgKey,
+      clientId: access.clientId,
+      origin,
+    };
     next();
   };
 }

@@ -36,7 +36,10 @@ export function mcpRoutes(deps: Deps): Router {
 
   router.post(MCP_PATH, requirePlatformGrant(deps), async (req: Request, res: Response) => {
     const server = buildPlatformServer(deps, req.mcpGrant!, singleToolCall(req.body));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
     res.on('close', () => {
       void transport.close();
       void server.close();
@@ -64,7 +67,12 @@ export function mcpErrorHandler(deps: Deps): ErrorRequestHandler {
     }
     const status = (err as { status?: number }).status;
     if (typeof status === 'number' && status >= 400 && status < 500) {
-      rpcError(res, status, status === 400 ? 'Parse error' : 'Invalid request', status === 400 ? -32700 : -32600);
+      rpcError(
+        res,
+        status,
+        status === 400 ? 'Parse error' : 'Invalid request',
+        status === 400 ? -32700 : -32600,
+      );
       return;
     }
     deps.log.error({ err, reqId: req.id }, 'mcp request failed');

@@ -24,7 +24,10 @@ export interface ToolContext {
 
 /** Runs a tool body: the object in structuredContent (and as JSON text); an AppError as an isError
  *  result whose message starts with its code (CONTRACT §10) — never a transport failure. */
-export async function runTool(ctx: ToolContext, fn: () => Promise<Record<string, unknown>>): Promise<CallToolResult> {
+export async function runTool(
+  ctx: ToolContext,
+  fn: () => Promise<Record<string, unknown>>,
+): Promise<CallToolResult> {
   try {
     const out = await fn();
     return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
@@ -41,20 +44,56 @@ export const toolError = (code: string, message: string): CallToolResult => ({
   isError: true,
 });
 
-export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
-export const CREATES = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false } as const;
-export const OVERWRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false } as const;
-export const ADDITIVE_IDEMPOTENT = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+export const READ_ONLY = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+} as const;
+export const CREATES = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: false,
+  openWorldHint: false,
+} as const;
+export const OVERWRITES = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  idempotentHint: true,
+  openWorldHint: false,
+} as const;
+export const ADDITIVE_IDEMPOTENT = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+} as const;
 
 /** Where the tool modules register (the server itself, or a filter that keeps one tool). */
 export type ToolRegistry = Pick<McpServer, 'registerTool'>;
 
 /** The twenty tools of CONTRACT §10. */
 export const TOOL_NAMES = new Set([
-  'list_projects', 'get_project', 'create_project', 'update_project', 'delete_project', 'fork_project', 'transfer_project',
-  'list_reports', 'get_report', 'create_report', 'update_report', 'delete_report',
-  'list_files', 'read_file', 'write_file', 'delete_file',
-  'share_project', 'create_share_link', 'list_shares', 'revoke_share',
+  'list_projects',
+  'get_project',
+  'create_project',
+  'update_project',
+  'delete_project',
+  'fork_project',
+  'transfer_project',
+  'list_reports',
+  'get_report',
+  'create_report',
+  'update_report',
+  'delete_report',
+  'list_files',
+  'read_file',
+  'write_file',
+  'delete_file',
+  'share_project',
+  'create_share_link',
+  'list_shares',
+  'revoke_share',
 ]);
 
 export const REPORT_URI_PREFIX = 'svc://reports/';
@@ -91,7 +130,10 @@ export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: stri
     },
   };
   const tools: ToolRegistry = onlyTool
-    ? { registerTool: ((name, config, cb) => (name === onlyTool ? server.registerTool(name, config, cb) : undefined)) as McpServer['registerTool'] }
+    ? {
+        registerTool: ((name, config, cb) =>
+          name === onlyTool ? server.registerTool(name, config, cb) : undefined) as McpServer['registerTool'],
+      }
     : server;
   registerProjectTools(tools, ctx);
   registerContentTools(tools, ctx);
@@ -123,11 +165,18 @@ function registerReportResources(server: McpServer, ctx: ToolContext) {
       const reportId = String(variables.report_id ?? '');
       try {
         const report = await getReport(ctx.deps.db, ctx.actor, reportId);
-        return { contents: [{ uri: uri.href, mimeType: 'text/markdown', text: `# ${report.title}\n\n${report.body}` }] };
+        return {
+          contents: [
+            { uri: uri.href, mimeType: 'text/markdown', text: `# ${report.title}\n\n${report.body}` },
+          ],
+        };
       } catch (err) {
         if (err instanceof AppError && err.expose) {
           // MCP "Resources" error handling: -32002 for a resource that is not found (or not yours).
-          throw new McpError(err.status === 404 ? -32002 : ErrorCode.InvalidParams, `${err.code}: ${err.message}`);
+          throw new McpError(
+            err.status === 404 ? -32002 : ErrorCode.InvalidParams,
+            `${err.code}: ${err.message}`,
+          );
         }
         throw err;
       }

@@ -48,7 +48,10 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: listOf(reportSummaryOut).shape,
       annotations: READ_ONLY,
     },
-    (a) => runTool(ctx, async () => ({ data: await listReports(db, actor, a.project_id, { limit: a.limit ?? 20, offset: a.offset ?? 0 }) })),
+    (a) =>
+      runTool(ctx, async () => ({
+        data: await listReports(db, actor, a.project_id, { limit: a.limit ?? 20, offset: a.offset ?? 0 }),
+      })),
   );
 
   server.registerTool(
@@ -80,11 +83,19 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
     {
       title: 'Update a report',
       description: 'Changes the title and/or markdown body of a report.',
-      inputSchema: { report_id: reportIdArg, project_id: projectIdArg.optional(), title: titleIn.optional(), body: bodyIn.optional() },
+      inputSchema: {
+        report_id: reportIdArg,
+        project_id: projectIdArg.optional(),
+        title: titleIn.optional(),
+        body: bodyIn.optional(),
+      },
       outputSchema: reportOut.shape,
       annotations: OVERWRITES,
     },
-    (a) => runTool(ctx, () => updateReport(db, actor, a.report_id, { title: a.title, body: a.body, projectId: a.project_id })),
+    (a) =>
+      runTool(ctx, () =>
+        updateReport(db, actor, a.report_id, { title: a.title, body: a.body, projectId: a.project_id }),
+      ),
   );
 
   server.registerTool(
@@ -108,14 +119,18 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: listOf(fileOut).shape,
       annotations: READ_ONLY,
     },
-    (a) => runTool(ctx, async () => ({ data: await listFiles(db, actor, a.project_id, { limit: a.limit ?? 20, offset: a.offset ?? 0 }) })),
+    (a) =>
+      runTool(ctx, async () => ({
+        data: await listFiles(db, actor, a.project_id, { limit: a.limit ?? 20, offset: a.offset ?? 0 }),
+      })),
   );
 
   server.registerTool(
     'read_file',
     {
       title: 'Read a file',
-      description: 'A file and its content: utf8 for text that decodes cleanly, base64 otherwise. Name it by file_id or path.',
+      description:
+        'A file and its content: utf8 for text that decodes cleanly, base64 otherwise. Name it by file_id or path.',
       inputSchema: { project_id: projectIdArg, file_id: fileIdArg.optional(), path: pathArg.optional() },
       outputSchema: fileContentOut.shape,
       annotations: READ_ONLY,
@@ -127,7 +142,8 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
     'write_file',
     {
       title: 'Write a file',
-      description: 'Creates or replaces the file at path (≤ 5 MB; 50 MB per project). content is utf8 text or base64.',
+      description:
+        'Creates or replaces the file at path (≤ 5 MB; 50 MB per project). content is utf8 text or base64.',
       inputSchema: {
         project_id: projectIdArg,
         path: pathArg,
@@ -142,7 +158,11 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       runTool(ctx, async () => {
         const encoding = a.encoding ?? 'utf8';
         const bytes = decodeContent(a.content, encoding);
-        return writeFile(db, actor, a.project_id, { path: a.path, bytes, mediaType: a.media_type ?? guessMediaType(a.path, encoding) });
+        return writeFile(db, actor, a.project_id, {
+          path: a.path,
+          bytes,
+          mediaType: a.media_type ?? guessMediaType(a.path, encoding),
+        });
       }),
   );
 

@@ -8,8 +8,24 @@ import {
   projectIdIn,
   projectOut,
 } from '../src/projects/schema.js';
-import { createProject, deleteProject, forkProject, getProject, listProjects, transferProject, updateProject } from '../src/projects/service.js';
-import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext, type ToolRegistry } from './server.js';
+import {
+  createProject,
+  deleteProject,
+  forkProject,
+  getProject,
+  listProjects,
+  transferProject,
+  updateProject,
+} from '../src/projects/service.js';
+import {
+  ADDITIVE_IDEMPOTENT,
+  CREATES,
+  OVERWRITES,
+  READ_ONLY,
+  runTool,
+  type ToolContext,
+  type ToolRegistry,
+} from './server.js';
 
 // Project tools (CONTRACT §10): same services, same rules and same fields as /v1/projects.
 
@@ -37,7 +53,11 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
     },
     (a) =>
       runTool(ctx, async () => ({
-        data: await listProjects(db, actor, { orgKey: ctx.orgKeyOf(a.org_id), limit: a.limit ?? 20, offset: a.offset ?? 0 }),
+        data: await listProjects(db, actor, {
+          orgKey: ctx.orgKeyOf(a.org_id),
+          limit: a.limit ?? 20,
+          offset: a.offset ?? 0,
+        }),
       })),
   );
 
@@ -58,13 +78,23 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
     {
       title: 'Create a project',
       description: 'Creates a project in a client where you are an owner or member.',
-      inputSchema: { org_id: orgIdArg.optional(), name: nameIn, description: descriptionIn.optional(), brief: briefIn.optional() },
+      inputSchema: {
+        org_id: orgIdArg.optional(),
+        name: nameIn,
+        description: descriptionIn.optional(),
+        brief: briefIn.optional(),
+      },
       outputSchema: projectOut.shape,
       annotations: CREATES,
     },
     (a) =>
       runTool(ctx, () =>
-        createProject(db, actor, { orgKey: ctx.orgKeyOf(a.org_id), name: a.name, description: a.description, brief: a.brief }),
+        createProject(db, actor, {
+          orgKey: ctx.orgKeyOf(a.org_id),
+          name: a.name,
+          description: a.description,
+          brief: a.brief,
+        }),
       ),
   );
 
@@ -73,12 +103,19 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
     {
       title: 'Update a project',
       description: 'Changes the name, description and/or brief (markdown) of a project.',
-      inputSchema: { project_id: projectIdArg, name: nameIn.optional(), description: descriptionIn.optional(), brief: briefIn.optional() },
+      inputSchema: {
+        project_id: projectIdArg,
+        name: nameIn.optional(),
+        description: descriptionIn.optional(),
+        brief: briefIn.optional(),
+      },
       outputSchema: projectDetailOut.shape,
       annotations: OVERWRITES,
     },
     (a) =>
-      runTool(ctx, () => updateProject(db, actor, a.project_id, { name: a.name, description: a.description, brief: a.brief })),
+      runTool(ctx, () =>
+        updateProject(db, actor, a.project_id, { name: a.name, description: a.description, brief: a.brief }),
+      ),
   );
 
   server.registerTool(

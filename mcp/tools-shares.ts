@@ -1,7 +1,15 @@
 import { z } from 'zod';
 import { listOf, roleIn, shareIdIn, shareOut } from '../src/projects/schema.js';
 import { createShareLink, listShares, revokeShare, shareWithUser } from '../src/projects/shares.js';
-import { ADDITIVE_IDEMPOTENT, CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext, type ToolRegistry } from './server.js';
+import {
+  ADDITIVE_IDEMPOTENT,
+  CREATES,
+  OVERWRITES,
+  READ_ONLY,
+  runTool,
+  type ToolContext,
+  type ToolRegistry,
+} from './server.js';
 import { projectIdArg } from './tools-projects.js';
 
 // Sharing tools (CONTRACT §10): a registered e-mail as viewer or editor, or a read-only public link
@@ -15,7 +23,8 @@ export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
     'share_project',
     {
       title: 'Share a project with a person',
-      description: 'Gives a registered account viewer (read) or editor (read and write) access to this project alone.',
+      description:
+        'Gives a registered account viewer (read) or editor (read and write) access to this project alone.',
       inputSchema: { project_id: projectIdArg, email: z.string().max(320), role: roleIn },
       outputSchema: shareOut.shape,
       annotations: ADDITIVE_IDEMPOTENT,
@@ -27,7 +36,8 @@ export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
     'create_share_link',
     {
       title: 'Create a public link',
-      description: 'A read-only public link to the project’s brief and reports. The URL is shown only in this answer.',
+      description:
+        'A read-only public link to the project’s brief and reports. The URL is shown only in this answer.',
       inputSchema: { project_id: projectIdArg },
       outputSchema: shareOut.shape,
       annotations: CREATES,

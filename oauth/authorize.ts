@@ -6,10 +6,22 @@ import { requestOrigin } from '../src/http/origin.js';
 import { liveMemberships, requireLiveMembership } from '../src/orgs/membership.js';
 import { clientIdOf, parseOrgId } from '../src/ids.js';
 import { AppError } from '../src/http/errors.js';
-import { csrfField, html, renderPage, requirePageSession, sendPage, verifyCsrfField, type SafeHtml } from '../src/portal/html.js';
+import {
+  csrfField,
+  html,
+  renderPage,
+  requirePageSession,
+  sendPage,
+  verifyCsrfField,
+  type SafeHtml,
+} from '../src/portal/html.js';
 import type { OAuthResource } from '../src/db/schema.js';
 import { createCode } from './codes.js';
-import { redirectWith, validateAuthorizationRequest, type AuthorizationRequest } from './authorize-request.js';
+import {
+  redirectWith,
+  validateAuthorizationRequest,
+  type AuthorizationRequest,
+} from './authorize-request.js';
 import { resourceUrl } from './resources.js';
 
 // GET/POST /oauth/authorize: the consent page (CONTRACT §4, §7). GET validates the request and shows who
@@ -22,8 +34,14 @@ import { resourceUrl } from './resources.js';
 // organization field (an org id in either spelling).
 
 const RESOURCE_TEXT: Record<OAuthResource, { title: string; text: string }> = {
-  model: { title: 'Model access', text: 'Call the model API (/v1/models, /v1/chat/completions), billed to the organization you choose.' },
-  platform: { title: 'Platform tools', text: 'Use your projects, reports, files and shares through the platform tool endpoint (/mcp/platform).' },
+  model: {
+    title: 'Model access',
+    text: 'Call the model API (/v1/models, /v1/chat/completions), billed to the organization you choose.',
+  },
+  platform: {
+    title: 'Platform tools',
+    text: 'Use your projects, reports, files and shares through the platform tool endpoint (/mcp/platform).',
+  },
 };
 
 function provenance(request: AuthorizationRequest): SafeHtml {
@@ -51,7 +69,11 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
   const session = requirePageSession(auth);
 
   /** Validates; answers the error itself (page or redirect) and returns null, or returns the request. */
-  async function validated(req: Request, res: Response, redirectStatus: 302 | 303): Promise<AuthorizationRequest | null> {
+  async function validated(
+    req: Request,
+    res: Response,
+    redirectStatus: 302 | 303,
+  ): Promise<AuthorizationRequest | null> {
     const origin = requestOrigin(req, deps.config);
     const result = await validateAuthorizationRequest(deps, origin, req.query as Record<string, unknown>);
     if (result.kind === 'page') {
@@ -116,14 +138,23 @@ ${orgs.map((o, i) => html`<option value="${clientIdOf(o.orgKey)}"${i === 0 ? htm
     const origin = requestOrigin(req, deps.config);
     const form = (req.body ?? {}) as Record<string, unknown>;
     if (form.decision === 'deny') {
-      res.redirect(303, redirectWith(request.redirectUri, { error: 'access_denied', error_description: 'the user denied the request', state: request.state }, origin));
+      res.redirect(
+        303,
+        redirectWith(
+          request.redirectUri,
+          { error: 'access_denied', error_description: 'the user denied the request', state: request.state },
+          origin,
+        ),
+      );
       return;
     }
-    if (form.decision !== 'approve') throw new AppError(400, 'invalid_request', 'decision must be approve or deny');
+    if (form.decision !== 'approve')
+      throw new AppError(400, 'invalid_request', 'decision must be approve or deny');
     let orgKey: string | null;
     if (typeof form.client_id === 'string' && form.client_id !== '') {
       orgKey = parseOrgId(form.client_id);
-      if (!orgKey) throw new AppError(400, 'invalid_request', 'client_id (the organization) is not an organization id');
+      if (!orgKey)
+        throw new AppError(400, 'invalid_request', 'client_id (the organization) is not an organization id');
     } else {
       orgKey = (await liveMemberships(deps.db, principal.userId))[0]?.orgKey ?? null;
       if (!orgKey) throw new AppError(403, 'NOT_A_MEMBER', 'you do not belong to any organization');

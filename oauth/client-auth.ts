@@ -10,7 +10,8 @@ import { OAuthProtocolError } from './params.js';
 export function clientCredentials(req: Request): { clientId?: string; secret?: string; basic: boolean } {
   const header = req.get('authorization');
   const m = header ? /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header) : null;
-  if (header && !m) throw new OAuthProtocolError('invalid_client', 'unsupported client authentication scheme');
+  if (header && !m)
+    throw new OAuthProtocolError('invalid_client', 'unsupported client authentication scheme');
   if (m) {
     const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
     const i = decoded.indexOf(':');
@@ -33,7 +34,8 @@ export function clientCredentials(req: Request): { clientId?: string; secret?: s
 /** The authenticated client, or 401 invalid_client. */
 export async function authenticateClient(deps: Deps, req: Request): Promise<OAuthClient> {
   const { clientId, secret } = clientCredentials(req);
-  if (!clientId) throw new OAuthProtocolError('invalid_client', 'client authentication is required (client_id)');
+  if (!clientId)
+    throw new OAuthProtocolError('invalid_client', 'client authentication is required (client_id)');
   const client = await findClient(deps, clientId);
   if (!client || !clientAuthenticates(deps, client, secret)) {
     throw new OAuthProtocolError('invalid_client', 'client authentication failed');

@@ -34,17 +34,38 @@ export function isMetadataDocumentUrl(clientId: string, devMode: boolean): boole
 /** Address ranges a fetched client_id may never reach (RFC 6890 special-purpose registries). */
 const blocked = new BlockList();
 for (const [net, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24],
-  ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) blocked.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32]] as const)
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const)
+  blocked.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+  ['64:ff9b::', 96],
+  ['2001:db8::', 32],
+] as const)
   blocked.addSubnet(net, prefix, 'ipv6');
 
 export function isForbiddenAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 0) return true;
-  if (family === 6 && address.toLowerCase().startsWith('::ffff:')) return isForbiddenAddress(address.slice(7));
+  if (family === 6 && address.toLowerCase().startsWith('::ffff:'))
+    return isForbiddenAddress(address.slice(7));
   return blocked.check(address, family === 4 ? 'ipv4' : 'ipv6');
 }
 
@@ -57,9 +78,13 @@ function guardedAgent(allowLoopback: boolean): Agent {
         lookup(hostname, { ...options, all: true }, (err, addresses) => {
           if (err) return callback(err, '', 4);
           const list = addresses as unknown as { address: string; family: number }[];
-          const bad = list.find((a) => isForbiddenAddress(a.address) && !(allowLoopback && isLoopback(a.address)));
-          if (bad || list.length === 0) return callback(new Error(`refusing to fetch from ${bad?.address ?? hostname}`), '', 4);
-          if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: typeof list) => void)(null, list);
+          const bad = list.find(
+            (a) => isForbiddenAddress(a.address) && !(allowLoopback && isLoopback(a.address)),
+          );
+          if (bad || list.length === 0)
+            return callback(new Error(`refusing to fetch from ${bad?.address ?? hostname}`), '', 4);
+          if ((options as { all?: boolean }).all)
+            return (callback as unknown as (e: null, a: typeof list) => void)(null, list);
           callback(null, list[0]!.address, list[0]!.family);
         });
       },
@@ -67,7 +92,8 @@ function guardedAgent(allowLoopback: boolean): Agent {
   });
 }
 
-const isLoopback = (address: string): boolean => address === '::1' || address.startsWith('127.') || address === '::ffff:127.0.0.1';
+const isLoopback = (address: string): boolean =>
+  address === '::1' || address.startsWith('127.') || address === '::ffff:127.0.0.1';
 
 const documentSchema = z.object({
   client_id: z.string(),
@@ -97,7 +123,12 @@ async function readLimited(body: ReadableStream<Uint8Array> | null): Promise<str
 async function download(url: string, devMode: boolean): Promise<unknown> {
   const parsed = new URL(url);
   const dev = devMode && parsed.protocol === 'http:' && DEV_HOSTS.has(parsed.hostname);
-  if (!dev && isIP(parsed.hostname.replace(/^\[|\]$/g, '')) && isForbiddenAddress(parsed.hostname.replace(/^\[|\]$/g, ''))) return null;
+  if (
+    !dev &&
+    isIP(parsed.hostname.replace(/^\[|\]$/g, '')) &&
+    isForbiddenAddress(parsed.hostname.replace(/^\[|\]$/g, ''))
+  )
+    return null;
   const dispatcher = guardedAgent(dev);
   try {
     const res = await fetch(url, {
@@ -120,7 +151,12 @@ async function download(url: string, devMode: boolean): Promise<unknown> {
 export async function fetchClientMetadataDocument(deps: Deps, url: string): Promise<OAuthClient | null> {
   if (url.length > 2000 || new URL(url).hash) return null;
   const [cached] = await deps.db.select().from(oauthClients).where(eq(oauthClients.clientId, url));
-  if (cached && cached.source === 'metadata' && cached.fetchedAt && Date.now() - cached.fetchedAt.getTime() < CACHE_TTL_MS) {
+  if (
+    cached &&
+    cached.source === 'metadata' &&
+    cached.fetchedAt &&
+    Date.now() - cached.fetchedAt.getTime() < CACHE_TTL_MS
+  ) {
     return { ...cached, source: 'metadata' };
   }
   const raw = await download(url, deps.config.devMode);

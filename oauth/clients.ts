@@ -23,7 +23,8 @@ export interface OAuthClient {
 /** The client, or null when the id names none (unknown id, unreachable or invalid metadata document). */
 export async function findClient(deps: Deps, clientId: string): Promise<OAuthClient | null> {
   if (clientId === BUILTIN_CLI_CLIENT_ID) return { ...BUILTIN_CLI_CLIENT };
-  if (isMetadataDocumentUrl(clientId, deps.config.devMode)) return fetchClientMetadataDocument(deps, clientId);
+  if (isMetadataDocumentUrl(clientId, deps.config.devMode))
+    return fetchClientMetadataDocument(deps, clientId);
   if (clientId.length > 200) return null;
   let row;
   try {
@@ -71,7 +72,12 @@ export function redirectUriAllowed(client: OAuthClient, requested: string): bool
     } catch {
       continue;
     }
-    if (reg.protocol === 'http:' && LOOPBACK_HOSTS.has(reg.hostname) && req.protocol === 'http:' && req.hostname === reg.hostname) {
+    if (
+      reg.protocol === 'http:' &&
+      LOOPBACK_HOSTS.has(reg.hostname) &&
+      req.protocol === 'http:' &&
+      req.hostname === reg.hostname
+    ) {
       if (req.pathname === reg.pathname && req.search === reg.search) return true;
     }
   }

@@ -5,7 +5,13 @@ import type { RequestHandler } from 'express';
 // never read cookies (clients authenticate with client_id / secrets in the request), so allowing any
 // origin without credentials exposes nothing a non-browser client could not already do.
 
-export const OAUTH_CORS_PATHS = ['/oauth/token', '/oauth/register', '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect'];
+export const OAUTH_CORS_PATHS = [
+  '/oauth/token',
+  '/oauth/register',
+  '/oauth/device_authorization',
+  '/oauth/revoke',
+  '/oauth/introspect',
+];
 
 export const oauthCors: RequestHandler = (req, res, next) => {
   res.setHeader('Access-Control-Allow-Origin', '*');

@@ -8,7 +8,13 @@ import { authenticateClient } from './client-auth.js';
 import { DEVICE_CODE_GRANT } from './metadata.js';
 import { namedAmongApproved, OAuthProtocolError, parseResources, requestedResources } from './params.js';
 import { issueApproval } from './token-issue.js';
-import { asLibraryError, libraryError, tokenResult, type LibraryClient, type RequestContext } from './token-model.js';
+import {
+  asLibraryError,
+  libraryError,
+  tokenResult,
+  type LibraryClient,
+  type RequestContext,
+} from './token-model.js';
 
 // The device authorization grant (RFC 8628) over the shared device-code store (CONTRACT §6, §7): the
 // client asks at /oauth/device_authorization, the person approves the user code on /account/device
@@ -28,7 +34,8 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
   async handle(request: { body: Record<string, unknown> }, client: LibraryClient) {
     const ctx = (this as unknown as { model: { ctx: RequestContext } }).model.ctx;
     const deviceCode = request.body.device_code;
-    if (typeof deviceCode !== 'string' || deviceCode === '') throw libraryError('invalid_request', 'device_code is required');
+    if (typeof deviceCode !== 'string' || deviceCode === '')
+      throw libraryError('invalid_request', 'device_code is required');
     let named: OAuthResource[] | null;
     try {
       named = parseResources(ctx.issuer, request.body.resource);
@@ -37,9 +44,12 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
     }
     const poll = await pollDeviceCode(ctx.deps, deviceCode, 'oauth', async (_tx, row) => {
       // Checked inside the consuming transaction: throwing rolls the consumption back.
-      if (row.oauthClientId !== client.id) throw libraryError('invalid_grant', 'this device code was issued to another client');
+      if (row.oauthClientId !== client.id)
+        throw libraryError('invalid_grant', 'this device code was issued to another client');
       if (!row.userId || !row.orgId) throw libraryError('invalid_grant', 'the device code has no approval');
-      const approved = (row.resources ?? []).filter((r): r is OAuthResource => (OAUTH_RESOURCES as readonly string[]).includes(r));
+      const approved = (row.resources ?? []).filter((r): r is OAuthResource =>
+        (OAUTH_RESOURCES as readonly string[]).includes(r),
+      );
       try {
         namedAmongApproved(ctx.issuer, request.body.resource, approved);
         return approved;
@@ -73,7 +83,10 @@ export function deviceAuthorizationRoutes(deps: Deps): Router {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const client = await authenticateClient(deps, req);
     if (!client.grantTypes.includes(DEVICE_CODE_GRANT)) {
-      throw new OAuthProtocolError('unauthorized_client', 'this client may not use the device authorization grant');
+      throw new OAuthProtocolError(
+        'unauthorized_client',
+        'this client may not use the device authorization grant',
+      );
     }
     const resources = requestedResources(origin, body);
     const auth = await createDeviceAuthorization(deps, {

@@ -27,7 +27,11 @@ export interface NewGrant {
 }
 
 /** Creates one grant per resource (in the caller's transaction when `db` is one). */
-export async function createGrants(db: Db, input: NewGrant, resources: readonly OAuthResource[]): Promise<GrantRow[]> {
+export async function createGrants(
+  db: Db,
+  input: NewGrant,
+  resources: readonly OAuthResource[],
+): Promise<GrantRow[]> {
   if (resources.length === 0) return [];
   return db
     .insert(oauthGrants)
@@ -47,15 +51,27 @@ export async function createGrants(db: Db, input: NewGrant, resources: readonly 
 
 export async function revokeGrants(db: Db, grantIds: string[]): Promise<void> {
   if (grantIds.length === 0) return;
-  await db.update(oauthGrants).set({ revokedAt: new Date() }).where(and(inArray(oauthGrants.id, grantIds), isNull(oauthGrants.revokedAt)));
+  await db
+    .update(oauthGrants)
+    .set({ revokedAt: new Date() })
+    .where(and(inArray(oauthGrants.id, grantIds), isNull(oauthGrants.revokedAt)));
 }
 
 /** deps.hooks.memberRemoved: a removed member's grants for that org go in the same transaction (CONTRACT §5). */
-export async function revokeMemberGrants(tx: Db, membership: { orgKey: string; userId: string }): Promise<void> {
+export async function revokeMemberGrants(
+  tx: Db,
+  membership: { orgKey: string; userId: string },
+): Promise<void> {
   await tx
     .update(oauthGrants)
     .set({ revokedAt: new Date() })
-    .where(and(eq(oauthGrants.org, membership.orgKey), eq(oauthGrants.userId, membership.userId), isNull(oauthGrants.revokedAt)));
+    .where(
+      and(
+        eq(oauthGrants.org, membership.orgKey),
+        eq(oauthGrants.userId, membership.userId),
+        isNull(oauthGrants.revokedAt),
+      ),
+    );
 }
 
 export interface AccessToken {
@@ -65,7 +81,11 @@ export interface AccessToken {
 }
 
 /** An RFC 9068 access token for one grant, issued by `issuer` (the origin the request arrived on). */
-export async function issueAccessToken(deps: Pick<Deps, 'signingKeys'>, grant: GrantRow, issuer: string): Promise<AccessToken> {
+export async function issueAccessToken(
+  deps: Pick<Deps, 'signingKeys'>,
+  grant: GrantRow,
+  issuer: string,
+): Promise<AccessToken> {
   const key = await deps.signingKeys.current();
   const now = Math.floor(Date.now() / 1000);
   const jti = randomUUID();
@@ -101,7 +121,12 @@ export const successorOf = (hmacKey: Buffer, token: string): string =>
   `srt_${createHmac('sha256', hmacKey).update(`refresh-successor:${token}`).digest('base64url')}`;
 
 /** Stores a refresh token of `grantId`. Idempotent: the derived successor may be stored twice in a race. */
-export async function storeRefreshToken(db: Db, hmacKey: Buffer, grantId: string, token: string): Promise<void> {
+export async function storeRefreshToken(
+  db: Db,
+  hmacKey: Buffer,
+  grantId: string,
+  token: string,
+): Promise<void> {
   await db
     .insert(oauthRefreshTokens)
     .values({
@@ -132,7 +157,12 @@ export async function storeNewRefreshToken(db: Db, hmacKey: Buffer, grantId: str
   return refresh;
 }
 
-export async function grantTokens(deps: Pick<Deps, 'signingKeys'>, grant: GrantRow, refreshToken: string, issuer: string): Promise<GrantTokens> {
+export async function grantTokens(
+  deps: Pick<Deps, 'signingKeys'>,
+  grant: GrantRow,
+  refreshToken: string,
+  issuer: string,
+): Promise<GrantTokens> {
   const access = await issueAccessToken(deps, grant, issuer);
   return {
     resource: resourceUrl(issuer, grant.resource),

@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { desc, eq, isNull } from 'drizzle-orm';
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import {
+  calculateJwkThumbprint,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  type CryptoKey,
+  type JWK,
+} from 'jose';
 import type { Db } from '../src/db/client.js';
 import { oauthSigningKeys } from '../src/db/schema.js';
 import { decrypt, encrypt } from '../src/crypto/hash.js';
@@ -75,7 +82,11 @@ export function createSigningKeys(db: Db, encryptionKey: Buffer): SigningKeys {
     const privateJwk = JSON.parse(decrypt(encryptionKey, head!.privateJwkEnc)) as JWK;
     const signing = { kid: head!.kid, privateKey: (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey };
     const published = await Promise.all(
-      rows.map(async (r) => ({ kid: r.kid, jwk: r.publicJwk as JWK, key: (await importJWK(r.publicJwk as JWK, SIGNING_ALG)) as CryptoKey })),
+      rows.map(async (r) => ({
+        kid: r.kid,
+        jwk: r.publicJwk as JWK,
+        key: (await importJWK(r.publicJwk as JWK, SIGNING_ALG)) as CryptoKey,
+      })),
     );
     rows = [];
     return { at: Date.now(), signing, published };
@@ -117,7 +128,10 @@ export function createSigningKeys(db: Db, encryptionKey: Buffer): SigningKeys {
         .where(isNull(oauthSigningKeys.retiredAt))
         .orderBy(desc(oauthSigningKeys.createdAt), desc(oauthSigningKeys.kid));
       for (const old of keep.slice(2)) {
-        await db.update(oauthSigningKeys).set({ retiredAt: new Date() }).where(eq(oauthSigningKeys.kid, old.kid));
+        await db
+          .update(oauthSigningKeys)
+          .set({ retiredAt: new Date() })
+          .where(eq(oauthSigningKeys.kid, old.kid));
       }
       await state(true);
       return kid;

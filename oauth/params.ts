@@ -12,7 +12,12 @@ import { resourceFromUrl } from './resources.js';
 export class OAuthProtocolError extends AppError {
   constructor(error: string, description: string, status?: number) {
     const s = status ?? (error === 'invalid_client' ? 401 : 400);
-    super(s, error, description, s === 401 ? { headers: { 'WWW-Authenticate': 'Basic realm="svc", charset="UTF-8"' } } : {});
+    super(
+      s,
+      error,
+      description,
+      s === 401 ? { headers: { 'WWW-Authenticate': 'Basic realm="svc", charset="UTF-8"' } } : {},
+    );
   }
   get error(): string {
     return this.code;
@@ -43,7 +48,11 @@ export function parseResources(origin: string, value: unknown): OAuthResource[] 
   const out = new Set<OAuthResource>();
   for (const v of values) {
     const r = resourceFromUrl(origin, v);
-    if (!r) throw new OAuthProtocolError('invalid_target', `resource ${JSON.stringify(v.slice(0, 200))} is not served by this issuer`);
+    if (!r)
+      throw new OAuthProtocolError(
+        'invalid_target',
+        `resource ${JSON.stringify(v.slice(0, 200))} is not served by this issuer`,
+      );
     out.add(r);
   }
   return OAUTH_RESOURCES.filter((r) => out.has(r));
@@ -56,18 +65,23 @@ export function parseScope(value: unknown): OAuthResource[] | null {
   const out = new Set<OAuthResource>();
   for (const item of s.split(' ').filter(Boolean)) {
     if (item === 'offline_access') continue;
-    if (!(OAUTH_RESOURCES as readonly string[]).includes(item)) throw new OAuthProtocolError('invalid_scope', `unknown scope ${JSON.stringify(item.slice(0, 100))}`);
+    if (!(OAUTH_RESOURCES as readonly string[]).includes(item))
+      throw new OAuthProtocolError('invalid_scope', `unknown scope ${JSON.stringify(item.slice(0, 100))}`);
     out.add(item as OAuthResource);
   }
   return out.size ? OAUTH_RESOURCES.filter((r) => out.has(r)) : null;
 }
 
 /** The resources an authorization or device request asks for: resources narrowed by scope. */
-export function requestedResources(origin: string, query: { resource?: unknown; scope?: unknown }): OAuthResource[] {
+export function requestedResources(
+  origin: string,
+  query: { resource?: unknown; scope?: unknown },
+): OAuthResource[] {
   const byResource = parseResources(origin, query.resource) ?? [...OAUTH_RESOURCES];
   const byScope = parseScope(query.scope);
   const chosen = byScope ? byResource.filter((r) => byScope.includes(r)) : byResource;
-  if (chosen.length === 0) throw new OAuthProtocolError('invalid_scope', 'the scope names none of the requested resources');
+  if (chosen.length === 0)
+    throw new OAuthProtocolError('invalid_scope', 'the scope names none of the requested resources');
   return chosen;
 }
 
@@ -77,10 +91,15 @@ export function requestedResources(origin: string, query: { resource?: unknown; 
  * "for the resource named in the token request", `grants` has "one entry per approved resource"). A
  * resource that was not approved is `invalid_target`. Returns the named resources, null when none.
  */
-export function namedAmongApproved(origin: string, value: unknown, approved: readonly OAuthResource[]): OAuthResource[] | null {
+export function namedAmongApproved(
+  origin: string,
+  value: unknown,
+  approved: readonly OAuthResource[],
+): OAuthResource[] | null {
   const named = parseResources(origin, value);
   for (const r of named ?? []) {
-    if (!approved.includes(r)) throw new OAuthProtocolError('invalid_target', `the resource ${r} was not approved for this grant`);
+    if (!approved.includes(r))
+      throw new OAuthProtocolError('invalid_target', `the resource ${r} was not approved for this grant`);
   }
   return named;
 }

@@ -13,8 +13,7 @@ import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } f
 export const REUSE_GRACE_SECONDS = 10;
 
 export type RefreshLookup =
-  | { kind: 'ok'; grant: GrantRow; expiresAt: Date; tokenHash: string }
-  | { kind: 'invalid' };
+  { kind: 'ok'; grant: GrantRow; expiresAt: Date; tokenHash: string } | { kind: 'invalid' };
 
 /** Finds a presented refresh token; detects reuse (and then revokes the grant). */
 export async function lookupRefreshToken(deps: Deps, token: string, issuer: string): Promise<RefreshLookup> {

@@ -18,7 +18,10 @@ const GRANTS = ['authorization_code', 'refresh_token', DEVICE_CODE_GRANT] as con
 const metadataSchema = z.object({
   redirect_uris: z.array(z.string().max(2000)).max(20).optional(),
   client_name: z.string().trim().min(1).max(200).optional(),
-  client_uri: z.url({ protocol: /^https?$/ }).max(2000).optional(),
+  client_uri: z
+    .url({ protocol: /^https?$/ })
+    .max(2000)
+    .optional(),
   grant_types: z.array(z.string()).max(10).optional(),
   response_types: z.array(z.string()).max(5).optional(),
   token_endpoint_auth_method: z.string().optional(),
@@ -39,7 +42,8 @@ function redirectUriProblem(uri: string): string | null {
   if (url.hash) return 'must not contain a fragment';
   if (url.username || url.password) return 'must not contain credentials';
   if (url.protocol === 'https:') return null;
-  if (url.protocol === 'http:') return LOOPBACK.has(url.hostname) ? null : 'must use https unless it is a loopback address';
+  if (url.protocol === 'http:')
+    return LOOPBACK.has(url.hostname) ? null : 'must use https unless it is a loopback address';
   // Private-use schemes must look like reverse domain names (RFC 8252 §7.1); javascript:, data: etc. are refused.
   if (/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/.test(url.protocol)) return null;
   return 'uses a scheme that is not allowed';
@@ -53,26 +57,41 @@ export function registrationRoutes(deps: Deps): Router {
     const parsed = metadataSchema.safeParse(req.body ?? {});
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw new OAuthProtocolError('invalid_client_metadata', `${issue.path.join('.') || 'body'}: ${issue.message}`);
+      throw new OAuthProtocolError(
+        'invalid_client_metadata',
+        `${issue.path.join('.') || 'body'}: ${issue.message}`,
+      );
     }
     const m = parsed.data;
     const grantTypes = m.grant_types ?? ['authorization_code', 'refresh_token'];
     const unknownGrant = grantTypes.find((g) => !(GRANTS as readonly string[]).includes(g));
-    if (unknownGrant) throw new OAuthProtocolError('invalid_client_metadata', `grant type ${unknownGrant} is not supported`);
+    if (unknownGrant)
+      throw new OAuthProtocolError('invalid_client_metadata', `grant type ${unknownGrant} is not supported`);
     const responseTypes = m.response_types ?? (grantTypes.includes('authorization_code') ? ['code'] : []);
-    if (responseTypes.some((r) => r !== 'code')) throw new OAuthProtocolError('invalid_client_metadata', 'only the code response type is supported');
+    if (responseTypes.some((r) => r !== 'code'))
+      throw new OAuthProtocolError('invalid_client_metadata', 'only the code response type is supported');
     const redirectUris = m.redirect_uris ?? [];
     if (grantTypes.includes('authorization_code') && redirectUris.length === 0) {
-      throw new OAuthProtocolError('invalid_redirect_uri', 'redirect_uris is required for the authorization code grant');
+      throw new OAuthProtocolError(
+        'invalid_redirect_uri',
+        'redirect_uris is required for the authorization code grant',
+      );
     }
     for (const uri of redirectUris) {
       const problem = redirectUriProblem(uri);
-      if (problem) throw new OAuthProtocolError('invalid_redirect_uri', `redirect URI ${JSON.stringify(uri.slice(0, 200))} ${problem}`);
+      if (problem)
+        throw new OAuthProtocolError(
+          'invalid_redirect_uri',
+          `redirect URI ${JSON.stringify(uri.slice(0, 200))} ${problem}`,
+        );
     }
     // RFC 7591 §2: the default method is client_secret_basic.
     const method = m.token_endpoint_auth_method ?? 'client_secret_basic';
     if (!['none', 'client_secret_basic', 'client_secret_post'].includes(method)) {
-      throw new OAuthProtocolError('invalid_client_metadata', `token_endpoint_auth_method ${method} is not supported`);
+      throw new OAuthProtocolError(
+        'invalid_client_metadata',
+        `token_endpoint_auth_method ${method} is not supported`,
+      );
     }
     const clientId = `dcr_${randomToken()}`;
     const secret = method === 'none' ? null : `scs_${randomBytes(32).toString('base64url')}`;

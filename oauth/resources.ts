@@ -5,7 +5,8 @@ import type { OAuthResource } from '../src/db/schema.js';
 
 export const RESOURCE_PATHS: Record<OAuthResource, string> = { platform: '/mcp/platform', model: '/v1' };
 
-export const resourceUrl = (origin: string, resource: OAuthResource): string => `${origin}${RESOURCE_PATHS[resource]}`;
+export const resourceUrl = (origin: string, resource: OAuthResource): string =>
+  `${origin}${RESOURCE_PATHS[resource]}`;
 
 /** Which resource an RFC 8707 `resource` value names on this origin, or null (→ invalid_target). */
 export function resourceFromUrl(origin: string, value: string): OAuthResource | null {

@@ -40,7 +40,13 @@ async function findToken(deps: Deps, token: string, issuer: string): Promise<Fou
       .innerJoin(oauthGrants, eq(oauthGrants.id, oauthRefreshTokens.grantId))
       .where(eq(oauthRefreshTokens.tokenHash, hmacSecret(deps.keys.hmac, token)));
     if (!row || row.grant.issuer !== issuer) return null;
-    return { kind: 'refresh_token', grant: row.grant, expiresAt: row.rt.expiresAt, issuedAt: row.rt.createdAt, rotated: row.rt.rotatedAt !== null };
+    return {
+      kind: 'refresh_token',
+      grant: row.grant,
+      expiresAt: row.rt.expiresAt,
+      issuedAt: row.rt.createdAt,
+      rotated: row.rt.rotatedAt !== null,
+    };
   }
   let claims: JWTPayload;
   try {
@@ -60,12 +66,19 @@ async function findToken(deps: Deps, token: string, issuer: string): Promise<Fou
   if (typeof claims.grant_id !== 'string') return null;
   const [grant] = await deps.db.select().from(oauthGrants).where(eq(oauthGrants.id, claims.grant_id));
   if (!grant) return null;
-  return { kind: 'access_token', grant, claims, expiresAt: new Date(claims.exp! * 1000), issuedAt: new Date(claims.iat! * 1000) };
+  return {
+    kind: 'access_token',
+    grant,
+    claims,
+    expiresAt: new Date(claims.exp! * 1000),
+    issuedAt: new Date(claims.iat! * 1000),
+  };
 }
 
 function tokenParam(body: Record<string, unknown>): string {
   const token = body.token;
-  if (typeof token !== 'string' || token === '') throw new OAuthProtocolError('invalid_request', 'token is required');
+  if (typeof token !== 'string' || token === '')
+    throw new OAuthProtocolError('invalid_request', 'token is required');
   return token;
 }
 

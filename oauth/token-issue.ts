@@ -1,6 +1,12 @@
 import type { Deps } from '../src/deps.js';
 import type { OAuthResource } from '../src/db/schema.js';
-import { createGrants, grantTokens, storeNewRefreshToken, type GrantRow, type GrantTokens } from './grants.js';
+import {
+  createGrants,
+  grantTokens,
+  storeNewRefreshToken,
+  type GrantRow,
+  type GrantTokens,
+} from './grants.js';
 import { recordIssuedGrants } from './codes.js';
 
 // What one approval issues (CONTRACT §7): a grant per approved resource, each with its own access and
@@ -16,7 +22,10 @@ export interface IssuedApproval {
 }
 
 /** The grant the top-level fields repeat: the one named (platform among several), else platform, else the first. */
-export function topResource(issued: readonly OAuthResource[], named: readonly OAuthResource[] | null): OAuthResource {
+export function topResource(
+  issued: readonly OAuthResource[],
+  named: readonly OAuthResource[] | null,
+): OAuthResource {
   const pool = named && named.length ? named : issued;
   return pool.includes('platform') ? 'platform' : pool[0]!;
 }
@@ -38,8 +47,16 @@ export async function issueApproval(
   const stored = await deps.db.transaction(async (tx) => {
     const rows = await createGrants(tx, input, input.resources);
     const out: { row: GrantRow; refresh: string }[] = [];
-    for (const row of rows) out.push({ row, refresh: await storeNewRefreshToken(tx, deps.keys.hmac, row.id) });
-    if (input.codeHash && !(await recordIssuedGrants(tx, input.codeHash, rows.map((r) => r.id)))) {
+    for (const row of rows)
+      out.push({ row, refresh: await storeNewRefreshToken(tx, deps.keys.hmac, row.id) });
+    if (
+      input.codeHash &&
+      !(await recordIssuedGrants(
+        tx,
+        input.codeHash,
+        rows.map((r) => r.id),
+      ))
+    ) {
       throw new CodeReplayedError();
     }
     return out;

@@ -50,7 +50,11 @@ export function tokenResult(issued: IssuedApproval, client: unknown, user: unkno
   };
 }
 
-export async function libraryClient(ctx: RequestContext, clientId: string, secret: string | undefined): Promise<LibraryClient | null> {
+export async function libraryClient(
+  ctx: RequestContext,
+  clientId: string,
+  secret: string | undefined,
+): Promise<LibraryClient | null> {
   const client = await findClient(ctx.deps, clientId);
   if (!client || !clientAuthenticates(ctx.deps, client, secret)) return null;
   return { id: client.clientId, grants: client.grantTypes, redirectUris: client.redirectUris };
@@ -121,7 +125,10 @@ export function createTokenModel(ctx: RequestContext) {
       })();
       // A refresh token belongs to one grant, hence one resource: only that one may be named (RFC 8707 §2.2).
       if (named && (named.length !== 1 || named[0] !== found.grant.resource)) {
-        throw libraryError('invalid_target', `this refresh token is for ${resourceUrl(issuer, found.grant.resource)}`);
+        throw libraryError(
+          'invalid_target',
+          `this refresh token is for ${resourceUrl(issuer, found.grant.resource)}`,
+        );
       }
       refreshed = { grant: found.grant, token: plain };
       return {
@@ -165,7 +172,8 @@ export function createTokenModel(ctx: RequestContext) {
         });
         return tokenResult(issued, client, user);
       } catch (err) {
-        if (err instanceof CodeReplayedError) throw libraryError('invalid_grant', 'the authorization code was used more than once');
+        if (err instanceof CodeReplayedError)
+          throw libraryError('invalid_grant', 'the authorization code was used more than once');
         throw err;
       }
     },

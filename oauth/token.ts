@@ -16,7 +16,14 @@ import { OAuthProtocolError } from './params.js';
 
 const GRANT_TYPES = new Set(['authorization_code', 'refresh_token', DEVICE_CODE_GRANT]);
 
-const RESPONSE_FIELDS = new Set(['access_token', 'token_type', 'expires_in', 'refresh_token', 'scope', 'grants']);
+const RESPONSE_FIELDS = new Set([
+  'access_token',
+  'token_type',
+  'expires_in',
+  'refresh_token',
+  'scope',
+  'grants',
+]);
 
 function sendOAuthError(res: Response, status: number, error: string, description: string) {
   if (error === 'invalid_client') {
@@ -39,7 +46,10 @@ export function tokenRoutes(deps: Deps): Router {
       throw new OAuthProtocolError('invalid_request', 'grant_type is required (sent once)');
     }
     if (req.is('application/x-www-form-urlencoded') && !GRANT_TYPES.has(body.grant_type as string)) {
-      throw new OAuthProtocolError('unsupported_grant_type', `grant_type ${String(body.grant_type).slice(0, 100)} is not supported`);
+      throw new OAuthProtocolError(
+        'unsupported_grant_type',
+        `grant_type ${String(body.grant_type).slice(0, 100)} is not supported`,
+      );
     }
     // The library does not form-decode Basic credentials (RFC 6749 §2.3.1 requires it; strict clients
     // such as oauth4webapi encode every '-' and '_'), so they are decoded here and handed over as body
@@ -47,15 +57,22 @@ export function tokenRoutes(deps: Deps): Router {
     const { headers } = req;
     const creds = clientCredentials(req);
     if (creds.basic) {
-      if (body.client_secret !== undefined) throw new OAuthProtocolError('invalid_request', 'use one client authentication method');
-      if (body.client_id !== undefined && body.client_id !== creds.clientId) throw new OAuthProtocolError('invalid_client', 'client_id does not match');
+      if (body.client_secret !== undefined)
+        throw new OAuthProtocolError('invalid_request', 'use one client authentication method');
+      if (body.client_id !== undefined && body.client_id !== creds.clientId)
+        throw new OAuthProtocolError('invalid_client', 'client_id does not match');
       body.client_id = creds.clientId;
       body.client_secret = creds.secret;
     }
     const libraryHeaders = Object.fromEntries(Object.entries(headers).filter(([k]) => k !== 'authorization'));
     const model = Object.assign(createTokenModel({ deps, issuer, body }), { ctx: { deps, issuer, body } });
     const server = new OAuth2Server({ model } as unknown as ConstructorParameters<typeof OAuth2Server>[0]);
-    const request = new OAuth2Server.Request({ headers: libraryHeaders as Record<string, string>, method: req.method, query: req.query as Record<string, string>, body });
+    const request = new OAuth2Server.Request({
+      headers: libraryHeaders as Record<string, string>,
+      method: req.method,
+      query: req.query as Record<string, string>,
+      body,
+    });
     const response = new OAuth2Server.Response({ headers: {} });
     try {
       await server.token(request, response, {
@@ -65,7 +82,11 @@ export function tokenRoutes(deps: Deps): Router {
         alwaysIssueNewRefreshToken: true,
         // Public clients authenticate by client_id alone (+ PKCE for codes); confidential ones are
         // checked in the model's getClient whatever the grant.
-        requireClientAuthentication: { authorization_code: false, refresh_token: false, [DEVICE_CODE_GRANT]: false },
+        requireClientAuthentication: {
+          authorization_code: false,
+          refresh_token: false,
+          [DEVICE_CODE_GRANT]: false,
+        },
         extendedGrantTypes: { [DEVICE_CODE_GRANT]: DeviceCodeGrantType as never },
       } as never);
     } catch (err) {
@@ -76,7 +97,9 @@ export function tokenRoutes(deps: Deps): Router {
       // A server_error wraps what really failed (a database error): let the error middleware log it.
       throw (err as { inner?: unknown }).inner ?? err;
     }
-    const out = Object.fromEntries(Object.entries(response.body as Record<string, unknown>).filter(([k]) => RESPONSE_FIELDS.has(k)));
+    const out = Object.fromEntries(
+      Object.entries(response.body as Record<string, unknown>).filter(([k]) => RESPONSE_FIELDS.has(k)),
+    );
     res.status(200).json(out);
   });
   return router;

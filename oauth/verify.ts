@@ -109,12 +109,18 @@ export async function verifyAccessToken(
       },
     ));
   } catch (err) {
-    if (err instanceof joseErrors.JOSEError) throw invalidToken(origin, resource, 'the access token is not valid here');
+    if (err instanceof joseErrors.JOSEError)
+      throw invalidToken(origin, resource, 'the access token is not valid here');
     throw err;
   }
   const orgKey = typeof payload.org === 'string' ? parseOrgId(payload.org) : null;
   const grantId = payload.grant_id;
-  if (!orgKey || typeof grantId !== 'string' || typeof payload.client_id !== 'string' || typeof payload.scope !== 'string') {
+  if (
+    !orgKey ||
+    typeof grantId !== 'string' ||
+    typeof payload.client_id !== 'string' ||
+    typeof payload.scope !== 'string'
+  ) {
     throw invalidToken(origin, resource, 'the access token is not valid here');
   }
   let state: GrantState;
@@ -149,10 +155,18 @@ export async function resolveActingOrg(
 ): Promise<{ orgKey: string; role: Role }> {
   const raw = Array.isArray(headerValue) ? headerValue[0] : headerValue;
   if (raw === undefined || raw.trim() === '') {
-    return { orgKey: access.orgKey, role: await requireLiveMembership(deps.db, access.userId, access.orgKey) };
+    return {
+      orgKey: access.orgKey,
+      role: await requireLiveMembership(deps.db, access.userId, access.orgKey),
+    };
   }
   const orgKey = parseOrgId(raw);
   const role = orgKey ? await liveRole(deps.db, access.userId, orgKey) : null;
-  if (!orgKey || !role) throw new AppError(403, 'NOT_A_MEMBER', 'x-svc-organisation names an organization this user does not belong to');
+  if (!orgKey || !role)
+    throw new AppError(
+      403,
+      'NOT_A_MEMBER',
+      'x-svc-organisation names an organization this user does not belong to',
+    );
   return { orgKey, role };
 }

@@ -23,7 +23,9 @@ const sources = Math.max(...['src', 'oauth', 'mcp'].map((d) => newestMtime(join(
 if (!existsSync(entry) || statSync(entry).mtimeMs < sources) {
   process.stdout.write('svc: building…\n');
   const tsc = join(root, 'node_modules/typescript/bin/tsc');
-  const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
+  const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], {
+    stdio: 'inherit',
+  });
   if (result.status !== 0) process.exit(result.status ?? 1);
 }
 await import(entry);

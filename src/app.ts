@@ -41,7 +41,11 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // its body is read, a call that can use a hold taken ahead starts its caller's read
   // (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route. Only a call
   // with a query string gets here: the others take the same steps without Express (src/models/chat-entry.ts).
-  app.post(CHAT_PATH, ...(chatSteps(deps, auth) as express.RequestHandler[]), chatCompletionsRoute(deps, auth));
+  app.post(
+    CHAT_PATH,
+    ...(chatSteps(deps, auth) as express.RequestHandler[]),
+    chatCompletionsRoute(deps, auth),
+  );
 
   // Body parsers: larger limits first where the surface needs them (MCP file writes); body-parser skips a
   // body that is already parsed.

@@ -48,7 +48,9 @@ export interface Deps {
 export async function createDeps(config: Config, database: Database, log: Logger): Promise<Deps> {
   const closers: (() => Promise<void> | void)[] = [];
   const keys = await loadKeys(database.db, config.sessionSecret);
-  const mailer = config.smtpUrl ? createSmtpMailer(config.smtpUrl, config.mailFrom) : createOutboxMailer(database.db);
+  const mailer = config.smtpUrl
+    ? createSmtpMailer(config.smtpUrl, config.mailFrom)
+    : createOutboxMailer(database.db);
   const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
   const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
   const signingKeys = createSigningKeys(database.db, keys.encryption);
@@ -63,7 +65,11 @@ export async function createDeps(config: Config, database: Database, log: Logger
     mailer,
     signingKeys,
     limits,
-    hooks: { accountCreated: [grantTrial], orgDeleted: [reclaimDeletedOrg], memberRemoved: [revokeMemberGrants] },
+    hooks: {
+      accountCreated: [grantTrial],
+      orgDeleted: [reclaimDeletedOrg],
+      memberRemoved: [revokeMemberGrants],
+    },
     billing: createBilling({ config, db: database.db, keys, log, onClose }),
     models,
     onClose: (fn) => void closers.push(fn),

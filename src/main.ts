@@ -29,7 +29,8 @@ async function main() {
   const deps = await createDeps(config, database, log);
   const server = await startServer(deps, [config.host], config.port);
 
-  const where = database.kind === 'postgres' ? 'PostgreSQL (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`;
+  const where =
+    database.kind === 'postgres' ? 'PostgreSQL (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`;
   log.info({ url: config.baseUrl, storage: database.kind }, 'svc listening');
   process.stdout.write(
     `\nsvc is running at ${config.baseUrl}  (listening on ${config.host}:${server.port})\n` +
@@ -54,6 +55,8 @@ async function main() {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`svc: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(
+    `svc: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
   process.exit(1);
 });

@@ -22,7 +22,10 @@ afterAll(async () => {
 describe('setup and enable', () => {
   it('sets up, enables with a current code, and returns ten one-time recovery codes', async () => {
     const { session, email, userId } = await signUp(server);
-    expect((await api.get('/v1/2fa/status', { token: session })).body).toEqual({ enabled: false, recovery_codes_remaining: 0 });
+    expect((await api.get('/v1/2fa/status', { token: session })).body).toEqual({
+      enabled: false,
+      recovery_codes_remaining: 0,
+    });
 
     const setup = await api.post('/v1/2fa/setup', undefined, { token: session });
     expect(setup.status).toBe(200);
@@ -47,24 +50,41 @@ describe('setup and enable', () => {
     const codes: string[] = enable.body.recovery_codes;
     expect(codes).toHaveLength(10);
     expect(new Set(codes).size).toBe(10);
-    expect((await api.get('/v1/2fa/status', { token: session })).body).toEqual({ enabled: true, recovery_codes_remaining: 10 });
+    expect((await api.get('/v1/2fa/status', { token: session })).body).toEqual({
+      enabled: true,
+      recovery_codes_remaining: 10,
+    });
 
     // At rest: the seed is encrypted, the recovery codes are hashes.
-    const [row] = await queryRows<{ totp_secret_enc: string }>(server.deps.db, sql`select totp_secret_enc from users where id = ${userId}`);
+    const [row] = await queryRows<{ totp_secret_enc: string }>(
+      server.deps.db,
+      sql`select totp_secret_enc from users where id = ${userId}`,
+    );
     expect(row!.totp_secret_enc).not.toContain(secret);
-    const hashes = await queryRows<{ code_hash: string }>(server.deps.db, sql`select code_hash from recovery_codes where user_id = ${userId}`);
+    const hashes = await queryRows<{ code_hash: string }>(
+      server.deps.db,
+      sql`select code_hash from recovery_codes where user_id = ${userId}`,
+    );
     expect(hashes).toHaveLength(10);
     for (const c of codes) expect(hashes.map((h) => h.code_hash)).not.toContain(c);
 
     // 2FA on: a new setup or enable is refused until it is disabled.
-    expect((await api.post('/v1/2fa/setup', undefined, { token: session })).body.detail.code).toBe('TWO_FACTOR_ALREADY_ENABLED');
-    expect((await api.post('/v1/2fa/enable', { code: await totp(secret, 1) }, { token: session })).status).toBe(409);
+    expect((await api.post('/v1/2fa/setup', undefined, { token: session })).body.detail.code).toBe(
+      'TWO_FACTOR_ALREADY_ENABLED',
+    );
+    expect(
+      (await api.post('/v1/2fa/enable', { code: await totp(secret, 1) }, { token: session })).status,
+    ).toBe(409);
   });
 
   it('refuses enable before setup with 400 TWO_FACTOR_NOT_SET_UP and a missing code with 400 VALIDATION_ERROR', async () => {
     const { session } = await signUp(server);
-    expect((await api.post('/v1/2fa/enable', { code: '123456' }, { token: session })).body.detail.code).toBe('TWO_FACTOR_NOT_SET_UP');
-    expect((await api.post('/v1/2fa/enable', {}, { token: session })).body.detail.code).toBe('VALIDATION_ERROR');
+    expect((await api.post('/v1/2fa/enable', { code: '123456' }, { token: session })).body.detail.code).toBe(
+      'TWO_FACTOR_NOT_SET_UP',
+    );
+    expect((await api.post('/v1/2fa/enable', {}, { token: session })).body.detail.code).toBe(
+      'VALIDATION_ERROR',
+    );
   });
 
   it('takes a session only: no credential 401, an API token 401 INVALID_TOKEN, unverified 403', async () => {
@@ -78,7 +98,8 @@ describe('setup and enable', () => {
     ];
     const unverified = await createUser(server, { verified: false });
     for (const [method, path] of routes) {
-      const send = (token?: string) => (method === 'GET' ? api.get(path, { token }) : api.post(path, { code: '123456' }, { token }));
+      const send = (token?: string) =>
+        method === 'GET' ? api.get(path, { token }) : api.post(path, { code: '123456' }, { token });
       const none = await send();
       expect(none.status, `${path} without credential`).toBe(401);
       expect(none.headers.get('www-authenticate')).toMatch(/^Bearer/);
@@ -99,7 +120,12 @@ describe('sign-in with 2FA', () => {
 
     const first = await api.post('/v1/login', { email, password: 'correct-Horse-9' });
     expect(first.status).toBe(200);
-    expect(first.body).toEqual({ requires_2fa: true, challenge_token: expect.any(String), email, message: expect.any(String) });
+    expect(first.body).toEqual({
+      requires_2fa: true,
+      challenge_token: expect.any(String),
+      email,
+      message: expect.any(String),
+    });
     expect(first.headers.get('set-cookie')).toBeNull();
 
     // The enabling code used the current step; the next step is within ±1.
@@ -115,12 +141,21 @@ describe('sign-in with 2FA', () => {
     expect((await api.get('/v1/2fa/status', { token: done.body.session_token })).status).toBe(200);
 
     // The challenge is spent, and the same code on a new challenge is a replay.
-    expect((await api.post('/v1/2fa/login', { challenge_token: first.body.challenge_token, code })).body.detail.code).toBe('INVALID_CHALLENGE');
-    const replay = await api.post('/v1/2fa/login', { challenge_token: await startChallenge(api, email), code });
+    expect(
+      (await api.post('/v1/2fa/login', { challenge_token: first.body.challenge_token, code })).body.detail
+        .code,
+    ).toBe('INVALID_CHALLENGE');
+    const replay = await api.post('/v1/2fa/login', {
+      challenge_token: await startChallenge(api, email),
+      code,
+    });
     expect(replay.status).toBe(401);
     expect(replay.body.detail.code).toBe('INVALID_CODE');
     // So is the earlier step (the enabling code's step).
-    const earlier = await api.post('/v1/2fa/login', { challenge_token: await startChallenge(api, email), code: await totp(secret) });
+    const earlier = await api.post('/v1/2fa/login', {
+      challenge_token: await startChallenge(api, email),
+      code: await totp(secret),
+    });
     expect(earlier.body.detail.code).toBe('INVALID_CODE');
   });
 
@@ -128,10 +163,16 @@ describe('sign-in with 2FA', () => {
     const { session, email } = await signUp(server);
     const { recoveryCodes } = await enableTwoFactor(api, session);
     const typed = ` ${recoveryCodes[0]!.toUpperCase().replace('-', ' ')} `;
-    const ok = await api.post('/v1/2fa/login', { challenge_token: await startChallenge(api, email), code: typed });
+    const ok = await api.post('/v1/2fa/login', {
+      challenge_token: await startChallenge(api, email),
+      code: typed,
+    });
     expect(ok.status).toBe(200);
     expect((await api.get('/v1/2fa/status', { token: session })).body.recovery_codes_remaining).toBe(9);
-    const again = await api.post('/v1/2fa/login', { challenge_token: await startChallenge(api, email), code: recoveryCodes[0] });
+    const again = await api.post('/v1/2fa/login', {
+      challenge_token: await startChallenge(api, email),
+      code: recoveryCodes[0],
+    });
     expect(again.status).toBe(401);
     expect(again.body.detail.code).toBe('INVALID_CODE');
   });
@@ -157,11 +198,16 @@ describe('sign-in with 2FA', () => {
       expect(wrong.status).toBe(401);
       expect(wrong.body.detail.code).toBe('INVALID_CODE');
     }
-    const burnt = await api.post('/v1/2fa/login', { challenge_token: challenge, code: await totp(secret, 1) });
+    const burnt = await api.post('/v1/2fa/login', {
+      challenge_token: challenge,
+      code: await totp(secret, 1),
+    });
     expect(burnt.status).toBe(401);
     expect(burnt.body.detail.code).toBe('INVALID_CHALLENGE');
 
-    expect((await api.post('/v1/2fa/login', { challenge_token: 'made-up', code: '123456' })).body.detail.code).toBe('INVALID_CHALLENGE');
+    expect(
+      (await api.post('/v1/2fa/login', { challenge_token: 'made-up', code: '123456' })).body.detail.code,
+    ).toBe('INVALID_CHALLENGE');
 
     const late = await startChallenge(api, email);
     const ttl = await queryRows<{ ttl: number }>(
@@ -169,18 +215,30 @@ describe('sign-in with 2FA', () => {
       sql`select extract(epoch from expires_at - created_at)::int as ttl from two_factor_challenges order by id desc limit 1`,
     );
     expect(Math.abs(ttl[0]!.ttl - 300)).toBeLessThan(5);
-    await server.deps.db.execute(sql`update two_factor_challenges set expires_at = now() - interval '1 second' where consumed_at is null`);
-    expect((await api.post('/v1/2fa/login', { challenge_token: late, code: await totp(secret, 1) })).body.detail.code).toBe('INVALID_CHALLENGE');
-    expect((await api.post('/v1/2fa/login', { challenge_token: late })).body.detail.code).toBe('VALIDATION_ERROR');
+    await server.deps.db.execute(
+      sql`update two_factor_challenges set expires_at = now() - interval '1 second' where consumed_at is null`,
+    );
+    expect(
+      (await api.post('/v1/2fa/login', { challenge_token: late, code: await totp(secret, 1) })).body.detail
+        .code,
+    ).toBe('INVALID_CHALLENGE');
+    expect((await api.post('/v1/2fa/login', { challenge_token: late })).body.detail.code).toBe(
+      'VALIDATION_ERROR',
+    );
   });
 
-  it('sweeps the user\'s long-expired challenges when a new one starts', async () => {
+  it("sweeps the user's long-expired challenges when a new one starts", async () => {
     const { session, email, userId } = await signUp(server);
     await enableTwoFactor(api, session);
     await startChallenge(api, email);
-    await server.deps.db.execute(sql`update two_factor_challenges set expires_at = now() - interval '2 hours' where user_id = ${userId}`);
+    await server.deps.db.execute(
+      sql`update two_factor_challenges set expires_at = now() - interval '2 hours' where user_id = ${userId}`,
+    );
     await startChallenge(api, email);
-    const rows = await queryRows<{ n: number }>(server.deps.db, sql`select count(*)::int as n from two_factor_challenges where user_id = ${userId}`);
+    const rows = await queryRows<{ n: number }>(
+      server.deps.db,
+      sql`select count(*)::int as n from two_factor_challenges where user_id = ${userId}`,
+    );
     expect(rows[0]!.n).toBe(1);
   });
 
@@ -189,9 +247,15 @@ describe('sign-in with 2FA', () => {
     await enableTwoFactor(api, session);
     for (let round = 0; round < 2; round++) {
       const challenge = await startChallenge(api, email);
-      for (let i = 0; i < 5; i++) expect((await api.post('/v1/2fa/login', { challenge_token: challenge, code: '000000' })).status).toBe(401);
+      for (let i = 0; i < 5; i++)
+        expect((await api.post('/v1/2fa/login', { challenge_token: challenge, code: '000000' })).status).toBe(
+          401,
+        );
     }
-    const limited = await api.post('/v1/2fa/login', { challenge_token: await startChallenge(api, email), code: '000000' });
+    const limited = await api.post('/v1/2fa/login', {
+      challenge_token: await startChallenge(api, email),
+      code: '000000',
+    });
     expect(limited.status).toBe(429);
     expect(limited.body.detail.code).toBe('RATE_LIMITED');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
@@ -208,7 +272,10 @@ describe('disable', () => {
     const off = await api.post('/v1/2fa/disable', { code: await totp(secret, 1) }, { token: session });
     expect(off.status).toBe(200);
     expect(off.body).toEqual({ enabled: false });
-    expect((await api.get('/v1/2fa/status', { token: session })).body).toEqual({ enabled: false, recovery_codes_remaining: 0 });
+    expect((await api.get('/v1/2fa/status', { token: session })).body).toEqual({
+      enabled: false,
+      recovery_codes_remaining: 0,
+    });
     const login = await api.post('/v1/login', { email, password: 'correct-Horse-9' });
     expect(login.body.session_token).toEqual(expect.any(String));
     const again = await api.post('/v1/2fa/disable', { code: await totp(secret, 1) }, { token: session });
@@ -222,9 +289,15 @@ describe('disable', () => {
     const off = await api.post('/v1/2fa/disable', { code: recoveryCodes[9] }, { token: session });
     expect(off.status).toBe(200);
     expect(off.body).toEqual({ enabled: false });
-    const [row] = await queryRows<{ n: number }>(server.deps.db, sql`select count(*)::int as n from recovery_codes where user_id = ${userId}`);
+    const [row] = await queryRows<{ n: number }>(
+      server.deps.db,
+      sql`select count(*)::int as n from recovery_codes where user_id = ${userId}`,
+    );
     expect(row!.n).toBe(0);
-    const [user] = await queryRows<{ enc: string | null }>(server.deps.db, sql`select totp_secret_enc as enc from users where id = ${userId}`);
+    const [user] = await queryRows<{ enc: string | null }>(
+      server.deps.db,
+      sql`select totp_secret_enc as enc from users where id = ${userId}`,
+    );
     expect(user!.enc).toBeNull();
   });
 });

@@ -21,7 +21,11 @@ afterAll(async () => {
 describe('POST /v1/register', () => {
   it('creates the account and its default client, and mails a verification link on V2_URL', async () => {
     const email = newEmail('reg');
-    const res = await api.post('/v1/register', { email: `  ${email.toUpperCase()} `, name: ' Ada ', password: STRONG_PASSWORD });
+    const res = await api.post('/v1/register', {
+      email: `  ${email.toUpperCase()} `,
+      name: ' Ada ',
+      password: STRONG_PASSWORD,
+    });
     expect(res.status).toBe(200);
     expect(res.body.user).toEqual({
       id: expect.stringMatching(/^usr_[a-z2-7]{26}$/),
@@ -57,8 +61,14 @@ describe('POST /v1/register', () => {
 
   it('refuses a taken e-mail (trimmed, case-insensitive) with 409 EMAIL_TAKEN', async () => {
     const email = newEmail('taken');
-    expect((await api.post('/v1/register', { email, name: 'A', password: STRONG_PASSWORD })).status).toBe(200);
-    const again = await api.post('/v1/register', { email: ` ${email.toUpperCase()}`, name: 'B', password: STRONG_PASSWORD });
+    expect((await api.post('/v1/register', { email, name: 'A', password: STRONG_PASSWORD })).status).toBe(
+      200,
+    );
+    const again = await api.post('/v1/register', {
+      email: ` ${email.toUpperCase()}`,
+      name: 'B',
+      password: STRONG_PASSWORD,
+    });
     expect(again.status).toBe(409);
     expect(again.body.detail.code).toBe('EMAIL_TAKEN');
   });
@@ -113,14 +123,20 @@ describe('e-mail verification', () => {
     const reused = await api.post('/v1/email/verify', { token });
     expect(reused.status).toBe(400);
     expect(reused.body.detail.code).toBe('INVALID_VERIFICATION_TOKEN');
-    expect((await api.post('/v1/email/verify', { token: 'nonsense' })).body.detail.code).toBe('INVALID_VERIFICATION_TOKEN');
+    expect((await api.post('/v1/email/verify', { token: 'nonsense' })).body.detail.code).toBe(
+      'INVALID_VERIFICATION_TOKEN',
+    );
     expect((await api.post('/v1/email/verify', {})).body.detail.code).toBe('VALIDATION_ERROR');
 
     const late = newEmail('late');
     await api.post('/v1/register', { email: late, name: 'L', password: STRONG_PASSWORD });
     const lateToken = await tokenFromMail(api, late, server.v2Url, '/account/verify');
-    await server.deps.db.execute(sql`update account_tokens set expires_at = now() - interval '1 second' where user_id = (select id from users where email = ${late})`);
-    expect((await api.post('/v1/email/verify', { token: lateToken })).body.detail.code).toBe('INVALID_VERIFICATION_TOKEN');
+    await server.deps.db.execute(
+      sql`update account_tokens set expires_at = now() - interval '1 second' where user_id = (select id from users where email = ${late})`,
+    );
+    expect((await api.post('/v1/email/verify', { token: lateToken })).body.detail.code).toBe(
+      'INVALID_VERIFICATION_TOKEN',
+    );
   });
 
   it('resend needs a session: none 401, API token 401 INVALID_TOKEN', async () => {
@@ -145,10 +161,13 @@ describe('POST /v1/login', () => {
     });
     const cookie = res.headers.get('set-cookie')!;
     expect(cookie).toMatch(new RegExp(`^__Host-svc_session=${res.body.session_token};`));
-    for (const attr of [/; Path=\//, /; HttpOnly/, /; Secure/, /; SameSite=Lax/i, /; Max-Age=43200/]) expect(cookie).toMatch(attr);
+    for (const attr of [/; Path=\//, /; HttpOnly/, /; Secure/, /; SameSite=Lax/i, /; Max-Age=43200/])
+      expect(cookie).toMatch(attr);
     expect(cookie).not.toMatch(/Domain=/i);
     // Both forms of the session authenticate.
-    expect((await api.get('/v1/2fa/status', { cookie: `__Host-svc_session=${res.body.session_token}` })).status).toBe(200);
+    expect(
+      (await api.get('/v1/2fa/status', { cookie: `__Host-svc_session=${res.body.session_token}` })).status,
+    ).toBe(200);
     expect((await api.get('/v1/2fa/status', { token: res.body.session_token })).status).toBe(200);
   });
 
@@ -183,9 +202,25 @@ describe('POST /v1/login', () => {
     expect(foreign.status).toBe(403);
     expect(foreign.body.detail.code).toBe('CSRF');
     expect(foreign.headers.get('set-cookie')).toBeNull();
-    expect((await api.post('/v1/login', body, { headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
-    expect((await api.post('/v1/2fa/login', { challenge_token: 'x', code: '1' }, { headers: { origin: 'https://evil.example' } })).status).toBe(403);
-    expect((await api.post('/v1/login', body, { headers: { origin: server.url, 'sec-fetch-site': 'same-origin' } })).status).toBe(200);
+    expect((await api.post('/v1/login', body, { headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(
+      403,
+    );
+    expect(
+      (
+        await api.post(
+          '/v1/2fa/login',
+          { challenge_token: 'x', code: '1' },
+          { headers: { origin: 'https://evil.example' } },
+        )
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await api.post('/v1/login', body, {
+          headers: { origin: server.url, 'sec-fetch-site': 'same-origin' },
+        })
+      ).status,
+    ).toBe(200);
   });
 
   it('answers missing fields with 400 VALIDATION_ERROR', async () => {
@@ -200,7 +235,9 @@ describe('POST /v1/logout', () => {
     const { session } = await signUp(server);
     const res = await api.post('/v1/logout', undefined, { token: session });
     expect(res.status).toBe(200);
-    expect(res.headers.get('set-cookie')).toMatch(/^__Host-svc_session=;.*(Expires=Thu, 01 Jan 1970|Max-Age=0)/);
+    expect(res.headers.get('set-cookie')).toMatch(
+      /^__Host-svc_session=;.*(Expires=Thu, 01 Jan 1970|Max-Age=0)/,
+    );
     const after = await api.get('/v1/2fa/status', { token: session });
     expect(after.status).toBe(401);
     expect(after.body.detail.code).toBe('INVALID_TOKEN');
@@ -215,7 +252,9 @@ describe('POST /v1/logout', () => {
     expect((await api.post('/v1/logout')).status).toBe(401);
     const user = await createUser(server);
     const { secret } = await createApiToken(server, user, user.orgKey);
-    expect((await api.post('/v1/logout', undefined, { token: secret })).body.detail.code).toBe('INVALID_TOKEN');
+    expect((await api.post('/v1/logout', undefined, { token: secret })).body.detail.code).toBe(
+      'INVALID_TOKEN',
+    );
     const csrf = await api.post('/v1/logout', undefined, {
       cookie: `__Host-svc_session=${user.session}`,
       headers: { origin: 'https://evil.example' },
@@ -234,10 +273,17 @@ describe('POST /v1/logout', () => {
     const refused = await api.post('/v1/logout', undefined, { cookie, headers: { origin: otherScheme } });
     expect(refused.status).toBe(403);
     expect(refused.body.detail.code).toBe('CSRF');
-    const login = await api.post('/v1/login', { email: user.email, password: STRONG_PASSWORD }, { headers: { origin: otherScheme } });
+    const login = await api.post(
+      '/v1/login',
+      { email: user.email, password: STRONG_PASSWORD },
+      { headers: { origin: otherScheme } },
+    );
     expect(login.status).toBe(403);
     // The same origin, spelled with an upper-case host, is still the same origin.
-    const same = await api.post('/v1/logout', undefined, { cookie, headers: { origin: server.url.toUpperCase().replace('HTTP:', 'http:') } });
+    const same = await api.post('/v1/logout', undefined, {
+      cookie,
+      headers: { origin: server.url.toUpperCase().replace('HTTP:', 'http:') },
+    });
     expect(same.status).toBe(200);
   });
 });

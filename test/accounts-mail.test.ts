@@ -53,13 +53,16 @@ async function startSmtpSink(): Promise<{ port: number; received: Received[]; se
 }
 
 /** Undoes quoted-printable soft breaks and escapes, enough to read a link back. */
-const unQuotedPrintable = (s: string) => s.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16)));
+const unQuotedPrintable = (s: string) =>
+  s.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16)));
 
 let sink: Awaited<ReturnType<typeof startSmtpSink>>;
 let server: TestServer;
 beforeAll(async () => {
   sink = await startSmtpSink();
-  server = await startTestServer({ env: { SMTP_URL: `smtp://127.0.0.1:${sink.port}`, MAIL_FROM: 'svc <accounts@svc.test>' } });
+  server = await startTestServer({
+    env: { SMTP_URL: `smtp://127.0.0.1:${sink.port}`, MAIL_FROM: 'svc <accounts@svc.test>' },
+  });
 });
 afterAll(async () => {
   await server?.close();
@@ -70,13 +73,17 @@ describe('SMTP delivery (SMTP_URL)', () => {
   it('sends the verification mail through SMTP, not to the dev outbox, and its link verifies', async () => {
     const api = client(server.url);
     const email = newEmail('smtp');
-    expect((await api.post('/v1/register', { email, name: 'Sam', password: STRONG_PASSWORD })).status).toBe(200);
+    expect((await api.post('/v1/register', { email, name: 'Sam', password: STRONG_PASSWORD })).status).toBe(
+      200,
+    );
     const mail = sink.received.find((m) => m.to.some((t) => t.includes(email)));
     expect(mail, 'a mail reached the SMTP peer').toBeDefined();
     expect(mail!.from).toContain('accounts@svc.test');
     const body = unQuotedPrintable(mail!.data);
     expect(body).toMatch(/^Subject: Verify your e-mail address/m);
-    const m = new RegExp(`${server.v2Url.replace(/\./g, '\\.')}/account/verify\\?token=([A-Za-z0-9_-]+)`).exec(body);
+    const m = new RegExp(
+      `${server.v2Url.replace(/\./g, '\\.')}/account/verify\\?token=([A-Za-z0-9_-]+)`,
+    ).exec(body);
     expect(m).not.toBeNull();
     expect(await mails(api, email)).toEqual([]);
     expect((await api.post('/v1/email/verify', { token: m![1] })).body).toEqual({ verified: true });
@@ -89,7 +96,9 @@ describe('SMTP delivery (SMTP_URL)', () => {
     try {
       const api = client(down.url);
       const email = newEmail('down');
-      expect((await api.post('/v1/register', { email, name: 'D', password: STRONG_PASSWORD })).status).toBe(200);
+      expect((await api.post('/v1/register', { email, name: 'D', password: STRONG_PASSWORD })).status).toBe(
+        200,
+      );
       expect((await api.post('/v1/login', { email, password: STRONG_PASSWORD })).status).toBe(200);
       const known = await api.post('/v1/password/reset/request', { email });
       const unknown = await api.post('/v1/password/reset/request', { email: newEmail('ghost') });

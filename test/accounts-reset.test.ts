@@ -39,7 +39,8 @@ describe('POST /v1/password/reset/request', () => {
 
   it('limits requests per address (known or not) to five an hour: 429 RATE_LIMITED', async () => {
     for (const email of [(await signUp(server)).email, newEmail('ghost')]) {
-      for (let i = 0; i < 5; i++) expect((await api.post('/v1/password/reset/request', { email })).status).toBe(200);
+      for (let i = 0; i < 5; i++)
+        expect((await api.post('/v1/password/reset/request', { email })).status).toBe(200);
       const limited = await api.post('/v1/password/reset/request', { email });
       expect(limited.status).toBe(429);
       expect(limited.body.detail.code).toBe('RATE_LIMITED');
@@ -78,37 +79,55 @@ describe('POST /v1/password/reset/confirm', () => {
     expect(ok.status).toBe(200);
     expect(ok.body).toEqual({ message: expect.any(String) });
 
-    for (const s of [session, second]) expect((await api.get('/v1/2fa/status', { token: s })).status).toBe(401);
+    for (const s of [session, second])
+      expect((await api.get('/v1/2fa/status', { token: s })).status).toBe(401);
     expect((await api.post('/v1/login', { email, password: 'correct-Horse-9' })).status).toBe(401);
     expect((await api.post('/v1/login', { email, password: NEW_PASSWORD })).status).toBe(200);
 
     const reused = await api.post('/v1/password/reset/confirm', { token, password: 'other-Pass-8' });
     expect(reused.status).toBe(400);
     expect(reused.body.detail.code).toBe('INVALID_RESET_TOKEN');
-    expect((await api.post('/v1/password/reset/confirm', { token: older, password: 'other-Pass-8' })).body.detail.code).toBe('INVALID_RESET_TOKEN');
+    expect(
+      (await api.post('/v1/password/reset/confirm', { token: older, password: 'other-Pass-8' })).body.detail
+        .code,
+    ).toBe('INVALID_RESET_TOKEN');
   });
 
   it('refuses unknown and expired tokens, and a verification token, with 400 INVALID_RESET_TOKEN', async () => {
-    expect((await api.post('/v1/password/reset/confirm', { token: 'made-up', password: NEW_PASSWORD })).body.detail.code).toBe('INVALID_RESET_TOKEN');
-    expect((await api.post('/v1/password/reset/confirm', { password: NEW_PASSWORD })).body.detail.code).toBe('VALIDATION_ERROR');
+    expect(
+      (await api.post('/v1/password/reset/confirm', { token: 'made-up', password: NEW_PASSWORD })).body.detail
+        .code,
+    ).toBe('INVALID_RESET_TOKEN');
+    expect((await api.post('/v1/password/reset/confirm', { password: NEW_PASSWORD })).body.detail.code).toBe(
+      'VALIDATION_ERROR',
+    );
 
     const { email, userId } = await signUp(server);
     await api.post('/v1/password/reset/request', { email });
     const token = await tokenFromMail(api, email, server.v2Url, '/account/reset');
-    await server.deps.db.execute(sql`update account_tokens set expires_at = now() - interval '1 second' where user_id = ${userId} and purpose = 'reset_password'`);
-    expect((await api.post('/v1/password/reset/confirm', { token, password: NEW_PASSWORD })).body.detail.code).toBe('INVALID_RESET_TOKEN');
+    await server.deps.db.execute(
+      sql`update account_tokens set expires_at = now() - interval '1 second' where user_id = ${userId} and purpose = 'reset_password'`,
+    );
+    expect(
+      (await api.post('/v1/password/reset/confirm', { token, password: NEW_PASSWORD })).body.detail.code,
+    ).toBe('INVALID_RESET_TOKEN');
 
     const fresh = newEmail('kind');
     await api.post('/v1/register', { email: fresh, name: 'K', password: 'correct-Horse-9' });
     const verifyToken = await tokenFromMail(api, fresh, server.v2Url, '/account/verify');
-    expect((await api.post('/v1/password/reset/confirm', { token: verifyToken, password: NEW_PASSWORD })).body.detail.code).toBe('INVALID_RESET_TOKEN');
+    expect(
+      (await api.post('/v1/password/reset/confirm', { token: verifyToken, password: NEW_PASSWORD })).body
+        .detail.code,
+    ).toBe('INVALID_RESET_TOKEN');
   });
 
   it('verifies the address of an unverified account (the mail proved it)', async () => {
     const { email, session } = await signUp(server, { verify: false });
     await api.post('/v1/password/reset/request', { email });
     const token = await tokenFromMail(api, email, server.v2Url, '/account/reset');
-    expect((await api.post('/v1/password/reset/confirm', { token, password: NEW_PASSWORD })).status).toBe(200);
+    expect((await api.post('/v1/password/reset/confirm', { token, password: NEW_PASSWORD })).status).toBe(
+      200,
+    );
     expect((await api.get('/v1/2fa/status', { token: session })).status).toBe(401);
     const login = await api.post('/v1/login', { email, password: NEW_PASSWORD });
     expect(login.body.user.email_verified).toBe(true);
@@ -130,7 +149,9 @@ describe('sign-in failure limit (CONTRACT §1)', () => {
     expect(retryAfter).toBeLessThanOrEqual(15 * 60);
     // Another identifier from the same address is not affected.
     const other = await signUp(server);
-    expect((await api.post('/v1/login', { email: other.email, password: 'correct-Horse-9' })).status).toBe(200);
+    expect((await api.post('/v1/login', { email: other.email, password: 'correct-Horse-9' })).status).toBe(
+      200,
+    );
   });
 
   it('a completed reset lifts the limit of that e-mail', async () => {
@@ -139,7 +160,9 @@ describe('sign-in failure limit (CONTRACT §1)', () => {
     expect((await api.post('/v1/login', { email, password: 'correct-Horse-9' })).status).toBe(429);
     await api.post('/v1/password/reset/request', { email });
     const token = await tokenFromMail(api, email, server.v2Url, '/account/reset');
-    expect((await api.post('/v1/password/reset/confirm', { token, password: NEW_PASSWORD })).status).toBe(200);
+    expect((await api.post('/v1/password/reset/confirm', { token, password: NEW_PASSWORD })).status).toBe(
+      200,
+    );
     expect((await api.post('/v1/login', { email, password: NEW_PASSWORD })).status).toBe(200);
   });
 });

@@ -11,7 +11,10 @@ export type Api = ReturnType<typeof client>;
 
 export const newEmail = (tag = 'acct') => `${tag}-${randomToken(6)}@example.test`;
 
-export async function mails(api: Api, to: string): Promise<{ to: string; subject: string; text: string; html: string }[]> {
+export async function mails(
+  api: Api,
+  to: string,
+): Promise<{ to: string; subject: string; text: string; html: string }[]> {
   const res = await api.get('/dev/mail', { query: { to } });
   expect(res.status).toBe(200);
   return res.body.data;
@@ -39,7 +42,13 @@ export async function signUp(server: TestServer, opts: { verify?: boolean; email
   }
   const login = await api.post('/v1/login', { email, password: STRONG_PASSWORD });
   expect(login.status).toBe(200);
-  return { api, email, password: STRONG_PASSWORD, userId: reg.body.user.id as string, session: login.body.session_token as string };
+  return {
+    api,
+    email,
+    password: STRONG_PASSWORD,
+    userId: reg.body.user.id as string,
+    session: login.body.session_token as string,
+  };
 }
 
 /** A TOTP code as an authenticator app would show it, `offset` steps from now. */
@@ -50,7 +59,11 @@ export const totp = (secret: string, offset = 0): Promise<string> =>
 export async function enableTwoFactor(api: Api, session: string) {
   const setup = await api.post('/v1/2fa/setup', undefined, { token: session });
   expect(setup.status).toBe(200);
-  const enable = await api.post('/v1/2fa/enable', { code: await totp(setup.body.secret) }, { token: session });
+  const enable = await api.post(
+    '/v1/2fa/enable',
+    { code: await totp(setup.body.secret) },
+    { token: session },
+  );
   expect(enable.status).toBe(200);
   return { secret: setup.body.secret as string, recoveryCodes: enable.body.recovery_codes as string[] };
 }

@@ -28,7 +28,8 @@ afterAll(async () => {
 });
 
 const verify = (secret: string) => api.get('/v1/auth/verify', { token: secret });
-const revoke = (holder: (typeof holders)[number]) => api.post('/v1/tokens/revoke', { id: holder.token.id }, { token: holder.user.session });
+const revoke = (holder: (typeof holders)[number]) =>
+  api.post('/v1/tokens/revoke', { id: holder.token.id }, { token: holder.user.session });
 
 /** 8 concurrent calls per holder, interleaved, so one batch holds several tokens and repeats of each. */
 const burst = () => Array.from({ length: 8 * holders.length }, (_, i) => holders[i % holders.length]!);
@@ -46,7 +47,12 @@ describe('batched svc_ token lookups', () => {
         expect(res.body.detail.code).toBe('INVALID_TOKEN');
       } else {
         expect(res.status, `caller ${i}`).toBe(200);
-        expect(res.body).toMatchObject({ valid: true, user_id: h.user.userId, token_id: h.token.id, client_id: h.user.orgId });
+        expect(res.body).toMatchObject({
+          valid: true,
+          user_id: h.user.userId,
+          token_id: h.token.id,
+          client_id: h.user.orgId,
+        });
       }
     });
     // The model surface, in its own shape.
@@ -58,13 +64,23 @@ describe('batched svc_ token lookups', () => {
     // Lookups started in one tick are queued behind the first: the second batch holds many hashes,
     // repeats included, whatever the engine. Every caller gets its own row.
     const auth = createAuth(server.deps);
-    const bearer = (secret: string) => ({ get: (name: string) => (name === 'authorization' ? `Bearer ${secret}` : undefined) }) as Request;
+    const bearer = (secret: string) =>
+      ({ get: (name: string) => (name === 'authorization' ? `Bearer ${secret}` : undefined) }) as Request;
     const callers = burst().filter((h) => h !== holders[2]);
     const principals = await Promise.all(callers.map((h) => auth.resolve(bearer(h.token.secret))));
     principals.forEach((p, i) => {
-      expect(p).toMatchObject({ kind: 'api_token', userId: callers[i]!.user.userId, tokenId: callers[i]!.token.id });
+      expect(p).toMatchObject({
+        kind: 'api_token',
+        userId: callers[i]!.user.userId,
+        tokenId: callers[i]!.token.id,
+      });
     });
-    await expect(Promise.all([auth.resolve(bearer(holders[0]!.token.secret)), auth.resolve(bearer(holders[2]!.token.secret))])).rejects.toMatchObject({
+    await expect(
+      Promise.all([
+        auth.resolve(bearer(holders[0]!.token.secret)),
+        auth.resolve(bearer(holders[2]!.token.secret)),
+      ]),
+    ).rejects.toMatchObject({
       status: 401,
     });
   });

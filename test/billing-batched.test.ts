@@ -46,9 +46,21 @@ describe('batched reserve and settle', () => {
 
     // 60 calls, 20 per org, each holding 100: org 0 can pay 10, org 1 all 20 (2,000), org 2 seven.
     const calls = users.flatMap((u) => Array.from({ length: 20 }, () => ({ u, requestId: rid() })));
-    const reserved = await Promise.allSettled(calls.map((c) => spend.reserve({ orgKey: c.u.orgKey, userId: c.u.userId, requestId: c.requestId, minCredits: 100, maxCredits: 100 })));
+    const reserved = await Promise.allSettled(
+      calls.map((c) =>
+        spend.reserve({
+          orgKey: c.u.orgKey,
+          userId: c.u.userId,
+          requestId: c.requestId,
+          minCredits: 100,
+          maxCredits: 100,
+        }),
+      ),
+    );
     const held = calls.filter((_, i) => reserved[i]!.status === 'fulfilled');
-    const refused = reserved.filter((r) => r.status === 'rejected').map((r) => codeOf((r as PromiseRejectedResult).reason));
+    const refused = reserved
+      .filter((r) => r.status === 'rejected')
+      .map((r) => codeOf((r as PromiseRejectedResult).reason));
     expect(refused.every((c) => c === 'insufficient_credits')).toBe(true);
     expect(users.map((u) => held.filter((c) => c.u === u).length)).toEqual([10, 20, 7]);
     expect(await account(users[0]!.orgKey)).toEqual({ balance: 1_000, held: 1_000 });
@@ -56,7 +68,11 @@ describe('batched reserve and settle', () => {
 
     // Settle each for 1..100 (some for more than held: capped at the hold).
     const actual = (i: number) => (i % 5 === 0 ? 250 : 1 + i);
-    const settled = await Promise.all(held.map((c, i) => spend.settle({ requestId: c.requestId, actualCredits: actual(i), description: `call ${i}` })));
+    const settled = await Promise.all(
+      held.map((c, i) =>
+        spend.settle({ requestId: c.requestId, actualCredits: actual(i), description: `call ${i}` }),
+      ),
+    );
     settled.forEach((s, i) => expect(s.debitedCredits).toBe(Math.min(100, actual(i))));
 
     for (const [n, u] of users.entries()) {
@@ -88,7 +104,13 @@ describe('batched reserve and settle', () => {
       { orgKey: a.orgKey, userId: a.userId, requestId: second, minCredits: 250, maxCredits: 400 }, // only 200 left
       { orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 1, maxCredits: 1_000 }, // takes the rest
     ]);
-    expect(results.map((r) => (r instanceof AppError ? r.code : r.heldCredits))).toEqual([300, 'duplicate_request', 'insufficient_credits', 'insufficient_credits', 200]);
+    expect(results.map((r) => (r instanceof AppError ? r.code : r.heldCredits))).toEqual([
+      300,
+      'duplicate_request',
+      'insufficient_credits',
+      'insufficient_credits',
+      200,
+    ]);
     expect(await account(a.orgKey)).toEqual({ balance: 500, held: 500 });
 
     const settled = await settleMany(server.deps.db, [
@@ -96,7 +118,11 @@ describe('batched reserve and settle', () => {
       { requestId: first, actualCredits: 999, description: 'again' }, // the first result stands
       { requestId: rid(), actualCredits: 5, description: 'unknown' },
     ]);
-    expect(settled.map((r) => (r instanceof AppError ? r.code : r.debitedCredits))).toEqual([120, 120, 'hold_not_found']);
+    expect(settled.map((r) => (r instanceof AppError ? r.code : r.debitedCredits))).toEqual([
+      120,
+      120,
+      'hold_not_found',
+    ]);
     expect(await account(a.orgKey)).toEqual({ balance: 380, held: 200 });
     expect((await usageRows(a.orgKey)).map((r) => r.amount)).toEqual([120]);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
@@ -106,10 +132,24 @@ describe('batched reserve and settle', () => {
     const a = await createUser(server);
     await setOrgBalance(server, a.orgKey, 100);
     const crashed = rid();
-    await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: crashed, minCredits: 100, maxCredits: 100, ttlSeconds: 0 }]);
-    const [next] = await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 100, maxCredits: 100 }]);
+    await reserveMany(server.deps.db, [
+      {
+        orgKey: a.orgKey,
+        userId: a.userId,
+        requestId: crashed,
+        minCredits: 100,
+        maxCredits: 100,
+        ttlSeconds: 0,
+      },
+    ]);
+    const [next] = await reserveMany(server.deps.db, [
+      { orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 100, maxCredits: 100 },
+    ]);
     expect(next).toEqual({ heldCredits: 100 });
-    const [row] = await queryRows<{ status: string }>(server.deps.db, sql`select status from billing_holds where request_id = ${crashed}`);
+    const [row] = await queryRows<{ status: string }>(
+      server.deps.db,
+      sql`select status from billing_holds where request_id = ${crashed}`,
+    );
     expect(row!.status).toBe('expired');
     expect(await account(a.orgKey)).toEqual({ balance: 100, held: 100 });
   });
@@ -117,34 +157,60 @@ describe('batched reserve and settle', () => {
   // A reserve releases expired holds only when they matter (the account cannot cover the batch), judged
   // on a look at the account before its lock. Another batch can take from the account in between; the
   // reserve must then still get the expired holds back. Two connections: PostgreSQL only.
-  it.skipIf(storageMode() === 'pglite')('an account that falls short between the look and the lock still gets its expired holds back', async () => {
-    const a = await createUser(server);
-    await setOrgBalance(server, a.orgKey, 100);
-    const crashed = rid();
-    await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: crashed, minCredits: 50, maxCredits: 50, ttlSeconds: 0 }]);
-    // balance 100, held 50 (expired): a request of 50 looks covered.
-    const other = new pg.Client({ connectionString: server.deps.config.databaseUrl });
-    await other.connect();
-    try {
-      await other.query('begin');
-      await other.query(`select * from svc_reserve_holds($1::text[], $2::text[], $3::text[], '{30}', '{30}', '{900}')`, [[rid()], [a.orgKey], [a.userId]]);
-      // The other batch holds 30 and the account's lock, uncommitted: this reserve looks, then waits.
-      const mine = reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 1, maxCredits: 50 }]);
-      const waiting = async () =>
-        Number((await other.query(`select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0].count);
-      for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
-      expect(await waiting()).toBe(1);
-      await other.query('commit');
-      // Locked, the account has 100 − 80 = 20: the expired 50 come back, and the request gets all it asked.
-      expect(await mine).toEqual([{ heldCredits: 50 }]);
-    } finally {
-      await other.end();
-    }
-    const [row] = await queryRows<{ status: string }>(server.deps.db, sql`select status from billing_holds where request_id = ${crashed}`);
-    expect(row!.status).toBe('expired');
-    expect(await account(a.orgKey)).toEqual({ balance: 100, held: 80 });
-    expect(await checkInvariants(server.deps.db)).toEqual([]);
-  });
+  it.skipIf(storageMode() === 'pglite')(
+    'an account that falls short between the look and the lock still gets its expired holds back',
+    async () => {
+      const a = await createUser(server);
+      await setOrgBalance(server, a.orgKey, 100);
+      const crashed = rid();
+      await reserveMany(server.deps.db, [
+        {
+          orgKey: a.orgKey,
+          userId: a.userId,
+          requestId: crashed,
+          minCredits: 50,
+          maxCredits: 50,
+          ttlSeconds: 0,
+        },
+      ]);
+      // balance 100, held 50 (expired): a request of 50 looks covered.
+      const other = new pg.Client({ connectionString: server.deps.config.databaseUrl });
+      await other.connect();
+      try {
+        await other.query('begin');
+        await other.query(
+          `select * from svc_reserve_holds($1::text[], $2::text[], $3::text[], '{30}', '{30}', '{900}')`,
+          [[rid()], [a.orgKey], [a.userId]],
+        );
+        // The other batch holds 30 and the account's lock, uncommitted: this reserve looks, then waits.
+        const mine = reserveMany(server.deps.db, [
+          { orgKey: a.orgKey, userId: a.userId, requestId: rid(), minCredits: 1, maxCredits: 50 },
+        ]);
+        const waiting = async () =>
+          Number(
+            (
+              await other.query(
+                `select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+              )
+            ).rows[0].count,
+          );
+        for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        expect(await waiting()).toBe(1);
+        await other.query('commit');
+        // Locked, the account has 100 − 80 = 20: the expired 50 come back, and the request gets all it asked.
+        expect(await mine).toEqual([{ heldCredits: 50 }]);
+      } finally {
+        await other.end();
+      }
+      const [row] = await queryRows<{ status: string }>(
+        server.deps.db,
+        sql`select status from billing_holds where request_id = ${crashed}`,
+      );
+      expect(row!.status).toBe('expired');
+      expect(await account(a.orgKey)).toEqual({ balance: 100, held: 80 });
+      expect(await checkInvariants(server.deps.db)).toEqual([]);
+    },
+  );
 
   it("a settle takes its org's next hold in the same statement, only above the floor, and still commits synchronously", async () => {
     const [a, b] = await Promise.all([createUser(server), createUser(server)]);
@@ -158,9 +224,24 @@ describe('batched reserve and settle', () => {
     const [nextA, nextB] = [rid(), rid()];
     // a: 1,000 − 40 = 960 left, at the floor of 960: held. b: 1,000 − 50 = 950, under it: not held.
     const settled = await settleMany(server.deps.db, [
-      { requestId: callA, actualCredits: 40, description: 'a', next: { requestId: nextA, orgKey: a.orgKey, amount: 96, floor: 960 } },
-      { requestId: callB, actualCredits: 50, description: 'b', next: { requestId: nextB, orgKey: b.orgKey, amount: 96, floor: 960 } },
-      { requestId: rid(), actualCredits: 5, description: 'unknown', next: { requestId: rid(), orgKey: a.orgKey, amount: 10, floor: 0 } },
+      {
+        requestId: callA,
+        actualCredits: 40,
+        description: 'a',
+        next: { requestId: nextA, orgKey: a.orgKey, amount: 96, floor: 960 },
+      },
+      {
+        requestId: callB,
+        actualCredits: 50,
+        description: 'b',
+        next: { requestId: nextB, orgKey: b.orgKey, amount: 96, floor: 960 },
+      },
+      {
+        requestId: rid(),
+        actualCredits: 5,
+        description: 'unknown',
+        next: { requestId: rid(), orgKey: a.orgKey, amount: 10, floor: 0 },
+      },
     ]);
     expect(settled.map((r) => (r instanceof AppError ? r.code : r))).toEqual([
       { debitedCredits: 40, balanceCredits: 960, nextHeldCredits: 96 },
@@ -179,12 +260,19 @@ describe('batched reserve and settle', () => {
     // The hold inside turns synchronous_commit off for its transaction; the settle's debit must not lose
     // its durability by it.
     const [callC, nextC] = [rid(), rid()];
-    await reserveMany(server.deps.db, [{ orgKey: a.orgKey, userId: a.userId, requestId: callC, minCredits: 1, maxCredits: 10 }]);
+    await reserveMany(server.deps.db, [
+      { orgKey: a.orgKey, userId: a.userId, requestId: callC, minCredits: 1, maxCredits: 10 },
+    ]);
     const [setting] = await server.deps.db.transaction(async (tx) => {
-      await tx.execute(sql`select * from svc_settle_and_hold_next(${sql.param([callC])}::text[], '{5}', '{c}', ${sql.param([nextC])}::text[], ${sql.param([a.orgKey])}::text[], '{10}', '{0}', 900)`);
+      await tx.execute(
+        sql`select * from svc_settle_and_hold_next(${sql.param([callC])}::text[], '{5}', '{c}', ${sql.param([nextC])}::text[], ${sql.param([a.orgKey])}::text[], '{10}', '{0}', 900)`,
+      );
       return queryRows<{ s: string }>(tx as never, sql`select current_setting('synchronous_commit') as s`);
     });
-    const [outside] = await queryRows<{ s: string }>(server.deps.db, sql`select current_setting('synchronous_commit') as s`);
+    const [outside] = await queryRows<{ s: string }>(
+      server.deps.db,
+      sql`select current_setting('synchronous_commit') as s`,
+    );
     expect(setting!.s).toBe(outside!.s);
     expect(outside!.s).toBe('on');
   });
@@ -196,9 +284,18 @@ describe('batched reserve and settle', () => {
     for (let round = 0; round < 5; round++) {
       const id = rid();
       const results = await Promise.all(
-        [a, b, a, b].map((u) => reserveMany(server.deps.db, [{ orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 10 }]).then((r) => r[0])),
+        [a, b, a, b].map((u) =>
+          reserveMany(server.deps.db, [
+            { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 10 },
+          ]).then((r) => r[0]),
+        ),
       );
-      expect(results.map((r) => (r instanceof AppError ? r.code : 'held')).sort()).toEqual(['duplicate_request', 'duplicate_request', 'duplicate_request', 'held']);
+      expect(results.map((r) => (r instanceof AppError ? r.code : 'held')).sort()).toEqual([
+        'duplicate_request',
+        'duplicate_request',
+        'duplicate_request',
+        'held',
+      ]);
     }
     expect((await account(a.orgKey)).held + (await account(b.orgKey)).held).toBe(50);
   });

@@ -42,7 +42,15 @@ describe('one-statement reserve and settle under concurrency on one account', ()
     const u = await createUser(server);
     await setOrgBalance(server, u.orgKey, 1_000);
     const results = await Promise.allSettled(
-      Array.from({ length: 16 }, () => reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: rid(), minCredits: 100, maxCredits: 100 })),
+      Array.from({ length: 16 }, () =>
+        reserveCredits(server.deps.db, {
+          orgKey: u.orgKey,
+          userId: u.userId,
+          requestId: rid(),
+          minCredits: 100,
+          maxCredits: 100,
+        }),
+      ),
     );
     const codes = results.map(codeOf);
     expect(codes.filter((c) => c === 'ok')).toHaveLength(10);
@@ -56,7 +64,15 @@ describe('one-statement reserve and settle under concurrency on one account', ()
     await setOrgBalance(server, u.orgKey, 5_000);
     const id = rid();
     const results = await Promise.allSettled(
-      Array.from({ length: 8 }, () => reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 300 })),
+      Array.from({ length: 8 }, () =>
+        reserveCredits(server.deps.db, {
+          orgKey: u.orgKey,
+          userId: u.userId,
+          requestId: id,
+          minCredits: 1,
+          maxCredits: 300,
+        }),
+      ),
     );
     const codes = results.map(codeOf);
     expect(codes.filter((c) => c === 'ok')).toHaveLength(1);
@@ -70,7 +86,13 @@ describe('one-statement reserve and settle under concurrency on one account', ()
     await setOrgBalance(server, u.orgKey, 100_000);
     const call = async (i: number) => {
       const requestId = rid();
-      await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId, minCredits: 1, maxCredits: 500 });
+      await reserveCredits(server.deps.db, {
+        orgKey: u.orgKey,
+        userId: u.userId,
+        requestId,
+        minCredits: 1,
+        maxCredits: 500,
+      });
       return settleCredits(server.deps.db, { requestId, actualCredits: 100 + i, description: `call ${i}` });
     };
     const settled = await Promise.all(Array.from({ length: 24 }, (_, i) => call(i)));

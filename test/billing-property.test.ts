@@ -43,7 +43,9 @@ beforeAll(async () => {
     pool.on('connect', (c) => c.on('error', () => {}));
     db = drizzle(pool, { schema }) as unknown as Db;
   } else {
-    console.info('billing-property: PGlite has a single connection; running the lanes sequentially with fewer runs');
+    console.info(
+      'billing-property: PGlite has a single connection; running the lanes sequentially with fewer runs',
+    );
     db = server.deps.db;
   }
   owners = [await createUser(server), await createUser(server)];
@@ -66,18 +68,52 @@ type Op =
 
 const ORGS = 4; // two per owner
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { arbitrary: fc.record({ k: fc.constant('topup' as const), org: fc.nat(ORGS - 1), session: fc.nat(5), cents: fc.integer({ min: 100, max: 5_000 }), paid: fc.boolean() }), weight: 2 },
+  {
+    arbitrary: fc.record({
+      k: fc.constant('topup' as const),
+      org: fc.nat(ORGS - 1),
+      session: fc.nat(5),
+      cents: fc.integer({ min: 100, max: 5_000 }),
+      paid: fc.boolean(),
+    }),
+    weight: 2,
+  },
   fc.record({ k: fc.constant('renewal' as const), org: fc.nat(ORGS - 1), invoice: fc.nat(3) }),
-  fc.record({ k: fc.constant('allocate' as const), org: fc.nat(ORGS - 1), target: fc.integer({ min: 0, max: 300_000 }) }),
-  { arbitrary: fc.record({ k: fc.constant('reserve' as const), org: fc.nat(ORGS - 1), req: fc.nat(11), min: fc.integer({ min: 0, max: 2_000 }), max: fc.integer({ min: 0, max: 60_000 }), stale: fc.boolean() }), weight: 3 },
-  { arbitrary: fc.record({ k: fc.constant('settle' as const), req: fc.nat(11), actual: fc.integer({ min: 0, max: 70_000 }) }), weight: 3 },
+  fc.record({
+    k: fc.constant('allocate' as const),
+    org: fc.nat(ORGS - 1),
+    target: fc.integer({ min: 0, max: 300_000 }),
+  }),
+  {
+    arbitrary: fc.record({
+      k: fc.constant('reserve' as const),
+      org: fc.nat(ORGS - 1),
+      req: fc.nat(11),
+      min: fc.integer({ min: 0, max: 2_000 }),
+      max: fc.integer({ min: 0, max: 60_000 }),
+      stale: fc.boolean(),
+    }),
+    weight: 3,
+  },
+  {
+    arbitrary: fc.record({
+      k: fc.constant('settle' as const),
+      req: fc.nat(11),
+      actual: fc.integer({ min: 0, max: 70_000 }),
+    }),
+    weight: 3,
+  },
   fc.record({ k: fc.constant('void' as const), req: fc.nat(11) }),
   // A whole model call in one lane, as the model routes make it: reserve, then settle, void, or crash
   // (its hold is left to expire).
   {
     arbitrary: fc.record({
-      k: fc.constant('call' as const), org: fc.nat(ORGS - 1), req: fc.integer({ min: 100, max: 10_000 }), max: fc.integer({ min: 1, max: 20_000 }),
-      actual: fc.integer({ min: 0, max: 25_000 }), end: fc.constantFrom('settle' as const, 'settle' as const, 'void' as const, 'crash' as const),
+      k: fc.constant('call' as const),
+      org: fc.nat(ORGS - 1),
+      req: fc.integer({ min: 100, max: 10_000 }),
+      max: fc.integer({ min: 1, max: 20_000 }),
+      actual: fc.integer({ min: 0, max: 25_000 }),
+      end: fc.constantFrom('settle' as const, 'settle' as const, 'void' as const, 'crash' as const),
     }),
     weight: 4,
   },
@@ -87,7 +123,14 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 
 /** Errors the rules produce on purpose; anything else (a deadlock, a CHECK violation) fails the property. */
 const expected = (err: unknown) =>
-  err instanceof AppError && ['insufficient_credits', 'duplicate_request', 'hold_not_found', 'INSUFFICIENT_UNALLOCATED', 'CREDITS_IN_USE'].includes(err.code);
+  err instanceof AppError &&
+  [
+    'insufficient_credits',
+    'duplicate_request',
+    'hold_not_found',
+    'INSUFFICIENT_UNALLOCATED',
+    'CREDITS_IN_USE',
+  ].includes(err.code);
 
 async function world() {
   const run = randomToken(5);
@@ -101,7 +144,15 @@ async function world() {
     await server.deps.db.insert(billingCustomers).values({ orgKey, customerId: customer });
     // A starting balance (through the real grant code) so that calls have something to spend.
     await server.deps.db.transaction((tx) =>
-      grantToOrg(tx as unknown as Db, { key: `grant:seed:${orgKey}`, source: SOURCE_PURCHASES, ownerId: owner.userId, orgKey, amount: 40_000, type: 'topup', description: 'seed' }),
+      grantToOrg(tx as unknown as Db, {
+        key: `grant:seed:${orgKey}`,
+        source: SOURCE_PURCHASES,
+        ownerId: owner.userId,
+        orgKey,
+        amount: 40_000,
+        type: 'topup',
+        description: 'seed',
+      }),
     );
     keys.push({ orgKey, ownerId: owner.userId, customer });
   }
@@ -115,7 +166,13 @@ async function execute(ops: Op[]) {
   const { run, keys } = await world();
   const events: Stripe.Event[] = [];
   const event = (type: string, object: object): Stripe.Event => {
-    const e = { id: `evt_${run}_${events.length}`, object: 'event', type, created: Math.floor(Date.now() / 1000), data: { object } } as unknown as Stripe.Event;
+    const e = {
+      id: `evt_${run}_${events.length}`,
+      object: 'event',
+      type,
+      created: Math.floor(Date.now() / 1000),
+      data: { object },
+    } as unknown as Stripe.Event;
     events.push(e);
     return e;
   };
@@ -123,30 +180,69 @@ async function execute(ops: Op[]) {
     const org = 'org' in o ? keys[o.org]! : undefined;
     switch (o.k) {
       case 'topup': {
-        const session = { id: `cs_${run}_${o.session}`, mode: 'payment', payment_status: o.paid ? 'paid' : 'unpaid', customer: org!.customer, amount_total: o.cents, metadata: {} };
-        return processEvent(db, log, event(o.paid ? 'checkout.session.completed' : 'checkout.session.async_payment_succeeded', { ...session, payment_status: 'paid' }));
+        const session = {
+          id: `cs_${run}_${o.session}`,
+          mode: 'payment',
+          payment_status: o.paid ? 'paid' : 'unpaid',
+          customer: org!.customer,
+          amount_total: o.cents,
+          metadata: {},
+        };
+        return processEvent(
+          db,
+          log,
+          event(o.paid ? 'checkout.session.completed' : 'checkout.session.async_payment_succeeded', {
+            ...session,
+            payment_status: 'paid',
+          }),
+        );
       }
       case 'renewal':
         return processEvent(
           db,
           log,
           event('invoice.paid', {
-            id: `in_${run}_${o.invoice}`, customer: org!.customer, status: 'paid', billing_reason: o.invoice === 0 ? 'subscription_create' : 'subscription_cycle',
-            amount_due: 20_000, amount_paid: 20_000, currency: 'usd', parent: { subscription_details: { subscription: `sub_${run}` } },
+            id: `in_${run}_${o.invoice}`,
+            customer: org!.customer,
+            status: 'paid',
+            billing_reason: o.invoice === 0 ? 'subscription_create' : 'subscription_cycle',
+            amount_due: 20_000,
+            amount_paid: 20_000,
+            currency: 'usd',
+            parent: { subscription_details: { subscription: `sub_${run}` } },
           }),
         );
       case 'allocate':
         return setAllocation(db, { userId: org!.ownerId, orgKey: org!.orgKey, target: o.target });
       case 'reserve':
-        return reserveCredits(db, { orgKey: org!.orgKey, userId: org!.ownerId, requestId: `r_${run}_${o.req}`, minCredits: o.min, maxCredits: o.max, ...(o.stale ? { ttlSeconds: 0 } : {}) });
+        return reserveCredits(db, {
+          orgKey: org!.orgKey,
+          userId: org!.ownerId,
+          requestId: `r_${run}_${o.req}`,
+          minCredits: o.min,
+          maxCredits: o.max,
+          ...(o.stale ? { ttlSeconds: 0 } : {}),
+        });
       case 'settle':
-        return settleCredits(db, { requestId: `r_${run}_${o.req}`, actualCredits: o.actual, description: 'property' });
+        return settleCredits(db, {
+          requestId: `r_${run}_${o.req}`,
+          actualCredits: o.actual,
+          description: 'property',
+        });
       case 'void':
         return voidHold(db, `r_${run}_${o.req}`);
       case 'call': {
         const requestId = `r_${run}_${o.req}`;
-        await reserveCredits(db, { orgKey: org!.orgKey, userId: org!.ownerId, requestId, minCredits: 1, maxCredits: o.max, ...(o.end === 'crash' ? { ttlSeconds: 0 } : {}) });
-        if (o.end === 'settle') return settleCredits(db, { requestId, actualCredits: o.actual, description: 'property call' });
+        await reserveCredits(db, {
+          orgKey: org!.orgKey,
+          userId: org!.ownerId,
+          requestId,
+          minCredits: 1,
+          maxCredits: o.max,
+          ...(o.end === 'crash' ? { ttlSeconds: 0 } : {}),
+        });
+        if (o.end === 'settle')
+          return settleCredits(db, { requestId, actualCredits: o.actual, description: 'property call' });
         if (o.end === 'void') return voidHold(db, requestId);
         return undefined;
       }

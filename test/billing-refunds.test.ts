@@ -27,26 +27,55 @@ beforeAll(() => {
 const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const urls = checkoutUrls;
 const send = stripe.send;
-const balance = async (u: TestUser) => (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
-const pool = async (u: TestUser) => (await api.get('/v1/owner/balance', { token: u.session })).body.unallocated_credits as number;
-const transactions = async (u: TestUser) => (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
+const balance = async (u: TestUser) =>
+  (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
+const pool = async (u: TestUser) =>
+  (await api.get('/v1/owner/balance', { token: u.session })).body.unallocated_credits as number;
+const transactions = async (u: TestUser) =>
+  (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
 const refundRow = async (id: string) =>
-  (await queryRows<Record<string, unknown>>(server.deps.db, sql`select * from billing_refunds where id = ${id}`))[0];
+  (
+    await queryRows<Record<string, unknown>>(
+      server.deps.db,
+      sql`select * from billing_refunds where id = ${id}`,
+    )
+  )[0];
 const outcome = async (eventId: string) =>
-  (await queryRows<{ outcome: string }>(server.deps.db, sql`select outcome from billing_webhook_events where id = ${eventId}`))[0]?.outcome;
+  (
+    await queryRows<{ outcome: string }>(
+      server.deps.db,
+      sql`select outcome from billing_webhook_events where id = ${eventId}`,
+    )
+  )[0]?.outcome;
 
 /** A top-up session made through the SDK, and its completion event object (paid by `pi`). */
 async function topup(u: TestUser, cents: number) {
-  const res = await api.post(`/v1/clients/${u.clientId}/credits/topup`, { amount_usd: cents, ...urls }, { token: u.session });
+  const res = await api.post(
+    `/v1/clients/${u.clientId}/credits/topup`,
+    { amount_usd: cents, ...urls },
+    { token: u.session },
+  );
   expect(res.status).toBe(200);
   const s = fake.sessions.get(res.body.session_id)!;
   const pi = rid('pi');
-  const completed: Record<string, any> = { ...s, status: 'complete', payment_status: 'paid', payment_intent: pi };
+  const completed: Record<string, any> = {
+    ...s,
+    status: 'complete',
+    payment_status: 'paid',
+    payment_intent: pi,
+  };
   return { pi, completed };
 }
 
 const refund = (pi: string, amount: number, extra: Record<string, unknown> = {}) => ({
-  id: rid('re'), object: 'refund', amount, currency: 'usd', status: 'succeeded', payment_intent: pi, charge: rid('ch'), ...extra,
+  id: rid('re'),
+  object: 'refund',
+  amount,
+  currency: 'usd',
+  status: 'succeeded',
+  payment_intent: pi,
+  charge: rid('ch'),
+  ...extra,
 });
 
 describe('refunds', () => {
@@ -59,8 +88,19 @@ describe('refunds', () => {
     expect((await send('refund.created', r)).status).toBe(200);
     expect(await balance(u)).toMatchObject({ balance_credits: 50_000, allocation_credits: 50_000 });
     const [latest] = await transactions(u);
-    expect(latest).toMatchObject({ transaction_type: 'refund', amount_credits: -10_000, balance_after_credits: 50_000, org_id: u.clientId });
-    expect(await refundRow(r.id)).toMatchObject({ status: 'applied', credits: 10_000, from_client: 10_000, from_pool: 0, shortfall: 0 });
+    expect(latest).toMatchObject({
+      transaction_type: 'refund',
+      amount_credits: -10_000,
+      balance_after_credits: 50_000,
+      org_id: u.clientId,
+    });
+    expect(await refundRow(r.id)).toMatchObject({
+      status: 'applied',
+      credits: 10_000,
+      from_client: 10_000,
+      from_pool: 0,
+      shortfall: 0,
+    });
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
@@ -69,10 +109,29 @@ describe('refunds', () => {
     const { completed } = await topup(u, 100); // maps the customer
     const pi = rid('pi');
     const invoice = {
-      id: rid('in'), object: 'invoice', customer: completed.customer, status: 'paid', billing_reason: 'subscription_create',
-      amount_due: 20_000, amount_paid: 20_000, currency: 'usd', created: Math.floor(Date.now() / 1000),
-      payments: { object: 'list', data: [{ object: 'invoice_payment', status: 'paid', payment: { type: 'payment_intent', payment_intent: pi } }] },
-      parent: { type: 'subscription_details', subscription_details: { subscription: rid('sub'), metadata: { org_key: u.orgKey } } },
+      id: rid('in'),
+      object: 'invoice',
+      customer: completed.customer,
+      status: 'paid',
+      billing_reason: 'subscription_create',
+      amount_due: 20_000,
+      amount_paid: 20_000,
+      currency: 'usd',
+      created: Math.floor(Date.now() / 1000),
+      payments: {
+        object: 'list',
+        data: [
+          {
+            object: 'invoice_payment',
+            status: 'paid',
+            payment: { type: 'payment_intent', payment_intent: pi },
+          },
+        ],
+      },
+      parent: {
+        type: 'subscription_details',
+        subscription_details: { subscription: rid('sub'), metadata: { org_key: u.orgKey } },
+      },
     };
     await send('invoice.paid', invoice);
     expect((await balance(u)).balance_credits).toBe(260_000);
@@ -85,7 +144,9 @@ describe('refunds', () => {
     expect((await balance(u)).balance_credits).toBe(260_000 - 105_011);
     await send('refund.created', refund(pi, 9_999));
     expect((await balance(u)).balance_credits).toBe(50_000);
-    const rows = (await transactions(u)).filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits);
+    const rows = (await transactions(u))
+      .filter((t) => t.transaction_type === 'refund')
+      .map((t) => t.amount_credits);
     expect(rows).toEqual([-104_989, -104_990, -10, -11]);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
@@ -95,12 +156,26 @@ describe('refunds', () => {
     const { completed } = await topup(u, 100); // maps the customer
     // invoice.paid as Stripe sends it by default: no `payments` (only present when expanded).
     const invoice = (id: string) => ({
-      id, object: 'invoice', customer: completed.customer, status: 'paid', billing_reason: 'subscription_cycle',
-      amount_due: 20_000, amount_paid: 20_000, currency: 'usd', created: Math.floor(Date.now() / 1000),
-      parent: { type: 'subscription_details', subscription_details: { subscription: rid('sub'), metadata: { org_key: u.orgKey } } },
+      id,
+      object: 'invoice',
+      customer: completed.customer,
+      status: 'paid',
+      billing_reason: 'subscription_cycle',
+      amount_due: 20_000,
+      amount_paid: 20_000,
+      currency: 'usd',
+      created: Math.floor(Date.now() / 1000),
+      parent: {
+        type: 'subscription_details',
+        subscription_details: { subscription: rid('sub'), metadata: { org_key: u.orgKey } },
+      },
     });
     const paid = (invoiceId: string, pi: string) => ({
-      id: rid('inpay'), object: 'invoice_payment', invoice: invoiceId, status: 'paid', amount_paid: 20_000,
+      id: rid('inpay'),
+      object: 'invoice_payment',
+      invoice: invoiceId,
+      status: 'paid',
+      amount_paid: 20_000,
       payment: { type: 'payment_intent', payment_intent: pi },
     });
     const [after, before] = [rid('in'), rid('in')];
@@ -122,10 +197,23 @@ describe('refunds', () => {
     await send('checkout.session.completed', completed);
     const r = refund(pi, 500);
     const eventId = rid('evt');
-    expect((await send('refund.created', r, { id: eventId })).body).toEqual({ received: true, duplicate: false });
-    expect((await send('refund.created', r, { id: eventId })).body).toEqual({ received: true, duplicate: true });
+    expect((await send('refund.created', r, { id: eventId })).body).toEqual({
+      received: true,
+      duplicate: false,
+    });
+    expect((await send('refund.created', r, { id: eventId })).body).toEqual({
+      received: true,
+      duplicate: true,
+    });
     await send('charge.refund.updated', r);
-    await send('charge.refunded', { id: r.charge, object: 'charge', amount: 2_000, amount_refunded: 500, payment_intent: pi, refunds: { object: 'list', data: [r] } });
+    await send('charge.refunded', {
+      id: r.charge,
+      object: 'charge',
+      amount: 2_000,
+      amount_refunded: 500,
+      payment_intent: pi,
+      refunds: { object: 'list', data: [r] },
+    });
     expect((await balance(u)).balance_credits).toBe(70_000 - 5_000);
     // Five deliveries of one new refund at once, each under its own event id: one takes, four find it taken.
     const r2 = refund(pi, 500);
@@ -145,26 +233,73 @@ describe('refunds', () => {
     const { pi, completed } = await topup(u, 1_000);
     await send('checkout.session.completed', completed);
     const spend = rid('req');
-    await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: spend, minCredits: 55_000, maxCredits: 55_000 });
-    await settleCredits(server.deps.db, { requestId: spend, actualCredits: 55_000, description: 'test usage' });
+    await reserveCredits(server.deps.db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: spend,
+      minCredits: 55_000,
+      maxCredits: 55_000,
+    });
+    await settleCredits(server.deps.db, {
+      requestId: spend,
+      actualCredits: 55_000,
+      description: 'test usage',
+    });
     // 5,000 left: 2,000 stay with the client, 2,000 go to a second client, 1,000 stay in the pool.
-    expect((await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 2_000 }, { token: u.session })).status).toBe(200);
+    expect(
+      (
+        await api.put(
+          `/v1/owner/orgs/${u.clientId}/allocation`,
+          { target_credits: 2_000 },
+          { token: u.session },
+        )
+      ).status,
+    ).toBe(200);
     const other = await api.post('/v1/clients', { name: 'second' }, { token: u.session });
-    expect((await api.put(`/v1/owner/orgs/${other.body.id}/allocation`, { target_credits: 2_000 }, { token: u.session })).status).toBe(200);
+    expect(
+      (
+        await api.put(
+          `/v1/owner/orgs/${other.body.id}/allocation`,
+          { target_credits: 2_000 },
+          { token: u.session },
+        )
+      ).status,
+    ).toBe(200);
     const hold = rid('req');
-    await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: hold, minCredits: 500, maxCredits: 500 });
+    await reserveCredits(server.deps.db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: hold,
+      minCredits: 500,
+      maxCredits: 500,
+    });
     const r = refund(pi, 1_000);
     await send('refund.created', r);
-    expect(await refundRow(r.id)).toMatchObject({ status: 'applied', credits: 10_000, from_client: 1_500, from_pool: 1_000, shortfall: 7_500 });
+    expect(await refundRow(r.id)).toMatchObject({
+      status: 'applied',
+      credits: 10_000,
+      from_client: 1_500,
+      from_pool: 1_000,
+      shortfall: 7_500,
+    });
     expect((await balance(u)).balance_credits).toBe(500); // exactly the hold
     expect(await pool(u)).toBe(0);
-    expect((await api.get(`/v1/clients/${other.body.id}/credits/balance`, { token: u.session })).body.balance_credits).toBe(2_000);
-    expect((await transactions(u))[0]).toMatchObject({ transaction_type: 'refund', amount_credits: -1_500, balance_after_credits: 500 });
+    expect(
+      (await api.get(`/v1/clients/${other.body.id}/credits/balance`, { token: u.session })).body
+        .balance_credits,
+    ).toBe(2_000);
+    expect((await transactions(u))[0]).toMatchObject({
+      transaction_type: 'refund',
+      amount_credits: -1_500,
+      balance_after_credits: 500,
+    });
     // The hold still settles within what it held; nothing ever went below zero.
     await voidHold(server.deps.db, hold);
     const report = await reconcile(server.deps.db, server.deps.log, null);
     expect(report.violations).toEqual([]);
-    expect(report.refunds.shortfalls).toContainEqual(expect.objectContaining({ id: r.id, shortfall: 7_500, org_key: u.orgKey }));
+    expect(report.refunds.shortfalls).toContainEqual(
+      expect.objectContaining({ id: r.id, shortfall: 7_500, org_key: u.orgKey }),
+    );
   });
 
   it('a refund delivered before its payment waits, and is applied by the grant (also when both race)', async () => {
@@ -175,13 +310,18 @@ describe('refunds', () => {
     expect((await send('refund.created', r, { id: early })).status).toBe(200);
     expect(await outcome(early)).toBe('refund_awaiting_payment');
     expect((await balance(u)).balance_credits).toBe(50_000);
-    expect((await reconcile(server.deps.db, server.deps.log, null)).refunds.awaiting).toContainEqual(expect.objectContaining({ id: r.id }));
+    expect((await reconcile(server.deps.db, server.deps.log, null)).refunds.awaiting).toContainEqual(
+      expect.objectContaining({ id: r.id }),
+    );
     await send('checkout.session.completed', completed);
     expect((await balance(u)).balance_credits).toBe(60_000 - 4_000);
     expect(await refundRow(r.id)).toMatchObject({ status: 'applied', credits: 4_000 });
     // A second purchase whose refund and grant arrive at the same moment: the same end state.
     const second = await topup(u, 1_000);
-    await Promise.all([send('refund.created', refund(second.pi, 1_000)), send('checkout.session.completed', second.completed)]);
+    await Promise.all([
+      send('refund.created', refund(second.pi, 1_000)),
+      send('checkout.session.completed', second.completed),
+    ]);
     expect((await balance(u)).balance_credits).toBe(56_000);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
@@ -195,7 +335,9 @@ describe('refunds', () => {
     const first = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe);
     expect(first.refunded).toContain(`refund ${lost.id}`);
     expect(first.violations).toEqual([]);
-    expect((await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe)).refunded).not.toContain(`refund ${lost.id}`);
+    expect(
+      (await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe)).refunded,
+    ).not.toContain(`refund ${lost.id}`);
     await send('refund.created', lost); // the real webhook, late
     expect((await balance(u)).balance_credits).toBe(50_000);
     fake.refunds.delete(lost.id);
@@ -211,21 +353,33 @@ describe('refunds', () => {
     expect(await outcome(ev)).toBe('refund_failed');
     await send('refund.created', { ...failed, status: 'succeeded' });
     const nopi = rid('evt');
-    await send('refund.created', { id: rid('re'), object: 'refund', amount: 100, status: 'succeeded' }, { id: nopi });
+    await send(
+      'refund.created',
+      { id: rid('re'), object: 'refund', amount: 100, status: 'succeeded' },
+      { id: nopi },
+    );
     expect(await outcome(nopi)).toBe('refund_unusable');
     expect((await balance(u)).balance_credits).toBe(60_000);
     const good = refund(pi, 100);
     await send('refund.created', good);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
-    await server.deps.db.execute(sql`update billing_refunds set from_client = from_client + 1, credits = credits + 1 where id = ${good.id}`);
+    await server.deps.db.execute(
+      sql`update billing_refunds set from_client = from_client + 1, credits = credits + 1 where id = ${good.id}`,
+    );
     const names = (await checkInvariants(server.deps.db)).map((v) => v.check);
     expect(names).toContain('refund ledger rows differ from their refund');
     expect(names).toContain('payment refunded beyond its grant or differing from its refunds');
-    await server.deps.db.execute(sql`update billing_refunds set from_client = from_client - 1, credits = credits - 1 where id = ${good.id}`);
+    await server.deps.db.execute(
+      sql`update billing_refunds set from_client = from_client - 1, credits = credits - 1 where id = ${good.id}`,
+    );
     expect(await checkInvariants(server.deps.db)).toEqual([]);
     // A refund row in the ledger whose refund is not marked applied.
-    await server.deps.db.execute(sql`update billing_refunds set status = 'awaiting_payment' where id = ${good.id}`);
-    expect((await checkInvariants(server.deps.db)).map((v) => v.check)).toContain('refund row without an applied refund');
+    await server.deps.db.execute(
+      sql`update billing_refunds set status = 'awaiting_payment' where id = ${good.id}`,
+    );
+    expect((await checkInvariants(server.deps.db)).map((v) => v.check)).toContain(
+      'refund row without an applied refund',
+    );
     await server.deps.db.execute(sql`update billing_refunds set status = 'applied' where id = ${good.id}`);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
@@ -247,7 +401,10 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
     const page = await fetch(url);
     expect(page.status).toBe(200);
     const text = await page.text();
-    const cookie = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    const cookie = page.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ');
     const csrf = /name="csrf_token" value="([^"]+)"/.exec(text)?.[1];
     const action = /<form method="post" action="([^"]+)"/.exec(text)?.[1];
     return { text, cookie, csrf, action: action ? new URL(action, url) : null };
@@ -255,17 +412,27 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
   const post = (form: { cookie: string; action: URL | null }, fields: Record<string, string>) =>
     fetch(form.action!, {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookie, origin: form.action!.origin },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        cookie: form.cookie,
+        origin: form.action!.origin,
+      },
       body: new URLSearchParams(fields).toString(),
       redirect: 'manual',
     });
 
   it('refunds part, then the rest, through signed events; too much is refused; the form then disappears', async () => {
     const u = await createUser(dev);
-    const start = await devApi.post(`/v1/clients/${u.clientId}/credits/topup`, { amount_usd: 2_000, ...urls }, { token: u.session });
+    const start = await devApi.post(
+      `/v1/clients/${u.clientId}/credits/topup`,
+      { amount_usd: 2_000, ...urls },
+      { token: u.session },
+    );
     const checkout = await openPage(start.body.checkout_url);
     expect((await post(checkout, { csrf_token: checkout.csrf!, decision: 'pay' })).status).toBe(303);
-    const devBalance = async () => (await devApi.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body.balance_credits;
+    const devBalance = async () =>
+      (await devApi.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body
+        .balance_credits;
     expect(await devBalance()).toBe(70_000);
     const [invoice] = (await devApi.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session })).body;
     const page = await openPage(invoice.invoice_pdf);
@@ -279,8 +446,11 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
     expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1501' })).status).toBe(400);
     expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1500' })).status).toBe(303);
     expect(await devBalance()).toBe(50_000);
-    const tx = (await devApi.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
-    expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([-15_000, -5_000]);
+    const tx = (await devApi.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session }))
+      .body as any[];
+    expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([
+      -15_000, -5_000,
+    ]);
     const after = await openPage(invoice.invoice_pdf);
     expect(after.text).toContain('<dt>Refunded or disputed</dt><dd>20.00 USD</dd>');
     expect(after.action).toBeNull();

@@ -23,7 +23,12 @@ let outsider: TestUser;
 beforeAll(async () => {
   server = await startTestServer();
   api = client(server.url);
-  [owner, member, viewer, outsider] = await Promise.all([createUser(server), createUser(server), createUser(server), createUser(server)]);
+  [owner, member, viewer, outsider] = await Promise.all([
+    createUser(server),
+    createUser(server),
+    createUser(server),
+    createUser(server),
+  ]);
   await addMember(server, owner.orgKey, member.userId, 'member');
   await addMember(server, owner.orgKey, viewer.userId, 'viewer');
 });
@@ -38,7 +43,10 @@ async function createOrg(user: TestUser, name: string): Promise<string> {
   return key;
 }
 
-const urls = { success_url: 'https://app.example/ok?s={CHECKOUT_SESSION_ID}', cancel_url: 'https://app.example/cancel' };
+const urls = {
+  success_url: 'https://app.example/ok?s={CHECKOUT_SESSION_ID}',
+  cancel_url: 'https://app.example/cancel',
+};
 
 describe('access rules (CONTRACT §8)', () => {
   const reads = ['credits/balance', 'credits/transactions', 'invoices', 'payment-methods'];
@@ -51,7 +59,10 @@ describe('access rules (CONTRACT §8)', () => {
   it('lets the owner and live members read, and refuses viewers and outsiders with 403 NO_ACCESS', async () => {
     for (const path of reads) {
       for (const who of [owner, member]) {
-        expect((await api.get(`/v1/clients/${owner.clientId}/${path}`, { token: who.session })).status, `${path}`).toBe(200);
+        expect(
+          (await api.get(`/v1/clients/${owner.clientId}/${path}`, { token: who.session })).status,
+          `${path}`,
+        ).toBe(200);
       }
       for (const who of [viewer, outsider]) {
         const res = await api.get(`/v1/clients/${owner.clientId}/${path}`, { token: who.session });
@@ -61,8 +72,13 @@ describe('access rules (CONTRACT §8)', () => {
       expect((await api.get(`/v1/clients/${owner.clientId}/${path}`)).status).toBe(401);
     }
     // No subscription yet: members read 404 subscription_not_found, others 403.
-    expect((await api.get(`/v1/clients/${owner.clientId}/subscription`, { token: member.session })).body.detail.code).toBe('subscription_not_found');
-    expect((await api.get(`/v1/clients/${owner.clientId}/subscription`, { token: viewer.session })).status).toBe(403);
+    expect(
+      (await api.get(`/v1/clients/${owner.clientId}/subscription`, { token: member.session })).body.detail
+        .code,
+    ).toBe('subscription_not_found');
+    expect(
+      (await api.get(`/v1/clients/${owner.clientId}/subscription`, { token: viewer.session })).status,
+    ).toBe(403);
   });
 
   it('lets only the owner check out, top up and open the portal', async () => {
@@ -73,7 +89,10 @@ describe('access rules (CONTRACT §8)', () => {
         expect(res.body.detail.code).toBe('NO_ACCESS');
       }
       expect((await api.post(`/v1/clients/${owner.clientId}/${path}`, body)).status).toBe(401);
-      expect((await api.post(`/v1/clients/${owner.clientId}/${path}`, body, { token: owner.session })).status, path).toBe(200);
+      expect(
+        (await api.post(`/v1/clients/${owner.clientId}/${path}`, body, { token: owner.session })).status,
+        path,
+      ).toBe(200);
     }
   });
 
@@ -85,9 +104,15 @@ describe('access rules (CONTRACT §8)', () => {
     expect(viaOrg.status).toBe(200);
     expect(viaOrg.body.org_id).toBe(owner.clientId);
     await server.deps.db.delete(memberships).where(eq(memberships.userId, mate.userId));
-    expect((await api.get(`/v1/clients/${owner.clientId}/credits/balance`, { token: secret })).status).toBe(403);
-    expect((await api.get(`/v1/clients/client_doesnotexist/credits/balance`, { token: owner.session })).status).toBe(403);
-    expect((await api.get(`/v1/clients/not-an-id/credits/balance`, { token: owner.session })).status).toBe(403);
+    expect((await api.get(`/v1/clients/${owner.clientId}/credits/balance`, { token: secret })).status).toBe(
+      403,
+    );
+    expect(
+      (await api.get(`/v1/clients/client_doesnotexist/credits/balance`, { token: owner.session })).status,
+    ).toBe(403);
+    expect((await api.get(`/v1/clients/not-an-id/credits/balance`, { token: owner.session })).status).toBe(
+      403,
+    );
   });
 
   it('keeps an svc_ token within its own client (Authentication 1b), where a session reaches every client', async () => {
@@ -96,10 +121,18 @@ describe('access rules (CONTRACT §8)', () => {
     const other = await api.get(`/v1/clients/${clientIdOf(second)}/credits/balance`, { token: secret });
     expect(other.status).toBe(403);
     expect(other.body.detail.code).toBe('NO_ACCESS');
-    const alloc = await api.put(`/v1/owner/orgs/${clientIdOf(second)}/allocation`, { target_credits: 0 }, { token: secret });
+    const alloc = await api.put(
+      `/v1/owner/orgs/${clientIdOf(second)}/allocation`,
+      { target_credits: 0 },
+      { token: secret },
+    );
     expect(alloc.status).toBe(403);
-    expect((await api.get(`/v1/clients/${clientIdOf(second)}/credits/balance`, { token: owner.session })).status).toBe(200);
-    expect((await api.get(`/v1/clients/${owner.clientId}/credits/balance`, { token: secret })).status).toBe(200);
+    expect(
+      (await api.get(`/v1/clients/${clientIdOf(second)}/credits/balance`, { token: owner.session })).status,
+    ).toBe(200);
+    expect((await api.get(`/v1/clients/${owner.clientId}/credits/balance`, { token: secret })).status).toBe(
+      200,
+    );
   });
 });
 
@@ -112,7 +145,9 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
       global_credits: 50_000,
       unallocated_credits: 0,
       lifetime_granted_credits: 50_000,
-      allocations: [{ org_id: member.clientId, name: expect.any(String), is_default: true, allocated_credits: 50_000 }],
+      allocations: [
+        { org_id: member.clientId, name: expect.any(String), is_default: true, allocated_credits: 50_000 },
+      ],
     });
     expect((await api.get('/v1/owner/balance')).status).toBe(401);
   });
@@ -120,26 +155,43 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
   it('sets an absolute target, funding and reclaiming through the pool', async () => {
     const u = await createUser(server);
     const second = await createOrg(u, 'Second');
-    let res = await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 20_000 }, { token: u.session });
+    let res = await api.put(
+      `/v1/owner/orgs/${u.clientId}/allocation`,
+      { target_credits: 20_000 },
+      { token: u.session },
+    );
     expect(res.status).toBe(200);
     expect(res.body.unallocated_credits).toBe(30_000);
-    res = await api.put(`/v1/owner/orgs/${orgIdOf(second)}/allocation`, { target_credits: 30_000 }, { token: u.session });
+    res = await api.put(
+      `/v1/owner/orgs/${orgIdOf(second)}/allocation`,
+      { target_credits: 30_000 },
+      { token: u.session },
+    );
     expect(res.body).toMatchObject({ global_credits: 50_000, unallocated_credits: 0 });
     expect(res.body.allocations).toEqual([
       { org_id: u.clientId, name: expect.any(String), is_default: true, allocated_credits: 20_000 },
       { org_id: clientIdOf(second), name: 'Second', is_default: false, allocated_credits: 30_000 },
     ]);
     const bal = await api.get(`/v1/clients/${clientIdOf(second)}/credits/balance`, { token: u.session });
-    expect(bal.body).toEqual({ org_id: clientIdOf(second), balance_credits: 30_000, allocation_credits: 30_000 });
+    expect(bal.body).toEqual({
+      org_id: clientIdOf(second),
+      balance_credits: 30_000,
+      allocation_credits: 30_000,
+    });
     // 402 when the raise exceeds the pool; nothing moves.
-    res = await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 20_001 }, { token: u.session });
+    res = await api.put(
+      `/v1/owner/orgs/${u.clientId}/allocation`,
+      { target_credits: 20_001 },
+      { token: u.session },
+    );
     expect(res.status).toBe(402);
     expect(res.body.detail.code).toBe('INSUFFICIENT_UNALLOCATED');
     expect((await api.get('/v1/owner/balance', { token: u.session })).body.global_credits).toBe(50_000);
     // Deleting a client returns its tokens to the pool (CONTRACT §5, through the orgDeleted hook).
     await server.deps.db.transaction(async (tx) => {
       await tx.update(orgs).set({ deletedAt: new Date() }).where(eq(orgs.id, second));
-      for (const hook of server.deps.hooks.orgDeleted) await hook(tx as unknown as Db, { orgKey: second, ownerId: u.userId });
+      for (const hook of server.deps.hooks.orgDeleted)
+        await hook(tx as unknown as Db, { orgKey: second, ownerId: u.userId });
     });
     res = await api.get('/v1/owner/balance', { token: u.session });
     expect(res.body).toMatchObject({ global_credits: 50_000, unallocated_credits: 30_000 });
@@ -149,7 +201,11 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
 
   it('refuses non-owners with 403 NO_ACCESS and bad targets with 400', async () => {
     for (const who of [member, viewer, outsider]) {
-      const res = await api.put(`/v1/owner/orgs/${owner.clientId}/allocation`, { target_credits: 1 }, { token: who.session });
+      const res = await api.put(
+        `/v1/owner/orgs/${owner.clientId}/allocation`,
+        { target_credits: 1 },
+        { token: who.session },
+      );
       expect(res.status).toBe(403);
       expect(res.body.detail.code).toBe('NO_ACCESS');
     }
@@ -163,10 +219,19 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
   it('is atomic under concurrent raises: the pool is never over-allocated', async () => {
     const u = await createUser(server);
     const others = [await createOrg(u, 'A'), await createOrg(u, 'B'), await createOrg(u, 'C')];
-    expect((await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 0 }, { token: u.session })).status).toBe(200);
+    expect(
+      (await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 0 }, { token: u.session }))
+        .status,
+    ).toBe(200);
     // Three clients each ask for 20,000 of a 50,000 pool at once: exactly two can have it.
     const results = await Promise.all(
-      others.map((key) => api.put(`/v1/owner/orgs/${clientIdOf(key)}/allocation`, { target_credits: 20_000 }, { token: u.session })),
+      others.map((key) =>
+        api.put(
+          `/v1/owner/orgs/${clientIdOf(key)}/allocation`,
+          { target_credits: 20_000 },
+          { token: u.session },
+        ),
+      ),
     );
     expect(results.map((r) => r.status).sort()).toEqual([200, 200, 402]);
     const after = await api.get('/v1/owner/balance', { token: u.session });
@@ -176,10 +241,28 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
 
   it('refuses to reclaim tokens held by a call in flight with 409 CREDITS_IN_USE', async () => {
     const u = await createUser(server);
-    await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: `req_${u.orgKey}`, minCredits: 1, maxCredits: 40_000 });
-    const res = await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 1_000 }, { token: u.session });
+    await reserveCredits(server.deps.db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: `req_${u.orgKey}`,
+      minCredits: 1,
+      maxCredits: 40_000,
+    });
+    const res = await api.put(
+      `/v1/owner/orgs/${u.clientId}/allocation`,
+      { target_credits: 1_000 },
+      { token: u.session },
+    );
     expect(res.status).toBe(409);
-    expect((await api.put(`/v1/owner/orgs/${u.clientId}/allocation`, { target_credits: 45_000 }, { token: u.session })).status).toBe(200);
+    expect(
+      (
+        await api.put(
+          `/v1/owner/orgs/${u.clientId}/allocation`,
+          { target_credits: 45_000 },
+          { token: u.session },
+        )
+      ).status,
+    ).toBe(200);
   });
 });
 
@@ -189,26 +272,81 @@ describe('transactions and pagination (CONTRACT §3)', () => {
     await setOrgBalance(server, u.orgKey, 50_000);
     const first = await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session });
     expect(first.body).toEqual([
-      { id: expect.any(Number), org_id: u.clientId, amount_credits: 50_000, transaction_type: 'trial', balance_after_credits: 50_000, description: expect.any(String), created_at: expect.any(Number) },
+      {
+        id: expect.any(Number),
+        org_id: u.clientId,
+        amount_credits: 50_000,
+        transaction_type: 'trial',
+        balance_after_credits: 50_000,
+        description: expect.any(String),
+        created_at: expect.any(Number),
+      },
     ]);
     // Integers written as decimal digits only: hex, exponents, signs, spaces and empty values are 400 too.
-    for (const q of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { limit: 'x' }, { limit: '0x10' }, { limit: '1e1' }, { limit: '+5' }, { offset: ' 1' }, { offset: '' }, { limit: '1.5' }]) {
-      const res = await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session, query: q as unknown as Record<string, string | number> });
+    for (const q of [
+      { limit: 0 },
+      { limit: 101 },
+      { offset: -1 },
+      { limit: 'x' },
+      { limit: '0x10' },
+      { limit: '1e1' },
+      { limit: '+5' },
+      { offset: ' 1' },
+      { offset: '' },
+      { limit: '1.5' },
+    ]) {
+      const res = await api.get(`/v1/clients/${u.clientId}/credits/transactions`, {
+        token: u.session,
+        query: q as unknown as Record<string, string | number>,
+      });
       expect(res.status, JSON.stringify(q)).toBe(400);
     }
-    expect((await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session, query: { offset: 1 } })).body).toEqual([]);
+    expect(
+      (
+        await api.get(`/v1/clients/${u.clientId}/credits/transactions`, {
+          token: u.session,
+          query: { offset: 1 },
+        })
+      ).body,
+    ).toEqual([]);
     // A call's usage shows negative, with the balance after it (CONTRACT §3).
-    await reserveCredits(server.deps.db, { orgKey: u.orgKey, userId: u.userId, requestId: `req_tx_${u.orgKey}`, minCredits: 1, maxCredits: 100 });
-    await settleCredits(server.deps.db, { requestId: `req_tx_${u.orgKey}`, actualCredits: 12, description: 'chat completion' });
-    const [usage] = (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session, query: { limit: 1 } })).body;
-    expect(usage).toMatchObject({ transaction_type: 'usage', amount_credits: -12, balance_after_credits: 49_988, description: 'chat completion' });
-    expect((await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session, query: { limit: 1000 } })).status).toBe(400);
+    await reserveCredits(server.deps.db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: `req_tx_${u.orgKey}`,
+      minCredits: 1,
+      maxCredits: 100,
+    });
+    await settleCredits(server.deps.db, {
+      requestId: `req_tx_${u.orgKey}`,
+      actualCredits: 12,
+      description: 'chat completion',
+    });
+    const [usage] = (
+      await api.get(`/v1/clients/${u.clientId}/credits/transactions`, {
+        token: u.session,
+        query: { limit: 1 },
+      })
+    ).body;
+    expect(usage).toMatchObject({
+      transaction_type: 'usage',
+      amount_credits: -12,
+      balance_after_credits: 49_988,
+      description: 'chat completion',
+    });
+    expect(
+      (await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session, query: { limit: 1000 } }))
+        .status,
+    ).toBe(400);
   });
 
   it('accepts any offset ≥ 0 (CONTRACT §3 bounds only limit), answering an empty page past the end', async () => {
     for (const path of ['credits/transactions', 'invoices']) {
       for (const offset of [1_000_000_001, 5_000_000_000, Number.MAX_SAFE_INTEGER]) {
-        const res = await api.get(`/v1/clients/${owner.clientId}/${path}`, { token: owner.session, query: { offset } });
+        const res = await api.get(`/v1/clients/${owner.clientId}/${path}`, {
+          token: owner.session,
+          query: { offset },
+        });
         expect([res.status, res.body], `${path} offset=${offset}`).toEqual([200, []]);
       }
     }
@@ -218,11 +356,21 @@ describe('transactions and pagination (CONTRACT §3)', () => {
 describe('validation of payment requests', () => {
   it('keeps amount_usd within 100..1,000,000 cents and needs http(s) URLs', async () => {
     for (const amount_usd of [99, 1_000_001, 10.5, '1000']) {
-      const res = await api.post(`/v1/clients/${owner.clientId}/credits/topup`, { amount_usd, ...urls }, { token: owner.session });
+      const res = await api.post(
+        `/v1/clients/${owner.clientId}/credits/topup`,
+        { amount_usd, ...urls },
+        { token: owner.session },
+      );
       expect(res.status, String(amount_usd)).toBe(400);
     }
-    const bad = await api.post(`/v1/clients/${owner.clientId}/credits/topup`, { amount_usd: 100, success_url: 'javascript:alert(1)', cancel_url: urls.cancel_url }, { token: owner.session });
+    const bad = await api.post(
+      `/v1/clients/${owner.clientId}/credits/topup`,
+      { amount_usd: 100, success_url: 'javascript:alert(1)', cancel_url: urls.cancel_url },
+      { token: owner.session },
+    );
     expect(bad.status).toBe(400);
-    expect((await api.post(`/v1/clients/${owner.clientId}/billing/portal`, {}, { token: owner.session })).status).toBe(400);
+    expect(
+      (await api.post(`/v1/clients/${owner.clientId}/billing/portal`, {}, { token: owner.session })).status,
+    ).toBe(400);
   });
 });

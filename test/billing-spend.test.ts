@@ -51,8 +51,14 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     const u = await createUser(server);
     expect(await orgBalanceCredits(server.deps.db, u.orgKey)).toBe(50_000);
     const owner = await ownerBalance(server.deps.db, u.userId);
-    expect(owner).toMatchObject({ unallocated_credits: 0, lifetime_granted_credits: 50_000, global_credits: 50_000 });
-    expect(owner.allocations).toEqual([{ org_id: u.clientId, name: expect.any(String), is_default: true, allocated_credits: 50_000 }]);
+    expect(owner).toMatchObject({
+      unallocated_credits: 0,
+      lifetime_granted_credits: 50_000,
+      global_credits: 50_000,
+    });
+    expect(owner.allocations).toEqual([
+      { org_id: u.clientId, name: expect.any(String), is_default: true, allocated_credits: 50_000 },
+    ]);
   });
 
   it('holds min(max, available), debits min(actual, held), and settles exactly once', async () => {
@@ -60,12 +66,26 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     const db = server.deps.db;
     await setOrgBalance(server, u.orgKey, 1_000);
     const id = rid();
-    expect(await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 10, maxCredits: 5_000 })).toEqual({
+    expect(
+      await reserveCredits(db, {
+        orgKey: u.orgKey,
+        userId: u.userId,
+        requestId: id,
+        minCredits: 10,
+        maxCredits: 5_000,
+      }),
+    ).toEqual({
       heldCredits: 1_000,
     });
     // Everything is held: a second call cannot reserve even one token.
     await expectAppError(
-      reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: rid(), minCredits: 1, maxCredits: 10 }),
+      reserveCredits(db, {
+        orgKey: u.orgKey,
+        userId: u.userId,
+        requestId: rid(),
+        minCredits: 1,
+        maxCredits: 10,
+      }),
       402,
       'insufficient_credits',
     );
@@ -82,7 +102,9 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
       db,
       sql`select type, org_amount, org_balance_after from billing_entries where key = ${`usage:${id}`}`,
     );
-    expect(rows.map((r) => [r.type, Number(r.org_amount), Number(r.org_balance_after)])).toEqual([['usage', -120, 880]]);
+    expect(rows.map((r) => [r.type, Number(r.org_amount), Number(r.org_balance_after)])).toEqual([
+      ['usage', -120, 880],
+    ]);
     expect(await checkInvariants(db)).toEqual([]);
   });
 
@@ -91,8 +113,16 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     const db = server.deps.db;
     await setOrgBalance(server, u.orgKey, 300);
     const id = rid();
-    await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 300 });
-    expect((await settleCredits(db, { requestId: id, actualCredits: 10_000, description: 'x' })).debitedCredits).toBe(300);
+    await reserveCredits(db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: id,
+      minCredits: 1,
+      maxCredits: 300,
+    });
+    expect(
+      (await settleCredits(db, { requestId: id, actualCredits: 10_000, description: 'x' })).debitedCredits,
+    ).toBe(300);
     expect(await orgBalanceCredits(db, u.orgKey)).toBe(0);
   });
 
@@ -102,7 +132,13 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     await setAllocation(db, { userId: u.userId, orgKey: u.orgKey, target: 5 });
     expect((await ownerBalance(db, u.userId)).unallocated_credits).toBe(49_995);
     await expectAppError(
-      reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: rid(), minCredits: 6, maxCredits: 100 }),
+      reserveCredits(db, {
+        orgKey: u.orgKey,
+        userId: u.userId,
+        requestId: rid(),
+        minCredits: 6,
+        maxCredits: 100,
+      }),
       402,
       'insufficient_credits',
     );
@@ -112,10 +148,18 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     const u = await createUser(server);
     const db = server.deps.db;
     const id = rid();
-    await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 700 });
+    await reserveCredits(db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: id,
+      minCredits: 1,
+      maxCredits: 700,
+    });
     expect(await voidHold(db, id)).toEqual({ releasedCredits: 700 });
     expect(await voidHold(db, id)).toEqual({ releasedCredits: 0 });
-    expect((await settleCredits(db, { requestId: id, actualCredits: 50, description: 'x' })).debitedCredits).toBe(0);
+    expect(
+      (await settleCredits(db, { requestId: id, actualCredits: 50, description: 'x' })).debitedCredits,
+    ).toBe(0);
     expect(await orgBalanceCredits(db, u.orgKey)).toBe(50_000);
     expect(await checkInvariants(db)).toEqual([]);
   });
@@ -124,13 +168,29 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     const u = await createUser(server);
     const db = server.deps.db;
     const id = rid();
-    await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 10 });
+    await reserveCredits(db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: id,
+      minCredits: 1,
+      maxCredits: 10,
+    });
     await expectAppError(
-      reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 10 }),
+      reserveCredits(db, {
+        orgKey: u.orgKey,
+        userId: u.userId,
+        requestId: id,
+        minCredits: 1,
+        maxCredits: 10,
+      }),
       409,
       'duplicate_request',
     );
-    await expectAppError(settleCredits(db, { requestId: rid(), actualCredits: 1, description: 'x' }), 404, 'hold_not_found');
+    await expectAppError(
+      settleCredits(db, { requestId: rid(), actualCredits: 1, description: 'x' }),
+      404,
+      'hold_not_found',
+    );
   });
 
   it('releases stale holds on the next reserve and in the sweep (a crashed process holds nothing forever)', async () => {
@@ -138,15 +198,36 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
     const db = server.deps.db;
     await setOrgBalance(server, u.orgKey, 100);
     const stale = rid();
-    await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: stale, minCredits: 100, maxCredits: 100, ttlSeconds: 0 });
+    await reserveCredits(db, {
+      orgKey: u.orgKey,
+      userId: u.userId,
+      requestId: stale,
+      minCredits: 100,
+      maxCredits: 100,
+      ttlSeconds: 0,
+    });
     // The next reserve on that org releases the expired hold first.
     const next = rid();
-    expect((await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: next, minCredits: 100, maxCredits: 100, ttlSeconds: 0 })).heldCredits).toBe(100);
+    expect(
+      (
+        await reserveCredits(db, {
+          orgKey: u.orgKey,
+          userId: u.userId,
+          requestId: next,
+          minCredits: 100,
+          maxCredits: 100,
+          ttlSeconds: 0,
+        })
+      ).heldCredits,
+    ).toBe(100);
     // The sweep releases the other one.
     expect(await expireStaleHolds(db)).toBeGreaterThanOrEqual(100);
     expect(await checkInvariants(db)).toEqual([]);
     // A settle arriving after expiry still bills what the allocation can pay, never more than held.
-    expect(await settleCredits(db, { requestId: next, actualCredits: 30, description: 'late' })).toEqual({ debitedCredits: 30, balanceCredits: 70 });
+    expect(await settleCredits(db, { requestId: next, actualCredits: 30, description: 'late' })).toEqual({
+      debitedCredits: 30,
+      balanceCredits: 70,
+    });
     expect(await checkInvariants(db)).toEqual([]);
   });
 });
@@ -160,9 +241,21 @@ describe('the stale-hold sweep wired in createDeps', () => {
       const u = await createUser(own);
       const db = own.deps.db;
       const id = rid();
-      await reserveCredits(db, { orgKey: u.orgKey, userId: u.userId, requestId: id, minCredits: 1, maxCredits: 500, ttlSeconds: 0 });
+      await reserveCredits(db, {
+        orgKey: u.orgKey,
+        userId: u.userId,
+        requestId: id,
+        minCredits: 1,
+        maxCredits: 500,
+        ttlSeconds: 0,
+      });
       const status = async () =>
-        (await queryRows<{ status: string }>(db, sql`select status from billing_holds where request_id = ${id}`))[0]!.status;
+        (
+          await queryRows<{ status: string }>(
+            db,
+            sql`select status from billing_holds where request_id = ${id}`,
+          )
+        )[0]!.status;
       expect(await status()).toBe('held');
       vi.advanceTimersByTime(HOLD_SWEEP_INTERVAL_MS);
       await vi.waitFor(async () => expect(await status()).toBe('expired'), { timeout: 10_000, interval: 50 });

@@ -18,14 +18,19 @@ afterAll(async () => {
   await server?.close();
 });
 
-const startLogin = async () => (await api.post('/v1/auth/device/code')).body as {
-  device_code: string;
-  user_code: string;
-  interval: number;
-};
+const startLogin = async () =>
+  (await api.post('/v1/auth/device/code')).body as {
+    device_code: string;
+    user_code: string;
+    interval: number;
+  };
 const poll = (deviceCode: string) => api.post('/v1/auth/device/poll', { device_code: deviceCode });
 const approve = (user: TestUser, userCode: string, clientId?: string) =>
-  api.post('/v1/auth/device/authorize', { user_code: userCode, ...(clientId ? { client_id: clientId } : {}) }, { token: user.session });
+  api.post(
+    '/v1/auth/device/authorize',
+    { user_code: userCode, ...(clientId ? { client_id: clientId } : {}) },
+    { token: user.session },
+  );
 
 async function activeTokens(orgKey: string, userId: string) {
   return server.deps.db
@@ -69,7 +74,12 @@ describe('device login, end to end', () => {
 
     const done = await poll(device_code);
     expect(done.status).toBe(200);
-    expect(done.body).toEqual({ status: 'complete', token: expect.stringMatching(/^svc_[A-Za-z0-9_-]{43}$/), client_id: user.orgId, email: user.email });
+    expect(done.body).toEqual({
+      status: 'complete',
+      token: expect.stringMatching(/^svc_[A-Za-z0-9_-]{43}$/),
+      client_id: user.orgId,
+      email: user.email,
+    });
     expect(done.headers.get('cache-control')).toBe('no-store');
     const [row] = await activeTokens(user.orgKey, user.userId);
     expect(row?.tokenName).toBe('Device login');
@@ -81,7 +91,10 @@ describe('device login, end to end', () => {
   it('answers slow_down with a longer interval when polled faster than the interval', async () => {
     const { device_code } = await startLogin();
     expect((await poll(device_code)).body).toEqual({ status: 'authorization_pending' });
-    expect(await poll(device_code)).toMatchObject({ status: 200, body: { status: 'slow_down', interval: 10 } });
+    expect(await poll(device_code)).toMatchObject({
+      status: 200,
+      body: { status: 'slow_down', interval: 10 },
+    });
     // Once the interval has passed (moved back in the database rather than slept), pending again.
     await server.deps.db.update(deviceCodes).set({ lastPolledAt: new Date(Date.now() - 11_000) });
     expect((await poll(device_code)).body).toEqual({ status: 'authorization_pending' });
@@ -90,20 +103,29 @@ describe('device login, end to end', () => {
   it('answers access_denied after a deny, and expired_token for unknown and expired codes', async () => {
     const user = await createUser(server);
     const denied = await startLogin();
-    const res = await api.post('/v1/auth/device/deny', { user_code: denied.user_code }, { token: user.session });
+    const res = await api.post(
+      '/v1/auth/device/deny',
+      { user_code: denied.user_code },
+      { token: user.session },
+    );
     expect(res).toMatchObject({ status: 200, body: { status: 'denied' } });
     expect(await poll(denied.device_code)).toMatchObject({ status: 400, body: { status: 'access_denied' } });
     // A denied code cannot be approved afterwards.
     expect((await approve(user, denied.user_code)).status).toBe(400);
 
-    expect(await poll('no-such-device-code')).toMatchObject({ status: 400, body: { status: 'expired_token' } });
+    expect(await poll('no-such-device-code')).toMatchObject({
+      status: 400,
+      body: { status: 'expired_token' },
+    });
 
     const old = await startLogin();
     await approve(user, old.user_code);
     await server.deps.db
       .update(deviceCodes)
       .set({ expiresAt: new Date(Date.now() - 1000) })
-      .where(eq(deviceCodes.deviceCodeHash, hmacSecret(server.deps.keys.hmac, `device_code:${old.device_code}`)));
+      .where(
+        eq(deviceCodes.deviceCodeHash, hmacSecret(server.deps.keys.hmac, `device_code:${old.device_code}`)),
+      );
     expect(await poll(old.device_code)).toMatchObject({ status: 400, body: { status: 'expired_token' } });
   });
 
@@ -121,7 +143,10 @@ describe('POST /v1/auth/device/authorize', () => {
     await addMember(server, owner.orgKey, user.userId, 'member');
     for (const spelling of [owner.orgId, owner.clientId]) {
       const { device_code, user_code } = await startLogin();
-      expect((await approve(user, user_code, spelling)).body).toEqual({ status: 'approved', client_id: owner.orgId });
+      expect((await approve(user, user_code, spelling)).body).toEqual({
+        status: 'approved',
+        client_id: owner.orgId,
+      });
       expect((await poll(device_code)).body).toMatchObject({ status: 'complete', client_id: owner.orgId });
     }
   });
@@ -155,7 +180,9 @@ describe('POST /v1/auth/device/authorize', () => {
     expect((await approve(user, user_code, owner.orgId)).status).toBe(400);
 
     const { memberships } = await import('../src/db/schema.js');
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, user.userId)));
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, user.userId)));
     const next = await startLogin();
     const left = await approve(user, next.user_code, owner.orgId);
     expect(left.status).toBe(403);
@@ -191,7 +218,8 @@ describe('per-address limit on the device routes (CONTRACT §1)', () => {
     const limited = await startTestServer({ env: { RATE_LIMIT_IP_PER_MIN: '3' } });
     try {
       const statuses: number[] = [];
-      for (let i = 0; i < 4; i++) statuses.push((await client(limited.url).post('/v1/auth/device/code')).status);
+      for (let i = 0; i < 4; i++)
+        statuses.push((await client(limited.url).post('/v1/auth/device/code')).status);
       expect(statuses).toEqual([200, 200, 200, 429]);
       const res = await client(limited.url).post('/v1/auth/device/poll', { device_code: 'x' });
       expect(res.status).toBe(429);
@@ -243,7 +271,9 @@ describe('credential rotation and races (Authentication 3; CONTRACT §6)', () =>
     const { device_code, user_code } = await startLogin();
     await approve(user, user_code, owner.clientId);
     const { memberships } = await import('../src/db/schema.js');
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, user.userId)));
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, user.userId)));
     expect(await poll(device_code)).toMatchObject({ status: 400, body: { status: 'access_denied' } });
     expect(await activeTokens(owner.orgKey, user.userId)).toHaveLength(0);
   });

@@ -18,7 +18,8 @@ import { hmacSecret } from '../src/crypto/hash.js';
 // The device-code core shared by the terminal flow and the OAuth device grant (CONTRACT §6, §7):
 // its exported API, as the OAuth and portal parts call it, against the real database.
 
-const userCodeHash = (userCode: string) => hmacSecret(server.deps.keys.hmac, `user_code:${normaliseUserCode(userCode)}`);
+const userCodeHash = (userCode: string) =>
+  hmacSecret(server.deps.keys.hmac, `user_code:${normaliseUserCode(userCode)}`);
 
 let server: TestServer;
 beforeAll(async () => {
@@ -40,7 +41,8 @@ describe('user codes', () => {
     expect(USER_CODE_ALPHABET).toBe('BCDFGHJKLMNPQRSTVWXZ');
     expect(normaliseUserCode('bcdf-ghjk')).toBe('BCDFGHJK');
     expect(normaliseUserCode(' BcDfGhJk ')).toBe('BCDFGHJK');
-    for (const bad of ['BCDF-GHJ', 'BCDF-GHJKL', 'ABCD-EFGH', 'BCDF_GHJK', '']) expect(normaliseUserCode(bad)).toBeNull();
+    for (const bad of ['BCDF-GHJ', 'BCDF-GHJKL', 'ABCD-EFGH', 'BCDF_GHJK', ''])
+      expect(normaliseUserCode(bad)).toBeNull();
   });
 });
 
@@ -58,9 +60,17 @@ describe('the OAuth side of the store', () => {
     expect(issued).toMatchObject({ expiresIn: 600, interval: 5 });
 
     const pending = await findByUserCode(server.deps, issued.userCode.toLowerCase());
-    expect(pending).toMatchObject({ flow: 'oauth', oauthClientId: 'svc-cli', resources: ['model', 'platform'], scope: 'model platform', status: 'pending' });
+    expect(pending).toMatchObject({
+      flow: 'oauth',
+      oauthClientId: 'svc-cli',
+      resources: ['model', 'platform'],
+      scope: 'model platform',
+      status: 'pending',
+    });
 
-    expect(await pollDeviceCode(server.deps, issued.deviceCode, 'oauth')).toEqual({ status: 'authorization_pending' });
+    expect(await pollDeviceCode(server.deps, issued.deviceCode, 'oauth')).toEqual({
+      status: 'authorization_pending',
+    });
     const res = await client(server.url).post(
       '/v1/auth/device/authorize',
       { user_code: issued.userCode, client_id: owner.clientId },
@@ -71,13 +81,21 @@ describe('the OAuth side of the store', () => {
     expect(await findByUserCode(server.deps, issued.userCode)).toBeNull();
 
     // A code is unknown to the other flow's poll: the terminal poll cannot take an OAuth approval.
-    const terminal = await client(server.url).post('/v1/auth/device/poll', { device_code: issued.deviceCode });
+    const terminal = await client(server.url).post('/v1/auth/device/poll', {
+      device_code: issued.deviceCode,
+    });
     expect(terminal).toMatchObject({ status: 400, body: { status: 'expired_token' } });
 
     const polled = await pollDeviceCode(server.deps, issued.deviceCode, 'oauth');
     expect(polled.status).toBe('approved');
-    expect(polled.status === 'approved' && polled.row).toMatchObject({ userId: user.userId, orgId: owner.orgKey, consumedAt: expect.any(Date) });
-    expect(await pollDeviceCode(server.deps, issued.deviceCode, 'oauth')).toEqual({ status: 'expired_token' });
+    expect(polled.status === 'approved' && polled.row).toMatchObject({
+      userId: user.userId,
+      orgId: owner.orgKey,
+      consumedAt: expect.any(Date),
+    });
+    expect(await pollDeviceCode(server.deps, issued.deviceCode, 'oauth')).toEqual({
+      status: 'expired_token',
+    });
   });
 
   it('runs onApproved inside the consuming transaction: a failure leaves the approval for the next poll', async () => {
@@ -89,7 +107,12 @@ describe('the OAuth side of the store', () => {
         throw new Error('signing key unavailable');
       }),
     ).rejects.toThrow('signing key unavailable');
-    const again = await pollDeviceCode(server.deps, issued.deviceCode, 'oauth', async (_tx, r) => `issued for ${r.orgId}`);
+    const again = await pollDeviceCode(
+      server.deps,
+      issued.deviceCode,
+      'oauth',
+      async (_tx, r) => `issued for ${r.orgId}`,
+    );
     expect(again).toMatchObject({ status: 'approved', issued: `issued for ${user.orgKey}` });
   });
 
@@ -108,15 +131,24 @@ describe('the OAuth side of the store', () => {
 
   it('counts a user code typed on the approval page against the user when asked to', async () => {
     const user = await createUser(server);
-    for (let i = 0; i < 10; i++) expect(await findByUserCode(server.deps, 'ZZZZ-ZZZ' + 'BCDFGHJKLM'[i], { userId: user.userId })).toBeNull();
-    await expect(findByUserCode(server.deps, 'ZZZZ-ZZZZ', { userId: user.userId })).rejects.toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    for (let i = 0; i < 10; i++)
+      expect(
+        await findByUserCode(server.deps, 'ZZZZ-ZZZ' + 'BCDFGHJKLM'[i], { userId: user.userId }),
+      ).toBeNull();
+    await expect(findByUserCode(server.deps, 'ZZZZ-ZZZZ', { userId: user.userId })).rejects.toMatchObject({
+      status: 429,
+      code: 'RATE_LIMITED',
+    });
   });
 
   it('purges rows a day past expiry when a new code is issued, and keeps recent ones', async () => {
     const stale = await createDeviceAuthorization(server.deps, { flow: 'terminal' });
     const recent = await createDeviceAuthorization(server.deps, { flow: 'terminal' });
     const dayAndABit = new Date(Date.now() - 25 * 60 * 60 * 1000);
-    await server.deps.db.update(deviceCodes).set({ expiresAt: dayAndABit }).where(eq(deviceCodes.userCodeHash, userCodeHash(stale.userCode)));
+    await server.deps.db
+      .update(deviceCodes)
+      .set({ expiresAt: dayAndABit })
+      .where(eq(deviceCodes.userCodeHash, userCodeHash(stale.userCode)));
     await server.deps.db
       .update(deviceCodes)
       .set({ expiresAt: new Date(Date.now() - 60_000) })
@@ -126,14 +158,21 @@ describe('the OAuth side of the store', () => {
     expect(left.map((r) => r.h)).not.toContain(userCodeHash(stale.userCode));
     expect(left.map((r) => r.h)).toContain(userCodeHash(recent.userCode));
     // The recently expired one still answers expired_token from its row.
-    expect(await pollDeviceCode(server.deps, recent.deviceCode, 'terminal')).toEqual({ status: 'expired_token' });
+    expect(await pollDeviceCode(server.deps, recent.deviceCode, 'terminal')).toEqual({
+      status: 'expired_token',
+    });
   });
 
   it('refuses an expired user code', async () => {
     const user = await createUser(server);
     const issued = await createDeviceAuthorization(server.deps, { flow: 'terminal' });
-    await server.deps.db.update(deviceCodes).set({ expiresAt: new Date(Date.now() - 1) }).where(eq(deviceCodes.status, 'pending'));
-    await expect(approveUserCode(server.deps, { userCode: issued.userCode, userId: user.userId })).rejects.toMatchObject({
+    await server.deps.db
+      .update(deviceCodes)
+      .set({ expiresAt: new Date(Date.now() - 1) })
+      .where(eq(deviceCodes.status, 'pending'));
+    await expect(
+      approveUserCode(server.deps, { userCode: issued.userCode, userId: user.userId }),
+    ).rejects.toMatchObject({
       status: 400,
       code: 'INVALID_USER_CODE',
     });

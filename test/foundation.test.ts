@@ -30,8 +30,12 @@ describe('process surface (CONTRACT §1, §3)', () => {
 
   it('echoes a sane incoming request id and replaces a hostile one', async () => {
     const api = client(server.url);
-    expect((await api.get('/healthz', { headers: { 'x-request-id': 'abc-123' } })).headers.get('x-request-id')).toBe('abc-123');
-    expect((await api.get('/healthz', { headers: { 'x-request-id': 'a b\tc' } })).headers.get('x-request-id')).not.toBe('a b\tc');
+    expect(
+      (await api.get('/healthz', { headers: { 'x-request-id': 'abc-123' } })).headers.get('x-request-id'),
+    ).toBe('abc-123');
+    expect(
+      (await api.get('/healthz', { headers: { 'x-request-id': 'a b\tc' } })).headers.get('x-request-id'),
+    ).not.toBe('a b\tc');
   });
 
   it('answers malformed JSON with 400 VALIDATION_ERROR and its detail.errors (CONTRACT §3), never 500', async () => {
@@ -51,7 +55,9 @@ describe('process surface (CONTRACT §1, §3)', () => {
   });
 
   it('serves the dev mail outbox only in dev mode', async () => {
-    expect((await client(server.url).get('/dev/mail', { query: { to: 'nobody@example.test' } })).body).toEqual({ data: [] });
+    expect(
+      (await client(server.url).get('/dev/mail', { query: { to: 'nobody@example.test' } })).body,
+    ).toEqual({ data: [] });
     const prod = await startTestServer({ env: { NODE_ENV: 'production' } });
     try {
       expect((await client(prod.url).get('/dev/mail', { query: { to: 'x@example.test' } })).status).toBe(404);
@@ -71,7 +77,9 @@ describe('configuration (CONTRACT §1)', () => {
 
   it('names the variable when a value is bad', () => {
     expect(() => loadConfig({ PORT: 'eighty' })).toThrow(ConfigError);
-    expect(() => loadConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x' })).toThrow(/PORT[\s\S]*DATABASE_URL/);
+    expect(() => loadConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x' })).toThrow(
+      /PORT[\s\S]*DATABASE_URL/,
+    );
   });
 });
 
@@ -112,12 +120,20 @@ describe('CSRF on cookie-authenticated unsafe requests (CONTRACT §4)', () => {
   it('accepts same-origin signals, including Origin: null from a no-referrer page', async () => {
     const user = await createUser(server);
     const api = client(server.url);
-    const bySite = await api.post('/v1/clients', { name: 'a' }, {
-      cookie: cookieOf(user.session),
-      headers: { 'sec-fetch-site': 'same-origin', origin: 'null' },
-    });
+    const bySite = await api.post(
+      '/v1/clients',
+      { name: 'a' },
+      {
+        cookie: cookieOf(user.session),
+        headers: { 'sec-fetch-site': 'same-origin', origin: 'null' },
+      },
+    );
     expect(bySite.status).toBe(200);
-    const byOrigin = await api.post('/v1/clients', { name: 'b' }, { cookie: cookieOf(user.session), headers: { origin: server.url } });
+    const byOrigin = await api.post(
+      '/v1/clients',
+      { name: 'b' },
+      { cookie: cookieOf(user.session), headers: { origin: server.url } },
+    );
     expect(byOrigin.status).toBe(200);
   });
 

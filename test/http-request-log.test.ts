@@ -52,7 +52,12 @@ describe('request log', () => {
     expect(res.headers.get('x-request-id')).toBe('abc-123');
     await settle();
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 30, msg: 'request completed', req: { id: 'abc-123', method: 'GET', path: '/ok' }, res: { status: 200 } });
+    expect(lines[0]).toMatchObject({
+      level: 30,
+      msg: 'request completed',
+      req: { id: 'abc-123', method: 'GET', path: '/ok' },
+      res: { status: 200 },
+    });
     expect(lines[0]!.responseTime).toEqual(expect.any(Number));
     expect(JSON.stringify(lines)).not.toContain('secret');
   });
@@ -69,7 +74,12 @@ describe('request log', () => {
     await left;
     await settle();
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatchObject({ level: 50, msg: 'request errored', req: { id, method: 'POST', path: '/boom' }, res: { status: 503 } });
+    expect(lines[0]).toMatchObject({
+      level: 50,
+      msg: 'request errored',
+      req: { id, method: 'POST', path: '/boom' },
+      res: { status: 503 },
+    });
     expect(lines[1]).toMatchObject({ level: 30, req: { method: 'GET', path: '/slow' }, aborted: true });
   });
 });

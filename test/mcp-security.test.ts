@@ -22,25 +22,54 @@ let endpoint: string;
 let metadataUrl: string;
 
 const TOOLS = [
-  'list_projects', 'get_project', 'create_project', 'update_project', 'delete_project', 'fork_project', 'transfer_project',
-  'list_reports', 'get_report', 'create_report', 'update_report', 'delete_report',
-  'list_files', 'read_file', 'write_file', 'delete_file',
-  'share_project', 'create_share_link', 'list_shares', 'revoke_share',
+  'list_projects',
+  'get_project',
+  'create_project',
+  'update_project',
+  'delete_project',
+  'fork_project',
+  'transfer_project',
+  'list_reports',
+  'get_report',
+  'create_report',
+  'update_report',
+  'delete_report',
+  'list_files',
+  'read_file',
+  'write_file',
+  'delete_file',
+  'share_project',
+  'create_share_link',
+  'list_shares',
+  'revoke_share',
 ];
 
 /** One raw JSON-RPC POST (stateless: no initialize needed), as a non-SDK client would send it. */
 function rpc(body: unknown, headers: Record<string, string> = {}) {
   return fetch(endpoint, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...headers,
+    },
     body: JSON.stringify(body),
   });
 }
-const toolCall = (name: string, args: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } });
+const toolCall = (name: string, args: Record<string, unknown> = {}) => ({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'tools/call',
+  params: { name, arguments: args },
+});
 
 async function connect(token: string, headers: Record<string, string> = {}): Promise<Client> {
   const c = new Client({ name: 'svc-security-test', version: '1.0.0' });
-  await c.connect(new StreamableHTTPClientTransport(new URL(endpoint), { requestInit: { headers: { authorization: `Bearer ${token}`, ...headers } } }));
+  await c.connect(
+    new StreamableHTTPClientTransport(new URL(endpoint), {
+      requestInit: { headers: { authorization: `Bearer ${token}`, ...headers } },
+    }),
+  );
   return c;
 }
 
@@ -53,7 +82,12 @@ const text = (r: CallToolResult) => (r.content[0] as { text: string }).text;
 async function forgedToken(user: TestUser, grantId: string, change: { exp?: number; scope?: string }) {
   const key = await server.deps.signingKeys.current();
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ client_id: 'svc-cli', scope: change.scope ?? 'platform', org: user.orgId, grant_id: grantId })
+  return new SignJWT({
+    client_id: 'svc-cli',
+    scope: change.scope ?? 'platform',
+    org: user.orgId,
+    grant_id: grantId,
+  })
     .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid })
     .setIssuer(server.v2Url)
     .setSubject(user.userId)
@@ -73,7 +107,13 @@ beforeAll(async () => {
   const a = await issueTestGrants(server, alice, { orgKey: alice.orgKey, resources: ['platform', 'model'] });
   const v = await issueTestGrants(server, vera, { orgKey: alice.orgKey, resources: ['platform'] });
   const m = await issueTestGrants(server, mallory, { orgKey: mallory.orgKey, resources: ['platform'] });
-  tokens = { alice: a.platform!, aliceModel: a.model!, aliceGrant: a.grantIds.platform!, vera: v.platform!, mallory: m.platform! };
+  tokens = {
+    alice: a.platform!,
+    aliceModel: a.model!,
+    aliceGrant: a.grantIds.platform!,
+    vera: v.platform!,
+    mallory: m.platform!,
+  };
 });
 afterAll(async () => {
   await server?.close();
@@ -91,7 +131,13 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
   it('answers every tool 401 invalid_token for an expired token, a model token, an svc_ token and a session', async () => {
     const expired = await forgedToken(alice, tokens.aliceGrant, { exp: Math.floor(Date.now() / 1000) - 60 });
     const { secret } = await createApiToken(server, alice, alice.orgKey);
-    const bad = { expired, model: tokens.aliceModel, svc: secret, session: alice.session, garbage: 'not.a.jwt' };
+    const bad = {
+      expired,
+      model: tokens.aliceModel,
+      svc: secret,
+      session: alice.session,
+      garbage: 'not.a.jwt',
+    };
     for (const [kind, token] of Object.entries(bad)) {
       for (const name of TOOLS) {
         const res = await rpc(toolCall(name), { authorization: `Bearer ${token}` });
@@ -121,7 +167,9 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
 
   it('refuses a foreign Origin with 403 and accepts our own', async () => {
     const auth = { authorization: `Bearer ${tokens.alice}` };
-    expect((await rpc(toolCall('list_projects'), { ...auth, origin: 'https://evil.example' })).status).toBe(403);
+    expect((await rpc(toolCall('list_projects'), { ...auth, origin: 'https://evil.example' })).status).toBe(
+      403,
+    );
     expect((await rpc(toolCall('list_projects'), { origin: 'https://evil.example' })).status).toBe(403);
     const own = await rpc(toolCall('list_projects'), { ...auth, origin: server.v2Url });
     expect(own.status).toBe(200);
@@ -129,7 +177,9 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
   });
 
   it('answers GET 405 (stateless server, no stream)', async () => {
-    const res = await fetch(endpoint, { headers: { authorization: `Bearer ${tokens.alice}`, accept: 'text/event-stream' } });
+    const res = await fetch(endpoint, {
+      headers: { authorization: `Bearer ${tokens.alice}`, accept: 'text/event-stream' },
+    });
     expect(res.status).toBe(405);
     expect(res.headers.get('allow')).toBe('POST');
   });
@@ -137,9 +187,14 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
   it('rechecks live membership on every request', async () => {
     const temp = await createUser(server);
     await addMember(server, alice.orgKey, temp.userId, 'member');
-    const { platform } = await issueTestGrants(server, temp, { orgKey: alice.orgKey, resources: ['platform'] });
+    const { platform } = await issueTestGrants(server, temp, {
+      orgKey: alice.orgKey,
+      resources: ['platform'],
+    });
     expect((await rpc(toolCall('list_projects'), { authorization: `Bearer ${platform}` })).status).toBe(200);
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, alice.orgKey), eq(memberships.userId, temp.userId)));
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, alice.orgKey), eq(memberships.userId, temp.userId)));
     const res = await rpc(toolCall('list_projects'), { authorization: `Bearer ${platform}` });
     expect([401, 403]).toContain(res.status);
   });
@@ -151,7 +206,10 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
     expect(created.isError).toBeFalsy();
     expect((created.structuredContent as { org_id: string }).org_id).toBe(vera.clientId);
     await own.close();
-    const res = await rpc(toolCall('list_projects'), { authorization: `Bearer ${tokens.vera}`, 'x-svc-organisation': mallory.orgId });
+    const res = await rpc(toolCall('list_projects'), {
+      authorization: `Bearer ${tokens.vera}`,
+      'x-svc-organisation': mallory.orgId,
+    });
     expect(res.status).toBe(403);
   });
 });
@@ -161,8 +219,10 @@ describe('project rules on every tool (CONTRACT §10)', () => {
   beforeAll(async () => {
     const c = await connect(tokens.alice);
     const p = (await call(c, 'create_project', { name: 'Guarded' })).structuredContent as { id: string };
-    const r = (await call(c, 'create_report', { project_id: p.id, title: 'T', body: 'b' })).structuredContent as { id: string };
-    const f = (await call(c, 'write_file', { project_id: p.id, path: 'f.txt', content: 'x' })).structuredContent as { id: string };
+    const r = (await call(c, 'create_report', { project_id: p.id, title: 'T', body: 'b' }))
+      .structuredContent as { id: string };
+    const f = (await call(c, 'write_file', { project_id: p.id, path: 'f.txt', content: 'x' }))
+      .structuredContent as { id: string };
     const s = (await call(c, 'create_share_link', { project_id: p.id })).structuredContent as { id: string };
     ids = { project: p.id, report: r.id, file: f.id, share: s.id };
     await c.close();
@@ -208,7 +268,8 @@ describe('project rules on every tool (CONTRACT §10)', () => {
   it('lets a viewer read and answers NO_ACCESS to every write', async () => {
     const c = await connect(tokens.vera);
     const reads = ['get_project', 'list_reports', 'get_report', 'list_files', 'read_file', 'list_shares'];
-    for (const name of reads) expect((await call(c, name, argsFor(name, alice.clientId))).isError, name).toBeFalsy();
+    for (const name of reads)
+      expect((await call(c, name, argsFor(name, alice.clientId))).isError, name).toBeFalsy();
     const writes = TOOLS.filter((t) => !reads.includes(t) && t !== 'list_projects' && t !== 'fork_project');
     for (const name of writes) {
       const res = await call(c, name, argsFor(name, alice.clientId));
@@ -223,9 +284,13 @@ describe('project rules on every tool (CONTRACT §10)', () => {
     const c = await connect(tokens.alice);
     expect(text(await call(c, 'get_project', { project_id: 'prj_nope' }))).toMatch(/^NOT_FOUND: /);
     expect(text(await call(c, 'get_report', { report_id: 'rpt_nope' }))).toMatch(/^NOT_FOUND: /);
-    expect(text(await call(c, 'read_file', { project_id: ids.project, file_id: 'fil_nope' }))).toMatch(/^NOT_FOUND: /);
+    expect(text(await call(c, 'read_file', { project_id: ids.project, file_id: 'fil_nope' }))).toMatch(
+      /^NOT_FOUND: /,
+    );
     expect(text(await call(c, 'get_project', { project_id: 'bogus' }))).toMatch(/^VALIDATION_ERROR: /);
-    expect(text(await call(c, 'list_projects', { org_id: 'someone@example.com' }))).toMatch(/^VALIDATION_ERROR: /);
+    expect(text(await call(c, 'list_projects', { org_id: 'someone@example.com' }))).toMatch(
+      /^VALIDATION_ERROR: /,
+    );
     expect(text(await call(c, 'no_such_tool', {}))).toMatch(/^INVALID_REQUEST: .*no_such_tool/);
     await c.close();
   });
@@ -233,17 +298,27 @@ describe('project rules on every tool (CONTRACT §10)', () => {
   it('gives a share its role on that project alone, and a revoked share nothing', async () => {
     const a = await connect(tokens.alice);
     const m = await connect(tokens.mallory);
-    const other = (await call(a, 'create_project', { name: 'Not shared' })).structuredContent as { id: string };
-    const share = (await call(a, 'share_project', { project_id: ids.project, email: mallory.email, role: 'viewer' })).structuredContent as { id: string };
+    const other = (await call(a, 'create_project', { name: 'Not shared' })).structuredContent as {
+      id: string;
+    };
+    const share = (
+      await call(a, 'share_project', { project_id: ids.project, email: mallory.email, role: 'viewer' })
+    ).structuredContent as { id: string };
     expect((await call(m, 'get_project', { project_id: ids.project })).isError).toBeFalsy();
-    expect(text(await call(m, 'update_project', { project_id: ids.project, brief: 'x' }))).toMatch(/^NO_ACCESS: /);
+    expect(text(await call(m, 'update_project', { project_id: ids.project, brief: 'x' }))).toMatch(
+      /^NO_ACCESS: /,
+    );
     expect(text(await call(m, 'get_project', { project_id: other.id }))).toMatch(/^NO_ACCESS: /);
     // Listing the client shows only what is shared with her.
-    const listed = (await call(m, 'list_projects', { org_id: alice.clientId })).structuredContent as { data: { id: string }[] };
+    const listed = (await call(m, 'list_projects', { org_id: alice.clientId })).structuredContent as {
+      data: { id: string }[];
+    };
     expect(listed.data.map((p) => p.id)).toEqual([ids.project]);
 
     await call(a, 'share_project', { project_id: ids.project, email: mallory.email, role: 'editor' });
-    expect((await call(m, 'update_project', { project_id: ids.project, brief: 'edited by editor' })).isError).toBeFalsy();
+    expect(
+      (await call(m, 'update_project', { project_id: ids.project, brief: 'edited by editor' })).isError,
+    ).toBeFalsy();
     // An editor writes content but cannot delete the project or share it further.
     expect(text(await call(m, 'delete_project', { project_id: ids.project }))).toMatch(/^NO_ACCESS: /);
     expect(text(await call(m, 'create_share_link', { project_id: ids.project }))).toMatch(/^NO_ACCESS: /);

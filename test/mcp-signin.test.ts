@@ -2,7 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthTokens,
+} from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
@@ -26,7 +30,13 @@ class EditorProvider implements OAuthClientProvider {
     return REDIRECT;
   }
   get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'Test Editor', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+    return {
+      client_name: 'Test Editor',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
   }
   clientInformation() {
     return this.info;
@@ -85,11 +95,16 @@ describe('editor sign-in through the MCP SDK', () => {
     const second = new StreamableHTTPClientTransport(endpoint, { authProvider: provider });
     const signedIn = new Client({ name: 'test-editor', version: '1.0.0' });
     await signedIn.connect(second);
-    const created = (await signedIn.callTool({ name: 'create_project', arguments: { name: 'From the editor' } })) as CallToolResult;
+    const created = (await signedIn.callTool({
+      name: 'create_project',
+      arguments: { name: 'From the editor' },
+    })) as CallToolResult;
     expect(created.isError).toBeFalsy();
     expect(created.structuredContent).toMatchObject({ name: 'From the editor', org_id: user.clientId });
     const listed = (await signedIn.callTool({ name: 'list_projects', arguments: {} })) as CallToolResult;
-    expect((listed.structuredContent as { data: { name: string }[] }).data.map((p) => p.name)).toContain('From the editor');
+    expect((listed.structuredContent as { data: { name: string }[] }).data.map((p) => p.name)).toContain(
+      'From the editor',
+    );
     await signedIn.close();
   }, 90_000); // many round trips; PGlite on a loaded CI machine needs the room
 });

@@ -42,7 +42,10 @@ async function fails(c: Client, name: string, args: Record<string, unknown> = {}
 beforeAll(async () => {
   server = await startTestServer();
   [alice, bob] = await Promise.all([createUser(server), createUser(server)]);
-  const { platform } = await issueTestGrants(server, alice, { orgKey: alice.orgKey, resources: ['platform'] });
+  const { platform } = await issueTestGrants(server, alice, {
+    orgKey: alice.orgKey,
+    resources: ['platform'],
+  });
   mcp = await connect(platform!);
 });
 afterAll(async () => {
@@ -51,10 +54,26 @@ afterAll(async () => {
 });
 
 const TOOLS = [
-  'list_projects', 'get_project', 'create_project', 'update_project', 'delete_project', 'fork_project', 'transfer_project',
-  'list_reports', 'get_report', 'create_report', 'update_report', 'delete_report',
-  'list_files', 'read_file', 'write_file', 'delete_file',
-  'share_project', 'create_share_link', 'list_shares', 'revoke_share',
+  'list_projects',
+  'get_project',
+  'create_project',
+  'update_project',
+  'delete_project',
+  'fork_project',
+  'transfer_project',
+  'list_reports',
+  'get_report',
+  'create_report',
+  'update_report',
+  'delete_report',
+  'list_files',
+  'read_file',
+  'write_file',
+  'delete_file',
+  'share_project',
+  'create_share_link',
+  'list_shares',
+  'revoke_share',
 ];
 
 describe('tools/list', () => {
@@ -72,13 +91,21 @@ describe('tools/list', () => {
     expect(byName.list_projects!.annotations).toMatchObject({ readOnlyHint: true });
     expect(byName.delete_project!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(byName.write_file!.inputSchema.properties).toHaveProperty('encoding');
-    expect(Object.keys(byName.fork_project!.inputSchema.properties ?? {}).sort()).toEqual(['name', 'project_id', 'target_org_id']);
+    expect(Object.keys(byName.fork_project!.inputSchema.properties ?? {}).sort()).toEqual([
+      'name',
+      'project_id',
+      'target_org_id',
+    ]);
   });
 });
 
 describe('project tools', () => {
   it('create, get, list, update, fork, transfer, delete — same fields as REST', async () => {
-    const p = await ok(mcp, 'create_project', { name: 'Editor project', description: 'via MCP', brief: 'Brief **one**' });
+    const p = await ok(mcp, 'create_project', {
+      name: 'Editor project',
+      description: 'via MCP',
+      brief: 'Brief **one**',
+    });
     expect(p).toMatchObject({ org_id: alice.clientId, name: 'Editor project', forked_from_id: null });
     // Same object as the REST route answers.
     const rest = await client(server.url).get(`/v1/projects/${p.id}`, { token: alice.session });
@@ -107,7 +134,11 @@ describe('project tools', () => {
 describe('report tools and resources', () => {
   it('creates, reads, lists, updates and deletes reports; lists and reads them as resources', async () => {
     const p = await ok(mcp, 'create_project', { name: 'Reports' });
-    const r = await ok(mcp, 'create_report', { project_id: p.id, title: 'Findings', body: '# Heading\n\ntext' });
+    const r = await ok(mcp, 'create_report', {
+      project_id: p.id,
+      title: 'Findings',
+      body: '# Heading\n\ntext',
+    });
     expect(r).toEqual({
       id: expect.stringMatching(/^rpt_/),
       project_id: p.id,
@@ -143,25 +174,47 @@ describe('file tools', () => {
     expect(text).toMatchObject({ path: 'notes/plan.md', media_type: 'text/markdown', size: 6 });
     expect(text.sha256).toBe(createHash('sha256').update('héllo').digest('hex'));
     const bytes = Buffer.from([0, 1, 2, 255]);
-    const bin = await ok(mcp, 'write_file', { project_id: p.id, path: 'data.bin', content: bytes.toString('base64'), encoding: 'base64' });
+    const bin = await ok(mcp, 'write_file', {
+      project_id: p.id,
+      path: 'data.bin',
+      content: bytes.toString('base64'),
+      encoding: 'base64',
+    });
     expect(bin).toMatchObject({ media_type: 'application/octet-stream', size: 4 });
 
-    expect(await ok(mcp, 'read_file', { project_id: p.id, path: 'notes/plan.md' })).toMatchObject({ encoding: 'utf8', content: 'héllo' });
-    expect(await ok(mcp, 'read_file', { project_id: p.id, file_id: bin.id })).toMatchObject({ encoding: 'base64', content: bytes.toString('base64') });
-    expect((await ok(mcp, 'list_files', { project_id: p.id })).data.map((f: { path: string }) => f.path)).toEqual(['data.bin', 'notes/plan.md']);
+    expect(await ok(mcp, 'read_file', { project_id: p.id, path: 'notes/plan.md' })).toMatchObject({
+      encoding: 'utf8',
+      content: 'héllo',
+    });
+    expect(await ok(mcp, 'read_file', { project_id: p.id, file_id: bin.id })).toMatchObject({
+      encoding: 'base64',
+      content: bytes.toString('base64'),
+    });
+    expect(
+      (await ok(mcp, 'list_files', { project_id: p.id })).data.map((f: { path: string }) => f.path),
+    ).toEqual(['data.bin', 'notes/plan.md']);
 
-    const replaced = await ok(mcp, 'write_file', { project_id: p.id, path: 'notes/plan.md', content: 'v2', media_type: 'text/plain' });
+    const replaced = await ok(mcp, 'write_file', {
+      project_id: p.id,
+      path: 'notes/plan.md',
+      content: 'v2',
+      media_type: 'text/plain',
+    });
     expect(replaced).toMatchObject({ id: text.id, size: 2, media_type: 'text/plain' });
 
     expect(await ok(mcp, 'delete_file', { project_id: p.id, path: 'data.bin' })).toEqual({ deleted: true });
     expect(await fails(mcp, 'read_file', { project_id: p.id, file_id: bin.id })).toMatch(/^NOT_FOUND: /);
-    expect(await fails(mcp, 'write_file', { project_id: p.id, path: '../escape', content: 'x' })).toMatch(/^VALIDATION_ERROR: /);
+    expect(await fails(mcp, 'write_file', { project_id: p.id, path: '../escape', content: 'x' })).toMatch(
+      /^VALIDATION_ERROR: /,
+    );
   });
 
   it('refuses a file over 5 MB', async () => {
     const p = await ok(mcp, 'create_project', { name: 'Big' });
     const big = Buffer.alloc(5 * 1024 * 1024 + 1).toString('base64');
-    expect(await fails(mcp, 'write_file', { project_id: p.id, path: 'big.bin', content: big, encoding: 'base64' })).toMatch(/^FILE_TOO_LARGE: /);
+    expect(
+      await fails(mcp, 'write_file', { project_id: p.id, path: 'big.bin', content: big, encoding: 'base64' }),
+    ).toMatch(/^FILE_TOO_LARGE: /);
   });
 
   it('forks copy reports and files and leave the original untouched', async () => {
@@ -169,8 +222,14 @@ describe('file tools', () => {
     await ok(mcp, 'create_report', { project_id: p.id, title: 'R', body: 'x' });
     await ok(mcp, 'write_file', { project_id: p.id, path: 'a.txt', content: 'A' });
     const fork = await ok(mcp, 'fork_project', { project_id: p.id, name: 'Copy' });
-    expect(await ok(mcp, 'get_project', { project_id: fork.id })).toMatchObject({ brief: 'b', report_count: 1, file_count: 1 });
-    expect(await ok(mcp, 'read_file', { project_id: fork.id, path: 'a.txt' })).toMatchObject({ content: 'A' });
+    expect(await ok(mcp, 'get_project', { project_id: fork.id })).toMatchObject({
+      brief: 'b',
+      report_count: 1,
+      file_count: 1,
+    });
+    expect(await ok(mcp, 'read_file', { project_id: fork.id, path: 'a.txt' })).toMatchObject({
+      content: 'A',
+    });
     await ok(mcp, 'write_file', { project_id: fork.id, path: 'a.txt', content: 'changed' });
     expect(await ok(mcp, 'read_file', { project_id: p.id, path: 'a.txt' })).toMatchObject({ content: 'A' });
   });
@@ -178,13 +237,34 @@ describe('file tools', () => {
 
 describe('share tools', () => {
   it('shares with a registered e-mail, creates a link, lists and revokes', async () => {
-    const p = await ok(mcp, 'create_project', { name: 'Shared', brief: '**bold** <script>alert(1)</script>' });
-    await ok(mcp, 'create_report', { project_id: p.id, title: 'Public report', body: '[x](javascript:alert(1)) *ok*' });
-    const share = await ok(mcp, 'share_project', { project_id: p.id, email: bob.email.toUpperCase(), role: 'editor' });
-    expect(share).toMatchObject({ kind: 'user', role: 'editor', user_id: bob.userId, email: bob.email, revoked_at: null });
+    const p = await ok(mcp, 'create_project', {
+      name: 'Shared',
+      brief: '**bold** <script>alert(1)</script>',
+    });
+    await ok(mcp, 'create_report', {
+      project_id: p.id,
+      title: 'Public report',
+      body: '[x](javascript:alert(1)) *ok*',
+    });
+    const share = await ok(mcp, 'share_project', {
+      project_id: p.id,
+      email: bob.email.toUpperCase(),
+      role: 'editor',
+    });
+    expect(share).toMatchObject({
+      kind: 'user',
+      role: 'editor',
+      user_id: bob.userId,
+      email: bob.email,
+      revoked_at: null,
+    });
     // Sharing again changes the role of the same share.
-    expect(await ok(mcp, 'share_project', { project_id: p.id, email: bob.email, role: 'viewer' })).toMatchObject({ id: share.id, role: 'viewer' });
-    expect(await fails(mcp, 'share_project', { project_id: p.id, email: 'nobody@example.test', role: 'viewer' })).toMatch(/^USER_NOT_FOUND: /);
+    expect(
+      await ok(mcp, 'share_project', { project_id: p.id, email: bob.email, role: 'viewer' }),
+    ).toMatchObject({ id: share.id, role: 'viewer' });
+    expect(
+      await fails(mcp, 'share_project', { project_id: p.id, email: 'nobody@example.test', role: 'viewer' }),
+    ).toMatch(/^USER_NOT_FOUND: /);
 
     const link = await ok(mcp, 'create_share_link', { project_id: p.id });
     expect(link.url).toMatch(new RegExp(`^${server.v2Url.replace(/\./g, '\\.')}/s/[A-Za-z0-9_-]{43}$`));

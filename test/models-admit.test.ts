@@ -40,14 +40,18 @@ describe('token admission in one statement', () => {
     const leaver = await createUser(server);
     await addMember(server, owner.orgKey, leaver.userId, 'member');
     const leaverToken = (await createApiToken(server, leaver, owner.orgKey)).secret;
-    await server.deps.db.execute(sql`delete from memberships where user_id = ${leaver.userId} and org_id = ${owner.orgKey}`);
+    await server.deps.db.execute(
+      sql`delete from memberships where user_id = ${leaver.userId} and org_id = ${owner.orgKey}`,
+    );
 
     const unverified = await createUser(server, { verified: false });
     const unverifiedToken = (await createApiToken(server, unverified, unverified.orgKey)).secret;
 
     const revoked = await createUser(server);
     const revokedToken = (await createApiToken(server, revoked, revoked.orgKey)).secret;
-    await server.deps.db.execute(sql`update api_tokens set revoked_at = now() where user_id = ${revoked.userId}`);
+    await server.deps.db.execute(
+      sql`update api_tokens set revoked_at = now() where user_id = ${revoked.userId}`,
+    );
 
     const gone = await createUser(server);
     const goneToken = (await createApiToken(server, gone, gone.orgKey)).secret;
@@ -64,8 +68,24 @@ describe('token admission in one statement', () => {
       call(ownerToken), // 50 left: holds 50 (min 10)
       call(ownerToken), // nothing left
     ]);
-    expect(results.map((r) => r.outcome)).toEqual(['held', 'refused', 'refused', 'refused', 'no_token', 'refused', 'no_token', 'held', 'insufficient']);
-    expect(results[0]).toMatchObject({ userId: owner.userId, orgKey: owner.orgKey, role: 'owner', emailVerified: true, heldCredits: 100 });
+    expect(results.map((r) => r.outcome)).toEqual([
+      'held',
+      'refused',
+      'refused',
+      'refused',
+      'no_token',
+      'refused',
+      'no_token',
+      'held',
+      'insufficient',
+    ]);
+    expect(results[0]).toMatchObject({
+      userId: owner.userId,
+      orgKey: owner.orgKey,
+      role: 'owner',
+      emailVerified: true,
+      heldCredits: 100,
+    });
     expect(results[7]!.heldCredits).toBe(50);
     expect(results[8]).toMatchObject({ userId: owner.userId, orgKey: owner.orgKey, heldCredits: 0 });
     expect(results[1]).toMatchObject({ role: 'viewer', userId: viewer.userId, heldCredits: 0 });

@@ -19,7 +19,8 @@ let fake: FakeUpstream;
 let owner: TestUser;
 let key: string;
 
-const sdk = (apiKey: string, base = server.url) => new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
+const sdk = (apiKey: string, base = server.url) =>
+  new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
 const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
 
 const suite = modelSuite();
@@ -29,8 +30,12 @@ describe('who acts', () => {
   it('no credential, a session JWT, or a cookie: 401', async () => {
     const body = { model: 'x', messages: [{ role: 'user', content: 'hi' }] };
     expect((await client(server.url).post('/v1/chat/completions', body)).status).toBe(401);
-    expect((await client(server.url).post('/v1/chat/completions', body, { token: owner.session })).status).toBe(401);
-    const res = await client(server.url).post('/v1/chat/completions', body, { cookie: `__Host-svc_session=${owner.session}` });
+    expect(
+      (await client(server.url).post('/v1/chat/completions', body, { token: owner.session })).status,
+    ).toBe(401);
+    const res = await client(server.url).post('/v1/chat/completions', body, {
+      cookie: `__Host-svc_session=${owner.session}`,
+    });
     expect(res.status).toBe(401);
     expect(res.body.error.type).toBe('authentication_error');
   });
@@ -39,7 +44,9 @@ describe('who acts', () => {
     const other = await createUser(server);
     const t = await createApiToken(server, other, other.orgKey);
     await server.deps.db.update(apiTokens).set({ revokedAt: new Date() }).where(eq(apiTokens.id, t.id));
-    const err = await sdk(t.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    const err = await sdk(t.secret)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect(err.status).toBe(401);
   });
 
@@ -48,7 +55,9 @@ describe('who acts', () => {
     await addMember(server, owner.orgKey, viewer.userId, 'viewer');
     const vt = await createApiToken(server, viewer, owner.orgKey);
     const before = await balance();
-    const e1 = await sdk(vt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    const e1 = await sdk(vt.secret)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect([e1.status, e1.code]).toEqual([403, 'viewer_cannot_spend']);
     // A viewer may still read the catalog.
     expect((await sdk(vt.secret).models.list()).data[0]!.id).toBe('svc-test-model');
@@ -57,18 +66,28 @@ describe('who acts', () => {
     await addMember(server, owner.orgKey, member.userId, 'member');
     const mt = await createApiToken(server, member, owner.orgKey);
     await sdk(mt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] });
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
-    const e2 = await sdk(mt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
+    const e2 = await sdk(mt.secret)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect([e2.status, e2.code]).toEqual([403, 'not_a_member']);
     expect(before - (await balance())).toBe(20); // only the member's one call
   });
 
   it('org_id in the query must match the acting org (either spelling)', async () => {
     const other = await createUser(server);
-    const ok = await sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { query: { org_id: owner.clientId } });
+    const ok = await sdk(key).chat.completions.create(
+      { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
+      { query: { org_id: owner.clientId } },
+    );
     expect(ok.choices[0]!.message.content).toBeTruthy();
     const err = await sdk(key)
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { query: { org_id: other.orgId } })
+      .chat.completions.create(
+        { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
+        { query: { org_id: other.orgId } },
+      )
       .catch((e) => e);
     expect([err.status, err.code]).toEqual([403, 'org_mismatch']);
     const res = await client(server.url).get('/v1/models', { token: key, query: { org_id: other.clientId } });
@@ -78,29 +97,50 @@ describe('who acts', () => {
   it('a model grant acts for its org, or the x-svc-organisation org; a platform grant is refused', async () => {
     const member = await createUser(server);
     await addMember(server, owner.orgKey, member.userId, 'member');
-    const grants = await issueTestGrants(server, member, { orgKey: member.orgKey, resources: ['model', 'platform'], origin: server.v2Url });
+    const grants = await issueTestGrants(server, member, {
+      orgKey: member.orgKey,
+      resources: ['model', 'platform'],
+      origin: server.v2Url,
+    });
     const memberBefore = await orgBalanceCredits(server.deps.db, member.orgKey);
-    const res = await sdk(grants.model!, server.v2Url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] });
+    const res = await sdk(grants.model!, server.v2Url).chat.completions.create({
+      model: 'x',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(res.model).toBe('svc-test-model');
     expect(memberBefore - (await orgBalanceCredits(server.deps.db, member.orgKey))).toBe(20);
 
     const ownerBefore = await balance();
-    await new OpenAI({ apiKey: grants.model!, baseURL: `${server.v2Url}/v1`, maxRetries: 0, defaultHeaders: { 'x-svc-organisation': owner.clientId } }).chat.completions.create({
+    await new OpenAI({
+      apiKey: grants.model!,
+      baseURL: `${server.v2Url}/v1`,
+      maxRetries: 0,
+      defaultHeaders: { 'x-svc-organisation': owner.clientId },
+    }).chat.completions.create({
       model: 'x',
       messages: [{ role: 'user', content: 'hi' }],
     });
     expect(ownerBefore - (await balance())).toBe(20);
 
     const stranger = await createUser(server);
-    const e1 = await new OpenAI({ apiKey: grants.model!, baseURL: `${server.v2Url}/v1`, maxRetries: 0, defaultHeaders: { 'x-svc-organisation': stranger.orgId } })
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+    const e1 = await new OpenAI({
+      apiKey: grants.model!,
+      baseURL: `${server.v2Url}/v1`,
+      maxRetries: 0,
+      defaultHeaders: { 'x-svc-organisation': stranger.orgId },
+    }).chat.completions
+      .create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
       .catch((e) => e);
     expect(e1.status).toBe(403);
 
-    const e2 = await sdk(grants.platform!, server.v2Url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    const e2 = await sdk(grants.platform!, server.v2Url)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect(e2.status).toBe(401);
     // A grant issued for V2 is not valid on the account origin (audience is the origin's /v1).
-    const e3 = await sdk(grants.model!, server.url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    const e3 = await sdk(grants.model!, server.url)
+      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect(e3.status).toBe(401);
   });
 });
@@ -108,14 +148,20 @@ describe('who acts', () => {
 describe('catalogs', () => {
   it('GET /v1/models lists the forced model; needs a credential', async () => {
     const list = await sdk(key).models.list();
-    expect(list.data).toEqual([{ id: 'svc-test-model', object: 'model', created: expect.any(Number), owned_by: 'svc' }]);
+    expect(list.data).toEqual([
+      { id: 'svc-test-model', object: 'model', created: expect.any(Number), owned_by: 'svc' },
+    ]);
     expect((await client(server.url).get('/v1/models')).status).toBe(401);
     const res = await client(server.url).get('/v1/models', { token: owner.session });
     expect(res.status).toBe(401);
   });
 
   it('GET /v1/agents: the built-in default agent with its four terminal tools, for S, B and a model grant', async () => {
-    const grants = await issueTestGrants(server, owner, { orgKey: owner.orgKey, resources: ['model'], origin: server.lightUrl });
+    const grants = await issueTestGrants(server, owner, {
+      orgKey: owner.orgKey,
+      resources: ['model'],
+      origin: server.lightUrl,
+    });
     for (const [base, token] of [
       [server.url, key],
       [server.url, owner.session],
@@ -124,7 +170,12 @@ describe('catalogs', () => {
       const res = await client(base).get('/v1/agents', { token });
       expect(res.status).toBe(200);
       const agent = res.body.data.find((a: { name: string }) => a.name === 'default');
-      expect(agent.tools.map((t: { name: string }) => t.name)).toEqual(['read_file', 'write_file', 'list_directory', 'run_command']);
+      expect(agent.tools.map((t: { name: string }) => t.name)).toEqual([
+        'read_file',
+        'write_file',
+        'list_directory',
+        'run_command',
+      ]);
       expect(agent.tools[0].parameters).toMatchObject({ type: 'object', required: ['path'] });
     }
     expect((await client(server.url).get('/v1/agents')).status).toBe(401);
@@ -132,15 +183,21 @@ describe('catalogs', () => {
     const gone = await createUser(server);
     await addMember(server, owner.orgKey, gone.userId, 'member');
     const gt = await createApiToken(server, gone, owner.orgKey);
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, gone.userId)));
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, gone.userId)));
     const res = await client(server.url).get('/v1/agents', { token: gt.secret });
     expect([res.status, res.body.error?.code]).toEqual([403, 'not_a_member']);
   });
 
   it('GET /v1/agents checks x-svc-organisation and org_id as GET /v1/models does, for every kind of caller', async () => {
     const stranger = await createUser(server);
-    const get = (path: string, token: string, headers: Record<string, string> = {}, query: Record<string, string> = {}) =>
-      client(server.url).get(path, { token, headers, query });
+    const get = (
+      path: string,
+      token: string,
+      headers: Record<string, string> = {},
+      query: Record<string, string> = {},
+    ) => client(server.url).get(path, { token, headers, query });
     const answer = (r: { status: number; body: any }) => [r.status, r.body.error?.code ?? null];
     // An svc_ token is bound to its org: a header naming another is 403 on both catalogs alike.
     const foreign = { 'x-svc-organisation': stranger.clientId };
@@ -148,11 +205,29 @@ describe('catalogs', () => {
     expect(answer(await get('/v1/agents', key, foreign))).toEqual([403, 'org_mismatch']);
     expect(answer(await get('/v1/agents', key, { 'x-svc-organisation': owner.orgId }))).toEqual([200, null]);
     // A session names no org of its own: one it names must be a live membership, in either place.
-    expect(answer(await get('/v1/agents', owner.session, {}, { org_id: owner.clientId }))).toEqual([200, null]);
-    expect(answer(await get('/v1/agents', owner.session, {}, { org_id: stranger.orgId }))).toEqual([403, 'org_mismatch']);
-    expect(answer(await get('/v1/agents', owner.session, { 'x-svc-organisation': owner.orgId }))).toEqual([200, null]);
+    expect(answer(await get('/v1/agents', owner.session, {}, { org_id: owner.clientId }))).toEqual([
+      200,
+      null,
+    ]);
+    expect(answer(await get('/v1/agents', owner.session, {}, { org_id: stranger.orgId }))).toEqual([
+      403,
+      'org_mismatch',
+    ]);
+    expect(answer(await get('/v1/agents', owner.session, { 'x-svc-organisation': owner.orgId }))).toEqual([
+      200,
+      null,
+    ]);
     expect(answer(await get('/v1/agents', owner.session, foreign))).toEqual([403, 'not_a_member']);
-    expect(answer(await get('/v1/agents', owner.session, { 'x-svc-organisation': owner.orgId }, { org_id: stranger.clientId }))).toEqual([403, 'org_mismatch']);
+    expect(
+      answer(
+        await get(
+          '/v1/agents',
+          owner.session,
+          { 'x-svc-organisation': owner.orgId },
+          { org_id: stranger.clientId },
+        ),
+      ),
+    ).toEqual([403, 'org_mismatch']);
   });
 });
 

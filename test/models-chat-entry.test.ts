@@ -23,10 +23,20 @@ const PATH = '/v1/chat/completions';
 const byExpress = () => `${PATH}?org_id=org_${owner.orgKey}`;
 const okBody = JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'Say hello' }] });
 
-async function post(path: string, body: string, headers: Record<string, string> = {}, token: string | null = key, base = server.url) {
+async function post(
+  path: string,
+  body: string,
+  headers: Record<string, string> = {},
+  token: string | null = key,
+  base = server.url,
+) {
   const res = await fetch(`${base}${path}`, {
     method: 'POST',
-    headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), 'content-type': 'application/json', ...headers },
+    headers: {
+      ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+      'content-type': 'application/json',
+      ...headers,
+    },
     body,
   });
   const text = await res.text();
@@ -60,12 +70,16 @@ describe('the chat call’s own entry', () => {
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
     const send = (path: string, headers: Record<string, string>, method = 'POST') =>
-      fetch(`${base}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(method === 'POST' ? { body: okBody } : {}) }).then(
-        async (r) => (await r.arrayBuffer(), r.status),
-      );
+      fetch(`${base}${path}`, {
+        method,
+        headers: { 'content-type': 'application/json', ...headers },
+        ...(method === 'POST' ? { body: okBody } : {}),
+      }).then(async (r) => (await r.arrayBuffer(), r.status));
     try {
       expect(await send(PATH, { authorization: `Bearer ${key}` })).toBe(200);
-      expect(await send(PATH, { authorization: `Bearer ${key}`, 'x-svc-organisation': `org_${owner.orgKey}` })).toBe(200);
+      expect(
+        await send(PATH, { authorization: `Bearer ${key}`, 'x-svc-organisation': `org_${owner.orgKey}` }),
+      ).toBe(200);
       expect(await send(PATH, { authorization: 'Bearer eyJhbGciOiJFUzI1NiJ9.e30.sig' })).toBe(401);
       expect(await send(PATH, { authorization: 'Bearer svc_not-a-token' })).toBe(401);
       expect(await send(PATH, {})).toBe(401);
@@ -89,15 +103,30 @@ describe('the chat call’s own entry', () => {
     await addMember(server, owner.orgKey, viewer.userId, 'viewer');
     const viewerKey = (await createApiToken(server, viewer, owner.orgKey)).secret;
     const unknownKey = `svc_${'A'.repeat(key.length - 4)}`;
-    const grants = await issueTestGrants(server, owner, { orgKey: owner.orgKey, resources: ['model', 'platform'], origin: server.v2Url });
+    const grants = await issueTestGrants(server, owner, {
+      orgKey: owner.orgKey,
+      resources: ['model', 'platform'],
+      origin: server.v2Url,
+    });
     const ownOrg = { 'x-svc-organisation': `org_${owner.orgKey}` };
     const cases: [string, string, Record<string, string>, (string | null)?, string?][] = [
       ['a call', okBody, {}],
       ['a body that is not JSON', '{"messages": [', {}],
       ['a NUL in the body', JSON.stringify({ messages: [{ role: 'user', content: 'a\u0000b' }] }), {}],
       ['no messages', JSON.stringify({ model: 'x' }), {}],
-      ['stream_options without stream', JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], stream_options: { include_usage: true } }), {}],
-      ['a body over 10 MB', JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(10_500_000) }] }), {}],
+      [
+        'stream_options without stream',
+        JSON.stringify({
+          messages: [{ role: 'user', content: 'hi' }],
+          stream_options: { include_usage: true },
+        }),
+        {},
+      ],
+      [
+        'a body over 10 MB',
+        JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(10_500_000) }] }),
+        {},
+      ],
       ['an unsupported charset', okBody, { 'content-type': 'application/json; charset=latin-9' }],
       ['a body that is not declared JSON', okBody, { 'content-type': 'text/plain' }],
       ['an unknown token', okBody, {}, unknownKey],
@@ -122,7 +151,10 @@ describe('the chat call’s own entry', () => {
       expect(entry.status, name).not.toBe(500);
     }
     // The statuses themselves, so that "alike" cannot mean "alike and wrong".
-    expect((await post(PATH, '{"messages": [', {})).json.error).toMatchObject({ code: 'validation_error', type: 'invalid_request_error' });
+    expect((await post(PATH, '{"messages": [', {})).json.error).toMatchObject({
+      code: 'validation_error',
+      type: 'invalid_request_error',
+    });
     expect((await post(PATH, okBody, {}, unknownKey)).status).toBe(401);
     // The body parser answers first (400), as on every route; a body that parses is judged after the credential.
     expect((await post(PATH, '{', {}, unknownKey)).status).toBe(400);
@@ -131,7 +163,10 @@ describe('the chat call’s own entry', () => {
     expect((await post(PATH, okBody, {}, grants.model!, server.v2Url)).status).toBe(200);
     expect((await post(PATH, okBody, {}, grants.model!, server.url)).status).toBe(401);
     expect((await post(PATH, okBody, {}, null)).status).toBe(401);
-    const big = await post(PATH, JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(10_500_000) }] }));
+    const big = await post(
+      PATH,
+      JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(10_500_000) }] }),
+    );
     expect(big.status).toBe(413);
   });
 

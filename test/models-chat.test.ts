@@ -22,12 +22,16 @@ let fake: FakeUpstream;
 let owner: TestUser;
 let key: string;
 
-const sdk = (apiKey: string, base = server.url) => new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
+const sdk = (apiKey: string, base = server.url) =>
+  new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
 const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
 /** The published key set, over HTTP: the outcome verifies with the same JWKS as access tokens. */
 const jwks = () => createRemoteJWKSet(new URL(`${server.url}/.well-known/jwks.json`));
 const usageRows = (orgKey = owner.orgKey) =>
-  server.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
+  server.deps.db
+    .select()
+    .from(billingEntries)
+    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
 
 const suite = modelSuite();
 beforeAll(() => void ({ server, fake, owner, key } = suite));
@@ -55,7 +59,12 @@ describe('POST /v1/chat/completions (JSON)', () => {
     const jws = response.headers.get('x-svc-outcome')!;
     const { payload, protectedHeader } = await jwtVerify(jws, jwks());
     expect(protectedHeader.alg).toBe('ES256');
-    expect(payload).toMatchObject({ sub: owner.userId, org: owner.orgId, credits_debited: 20, balance_credits: before - 20 });
+    expect(payload).toMatchObject({
+      sub: owner.userId,
+      org: owner.orgId,
+      credits_debited: 20,
+      balance_credits: before - 20,
+    });
     // One id names the call: the header, the outcome and the usage transaction.
     expect(payload.request_id).toMatch(/^req_/);
     expect(response.headers.get('x-svc-request-id')).toBe(payload.request_id);
@@ -64,8 +73,15 @@ describe('POST /v1/chat/completions (JSON)', () => {
 
   it('caps max_tokens to what the allocation can pay, and the balance never goes negative', async () => {
     await setOrgBalance(server, owner.orgKey, 120);
-    fake.reply = () => ({ content: Array.from({ length: 500 }, (_, i) => `w${i}`).join(' '), promptTokens: 10 });
-    const res = await sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Talk a lot' }], max_tokens: 1000 });
+    fake.reply = () => ({
+      content: Array.from({ length: 500 }, (_, i) => `w${i}`).join(' '),
+      promptTokens: 10,
+    });
+    const res = await sdk(key).chat.completions.create({
+      model: 'x',
+      messages: [{ role: 'user', content: 'Talk a lot' }],
+      max_tokens: 1000,
+    });
     const sent = fake.requests.at(-1)!.body;
     expect(sent.max_tokens).toBeLessThan(1000);
     expect(res.choices[0]!.finish_reason).toBe('length');
@@ -75,7 +91,11 @@ describe('POST /v1/chat/completions (JSON)', () => {
   });
 
   it('passes max_completion_tokens through in the same field, capped', async () => {
-    await sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 7 });
+    await sdk(key).chat.completions.create({
+      model: 'x',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_completion_tokens: 7,
+    });
     const sent = fake.requests.at(-1)!.body;
     expect(sent.max_completion_tokens).toBe(7);
     expect(sent.max_tokens).toBeUndefined();
@@ -86,10 +106,21 @@ describe('POST /v1/chat/completions (JSON)', () => {
     const res = await sdk(key).chat.completions.create({
       model: 'x',
       messages: [{ role: 'user', content: 'read the readme' }],
-      tools: [{ type: 'function', function: { name: 'read_file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }],
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'read_file',
+            parameters: { type: 'object', properties: { path: { type: 'string' } } },
+          },
+        },
+      ],
     });
     const call = res.choices[0]!.message.tool_calls![0]!;
-    expect(call.type === 'function' && call.function).toMatchObject({ name: 'read_file', arguments: '{"path":"README.md"}' });
+    expect(call.type === 'function' && call.function).toMatchObject({
+      name: 'read_file',
+      arguments: '{"path":"README.md"}',
+    });
     expect(fake.requests.at(-1)!.body.tools[0].function.name).toBe('read_file');
   });
 });
@@ -99,7 +130,11 @@ describe('POST /v1/chat/completions (streaming)', () => {
     const before = await balance();
     const res = await fetch(`${server.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'accept-encoding': 'identity' },
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        'accept-encoding': 'identity',
+      },
       body: JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
     });
     expect(res.status).toBe(200);
@@ -113,7 +148,9 @@ describe('POST /v1/chat/completions (streaming)', () => {
     const chunks = events.filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)));
     expect(chunks.every((c) => c.model === 'svc-test-model')).toBe(true);
     expect(chunks.some((c) => 'usage' in c)).toBe(false);
-    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('Hello from the fake upstream');
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe(
+      'Hello from the fake upstream',
+    );
     expect(before - (await balance())).toBe(20);
     const { payload } = await jwtVerify(outcomeLine.split(' ')[2]!, jwks());
     expect(payload.credits_debited).toBe(20);
@@ -124,7 +161,11 @@ describe('POST /v1/chat/completions (streaming)', () => {
     // body finish rather than drop the connection.
     fake.endDelayMs = 30;
     const streamOnce = async () => {
-      const stream = await sdk(key).chat.completions.create({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      const stream = await sdk(key).chat.completions.create({
+        model: 'x',
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
       let text = '';
       for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
       return text;
@@ -143,11 +184,15 @@ describe('POST /v1/chat/completions (streaming)', () => {
     const { request } = await import('node:http');
     const url = new URL(`${server.url}/v1/chat/completions`);
     const trailers = await new Promise<NodeJS.Dict<string>>((resolve, reject) => {
-      const req = request(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' } }, (res) => {
-        expect(res.headers.trailer).toBe('x-svc-outcome');
-        res.resume();
-        res.on('end', () => resolve(res.trailers));
-      });
+      const req = request(
+        url,
+        { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' } },
+        (res) => {
+          expect(res.headers.trailer).toBe('x-svc-outcome');
+          res.resume();
+          res.on('end', () => resolve(res.trailers));
+        },
+      );
       req.on('error', reject);
       req.end(JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
     });
@@ -190,7 +235,11 @@ describe('POST /v1/chat/completions (streaming)', () => {
       }
       finish = chunk.choices[0]?.finish_reason ?? finish;
     }
-    expect({ name, args, finish }).toEqual({ name: 'list_directory', args: '{"path":"."}', finish: 'tool_calls' });
+    expect({ name, args, finish }).toEqual({
+      name: 'list_directory',
+      args: '{"path":"."}',
+      finish: 'tool_calls',
+    });
   });
 
   it('a client that leaves mid-stream is billed for what streamed, never below zero', async () => {
@@ -198,7 +247,11 @@ describe('POST /v1/chat/completions (streaming)', () => {
     fake.chunkDelayMs = 15;
     fake.reply = () => ({ content: Array.from({ length: 200 }, (_, i) => `w${i}`).join(' ') });
     const aborted = fake.abortedStreams;
-    const stream = await sdk(key).chat.completions.create({ model: 'x', stream: true, messages: [{ role: 'user', content: 'go on' }] });
+    const stream = await sdk(key).chat.completions.create({
+      model: 'x',
+      stream: true,
+      messages: [{ role: 'user', content: 'go on' }],
+    });
     let got = 0;
     for await (const chunk of stream) {
       if (chunk.choices[0]?.delta?.content) got++;
@@ -221,7 +274,8 @@ describe('POST /v1/chat/completions (streaming)', () => {
     // Prompt estimate (a few tokens) + 2 per streamed word: at least the 5 words read, far below the 200.
     expect(row.amount).toBeGreaterThanOrEqual(10);
     expect(row.amount).toBeLessThan(100);
-    for (let i = 0; i < 50 && fake.abortedStreams === aborted; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 50 && fake.abortedStreams === aborted; i++)
+      await new Promise((r) => setTimeout(r, 20));
     expect(fake.abortedStreams).toBe(aborted + 1);
   });
 });
@@ -243,7 +297,11 @@ describe('billing refusals and upstream failures', () => {
   it('upstream 500: 502 in the OpenAI shape, no debit, no provider key or address', async () => {
     fake.failStatus = 500;
     const before = await balance();
-    const res = await client(server.url).post('/v1/chat/completions', { model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { token: key });
+    const res = await client(server.url).post(
+      '/v1/chat/completions',
+      { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
+      { token: key },
+    );
     expect(res.status).toBe(502);
     expect(res.body.error).toMatchObject({ code: 'upstream_error', type: 'server_error' });
     const raw = JSON.stringify(res.body);
@@ -259,7 +317,11 @@ describe('billing refusals and upstream failures', () => {
       const before = await balance();
       const res = await fetch(`${server.url}/v1/chat/completions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'accept-encoding': 'identity' },
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          'accept-encoding': 'identity',
+        },
         body: JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
       });
       expect(res.status).toBe(200);
@@ -269,7 +331,11 @@ describe('billing refusals and upstream failures', () => {
       expect(JSON.parse(events.at(-1)!.slice(6)).error.code).toMatch(/^upstream_/);
       expect(await balance()).toBe(before);
       // The SDK surfaces it as an error.
-      const stream = await sdk(key).chat.completions.create({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      const stream = await sdk(key).chat.completions.create({
+        model: 'x',
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
       const err = await (async () => {
         for await (const _ of stream);
       })().catch((e) => e);
@@ -282,7 +348,11 @@ describe('billing refusals and upstream failures', () => {
   it('upstream 429: passed on as 429 upstream_rate_limited, no debit', async () => {
     fake.failStatus = 429;
     const before = await balance();
-    const res = await client(server.url).post('/v1/chat/completions', { model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { token: key });
+    const res = await client(server.url).post(
+      '/v1/chat/completions',
+      { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
+      { token: key },
+    );
     expect(res.status).toBe(429);
     expect(res.body.error.code).toBe('upstream_rate_limited');
     expect(res.headers.get('retry-after')).toBe('1');
@@ -291,7 +361,11 @@ describe('billing refusals and upstream failures', () => {
 
   it('upstream 400: the provider message is passed on without its key or address', async () => {
     fake.failStatus = 400;
-    const res = await client(server.url).post('/v1/chat/completions', { model: 'x', messages: [{ role: 'user', content: 'hi' }] }, { token: key });
+    const res = await client(server.url).post(
+      '/v1/chat/completions',
+      { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
+      { token: key },
+    );
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('upstream_rejected');
     expect(res.body.error.message).not.toContain(FAKE_KEY);
@@ -300,7 +374,11 @@ describe('billing refusals and upstream failures', () => {
 
   it('upstream timeout: 504, no debit', async () => {
     const original = server.deps.models.upstream;
-    server.deps.models.upstream = createOpenAICompatibleUpstream({ url: fake.url, key: FAKE_KEY, timeouts: { headersMs: 300 } });
+    server.deps.models.upstream = createOpenAICompatibleUpstream({
+      url: fake.url,
+      key: FAKE_KEY,
+      timeouts: { headersMs: 300 },
+    });
     // undici's timers tick about every 500 ms: a 300 ms timeout fires within ~1 s, well before 3 s.
     fake.headersDelayMs = 3000;
     try {
@@ -330,21 +408,50 @@ describe('billing refusals and upstream failures', () => {
       [{ messages: [{ role: 'user', content: 'hi' }], max_tokens: '5' }, 'max_tokens'],
       [{ messages: [{ role: 'user', content: 'hi' }], n: 99 }, 'n'],
       // Stream options without a stream, as OpenAI refuses them.
-      [{ messages: [{ role: 'user', content: 'hi' }], stream_options: { include_usage: true } }, 'stream_options'],
-      [{ messages: [{ role: 'user', content: 'hi' }], stream: false, stream_options: { include_usage: true } }, 'stream_options'],
+      [
+        { messages: [{ role: 'user', content: 'hi' }], stream_options: { include_usage: true } },
+        'stream_options',
+      ],
+      [
+        {
+          messages: [{ role: 'user', content: 'hi' }],
+          stream: false,
+          stream_options: { include_usage: true },
+        },
+        'stream_options',
+      ],
     ];
     for (const [body, param] of cases) {
-      const err = await new OpenAI({ apiKey: key, baseURL: `${server.url}/v1`, maxRetries: 0 }).chat.completions.create(body as never).catch((e) => e);
-      expect([err.status, err.code, err.type, err.param], JSON.stringify(body)).toEqual([400, 'validation_error', 'invalid_request_error', param]);
+      const err = await new OpenAI({
+        apiKey: key,
+        baseURL: `${server.url}/v1`,
+        maxRetries: 0,
+      }).chat.completions
+        .create(body as never)
+        .catch((e) => e);
+      expect([err.status, err.code, err.type, err.param], JSON.stringify(body)).toEqual([
+        400,
+        'validation_error',
+        'invalid_request_error',
+        param,
+      ]);
     }
     // Content is a string, an array of typed parts, or null: nothing else reaches a provider.
     for (const bad of [5, { text: 'hi' }, [1, 2], ['hi'], true]) {
-      const res = await client(server.url).post('/v1/chat/completions', { messages: [{ role: 'user', content: bad }] }, { token: key });
+      const res = await client(server.url).post(
+        '/v1/chat/completions',
+        { messages: [{ role: 'user', content: bad }] },
+        { token: key },
+      );
       expect([res.status, res.body.error?.param], JSON.stringify(bad)).toEqual([400, 'messages.0.content']);
     }
     const seen = fake.requests.length;
     for (const good of ['hi', [{ type: 'text', text: 'hi' }], null]) {
-      const res = await client(server.url).post('/v1/chat/completions', { messages: [{ role: 'user', content: good }] }, { token: key });
+      const res = await client(server.url).post(
+        '/v1/chat/completions',
+        { messages: [{ role: 'user', content: good }] },
+        { token: key },
+      );
       expect(res.status, JSON.stringify(good)).toBe(200);
     }
     expect(fake.requests.length).toBe(seen + 3);

@@ -23,13 +23,15 @@ let server: TestServer;
 let owner: TestUser;
 let key: string;
 
-const sdk = (base = server.url) => new OpenAI({ apiKey: key, baseURL: `${base}/v1`, maxRetries: 0, timeout: 20_000 });
+const sdk = (base = server.url) =>
+  new OpenAI({ apiKey: key, baseURL: `${base}/v1`, maxRetries: 0, timeout: 20_000 });
 const hi = (base?: string, extra: Record<string, unknown> = {}) =>
   sdk(base)
     .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], ...extra })
     .then(
       () => 200,
-      (e: InstanceType<typeof OpenAI.APIError>) => (e.status === 429 ? `429:${e.code}:${e.headers?.get('retry-after')}` : e.status),
+      (e: InstanceType<typeof OpenAI.APIError>) =>
+        e.status === 429 ? `429:${e.code}:${e.headers?.get('retry-after')}` : e.status,
     );
 
 beforeAll(async () => {
@@ -52,7 +54,10 @@ describe('concurrency cap', () => {
     try {
       const results = await Promise.all([hi(), hi(), hi(), hi()]);
       expect(results.filter((r) => r === 200)).toHaveLength(2);
-      expect(results.filter((r) => r !== 200)).toEqual(['429:concurrency_limit:1', '429:concurrency_limit:1']);
+      expect(results.filter((r) => r !== 200)).toEqual([
+        '429:concurrency_limit:1',
+        '429:concurrency_limit:1',
+      ]);
       expect(fake.maxInFlight).toBe(2);
       // Leases are released: the next call passes.
       expect(await hi()).toBe(200);
@@ -61,18 +66,26 @@ describe('concurrency cap', () => {
     }
   });
 
-  it.runIf(storageMode() === 'postgres')('holds across two server processes sharing one PostgreSQL', async () => {
-    const second = await startTestServer({ databaseUrl: server.databaseUrl!, env: fake.env({ ORG_MAX_CONCURRENCY: '2' }) });
-    fake.headersDelayMs = 400;
-    try {
-      const results = await Promise.all([hi(server.url), hi(second.url), hi(server.url), hi(second.url)]);
-      expect(results.filter((r) => r === 200)).toHaveLength(2);
-      expect(results.filter((r) => r !== 200).every((r) => String(r).startsWith('429:concurrency_limit'))).toBe(true);
-    } finally {
-      fake.headersDelayMs = 0;
-      await second.close();
-    }
-  });
+  it.runIf(storageMode() === 'postgres')(
+    'holds across two server processes sharing one PostgreSQL',
+    async () => {
+      const second = await startTestServer({
+        databaseUrl: server.databaseUrl!,
+        env: fake.env({ ORG_MAX_CONCURRENCY: '2' }),
+      });
+      fake.headersDelayMs = 400;
+      try {
+        const results = await Promise.all([hi(server.url), hi(second.url), hi(server.url), hi(second.url)]);
+        expect(results.filter((r) => r === 200)).toHaveLength(2);
+        expect(
+          results.filter((r) => r !== 200).every((r) => String(r).startsWith('429:concurrency_limit')),
+        ).toBe(true);
+      } finally {
+        fake.headersDelayMs = 0;
+        await second.close();
+      }
+    },
+  );
 
   it.runIf(storageMode() === 'postgres')('leases of a killed process expire', async () => {
     expect(await waitForNoLeases(server, owner.orgKey)).toBe(0); // both slots free for the child
@@ -148,42 +161,57 @@ describe('billing race', () => {
   it('many parallel calls on a small allocation: exact final balance, never negative', async () => {
     const client = new OpenAI({ apiKey: raceKey, baseURL: `${race.url}/v1`, maxRetries: 0 });
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 400 }), fc.integer({ min: 4, max: 16 }), fc.integer({ min: 1, max: 12 }), async (start, calls, maxTokens) => {
-        await setOrgBalance(race, raceOrg, start);
-        const rowsBefore = (await race.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, raceOrg), eq(billingEntries.type, 'usage')))).length;
-        let lowest = start;
-        let sampling = true;
-        const sampler = (async () => {
-          while (sampling) {
-            lowest = Math.min(lowest, await orgBalanceCredits(race.deps.db, raceOrg));
-            await new Promise((r) => setTimeout(r, 5));
-          }
-        })();
-        const statuses = await Promise.all(
-          Array.from({ length: calls }, () =>
-            client.chat.completions
-              .create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens })
-              .then((r) => ({ ok: true as const, debit: 10 + 2 * r.usage!.completion_tokens }))
-              .catch((e: InstanceType<typeof OpenAI.APIError>) => ({ ok: false as const, status: e.status })),
-          ),
-        );
-        sampling = false;
-        await sampler;
-        expect(statuses.filter((s) => !s.ok).every((s) => !s.ok && s.status === 402)).toBe(true);
-        const spent = statuses.reduce((sum, s) => sum + (s.ok ? s.debit : 0), 0);
-        const final = await orgBalanceCredits(race.deps.db, raceOrg);
-        expect(final).toBe(start - spent);
-        expect(final).toBeGreaterThanOrEqual(0);
-        expect(lowest).toBeGreaterThanOrEqual(0);
-        const rows = await race.deps.db
-          .select()
-          .from(billingEntries)
-          .where(and(eq(billingEntries.orgKey, raceOrg), eq(billingEntries.type, 'usage')));
-        expect(rows.length - rowsBefore).toBe(statuses.filter((s) => s.ok).length);
-        // No hold left behind.
-        const held = (await race.deps.db.execute(sql`select coalesce(sum(held), 0)::int as h from billing_accounts where id like ${'org:' + raceOrg + '%'}`)) as any;
-        expect(held.rows[0].h).toBe(0);
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 400 }),
+        fc.integer({ min: 4, max: 16 }),
+        fc.integer({ min: 1, max: 12 }),
+        async (start, calls, maxTokens) => {
+          await setOrgBalance(race, raceOrg, start);
+          const rowsBefore = (
+            await race.deps.db
+              .select()
+              .from(billingEntries)
+              .where(and(eq(billingEntries.orgKey, raceOrg), eq(billingEntries.type, 'usage')))
+          ).length;
+          let lowest = start;
+          let sampling = true;
+          const sampler = (async () => {
+            while (sampling) {
+              lowest = Math.min(lowest, await orgBalanceCredits(race.deps.db, raceOrg));
+              await new Promise((r) => setTimeout(r, 5));
+            }
+          })();
+          const statuses = await Promise.all(
+            Array.from({ length: calls }, () =>
+              client.chat.completions
+                .create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens })
+                .then((r) => ({ ok: true as const, debit: 10 + 2 * r.usage!.completion_tokens }))
+                .catch((e: InstanceType<typeof OpenAI.APIError>) => ({
+                  ok: false as const,
+                  status: e.status,
+                })),
+            ),
+          );
+          sampling = false;
+          await sampler;
+          expect(statuses.filter((s) => !s.ok).every((s) => !s.ok && s.status === 402)).toBe(true);
+          const spent = statuses.reduce((sum, s) => sum + (s.ok ? s.debit : 0), 0);
+          const final = await orgBalanceCredits(race.deps.db, raceOrg);
+          expect(final).toBe(start - spent);
+          expect(final).toBeGreaterThanOrEqual(0);
+          expect(lowest).toBeGreaterThanOrEqual(0);
+          const rows = await race.deps.db
+            .select()
+            .from(billingEntries)
+            .where(and(eq(billingEntries.orgKey, raceOrg), eq(billingEntries.type, 'usage')));
+          expect(rows.length - rowsBefore).toBe(statuses.filter((s) => s.ok).length);
+          // No hold left behind.
+          const held = (await race.deps.db.execute(
+            sql`select coalesce(sum(held), 0)::int as h from billing_accounts where id like ${'org:' + raceOrg + '%'}`,
+          )) as any;
+          expect(held.rows[0].h).toBe(0);
+        },
+      ),
       { numRuns: 4 },
     );
   });
@@ -201,7 +229,9 @@ const hasRedis = (() => {
 describe.runIf(hasRedis)('concurrency cap on Redis (REDIS_URL)', () => {
   it('caps, releases, and expires the leases of a holder that stopped beating', async () => {
     const port = 20_000 + Math.floor(Math.random() * 20_000);
-    const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
     try {
       await new Promise((r) => setTimeout(r, 300));
       const url = `redis://127.0.0.1:${port}`;
@@ -210,7 +240,11 @@ describe.runIf(hasRedis)('concurrency cap on Redis (REDIS_URL)', () => {
       const l1 = await a.acquire('org1', 'chat');
       await b.acquire('org1', 'run');
       const refused = await a.acquire('org1', 'chat').catch((e) => e);
-      expect([refused.status, refused.code, refused.extra.headers['Retry-After']]).toEqual([429, 'concurrency_limit', '1']);
+      expect([refused.status, refused.code, refused.extra.headers['Retry-After']]).toEqual([
+        429,
+        'concurrency_limit',
+        '1',
+      ]);
       expect(await b.acquire('org2', 'chat')).toBeDefined(); // per organization
       await l1.release();
       await a.acquire('org1', 'chat');

@@ -31,8 +31,20 @@ afterAll(async () => {
 });
 
 const TOOLS = [
-  { type: 'function' as const, function: { name: 'read_file', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } } },
-  { type: 'function' as const, function: { name: 'list_directory', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } } },
+  {
+    type: 'function' as const,
+    function: {
+      name: 'read_file',
+      parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+    },
+  },
+  {
+    type: 'function' as const,
+    function: {
+      name: 'list_directory',
+      parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+    },
+  },
 ];
 
 describe('svc-local', () => {
@@ -53,7 +65,11 @@ describe('svc-local', () => {
   it('streams the same text, with usage when asked', async () => {
     const req = { model: 'x', messages: [{ role: 'user' as const, content: 'Stream please' }] };
     const json = await openai.chat.completions.create(req);
-    const stream = await openai.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+    const stream = await openai.chat.completions.create({
+      ...req,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     let usage;
     let chunks = 0;
@@ -72,11 +88,22 @@ describe('svc-local', () => {
     const one = await openai.chat.completions.create({ ...req, n: 1 });
     const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
     const json = await openai.chat.completions.create(req);
-    expect(json.choices.map((c) => [c.index, c.message.content])).toEqual([0, 1, 2].map((i) => [i, one.choices[0]!.message.content]));
-    expect(json.usage).toMatchObject({ prompt_tokens: one.usage!.prompt_tokens, completion_tokens: 3 * one.usage!.completion_tokens });
-    expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(json.usage!.prompt_tokens + 2 * json.usage!.completion_tokens);
+    expect(json.choices.map((c) => [c.index, c.message.content])).toEqual(
+      [0, 1, 2].map((i) => [i, one.choices[0]!.message.content]),
+    );
+    expect(json.usage).toMatchObject({
+      prompt_tokens: one.usage!.prompt_tokens,
+      completion_tokens: 3 * one.usage!.completion_tokens,
+    });
+    expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(
+      json.usage!.prompt_tokens + 2 * json.usage!.completion_tokens,
+    );
 
-    const stream = await openai.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+    const stream = await openai.chat.completions.create({
+      ...req,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const texts = ['', '', ''];
     let usage;
     for await (const c of stream) {
@@ -88,13 +115,21 @@ describe('svc-local', () => {
   });
 
   it('honours max_tokens', async () => {
-    const r = await openai.chat.completions.create({ model: 'x', max_tokens: 3, messages: [{ role: 'user', content: 'Say a long thing please' }] });
+    const r = await openai.chat.completions.create({
+      model: 'x',
+      max_tokens: 3,
+      messages: [{ role: 'user', content: 'Say a long thing please' }],
+    });
     expect(r.usage!.completion_tokens).toBe(3);
     expect(r.choices[0]!.finish_reason).toBe('length');
   });
 
   it('calls the tool that fits the request, with schema-shaped arguments, then answers from the result', async () => {
-    const r1 = await openai.chat.completions.create({ model: 'x', tools: TOOLS, messages: [{ role: 'user', content: 'Please read notes.txt' }] });
+    const r1 = await openai.chat.completions.create({
+      model: 'x',
+      tools: TOOLS,
+      messages: [{ role: 'user', content: 'Please read notes.txt' }],
+    });
     const call = r1.choices[0]!.message.tool_calls![0]!;
     expect(r1.choices[0]!.finish_reason).toBe('tool_calls');
     expect(call.type === 'function' && call.function.name).toBe('read_file');
@@ -109,7 +144,12 @@ describe('svc-local', () => {
       ],
     });
     expect(r2.choices[0]!.message.content).toContain('buy milk');
-    const r3 = await openai.chat.completions.create({ model: 'x', tools: TOOLS, tool_choice: 'none', messages: [{ role: 'user', content: 'read notes.txt' }] });
+    const r3 = await openai.chat.completions.create({
+      model: 'x',
+      tools: TOOLS,
+      tool_choice: 'none',
+      messages: [{ role: 'user', content: 'read notes.txt' }],
+    });
     expect(r3.choices[0]!.message.tool_calls).toBeUndefined();
   });
 
@@ -120,8 +160,23 @@ describe('svc-local', () => {
     ws.on('message', (d) => {
       const f = JSON.parse(d.toString());
       frames.push(f);
-      if (f.type === 'authenticated') ws.send(JSON.stringify({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'list the files here' }] }));
-      if (f.type === 'tool_call') ws.send(JSON.stringify({ type: 'tool_result', tool_call_id: f.tool_call_id, status: 'ok', result: 'a.txt b.txt' }));
+      if (f.type === 'authenticated')
+        ws.send(
+          JSON.stringify({
+            type: 'start',
+            agent: 'default',
+            messages: [{ role: 'user', content: 'list the files here' }],
+          }),
+        );
+      if (f.type === 'tool_call')
+        ws.send(
+          JSON.stringify({
+            type: 'tool_result',
+            tool_call_id: f.tool_call_id,
+            status: 'ok',
+            result: 'a.txt b.txt',
+          }),
+        );
     });
     await new Promise((r) => ws.once('open', r));
     ws.send(JSON.stringify({ type: 'auth', token: secret }));
@@ -139,7 +194,9 @@ describe('svc-local', () => {
     expect(done.type).toBe('run_completed');
     const call = frames.find((f) => f.type === 'tool_call');
     expect(call).toMatchObject({ name: 'list_directory', arguments: '{"path":"."}' });
-    expect(frames.filter((f) => f.type === 'assistant_message').at(-1).message.content).toContain('a.txt b.txt');
+    expect(frames.filter((f) => f.type === 'assistant_message').at(-1).message.content).toContain(
+      'a.txt b.txt',
+    );
     expect(done.steps).toBe(2);
     expect(done.credits_debited).toBe(done.usage.prompt_tokens + 2 * done.usage.completion_tokens);
   });
@@ -152,7 +209,16 @@ describe('AGENTS_FILE', () => {
     writeFileSync(good, JSON.stringify([{ name: 'reviewer', description: 'Reviews code', tools: [] }]));
     expect(loadAgentCatalog(good).get('reviewer')?.description).toBe('Reviews code');
     const bad = join(dir, 'bad.json');
-    writeFileSync(bad, JSON.stringify([{ name: 'x', description: 'd', tools: [{ name: 't', description: 'd', parameters: { type: 'string' } }] }]));
+    writeFileSync(
+      bad,
+      JSON.stringify([
+        {
+          name: 'x',
+          description: 'd',
+          tools: [{ name: 't', description: 'd', parameters: { type: 'string' } }],
+        },
+      ]),
+    );
     expect(() => loadAgentCatalog(bad)).toThrow(/0\.tools\.0\.parameters/);
     expect(() => loadAgentCatalog(join(dir, 'missing.json'))).toThrow(/AGENTS_FILE/);
   });

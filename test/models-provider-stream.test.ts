@@ -18,7 +18,10 @@ describe('SseDecoder', () => {
   };
 
   it('joins data lines, skips comments and other fields, reads LF and CRLF, and an open event at the end', () => {
-    expect(decode(['data: a\n\n', ': comment\nevent: x\ndata:b\r\ndata:  c\r\n\r\n', 'data: last'])).toEqual(['a', 'b\n c']);
+    expect(decode(['data: a\n\n', ': comment\nevent: x\ndata:b\r\ndata:  c\r\n\r\n', 'data: last'])).toEqual([
+      'a',
+      'b\n c',
+    ]);
     expect(decode(['data: open\n'])).toEqual(['open']);
   });
 
@@ -26,7 +29,9 @@ describe('SseDecoder', () => {
     const text = 'data: {"content":"héllo → 🦊"}\n\n';
     const bytes = Buffer.from(text);
     for (let cut = 1; cut < bytes.length; cut++) {
-      expect(decode([bytes.subarray(0, cut), bytes.subarray(cut)]), `cut at ${cut}`).toEqual(['{"content":"héllo → 🦊"}']);
+      expect(decode([bytes.subarray(0, cut), bytes.subarray(cut)]), `cut at ${cut}`).toEqual([
+        '{"content":"héllo → 🦊"}',
+      ]);
     }
     expect(decode([...bytes].map((b) => Buffer.from([b])))).toEqual(['{"content":"héllo → 🦊"}']);
   });
@@ -62,7 +67,9 @@ describe('streamProvider over HTTP', () => {
   it('hands out every event in order, written in odd pieces, and stops at [DONE]', async () => {
     handler = (res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const all = Array.from({ length: 300 }, (_, n) => `data: {"n":${n}}\n\n`).join('') + 'data: [DONE]\n\ndata: {"n":-1}\n\n';
+      const all =
+        Array.from({ length: 300 }, (_, n) => `data: {"n":${n}}\n\n`).join('') +
+        'data: [DONE]\n\ndata: {"n":-1}\n\n';
       let at = 0;
       const next = () => {
         if (at >= all.length) return res.end();

@@ -23,14 +23,24 @@ let key: string;
 
 const api = () => client(server.url);
 const chat = (token: string, body: Record<string, unknown> = {}) =>
-  api().post('/v1/chat/completions', { model: 'x', max_tokens: 20, messages: [{ role: 'user', content: 'Say hello' }], ...body }, { token });
+  api().post(
+    '/v1/chat/completions',
+    { model: 'x', max_tokens: 20, messages: [{ role: 'user', content: 'Say hello' }], ...body },
+    { token },
+  );
 const balance = () => orgBalanceCredits(server.deps.db, owner.orgKey);
 /** The org's holds waiting for a call: taken ahead, so they name no user. */
 const spares = () =>
   server.deps.db
     .select()
     .from(billingHolds)
-    .where(and(eq(billingHolds.orgKey, owner.orgKey), eq(billingHolds.status, 'held'), isNull(billingHolds.userId)));
+    .where(
+      and(
+        eq(billingHolds.orgKey, owner.orgKey),
+        eq(billingHolds.status, 'held'),
+        isNull(billingHolds.userId),
+      ),
+    );
 
 async function waitFor<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 5_000): Promise<T> {
   const until = Date.now() + ms;
@@ -50,7 +60,10 @@ async function memberToken(): Promise<{ id: number; secret: string }> {
 
 /** The longest one-token call whose least cost (the server's own plan) the balance `left` still pays. */
 function costingAtMost(left: number) {
-  const sized = (words: number) => ({ max_tokens: 1, messages: [{ role: 'user', content: 'w '.repeat(words) }] });
+  const sized = (words: number) => ({
+    max_tokens: 1,
+    messages: [{ role: 'user', content: 'w '.repeat(words) }],
+  });
   let lo = 1;
   let hi = 20_000;
   while (lo < hi) {
@@ -73,14 +86,21 @@ describe('holds taken ahead', () => {
     const [spare] = await spares();
     expect(spare).toBeDefined();
     // The most the call just made could cost, with headroom, held on the allocation like any hold.
-    const callMax = planHold(server.deps, { model: 'x', max_tokens: 20, messages: [{ role: 'user', content: 'Say hello' }] } as never).maxCredits;
+    const callMax = planHold(server.deps, {
+      model: 'x',
+      max_tokens: 20,
+      messages: [{ role: 'user', content: 'Say hello' }],
+    } as never).maxCredits;
     expect(spare!.amount).toBe(Math.ceil(callMax * SPARE_HEADROOM));
     expect((await orgAccountRow(server, owner.orgKey)).held).toBe(spare!.amount);
 
     const second = await chat(key);
     expect(second.status).toBe(200);
     expect(second.headers.get('x-svc-request-id')).toBe(spare!.requestId);
-    const [settled] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    const [settled] = await server.deps.db
+      .select()
+      .from(billingHolds)
+      .where(eq(billingHolds.requestId, spare!.requestId));
     expect(settled).toMatchObject({ status: 'settled', debited: 20 });
     // Two calls, 20 tokens each (10 prompt + 2 × 5 completion), and nothing else.
     expect(before - (await balance())).toBe(40);
@@ -99,7 +119,10 @@ describe('holds taken ahead', () => {
     const refused = await chat(secret);
     expect(refused.status).toBe(401);
     expect(refused.body.error.code).toBe('invalid_token');
-    const [still] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    const [still] = await server.deps.db
+      .select()
+      .from(billingHolds)
+      .where(eq(billingHolds.requestId, spare!.requestId));
     expect(still).toMatchObject({ status: 'held', debited: 0 });
     expect(await balance()).toBe(before);
     expect(fake.requests.length).toBe(upstreamCalls);
@@ -121,7 +144,10 @@ describe('holds taken ahead', () => {
     expect(spare).toBeDefined();
     const rows = await waitFor(spares, (r) => r.length === 0, SPARE_IDLE_MS * 3);
     expect(rows).toEqual([]);
-    const [given] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    const [given] = await server.deps.db
+      .select()
+      .from(billingHolds)
+      .where(eq(billingHolds.requestId, spare!.requestId));
     expect(given!.status).toBe('voided');
     expect((await orgAccountRow(server, owner.orgKey)).held).toBe(0);
   });
@@ -142,7 +168,10 @@ describe('holds taken ahead', () => {
     const other = (await memberToken()).secret;
     const big = await chat(other, body);
     expect(big.status).toBe(200);
-    const [gone] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    const [gone] = await server.deps.db
+      .select()
+      .from(billingHolds)
+      .where(eq(billingHolds.requestId, spare!.requestId));
     expect(gone!.status).toBe('voided');
     expect(await balance()).toBeGreaterThanOrEqual(0);
     await server.deps.models.spares.release(owner.orgKey);
@@ -159,14 +188,21 @@ describe('holds taken ahead', () => {
     const big = await chat(key, body);
     expect(big.status).toBe(200);
     expect(big.headers.get('x-svc-request-id')).not.toBe(spare!.requestId);
-    const [gone] = await server.deps.db.select().from(billingHolds).where(eq(billingHolds.requestId, spare!.requestId));
+    const [gone] = await server.deps.db
+      .select()
+      .from(billingHolds)
+      .where(eq(billingHolds.requestId, spare!.requestId));
     expect(gone!.status).toBe('voided');
   });
 
   it("the owner's reclaim right after a call takes the whole balance: a spare is not a call in flight", async () => {
     expect((await chat(key)).status).toBe(200);
     await waitFor(spares, (rows) => rows.length === 1);
-    const put = await api().put(`/v1/owner/orgs/${owner.clientId}/allocation`, { target_credits: 0 }, { token: owner.session });
+    const put = await api().put(
+      `/v1/owner/orgs/${owner.clientId}/allocation`,
+      { target_credits: 0 },
+      { token: owner.session },
+    );
     expect(put.status).toBe(200);
     expect(await balance()).toBe(0);
     expect((await orgAccountRow(server, owner.orgKey)).held).toBe(0);
@@ -185,7 +221,11 @@ describe('createSpareHolds alone', () => {
     const given: string[] = [];
     const shelf = createSpareHolds({ giveBack: async (requestId) => void given.push(requestId) });
     const next = shelf.ahead('org_a', 100)!;
-    expect(next).toMatchObject({ orgKey: 'org_a', amount: Math.ceil(100 * SPARE_HEADROOM), floor: SPARE_MARGIN * Math.ceil(100 * SPARE_HEADROOM) });
+    expect(next).toMatchObject({
+      orgKey: 'org_a',
+      amount: Math.ceil(100 * SPARE_HEADROOM),
+      floor: SPARE_MARGIN * Math.ceil(100 * SPARE_HEADROOM),
+    });
     expect(shelf.ahead('org_a', 100)).toBeNull(); // one on its way per org
     const claimed = shelf.claim('org_a'); // waits for the settle in flight
     shelf.landed(next, null);

@@ -17,8 +17,11 @@ const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium) {
   // CI installs it (.ci/prepare) and requires the test; elsewhere it is skipped, saying why.
-  if (process.env.CI) throw new Error(`${CHROMIUM} is missing: .ci/prepare should have installed Debian's chromium`);
-  console.warn(`oauth-browser: ${CHROMIUM} not found (apt-get install chromium); the real-browser test is skipped`);
+  if (process.env.CI)
+    throw new Error(`${CHROMIUM} is missing: .ci/prepare should have installed Debian's chromium`);
+  console.warn(
+    `oauth-browser: ${CHROMIUM} not found (apt-get install chromium); the real-browser test is skipped`,
+  );
 }
 
 let server: TestServer;
@@ -39,7 +42,14 @@ beforeAll(async () => {
   callbackUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`;
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
 }, 60_000);
 
@@ -69,12 +79,21 @@ describe.skipIf(!haveChromium)('real browser: sign in, consent, redirect', () =>
     expect(new URL(page.url()).pathname).toBe('/account/login');
     await page.fill('input[name="email"]', user.email);
     await page.fill('input[name="password"]', STRONG_PASSWORD);
-    await Promise.all([page.waitForURL((u) => u.pathname === '/oauth/authorize'), page.click('button[type="submit"]')]);
+    await Promise.all([
+      page.waitForURL((u) => u.pathname === '/oauth/authorize'),
+      page.click('button[type="submit"]'),
+    ]);
     const cookies = await context.cookies(server.v2Url);
-    expect(cookies.find((c) => c.name === '__Host-svc_session')).toMatchObject({ secure: true, httpOnly: true });
+    expect(cookies.find((c) => c.name === '__Host-svc_session')).toMatchObject({
+      secure: true,
+      httpOnly: true,
+    });
     expect(await page.locator('h1').textContent()).toContain('svc command-line tool');
 
-    await Promise.all([page.waitForURL((u) => u.href.startsWith(callbackUrl)), page.click('button[value="approve"]')]);
+    await Promise.all([
+      page.waitForURL((u) => u.href.startsWith(callbackUrl)),
+      page.click('button[value="approve"]'),
+    ]);
     const back = new URL(page.url());
     expect(back.searchParams.get('state')).toBe('browser-state');
     expect(back.searchParams.get('iss')).toBe(server.v2Url);
@@ -84,7 +103,13 @@ describe.skipIf(!haveChromium)('real browser: sign in, consent, redirect', () =>
     const res = await fetch(`${server.v2Url}/oauth/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: callbackUrl, client_id: 'svc-cli', code_verifier: verifier }),
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code: back.searchParams.get('code')!,
+        redirect_uri: callbackUrl,
+        client_id: 'svc-cli',
+        code_verifier: verifier,
+      }),
     });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { grants: unknown[] }).grants.length).toBe(2);

@@ -25,7 +25,10 @@ const REDIRECT = 'http://127.0.0.1:9/callback';
 
 async function discover(origin: string): Promise<oauth.AuthorizationServer> {
   const issuer = new URL(origin);
-  return oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
+  return oauth.processDiscoveryResponse(
+    issuer,
+    await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }),
+  );
 }
 
 async function register(as: oauth.AuthorizationServer, metadata: Partial<oauth.Client>) {
@@ -60,14 +63,29 @@ async function codeFlow(as: oauth.AuthorizationServer, user: TestUser, opts: Flo
   const params = oauth.validateAuthResponse(as, opts.client, new URL(consent.location!), state);
   const additionalParameters = new URLSearchParams();
   for (const r of opts.tokenResources ?? []) additionalParameters.append('resource', r);
-  const res = await oauth.authorizationCodeGrantRequest(as, opts.client, opts.clientAuth, params, redirectUri, verifier, {
-    ...insecure,
-    additionalParameters,
-  });
+  const res = await oauth.authorizationCodeGrantRequest(
+    as,
+    opts.client,
+    opts.clientAuth,
+    params,
+    redirectUri,
+    verifier,
+    {
+      ...insecure,
+      additionalParameters,
+    },
+  );
   return { res, params, verifier, redirectUri };
 }
 
-type Grant = { resource: string; scope: string; access_token: string; token_type: string; expires_in: number; refresh_token: string };
+type Grant = {
+  resource: string;
+  scope: string;
+  access_token: string;
+  token_type: string;
+  expires_in: number;
+  refresh_token: string;
+};
 
 describe('discovery (RFC 8414, RFC 9728)', () => {
   it.each(['v2Url', 'lightUrl'] as const)('serves metadata with this origin as issuer on %s', async (key) => {
@@ -83,14 +101,21 @@ describe('discovery (RFC 8414, RFC 9728)', () => {
       introspection_endpoint: `${origin}/oauth/introspect`,
       jwks_uri: `${origin}/.well-known/jwks.json`,
       response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
+      grant_types_supported: [
+        'authorization_code',
+        'refresh_token',
+        'urn:ietf:params:oauth:grant-type:device_code',
+      ],
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
       scopes_supported: ['model', 'platform'],
       authorization_response_iss_parameter_supported: true,
       client_id_metadata_document_supported: true,
     });
-    for (const [path, scope] of [['mcp/platform', 'platform'], ['v1', 'model']] as const) {
+    for (const [path, scope] of [
+      ['mcp/platform', 'platform'],
+      ['v1', 'model'],
+    ] as const) {
       const prm = await oauth.processResourceDiscoveryResponse(
         new URL(`${origin}/${path}`),
         await oauth.resourceDiscoveryRequest(new URL(`${origin}/${path}`), insecure),
@@ -109,7 +134,11 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
   it('issues both grants by default to a DCR public client, each verifiable with validateJwtAccessToken', async () => {
     const origin = server.v2Url;
     const as = await discover(origin);
-    const reg = await register(as, { redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', client_name: 'Flow test' });
+    const reg = await register(as, {
+      redirect_uris: [REDIRECT],
+      token_endpoint_auth_method: 'none',
+      client_name: 'Flow test',
+    });
     expect(reg.client_secret).toBeUndefined();
     const client = { client_id: reg.client_id };
     const user = await createUser(server);
@@ -125,12 +154,25 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     const platform = grants.find((g) => g.scope === 'platform')!;
     expect(platform.access_token).toBe(body.access_token);
     expect(platform.refresh_token).toBe(body.refresh_token);
-    expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'grants', 'refresh_token', 'scope', 'token_type']);
+    expect(Object.keys(body).sort()).toEqual([
+      'access_token',
+      'expires_in',
+      'grants',
+      'refresh_token',
+      'scope',
+      'token_type',
+    ]);
     for (const g of grants) {
       expect(g).toMatchObject({ token_type: 'Bearer', expires_in: 900 });
       const req = new Request(g.resource, { headers: { authorization: `Bearer ${g.access_token}` } });
       const claims = await oauth.validateJwtAccessToken(as, req, g.resource, insecure);
-      expect(claims).toMatchObject({ iss: origin, sub: user.userId, client_id: reg.client_id, scope: g.scope, org: user.orgId });
+      expect(claims).toMatchObject({
+        iss: origin,
+        sub: user.userId,
+        client_id: reg.client_id,
+        scope: g.scope,
+        org: user.orgId,
+      });
     }
     expect(grants[0]!.refresh_token).not.toBe(grants[1]!.refresh_token);
   });
@@ -143,7 +185,11 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     const as = await discover(origin);
     const client = { client_id: 'svc-cli' };
     const user = await createUser(server);
-    const { res } = await codeFlow(as, user, { client, clientAuth: oauth.None(), resources: [`${origin}${path}`] });
+    const { res } = await codeFlow(as, user, {
+      client,
+      clientAuth: oauth.None(),
+      resources: [`${origin}${path}`],
+    });
     const body = await oauth.processAuthorizationCodeResponse(as, client, res);
     expect(body.scope).toBe(scope);
     expect((body.grants as Grant[]).map((g) => g.resource)).toEqual([`${origin}${path}`]);
@@ -156,7 +202,11 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     const as = await discover(origin);
     const client = { client_id: 'svc-cli' };
     const user = await createUser(server);
-    const { res } = await codeFlow(as, user, { client, clientAuth: oauth.None(), resources: [`${origin}/v1`, `${origin}/mcp/platform`] });
+    const { res } = await codeFlow(as, user, {
+      client,
+      clientAuth: oauth.None(),
+      resources: [`${origin}/v1`, `${origin}/mcp/platform`],
+    });
     const body = await oauth.processAuthorizationCodeResponse(as, client, res);
     expect((body.grants as Grant[]).map((g) => g.scope).sort()).toEqual(['model', 'platform']);
     expect(body.scope).toBe('platform');
@@ -168,7 +218,11 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     const client = { client_id: 'svc-cli' };
     const user = await createUser(server);
     // Both approved (none named at /oauth/authorize); the token request names the model resource.
-    const named = await codeFlow(as, user, { client, clientAuth: oauth.None(), tokenResources: [`${origin}/v1`] });
+    const named = await codeFlow(as, user, {
+      client,
+      clientAuth: oauth.None(),
+      tokenResources: [`${origin}/v1`],
+    });
     const body = await oauth.processAuthorizationCodeResponse(as, client, named.res);
     expect(body.scope).toBe('model');
     const grants = body.grants as Grant[];
@@ -195,7 +249,9 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     const body = await oauth.processAuthorizationCodeResponse(as, client, res);
     const claims = await oauth.validateJwtAccessToken(
       as,
-      new Request(`${server.v2Url}/mcp/platform`, { headers: { authorization: `Bearer ${body.access_token}` } }),
+      new Request(`${server.v2Url}/mcp/platform`, {
+        headers: { authorization: `Bearer ${body.access_token}` },
+      }),
       `${server.v2Url}/mcp/platform`,
       insecure,
     );
@@ -210,7 +266,10 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
     expect(reg.client_secret_expires_at).toBe(0);
     const client = { client_id: reg.client_id };
     const user = await createUser(server);
-    const good = await codeFlow(as, user, { client, clientAuth: oauth.ClientSecretBasic(reg.client_secret as string) });
+    const good = await codeFlow(as, user, {
+      client,
+      clientAuth: oauth.ClientSecretBasic(reg.client_secret as string),
+    });
     expect((await oauth.processAuthorizationCodeResponse(as, client, good.res)).access_token).toBeTruthy();
     const bad = await codeFlow(as, user, { client, clientAuth: oauth.ClientSecretBasic('scs_wrong') });
     expect(bad.res.status).toBe(401);
@@ -233,20 +292,37 @@ describe('refresh, revocation, introspection', () => {
 
   it('rotates the refresh token on every use and keeps the grant', async () => {
     const { as, client, body } = await approved();
-    const r1 = await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.None(), body.refresh_token!, insecure));
+    const r1 = await oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await oauth.refreshTokenGrantRequest(as, client, oauth.None(), body.refresh_token!, insecure),
+    );
     expect(r1.refresh_token).toMatch(/^srt_/);
     expect(r1.refresh_token).not.toBe(body.refresh_token);
     expect(r1.scope).toBe('platform');
     expect((r1.grants as Grant[]).length).toBe(1);
-    const r2 = await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.None(), r1.refresh_token!, insecure));
+    const r2 = await oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await oauth.refreshTokenGrantRequest(as, client, oauth.None(), r1.refresh_token!, insecure),
+    );
     expect(r2.refresh_token).not.toBe(r1.refresh_token);
-    expect((await verifyAccessToken(server.deps, r2.access_token, { resource: 'platform', origin: server.v2Url })).resource).toBe('platform');
+    expect(
+      (await verifyAccessToken(server.deps, r2.access_token, { resource: 'platform', origin: server.v2Url }))
+        .resource,
+    ).toBe('platform');
   });
 
   it('refuses a refresh token at another issuer and another resource', async () => {
     const { client, body } = await approved();
     const light = await discover(server.lightUrl);
-    const res = await oauth.refreshTokenGrantRequest(light, client, oauth.None(), body.refresh_token!, insecure);
+    const res = await oauth.refreshTokenGrantRequest(
+      light,
+      client,
+      oauth.None(),
+      body.refresh_token!,
+      insecure,
+    );
     expect(res.status).toBe(400);
     expect((await json(res)).error).toBe('invalid_grant');
     const as = await discover(server.v2Url);
@@ -261,16 +337,35 @@ describe('refresh, revocation, introspection', () => {
     const { as, client, grants } = await approved();
     const platform = grants.find((g) => g.scope === 'platform')!;
     const model = grants.find((g) => g.scope === 'model')!;
-    await oauth.processRevocationResponse(await oauth.revocationRequest(as, client, oauth.None(), platform.refresh_token, insecure));
-    await expect(verifyAccessToken(server.deps, platform.access_token, { resource: 'platform', origin: server.v2Url })).rejects.toMatchObject({ status: 401 });
-    expect((await verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url })).resource).toBe('model');
-    const again = await oauth.refreshTokenGrantRequest(as, client, oauth.None(), platform.refresh_token, insecure);
+    await oauth.processRevocationResponse(
+      await oauth.revocationRequest(as, client, oauth.None(), platform.refresh_token, insecure),
+    );
+    await expect(
+      verifyAccessToken(server.deps, platform.access_token, { resource: 'platform', origin: server.v2Url }),
+    ).rejects.toMatchObject({ status: 401 });
+    expect(
+      (await verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url }))
+        .resource,
+    ).toBe('model');
+    const again = await oauth.refreshTokenGrantRequest(
+      as,
+      client,
+      oauth.None(),
+      platform.refresh_token,
+      insecure,
+    );
     expect(again.status).toBe(400);
     // Revoking by access token works too (the grant behind it).
-    await oauth.processRevocationResponse(await oauth.revocationRequest(as, client, oauth.None(), model.access_token, insecure));
-    await expect(verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url })).rejects.toMatchObject({ status: 401 });
+    await oauth.processRevocationResponse(
+      await oauth.revocationRequest(as, client, oauth.None(), model.access_token, insecure),
+    );
+    await expect(
+      verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url }),
+    ).rejects.toMatchObject({ status: 401 });
     // Unknown tokens: 200, nothing revealed (RFC 7009 §2.2).
-    expect((await oauth.revocationRequest(as, client, oauth.None(), 'srt_nonsense', insecure)).status).toBe(200);
+    expect((await oauth.revocationRequest(as, client, oauth.None(), 'srt_nonsense', insecure)).status).toBe(
+      200,
+    );
   });
 
   it('does not let one client revoke or introspect another client’s tokens', async () => {
@@ -278,8 +373,17 @@ describe('refresh, revocation, introspection', () => {
     const other = await register(as, { redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' });
     const otherClient = { client_id: other.client_id };
     const platform = grants.find((g) => g.scope === 'platform')!;
-    expect((await oauth.revocationRequest(as, otherClient, oauth.None(), platform.refresh_token, insecure)).status).toBe(200);
-    expect((await verifyAccessToken(server.deps, platform.access_token, { resource: 'platform', origin: server.v2Url })).resource).toBe('platform');
+    expect(
+      (await oauth.revocationRequest(as, otherClient, oauth.None(), platform.refresh_token, insecure)).status,
+    ).toBe(200);
+    expect(
+      (
+        await verifyAccessToken(server.deps, platform.access_token, {
+          resource: 'platform',
+          origin: server.v2Url,
+        })
+      ).resource,
+    ).toBe('platform');
     const intro = await oauth.processIntrospectionResponse(
       as,
       otherClient,
@@ -291,14 +395,38 @@ describe('refresh, revocation, introspection', () => {
   it('introspects access and refresh tokens (active, then inactive after revocation)', async () => {
     const { as, client, user, grants } = await approved();
     const model = grants.find((g) => g.scope === 'model')!;
-    const at = await oauth.processIntrospectionResponse(as, client, await oauth.introspectionRequest(as, client, oauth.None(), model.access_token, insecure));
-    expect(at).toMatchObject({ active: true, scope: 'model', client_id: 'svc-cli', sub: user.userId, aud: `${server.v2Url}/v1`, iss: server.v2Url, token_type: 'Bearer' });
-    const rt = await oauth.processIntrospectionResponse(as, client, await oauth.introspectionRequest(as, client, oauth.None(), model.refresh_token, insecure));
+    const at = await oauth.processIntrospectionResponse(
+      as,
+      client,
+      await oauth.introspectionRequest(as, client, oauth.None(), model.access_token, insecure),
+    );
+    expect(at).toMatchObject({
+      active: true,
+      scope: 'model',
+      client_id: 'svc-cli',
+      sub: user.userId,
+      aud: `${server.v2Url}/v1`,
+      iss: server.v2Url,
+      token_type: 'Bearer',
+    });
+    const rt = await oauth.processIntrospectionResponse(
+      as,
+      client,
+      await oauth.introspectionRequest(as, client, oauth.None(), model.refresh_token, insecure),
+    );
     expect(rt).toMatchObject({ active: true, scope: 'model', token_type: 'refresh_token' });
     await oauth.revocationRequest(as, client, oauth.None(), model.refresh_token, insecure);
-    const after = await oauth.processIntrospectionResponse(as, client, await oauth.introspectionRequest(as, client, oauth.None(), model.access_token, insecure));
+    const after = await oauth.processIntrospectionResponse(
+      as,
+      client,
+      await oauth.introspectionRequest(as, client, oauth.None(), model.access_token, insecure),
+    );
     expect(after).toEqual({ active: false });
-    const junk = await oauth.processIntrospectionResponse(as, client, await oauth.introspectionRequest(as, client, oauth.None(), 'garbage', insecure));
+    const junk = await oauth.processIntrospectionResponse(
+      as,
+      client,
+      await oauth.introspectionRequest(as, client, oauth.None(), 'garbage', insecure),
+    );
     expect(junk).toEqual({ active: false });
   });
 
@@ -316,10 +444,20 @@ describe('refresh, revocation, introspection', () => {
 
 describe('browser-based clients (CORS, no credentials)', () => {
   it('answers preflights on the client endpoints and allows any origin without cookies', async () => {
-    for (const path of ['/oauth/token', '/oauth/register', '/oauth/revoke', '/oauth/introspect', '/oauth/device_authorization']) {
+    for (const path of [
+      '/oauth/token',
+      '/oauth/register',
+      '/oauth/revoke',
+      '/oauth/introspect',
+      '/oauth/device_authorization',
+    ]) {
       const pre = await fetch(`${server.v2Url}${path}`, {
         method: 'OPTIONS',
-        headers: { origin: 'https://inspector.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+        headers: {
+          origin: 'https://inspector.example',
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type',
+        },
       });
       expect(pre.status).toBe(204);
       expect(pre.headers.get('access-control-allow-origin')).toBe('*');
@@ -333,19 +471,38 @@ describe('browser-based clients (CORS, no credentials)', () => {
 describe('dynamic client registration (RFC 7591)', () => {
   it('answers 201 and validates redirect URIs', async () => {
     const post = (body: unknown) =>
-      fetch(`${server.v2Url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    const ok = await post({ redirect_uris: ['https://app.example/cb', 'com.example.app:/cb'], token_endpoint_auth_method: 'none' });
+      fetch(`${server.v2Url}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const ok = await post({
+      redirect_uris: ['https://app.example/cb', 'com.example.app:/cb'],
+      token_endpoint_auth_method: 'none',
+    });
     expect(ok.status).toBe(201);
     expect(ok.headers.get('cache-control')).toBe('no-store');
     const body = await json(ok);
-    expect(body).toMatchObject({ token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] });
+    expect(body).toMatchObject({
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+    });
     expect(body.client_secret).toBeUndefined();
-    for (const bad of [['http://evil.example/cb'], ['https://app.example/cb#frag'], ['javascript:alert(1)'], []]) {
+    for (const bad of [
+      ['http://evil.example/cb'],
+      ['https://app.example/cb#frag'],
+      ['javascript:alert(1)'],
+      [],
+    ]) {
       const res = await post({ redirect_uris: bad });
       expect(res.status).toBe(400);
       expect((await json(res)).error).toBe('invalid_redirect_uri');
     }
-    const method = await post({ redirect_uris: ['https://a.example/cb'], token_endpoint_auth_method: 'private_key_jwt' });
+    const method = await post({
+      redirect_uris: ['https://a.example/cb'],
+      token_endpoint_auth_method: 'private_key_jwt',
+    });
     expect((await json(method)).error).toBe('invalid_client_metadata');
   });
 });

@@ -2,7 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthTokens,
+} from '@modelcontextprotocol/sdk/shared/auth.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { driveConsent, sessionCookie } from './helpers/oauth.js';
@@ -52,7 +56,13 @@ class TestProvider implements OAuthClientProvider {
     return REDIRECT;
   }
   get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'MCP SDK test client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+    return {
+      client_name: 'MCP SDK test client',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
   }
   state() {
     return 'mcp-state';
@@ -91,7 +101,10 @@ async function completeFlow(provider: TestProvider) {
   expect(provider.code).toBeTruthy();
   expect(await auth(provider, { serverUrl, authorizationCode: provider.code! })).toBe('AUTHORIZED');
   const tokens = provider.saved!;
-  const access = await verifyAccessToken(server.deps, tokens.access_token, { resource: 'platform', origin: server.v2Url });
+  const access = await verifyAccessToken(server.deps, tokens.access_token, {
+    resource: 'platform',
+    origin: server.v2Url,
+  });
   expect(access.userId).toBe(user.userId);
   return { tokens, access };
 }
@@ -112,7 +125,12 @@ describe('MCP SDK auth() for /mcp/platform', () => {
   it('completes with a client ID metadata document URL as client_id, and shows its host on the consent page', async () => {
     const clientId = `${docBase}/clients/editor.json`;
     documents.set('/clients/editor.json', {
-      body: JSON.stringify({ client_id: clientId, client_name: 'Editor via metadata document', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }),
+      body: JSON.stringify({
+        client_id: clientId,
+        client_name: 'Editor via metadata document',
+        redirect_uris: [REDIRECT],
+        token_endpoint_auth_method: 'none',
+      }),
     });
     const provider = new TestProvider({ client_id: clientId });
     const { access } = await completeFlow(provider);
@@ -136,22 +154,53 @@ describe('client ID metadata documents: validation and SSRF guard', () => {
   }
 
   it('refuses a document that names another client_id, is too large, or is not JSON', async () => {
-    documents.set('/wrong.json', { body: JSON.stringify({ client_id: 'https://other.example/doc.json', redirect_uris: [REDIRECT] }) });
+    documents.set('/wrong.json', {
+      body: JSON.stringify({ client_id: 'https://other.example/doc.json', redirect_uris: [REDIRECT] }),
+    });
     expect(await consentStatus(`${docBase}/wrong.json`)).toBe(400);
-    documents.set('/big.json', { body: JSON.stringify({ client_id: `${docBase}/big.json`, redirect_uris: [REDIRECT], pad: 'x'.repeat(70_000) }) });
+    documents.set('/big.json', {
+      body: JSON.stringify({
+        client_id: `${docBase}/big.json`,
+        redirect_uris: [REDIRECT],
+        pad: 'x'.repeat(70_000),
+      }),
+    });
     expect(await consentStatus(`${docBase}/big.json`)).toBe(400);
     documents.set('/html.json', { body: '<html>' });
     expect(await consentStatus(`${docBase}/html.json`)).toBe(400);
-    documents.set('/secret.json', { body: JSON.stringify({ client_id: `${docBase}/secret.json`, redirect_uris: [REDIRECT], client_secret: 'x' }) });
+    documents.set('/secret.json', {
+      body: JSON.stringify({
+        client_id: `${docBase}/secret.json`,
+        redirect_uris: [REDIRECT],
+        client_secret: 'x',
+      }),
+    });
     expect(await consentStatus(`${docBase}/secret.json`)).toBe(400);
     expect(await consentStatus(`${docBase}/missing.json`)).toBe(400);
   });
 
   it('never fetches private, loopback or link-local addresses over https', async () => {
-    for (const target of ['https://127.0.0.1/doc.json', 'https://10.1.2.3/doc.json', 'https://169.254.169.254/latest', 'https://[::1]/doc.json', 'https://localhost/doc.json']) {
+    for (const target of [
+      'https://127.0.0.1/doc.json',
+      'https://10.1.2.3/doc.json',
+      'https://169.254.169.254/latest',
+      'https://[::1]/doc.json',
+      'https://localhost/doc.json',
+    ]) {
       expect(await consentStatus(target)).toBe(400);
     }
-    for (const addr of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1', '0.0.0.0'])
+    for (const addr of [
+      '127.0.0.1',
+      '10.0.0.1',
+      '172.16.5.4',
+      '192.168.1.1',
+      '169.254.169.254',
+      '::1',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:10.0.0.1',
+      '0.0.0.0',
+    ])
       expect(isForbiddenAddress(addr)).toBe(true);
     for (const addr of ['93.184.216.34', '2606:4700::1111']) expect(isForbiddenAddress(addr)).toBe(false);
   });

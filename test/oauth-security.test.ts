@@ -21,7 +21,10 @@ const REDIRECT = 'http://127.0.0.1:43123/callback';
 beforeAll(async () => {
   server = await startTestServer();
   user = await createUser(server);
-  as = await oauth.processDiscoveryResponse(new URL(server.v2Url), await oauth.discoveryRequest(new URL(server.v2Url), { algorithm: 'oauth2', ...insecure }));
+  as = await oauth.processDiscoveryResponse(
+    new URL(server.v2Url),
+    await oauth.discoveryRequest(new URL(server.v2Url), { algorithm: 'oauth2', ...insecure }),
+  );
 });
 afterAll(async () => {
   await server?.close();
@@ -44,7 +47,14 @@ async function approvedCode(opts: { redirectUri?: string; origin?: string } = {}
   const { verifier, challenge } = await pkcePair();
   const redirectUri = opts.redirectUri ?? REDIRECT;
   const url = authorizeUrl(
-    { client_id: 'svc-cli', redirect_uri: redirectUri, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 's1' },
+    {
+      client_id: 'svc-cli',
+      redirect_uri: redirectUri,
+      response_type: 'code',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      state: 's1',
+    },
     opts.origin,
   );
   const consent = await driveConsent(url, user.session);
@@ -53,9 +63,18 @@ async function approvedCode(opts: { redirectUri?: string; origin?: string } = {}
 }
 
 function exchange(code: string, verifier: string | undefined, redirectUri = REDIRECT, origin = server.v2Url) {
-  const body = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: 'svc-cli' });
+  const body = new URLSearchParams({
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: redirectUri,
+    client_id: 'svc-cli',
+  });
   if (verifier !== undefined) body.set('code_verifier', verifier);
-  return fetch(`${origin}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
+  return fetch(`${origin}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body,
+  });
 }
 
 async function noRedirect(url: string) {
@@ -68,7 +87,12 @@ async function noRedirect(url: string) {
 describe('redirect URIs (RFC 9700 §4.1, §4.11)', () => {
   it('never redirects on a redirect_uri mismatch or an unknown client', async () => {
     const { challenge } = await pkcePair();
-    const base = { client_id: 'svc-cli', response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' };
+    const base = {
+      client_id: 'svc-cli',
+      response_type: 'code',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+    };
     for (const redirect of [
       'https://evil.example/callback',
       'http://127.0.0.1:43123/callback/../evil',
@@ -87,7 +111,11 @@ describe('redirect URIs (RFC 9700 §4.1, §4.11)', () => {
   });
 
   it('accepts any loopback port for a loopback registration (RFC 8252 §7.3) and exact URIs for DCR clients', async () => {
-    for (const redirect of ['http://127.0.0.1:1/callback', 'http://[::1]:65000/callback', 'http://localhost:8080/callback']) {
+    for (const redirect of [
+      'http://127.0.0.1:1/callback',
+      'http://[::1]:65000/callback',
+      'http://localhost:8080/callback',
+    ]) {
       const { code } = await approvedCode({ redirectUri: redirect });
       expect(code).toBeTruthy();
     }
@@ -95,12 +123,25 @@ describe('redirect URIs (RFC 9700 §4.1, §4.11)', () => {
       await fetch(`${server.v2Url}/oauth/register`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'none' }),
+        body: JSON.stringify({
+          redirect_uris: ['https://app.example/cb'],
+          token_endpoint_auth_method: 'none',
+        }),
       }),
     );
     const { challenge } = await pkcePair();
-    const base = { client_id: reg.client_id, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' };
-    for (const redirect of ['https://app.example/cb/', 'https://app.example/CB', 'https://app.example:444/cb', 'https://app.example.evil/cb']) {
+    const base = {
+      client_id: reg.client_id,
+      response_type: 'code',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+    };
+    for (const redirect of [
+      'https://app.example/cb/',
+      'https://app.example/CB',
+      'https://app.example:444/cb',
+      'https://app.example.evil/cb',
+    ]) {
       await noRedirect(authorizeUrl({ ...base, redirect_uri: redirect }));
     }
   });
@@ -114,9 +155,18 @@ describe('PKCE (RFC 7636; RFC 9700 §2.1.1)', () => {
       { code_challenge: verifier, code_challenge_method: 'plain' },
       { code_challenge: challenge, code_challenge_method: undefined },
     ]) {
-      const res = await fetch(authorizeUrl({ client_id: 'svc-cli', redirect_uri: REDIRECT, response_type: 'code', state: 'st', ...params }), {
-        redirect: 'manual',
-      });
+      const res = await fetch(
+        authorizeUrl({
+          client_id: 'svc-cli',
+          redirect_uri: REDIRECT,
+          response_type: 'code',
+          state: 'st',
+          ...params,
+        }),
+        {
+          redirect: 'manual',
+        },
+      );
       expect(res.status).toBe(302);
       const loc = new URL(res.headers.get('location')!);
       expect(loc.origin + loc.pathname).toBe(REDIRECT);
@@ -147,9 +197,15 @@ describe('authorization codes', () => {
     const replay = await exchange(code, verifier);
     expect(replay.status).toBe(400);
     expect((await json(replay)).error).toBe('invalid_grant');
-    await expect(verifyAccessToken(server.deps, first.access_token, opts)).rejects.toMatchObject({ status: 401 });
-    const model = (first.grants as { scope: string; access_token: string }[]).find((g) => g.scope === 'model')!;
-    await expect(verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url })).rejects.toBeInstanceOf(AppError);
+    await expect(verifyAccessToken(server.deps, first.access_token, opts)).rejects.toMatchObject({
+      status: 401,
+    });
+    const model = (first.grants as { scope: string; access_token: string }[]).find(
+      (g) => g.scope === 'model',
+    )!;
+    await expect(
+      verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url }),
+    ).rejects.toBeInstanceOf(AppError);
   });
 
   it('treats two racing exchanges of one code as a replay: nothing usable comes out', async () => {
@@ -161,18 +217,27 @@ describe('authorization codes', () => {
     expect(responses.filter((r) => r.status === 200).length).toBeLessThanOrEqual(1);
     expect(bodies.some((b) => b.error === 'invalid_grant')).toBe(true);
     for (const b of bodies.filter((b) => b.access_token)) {
-      await expect(verifyAccessToken(server.deps, b.access_token, { resource: 'platform', origin: server.v2Url })).rejects.toMatchObject({ status: 401 });
+      await expect(
+        verifyAccessToken(server.deps, b.access_token, { resource: 'platform', origin: server.v2Url }),
+      ).rejects.toMatchObject({ status: 401 });
     }
   });
 
   it('expires after 60 seconds and is bound to its redirect_uri and issuer', async () => {
     const a = await approvedCode();
-    await server.deps.db.update(oauthCodes).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(oauthCodes.clientId, 'svc-cli'));
+    await server.deps.db
+      .update(oauthCodes)
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where(eq(oauthCodes.clientId, 'svc-cli'));
     expect((await json(await exchange(a.code, a.verifier))).error).toBe('invalid_grant');
     const b = await approvedCode();
-    expect((await json(await exchange(b.code, b.verifier, 'http://127.0.0.1:43124/callback'))).error).toBe('invalid_request');
+    expect((await json(await exchange(b.code, b.verifier, 'http://127.0.0.1:43124/callback'))).error).toBe(
+      'invalid_request',
+    );
     const c = await approvedCode();
-    expect((await json(await exchange(c.code, c.verifier, REDIRECT, server.lightUrl))).error).toBe('invalid_grant');
+    expect((await json(await exchange(c.code, c.verifier, REDIRECT, server.lightUrl))).error).toBe(
+      'invalid_grant',
+    );
   });
 
   it('stores codes only as an HMAC', async () => {
@@ -216,14 +281,23 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
     expect(replay.status).toBe(400);
     expect((await json(replay)).error).toBe('invalid_grant');
     expect((await refresh(next.refresh_token)).status).toBe(400);
-    await expect(verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url })).rejects.toMatchObject({ status: 401 });
+    await expect(
+      verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url }),
+    ).rejects.toMatchObject({ status: 401 });
   });
 });
 
 describe('consent page (CONTRACT §4)', () => {
   async function consentUrl() {
     const { challenge } = await pkcePair();
-    return authorizeUrl({ client_id: 'svc-cli', redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 'x' });
+    return authorizeUrl({
+      client_id: 'svc-cli',
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      state: 'x',
+    });
   }
 
   it('sends a signed-out visitor to sign in and back', async () => {
@@ -273,7 +347,11 @@ describe('consent page (CONTRACT §4)', () => {
     const cookie = /__Host-svc_csrf=([^;]+)/.exec(page.headers.get('set-cookie') ?? '')![1]!;
     const cross = await fetch(url, {
       method: 'POST',
-      headers: { cookie: sessionCookie(user.session, cookie), 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+      headers: {
+        cookie: sessionCookie(user.session, cookie),
+        'content-type': 'application/x-www-form-urlencoded',
+        origin: 'https://evil.example',
+      },
       body: new URLSearchParams({ csrf_token: csrf, decision: 'approve' }),
       redirect: 'manual',
     });
@@ -299,10 +377,20 @@ describe('consent page (CONTRACT §4)', () => {
 
   it('refuses unknown resources and scopes with invalid_target / invalid_scope', async () => {
     const { challenge } = await pkcePair();
-    const base = { client_id: 'svc-cli', redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' };
-    const target = await fetch(authorizeUrl({ ...base, resource: 'https://evil.example/mcp' }), { redirect: 'manual' });
+    const base = {
+      client_id: 'svc-cli',
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+    };
+    const target = await fetch(authorizeUrl({ ...base, resource: 'https://evil.example/mcp' }), {
+      redirect: 'manual',
+    });
     expect(new URL(target.headers.get('location')!).searchParams.get('error')).toBe('invalid_target');
-    const other = await fetch(authorizeUrl({ ...base, resource: `${server.lightUrl}/v1` }), { redirect: 'manual' });
+    const other = await fetch(authorizeUrl({ ...base, resource: `${server.lightUrl}/v1` }), {
+      redirect: 'manual',
+    });
     expect(new URL(other.headers.get('location')!).searchParams.get('error')).toBe('invalid_target');
     const scope = await fetch(authorizeUrl({ ...base, scope: 'admin' }), { redirect: 'manual' });
     expect(new URL(scope.headers.get('location')!).searchParams.get('error')).toBe('invalid_scope');
@@ -318,10 +406,18 @@ describe('endpoint error paths (RFC 6749 §5.2 shapes)', () => {
     });
 
   it('answers token endpoint mistakes with the right error and no-store', async () => {
-    const unsupported = await form('/oauth/token', { grant_type: 'password', client_id: 'svc-cli', username: 'a', password: 'b' });
+    const unsupported = await form('/oauth/token', {
+      grant_type: 'password',
+      client_id: 'svc-cli',
+      username: 'a',
+      password: 'b',
+    });
     expect(unsupported.status).toBe(400);
     expect(unsupported.headers.get('cache-control')).toBe('no-store');
-    expect(await json(unsupported)).toMatchObject({ error: 'unsupported_grant_type', error_description: expect.any(String) });
+    expect(await json(unsupported)).toMatchObject({
+      error: 'unsupported_grant_type',
+      error_description: expect.any(String),
+    });
     expect((await json(await form('/oauth/token', { client_id: 'svc-cli' }))).error).toBe('invalid_request');
     const asJson = await fetch(`${server.v2Url}/oauth/token`, {
       method: 'POST',
@@ -329,22 +425,48 @@ describe('endpoint error paths (RFC 6749 §5.2 shapes)', () => {
       body: JSON.stringify({ grant_type: 'refresh_token', refresh_token: 'x', client_id: 'svc-cli' }),
     });
     expect((await json(asJson)).error).toBe('invalid_request');
-    const unknownClient = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: 'srt_x', client_id: 'nobody' });
+    const unknownClient = await form('/oauth/token', {
+      grant_type: 'refresh_token',
+      refresh_token: 'srt_x',
+      client_id: 'nobody',
+    });
     expect(unknownClient.status).toBe(401);
     expect(unknownClient.headers.get('www-authenticate')).toMatch(/^Basic/);
-    const publicWithSecret = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: 'srt_x', client_id: 'svc-cli', client_secret: 'guess' });
+    const publicWithSecret = await form('/oauth/token', {
+      grant_type: 'refresh_token',
+      refresh_token: 'srt_x',
+      client_id: 'svc-cli',
+      client_secret: 'guess',
+    });
     expect(publicWithSecret.status).toBe(401);
-    expect((await json(await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: 'srt_unknown', client_id: 'svc-cli' }))).error).toBe('invalid_grant');
+    expect(
+      (
+        await json(
+          await form('/oauth/token', {
+            grant_type: 'refresh_token',
+            refresh_token: 'srt_unknown',
+            client_id: 'svc-cli',
+          }),
+        )
+      ).error,
+    ).toBe('invalid_grant');
   });
 
   it('refuses revoke and introspect without a token, and the device grant for a client that did not register it', async () => {
-    expect(await json(await form('/oauth/revoke', { client_id: 'svc-cli' }))).toMatchObject({ error: 'invalid_request' });
-    expect(await json(await form('/oauth/introspect', { client_id: 'svc-cli' }))).toMatchObject({ error: 'invalid_request' });
+    expect(await json(await form('/oauth/revoke', { client_id: 'svc-cli' }))).toMatchObject({
+      error: 'invalid_request',
+    });
+    expect(await json(await form('/oauth/introspect', { client_id: 'svc-cli' }))).toMatchObject({
+      error: 'invalid_request',
+    });
     const reg = await json(
       await fetch(`${server.v2Url}/oauth/register`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'none' }),
+        body: JSON.stringify({
+          redirect_uris: ['https://app.example/cb'],
+          token_endpoint_auth_method: 'none',
+        }),
       }),
     );
     const res = await form('/oauth/device_authorization', { client_id: reg.client_id });

@@ -19,7 +19,12 @@ afterAll(async () => {
 });
 
 const createClient = async (user: TestUser, name = 'Side project') =>
-  (await api.post('/v1/clients', { name }, { token: user.session })).body as { id: string; name: string; owner_id: string; created_at: number };
+  (await api.post('/v1/clients', { name }, { token: user.session })).body as {
+    id: string;
+    name: string;
+    owner_id: string;
+    created_at: number;
+  };
 const verify = (secret: string) => api.get('/v1/auth/verify', { token: secret });
 
 describe('auth checks on the client routes', () => {
@@ -51,12 +56,17 @@ describe('GET /v1/clients', () => {
   it('pages by limit and offset (CONTRACT §3), in the same order; a limit or offset outside the rule is 400', async () => {
     const user = await createUser(server);
     const made = [];
-    for (const name of ['B', 'C', 'D']) made.push((await api.post('/v1/clients', { name }, { token: user.session })).body.id);
-    const all = (await api.get('/v1/clients', { token: user.session })).body.data.map((c: { id: string }) => c.id);
+    for (const name of ['B', 'C', 'D'])
+      made.push((await api.post('/v1/clients', { name }, { token: user.session })).body.id);
+    const all = (await api.get('/v1/clients', { token: user.session })).body.data.map(
+      (c: { id: string }) => c.id,
+    );
     expect(all).toEqual([user.clientId, ...made]);
     const page = (q: string) => api.get(`/v1/clients?${q}`, { token: user.session });
     expect((await page('limit=2')).body.data.map((c: { id: string }) => c.id)).toEqual(all.slice(0, 2));
-    expect((await page('limit=2&offset=2')).body.data.map((c: { id: string }) => c.id)).toEqual(all.slice(2, 4));
+    expect((await page('limit=2&offset=2')).body.data.map((c: { id: string }) => c.id)).toEqual(
+      all.slice(2, 4),
+    );
     expect((await page('offset=9')).body.data).toEqual([]);
     for (const q of ['limit=0', 'limit=101', 'offset=-1', 'limit=abc']) {
       const res = await page(q);
@@ -70,17 +80,33 @@ describe('POST /v1/clients', () => {
   it('creates a client owned by the caller (owner_id from the credential, never the body)', async () => {
     const user = await createUser(server);
     const other = await createUser(server);
-    const res = await api.post('/v1/clients', { name: '  Acme  ', owner_id: other.userId }, { token: user.session });
+    const res = await api.post(
+      '/v1/clients',
+      { name: '  Acme  ', owner_id: other.userId },
+      { token: user.session },
+    );
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ id: expect.stringMatching(/^client_[a-z0-9]+$/), name: 'Acme', owner_id: user.userId, created_at: expect.any(Number) });
+    expect(res.body).toEqual({
+      id: expect.stringMatching(/^client_[a-z0-9]+$/),
+      name: 'Acme',
+      owner_id: user.userId,
+      created_at: expect.any(Number),
+    });
     const list = (await api.get('/v1/clients', { token: user.session })).body.data;
-    expect(list).toContainEqual({ id: res.body.id, name: 'Acme', role: 'owner', created_at: res.body.created_at });
+    expect(list).toContainEqual({
+      id: res.body.id,
+      name: 'Acme',
+      role: 'owner',
+      created_at: res.body.created_at,
+    });
   });
 
   it('works with an svc_ token and refuses a missing or empty name (400)', async () => {
     const user = await createUser(server);
     const { secret } = await createApiToken(server, user, user.orgKey);
-    expect((await api.post('/v1/clients', { name: 'From CLI' }, { token: secret })).body.owner_id).toBe(user.userId);
+    expect((await api.post('/v1/clients', { name: 'From CLI' }, { token: secret })).body.owner_id).toBe(
+      user.userId,
+    );
     for (const body of [{}, { name: '' }, { name: '   ' }, { name: 7 }]) {
       const res = await api.post('/v1/clients', body, { token: user.session });
       expect(res.status).toBe(400);
@@ -101,7 +127,9 @@ describe('DELETE /v1/clients/{id}', () => {
     const hook = async (_tx: unknown, org: { orgKey: string }) => void seen.push(org.orgKey);
     server.deps.hooks.orgDeleted.push(hook);
     try {
-      const res = await api.delete(`/v1/clients/${created.id.replace('client_', 'org_')}`, { token: owner.session });
+      const res = await api.delete(`/v1/clients/${created.id.replace('client_', 'org_')}`, {
+        token: owner.session,
+      });
       expect(res.status).toBe(200);
       expect(res.body).toEqual({ id: created.id, deleted: true });
     } finally {
@@ -109,7 +137,9 @@ describe('DELETE /v1/clients/{id}', () => {
     }
     expect(seen).toEqual([key]);
     expect((await verify(mateToken.secret)).status).toBe(401);
-    expect((await api.get('/v1/clients', { token: mate.session })).body.data.map((c: { id: string }) => c.id)).not.toContain(created.id);
+    expect(
+      (await api.get('/v1/clients', { token: mate.session })).body.data.map((c: { id: string }) => c.id),
+    ).not.toContain(created.id);
     const [row] = await server.deps.db.select().from(orgs).where(eq(orgs.id, key));
     expect(row?.deletedAt).toBeInstanceOf(Date);
     // Deleted: gone for every later request.
@@ -160,6 +190,8 @@ describe('DELETE /v1/clients/{id}', () => {
     // A token bound to the owner's default client cannot reach the other client.
     const { secret } = await createApiToken(server, owner, owner.orgKey);
     expect((await api.delete(`/v1/clients/${created.id}`, { token: secret })).status).toBe(403);
-    expect((await api.get('/v1/clients', { token: owner.session })).body.data.map((c: { id: string }) => c.id)).toContain(created.id);
+    expect(
+      (await api.get('/v1/clients', { token: owner.session })).body.data.map((c: { id: string }) => c.id),
+    ).toContain(created.id);
   });
 });

@@ -22,13 +22,28 @@ afterAll(async () => {
 describe('client deletion and billing', () => {
   it('returns the deleted client’s allocation to the owner’s pool', async () => {
     const owner = await createUser(server);
-    const created = (await api.post('/v1/clients', { name: 'Temp' }, { token: owner.session })).body.id as string;
+    const created = (await api.post('/v1/clients', { name: 'Temp' }, { token: owner.session })).body
+      .id as string;
     const key = created.slice('client_'.length);
     // The trial is allocated to the default client at once (CONTRACT §8): free some of it first.
-    const dflt = (await api.get('/v1/owner/balance', { token: owner.session })).body.allocations.find((a: { is_default: boolean }) => a.is_default);
-    expect((await api.put(`/v1/owner/orgs/${owner.clientId}/allocation`, { target_credits: dflt.allocated_credits - 10_000 }, { token: owner.session })).status).toBe(200);
+    const dflt = (await api.get('/v1/owner/balance', { token: owner.session })).body.allocations.find(
+      (a: { is_default: boolean }) => a.is_default,
+    );
+    expect(
+      (
+        await api.put(
+          `/v1/owner/orgs/${owner.clientId}/allocation`,
+          { target_credits: dflt.allocated_credits - 10_000 },
+          { token: owner.session },
+        )
+      ).status,
+    ).toBe(200);
     const before = (await api.get('/v1/owner/balance', { token: owner.session })).body;
-    const funded = await api.put(`/v1/owner/orgs/${created}/allocation`, { target_credits: 10_000 }, { token: owner.session });
+    const funded = await api.put(
+      `/v1/owner/orgs/${created}/allocation`,
+      { target_credits: 10_000 },
+      { token: owner.session },
+    );
     expect(funded.status).toBe(200);
     expect(funded.body.unallocated_credits).toBe(before.unallocated_credits - 10_000);
 
@@ -37,7 +52,9 @@ describe('client deletion and billing', () => {
     expect(after.unallocated_credits).toBe(before.unallocated_credits);
     expect(after.global_credits).toBe(before.global_credits);
     expect(after.allocations.map((a: { org_id: string }) => a.org_id)).not.toContain(created);
-    expect(after.allocations.map((a: { org_id: string }) => a.org_id.replace(/^(client|org)_/, ''))).not.toContain(key);
+    expect(
+      after.allocations.map((a: { org_id: string }) => a.org_id.replace(/^(client|org)_/, '')),
+    ).not.toContain(key);
   });
 });
 
@@ -46,13 +63,19 @@ describe('member removal and OAuth grants', () => {
     const owner = await createUser(server);
     const user = await createUser(server);
     await addMember(server, owner.orgKey, user.userId);
-    const here = await issueTestGrants(server, user, { orgKey: owner.orgKey, resources: ['model', 'platform'] });
+    const here = await issueTestGrants(server, user, {
+      orgKey: owner.orgKey,
+      resources: ['model', 'platform'],
+    });
     const own = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['model'] });
     const check = (token: string, resource: 'model' | 'platform') =>
       verifyAccessToken(server.deps, token, { resource, origin: server.v2Url });
     await expect(check(here.model!, 'model')).resolves.toMatchObject({ orgKey: owner.orgKey });
 
-    expect((await api.delete(`/v1/clients/${owner.clientId}/members/${user.userId}`, { token: owner.session })).body).toEqual({ removed: true });
+    expect(
+      (await api.delete(`/v1/clients/${owner.clientId}/members/${user.userId}`, { token: owner.session }))
+        .body,
+    ).toEqual({ removed: true });
     await expect(check(here.model!, 'model')).rejects.toMatchObject({ status: 401 });
     await expect(check(here.platform!, 'platform')).rejects.toMatchObject({ status: 401 });
     await expect(check(own.model!, 'model')).resolves.toMatchObject({ orgKey: user.orgKey });

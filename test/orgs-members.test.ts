@@ -18,7 +18,8 @@ afterAll(async () => {
   await server?.close();
 });
 
-const members = (org: TestUser, as: TestUser) => api.get(`/v1/clients/${org.clientId}/members`, { token: as.session });
+const members = (org: TestUser, as: TestUser) =>
+  api.get(`/v1/clients/${org.clientId}/members`, { token: as.session });
 const add = (org: TestUser, as: TestUser, body: Record<string, unknown>) =>
   api.post(`/v1/clients/${org.clientId}/members`, body, { token: as.session });
 const remove = (org: TestUser, as: TestUser, userId: string) =>
@@ -44,8 +45,20 @@ describe('GET /v1/clients/{client_id}/members', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
       data: [
-        { user_id: owner.userId, email: owner.email, name: 'Olga', role: 'owner', created_at: expect.any(Number) },
-        { user_id: viewer.userId, email: viewer.email, name: 'Vic', role: 'viewer', created_at: expect.any(Number) },
+        {
+          user_id: owner.userId,
+          email: owner.email,
+          name: 'Olga',
+          role: 'owner',
+          created_at: expect.any(Number),
+        },
+        {
+          user_id: viewer.userId,
+          email: viewer.email,
+          name: 'Vic',
+          role: 'viewer',
+          created_at: expect.any(Number),
+        },
       ],
     });
   });
@@ -58,7 +71,8 @@ describe('GET /v1/clients/{client_id}/members', () => {
       await addMember(server, owner.orgKey, member.userId);
       joined.push(member.userId);
     }
-    const page = (q: string) => api.get(`/v1/clients/${owner.clientId}/members?${q}`, { token: owner.session });
+    const page = (q: string) =>
+      api.get(`/v1/clients/${owner.clientId}/members?${q}`, { token: owner.session });
     const ids = (res: { body: { data: { user_id: string }[] } }) => res.body.data.map((m) => m.user_id);
     expect(ids(await page(''))).toEqual(joined);
     expect(ids(await page('limit=3'))).toEqual(joined.slice(0, 3));
@@ -88,7 +102,13 @@ describe('POST /v1/clients/{client_id}/members', () => {
     const user = await createUser(server, { name: 'New Person' });
     const res = await add(owner, owner, { email: `  ${user.email.toUpperCase()} ` });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ user_id: user.userId, email: user.email, name: 'New Person', role: 'member', created_at: expect.any(Number) });
+    expect(res.body).toEqual({
+      user_id: user.userId,
+      email: user.email,
+      name: 'New Person',
+      role: 'member',
+      created_at: expect.any(Number),
+    });
     const viewer = await createUser(server);
     expect((await add(owner, owner, { email: viewer.email, role: 'viewer' })).body.role).toBe('viewer');
     expect((await members(owner, user)).body.data).toHaveLength(3);
@@ -121,7 +141,12 @@ describe('POST /v1/clients/{client_id}/members', () => {
     expect(dup.body.detail.code).toBe('ALREADY_MEMBER');
     const self = await add(owner, owner, { email: owner.email });
     expect(self.status).toBe(409);
-    for (const body of [{ email: outsider.email, role: 'owner' }, { email: outsider.email, role: 'admin' }, {}, { email: 5 }]) {
+    for (const body of [
+      { email: outsider.email, role: 'owner' },
+      { email: outsider.email, role: 'admin' },
+      {},
+      { email: 5 },
+    ]) {
       const res = await add(owner, owner, body);
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.detail.code).toBe('VALIDATION_ERROR');
@@ -214,8 +239,12 @@ describe('DELETE /v1/clients/{client_id}/members/{user_id}', () => {
     await addMember(server, owner.orgKey, member.userId);
     const own = await createApiToken(server, owner, owner.orgKey);
     expect((await api.get(`/v1/clients/${owner.clientId}/members`, { token: own.secret })).status).toBe(200);
-    const second = (await api.post('/v1/clients', { name: 'Second' }, { token: owner.session })).body.id as string;
+    const second = (await api.post('/v1/clients', { name: 'Second' }, { token: owner.session })).body
+      .id as string;
     expect((await api.get(`/v1/clients/${second}/members`, { token: own.secret })).status).toBe(403);
-    expect((await api.delete(`/v1/clients/${owner.clientId}/members/${member.userId}`, { token: own.secret })).body).toEqual({ removed: true });
+    expect(
+      (await api.delete(`/v1/clients/${owner.clientId}/members/${member.userId}`, { token: own.secret }))
+        .body,
+    ).toEqual({ removed: true });
   });
 });

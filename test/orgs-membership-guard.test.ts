@@ -50,19 +50,39 @@ describe('membership guard', () => {
 
     await server.deps.db.execute(sql`alter table memberships rename to memberships_unavailable`);
     try {
-      const err = await requireLiveMembership(server.deps.db, user.userId, owner.orgKey).catch((e: unknown) => e);
+      const err = await requireLiveMembership(server.deps.db, user.userId, owner.orgKey).catch(
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(AppError);
       expect((err as AppError).status).toBe(503);
       expect503(await api.get('/v1/auth/verify', { token: token.secret }), 'verify');
       expect503(await api.post('/v1/tokens', {}, { token: user.session }), 'mint');
-      expect503(await api.post('/v1/auth/device/authorize', { user_code, client_id: owner.orgId }, { token: user.session }), 'device authorize');
+      expect503(
+        await api.post(
+          '/v1/auth/device/authorize',
+          { user_code, client_id: owner.orgId },
+          { token: user.session },
+        ),
+        'device authorize',
+      );
       expect503(await api.get('/v1/clients', { token: user.session }), 'list clients');
-      expect503(await api.get(`/v1/clients/${owner.clientId}/members`, { token: owner.session }), 'list members');
+      expect503(
+        await api.get(`/v1/clients/${owner.clientId}/members`, { token: owner.session }),
+        'list members',
+      );
     } finally {
       await server.deps.db.execute(sql`alter table memberships_unavailable rename to memberships`);
     }
     expect((await api.get('/v1/auth/verify', { token: token.secret })).status).toBe(200);
-    expect((await api.post('/v1/auth/device/authorize', { user_code, client_id: owner.orgId }, { token: user.session })).status).toBe(200);
+    expect(
+      (
+        await api.post(
+          '/v1/auth/device/authorize',
+          { user_code, client_id: owner.orgId },
+          { token: user.session },
+        )
+      ).status,
+    ).toBe(200);
   });
 
   it('fails closed with 503 (not 401) when the database is gone altogether', async () => {
@@ -72,14 +92,19 @@ describe('membership guard', () => {
       const token = await createApiToken(other, user, user.orgKey);
       expect((await client(other.url).get('/v1/auth/verify', { token: token.secret })).status).toBe(200);
       await other.database.close();
-      expect503(await client(other.url).get('/v1/auth/verify', { token: token.secret }), 'verify after the pool ended');
+      expect503(
+        await client(other.url).get('/v1/auth/verify', { token: token.secret }),
+        'verify after the pool ended',
+      );
     } finally {
       // close() cannot end the pool twice and stops before dropping the database: drop it here.
       await other.close().catch(async () => {
         if (!other.databaseUrl) return;
         const admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
         await admin.connect();
-        await admin.query(`drop database if exists "${new URL(other.databaseUrl).pathname.slice(1)}" with (force)`);
+        await admin.query(
+          `drop database if exists "${new URL(other.databaseUrl).pathname.slice(1)}" with (force)`,
+        );
         await admin.end();
       });
     }

@@ -14,7 +14,10 @@ import { orgIdOf } from '../src/ids.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.warn(`portal-browser: ${CHROMIUM} is missing; the real-browser tests are skipped (apt-get install chromium)`);
+if (!haveChromium)
+  console.warn(
+    `portal-browser: ${CHROMIUM} is missing; the real-browser tests are skipped (apt-get install chromium)`,
+  );
 
 let server: TestServer;
 let browser: Browser;
@@ -26,7 +29,14 @@ beforeAll(async () => {
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
 });
 afterAll(async () => {
@@ -52,7 +62,9 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     expect(new URL(page.url()).pathname).toBe('/account/login');
     expect(new URL(page.url()).searchParams.get('return_to')).toContain(code.user_code);
     // The stylesheet applied (allowed by its hash): the page background is the design's, not white.
-    expect(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor')).toBe('rgb(245, 246, 248)');
+    expect(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor')).toBe(
+      'rgb(245, 246, 248)',
+    );
     await page.screenshot({ path: '/tmp/portal-login.png', fullPage: true });
 
     await page.getByLabel('E-mail').fill(user.email);
@@ -60,8 +72,15 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL((u) => u.pathname === '/account/device');
     const cookies = await context.cookies();
-    expect(cookies.map((c) => c.name)).toEqual(expect.arrayContaining(['__Host-svc_session', '__Host-svc_csrf']));
-    expect(cookies.find((c) => c.name === '__Host-svc_session')).toMatchObject({ secure: true, httpOnly: true, sameSite: 'Lax', path: '/' });
+    expect(cookies.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['__Host-svc_session', '__Host-svc_csrf']),
+    );
+    expect(cookies.find((c) => c.name === '__Host-svc_session')).toMatchObject({
+      secure: true,
+      httpOnly: true,
+      sameSite: 'Lax',
+      path: '/',
+    });
 
     await expect.poll(() => page.locator('.usercode').textContent()).toBe(code.user_code);
     await page.getByLabel('Organization').selectOption(orgIdOf(team.orgKey));
@@ -71,7 +90,11 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     expect(await page.locator('h1').textContent()).toBe('Device connected');
 
     const polled = await client(server.url).post('/v1/auth/device/poll', { device_code: code.device_code });
-    expect(polled.body).toMatchObject({ status: 'complete', client_id: orgIdOf(team.orgKey), email: user.email });
+    expect(polled.body).toMatchObject({
+      status: 'complete',
+      client_id: orgIdOf(team.orgKey),
+      email: user.email,
+    });
 
     await page.goto(`${server.v2Url}/account`);
     await page.screenshot({ path: '/tmp/portal-dashboard.png', fullPage: true });
@@ -100,9 +123,13 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     const context = await browser.newContext({ colorScheme: 'dark', viewport: { width: 700, height: 600 } });
     const page = await context.newPage();
     await page.goto(`${server.url}/account/register`);
-    expect(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor')).toBe('rgb(17, 20, 24)');
+    expect(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor')).toBe(
+      'rgb(17, 20, 24)',
+    );
     // The header stays dark with light text in both palettes.
-    expect(await page.evaluate("getComputedStyle(document.querySelector('header.top')).backgroundColor")).toBe('rgb(10, 13, 17)');
+    expect(
+      await page.evaluate("getComputedStyle(document.querySelector('header.top')).backgroundColor"),
+    ).toBe('rgb(10, 13, 17)');
     await page.screenshot({ path: '/tmp/portal-register-dark.png', fullPage: true });
     await context.close();
   });

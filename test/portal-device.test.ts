@@ -29,13 +29,15 @@ async function newDeviceCode() {
   return res.body as { device_code: string; user_code: string; verification_uri_complete: string };
 }
 
-const poll = (deviceCode: string) => client(server.url).post('/v1/auth/device/poll', { device_code: deviceCode });
+const poll = (deviceCode: string) =>
+  client(server.url).post('/v1/auth/device/poll', { device_code: deviceCode });
 
 describe('device approval page', () => {
   it('sends a signed-out visitor to sign-in with return_to, keeping the user code', async () => {
     const code = await newDeviceCode();
     const browser = new PageClient(server.v2Url);
-    const path = new URL(code.verification_uri_complete).pathname + new URL(code.verification_uri_complete).search;
+    const path =
+      new URL(code.verification_uri_complete).pathname + new URL(code.verification_uri_complete).search;
     const res = await browser.get(path);
     expect(res.status).toBe(303);
     const login = new URL(res.location!);
@@ -76,7 +78,11 @@ describe('device approval page', () => {
 
     const complete = await poll(code.device_code);
     expect(complete.status).toBe(200);
-    expect(complete.body).toMatchObject({ status: 'complete', client_id: orgIdOf(other.orgKey), email: user.email });
+    expect(complete.body).toMatchObject({
+      status: 'complete',
+      client_id: orgIdOf(other.orgKey),
+      email: user.email,
+    });
     expect(complete.body.token).toMatch(/^svc_/);
     // Exactly once.
     expect((await poll(code.device_code)).body).toEqual({ status: 'expired_token' });
@@ -86,16 +92,25 @@ describe('device approval page', () => {
     const user = await createUser(server);
     const code = await newDeviceCode();
     const browser = await signedIn(user);
-    const res = await browser.submit('/account/device', '/account/device', { user_code: code.user_code, decision: 'approve' });
+    const res = await browser.submit('/account/device', '/account/device', {
+      user_code: code.user_code,
+      decision: 'approve',
+    });
     expect(res.status).toBe(303);
-    expect((await poll(code.device_code)).body).toMatchObject({ status: 'complete', client_id: orgIdOf(user.orgKey) });
+    expect((await poll(code.device_code)).body).toMatchObject({
+      status: 'complete',
+      client_id: orgIdOf(user.orgKey),
+    });
   });
 
   it('denies: the device polls access_denied', async () => {
     const user = await createUser(server);
     const code = await newDeviceCode();
     const browser = await signedIn(user);
-    const res = await browser.submit(`/account/device?user_code=${code.user_code}`, '/account/device', { user_code: code.user_code, decision: 'deny' });
+    const res = await browser.submit(`/account/device?user_code=${code.user_code}`, '/account/device', {
+      user_code: code.user_code,
+      decision: 'deny',
+    });
     expect(res.location).toMatch(/done=denied$/);
     expect((await browser.follow(res)).text).toContain('Request denied');
     const denied = await poll(code.device_code);
@@ -109,14 +124,21 @@ describe('device approval page', () => {
     const browser = await signedIn(user);
     const entry = await browser.get('/account/device');
     expect(entry.text).toMatch(/<input id="f-user_code" name="user_code"/);
-    const next = await browser.post('/account/device', { csrf_token: csrfOf(entry.text), user_code: code.user_code });
+    const next = await browser.post('/account/device', {
+      csrf_token: csrfOf(entry.text),
+      user_code: code.user_code,
+    });
     expect(next.status).toBe(303);
     expect(next.location).toContain(`/account/device?user_code=${encodeURIComponent(code.user_code)}`);
 
     const wrong = await browser.get('/account/device?user_code=BBBB-BBBB');
     expect(wrong.status).toBe(400);
     expect(wrong.text).toContain('not valid or has expired');
-    const wrongPost = await browser.post('/account/device', { csrf_token: csrfOf(entry.text), user_code: 'BBBB-BBBB', decision: 'approve' });
+    const wrongPost = await browser.post('/account/device', {
+      csrf_token: csrfOf(entry.text),
+      user_code: 'BBBB-BBBB',
+      decision: 'approve',
+    });
     expect(wrongPost.status).toBe(400);
     expect(wrongPost.text).toMatch(/class="alert error"/);
     expect(wrongPost.text).not.toMatch(/at .*\.ts:\d+/); // never a stack trace
@@ -127,7 +149,11 @@ describe('device approval page', () => {
     const stranger = await createUser(server);
     const code = await newDeviceCode();
     const browser = await signedIn(user);
-    const res = await browser.submit('/account/device', '/account/device', { user_code: code.user_code, client_id: orgIdOf(stranger.orgKey), decision: 'approve' });
+    const res = await browser.submit('/account/device', '/account/device', {
+      user_code: code.user_code,
+      client_id: orgIdOf(stranger.orgKey),
+      decision: 'approve',
+    });
     expect(res.status).toBe(403);
     expect(res.text).toMatch(/class="alert error"/);
     expect((await poll(code.device_code)).body.status).toBe('authorization_pending');
@@ -141,22 +167,49 @@ describe('device approval page', () => {
     const token = csrfOf(page.text);
     const fields = { user_code: code.user_code, decision: 'approve' };
     expect((await browser.post('/account/device', fields)).status).toBe(403);
-    expect((await browser.post('/account/device', { ...fields, csrf_token: token.slice(1) + 'A' })).status).toBe(403);
-    expect((await browser.post('/account/device', { ...fields, csrf_token: token }, { origin: 'https://evil.example' })).status).toBe(403);
-    expect((await browser.post('/account/device', { ...fields, csrf_token: token }, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    expect(
+      (await browser.post('/account/device', { ...fields, csrf_token: token.slice(1) + 'A' })).status,
+    ).toBe(403);
+    expect(
+      (
+        await browser.post(
+          '/account/device',
+          { ...fields, csrf_token: token },
+          { origin: 'https://evil.example' },
+        )
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await browser.post(
+          '/account/device',
+          { ...fields, csrf_token: token },
+          { 'sec-fetch-site': 'cross-site' },
+        )
+      ).status,
+    ).toBe(403);
     // A token from another browser (its own cookie) does not fit this browser's cookie.
     const other = await signedIn(user);
     const otherToken = csrfOf((await other.get('/account/device')).text);
     expect((await browser.post('/account/device', { ...fields, csrf_token: otherToken })).status).toBe(403);
     expect((await poll(code.device_code)).body.status).toBe('authorization_pending');
     // The right token, same origin: accepted.
-    const ok = await browser.post('/account/device', { ...fields, csrf_token: token }, { origin: server.v2Url, 'sec-fetch-site': 'same-origin' });
+    const ok = await browser.post(
+      '/account/device',
+      { ...fields, csrf_token: token },
+      { origin: server.v2Url, 'sec-fetch-site': 'same-origin' },
+    );
     expect(ok.status).toBe(303);
   });
 
   it('names the OAuth client and the resources of an OAuth device request', async () => {
     const { createDeviceAuthorization } = await import('../src/device/store.js');
-    const issued = await createDeviceAuthorization(server.deps, { flow: 'oauth', oauthClientId: 'svc-cli', resources: [`${server.v2Url}/v1`], scope: 'model' });
+    const issued = await createDeviceAuthorization(server.deps, {
+      flow: 'oauth',
+      oauthClientId: 'svc-cli',
+      resources: [`${server.v2Url}/v1`],
+      scope: 'model',
+    });
     const user = await createUser(server);
     const page = await (await signedIn(user)).get(`/account/device?user_code=${issued.userCode}`);
     expect(page.status).toBe(200);
@@ -166,7 +219,11 @@ describe('device approval page', () => {
   });
 
   it('sends an unverified account to the dashboard instead of approving', async () => {
-    const { user } = await registerAccount(server.deps.db, { email: `unverified-${Date.now()}@example.test`, name: 'U', password: 'correct-Horse-9' });
+    const { user } = await registerAccount(server.deps.db, {
+      email: `unverified-${Date.now()}@example.test`,
+      name: 'U',
+      password: 'correct-Horse-9',
+    });
     const { issueSession } = await import('../src/auth/session.js');
     const { token } = await issueSession(server.deps.db, server.deps.keys.session, user.id);
     const browser = new PageClient(server.v2Url);

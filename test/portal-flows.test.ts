@@ -29,8 +29,15 @@ async function mailLink(to: string, path: string): Promise<string> {
 }
 
 async function signIn(browser: PageClient, email: string, password: string, returnTo?: string) {
-  const page = await browser.get(returnTo ? `/account/login?return_to=${encodeURIComponent(returnTo)}` : '/account/login');
-  const res = await browser.post('/account/login', { csrf_token: csrfOf(page.text), email, password, ...(returnTo ? { return_to: hiddenOf(page.text, 'return_to') ?? '' } : {}) });
+  const page = await browser.get(
+    returnTo ? `/account/login?return_to=${encodeURIComponent(returnTo)}` : '/account/login',
+  );
+  const res = await browser.post('/account/login', {
+    csrf_token: csrfOf(page.text),
+    email,
+    password,
+    ...(returnTo ? { return_to: hiddenOf(page.text, 'return_to') ?? '' } : {}),
+  });
   return Object.assign(res, { preToken: csrfOf(page.text) });
 }
 
@@ -38,7 +45,11 @@ describe('register → verify → sign in → dashboard', () => {
   it('works end to end through the pages, with the session cookie set like the API', async () => {
     const browser = new PageClient(server.v2Url);
     const email = newEmail();
-    const reg = await browser.submit('/account/register', '/account/register', { name: 'Page Person', email: `  ${email.toUpperCase()} `, password: STRONG_PASSWORD });
+    const reg = await browser.submit('/account/register', '/account/register', {
+      name: 'Page Person',
+      email: `  ${email.toUpperCase()} `,
+      password: STRONG_PASSWORD,
+    });
     expect(reg.status).toBe(303);
     expect(reg.location).toBe(`${server.v2Url}/account/login?registered=1`);
     expect((await browser.follow(reg)).text).toContain('Account created');
@@ -66,7 +77,13 @@ describe('register → verify → sign in → dashboard', () => {
     // Byte for byte the API's cookie attributes (only the token and the expiry differ).
     const api = await client(server.url).post('/v1/login', { email, password: STRONG_PASSWORD });
     const apiCookie = api.headers.getSetCookie().find((c) => c.startsWith('__Host-svc_session='))!;
-    const attrs = (c: string) => c.split(';').slice(1).map((a) => a.trim()).filter((a) => !/^expires=/i.test(a)).sort();
+    const attrs = (c: string) =>
+      c
+        .split(';')
+        .slice(1)
+        .map((a) => a.trim())
+        .filter((a) => !/^expires=/i.test(a))
+        .sort();
     expect(attrs(cookie)).toEqual(attrs(apiCookie));
     // The page session is the API session.
     const token = browser.jar.get('__Host-svc_session')!;
@@ -76,7 +93,9 @@ describe('register → verify → sign in → dashboard', () => {
     const dash = await browser.follow(login);
     expect(dash.status).toBe(200);
     expect(csrfOf(dash.text)).not.toBe(preLoginToken);
-    expect((await browser.post('/account/clients', { csrf_token: preLoginToken!, name: 'Stale' })).status).toBe(403);
+    expect(
+      (await browser.post('/account/clients', { csrf_token: preLoginToken!, name: 'Stale' })).status,
+    ).toBe(403);
     expect(dash.text).toContain(email);
     expect(dash.text).toContain('Page Person');
     expect(dash.text).toMatch(/class="badge ok">verified/);
@@ -84,14 +103,26 @@ describe('register → verify → sign in → dashboard', () => {
 
   it('shows registration errors inline: weak password, taken e-mail, bad e-mail', async () => {
     const browser = new PageClient(server.url);
-    const weak = await browser.submit('/account/register', '/account/register', { name: 'A', email: newEmail(), password: 'short' });
+    const weak = await browser.submit('/account/register', '/account/register', {
+      name: 'A',
+      email: newEmail(),
+      password: 'short',
+    });
     expect(weak.status).toBe(400);
     expect(weak.text).toMatch(/id="f-password-error"/);
     const taken = await createUser(server);
-    const dup = await browser.submit('/account/register', '/account/register', { name: 'A', email: taken.email, password: STRONG_PASSWORD });
+    const dup = await browser.submit('/account/register', '/account/register', {
+      name: 'A',
+      email: taken.email,
+      password: STRONG_PASSWORD,
+    });
     expect(dup.status).toBe(409);
     expect(dup.text).toMatch(/id="f-email-error">An account with this e-mail already exists/);
-    const bad = await browser.submit('/account/register', '/account/register', { name: 'A', email: 'not-an-email', password: STRONG_PASSWORD });
+    const bad = await browser.submit('/account/register', '/account/register', {
+      name: 'A',
+      email: 'not-an-email',
+      password: STRONG_PASSWORD,
+    });
     expect(bad.status).toBe(400);
     expect(bad.text).toMatch(/id="f-email-error"/);
     // The form keeps what was typed (except the password).
@@ -102,14 +133,20 @@ describe('register → verify → sign in → dashboard', () => {
   it('an unverified account can sign in, sees the resend form, and a new link arrives', async () => {
     const browser = new PageClient(server.url);
     const email = newEmail();
-    await browser.submit('/account/register', '/account/register', { name: 'U', email, password: STRONG_PASSWORD });
+    await browser.submit('/account/register', '/account/register', {
+      name: 'U',
+      email,
+      password: STRONG_PASSWORD,
+    });
     const dash = await browser.follow(await signIn(browser, email, STRONG_PASSWORD));
     expect(dash.text).toContain('not verified');
     const before = (await client(server.url).get('/dev/mail', { query: { to: email } })).body.data.length;
     const res = await browser.post('/account/verify/resend', { csrf_token: csrfOf(dash.text) });
     expect(res.status).toBe(303);
     expect((await browser.follow(res)).text).toContain('new verification link');
-    expect((await client(server.url).get('/dev/mail', { query: { to: email } })).body.data.length).toBe(before + 1);
+    expect((await client(server.url).get('/dev/mail', { query: { to: email } })).body.data.length).toBe(
+      before + 1,
+    );
   });
 });
 
@@ -137,7 +174,12 @@ describe('sign-in', () => {
     for (const evil of ['https://evil.example/x', '//evil.example/x', '/\\evil.example']) {
       const b = new PageClient(server.url);
       const page = await b.get('/account/login');
-      const out = await b.post('/account/login', { csrf_token: csrfOf(page.text), email: user.email, password: user.password, return_to: evil });
+      const out = await b.post('/account/login', {
+        csrf_token: csrfOf(page.text),
+        email: user.email,
+        password: user.password,
+        return_to: evil,
+      });
       expect(out.status).toBe(303);
       expect(out.location).toBe(`${server.url}/account`);
     }
@@ -154,12 +196,18 @@ describe('two-factor authentication through the pages', () => {
     expect(setup.text).toMatch(/<svg[^>]*viewBox/);
     const secret = /<code class="mono">([A-Z2-7]+)<\/code>/.exec(setup.text)![1]!;
 
-    const wrong = await browser.post('/account/2fa/enable', { csrf_token: csrfOf(setup.text), code: '000000' });
+    const wrong = await browser.post('/account/2fa/enable', {
+      csrf_token: csrfOf(setup.text),
+      code: '000000',
+    });
     expect(wrong.status).toBe(400);
     expect(wrong.text).toContain(secret); // the same secret again, not a new one
     expect(wrong.text).toMatch(/id="f-code-error"/);
 
-    const enabled = await browser.post('/account/2fa/enable', { csrf_token: csrfOf(setup.text), code: await generate({ secret }) });
+    const enabled = await browser.post('/account/2fa/enable', {
+      csrf_token: csrfOf(setup.text),
+      code: await generate({ secret }),
+    });
     expect(enabled.status).toBe(200);
     const codes = [...enabled.text.matchAll(/<li>([a-z2-7]{5}-[a-z2-7]{5})<\/li>/g)].map((m) => m[1]!);
     expect(codes).toHaveLength(10);
@@ -175,12 +223,22 @@ describe('two-factor authentication through the pages', () => {
     expect(step1.text).toMatch(/name="code"/);
     expect(b2.jar.has('__Host-svc_session')).toBe(false);
     const challenge = hiddenOf(step1.text, 'challenge_token')!;
-    const bad = await b2.post('/account/login/2fa', { csrf_token: csrfOf(step1.text), challenge_token: challenge, code: '123456', return_to: '/account/device' });
+    const bad = await b2.post('/account/login/2fa', {
+      csrf_token: csrfOf(step1.text),
+      challenge_token: challenge,
+      code: '123456',
+      return_to: '/account/device',
+    });
     expect(bad.status).toBe(401);
     expect(bad.text).toMatch(/class="alert error"/);
     // The next time step (enable used the current one; a used step is refused).
     const next = await generate({ secret, epoch: Math.floor(Date.now() / 1000) + 30 });
-    const ok = await b2.post('/account/login/2fa', { csrf_token: csrfOf(bad.text), challenge_token: challenge, code: next, return_to: '/account/device' });
+    const ok = await b2.post('/account/login/2fa', {
+      csrf_token: csrfOf(bad.text),
+      challenge_token: challenge,
+      code: next,
+      return_to: '/account/device',
+    });
     expect(ok.status).toBe(303);
     expect(ok.location).toBe(`${server.url}/account/device`);
     expect(b2.jar.has('__Host-svc_session')).toBe(true);
@@ -188,13 +246,21 @@ describe('two-factor authentication through the pages', () => {
     // A recovery code instead of the app.
     const b3 = new PageClient(server.url);
     const s1 = await signIn(b3, user.email, user.password);
-    const viaRecovery = await b3.post('/account/login/2fa', { csrf_token: csrfOf(s1.text), challenge_token: hiddenOf(s1.text, 'challenge_token')!, code: codes[0]!.toUpperCase() });
+    const viaRecovery = await b3.post('/account/login/2fa', {
+      csrf_token: csrfOf(s1.text),
+      challenge_token: hiddenOf(s1.text, 'challenge_token')!,
+      code: codes[0]!.toUpperCase(),
+    });
     expect(viaRecovery.status).toBe(303);
     expect(viaRecovery.location).toBe(`${server.url}/account`);
     // …once.
     const b4 = new PageClient(server.url);
     const s2 = await signIn(b4, user.email, user.password);
-    const reused = await b4.post('/account/login/2fa', { csrf_token: csrfOf(s2.text), challenge_token: hiddenOf(s2.text, 'challenge_token')!, code: codes[0]! });
+    const reused = await b4.post('/account/login/2fa', {
+      csrf_token: csrfOf(s2.text),
+      challenge_token: hiddenOf(s2.text, 'challenge_token')!,
+      code: codes[0]!,
+    });
     expect(reused.status).toBe(401);
 
     // Disable with another recovery code.
@@ -215,12 +281,20 @@ describe('two-factor authentication through the pages', () => {
     const step1 = await signIn(browser, user.email, user.password);
     const challenge = hiddenOf(step1.text, 'challenge_token')!;
     for (let i = 0; i < 5; i++) {
-      const res = await browser.post('/account/login/2fa', { csrf_token: csrfOf(step1.text), challenge_token: challenge, code: '000000' });
+      const res = await browser.post('/account/login/2fa', {
+        csrf_token: csrfOf(step1.text),
+        challenge_token: challenge,
+        code: '000000',
+      });
       expect(res.status).toBe(401);
       expect(res.text).toMatch(/name="challenge_token"/);
     }
     const right = await generate({ secret, epoch: Math.floor(Date.now() / 1000) + 30 });
-    const burnt = await browser.post('/account/login/2fa', { csrf_token: csrfOf(step1.text), challenge_token: challenge, code: right });
+    const burnt = await browser.post('/account/login/2fa', {
+      csrf_token: csrfOf(step1.text),
+      challenge_token: challenge,
+      code: right,
+    });
     expect(burnt.status).toBe(401);
     expect(burnt.text).toContain('sign in again');
     expect(burnt.text).not.toMatch(/name="challenge_token"/);
@@ -230,7 +304,11 @@ describe('two-factor authentication through the pages', () => {
   it('a burnt challenge sends the person back to the sign-in form', async () => {
     const browser = new PageClient(server.url);
     const page = await browser.get('/account/login');
-    const res = await browser.post('/account/login/2fa', { csrf_token: csrfOf(page.text), challenge_token: 'made-up', code: '123456' });
+    const res = await browser.post('/account/login/2fa', {
+      csrf_token: csrfOf(page.text),
+      challenge_token: 'made-up',
+      code: '123456',
+    });
     expect(res.status).toBe(401);
     expect(res.text).toContain('sign in again');
     expect(res.text).toMatch(/name="password"/);
@@ -257,15 +335,27 @@ describe('password reset', () => {
     expect(form.status).toBe(200);
     expect(form.text).toMatch(/name="password" type="password"/);
     const token = hiddenOf(form.text, 'token')!;
-    const weak = await browser.post('/account/reset/confirm', { csrf_token: csrfOf(form.text), token, password: 'weak' });
+    const weak = await browser.post('/account/reset/confirm', {
+      csrf_token: csrfOf(form.text),
+      token,
+      password: 'weak',
+    });
     expect(weak.status).toBe(400);
     expect(weak.text).toMatch(/id="f-password-error"/);
     const newPassword = 'another-Horse-7';
-    const done = await browser.post('/account/reset/confirm', { csrf_token: csrfOf(form.text), token, password: newPassword });
+    const done = await browser.post('/account/reset/confirm', {
+      csrf_token: csrfOf(form.text),
+      token,
+      password: newPassword,
+    });
     expect(done.status).toBe(303);
     expect(done.location).toBe(`${server.url}/account/login?reset=1`);
     // Single use.
-    const replay = await browser.post('/account/reset/confirm', { csrf_token: csrfOf(form.text), token, password: newPassword });
+    const replay = await browser.post('/account/reset/confirm', {
+      csrf_token: csrfOf(form.text),
+      token,
+      password: newPassword,
+    });
     expect(replay.status).toBe(400);
     expect(replay.text).toContain('not valid any more');
 
@@ -280,7 +370,12 @@ describe('rate limits on the pages (CONTRACT §1)', () => {
     const user = await createUser(server);
     const browser = new PageClient(server.url);
     const page = await browser.get('/account/login');
-    const post = () => browser.post('/account/login', { csrf_token: csrfOf(page.text), email: user.email, password: 'wrong-Password-1' });
+    const post = () =>
+      browser.post('/account/login', {
+        csrf_token: csrfOf(page.text),
+        email: user.email,
+        password: 'wrong-Password-1',
+      });
     for (let i = 0; i < 10; i++) expect((await post()).status).toBe(401);
     const limited = await post();
     expect(limited.status).toBe(429);
@@ -292,7 +387,8 @@ describe('rate limits on the pages (CONTRACT §1)', () => {
   it('reset requests per e-mail: the 6th in an hour is 429, shown inline', async () => {
     const browser = new PageClient(server.url);
     const email = newEmail();
-    for (let i = 0; i < 5; i++) expect((await browser.submit('/account/reset', '/account/reset', { email })).status).toBe(303);
+    for (let i = 0; i < 5; i++)
+      expect((await browser.submit('/account/reset', '/account/reset', { email })).status).toBe(303);
     const limited = await browser.submit('/account/reset', '/account/reset', { email });
     expect(limited.status).toBe(429);
     expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
@@ -306,10 +402,16 @@ describe('rate limits on the pages (CONTRACT §1)', () => {
       const page = await browser.get('/account/login');
       const statuses: number[] = [];
       for (let i = 0; i < 4; i++) {
-        statuses.push((await browser.post('/account/reset', { csrf_token: csrfOf(page.text), email: newEmail() })).status);
+        statuses.push(
+          (await browser.post('/account/reset', { csrf_token: csrfOf(page.text), email: newEmail() })).status,
+        );
       }
       expect(statuses.slice(0, 3)).toEqual([303, 303, 303]);
-      const res = await browser.post('/account/login', { csrf_token: csrfOf(page.text), email: 'a@example.test', password: 'x' });
+      const res = await browser.post('/account/login', {
+        csrf_token: csrfOf(page.text),
+        email: 'a@example.test',
+        password: 'x',
+      });
       expect(res.status).toBe(429);
       expect(res.headers.get('content-type')).toContain('text/html');
       expect(res.headers.get('retry-after')).toMatch(/^\d+$/);

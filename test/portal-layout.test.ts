@@ -29,7 +29,11 @@ describe('html template', () => {
 
 describe('renderPage', () => {
   it('is a full document with the stylesheet inline and the title escaped', () => {
-    const page = renderPage({ title: 'A <b>', body: html`<p>hi</p>`, user: { email: 'x@example.test', name: '<Bob>' } });
+    const page = renderPage({
+      title: 'A <b>',
+      body: html`<p>hi</p>`,
+      user: { email: 'x@example.test', name: '<Bob>' },
+    });
     expect(page.startsWith('<!doctype html>')).toBe(true);
     expect(page).toContain('<title>A &lt;b&gt; · svc</title>');
     expect(page).toContain(`<style>${PAGE_CSS}</style>`);
@@ -45,11 +49,20 @@ describe('renderPage', () => {
     const hash = createHash('sha256').update(PAGE_CSS).digest('base64');
     const csp = pageCsp();
     expect(csp).toContain(`style-src 'sha256-${hash}'`);
-    for (const d of ["default-src 'self'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'", "object-src 'none'", "script-src 'none'"]) {
+    for (const d of [
+      "default-src 'self'",
+      "frame-ancestors 'none'",
+      "base-uri 'none'",
+      "form-action 'self'",
+      "object-src 'none'",
+      "script-src 'none'",
+    ]) {
       expect(csp).toContain(d);
     }
     expect(csp).not.toContain('unsafe-inline');
-    expect(pageCsp({ formAction: ['http://127.0.0.1:9999'] })).toContain("form-action 'self' http://127.0.0.1:9999");
+    expect(pageCsp({ formAction: ['http://127.0.0.1:9999'] })).toContain(
+      "form-action 'self' http://127.0.0.1:9999",
+    );
   });
 });
 
@@ -83,7 +96,9 @@ describe('return_to (no open redirect)', () => {
   });
 
   it('builds the sign-in URL with the target encoded', () => {
-    expect(loginUrlFor('/account/device?user_code=A B')).toBe('/account/login?return_to=%2Faccount%2Fdevice%3Fuser_code%3DA%2520B');
+    expect(loginUrlFor('/account/device?user_code=A B')).toBe(
+      '/account/login?return_to=%2Faccount%2Fdevice%3Fuser_code%3DA%2520B',
+    );
     expect(loginUrlFor('https://evil.example')).toBe('/account/login');
     expect(loginUrlFor('/account')).toBe('/account/login');
   });

@@ -21,7 +21,13 @@ function signedIn(user: TestUser, base = server.url): PageClient {
   return browser;
 }
 
-const PAGES = ['/account/login', '/account/register', '/account/reset', '/account/reset?token=abc', '/account/verify?token=nope'];
+const PAGES = [
+  '/account/login',
+  '/account/register',
+  '/account/reset',
+  '/account/reset?token=abc',
+  '/account/verify?token=nope',
+];
 
 describe('every page: headers and markup', () => {
   it.each(PAGES)('%s is HTML with CSP, no framing, no sniffing, no referrer, no caching', async (path) => {
@@ -29,7 +35,13 @@ describe('every page: headers and markup', () => {
     expect(res.status).toBeLessThan(500);
     expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
     const csp = res.headers.get('content-security-policy')!;
-    for (const d of ["default-src 'self'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'", "object-src 'none'"]) {
+    for (const d of [
+      "default-src 'self'",
+      "frame-ancestors 'none'",
+      "base-uri 'none'",
+      "form-action 'self'",
+      "object-src 'none'",
+    ]) {
       expect(csp).toContain(d);
     }
     expect(csp).not.toContain('unsafe-inline');
@@ -87,11 +99,23 @@ describe('every page: headers and markup', () => {
   it('accepts the right token with Origin: null (what a no-referrer page posts) and with Sec-Fetch-Site same-origin', async () => {
     const browser = new PageClient(server.url);
     const token = csrfOf((await browser.get('/account/reset')).text);
-    const a = await browser.post('/account/reset', { csrf_token: token, email: 'a@example.test' }, { origin: 'null' });
+    const a = await browser.post(
+      '/account/reset',
+      { csrf_token: token, email: 'a@example.test' },
+      { origin: 'null' },
+    );
     expect(a.status).toBe(303);
-    const b = await browser.post('/account/reset', { csrf_token: token, email: 'a@example.test' }, { origin: 'null', 'sec-fetch-site': 'same-origin' });
+    const b = await browser.post(
+      '/account/reset',
+      { csrf_token: token, email: 'a@example.test' },
+      { origin: 'null', 'sec-fetch-site': 'same-origin' },
+    );
     expect(b.status).toBe(303);
-    const c = await browser.post('/account/reset', { csrf_token: token, email: 'a@example.test' }, { origin: 'null', 'sec-fetch-site': 'same-site' });
+    const c = await browser.post(
+      '/account/reset',
+      { csrf_token: token, email: 'a@example.test' },
+      { origin: 'null', 'sec-fetch-site': 'same-site' },
+    );
     expect(c.status).toBe(403);
   });
 
@@ -99,7 +123,11 @@ describe('every page: headers and markup', () => {
     const evil = '"><script>alert(1)</script>';
     const browser = new PageClient(server.url);
     const page = await browser.get('/account/login');
-    const res = await browser.post('/account/login', { csrf_token: csrfOf(page.text), email: evil, password: 'x' });
+    const res = await browser.post('/account/login', {
+      csrf_token: csrfOf(page.text),
+      email: evil,
+      password: 'x',
+    });
     expect(res.text).not.toContain('<script>');
     expect(res.text).toContain('value="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"');
     const user = await createUser(server);
@@ -127,14 +155,17 @@ describe('unknown pages', () => {
 });
 
 describe('signed-out visitors', () => {
-  it.each(['/account', '/account/device', '/account/clients/client_abc'])('%s → 303 to sign-in', async (path) => {
-    const res = await new PageClient(server.url).get(path);
-    expect(res.status).toBe(303);
-    const to = new URL(res.location!);
-    expect(to.origin).toBe(server.url);
-    expect(to.pathname).toBe('/account/login');
-    expect(to.searchParams.get('return_to')).toBe(path === '/account' ? null : path);
-  });
+  it.each(['/account', '/account/device', '/account/clients/client_abc'])(
+    '%s → 303 to sign-in',
+    async (path) => {
+      const res = await new PageClient(server.url).get(path);
+      expect(res.status).toBe(303);
+      const to = new URL(res.location!);
+      expect(to.origin).toBe(server.url);
+      expect(to.pathname).toBe('/account/login');
+      expect(to.searchParams.get('return_to')).toBe(path === '/account' ? null : path);
+    },
+  );
 
   it('a stale or revoked session counts as signed out', async () => {
     const browser = new PageClient(server.url);
@@ -142,19 +173,30 @@ describe('signed-out visitors', () => {
     expect((await browser.get('/account')).status).toBe(303);
   });
 
-  it.each(['https://evil.example/', '//evil.example', '/\\evil.example', 'javascript:alert(1)'])('never carries return_to=%s into the form', async (target) => {
-    const res = await new PageClient(server.url).get(`/account/login?return_to=${encodeURIComponent(target)}`);
-    expect(res.status).toBe(200);
-    expect(hiddenOf(res.text, 'return_to')).toBeNull();
-    expect(res.text).not.toContain('evil.example');
-  });
+  it.each(['https://evil.example/', '//evil.example', '/\\evil.example', 'javascript:alert(1)'])(
+    'never carries return_to=%s into the form',
+    async (target) => {
+      const res = await new PageClient(server.url).get(
+        `/account/login?return_to=${encodeURIComponent(target)}`,
+      );
+      expect(res.status).toBe(200);
+      expect(hiddenOf(res.text, 'return_to')).toBeNull();
+      expect(res.text).not.toContain('evil.example');
+    },
+  );
 
   it('a signed-in visitor of the sign-in page goes straight to a safe return_to, never off-site', async () => {
     const user = await createUser(server);
     const browser = signedIn(user);
-    expect((await browser.get('/account/login?return_to=%2Faccount%2Fdevice')).location).toBe(`${server.url}/account/device`);
-    expect((await browser.get('/account/login?return_to=https%3A%2F%2Fevil.example')).location).toBe(`${server.url}/account`);
-    expect((await browser.get('/account/login?return_to=%2F%2Fevil.example')).location).toBe(`${server.url}/account`);
+    expect((await browser.get('/account/login?return_to=%2Faccount%2Fdevice')).location).toBe(
+      `${server.url}/account/device`,
+    );
+    expect((await browser.get('/account/login?return_to=https%3A%2F%2Fevil.example')).location).toBe(
+      `${server.url}/account`,
+    );
+    expect((await browser.get('/account/login?return_to=%2F%2Fevil.example')).location).toBe(
+      `${server.url}/account`,
+    );
   });
 });
 
@@ -220,13 +262,23 @@ describe('dashboard', () => {
     expect(page.text).toMatch(/action="\/account\/clients\/client_[a-z0-9]+\/members"/);
     const csrf = csrfOf(page.text);
 
-    const unknown = await browser.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrf, email: 'nobody-here@example.test' });
+    const unknown = await browser.post(`/account/clients/${owner.clientId}/members`, {
+      csrf_token: csrf,
+      email: 'nobody-here@example.test',
+    });
     expect(unknown.status).toBe(404);
     expect(unknown.text).toMatch(/id="f-email-error"/);
-    const added = await browser.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrf, email: ` ${mate.email.toUpperCase()} `, role: 'member' });
+    const added = await browser.post(`/account/clients/${owner.clientId}/members`, {
+      csrf_token: csrf,
+      email: ` ${mate.email.toUpperCase()} `,
+      role: 'member',
+    });
     expect(added.status).toBe(303);
     expect((await browser.follow(added)).text).toMatch(/<td>Mate<\/td><td>[^<]+<\/td><td>member<\/td>/);
-    const again = await browser.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrf, email: mate.email });
+    const again = await browser.post(`/account/clients/${owner.clientId}/members`, {
+      csrf_token: csrf,
+      email: mate.email,
+    });
     expect(again.status).toBe(409);
 
     // The member sees the list but no owner forms, and cannot post them.
@@ -235,19 +287,26 @@ describe('dashboard', () => {
     expect(matePage.status).toBe(200);
     expect(matePage.text).not.toMatch(/\/members"/);
     expect(matePage.text).not.toContain('/remove"');
-    const sneaky = await asMate.post(`/account/clients/${owner.clientId}/members`, { csrf_token: csrfOf((await asMate.get('/account')).text), email: owner.email });
+    const sneaky = await asMate.post(`/account/clients/${owner.clientId}/members`, {
+      csrf_token: csrfOf((await asMate.get('/account')).text),
+      email: owner.email,
+    });
     expect(sneaky.status).toBe(403);
 
     const { createApiToken } = await import('./helpers/fixtures.js');
     const token = await createApiToken(server, mate, owner.orgKey);
     const { client: api } = await import('./helpers/http.js');
     expect((await api(server.url).get('/v1/auth/verify', { token: token.secret })).status).toBe(200);
-    const removed = await browser.post(`/account/clients/${owner.clientId}/members/${mate.userId}/remove`, { csrf_token: csrf });
+    const removed = await browser.post(`/account/clients/${owner.clientId}/members/${mate.userId}/remove`, {
+      csrf_token: csrf,
+    });
     expect(removed.status).toBe(303);
     expect((await browser.follow(removed)).text).not.toContain('<td>Mate</td>');
     expect((await api(server.url).get('/v1/auth/verify', { token: token.secret })).status).toBe(401);
     // The owner cannot be removed; the page says why.
-    const self = await browser.post(`/account/clients/${owner.clientId}/members/${owner.userId}/remove`, { csrf_token: csrf });
+    const self = await browser.post(`/account/clients/${owner.clientId}/members/${owner.userId}/remove`, {
+      csrf_token: csrf,
+    });
     expect(self.status).toBe(400);
     expect(self.text).toMatch(/class="alert error"/);
     // Removed: the page is gone for them.
@@ -258,7 +317,13 @@ describe('dashboard', () => {
     const user = await createUser(server);
     const browser = signedIn(user);
     await browser.get('/account');
-    for (const path of ['/account/2fa/setup', '/account/2fa/enable', '/account/2fa/disable', '/account/verify/resend', '/account/logout']) {
+    for (const path of [
+      '/account/2fa/setup',
+      '/account/2fa/enable',
+      '/account/2fa/disable',
+      '/account/verify/resend',
+      '/account/logout',
+    ]) {
       const res = await browser.post(path, { code: '123456' });
       expect(res.status, path).toBe(403);
     }

@@ -33,7 +33,12 @@ async function create(user: TestUser, body: Record<string, unknown>) {
 beforeAll(async () => {
   server = await startTestServer();
   api = client(server.url);
-  [alice, bob, vera, mallory] = await Promise.all([createUser(server), createUser(server), createUser(server), createUser(server)]);
+  [alice, bob, vera, mallory] = await Promise.all([
+    createUser(server),
+    createUser(server),
+    createUser(server),
+    createUser(server),
+  ]);
   await addMember(server, alice.orgKey, bob.userId, 'member');
   await addMember(server, alice.orgKey, vera.userId, 'viewer');
   second = await createOrg(alice);
@@ -57,7 +62,10 @@ describe('create, list, get, update, delete', () => {
     const listed = await api.get('/v1/projects', { token: alice.session, query: { org_id: alice.orgId } });
     expect(listed.status).toBe(200);
     expect(listed.body.data.map((x: { id: string }) => x.id)).toContain(p.id);
-    const bySpelling = await api.get('/v1/projects', { token: alice.session, query: { org_id: alice.clientId } });
+    const bySpelling = await api.get('/v1/projects', {
+      token: alice.session,
+      query: { org_id: alice.clientId },
+    });
     expect(bySpelling.body.data).toEqual(listed.body.data);
   });
 
@@ -65,7 +73,10 @@ describe('create, list, get, update, delete', () => {
     const missing = await api.get('/v1/projects', { token: alice.session });
     expect(missing.status).toBe(400);
     expect(missing.body.detail.code).toBe('VALIDATION_ERROR');
-    const big = await api.get('/v1/projects', { token: alice.session, query: { org_id: alice.clientId, limit: 101 } });
+    const big = await api.get('/v1/projects', {
+      token: alice.session,
+      query: { org_id: alice.clientId, limit: 101 },
+    });
     expect(big.status).toBe(400);
     const bad = await api.post('/v1/projects', { org_id: alice.clientId }, { token: alice.session });
     expect(bad.status).toBe(400);
@@ -81,7 +92,11 @@ describe('create, list, get, update, delete', () => {
 
   it('PATCH changes name, description and brief; a viewer cannot', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Patchable' });
-    const res = await api.patch(`/v1/projects/${p.id}`, { name: 'Patched', description: null, brief: 'new brief' }, { token: bob.session });
+    const res = await api.patch(
+      `/v1/projects/${p.id}`,
+      { name: 'Patched', description: null, brief: 'new brief' },
+      { token: bob.session },
+    );
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ name: 'Patched', description: null, brief: 'new brief' });
     const viewer = await api.patch(`/v1/projects/${p.id}`, { name: 'nope' }, { token: vera.session });
@@ -126,7 +141,9 @@ describe('rule 1: 403 NO_ACCESS for another client, 404 NOT_FOUND for an unknown
     const res = await api.get('/v1/projects/prj_doesnotexist', { token: alice.session });
     expect(res.status).toBe(404);
     expect(res.body.detail).toEqual({ code: 'NOT_FOUND', message: expect.any(String) });
-    expect((await api.post('/v1/projects/prj_doesnotexist/fork', undefined, { token: alice.session })).status).toBe(404);
+    expect(
+      (await api.post('/v1/projects/prj_doesnotexist/fork', undefined, { token: alice.session })).status,
+    ).toBe(404);
     expect((await api.get('/v1/projects/not-an-id', { token: alice.session })).status).toBe(400);
   });
 
@@ -143,9 +160,17 @@ describe('svc_ tokens act within their own client', () => {
     const { secret } = await createApiToken(server, alice, alice.orgKey);
     const p = await api.post('/v1/projects', { org_id: alice.orgId, name: 'By token' }, { token: secret });
     expect(p.status).toBe(200);
-    const inSecond = await api.post('/v1/projects', { org_id: clientIdOf(second), name: 'x' }, { token: secret });
+    const inSecond = await api.post(
+      '/v1/projects',
+      { org_id: clientIdOf(second), name: 'x' },
+      { token: secret },
+    );
     expect(inSecond.status).toBe(403);
-    const fork = await api.post(`/v1/projects/${p.body.id}/fork`, { target_org_id: orgIdOf(second) }, { token: secret });
+    const fork = await api.post(
+      `/v1/projects/${p.body.id}/fork`,
+      { target_org_id: orgIdOf(second) },
+      { token: secret },
+    );
     expect(fork.status).toBe(403);
   });
 
@@ -153,9 +178,13 @@ describe('svc_ tokens act within their own client', () => {
     const temp = await createUser(server);
     await addMember(server, alice.orgKey, temp.userId, 'member');
     const { secret } = await createApiToken(server, temp, alice.orgKey);
-    expect((await api.get('/v1/projects', { token: secret, query: { org_id: alice.clientId } })).status).toBe(200);
+    expect((await api.get('/v1/projects', { token: secret, query: { org_id: alice.clientId } })).status).toBe(
+      200,
+    );
     const { and, eq } = await import('drizzle-orm');
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, alice.orgKey), eq(memberships.userId, temp.userId)));
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, alice.orgKey), eq(memberships.userId, temp.userId)));
     const res = await api.get('/v1/projects', { token: secret, query: { org_id: alice.clientId } });
     expect(res.status).toBe(403);
   });
@@ -163,7 +192,12 @@ describe('svc_ tokens act within their own client', () => {
 
 describe('rules 2–4: fork', () => {
   it('names forks (fork), (fork 2), (fork 3) and leaves the original untouched', async () => {
-    const src = await create(alice, { org_id: alice.clientId, name: 'Base', description: 'd', brief: 'the brief' });
+    const src = await create(alice, {
+      org_id: alice.clientId,
+      name: 'Base',
+      description: 'd',
+      brief: 'the brief',
+    });
     const before = await api.get(`/v1/projects/${src.id}`, { token: alice.session });
     const names: string[] = [];
     for (let i = 0; i < 3; i++) {
@@ -174,9 +208,9 @@ describe('rules 2–4: fork', () => {
       names.push(res.body.name);
     }
     expect(names).toEqual(['Base (fork)', 'Base (fork 2)', 'Base (fork 3)']);
-    const fork = (await api.get('/v1/projects', { token: alice.session, query: { org_id: alice.clientId, limit: 100 } })).body.data.find(
-      (x: { name: string }) => x.name === 'Base (fork)',
-    );
+    const fork = (
+      await api.get('/v1/projects', { token: alice.session, query: { org_id: alice.clientId, limit: 100 } })
+    ).body.data.find((x: { name: string }) => x.name === 'Base (fork)');
     const copy = await api.get(`/v1/projects/${fork.id}`, { token: alice.session });
     expect(copy.body).toMatchObject({ brief: 'the brief', description: 'd' });
     expect((await api.get(`/v1/projects/${src.id}`, { token: alice.session })).body).toEqual(before.body);
@@ -191,15 +225,33 @@ describe('rules 2–4: fork', () => {
 
   it('forks into another of the caller’s clients with target_org_id, not into a foreign one', async () => {
     const src = await create(alice, { org_id: alice.clientId, name: 'Travel' });
-    const res = await api.post(`/v1/projects/${src.id}/fork`, { target_org_id: orgIdOf(second) }, { token: alice.session });
+    const res = await api.post(
+      `/v1/projects/${src.id}/fork`,
+      { target_org_id: orgIdOf(second) },
+      { token: alice.session },
+    );
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ org_id: clientIdOf(second), name: 'Travel (fork)', forked_from_id: src.id });
-    const foreign = await api.post(`/v1/projects/${src.id}/fork`, { target_org_id: mallory.clientId }, { token: alice.session });
+    expect(res.body).toMatchObject({
+      org_id: clientIdOf(second),
+      name: 'Travel (fork)',
+      forked_from_id: src.id,
+    });
+    const foreign = await api.post(
+      `/v1/projects/${src.id}/fork`,
+      { target_org_id: mallory.clientId },
+      { token: alice.session },
+    );
     expect(foreign.status).toBe(403);
     // A viewer reads the source but cannot write in its client.
-    expect((await api.post(`/v1/projects/${src.id}/fork`, undefined, { token: vera.session })).status).toBe(403);
+    expect((await api.post(`/v1/projects/${src.id}/fork`, undefined, { token: vera.session })).status).toBe(
+      403,
+    );
     // ... and can fork into a client of their own.
-    const own = await api.post(`/v1/projects/${src.id}/fork`, { target_org_id: vera.clientId }, { token: vera.session });
+    const own = await api.post(
+      `/v1/projects/${src.id}/fork`,
+      { target_org_id: vera.clientId },
+      { token: vera.session },
+    );
     expect(own.status).toBe(200);
     expect(own.body.org_id).toBe(vera.clientId);
   });
@@ -207,17 +259,25 @@ describe('rules 2–4: fork', () => {
   it('two forks at once get distinct names', async () => {
     const src = await create(alice, { org_id: alice.clientId, name: 'Race' });
     const results = await Promise.all(
-      Array.from({ length: 4 }, () => api.post(`/v1/projects/${src.id}/fork`, undefined, { token: alice.session })),
+      Array.from({ length: 4 }, () =>
+        api.post(`/v1/projects/${src.id}/fork`, undefined, { token: alice.session }),
+      ),
     );
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
-    expect(new Set(results.map((r) => r.body.name))).toEqual(new Set(['Race (fork)', 'Race (fork 2)', 'Race (fork 3)', 'Race (fork 4)']));
+    expect(new Set(results.map((r) => r.body.name))).toEqual(
+      new Set(['Race (fork)', 'Race (fork 2)', 'Race (fork 3)', 'Race (fork 4)']),
+    );
   });
 });
 
 describe('rule 5: transfer', () => {
   it('moves the project when the caller owns both clients', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Mover' });
-    const res = await api.post(`/v1/projects/${p.id}/transfer`, { target_org_id: orgIdOf(second) }, { token: alice.session });
+    const res = await api.post(
+      `/v1/projects/${p.id}/transfer`,
+      { target_org_id: orgIdOf(second) },
+      { token: alice.session },
+    );
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ id: p.id, org_id: clientIdOf(second), name: 'Mover' });
     // Now outside bob's client: 403 for him.
@@ -226,20 +286,34 @@ describe('rule 5: transfer', () => {
 
   it('refuses a member (not owner) and a target the caller does not own', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Stay' });
-    const byMember = await api.post(`/v1/projects/${p.id}/transfer`, { target_org_id: bob.clientId }, { token: bob.session });
+    const byMember = await api.post(
+      `/v1/projects/${p.id}/transfer`,
+      { target_org_id: bob.clientId },
+      { token: bob.session },
+    );
     expect(byMember.status).toBe(403);
     expect(byMember.body.detail.code).toBe('NO_ACCESS');
-    const foreign = await api.post(`/v1/projects/${p.id}/transfer`, { target_org_id: mallory.clientId }, { token: alice.session });
+    const foreign = await api.post(
+      `/v1/projects/${p.id}/transfer`,
+      { target_org_id: mallory.clientId },
+      { token: alice.session },
+    );
     expect(foreign.status).toBe(403);
     expect((await api.post(`/v1/projects/${p.id}/transfer`, {}, { token: alice.session })).status).toBe(400);
-    expect((await api.get(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id).toBe(alice.clientId);
+    expect((await api.get(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id).toBe(
+      alice.clientId,
+    );
   });
 
   it('a transfer racing a fork leaves a consistent state', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Contested', brief: 'b' });
     const [fork, transfer] = await Promise.all([
       api.post(`/v1/projects/${p.id}/fork`, undefined, { token: alice.session }),
-      api.post(`/v1/projects/${p.id}/transfer`, { target_org_id: clientIdOf(second) }, { token: alice.session }),
+      api.post(
+        `/v1/projects/${p.id}/transfer`,
+        { target_org_id: clientIdOf(second) },
+        { token: alice.session },
+      ),
     ]);
     expect(transfer.status).toBe(200);
     expect(fork.status).toBe(200);
@@ -248,6 +322,8 @@ describe('rule 5: transfer', () => {
     expect([alice.clientId, clientIdOf(second)]).toContain(fork.body.org_id);
     const copy = await api.get(`/v1/projects/${fork.body.id}`, { token: alice.session });
     expect(copy.body.brief).toBe('b');
-    expect((await api.get(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id).toBe(clientIdOf(second));
+    expect((await api.get(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id).toBe(
+      clientIdOf(second),
+    );
   });
 });

@@ -61,11 +61,18 @@ describe('device poll while the database cannot answer', () => {
   /** A code approved by `user`, ready to be handed out on the next poll. */
   async function approvedCode() {
     const { device_code, user_code } = (await api.post('/v1/auth/device/code')).body;
-    expect((await api.post('/v1/auth/device/authorize', { user_code }, { token: user.session })).status).toBe(200);
+    expect((await api.post('/v1/auth/device/authorize', { user_code }, { token: user.session })).status).toBe(
+      200,
+    );
     return device_code as string;
   }
   const consumedCodes = async () =>
-    (await queryRows<{ n: number }>(server.deps.db, sql`select count(*)::int as n from device_codes where consumed_at is not null and user_id = ${user.userId}`))[0]!.n;
+    (
+      await queryRows<{ n: number }>(
+        server.deps.db,
+        sql`select count(*)::int as n from device_codes where consumed_at is not null and user_id = ${user.userId}`,
+      )
+    )[0]!.n;
   const expectDeviceCodesUnavailable = (res: { status: number; body: any; headers: Headers }) => {
     expect(res.status).toBe(503);
     expect(res.body).toEqual({ detail: { code: 'DEVICE_CODES_UNAVAILABLE', message: expect.any(String) } });
@@ -81,7 +88,9 @@ describe('device poll while the database cannot answer', () => {
     const first = await api.post('/v1/auth/device/poll', { device_code });
     expect(first.status).toBe(200);
     expect(first.body).toMatchObject({ status: 'complete', client_id: user.orgId, email: user.email });
-    expect((await api.post('/v1/auth/device/poll', { device_code })).body).toEqual({ status: 'expired_token' });
+    expect((await api.post('/v1/auth/device/poll', { device_code })).body).toEqual({
+      status: 'expired_token',
+    });
   });
 
   it('a credential that cannot be minted leaves the approval unconsumed (no half-done hand-out)', async () => {
@@ -119,13 +128,19 @@ describe('every /v1 route while the database is stopped under the running server
       const { default: pg } = await import('pg');
       const admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
       await admin.connect();
-      await admin.query(`drop database if exists "${new URL(stopped.databaseUrl).pathname.slice(1)}" with (force)`);
+      await admin.query(
+        `drop database if exists "${new URL(stopped.databaseUrl).pathname.slice(1)}" with (force)`,
+      );
       await admin.end();
     });
   });
 
   it('answers 503 with a retryable code in the /v1 shape, never 500, on the routes without a credential', async () => {
-    const event = stripeEvent('checkout.session.completed', { id: 'cs_test_down', object: 'checkout.session', mode: 'payment' });
+    const event = stripeEvent('checkout.session.completed', {
+      id: 'cs_test_down',
+      object: 'checkout.session',
+      mode: 'payment',
+    });
     const calls: [string, unknown, Record<string, string>?][] = [
       ['/v1/register', { email: 'down@example.test', name: 'Down', password: 'correct-Horse-9' }],
       ['/v1/login', { email: 'down@example.test', password: 'correct-Horse-9' }],
@@ -212,7 +227,10 @@ describe('a database failure inside the OAuth token endpoint', () => {
       const res = await exchange(other.url);
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('5');
-      expect((await res.json()) as Record<string, unknown>).toEqual({ error: 'temporarily_unavailable', error_description: expect.any(String) });
+      expect((await res.json()) as Record<string, unknown>).toEqual({
+        error: 'temporarily_unavailable',
+        error_description: expect.any(String),
+      });
     } finally {
       // close() cannot end the pool twice and stops before dropping the database: drop it here.
       await other.close().catch(async () => {
@@ -220,7 +238,9 @@ describe('a database failure inside the OAuth token endpoint', () => {
         const { default: pg } = await import('pg');
         const admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
         await admin.connect();
-        await admin.query(`drop database if exists "${new URL(other.databaseUrl).pathname.slice(1)}" with (force)`);
+        await admin.query(
+          `drop database if exists "${new URL(other.databaseUrl).pathname.slice(1)}" with (force)`,
+        );
         await admin.end();
       });
     }

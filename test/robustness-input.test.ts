@@ -136,18 +136,91 @@ const ROUTES: Route[] = [
 
 const LONG = 'x'.repeat(100_000);
 /** Malformed path parameters: wrong prefixes, empty ids, traversal, NUL, bad escapes, unicode, length. */
-const BAD_IDS = ['client_x', 'prj_', 'org_', 'usr_', '..', '..%2F..%2Fetc', '%00', '%ZZ', '%E0%A4%A', 'ünïcødé✓', '%F0%9F%92%A9', 'a'.repeat(4000), "1'or'1", '-1', '1e309'];
+const BAD_IDS = [
+  'client_x',
+  'prj_',
+  'org_',
+  'usr_',
+  '..',
+  '..%2F..%2Fetc',
+  '%00',
+  '%ZZ',
+  '%E0%A4%A',
+  'ünïcødé✓',
+  '%F0%9F%92%A9',
+  'a'.repeat(4000),
+  "1'or'1",
+  '-1',
+  '1e309',
+];
 
 /** Every field name the API reads anywhere: a body with all of them reaches whichever the route parses. */
 const FIELDS = [
-  'email', 'password', 'name', 'code', 'token', 'token_id', 'token_name', 'challenge_token', 'user_code', 'device_code',
-  'client_id', 'user_id', 'role', 'target_credits', 'amount_usd', 'price_id', 'customer_email', 'return_url',
-  'success_url', 'cancel_url', 'title', 'description', 'target_client_id', 'visibility', 'model', 'messages', 'stream',
-  'max_tokens', 'temperature', 'tools', 'grant_type', 'redirect_uri', 'redirect_uris', 'code_verifier', 'refresh_token',
-  'resource', 'scope', 'client_secret', 'client_name', 'token_endpoint_auth_method', 'grant_types', 'decision',
-  'return_to', 'limit', 'offset', 'jsonrpc', 'method', 'params', 'id', 'state', 'response_type', 'code_challenge',
-  'code_challenge_method', 'token_type_hint', 'recovery_code', 'current_password', 'new_password', 'org_id',
-  'target_org_id', 'brief', 'n', 'top_p', 'stop', 'user', 'amount_credits',
+  'email',
+  'password',
+  'name',
+  'code',
+  'token',
+  'token_id',
+  'token_name',
+  'challenge_token',
+  'user_code',
+  'device_code',
+  'client_id',
+  'user_id',
+  'role',
+  'target_credits',
+  'amount_usd',
+  'price_id',
+  'customer_email',
+  'return_url',
+  'success_url',
+  'cancel_url',
+  'title',
+  'description',
+  'target_client_id',
+  'visibility',
+  'model',
+  'messages',
+  'stream',
+  'max_tokens',
+  'temperature',
+  'tools',
+  'grant_type',
+  'redirect_uri',
+  'redirect_uris',
+  'code_verifier',
+  'refresh_token',
+  'resource',
+  'scope',
+  'client_secret',
+  'client_name',
+  'token_endpoint_auth_method',
+  'grant_types',
+  'decision',
+  'return_to',
+  'limit',
+  'offset',
+  'jsonrpc',
+  'method',
+  'params',
+  'id',
+  'state',
+  'response_type',
+  'code_challenge',
+  'code_challenge_method',
+  'token_type_hint',
+  'recovery_code',
+  'current_password',
+  'new_password',
+  'org_id',
+  'target_org_id',
+  'brief',
+  'n',
+  'top_p',
+  'stop',
+  'user',
+  'amount_credits',
 ];
 
 const HOSTILE_VALUES: [string, string][] = [
@@ -184,16 +257,40 @@ const BODIES: BodyCase[] = [
   { label: 'string', body: '"hello"', type: JSON_T },
   { label: 'number', body: '1e309', type: JSON_T },
   { label: 'invalid JSON', body: '{"a":', type: JSON_T },
-  { label: 'extra fields', body: '{"unexpected":1,"__proto__":{"polluted":1},"constructor":{"prototype":{"x":1}}}', type: JSON_T },
+  {
+    label: 'extra fields',
+    body: '{"unexpected":1,"__proto__":{"polluted":1},"constructor":{"prototype":{"x":1}}}',
+    type: JSON_T,
+  },
   { label: 'deep nesting', body: '['.repeat(5000) + ']'.repeat(5000), type: JSON_T },
   { label: 'JSON as text/plain', body: '{"email":"a@b.c","password":"x"}', type: 'text/plain' },
-  { label: 'form on JSON route', body: 'email=a%40b.c&limit=1&limit=2&client_id=client_x&client_id=y', type: FORM_T },
+  {
+    label: 'form on JSON route',
+    body: 'email=a%40b.c&limit=1&limit=2&client_id=client_x&client_id=y',
+    type: FORM_T,
+  },
   { label: 'bad charset', body: '{}', type: 'application/json; charset=utf-7' },
   { label: 'bad form escapes', body: 'grant_type=%ZZ&a=%00&%E0=1', type: FORM_T },
-  { label: 'form 100k', body: `grant_type=authorization_code&code=${LONG}&client_id=${LONG.slice(0, 5000)}`, type: FORM_T },
-  { label: 'multipart', body: '--b\r\ncontent-disposition: form-data; name="a"\r\n\r\n1\r\n--b--', type: 'multipart/form-data; boundary=b' },
-  ...HOSTILE_VALUES.map(([label, raw]) => ({ label: `every field ${label}`, body: allFields(raw), type: JSON_T })),
-  ...HOSTILE_VALUES.slice(0, 4).map(([label, raw]) => ({ label: `every field ${label} (form)`, body: FIELDS.map((f) => `${f}=${encodeURIComponent(raw)}`).join('&'), type: FORM_T })),
+  {
+    label: 'form 100k',
+    body: `grant_type=authorization_code&code=${LONG}&client_id=${LONG.slice(0, 5000)}`,
+    type: FORM_T,
+  },
+  {
+    label: 'multipart',
+    body: '--b\r\ncontent-disposition: form-data; name="a"\r\n\r\n1\r\n--b--',
+    type: 'multipart/form-data; boundary=b',
+  },
+  ...HOSTILE_VALUES.map(([label, raw]) => ({
+    label: `every field ${label}`,
+    body: allFields(raw),
+    type: JSON_T,
+  })),
+  ...HOSTILE_VALUES.slice(0, 4).map(([label, raw]) => ({
+    label: `every field ${label} (form)`,
+    body: FIELDS.map((f) => `${f}=${encodeURIComponent(raw)}`).join('&'),
+    type: FORM_T,
+  })),
 ];
 const QUERIES = [
   '',
@@ -223,7 +320,11 @@ beforeAll(async () => {
   server = await startTestServer();
   user = await createUser(server);
   apiToken = (await createApiToken(server, user, user.orgKey)).secret;
-  const grants = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform', 'model'], origin: server.url });
+  const grants = await issueTestGrants(server, user, {
+    orgKey: user.orgKey,
+    resources: ['platform', 'model'],
+    origin: server.url,
+  });
   platformToken = grants.platform!;
   modelToken = grants.model!;
   const project = await rawRequest(server.url, 'POST', '/v1/projects', {
@@ -232,7 +333,11 @@ beforeAll(async () => {
   });
   expect(project.status).toBe(200);
   projectId = project.json.id;
-  balanceBefore = (await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, { headers: { authorization: `Bearer ${user.session}` } })).json;
+  balanceBefore = (
+    await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, {
+      headers: { authorization: `Bearer ${user.session}` },
+    })
+  ).json;
 });
 afterAll(async () => {
   await server?.close();
@@ -245,7 +350,8 @@ function surfaceOf(path: string): 'detail' | 'openai' | 'oauth' | 'authorize' | 
   if (/^\/v1\/(chat\/|models(\/|$)|agents(\/|$)|runs(\/|$))/.test(p)) return 'openai';
   if (p.startsWith('/mcp/')) return 'mcp';
   if (p.startsWith('/account') || p.startsWith('/s/')) return 'html';
-  if (p.startsWith('/dev/') || p.startsWith('/.well-known') || p === '/healthz' || p === '/readyz') return 'any';
+  if (p.startsWith('/dev/') || p.startsWith('/.well-known') || p === '/healthz' || p === '/readyz')
+    return 'any';
   return 'detail';
 }
 
@@ -255,20 +361,30 @@ export function violation(path: string, res: RawResult): string | null {
   if (res.status < 400) return null;
   const b = res.json;
   // CONTRACT §6: a terminal poll's refusals are 400 {status: access_denied | expired_token}.
-  if (path.startsWith('/v1/auth/device/poll') && ['access_denied', 'expired_token'].includes(b?.status)) return null;
+  if (path.startsWith('/v1/auth/device/poll') && ['access_denied', 'expired_token'].includes(b?.status))
+    return null;
   switch (surfaceOf(path)) {
     case 'detail':
-      return typeof b?.detail?.code === 'string' && typeof b.detail.message === 'string' ? null : 'not {detail:{code,message}}';
+      return typeof b?.detail?.code === 'string' && typeof b.detail.message === 'string'
+        ? null
+        : 'not {detail:{code,message}}';
     case 'openai':
-      return b?.error && typeof b.error.message === 'string' && typeof b.error.type === 'string' && 'code' in b.error && 'param' in b.error
+      return b?.error &&
+        typeof b.error.message === 'string' &&
+        typeof b.error.type === 'string' &&
+        'code' in b.error &&
+        'param' in b.error
         ? null
         : 'not OpenAI {error:{message,type,code,param}}';
     case 'oauth':
-      return typeof b?.error === 'string' && (b.error_description === undefined || typeof b.error_description === 'string')
+      return typeof b?.error === 'string' &&
+        (b.error_description === undefined || typeof b.error_description === 'string')
         ? null
         : 'not RFC 6749 {error, error_description}';
     case 'authorize':
-      return res.contentType.includes('text/html') || typeof b?.error === 'string' ? null : 'neither a page nor an OAuth error';
+      return res.contentType.includes('text/html') || typeof b?.error === 'string'
+        ? null
+        : 'neither a page nor an OAuth error';
     case 'mcp':
       return b?.jsonrpc === '2.0' && typeof b.error?.code === 'number' ? null : 'not a JSON-RPC error';
     case 'html':
@@ -282,7 +398,9 @@ async function headersFor(route: Route, signedIn: boolean): Promise<Record<strin
   const h: Record<string, string> = { 'accept-encoding': 'identity' };
   if (route.path.startsWith('/mcp/')) h.accept = 'application/json, text/event-stream';
   if (!signedIn) return h;
-  const session = route.consumes ? (await issueSession(server.deps.db, server.deps.keys.session, user.userId)).token : user.session;
+  const session = route.consumes
+    ? (await issueSession(server.deps.db, server.deps.keys.session, user.userId)).token
+    : user.session;
   switch (route.auth) {
     case 'session':
       h.authorization = `Bearer ${session}`;
@@ -309,7 +427,8 @@ async function headersFor(route: Route, signedIn: boolean): Promise<Record<strin
 function withCsrf(route: Route, c: BodyCase): BodyCase {
   if (route.auth !== 'page' || c.body === undefined) return c;
   if (c.type === FORM_T) return { ...c, body: `csrf_token=${csrf}&${c.body}` };
-  if (c.type === JSON_T && c.body.startsWith('{"')) return { ...c, body: `{"csrf_token":"${csrf}",${c.body.slice(1)}` };
+  if (c.type === JSON_T && c.body.startsWith('{"'))
+    return { ...c, body: `{"csrf_token":"${csrf}",${c.body.slice(1)}` };
   return c;
 }
 
@@ -343,8 +462,13 @@ async function drive(route: Route, signedIn: boolean): Promise<Finding[]> {
   const hasBody = route.method !== 'GET';
   // The canonical path gets every body and every query; the malformed paths a representative few.
   const base = paths[0]!;
-  const scoped = [`?org_id=${user.orgId}&limit=1e309&offset=-1`, `?org_id=${user.orgId}&limit=1&limit=2`, `?org_id=${user.orgId}&org_id=${user.orgId}&limit=101`];
-  for (const q of [...QUERIES, ...scoped]) cases.push({ path: base + q, c: hasBody ? BODIES[1]! : BODIES[0]! });
+  const scoped = [
+    `?org_id=${user.orgId}&limit=1e309&offset=-1`,
+    `?org_id=${user.orgId}&limit=1&limit=2`,
+    `?org_id=${user.orgId}&org_id=${user.orgId}&limit=101`,
+  ];
+  for (const q of [...QUERIES, ...scoped])
+    cases.push({ path: base + q, c: hasBody ? BODIES[1]! : BODIES[0]! });
   if (hasBody) for (const c of BODIES) cases.push({ path: base, c });
   for (const p of paths.slice(1)) {
     cases.push({ path: p, c: BODIES[0]! });
@@ -357,18 +481,37 @@ async function drive(route: Route, signedIn: boolean): Promise<Finding[]> {
       if (body.type) headers['content-type'] = body.type;
       const res = await rawRequest(server.url, route.method, path, { headers, body: body.body });
       const why = violation(path, res);
-      if (why) findings.push({ what: `${route.method} ${path.slice(0, 120)} [${c.label}]`, status: res.status, why, body: res.text.slice(0, 160) });
+      if (why)
+        findings.push({
+          what: `${route.method} ${path.slice(0, 120)} [${c.label}]`,
+          status: res.status,
+          why,
+          body: res.text.slice(0, 160),
+        });
     }),
   );
   return findings;
 }
 
-const report = (findings: Finding[]) => findings.map((f) => `${f.status} ${f.why}: ${f.what} → ${f.body}`).join('\n');
+const report = (findings: Finding[]) =>
+  findings.map((f) => `${f.status} ${f.why}: ${f.what} → ${f.body}`).join('\n');
 
 describe('hostile input on every route', () => {
   const groups = [
-    ['accounts, clients, tokens, device', (r: Route) => /^\/v1\/(register|email|login|2fa|logout|password|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/members|tokens|auth)/.test(r.path)],
-    ['billing and dev processor', (r: Route) => /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing)|webhooks)|^\/dev\//.test(r.path)],
+    [
+      'accounts, clients, tokens, device',
+      (r: Route) =>
+        /^\/v1\/(register|email|login|2fa|logout|password|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/members|tokens|auth)/.test(
+          r.path,
+        ),
+    ],
+    [
+      'billing and dev processor',
+      (r: Route) =>
+        /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing)|webhooks)|^\/dev\//.test(
+          r.path,
+        ),
+    ],
     ['projects and share pages', (r: Route) => /^\/v1\/projects|^\/s\//.test(r.path)],
     ['model routes', (r: Route) => surfaceOf(r.path) === 'openai'],
     ['OAuth and metadata', (r: Route) => /^\/oauth\/|^\/\.well-known|^\/healthz|^\/readyz/.test(r.path)],
@@ -378,10 +521,17 @@ describe('hostile input on every route', () => {
   ] as const;
 
   it('covers every route the source declares (a new route must join the table)', () => {
-    const files = ['src', 'oauth', 'mcp'].flatMap((dir) => readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts')).map((f) => join(dir, f)));
+    const files = ['src', 'oauth', 'mcp'].flatMap((dir) =>
+      readdirSync(dir, { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts'))
+        .map((f) => join(dir, f)),
+    );
     const declared = new Set<string>();
     for (const file of files) {
-      for (const m of readFileSync(file, 'utf8').matchAll(/router\.(get|post|put|patch|delete)\(\s*'([^']+)'/g)) declared.add(`${m[1]!.toUpperCase()} ${m[2]}`);
+      for (const m of readFileSync(file, 'utf8').matchAll(
+        /router\.(get|post|put|patch|delete)\(\s*'([^']+)'/g,
+      ))
+        declared.add(`${m[1]!.toUpperCase()} ${m[2]}`);
     }
     expect(declared.size).toBeGreaterThan(80);
     const table = new Set(ROUTES.map((r) => `${r.method} ${r.path}`));
@@ -434,9 +584,18 @@ describe('hostile input on every route', () => {
           const headers = { ...(await headersFor(route, false)), ...extra };
           const hasBody = route.method !== 'GET';
           if (hasBody) headers['content-type'] ??= JSON_T;
-          const res = await rawRequest(server.url, route.method, path, { headers, body: hasBody ? '{"a":1}' : undefined });
+          const res = await rawRequest(server.url, route.method, path, {
+            headers,
+            body: hasBody ? '{"a":1}' : undefined,
+          });
           const why = violation(path, res);
-          if (why) findings.push({ what: `${route.method} ${path} ${JSON.stringify(extra).slice(0, 100)}`, status: res.status, why, body: res.text.slice(0, 160) });
+          if (why)
+            findings.push({
+              what: `${route.method} ${path} ${JSON.stringify(extra).slice(0, 100)}`,
+              status: res.status,
+              why,
+              body: res.text.slice(0, 160),
+            });
         }),
       ),
     );
@@ -454,16 +613,30 @@ describe('hostile input on every route', () => {
     );
     const findings: Finding[] = [];
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...bodyRoutes), fc.dictionary(key, value, { maxKeys: 8 }), fc.boolean(), async (route, obj, signedIn) => {
-        const headers = await headersFor(route, signedIn);
-        headers['content-type'] = JSON_T;
-        const path = pathsFor(route)[0]!;
-        const payload = route.auth === 'page' ? { ...obj, csrf_token: csrf } : obj;
-        const res = await rawRequest(server.url, route.method, path, { headers, body: JSON.stringify(payload) });
-        const why = violation(path, res);
-        if (why) findings.push({ what: `${route.method} ${path} ${JSON.stringify(obj).slice(0, 200)}`, status: res.status, why, body: res.text.slice(0, 160) });
-        return why === null;
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...bodyRoutes),
+        fc.dictionary(key, value, { maxKeys: 8 }),
+        fc.boolean(),
+        async (route, obj, signedIn) => {
+          const headers = await headersFor(route, signedIn);
+          headers['content-type'] = JSON_T;
+          const path = pathsFor(route)[0]!;
+          const payload = route.auth === 'page' ? { ...obj, csrf_token: csrf } : obj;
+          const res = await rawRequest(server.url, route.method, path, {
+            headers,
+            body: JSON.stringify(payload),
+          });
+          const why = violation(path, res);
+          if (why)
+            findings.push({
+              what: `${route.method} ${path} ${JSON.stringify(obj).slice(0, 200)}`,
+              status: res.status,
+              why,
+              body: res.text.slice(0, 160),
+            });
+          return why === null;
+        },
+      ),
       { numRuns: 300, seed: 20261121, endOnFailure: true },
     );
     expect(findings, report(findings)).toEqual([]);
@@ -474,13 +647,23 @@ describe('hostile input on every route', () => {
     const clients = await rawRequest(server.url, 'GET', '/v1/clients', { headers: h });
     expect(clients.status).toBe(200);
     expect(JSON.stringify(clients.json)).toContain(user.clientId);
-    const balance = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, { headers: h });
+    const balance = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, {
+      headers: h,
+    });
     expect(balance.status).toBe(200);
     expect(balance.json).toEqual(balanceBefore);
-    const members = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/members`, { headers: h });
+    const members = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/members`, {
+      headers: h,
+    });
     expect(members.status).toBe(200);
     expect(JSON.stringify(members.json)).toContain(user.email);
-    expect((await rawRequest(server.url, 'GET', '/v1/models', { headers: { authorization: `Bearer ${modelToken}` } })).status).toBe(200);
+    expect(
+      (
+        await rawRequest(server.url, 'GET', '/v1/models', {
+          headers: { authorization: `Bearer ${modelToken}` },
+        })
+      ).status,
+    ).toBe(200);
     const twoFactor = await rawRequest(server.url, 'GET', '/v1/2fa/status', { headers: h });
     expect(twoFactor.json).toMatchObject({ enabled: false });
   });
@@ -491,50 +674,92 @@ describe('regressions found by the table', () => {
 
   it('a NUL character anywhere is 400 VALIDATION_ERROR, not a database error (500 / 503)', async () => {
     const h = { ...jsonHeaders, authorization: `Bearer ${user.session}` };
-    const login = await rawRequest(server.url, 'POST', '/v1/login', { headers: jsonHeaders, body: '{"email":"a\\u0000@b.c","password":"x\\u0000"}' });
+    const login = await rawRequest(server.url, 'POST', '/v1/login', {
+      headers: jsonHeaders,
+      body: '{"email":"a\\u0000@b.c","password":"x\\u0000"}',
+    });
     expect(login.status).toBe(400);
     expect(login.json.detail).toMatchObject({ code: 'VALIDATION_ERROR', errors: [{ path: 'body' }] });
-    const created = await rawRequest(server.url, 'POST', '/v1/clients', { headers: h, body: '{"name":"a\\u0000b"}' });
+    const created = await rawRequest(server.url, 'POST', '/v1/clients', {
+      headers: h,
+      body: '{"name":"a\\u0000b"}',
+    });
     expect(created.status).toBe(400);
     const dev = await rawRequest(server.url, 'GET', '/dev/portal/%00', {});
     expect(dev.status).toBe(400);
-    const revoke = await rawRequest(server.url, 'POST', '/oauth/revoke', { headers: { 'content-type': FORM_T }, body: 'token=x&client_id=a%00b' });
+    const revoke = await rawRequest(server.url, 'POST', '/oauth/revoke', {
+      headers: { 'content-type': FORM_T },
+      body: 'token=x&client_id=a%00b',
+    });
     expect(revoke.status).toBe(400);
     expect(revoke.json).toMatchObject({ error: 'invalid_request' });
   });
 
   it('hostile amounts leave an allocation and the top-up ledger exactly as they were', async () => {
     const h = { ...jsonHeaders, authorization: `Bearer ${user.session}` };
-    const before = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, { headers: h });
-    const ledgerBefore = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/transactions`, { headers: h });
+    const before = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, {
+      headers: h,
+    });
+    const ledgerBefore = await rawRequest(
+      server.url,
+      'GET',
+      `/v1/clients/${user.clientId}/credits/transactions`,
+      { headers: h },
+    );
     const ownerBefore = await rawRequest(server.url, 'GET', '/v1/owner/balance', { headers: h });
     for (const raw of ['1e309', '-1', '9223372036854775808', '0.5', '"100"', 'null', '[]', '{}', '1e16']) {
-      const put = await rawRequest(server.url, 'PUT', `/v1/owner/orgs/${user.orgId}/allocation`, { headers: h, body: `{"target_credits":${raw}}` });
+      const put = await rawRequest(server.url, 'PUT', `/v1/owner/orgs/${user.orgId}/allocation`, {
+        headers: h,
+        body: `{"target_credits":${raw}}`,
+      });
       expect(put.status, raw).toBe(400);
       expect(put.json.detail.code, raw).toBe('VALIDATION_ERROR');
-      const topup = await rawRequest(server.url, 'POST', `/v1/clients/${user.clientId}/credits/topup`, { headers: h, body: `{"amount_usd":${raw}}` });
+      const topup = await rawRequest(server.url, 'POST', `/v1/clients/${user.clientId}/credits/topup`, {
+        headers: h,
+        body: `{"amount_usd":${raw}}`,
+      });
       expect(topup.status, raw).toBe(400);
     }
-    const after = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, { headers: h });
+    const after = await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, {
+      headers: h,
+    });
     expect(after.json).toEqual(before.json);
-    expect((await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/transactions`, { headers: h })).json).toEqual(ledgerBefore.json);
-    expect((await rawRequest(server.url, 'GET', '/v1/owner/balance', { headers: h })).json).toEqual(ownerBefore.json);
+    expect(
+      (
+        await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/transactions`, {
+          headers: h,
+        })
+      ).json,
+    ).toEqual(ledgerBefore.json);
+    expect((await rawRequest(server.url, 'GET', '/v1/owner/balance', { headers: h })).json).toEqual(
+      ownerBefore.json,
+    );
   });
 
   it('an unreadable body is answered in the surface: JSON-RPC parse error on MCP, a page under /account, invalid_request on OAuth', async () => {
     const mcp = await rawRequest(server.url, 'POST', '/mcp/platform', {
-      headers: { ...jsonHeaders, accept: 'application/json, text/event-stream', authorization: `Bearer ${platformToken}` },
+      headers: {
+        ...jsonHeaders,
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${platformToken}`,
+      },
       body: '{"jsonrpc":',
     });
     expect(mcp.status).toBe(400);
     expect(mcp.json).toMatchObject({ jsonrpc: '2.0', error: { code: -32700 }, id: null });
-    const page = await rawRequest(server.url, 'POST', '/account/login', { headers: jsonHeaders, body: '{"email":' });
+    const page = await rawRequest(server.url, 'POST', '/account/login', {
+      headers: jsonHeaders,
+      body: '{"email":',
+    });
     expect(page.status).toBe(400);
     expect(page.contentType).toContain('text/html');
     const share = await rawRequest(server.url, 'GET', '/s/%E0%A4%A', {});
     expect(share.status).toBe(400);
     expect(share.contentType).toContain('text/html');
-    const register = await rawRequest(server.url, 'POST', '/oauth/register', { headers: jsonHeaders, body: '{"redirect_uris":' });
+    const register = await rawRequest(server.url, 'POST', '/oauth/register', {
+      headers: jsonHeaders,
+      body: '{"redirect_uris":',
+    });
     expect(register.status).toBe(400);
     expect(register.json).toMatchObject({ error: 'invalid_request' });
   });

@@ -14,14 +14,53 @@ let platformToken: string;
 beforeAll(async () => {
   server = await startTestServer();
   user = await createUser(server);
-  platformToken = (await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform'], origin: server.url })).platform!;
+  platformToken = (
+    await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform'], origin: server.url })
+  ).platform!;
 });
 afterAll(async () => {
   await server?.close();
 });
 
-const KEYS = ['project_id', 'org_id', 'name', 'path', 'content', 'title', 'description', 'limit', 'offset', 'share_id', 'email', 'role', 'target_org_id', 'query', 'report_id', 'body', 'token', 'visibility', 'brief'];
-const VALUES: unknown[] = [1e308, -1, 2 ** 63, 0.5, true, null, {}, [], [1, 'a'], 'x'.repeat(100_000), '../'.repeat(500), 'ünïcødé ✓ 💩 \u202e', '', 'prj_', 'client_x', '%00'];
+const KEYS = [
+  'project_id',
+  'org_id',
+  'name',
+  'path',
+  'content',
+  'title',
+  'description',
+  'limit',
+  'offset',
+  'share_id',
+  'email',
+  'role',
+  'target_org_id',
+  'query',
+  'report_id',
+  'body',
+  'token',
+  'visibility',
+  'brief',
+];
+const VALUES: unknown[] = [
+  1e308,
+  -1,
+  2 ** 63,
+  0.5,
+  true,
+  null,
+  {},
+  [],
+  [1, 'a'],
+  'x'.repeat(100_000),
+  '../'.repeat(500),
+  'ünïcødé ✓ 💩 \u202e',
+  '',
+  'prj_',
+  'client_x',
+  '%00',
+];
 
 describe('MCP tools under hostile arguments', () => {
   it('never 5xx and never an internal error, for every tool and every hostile value', async () => {
@@ -41,13 +80,20 @@ describe('MCP tools under hostile arguments', () => {
             authorization: `Bearer ${platformToken}`,
             'mcp-protocol-version': '2025-06-18',
           },
-          body: JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: tool, arguments: args } }),
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: i,
+            method: 'tools/call',
+            params: { name: tool, arguments: args },
+          }),
         });
         if (res.status === 200 && res.json?.result?.isError === true) toolErrors++;
         const what = `${tool} ${JSON.stringify(args).slice(0, 80)}`;
         if (res.status >= 500) findings.push(`${res.status} ${what}: ${res.text.slice(0, 160)}`);
-        else if (/internal error/i.test(res.text)) findings.push(`internal ${what}: ${res.text.slice(0, 160)}`);
-        else if (res.status === 200 && !(res.json?.result || res.json?.error)) findings.push(`not JSON-RPC ${what}: ${res.text.slice(0, 160)}`);
+        else if (/internal error/i.test(res.text))
+          findings.push(`internal ${what}: ${res.text.slice(0, 160)}`);
+        else if (res.status === 200 && !(res.json?.result || res.json?.error))
+          findings.push(`not JSON-RPC ${what}: ${res.text.slice(0, 160)}`);
       }),
     );
     expect(findings, findings.join('\n')).toEqual([]);

@@ -12,7 +12,9 @@ let modelToken: string;
 beforeAll(async () => {
   server = await startTestServer();
   const user = await createUser(server);
-  modelToken = (await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['model'], origin: server.url })).model!;
+  modelToken = (
+    await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['model'], origin: server.url })
+  ).model!;
 });
 afterAll(async () => {
   await server?.close();
@@ -35,13 +37,15 @@ async function open() {
     ws.once('error', reject);
   });
   const next = () =>
-    frames.length ? Promise.resolve(frames.shift()) : new Promise<any>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error('no frame within 5 s')), 5000);
-      waiters.push((f) => {
-        clearTimeout(t);
-        resolve(f);
-      });
-    });
+    frames.length
+      ? Promise.resolve(frames.shift())
+      : new Promise<any>((resolve, reject) => {
+          const t = setTimeout(() => reject(new Error('no frame within 5 s')), 5000);
+          waiters.push((f) => {
+            clearTimeout(t);
+            resolve(f);
+          });
+        });
   return { ws, next, closed, send: (v: string | Buffer) => ws.send(v) };
 }
 
@@ -68,14 +72,23 @@ const HOSTILE_FRAMES: (string | Buffer)[] = [
 
 describe('run socket: hostile frames', () => {
   it('before authentication: a bad first frame closes 4401 with an error frame, never internal', async () => {
-    for (const first of ['not json', '{"type":"start","agent":"default","messages":[{"role":"user","content":"x"}]}', '{"type":"auth","token":"\\u0000"}', `{"type":"auth","token":"${'x'.repeat(5000)}"}`, '{"type":"auth","token":"svc_x","organisation":"\\u0000"}']) {
+    for (const first of [
+      'not json',
+      '{"type":"start","agent":"default","messages":[{"role":"user","content":"x"}]}',
+      '{"type":"auth","token":"\\u0000"}',
+      `{"type":"auth","token":"${'x'.repeat(5000)}"}`,
+      '{"type":"auth","token":"svc_x","organisation":"\\u0000"}',
+    ]) {
       const c = await open();
       c.send(first);
       const frame = await c.next();
       expect(frame.type, first.slice(0, 60)).toBe('error');
       expect(frame.code, first.slice(0, 60)).not.toBe('internal');
       // At once, not when the 10 s auth deadline runs out.
-      const closedSoon = await Promise.race([c.closed, new Promise((r) => setTimeout(() => r('still open after 2 s'), 2000))]);
+      const closedSoon = await Promise.race([
+        c.closed,
+        new Promise((r) => setTimeout(() => r('still open after 2 s'), 2000)),
+      ]);
       expect(closedSoon, first.slice(0, 60)).toBe(4401);
     }
   });
@@ -101,13 +114,16 @@ describe('run socket: hostile frames', () => {
     const c = await open();
     c.send(JSON.stringify({ type: 'auth', token: modelToken }));
     expect((await c.next()).type).toBe('authenticated');
-    c.send(JSON.stringify({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'a\u0000b' }] }));
+    c.send(
+      JSON.stringify({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'a\u0000b' }] }),
+    );
     const seen: any[] = [];
     for (let i = 0; i < 50; i++) {
       const f = await c.next();
       seen.push(f);
       // The local model asks for tools: answer each with a NUL-bearing result too.
-      if (f.type === 'tool_call') c.send(JSON.stringify({ type: 'tool_result', tool_call_id: f.tool_call_id, result: 'x\u0000y' }));
+      if (f.type === 'tool_call')
+        c.send(JSON.stringify({ type: 'tool_result', tool_call_id: f.tool_call_id, result: 'x\u0000y' }));
       if (f.type === 'error' || f.type === 'run_completed') break;
     }
     const last = seen.at(-1);

@@ -47,8 +47,12 @@ async function connect(base = server.url, query = '') {
       for (;;) {
         const i = frames.findIndex((f) => !type || f.type === type);
         if (i >= 0) return frames.splice(i, 1)[0];
-        if (closed) throw new Error(`socket closed ${closed.code} before a ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`);
-        if (Date.now() > deadline) throw new Error(`no ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`);
+        if (closed)
+          throw new Error(
+            `socket closed ${closed.code} before a ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`,
+          );
+        if (Date.now() > deadline)
+          throw new Error(`no ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`);
         await new Promise<void>((r) => {
           waiters.push(r);
           setTimeout(r, 50);
@@ -64,7 +68,10 @@ async function connect(base = server.url, query = '') {
 }
 
 const usageRows = () =>
-  server.deps.db.select().from(billingEntries).where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')));
+  server.deps.db
+    .select()
+    .from(billingEntries)
+    .where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')));
 const leaseCount = async () => (await leaseRows(server, owner.orgKey)).length;
 
 beforeAll(async () => {
@@ -112,21 +119,39 @@ describe('/v1/runs/ws', () => {
 
     const t2 = await c.next('tool_call');
     expect(t2.name).toBe('list_directory');
-    c.send({ type: 'tool_result', tool_call_id: t2.tool_call_id, status: 'ok', result: { entries: ['README.md'] } });
+    c.send({
+      type: 'tool_result',
+      tool_call_id: t2.tool_call_id,
+      status: 'ok',
+      result: { entries: ['README.md'] },
+    });
 
     expect((await c.next('assistant_message')).step).toBe(2);
     const m3 = await c.next('assistant_message');
     expect(m3.message.content).toBe('All done here');
     const done = await c.next('run_completed');
     // Three model calls: 2 × (10 + 2×5) + (10 + 2×3)
-    expect(done).toMatchObject({ stop_reason: 'completed', steps: 3, credits_debited: 56, usage: { prompt_tokens: 30, completion_tokens: 13 } });
+    expect(done).toMatchObject({
+      stop_reason: 'completed',
+      steps: 3,
+      credits_debited: 56,
+      usage: { prompt_tokens: 30, completion_tokens: 13 },
+    });
     expect(done.balance_credits).toBe(balanceBefore - 56);
     expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(balanceBefore - 56);
     expect((await usageRows()).length).toBe(rowsBefore + 3);
     // The provider saw the agent's tools and the tool results in order.
     const last = fake.requests.at(-1)!.body;
-    expect(last.tools.map((t: any) => t.function.name)).toEqual(['read_file', 'write_file', 'list_directory', 'run_command']);
-    expect(last.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content)).toEqual(['# svc', '{"entries":["README.md"]}']);
+    expect(last.tools.map((t: any) => t.function.name)).toEqual([
+      'read_file',
+      'write_file',
+      'list_directory',
+      'run_command',
+    ]);
+    expect(last.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content)).toEqual([
+      '# svc',
+      '{"entries":["README.md"]}',
+    ]);
     expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
 
     // The socket takes another run afterwards.
@@ -198,7 +223,11 @@ describe('/v1/runs/ws', () => {
       ok.ws.close();
     }
     const other = await createUser(server);
-    for (const query of [`?org_id=${other.orgId}`, `?org_id=${owner.orgId}&org_id=${owner.orgId}`, '?org_id=nonsense']) {
+    for (const query of [
+      `?org_id=${other.orgId}`,
+      `?org_id=${owner.orgId}&org_id=${owner.orgId}`,
+      '?org_id=nonsense',
+    ]) {
       const bad = await connect(server.url, query);
       bad.send({ type: 'auth', token: key });
       expect((await bad.next('error')).code, query).toBe('org_mismatch');
@@ -261,7 +290,11 @@ describe('/v1/runs/ws', () => {
   it('takes a model grant, acting for the organisation named in the auth frame', async () => {
     const member = await createUser(server);
     await addMember(server, owner.orgKey, member.userId, 'member');
-    const grants = await issueTestGrants(server, member, { orgKey: member.orgKey, resources: ['model'], origin: server.v2Url });
+    const grants = await issueTestGrants(server, member, {
+      orgKey: member.orgKey,
+      resources: ['model'],
+      origin: server.v2Url,
+    });
     fake.reply = () => ({ content: 'granted' });
     const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
     const c = await connect(server.v2Url);
@@ -329,7 +362,9 @@ describe('/v1/runs/ws', () => {
     await c.next('authenticated');
     c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'read it' }] });
     const t = await c.next('tool_call');
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
     c.send({ type: 'tool_result', tool_call_id: t.tool_call_id, status: 'ok', result: 'x' });
     expect((await c.next('error')).code).toBe('not_a_member');
     c.ws.close();

@@ -18,7 +18,8 @@ afterAll(async () => {
   await server?.close();
 });
 
-const mint = (user: TestUser, body: Record<string, unknown> = {}) => api.post('/v1/tokens', body, { token: user.session });
+const mint = (user: TestUser, body: Record<string, unknown> = {}) =>
+  api.post('/v1/tokens', body, { token: user.session });
 const verify = (secret: string) => api.get('/v1/auth/verify', { token: secret });
 
 describe('auth checks on every token route', () => {
@@ -63,7 +64,9 @@ describe('POST /v1/tokens', () => {
     const user = await createUser(server);
     const cookie = `__Host-svc_session=${user.session}`;
     expect((await api.post('/v1/tokens', {}, { cookie, headers: { origin: server.url } })).status).toBe(200);
-    expect((await api.post('/v1/tokens', {}, { cookie, headers: { 'sec-fetch-site': 'same-origin' } })).status).toBe(200);
+    expect(
+      (await api.post('/v1/tokens', {}, { cookie, headers: { 'sec-fetch-site': 'same-origin' } })).status,
+    ).toBe(200);
   });
 
   it('mints for an org the user belongs to, in either spelling, as member or viewer', async () => {
@@ -85,12 +88,20 @@ describe('POST /v1/tokens', () => {
     const foreign = await mint(user, { client_id: stranger.clientId });
     expect(foreign.status).toBe(403);
     expect(foreign.body.detail.code).toBe('NO_ACCESS');
-    for (const body of [{ client_id: stranger.email }, { client_id: 'org_' }, { client_id: 42 }, { token_name: '' }, { token_name: 'x'.repeat(101) }]) {
+    for (const body of [
+      { client_id: stranger.email },
+      { client_id: 'org_' },
+      { client_id: 42 },
+      { token_name: '' },
+      { token_name: 'x'.repeat(101) },
+    ]) {
       const res = await mint(user, body);
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.detail.code).toBe('VALIDATION_ERROR');
     }
-    expect(await server.deps.db.select().from(apiTokens).where(eq(apiTokens.userId, user.userId))).toHaveLength(0);
+    expect(
+      await server.deps.db.select().from(apiTokens).where(eq(apiTokens.userId, user.userId)),
+    ).toHaveLength(0);
   });
 
   it('a new mint revokes the previous credential of that (org, user): the old one is 401 on the next request', async () => {
@@ -110,7 +121,9 @@ describe('POST /v1/tokens', () => {
     const active = await server.deps.db
       .select()
       .from(apiTokens)
-      .where(and(eq(apiTokens.userId, user.userId), eq(apiTokens.orgId, user.orgKey), isNull(apiTokens.revokedAt)));
+      .where(
+        and(eq(apiTokens.userId, user.userId), eq(apiTokens.orgId, user.orgKey), isNull(apiTokens.revokedAt)),
+      );
     expect(active).toHaveLength(1);
     const working = await Promise.all(results.map((r) => verify(r.body.token)));
     expect(working.filter((r) => r.status === 200)).toHaveLength(1);
@@ -121,9 +134,13 @@ describe('one active credential per (org, user)', () => {
   it('is enforced by the database itself: a second active row for the pair is refused (partial unique index)', async () => {
     const user = await createUser(server);
     await createApiToken(server, user, user.orgKey);
-    const insert = server.deps.db
-      .insert(apiTokens)
-      .values({ userId: user.userId, orgId: user.orgKey, tokenName: 'sneaky', tokenHash: 'h-' + user.userId, tokenPrefix: 'svc_xxxx' });
+    const insert = server.deps.db.insert(apiTokens).values({
+      userId: user.userId,
+      orgId: user.orgKey,
+      tokenName: 'sneaky',
+      tokenHash: 'h-' + user.userId,
+      tokenPrefix: 'svc_xxxx',
+    });
     await expect(insert).rejects.toMatchObject({ cause: expect.objectContaining({ code: '23505' }) });
   });
 });
@@ -171,9 +188,20 @@ describe('GET /v1/tokens', () => {
     const user = await createUser(server);
     await mint(user);
     await mint(user);
-    expect((await api.get('/v1/tokens', { token: user.session, query: { limit: 1 } })).body.data).toHaveLength(1);
-    expect((await api.get('/v1/tokens', { token: user.session, query: { limit: 1, offset: 1 } })).body.data).toHaveLength(1);
-    for (const query of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { limit: 'x' }, { limit: '1e1' }, { offset: '' }] as Record<string, string | number>[]) {
+    expect(
+      (await api.get('/v1/tokens', { token: user.session, query: { limit: 1 } })).body.data,
+    ).toHaveLength(1);
+    expect(
+      (await api.get('/v1/tokens', { token: user.session, query: { limit: 1, offset: 1 } })).body.data,
+    ).toHaveLength(1);
+    for (const query of [
+      { limit: 0 },
+      { limit: 101 },
+      { offset: -1 },
+      { limit: 'x' },
+      { limit: '1e1' },
+      { offset: '' },
+    ] as Record<string, string | number>[]) {
       expect((await api.get('/v1/tokens', { token: user.session, query })).status).toBe(400);
     }
   });
@@ -219,7 +247,9 @@ describe('GET /v1/auth/verify membership revalidation (Authentication 5)', () =>
     const { secret } = await createApiToken(server, user, owner.orgKey);
     expect((await verify(secret)).status).toBe(200);
     // The membership disappears without the token being revoked (removal revokes too; see orgs tests).
-    await server.deps.db.delete(memberships).where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, user.userId)));
+    await server.deps.db
+      .delete(memberships)
+      .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, user.userId)));
     const res = await verify(secret);
     expect(res.status).toBe(403);
     expect(res.body.detail.code).toBe('NOT_A_MEMBER');

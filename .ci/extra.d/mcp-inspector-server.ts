@@ -9,8 +9,14 @@ import { createProject } from '../../src/projects/service.js';
 const server = await startTestServer();
 const user = await createUser(server);
 const { platform } = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform'] });
-const project = await createProject(server.deps.db, { userId: user.userId }, { orgKey: user.orgKey, name: 'Inspector project' });
-process.stdout.write(`${JSON.stringify({ url: `${server.v2Url}/mcp/platform`, token: platform, project_id: project.id })}\n`);
+const project = await createProject(
+  server.deps.db,
+  { userId: user.userId },
+  { orgKey: user.orgKey, name: 'Inspector project' },
+);
+process.stdout.write(
+  `${JSON.stringify({ url: `${server.v2Url}/mcp/platform`, token: platform, project_id: project.id })}\n`,
+);
 const stop = async () => {
   await server.close();
   process.exit(0);

@@ -20,7 +20,9 @@ import { driveConsent } from '../../test/helpers/oauth.js';
 // .ci/extra.d/oauth-conformance.sh.
 
 const NODE22 = process.env.NODE22 ?? '.ci/node22/bin/node';
-const TOOL = process.env.CONFORMANCE_BIN ?? '.ci/node22/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js';
+const TOOL =
+  process.env.CONFORMANCE_BIN ??
+  '.ci/node22/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -33,7 +35,10 @@ async function freePort(): Promise<number> {
   });
 }
 
-for (const [what, path] of [['Node 22', NODE22], ['conformance tool', TOOL]] as const) {
+for (const [what, path] of [
+  ['Node 22', NODE22],
+  ['conformance tool', TOOL],
+] as const) {
   if (!existsSync(path)) {
     console.error(`conformance: ${what} not found at ${path} (.ci/prepare and the .sh script install them)`);
     process.exit(2);
@@ -42,18 +47,40 @@ for (const [what, path] of [['Node 22', NODE22], ['conformance tool', TOOL]] as 
 
 const port = await freePort();
 const issuer = `http://127.0.0.1:${port}`;
-const config = loadConfig({ PORT: String(port), BASE_URL: issuer, V2_URL: issuer, LIGHT_URL: issuer, DATA_DIR: 'memory://', LOG_LEVEL: 'silent' });
+const config = loadConfig({
+  PORT: String(port),
+  BASE_URL: issuer,
+  V2_URL: issuer,
+  LIGHT_URL: issuer,
+  DATA_DIR: 'memory://',
+  LOG_LEVEL: 'silent',
+});
 const database = await openDatabase({ dataDir: 'memory://' });
 await runMigrations(database);
 const deps = await createDeps(config, database, createLogger(config.logLevel));
 const running = await startServer(deps, ['127.0.0.1'], port);
 
-const { user } = await registerAccount(deps.db, { email: 'conformance@example.test', name: 'Conformance', password: 'correct-Horse-9' }, deps.hooks.accountCreated);
+const { user } = await registerAccount(
+  deps.db,
+  { email: 'conformance@example.test', name: 'Conformance', password: 'correct-Horse-9' },
+  deps.hooks.accountCreated,
+);
 await markEmailVerified(deps.db, user.id);
 const { token: session } = await issueSession(deps.db, deps.keys.session, user.id);
 
 const callbackPort = await freePort();
-const args = [TOOL, 'authorization', '--url', issuer, '--client-id', 'svc-cli', '--resource', `${issuer}/mcp/platform`, '--port', String(callbackPort)];
+const args = [
+  TOOL,
+  'authorization',
+  '--url',
+  issuer,
+  '--client-id',
+  'svc-cli',
+  '--resource',
+  `${issuer}/mcp/platform`,
+  '--port',
+  String(callbackPort),
+];
 console.log(`conformance: ${NODE22} ${args.join(' ')}`);
 const child = spawn(NODE22, args, { stdio: ['ignore', 'pipe', 'inherit'] });
 const consented: Promise<void>[] = [];
@@ -65,7 +92,10 @@ createInterface({ input: child.stdout! }).on('line', (line) => {
     consented.push(
       (async () => {
         const result = await driveConsent(url, session);
-        if (!result.location) throw new Error(`consent did not redirect (page status ${result.pageStatus}, post ${result.postStatus})`);
+        if (!result.location)
+          throw new Error(
+            `consent did not redirect (page status ${result.pageStatus}, post ${result.postStatus})`,
+          );
         // The browser follows the redirect to the tool's loopback callback.
         await (await fetch(result.location)).text();
       })().catch((err: unknown) => console.error('conformance: consent failed:', err)),

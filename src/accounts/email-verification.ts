@@ -11,7 +11,10 @@ import { registerAccount, type OrgRow, type RegisterInput, type UserRow } from '
 // logout, resend and 2FA status; signing in itself is allowed so that the user can ask for a new mail.
 
 /** Issues a verification token and mails its link. */
-export async function sendVerificationMail(deps: Deps, user: Pick<UserRow, 'id' | 'email' | 'name'>): Promise<void> {
+export async function sendVerificationMail(
+  deps: Deps,
+  user: Pick<UserRow, 'id' | 'email' | 'name'>,
+): Promise<void> {
   const token = await issueOneTimeToken(deps.db, deps.keys.hmac, user.id, 'verify_email');
   const link = `${deps.config.v2Url}/account/verify?token=${encodeURIComponent(token)}`;
   await deps.mailer.send(verificationMail(user.email, user.name, link));
@@ -22,7 +25,10 @@ export async function sendVerificationMail(deps: Deps, user: Pick<UserRow, 'id' 
  * verification mail. A mail that cannot be sent does not undo the account: it is logged and the user
  * can ask for another (POST /v1/email/verify/resend).
  */
-export async function registerAndNotify(deps: Deps, input: RegisterInput): Promise<{ user: UserRow; org: OrgRow }> {
+export async function registerAndNotify(
+  deps: Deps,
+  input: RegisterInput,
+): Promise<{ user: UserRow; org: OrgRow }> {
   const created = await registerAccount(deps.db, input, deps.hooks.accountCreated);
   try {
     await sendVerificationMail(deps, created.user);
@@ -35,11 +41,25 @@ export async function registerAndNotify(deps: Deps, input: RegisterInput): Promi
 /** Redeems a verification token; 400 INVALID_VERIFICATION_TOKEN when unknown, used or expired. */
 export async function verifyEmail(deps: Deps, token: string): Promise<UserRow> {
   const userId = await redeemOneTimeToken(deps.db, deps.keys.hmac, token, 'verify_email');
-  if (!userId) throw new AppError(400, 'INVALID_VERIFICATION_TOKEN', 'this verification link is invalid, used or expired');
+  if (!userId)
+    throw new AppError(
+      400,
+      'INVALID_VERIFICATION_TOKEN',
+      'this verification link is invalid, used or expired',
+    );
   const [user] = await deps.db.select().from(users).where(eq(users.id, userId));
-  if (!user) throw new AppError(400, 'INVALID_VERIFICATION_TOKEN', 'this verification link is invalid, used or expired');
+  if (!user)
+    throw new AppError(
+      400,
+      'INVALID_VERIFICATION_TOKEN',
+      'this verification link is invalid, used or expired',
+    );
   if (user.emailVerifiedAt) return user;
-  const [updated] = await deps.db.update(users).set({ emailVerifiedAt: new Date() }).where(eq(users.id, userId)).returning();
+  const [updated] = await deps.db
+    .update(users)
+    .set({ emailVerifiedAt: new Date() })
+    .where(eq(users.id, userId))
+    .returning();
   return updated ?? user;
 }
 

@@ -21,11 +21,19 @@ export type LoginResult =
   | { kind: 'session'; token: string; user: UserRow }
   | { kind: 'challenge'; challengeToken: string; email: string };
 
-const invalidCredentials = () => new AppError(401, 'INVALID_CREDENTIALS', 'e-mail or password is not correct');
+const invalidCredentials = () =>
+  new AppError(401, 'INVALID_CREDENTIALS', 'e-mail or password is not correct');
 const invalidChallenge = () =>
-  new AppError(401, 'INVALID_CHALLENGE', 'this sign-in attempt is unknown, expired or used up; sign in again');
+  new AppError(
+    401,
+    'INVALID_CHALLENGE',
+    'this sign-in attempt is unknown, expired or used up; sign in again',
+  );
 
-export async function loginWithPassword(deps: Deps, input: { email: string; password: string }): Promise<LoginResult> {
+export async function loginWithPassword(
+  deps: Deps,
+  input: { email: string; password: string },
+): Promise<LoginResult> {
   const email = normaliseEmail(input.email);
   await deps.limits.loginFailures.check(email);
   const user = await findUserByEmail(deps.db, email);
@@ -40,7 +48,12 @@ export async function loginWithPassword(deps: Deps, input: { email: string; pass
     // Sweep this user's long-dead challenges (bounded table, no timer).
     await deps.db
       .delete(twoFactorChallenges)
-      .where(and(eq(twoFactorChallenges.userId, user.id), lt(twoFactorChallenges.expiresAt, new Date(Date.now() - 3600 * 1000))));
+      .where(
+        and(
+          eq(twoFactorChallenges.userId, user.id),
+          lt(twoFactorChallenges.expiresAt, new Date(Date.now() - 3600 * 1000)),
+        ),
+      );
     await deps.db.insert(twoFactorChallenges).values({
       tokenHash: hmacSecret(deps.keys.hmac, challengeToken),
       userId: user.id,

@@ -16,13 +16,23 @@ export const TOKEN_TTL_SECONDS: Record<TokenPurpose, number> = {
 };
 
 /** 32 random bytes, base64url: what goes into the link. */
-export async function issueOneTimeToken(db: Db, hmacKey: Buffer, userId: string, purpose: TokenPurpose): Promise<string> {
+export async function issueOneTimeToken(
+  db: Db,
+  hmacKey: Buffer,
+  userId: string,
+  purpose: TokenPurpose,
+): Promise<string> {
   const token = randomBytes(32).toString('base64url');
   // Rows of this user that expired a day ago are of no use to anyone: sweep them here, so the table
   // stays bounded without a timer.
   await db
     .delete(accountTokens)
-    .where(and(eq(accountTokens.userId, userId), lt(accountTokens.expiresAt, new Date(Date.now() - 24 * 3600 * 1000))));
+    .where(
+      and(
+        eq(accountTokens.userId, userId),
+        lt(accountTokens.expiresAt, new Date(Date.now() - 24 * 3600 * 1000)),
+      ),
+    );
   await db.insert(accountTokens).values({
     userId,
     purpose,
@@ -33,7 +43,12 @@ export async function issueOneTimeToken(db: Db, hmacKey: Buffer, userId: string,
 }
 
 /** Marks the token used and returns its user, or null when it is unknown, used, expired or of another purpose. */
-export async function redeemOneTimeToken(db: Db, hmacKey: Buffer, token: string, purpose: TokenPurpose): Promise<string | null> {
+export async function redeemOneTimeToken(
+  db: Db,
+  hmacKey: Buffer,
+  token: string,
+  purpose: TokenPurpose,
+): Promise<string | null> {
   const [row] = await db
     .update(accountTokens)
     .set({ usedAt: new Date() })
@@ -54,5 +69,7 @@ export async function retireOneTimeTokens(db: Db, userId: string, purpose: Token
   await db
     .update(accountTokens)
     .set({ usedAt: new Date() })
-    .where(and(eq(accountTokens.userId, userId), eq(accountTokens.purpose, purpose), isNull(accountTokens.usedAt)));
+    .where(
+      and(eq(accountTokens.userId, userId), eq(accountTokens.purpose, purpose), isNull(accountTokens.usedAt)),
+    );
 }

@@ -35,7 +35,8 @@ export async function requestPasswordReset(deps: Deps, email: string): Promise<v
   }
 }
 
-const invalidResetToken = () => new AppError(400, 'INVALID_RESET_TOKEN', 'this reset link is invalid, used or expired');
+const invalidResetToken = () =>
+  new AppError(400, 'INVALID_RESET_TOKEN', 'this reset link is invalid, used or expired');
 
 /**
  * Sets a new password from a reset token. The password rule is checked before the token is spent, so
@@ -43,7 +44,10 @@ const invalidResetToken = () => new AppError(400, 'INVALID_RESET_TOKEN', 'this r
  * links are retired, the password changes and every session is revoked. Receiving the mail proves
  * the address, so an unverified account becomes verified.
  */
-export async function confirmPasswordReset(deps: Deps, input: { token: string; password: string }): Promise<{ userId: string }> {
+export async function confirmPasswordReset(
+  deps: Deps,
+  input: { token: string; password: string },
+): Promise<{ userId: string }> {
   const problem = passwordProblem(input.password);
   if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
   const passwordHash = await hashPassword(input.password);
@@ -53,7 +57,10 @@ export async function confirmPasswordReset(deps: Deps, input: { token: string; p
     if (!owner) return null;
     await retireOneTimeTokens(db, owner, 'reset_password');
     await db.update(users).set({ passwordHash }).where(eq(users.id, owner));
-    await db.update(users).set({ emailVerifiedAt: new Date() }).where(and(eq(users.id, owner), isNull(users.emailVerifiedAt)));
+    await db
+      .update(users)
+      .set({ emailVerifiedAt: new Date() })
+      .where(and(eq(users.id, owner), isNull(users.emailVerifiedAt)));
     await revokeAllSessions(db, owner);
     return owner;
   });

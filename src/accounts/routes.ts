@@ -17,7 +17,14 @@ import { databaseOutageAs503 } from '../db/outage.js';
 // HTTP face of the account services (CONTRACT §4). Thin: parse, call the service, shape the answer.
 
 /** Sign-in, registration, reset and 2FA routes carry the per-address limit (CONTRACT §1). */
-export const PER_IP_PATHS = ['/v1/login', '/v1/logout', '/v1/register', '/v1/2fa', '/v1/password/reset', '/v1/email/verify'];
+export const PER_IP_PATHS = [
+  '/v1/login',
+  '/v1/logout',
+  '/v1/register',
+  '/v1/2fa',
+  '/v1/password/reset',
+  '/v1/email/verify',
+];
 
 // Bounded inputs: a megabyte password would make argon2 the attacker's tool.
 const email = z.string().trim().max(254).pipe(z.email());
@@ -42,7 +49,9 @@ function sameSiteOnly(deps: Deps): RequestHandler {
   return (req, _res, next) => {
     const origin = req.get('origin');
     const site = req.get('sec-fetch-site');
-    const crossSite = origin ? !isSameOrigin(req, deps.config, origin) : site !== undefined && site !== 'same-origin' && site !== 'none';
+    const crossSite = origin
+      ? !isSameOrigin(req, deps.config, origin)
+      : site !== undefined && site !== 'same-origin' && site !== 'none';
     if (crossSite) throw new AppError(403, 'CSRF', 'cross-site request refused');
     next();
   };
@@ -83,7 +92,10 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/v1/email/verify/resend', sessionUnverified, async (req, res) => {
     const { sent } = await resendVerification(deps, principalOf(req).userId);
-    res.json({ sent, message: sent ? 'verification e-mail sent' : 'this e-mail address is already verified' });
+    res.json({
+      sent,
+      message: sent ? 'verification e-mail sent' : 'this e-mail address is already verified',
+    });
   });
 
   const sameSite = sameSiteOnly(deps);
@@ -105,7 +117,10 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/v1/2fa/login', sameSite, async (req, res) => {
     const input = parse(twoFactorLoginBody, req.body);
-    const { token: sessionToken, user } = await completeTwoFactorLogin(deps, { challengeToken: input.challenge_token, code: input.code });
+    const { token: sessionToken, user } = await completeTwoFactorLogin(deps, {
+      challengeToken: input.challenge_token,
+      code: input.code,
+    });
     sessionResponse(res, sessionToken, user);
   });
 

@@ -59,7 +59,10 @@ export async function registerAccount(
 }
 
 export async function findUserByEmail(db: Db, email: string): Promise<UserRow | undefined> {
-  const [user] = await db.select().from(users).where(eq(users.email, normaliseEmail(email)));
+  const [user] = await db
+    .select()
+    .from(users)
+    .where(eq(users.email, normaliseEmail(email)));
   return user;
 }
 
@@ -69,6 +72,11 @@ export async function markEmailVerified(db: Db, userId: string): Promise<void> {
 
 // The account services the routes and the portal pages share (team brief: "Account services").
 export { loginWithPassword, completeTwoFactorLogin, type LoginResult } from './login.js';
-export { registerAndNotify, verifyEmail, resendVerification, sendVerificationMail } from './email-verification.js';
+export {
+  registerAndNotify,
+  verifyEmail,
+  resendVerification,
+  sendVerificationMail,
+} from './email-verification.js';
 export { requestPasswordReset, confirmPasswordReset } from './password-reset.js';
 export { twoFactorStatus, setupTwoFactor, enableTwoFactor, disableTwoFactor } from './two-factor.js';

@@ -50,7 +50,8 @@ export async function acceptTotp(deps: Deps, user: UserRow, code: string): Promi
 
 /** Recovery codes are compared without case, spaces or hyphens: `abcde-fghij`, `ABCDEFGHIJ` are one code. */
 const normaliseRecoveryCode = (code: string): string => code.toLowerCase().replace(/[^a-z0-9]/g, '');
-const recoveryHash = (deps: Deps, code: string) => hmacSecret(deps.keys.hmac, `recovery:${normaliseRecoveryCode(code)}`);
+const recoveryHash = (deps: Deps, code: string) =>
+  hmacSecret(deps.keys.hmac, `recovery:${normaliseRecoveryCode(code)}`);
 
 /** Spends a recovery code: one guarded UPDATE … WHERE used_at IS NULL RETURNING; of two racers one wins. */
 export async function redeemRecoveryCode(deps: Deps, userId: string, code: string): Promise<boolean> {
@@ -58,7 +59,13 @@ export async function redeemRecoveryCode(deps: Deps, userId: string, code: strin
   const rows = await deps.db
     .update(recoveryCodes)
     .set({ usedAt: new Date() })
-    .where(and(eq(recoveryCodes.userId, userId), eq(recoveryCodes.codeHash, recoveryHash(deps, code)), isNull(recoveryCodes.usedAt)))
+    .where(
+      and(
+        eq(recoveryCodes.userId, userId),
+        eq(recoveryCodes.codeHash, recoveryHash(deps, code)),
+        isNull(recoveryCodes.usedAt),
+      ),
+    )
     .returning({ id: recoveryCodes.id });
   return rows.length > 0;
 }
@@ -70,7 +77,10 @@ export async function acceptSecondFactor(deps: Deps, user: UserRow, rawCode: str
   return redeemRecoveryCode(deps, user.id, code);
 }
 
-export async function twoFactorStatus(deps: Deps, userId: string): Promise<{ enabled: boolean; recovery_codes_remaining: number }> {
+export async function twoFactorStatus(
+  deps: Deps,
+  userId: string,
+): Promise<{ enabled: boolean; recovery_codes_remaining: number }> {
   const user = await loadUser(deps.db, userId);
   const [row] = await deps.db
     .select({ n: count() })
@@ -84,15 +94,26 @@ export async function twoFactorStatus(deps: Deps, userId: string): Promise<{ ena
  * Starts (or restarts) enrolment: a new secret, kept encrypted until a code confirms it. Refused while
  * 2FA is on (disable first), so a stolen session cannot silently replace the authenticator.
  */
-export async function setupTwoFactor(deps: Deps, userId: string): Promise<{ secret: string; otpauth_uri: string }> {
+export async function setupTwoFactor(
+  deps: Deps,
+  userId: string,
+): Promise<{ secret: string; otpauth_uri: string }> {
   const user = await loadUser(deps.db, userId);
-  if (user.totpEnabledAt) throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on; disable it first');
+  if (user.totpEnabledAt)
+    throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on; disable it first');
   const secret = generateSecret(); // 20 random bytes, base32 (RFC 4226 §4 recommends 160 bits)
   await deps.db
     .update(users)
     .set({ totpSecretEnc: encrypt(deps.keys.encryption, secret), totpLastStep: null })
     .where(and(eq(users.id, userId), isNull(users.totpEnabledAt)));
-  const otpauth_uri = generateURI({ issuer: TOTP_ISSUER, label: user.email, secret, algorithm: 'sha1', digits: 6, period: 30 });
+  const otpauth_uri = generateURI({
+    issuer: TOTP_ISSUER,
+    label: user.email,
+    secret,
+    algorithm: 'sha1',
+    digits: 6,
+    period: 30,
+  });
   return { secret, otpauth_uri };
 }
 
@@ -104,9 +125,14 @@ function newRecoveryCodes(): string[] {
 }
 
 /** Confirms enrolment with a current code; returns the ten recovery codes, shown this once. */
-export async function enableTwoFactor(deps: Deps, userId: string, code: string): Promise<{ recoveryCodes: string[] }> {
+export async function enableTwoFactor(
+  deps: Deps,
+  userId: string,
+  code: string,
+): Promise<{ recoveryCodes: string[] }> {
   const user = await loadUser(deps.db, userId);
-  if (user.totpEnabledAt) throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on');
+  if (user.totpEnabledAt)
+    throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on');
   if (!user.totpSecretEnc) throw new AppError(400, 'TWO_FACTOR_NOT_SET_UP', 'call POST /v1/2fa/setup first');
   await deps.limits.twoFactorFailures.check(userId);
   if (!(await acceptTotp(deps, user, code.replace(/\s+/g, '')))) {
@@ -140,7 +166,10 @@ export async function disableTwoFactor(deps: Deps, userId: string, code: string)
     throw invalidCode(400);
   }
   await deps.db.transaction(async (tx) => {
-    await tx.update(users).set({ totpSecretEnc: null, totpEnabledAt: null, totpLastStep: null }).where(eq(users.id, userId));
+    await tx
+      .update(users)
+      .set({ totpSecretEnc: null, totpEnabledAt: null, totpLastStep: null })
+      .where(eq(users.id, userId));
     await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId));
   });
   await deps.limits.twoFactorFailures.reset(userId);

@@ -54,7 +54,12 @@ export function createAuth(deps: Deps) {
     try {
       // One read: the session row must be live (logout and reset revoke it) and its user must exist.
       const [user] = await db
-        .select({ id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt })
+        .select({
+          id: users.id,
+          email: users.email,
+          name: users.name,
+          emailVerifiedAt: users.emailVerifiedAt,
+        })
         .from(sessions)
         .innerJoin(users, eq(users.id, sessions.userId))
         .where(
@@ -114,7 +119,18 @@ export function createAuth(deps: Deps) {
     // Many requests of one busy client carry the same token: ask for each hash once.
     const rows = await deps.database.readLane.rows('auth_api_tokens', API_TOKEN_READ, [[...new Set(hashes)]]);
     const byHash = new Map<string, ApiTokenRow>();
-    for (const [tokenHash, tokenId, tokenName, orgKey, userId, email, name, emailVerified, role, orgDeleted] of rows) {
+    for (const [
+      tokenHash,
+      tokenId,
+      tokenName,
+      orgKey,
+      userId,
+      email,
+      name,
+      emailVerified,
+      role,
+      orgDeleted,
+    ] of rows) {
       byHash.set(tokenHash as string, {
         tokenId: tokenId as number,
         tokenName: tokenName as string,
@@ -232,7 +248,14 @@ export function createAuth(deps: Deps) {
     next();
   };
 
-  return { require, optional, resolve, resolveApiToken: fromApiToken, resolveApiTokenHash: fromApiTokenHash, touchApiToken: touchLastUsed };
+  return {
+    require,
+    optional,
+    resolve,
+    resolveApiToken: fromApiToken,
+    resolveApiTokenHash: fromApiTokenHash,
+    touchApiToken: touchLastUsed,
+  };
 }
 
 export type Auth = ReturnType<typeof createAuth>;

@@ -31,7 +31,10 @@ export async function issueSession(db: Db, key: Uint8Array, userId: string): Pro
 }
 
 /** The session's claims when the JWT is valid; null otherwise (the row is checked by the caller's query). */
-export async function readSessionToken(key: Uint8Array, token: string): Promise<{ userId: string; sessionId: string } | null> {
+export async function readSessionToken(
+  key: Uint8Array,
+  token: string,
+): Promise<{ userId: string; sessionId: string } | null> {
   try {
     const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'] });
     if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') return null;
@@ -41,14 +44,19 @@ export async function readSessionToken(key: Uint8Array, token: string): Promise<
   }
 }
 
-
 export async function revokeSession(db: Db, sessionId: string): Promise<void> {
-  await db.update(sessions).set({ revokedAt: new Date() }).where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
+  await db
+    .update(sessions)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
 }
 
 /** Every live session of a user (a password reset does this: CONTRACT §4). */
 export async function revokeAllSessions(db: Db, userId: string): Promise<void> {
-  await db.update(sessions).set({ revokedAt: new Date() }).where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
+  await db
+    .update(sessions)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
 }
 
 /** The Set-Cookie attributes of the session cookie (Secure, HttpOnly, SameSite=Lax, Path=/; no Domain). */

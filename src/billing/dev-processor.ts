@@ -21,10 +21,16 @@ export function createDevProcessor(db: Db, v2Url: string): PaymentProcessor {
     },
     async expireCheckoutSession(sessionId) {
       // The dev checkout page pays only an open session (dev-routes.ts claims it from 'open').
-      const closed = await queryRows(db, sql`update billing_checkout_sessions set status = 'expired' where id = ${sessionId} and status = 'open' returning id`);
+      const closed = await queryRows(
+        db,
+        sql`update billing_checkout_sessions set status = 'expired' where id = ${sessionId} and status = 'open' returning id`,
+      );
       if (closed.length > 0) return 'expired';
       // Not open: being paid or paid ('paying', 'complete'), or closed before.
-      const [row] = await queryRows<{ status: string }>(db, sql`select status from billing_checkout_sessions where id = ${sessionId}`);
+      const [row] = await queryRows<{ status: string }>(
+        db,
+        sql`select status from billing_checkout_sessions where id = ${sessionId}`,
+      );
       return row && row.status !== 'expired' ? 'complete' : 'expired';
     },
     async createPortalSession({ customerId, returnUrl }) {

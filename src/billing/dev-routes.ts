@@ -32,7 +32,8 @@ interface SessionRow {
 }
 
 /** Stripe replaces this placeholder in success_url with the session id; so does the dev processor. */
-const withSessionId = (url: string, id: string) => url.replaceAll('{CHECKOUT_SESSION_ID}', encodeURIComponent(id));
+const withSessionId = (url: string, id: string) =>
+  url.replaceAll('{CHECKOUT_SESSION_ID}', encodeURIComponent(id));
 
 export function devBillingRoutes(deps: Deps): Router {
   const router = Router();
@@ -52,7 +53,10 @@ export function devBillingRoutes(deps: Deps): Router {
   }
 
   async function findSession(id: string): Promise<SessionRow | null> {
-    const [row] = await queryRows<SessionRow>(db, sql`select * from billing_checkout_sessions where id = ${id}`);
+    const [row] = await queryRows<SessionRow>(
+      db,
+      sql`select * from billing_checkout_sessions where id = ${id}`,
+    );
     return row ?? null;
   }
 
@@ -69,7 +73,10 @@ export function devBillingRoutes(deps: Deps): Router {
       type,
       data: { object },
     });
-    const header = deps.billing.verifier.webhooks.generateTestHeaderString({ payload, secret: deps.billing.webhookSecret! });
+    const header = deps.billing.verifier.webhooks.generateTestHeaderString({
+      payload,
+      secret: deps.billing.webhookSecret!,
+    });
     await receiveWebhook(deps, Buffer.from(payload), header);
   }
 
@@ -98,7 +105,13 @@ export function devBillingRoutes(deps: Deps): Router {
   /** The invoice's payment as the pinned API shows it (invoice.payments), so refunds can name it. */
   const paidBy = (paymentIntent: string) => ({
     object: 'list',
-    data: [{ object: 'invoice_payment', status: 'paid', payment: { type: 'payment_intent', payment_intent: paymentIntent } }],
+    data: [
+      {
+        object: 'invoice_payment',
+        status: 'paid',
+        payment: { type: 'payment_intent', payment_intent: paymentIntent },
+      },
+    ],
   });
 
   async function pay(s: SessionRow) {
@@ -107,9 +120,30 @@ export function devBillingRoutes(deps: Deps): Router {
     const cents = Number(s.amount_cents);
     const metadata = { org_key: s.org_key, kind: s.kind, credits: String(s.credits) };
     if (s.kind === 'topup') {
-      const session = { id: s.id, object: 'checkout.session', mode: 'payment', status: 'complete', payment_status: 'paid', customer: s.customer_id, amount_total: cents, currency: 'usd', client_reference_id: s.org_key, payment_intent: pi, metadata };
+      const session = {
+        id: s.id,
+        object: 'checkout.session',
+        mode: 'payment',
+        status: 'complete',
+        payment_status: 'paid',
+        customer: s.customer_id,
+        amount_total: cents,
+        currency: 'usd',
+        client_reference_id: s.org_key,
+        payment_intent: pi,
+        metadata,
+      };
       await deliver('checkout.session.completed', session);
-      await deliver('invoice.paid', invoiceObject(s, { status: 'paid', billing_reason: 'manual', amount_due: cents, amount_paid: cents, payments: paidBy(pi) }));
+      await deliver(
+        'invoice.paid',
+        invoiceObject(s, {
+          status: 'paid',
+          billing_reason: 'manual',
+          amount_due: cents,
+          amount_paid: cents,
+          payments: paidBy(pi),
+        }),
+      );
       return;
     }
     const start = nowUnix();
@@ -122,9 +156,29 @@ export function devBillingRoutes(deps: Deps): Router {
       status: 'active',
       cancel_at_period_end: false,
       metadata: { org_key: s.org_key },
-      items: { object: 'list', data: [{ id: devId('si'), object: 'subscription_item', current_period_start: start, current_period_end: end }] },
+      items: {
+        object: 'list',
+        data: [
+          {
+            id: devId('si'),
+            object: 'subscription_item',
+            current_period_start: start,
+            current_period_end: end,
+          },
+        ],
+      },
     });
-    await deliver('checkout.session.completed', { id: s.id, object: 'checkout.session', mode: 'subscription', status: 'complete', payment_status: 'paid', customer: s.customer_id, subscription: subId, amount_total: PRO_PRICE_CENTS, metadata });
+    await deliver('checkout.session.completed', {
+      id: s.id,
+      object: 'checkout.session',
+      mode: 'subscription',
+      status: 'complete',
+      payment_status: 'paid',
+      customer: s.customer_id,
+      subscription: subId,
+      amount_total: PRO_PRICE_CENTS,
+      metadata,
+    });
     await deliver(
       'invoice.paid',
       invoiceObject(s, {
@@ -133,7 +187,10 @@ export function devBillingRoutes(deps: Deps): Router {
         amount_due: PRO_PRICE_CENTS,
         amount_paid: PRO_PRICE_CENTS,
         payments: paidBy(pi),
-        parent: { type: 'subscription_details', subscription_details: { subscription: subId, metadata: { org_key: s.org_key } } },
+        parent: {
+          type: 'subscription_details',
+          subscription_details: { subscription: subId, metadata: { org_key: s.org_key } },
+        },
         lines: { object: 'list', data: [{ period: { start, end } }] },
       }),
     );
@@ -143,24 +200,40 @@ export function devBillingRoutes(deps: Deps): Router {
     const cents = s.kind === 'topup' ? Number(s.amount_cents) : PRO_PRICE_CENTS;
     await deliver(
       'invoice.payment_failed',
-      invoiceObject(s, { status: 'open', billing_reason: s.kind === 'topup' ? 'manual' : 'subscription_create', amount_due: cents, amount_paid: 0 }),
+      invoiceObject(s, {
+        status: 'open',
+        billing_reason: s.kind === 'topup' ? 'manual' : 'subscription_create',
+        amount_due: cents,
+        amount_paid: 0,
+      }),
     );
-    await deliver('checkout.session.expired', { id: s.id, object: 'checkout.session', status: 'expired', customer: s.customer_id, metadata: { org_key: s.org_key } });
+    await deliver('checkout.session.expired', {
+      id: s.id,
+      object: 'checkout.session',
+      status: 'expired',
+      customer: s.customer_id,
+      metadata: { org_key: s.org_key },
+    });
   }
 
   function page(req: Request, res: Response, s: SessionRow, status = 200, note?: string) {
-    const what = s.kind === 'topup' ? `${Number(s.credits).toLocaleString('en-US')} tokens` : 'Pro plan, 210,000 tokens a month';
+    const what =
+      s.kind === 'topup'
+        ? `${Number(s.credits).toLocaleString('en-US')} tokens`
+        : 'Pro plan, 210,000 tokens a month';
     const cents = s.kind === 'topup' ? Number(s.amount_cents) : PRO_PRICE_CENTS;
     const open = s.status === 'open';
     const body = html`<h1>Dev checkout</h1>
 <p class="alert info">This is the built-in development processor: no money moves. Paying delivers signed webhook events to this server.</p>
 <dl><dt>Item</dt><dd>${what}</dd><dt>Amount</dt><dd>${(cents / 100).toFixed(2)} USD</dd><dt>Session</dt><dd><code>${s.id}</code></dd><dt>Status</dt><dd>${s.status}</dd></dl>
 ${note ? html`<p class="alert warn">${note}</p>` : ''}
-${open
-  ? html`<form method="post" action="/dev/checkout/${s.id}">${csrfField(req, res)}
+${
+  open
+    ? html`<form method="post" action="/dev/checkout/${s.id}">${csrfField(req, res)}
 <div class="actions"><button type="submit" name="decision" value="pay">Pay ${(cents / 100).toFixed(2)} USD</button>
 <button type="submit" name="decision" value="fail" class="danger">Simulate a declined card</button></div></form>`
-  : ''}`;
+    : ''
+}`;
     const origins = [s.success_url, s.cancel_url].flatMap((u) => {
       try {
         return [new URL(u).origin];
@@ -198,15 +271,26 @@ ${open
   });
 
   router.get('/dev/portal/:customer_id', async (req, res) => {
-    const [c] = await queryRows<{ org_key: string }>(db, sql`select org_key from billing_customers where customer_id = ${String(req.params.customer_id)}`);
+    const [c] = await queryRows<{ org_key: string }>(
+      db,
+      sql`select org_key from billing_customers where customer_id = ${String(req.params.customer_id)}`,
+    );
     if (!c) throw notFound('no such customer');
     const invoices = await listInvoices(db, c.org_key, 100, 0);
     const methods = await deps.billing.processor!.listPaymentMethods(String(req.params.customer_id));
-    const subs = await queryRows<{ id: string; status: string; current_period_end: unknown; cancel_at_period_end: boolean }>(
+    const subs = await queryRows<{
+      id: string;
+      status: string;
+      current_period_end: unknown;
+      cancel_at_period_end: boolean;
+    }>(
       db,
       sql`select id, status, current_period_end, cancel_at_period_end from billing_subscriptions where org_key = ${c.org_key} order by updated_at desc`,
     );
-    const back = typeof req.query.return_url === 'string' && /^https?:\/\//.test(req.query.return_url) ? req.query.return_url : null;
+    const back =
+      typeof req.query.return_url === 'string' && /^https?:\/\//.test(req.query.return_url)
+        ? req.query.return_url
+        : null;
     const action = `/dev/portal/${encodeURIComponent(String(req.params.customer_id))}${back ? `?return_url=${encodeURIComponent(back)}` : ''}`;
     const actions = (s: { id: string; status: string; cancel_at_period_end: boolean }) =>
       s.status === 'canceled'
@@ -231,14 +315,22 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
       req.body,
     );
     const customerId = String(req.params.customer_id);
-    const [sub] = await queryRows<{ id: string; org_key: string; status: string; current_period_start: unknown; current_period_end: unknown; cancel_at_period_end: boolean }>(
+    const [sub] = await queryRows<{
+      id: string;
+      org_key: string;
+      status: string;
+      current_period_start: unknown;
+      current_period_end: unknown;
+      cancel_at_period_end: boolean;
+    }>(
       db,
       sql`select * from billing_subscriptions where id = ${subscription} and customer_id = ${customerId}`,
     );
     if (!sub) throw notFound('no such subscription');
     let start = Number(sub.current_period_start);
     let end = Number(sub.current_period_end);
-    let cancelAtPeriodEnd = action === 'cancel' ? true : action === 'resume' ? false : Boolean(sub.cancel_at_period_end);
+    let cancelAtPeriodEnd =
+      action === 'cancel' ? true : action === 'resume' ? false : Boolean(sub.cancel_at_period_end);
     if (action === 'renew') {
       [start, end] = [end, end + PERIOD_SECONDS];
       cancelAtPeriodEnd = false;
@@ -246,16 +338,30 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
       await deliver(
         'invoice.paid',
         invoiceObject(session, {
-          status: 'paid', billing_reason: 'subscription_cycle', amount_due: PRO_PRICE_CENTS, amount_paid: PRO_PRICE_CENTS, payments: paidBy(devId('pi')),
-          parent: { type: 'subscription_details', subscription_details: { subscription: sub.id, metadata: { org_key: sub.org_key } } },
+          status: 'paid',
+          billing_reason: 'subscription_cycle',
+          amount_due: PRO_PRICE_CENTS,
+          amount_paid: PRO_PRICE_CENTS,
+          payments: paidBy(devId('pi')),
+          parent: {
+            type: 'subscription_details',
+            subscription_details: { subscription: sub.id, metadata: { org_key: sub.org_key } },
+          },
           lines: { object: 'list', data: [{ period: { start, end } }] },
         }),
       );
     }
     await deliver('customer.subscription.updated', {
-      id: sub.id, object: 'subscription', customer: customerId, status: sub.status, cancel_at_period_end: cancelAtPeriodEnd,
+      id: sub.id,
+      object: 'subscription',
+      customer: customerId,
+      status: sub.status,
+      cancel_at_period_end: cancelAtPeriodEnd,
       metadata: { org_key: sub.org_key },
-      items: { object: 'list', data: [{ object: 'subscription_item', current_period_start: start, current_period_end: end }] },
+      items: {
+        object: 'list',
+        data: [{ object: 'subscription_item', current_period_start: start, current_period_end: end }],
+      },
     });
     res.redirect(303, req.originalUrl);
   });
@@ -284,7 +390,8 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
   }
 
   /** Cents of the payment behind the invoice that can still be refunded (0 when it granted nothing). */
-  const refundable = (inv: InvoicePayment) => (inv.granted ? Number(inv.paid_cents) - Number(inv.refunded_cents) : 0);
+  const refundable = (inv: InvoicePayment) =>
+    inv.granted ? Number(inv.paid_cents) - Number(inv.refunded_cents) : 0;
 
   router.get('/dev/invoices/:invoice_id', async (req, res) => {
     const inv = await findInvoice(String(req.params.invoice_id));
@@ -296,8 +403,9 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
 <dt>Amount paid</dt><dd>${(Number(inv.amount_paid_cents) / 100).toFixed(2)} ${cur}</dd>
 <dt>Refunded or disputed</dt><dd>${(Number(inv.refunded_cents ?? 0) / 100).toFixed(2)} ${cur}</dd>
 <dt>Status</dt><dd>${inv.status}</dd><dt>Date</dt><dd>${new Date(Number(inv.created_at_unix) * 1000).toISOString().slice(0, 10)}</dd></dl>
-${left > 0
-  ? html`<form method="post" action="/dev/invoices/${inv.id}/refund">${csrfField(req, res)}
+${
+  left > 0
+    ? html`<form method="post" action="/dev/invoices/${inv.id}/refund">${csrfField(req, res)}
 <p class="alert info">Refunding delivers signed charge.refunded and refund.created events to this server; the tokens this payment granted are taken back in proportion.</p>
 <label>Amount to refund (cents) <input type="number" name="amount_cents" min="1" max="${left}" value="${left}" required></label>
 <div class="actions"><button type="submit" class="danger">Refund</button></div></form>
@@ -306,7 +414,8 @@ ${left > 0
 <label>Disputed amount (cents) <input type="number" name="amount_cents" min="1" max="${left}" value="${left}" required></label>
 <label>Outcome <select name="outcome"><option value="lost">lost</option><option value="won">won</option></select></label>
 <div class="actions"><button type="submit" class="danger">Dispute</button></div></form>`
-  : ''}`;
+    : ''
+}`;
     sendPage(res, renderPage({ title: 'Invoice', body, narrow: true }));
   });
 
@@ -314,20 +423,36 @@ ${left > 0
   // events for the same refund id, so the page also shows that the pair takes the tokens back once.
   router.post('/dev/invoices/:invoice_id/refund', async (req, res) => {
     verifyCsrfField(req);
-    const { amount_cents } = parse(z.object({ amount_cents: z.coerce.number().int().min(1).max(100_000_000) }), req.body);
+    const { amount_cents } = parse(
+      z.object({ amount_cents: z.coerce.number().int().min(1).max(100_000_000) }),
+      req.body,
+    );
     const inv = await findInvoice(String(req.params.invoice_id));
     if (!inv) throw notFound('no such invoice');
     const left = refundable(inv);
-    if (!inv.payment_intent || left <= 0) throw badRequest('NOT_REFUNDABLE', 'this invoice has no payment left to refund');
-    if (amount_cents > left) throw badRequest('REFUND_TOO_LARGE', `at most ${left} cents can still be refunded`);
+    if (!inv.payment_intent || left <= 0)
+      throw badRequest('NOT_REFUNDABLE', 'this invoice has no payment left to refund');
+    if (amount_cents > left)
+      throw badRequest('REFUND_TOO_LARGE', `at most ${left} cents can still be refunded`);
     const chargeId = `ch_dev_${inv.payment_intent.replace(/^pi_dev_/, '')}`;
     const refund = {
-      id: devId('re'), object: 'refund', amount: amount_cents, currency: inv.currency, status: 'succeeded',
-      charge: chargeId, payment_intent: inv.payment_intent, created: nowUnix(),
+      id: devId('re'),
+      object: 'refund',
+      amount: amount_cents,
+      currency: inv.currency,
+      status: 'succeeded',
+      charge: chargeId,
+      payment_intent: inv.payment_intent,
+      created: nowUnix(),
     };
     await deliver('charge.refunded', {
-      id: chargeId, object: 'charge', amount: Number(inv.paid_cents), amount_refunded: Number(inv.refunded_cents) + amount_cents,
-      currency: inv.currency, payment_intent: inv.payment_intent, refunded: amount_cents === left,
+      id: chargeId,
+      object: 'charge',
+      amount: Number(inv.paid_cents),
+      amount_refunded: Number(inv.refunded_cents) + amount_cents,
+      currency: inv.currency,
+      payment_intent: inv.payment_intent,
+      refunded: amount_cents === left,
       refunds: { object: 'list', data: [refund], has_more: false },
     });
     await deliver('refund.created', refund);
@@ -339,23 +464,36 @@ ${left > 0
   router.post('/dev/invoices/:invoice_id/dispute', async (req, res) => {
     verifyCsrfField(req);
     const input = parse(
-      z.object({ amount_cents: z.coerce.number().int().min(1).max(100_000_000), outcome: z.enum(['lost', 'won']) }),
+      z.object({
+        amount_cents: z.coerce.number().int().min(1).max(100_000_000),
+        outcome: z.enum(['lost', 'won']),
+      }),
       req.body,
     );
     const inv = await findInvoice(String(req.params.invoice_id));
     if (!inv) throw notFound('no such invoice');
     const left = refundable(inv);
-    if (!inv.payment_intent || left <= 0) throw badRequest('NOT_DISPUTABLE', 'this invoice has no payment left to dispute');
-    if (input.amount_cents > left) throw badRequest('DISPUTE_TOO_LARGE', `at most ${left} cents can be disputed`);
+    if (!inv.payment_intent || left <= 0)
+      throw badRequest('NOT_DISPUTABLE', 'this invoice has no payment left to dispute');
+    if (input.amount_cents > left)
+      throw badRequest('DISPUTE_TOO_LARGE', `at most ${left} cents can be disputed`);
     const dispute = {
-      id: devId('du'), object: 'dispute', amount: input.amount_cents, currency: inv.currency,
-      charge: `ch_dev_${inv.payment_intent.replace(/^pi_dev_/, '')}`, payment_intent: inv.payment_intent,
-      reason: 'fraudulent', is_charge_refundable: false, balance_transactions: [], created: nowUnix(),
+      id: devId('du'),
+      object: 'dispute',
+      amount: input.amount_cents,
+      currency: inv.currency,
+      charge: `ch_dev_${inv.payment_intent.replace(/^pi_dev_/, '')}`,
+      payment_intent: inv.payment_intent,
+      reason: 'fraudulent',
+      is_charge_refundable: false,
+      balance_transactions: [],
+      created: nowUnix(),
     };
     await deliver('charge.dispute.created', { ...dispute, status: 'needs_response' });
     await deliver('charge.dispute.funds_withdrawn', { ...dispute, status: 'needs_response' });
     await deliver('charge.dispute.closed', { ...dispute, status: input.outcome });
-    if (input.outcome === 'won') await deliver('charge.dispute.funds_reinstated', { ...dispute, status: 'won' });
+    if (input.outcome === 'won')
+      await deliver('charge.dispute.funds_reinstated', { ...dispute, status: 'won' });
     res.redirect(303, `/dev/invoices/${encodeURIComponent(inv.id)}`);
   });
 

@@ -45,16 +45,26 @@ type Intent = 'withdraw' | 'keep' | 'record';
 /** What one event means for the tokens (see the header). */
 function intentOf(eventType: string, status: string): Intent {
   if (eventType === 'charge.dispute.funds_withdrawn') return 'withdraw';
-  if (eventType === 'charge.dispute.closed') return status === 'lost' ? 'withdraw' : KEPT_STATUSES.has(status) ? 'keep' : 'record';
+  if (eventType === 'charge.dispute.closed')
+    return status === 'lost' ? 'withdraw' : KEPT_STATUSES.has(status) ? 'keep' : 'record';
   if (eventType === 'charge.dispute.funds_reinstated') return status === 'lost' ? 'record' : 'keep';
   return 'record';
 }
 
 const idOf = (v: unknown): string | null =>
-  typeof v === 'string' ? v : v && typeof v === 'object' && typeof (v as Obj).id === 'string' ? (v as Obj).id : null;
+  typeof v === 'string'
+    ? v
+    : v && typeof v === 'object' && typeof (v as Obj).id === 'string'
+      ? (v as Obj).id
+      : null;
 
 /** One charge.dispute.* event (its Dispute object); returns the outcome recorded for the event. */
-export async function receiveDispute(tx: Db, eventType: string, dispute: Obj, eventCreated: number): Promise<string> {
+export async function receiveDispute(
+  tx: Db,
+  eventType: string,
+  dispute: Obj,
+  eventCreated: number,
+): Promise<string> {
   const id = typeof dispute.id === 'string' ? dispute.id : null;
   const pi = idOf(dispute.payment_intent);
   const amount = Number(dispute.amount);
@@ -69,7 +79,10 @@ export async function receiveDispute(tx: Db, eventType: string, dispute: Obj, ev
   await tx.execute(sql`
     update billing_disputes set processor_status = ${status}, status_event_created = ${eventCreated}
     where id = ${id} and status_event_created <= ${eventCreated}`);
-  const [row] = await queryRows<DisputeRow>(tx, sql`select * from billing_disputes where id = ${id} for update`);
+  const [row] = await queryRows<DisputeRow>(
+    tx,
+    sql`select * from billing_disputes where id = ${id} for update`,
+  );
   const intent = intentOf(eventType, status);
 
   if (intent === 'withdraw') {
@@ -95,7 +108,12 @@ export async function receiveDispute(tx: Db, eventType: string, dispute: Obj, ev
 }
 
 /** Takes back the disputed amount's tokens (payment and dispute rows locked by the caller). */
-async function withdraw(tx: Db, disputeId: string, amountCents: number, paymentIntent: string): Promise<string> {
+async function withdraw(
+  tx: Db,
+  disputeId: string,
+  amountCents: number,
+  paymentIntent: string,
+): Promise<string> {
   const taken = await takeBack(tx, {
     paymentIntent,
     amountCents,
@@ -127,7 +145,9 @@ async function reinstate(tx: Db, row: DisputeRow): Promise<string> {
     taken,
     description: `Dispute won: ${usd(num(row.amount_cents))} USD reinstated, ${tokens(taken.fromClient + taken.fromPool)} tokens given back`,
   });
-  await tx.execute(sql`update billing_disputes set state = 'reinstated', reinstated_at = now() where id = ${row.id}`);
+  await tx.execute(
+    sql`update billing_disputes set state = 'reinstated', reinstated_at = now() where id = ${row.id}`,
+  );
   return 'dispute_reinstated';
 }
 

@@ -56,11 +56,17 @@ export function createBilling(parts: BillingParts): Billing {
   timer.unref();
   parts.onClose(() => clearInterval(timer));
 
-  const stripe = config.stripe.secretKey ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase) : null;
+  const stripe = config.stripe.secretKey
+    ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase)
+    : null;
   const dev = !stripe && config.devMode;
   const devSecret = `whsec_dev_${createHmac('sha256', parts.keys.hmac).update('dev stripe webhook').digest('base64url')}`;
   return {
-    processor: stripe ? createStripeProcessor(stripe) : dev ? createDevProcessor(parts.db, config.v2Url) : null,
+    processor: stripe
+      ? createStripeProcessor(stripe)
+      : dev
+        ? createDevProcessor(parts.db, config.v2Url)
+        : null,
     stripe,
     verifier: stripe ?? new Stripe('sk_unused_for_webhook_verification'),
     webhookSecret: config.stripe.webhookSecret ?? (dev ? devSecret : undefined),

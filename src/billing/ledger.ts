@@ -58,9 +58,17 @@ export async function lockAccounts(tx: Db, ids: string[]): Promise<Map<string, A
   const rows = await queryRows<AccountRow>(
     tx,
     sql`select id, kind, balance, held, allocation from billing_accounts
-        where id in (${sql.join(sorted.map((id) => sql`${id}`), sql`, `)}) order by id for update`,
+        where id in (${sql.join(
+          sorted.map((id) => sql`${id}`),
+          sql`, `,
+        )}) order by id for update`,
   );
-  return new Map(rows.map((r) => [r.id, { ...r, balance: num(r.balance), held: num(r.held), allocation: num(r.allocation) }]));
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      { ...r, balance: num(r.balance), held: num(r.held), allocation: num(r.allocation) },
+    ]),
+  );
 }
 
 export interface TransferInput {
@@ -80,7 +88,8 @@ export interface TransferInput {
  * an inside account would go below zero (holds included).
  */
 export async function transfer(tx: Db, input: TransferInput): Promise<number | null> {
-  if (!Number.isSafeInteger(input.amount) || input.amount <= 0) throw new Error('transfer amount must be a positive integer');
+  if (!Number.isSafeInteger(input.amount) || input.amount <= 0)
+    throw new Error('transfer amount must be a positive integer');
   const accounts = await lockAccounts(tx, [input.from, input.to]);
   const from = accounts.get(input.from);
   const to = accounts.get(input.to);
@@ -89,7 +98,11 @@ export async function transfer(tx: Db, input: TransferInput): Promise<number | n
   if (inside(from) && from.balance - from.held < input.amount) throw new InsufficientFunds(from.id);
 
   const shown = input.shownTo;
-  const shownAfter = shown ? (shown.side === 'to' ? to.balance + input.amount : from.balance - input.amount) : null;
+  const shownAfter = shown
+    ? shown.side === 'to'
+      ? to.balance + input.amount
+      : from.balance - input.amount
+    : null;
   const shownAmount = shown ? (shown.side === 'to' ? input.amount : -input.amount) : null;
   const inserted = await queryRows<{ id: number }>(
     tx,
@@ -106,7 +119,9 @@ export async function transfer(tx: Db, input: TransferInput): Promise<number | n
         where id = ${input.from} and (kind not in ('org', 'pool') or balance - held >= ${input.amount}) returning id`,
   );
   if (debited.length === 0) throw new InsufficientFunds(input.from);
-  await tx.execute(sql`update billing_accounts set balance = balance + ${input.amount} where id = ${input.to}`);
+  await tx.execute(
+    sql`update billing_accounts set balance = balance + ${input.amount} where id = ${input.to}`,
+  );
   return num(inserted[0]!.id);
 }
 
@@ -116,7 +131,15 @@ export async function transfer(tx: Db, input: TransferInput): Promise<number | n
  */
 export async function grantToOrg(
   tx: Db,
-  g: { key: string; source: string; ownerId: string; orgKey: string; amount: number; type: EntryType; description: string },
+  g: {
+    key: string;
+    source: string;
+    ownerId: string;
+    orgKey: string;
+    amount: number;
+    type: EntryType;
+    description: string;
+  },
 ): Promise<boolean> {
   await ensureOrgAccounts(tx, g.orgKey, g.ownerId);
   // All three rows up front, in the global order, so the two movements never lock out of order.
@@ -139,7 +162,9 @@ export async function grantToOrg(
     description: g.description,
     shownTo: { orgKey: g.orgKey, side: 'to' },
   });
-  await tx.execute(sql`update billing_accounts set allocation = allocation + ${g.amount} where id = ${orgAccount(g.orgKey)}`);
+  await tx.execute(
+    sql`update billing_accounts set allocation = allocation + ${g.amount} where id = ${orgAccount(g.orgKey)}`,
+  );
   return true;
 }
 
@@ -157,7 +182,13 @@ export async function lifetimeGranted(db: Db, userId: string): Promise<number> {
   return num(row?.total);
 }
 
-export async function accountBalance(db: Db, id: string): Promise<{ balance: number; held: number; allocation: number } | null> {
-  const [row] = await queryRows<AccountRow>(db, sql`select id, kind, balance, held, allocation from billing_accounts where id = ${id}`);
+export async function accountBalance(
+  db: Db,
+  id: string,
+): Promise<{ balance: number; held: number; allocation: number } | null> {
+  const [row] = await queryRows<AccountRow>(
+    db,
+    sql`select id, kind, balance, held, allocation from billing_accounts where id = ${id}`,
+  );
   return row ? { balance: num(row.balance), held: num(row.held), allocation: num(row.allocation) } : null;
 }

@@ -1,6 +1,13 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
-import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, SOURCE_PURCHASES, transfer } from './ledger.js';
+import {
+  ensureOrgAccounts,
+  lockAccounts,
+  orgAccount,
+  poolAccount,
+  SOURCE_PURCHASES,
+  transfer,
+} from './ledger.js';
 
 // Money leaving a payment, and coming back: the one take-back that refunds (refunds.ts) and dispute
 // withdrawals (disputes.ts) share, and its exact reverse for a dispute that is won.
@@ -32,8 +39,13 @@ export const tokens = (n: number) => n.toLocaleString('en-US');
 
 /** Claims (creating if needed) and locks a payment's row; every refund, dispute and grant path starts here. */
 export async function lockPayment(tx: Db, paymentIntent: string): Promise<PaymentRow> {
-  await tx.execute(sql`insert into billing_payments (payment_intent) values (${paymentIntent}) on conflict do nothing`);
-  const [row] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${paymentIntent} for update`);
+  await tx.execute(
+    sql`insert into billing_payments (payment_intent) values (${paymentIntent}) on conflict do nothing`,
+  );
+  const [row] = await queryRows<PaymentRow>(
+    tx,
+    sql`select * from billing_payments where payment_intent = ${paymentIntent} for update`,
+  );
   return row!;
 }
 
@@ -55,12 +67,18 @@ export async function takeBack(
   tx: Db,
   input: { paymentIntent: string; amountCents: number; key: string; describe: (t: TakenBack) => string },
 ): Promise<TakenBack> {
-  const [p] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${input.paymentIntent}`);
+  const [p] = await queryRows<PaymentRow>(
+    tx,
+    sql`select * from billing_payments where payment_intent = ${input.paymentIntent}`,
+  );
   const paid = num(p!.amount_cents);
   const granted = num(p!.credits);
   const before = num(p!.refunded_cents);
   const after = Math.min(paid, before + input.amountCents);
-  const credits = paid > 0 ? Math.max(0, Math.min(granted, Math.round((after * granted) / paid)) - num(p!.refunded_credits)) : 0;
+  const credits =
+    paid > 0
+      ? Math.max(0, Math.min(granted, Math.round((after * granted) / paid)) - num(p!.refunded_credits))
+      : 0;
   const org = orgAccount(p!.org_key!);
   const pool = poolAccount(p!.owner_id!);
   const accounts = await lockAccounts(tx, [org, pool, SOURCE_PURCHASES]);
@@ -70,7 +88,13 @@ export async function takeBack(
   };
   const fromClient = Math.min(credits, available(org));
   const fromPool = Math.min(credits - fromClient, available(pool));
-  const taken: TakenBack = { credits, fromClient, fromPool, shortfall: credits - fromClient - fromPool, reversedCents: Math.max(0, after - before) };
+  const taken: TakenBack = {
+    credits,
+    fromClient,
+    fromPool,
+    shortfall: credits - fromClient - fromPool,
+    reversedCents: Math.max(0, after - before),
+  };
   const description = input.describe(taken);
   if (fromClient > 0) {
     await transfer(tx, {
@@ -83,10 +107,19 @@ export async function takeBack(
       shownTo: { orgKey: p!.org_key!, side: 'from' },
     });
     // The tokens leave the client's allocation as they came in with the grant (ledger.ts grantToOrg).
-    await tx.execute(sql`update billing_accounts set allocation = greatest(allocation - ${fromClient}, 0) where id = ${org}`);
+    await tx.execute(
+      sql`update billing_accounts set allocation = greatest(allocation - ${fromClient}, 0) where id = ${org}`,
+    );
   }
   if (fromPool > 0) {
-    await transfer(tx, { key: `${input.key}:pool`, from: pool, to: SOURCE_PURCHASES, amount: fromPool, type: 'refund', description });
+    await transfer(tx, {
+      key: `${input.key}:pool`,
+      from: pool,
+      to: SOURCE_PURCHASES,
+      amount: fromPool,
+      type: 'refund',
+      description,
+    });
   }
   await tx.execute(sql`
     update billing_payments set refunded_cents = ${after}, refunded_credits = refunded_credits + ${credits}
@@ -105,7 +138,10 @@ export async function giveBack(
   tx: Db,
   input: { paymentIntent: string; key: string; taken: TakenBack; description: string },
 ): Promise<void> {
-  const [p] = await queryRows<PaymentRow>(tx, sql`select * from billing_payments where payment_intent = ${input.paymentIntent}`);
+  const [p] = await queryRows<PaymentRow>(
+    tx,
+    sql`select * from billing_payments where payment_intent = ${input.paymentIntent}`,
+  );
   const { fromClient, fromPool, credits, reversedCents } = input.taken;
   const [target] = await queryRows<{ id: string }>(
     tx,
@@ -126,10 +162,19 @@ export async function giveBack(
       description: input.description,
       shownTo: { orgKey, side: 'to' },
     });
-    await tx.execute(sql`update billing_accounts set allocation = allocation + ${fromClient} where id = ${orgAccount(orgKey)}`);
+    await tx.execute(
+      sql`update billing_accounts set allocation = allocation + ${fromClient} where id = ${orgAccount(orgKey)}`,
+    );
   }
   if (fromPool > 0) {
-    await transfer(tx, { key: `${input.key}:pool`, from: SOURCE_PURCHASES, to: poolAccount(p!.owner_id!), amount: fromPool, type: 'refund', description: input.description });
+    await transfer(tx, {
+      key: `${input.key}:pool`,
+      from: SOURCE_PURCHASES,
+      to: poolAccount(p!.owner_id!),
+      amount: fromPool,
+      type: 'refund',
+      description: input.description,
+    });
   }
   await tx.execute(sql`
     update billing_payments set refunded_cents = greatest(refunded_cents - ${reversedCents}, 0),
@@ -141,15 +186,28 @@ type Obj = Record<string, any>;
 
 /** Where each reversal kind keeps its state: the row that took tokens back, and when it did. */
 const REVERSAL_TABLES = {
-  refunds: { table: sql.raw('billing_refunds'), state: sql.raw('status'), taken: sql.raw(`'applied'`), at: sql.raw('applied_at') },
-  disputes: { table: sql.raw('billing_disputes'), state: sql.raw('state'), taken: sql.raw(`'withdrawn'`), at: sql.raw('withdrawn_at') },
+  refunds: {
+    table: sql.raw('billing_refunds'),
+    state: sql.raw('status'),
+    taken: sql.raw(`'applied'`),
+    at: sql.raw('applied_at'),
+  },
+  disputes: {
+    table: sql.raw('billing_disputes'),
+    state: sql.raw('state'),
+    taken: sql.raw(`'withdrawn'`),
+    at: sql.raw('withdrawn_at'),
+  },
 } as const;
 
 /**
  * Refunds or disputes for reconciliation output: tokens a take-back could not claw back (already
  * spent), and reversals still waiting for the payment they belong to.
  */
-export async function reversalReport(db: Db, kind: keyof typeof REVERSAL_TABLES): Promise<{ shortfalls: Obj[]; awaiting: Obj[] }> {
+export async function reversalReport(
+  db: Db,
+  kind: keyof typeof REVERSAL_TABLES,
+): Promise<{ shortfalls: Obj[]; awaiting: Obj[] }> {
   const t = REVERSAL_TABLES[kind];
   const shortfalls = await queryRows<Obj>(
     db,

@@ -14,18 +14,30 @@ const num = (v: unknown): number => Number(v ?? 0);
 
 export function requireProcessor(billing: Billing): PaymentProcessor {
   if (!billing.processor) {
-    throw new AppError(503, 'PAYMENTS_NOT_CONFIGURED', 'payments are not configured on this server (set STRIPE_SECRET_KEY)');
+    throw new AppError(
+      503,
+      'PAYMENTS_NOT_CONFIGURED',
+      'payments are not configured on this server (set STRIPE_SECRET_KEY)',
+    );
   }
   return billing.processor;
 }
 
 async function findCustomer(db: Db, orgKey: string): Promise<string | null> {
-  const [row] = await queryRows<{ customer_id: string }>(db, sql`select customer_id from billing_customers where org_key = ${orgKey}`);
+  const [row] = await queryRows<{ customer_id: string }>(
+    db,
+    sql`select customer_id from billing_customers where org_key = ${orgKey}`,
+  );
   return row?.customer_id ?? null;
 }
 
 /** One processor customer per client, created on first need; a racing second creation reads the first. */
-export async function ensureCustomer(db: Db, processor: PaymentProcessor, orgKey: string, email: string | undefined): Promise<string> {
+export async function ensureCustomer(
+  db: Db,
+  processor: PaymentProcessor,
+  orgKey: string,
+  email: string | undefined,
+): Promise<string> {
   const existing = await findCustomer(db, orgKey);
   if (existing) return existing;
   const customerId = await processor.createCustomer({ orgKey, email });
@@ -45,7 +57,11 @@ export interface StartCheckout {
   cancelUrl: string;
 }
 
-export async function startCheckout(db: Db, billing: Billing, input: StartCheckout): Promise<{ session_id: string; checkout_url: string }> {
+export async function startCheckout(
+  db: Db,
+  billing: Billing,
+  input: StartCheckout,
+): Promise<{ session_id: string; checkout_url: string }> {
   const processor = requireProcessor(billing);
   if (input.kind === 'subscription') {
     if (await activeSubscription(db, input.orgKey)) throw alreadySubscribed();
@@ -72,7 +88,8 @@ export async function startCheckout(db: Db, billing: Billing, input: StartChecko
   return { session_id: session.id, checkout_url: session.url };
 }
 
-const alreadySubscribed = () => new AppError(409, 'ALREADY_SUBSCRIBED', 'this client already has an active Pro subscription');
+const alreadySubscribed = () =>
+  new AppError(409, 'ALREADY_SUBSCRIBED', 'this client already has an active Pro subscription');
 
 /**
  * A client has at most one Pro checkout that can still be paid: a new one first closes the client's
@@ -88,11 +105,19 @@ async function closeOpenProCheckouts(db: Db, processor: PaymentProcessor, orgKey
   for (const { id } of open) {
     if ((await processor.expireCheckoutSession(id)) === 'complete') throw alreadySubscribed();
     // Stripe's expiry reaches our row by its webhook too; marked now, the next checkout skips it.
-    await db.execute(sql`update billing_checkout_sessions set status = 'expired' where id = ${id} and status = 'open'`);
+    await db.execute(
+      sql`update billing_checkout_sessions set status = 'expired' where id = ${id} and status = 'open'`,
+    );
   }
 }
 
-export async function openPortal(db: Db, billing: Billing, orgKey: string, email: string, returnUrl: string): Promise<string> {
+export async function openPortal(
+  db: Db,
+  billing: Billing,
+  orgKey: string,
+  email: string,
+  returnUrl: string,
+): Promise<string> {
   const processor = requireProcessor(billing);
   const customerId = await ensureCustomer(db, processor, orgKey, email);
   return processor.createPortalSession({ customerId, returnUrl });
@@ -121,7 +146,10 @@ async function activeSubscription(db: Db, orgKey: string): Promise<SubscriptionR
   const [row] = await queryRows<SubscriptionRow>(
     db,
     sql`select * from billing_subscriptions where org_key = ${orgKey}
-          and status in (${sql.join(ACTIVE.map((s) => sql`${s}`), sql`, `)})
+          and status in (${sql.join(
+            ACTIVE.map((s) => sql`${s}`),
+            sql`, `,
+          )})
         order by updated_at desc limit 1`,
   );
   return row ?? null;

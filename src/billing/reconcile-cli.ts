@@ -20,29 +20,46 @@ async function main(): Promise<number> {
     throw err;
   }
   const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: 2,
+  });
   try {
-    const stripe = config.stripe.secretKey ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase) : null;
+    const stripe = config.stripe.secretKey
+      ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase)
+      : null;
     const report = await reconcile(database.db, log, stripe);
     const out = process.stdout;
-    out.write(`billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`);
+    out.write(
+      `billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`,
+    );
     for (const g of report.granted) out.write(`  granted missed ${g}\n`);
     for (const r of report.refunded) out.write(`  applied missed ${r}\n`);
     for (const r of report.refunds.shortfalls) {
-      out.write(`  refund ${r.id} (client ${r.org_key}): ${r.shortfall} of ${r.credits} tokens already spent, not taken back\n`);
+      out.write(
+        `  refund ${r.id} (client ${r.org_key}): ${r.shortfall} of ${r.credits} tokens already spent, not taken back\n`,
+      );
     }
-    for (const r of report.refunds.awaiting) out.write(`  refund ${r.id} awaits its payment ${r.payment_intent} (${r.amount_cents} cents)\n`);
+    for (const r of report.refunds.awaiting)
+      out.write(`  refund ${r.id} awaits its payment ${r.payment_intent} (${r.amount_cents} cents)\n`);
     for (const d of report.disputes.shortfalls) {
-      out.write(`  dispute ${d.id} (client ${d.org_key}): ${d.shortfall} of ${d.credits} tokens already spent, not taken back\n`);
+      out.write(
+        `  dispute ${d.id} (client ${d.org_key}): ${d.shortfall} of ${d.credits} tokens already spent, not taken back\n`,
+      );
     }
-    for (const d of report.disputes.awaiting) out.write(`  dispute ${d.id} awaits its payment ${d.payment_intent} (${d.amount_cents} cents)\n`);
+    for (const d of report.disputes.awaiting)
+      out.write(`  dispute ${d.id} awaits its payment ${d.payment_intent} (${d.amount_cents} cents)\n`);
     if (report.violations.length === 0) {
       out.write('  all ledger invariants hold\n');
       return 0;
     }
     for (const v of report.violations) {
       out.write(`  VIOLATION: ${v.check}\n`);
-      for (const row of v.rows) out.write(`    ${JSON.stringify(row, (_k, x: unknown) => (typeof x === "bigint" ? x.toString() : x))}\n`);
+      for (const row of v.rows)
+        out.write(
+          `    ${JSON.stringify(row, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x))}\n`,
+        );
     }
     return 1;
   } finally {

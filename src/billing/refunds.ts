@@ -43,15 +43,27 @@ export async function paymentIntentOfInvoice(tx: Db, invoiceId: string): Promise
  */
 export async function invoicePaymentPaid(tx: Db, ip: Obj): Promise<string> {
   const invoiceId = typeof ip.invoice === 'string' ? ip.invoice : ip.invoice?.id;
-  const pi = typeof ip.payment?.payment_intent === 'string' ? ip.payment.payment_intent : ip.payment?.payment_intent?.id;
+  const pi =
+    typeof ip.payment?.payment_intent === 'string'
+      ? ip.payment.payment_intent
+      : ip.payment?.payment_intent?.id;
   if (typeof invoiceId !== 'string' || typeof pi !== 'string') return 'ignored';
   if (ip.status && ip.status !== 'paid') return 'ignored';
   await lockInvoice(tx, invoiceId);
   await lockPayment(tx, pi);
-  await tx.execute(sql`update billing_payments set invoice_id = ${invoiceId} where payment_intent = ${pi} and invoice_id is null`);
-  await tx.execute(sql`update billing_invoices set payment_intent = ${pi} where id = ${invoiceId} and payment_intent is null`);
+  await tx.execute(
+    sql`update billing_payments set invoice_id = ${invoiceId} where payment_intent = ${pi} and invoice_id is null`,
+  );
+  await tx.execute(
+    sql`update billing_invoices set payment_intent = ${pi} where id = ${invoiceId} and payment_intent is null`,
+  );
   // The invoice's grant already made (invoice.paid came first): link it now, from the ledger's own rows.
-  const [grant] = await queryRows<{ owner_id: string; org_key: string; credits: unknown; amount_paid_cents: unknown }>(
+  const [grant] = await queryRows<{
+    owner_id: string;
+    org_key: string;
+    credits: unknown;
+    amount_paid_cents: unknown;
+  }>(
     tx,
     sql`select p.user_id as owner_id, o.org_key, g.amount as credits, i.amount_paid_cents
         from billing_entries g
@@ -63,8 +75,12 @@ export async function invoicePaymentPaid(tx: Db, ip: Obj): Promise<string> {
   );
   if (!grant) return 'payment_linked';
   await recordPayment(tx, {
-    paymentIntent: pi, grantKey: `grant:invoice:${invoiceId}`, orgKey: grant.org_key, ownerId: grant.owner_id,
-    credits: num(grant.credits), amountCents: num(grant.amount_paid_cents),
+    paymentIntent: pi,
+    grantKey: `grant:invoice:${invoiceId}`,
+    orgKey: grant.org_key,
+    ownerId: grant.owner_id,
+    credits: num(grant.credits),
+    amountCents: num(grant.amount_paid_cents),
   });
   return 'payment_linked_to_grant';
 }
@@ -105,9 +121,15 @@ export async function recordPayment(tx: Db, p: GrantedPayment): Promise<string[]
 const FAILED_STATUSES = new Set(['failed', 'canceled']);
 
 /** One processor Refund object (refund.* and charge.refund.updated events, or a charge's refunds list). */
-export async function receiveRefund(tx: Db, refund: Obj, fallbackPaymentIntent: string | null): Promise<string> {
+export async function receiveRefund(
+  tx: Db,
+  refund: Obj,
+  fallbackPaymentIntent: string | null,
+): Promise<string> {
   const id = typeof refund.id === 'string' ? refund.id : null;
-  const pi = (typeof refund.payment_intent === 'string' ? refund.payment_intent : refund.payment_intent?.id) ?? fallbackPaymentIntent;
+  const pi =
+    (typeof refund.payment_intent === 'string' ? refund.payment_intent : refund.payment_intent?.id) ??
+    fallbackPaymentIntent;
   const amount = Number(refund.amount);
   if (!id || !pi || !Number.isSafeInteger(amount) || amount <= 0) return 'refund_unusable';
   const status = String(refund.status ?? 'succeeded');
@@ -116,8 +138,12 @@ export async function receiveRefund(tx: Db, refund: Obj, fallbackPaymentIntent: 
     insert into billing_refunds (id, payment_intent, amount_cents, status)
     values (${id}, ${pi}, ${amount}, ${FAILED_STATUSES.has(status) ? 'failed' : 'awaiting_payment'})
     on conflict (id) do nothing`);
-  const [row] = await queryRows<{ status: string }>(tx, sql`select status from billing_refunds where id = ${id} for update`);
-  if (row!.status === 'applied') return FAILED_STATUSES.has(status) ? 'refund_failed_after_applied' : 'already_refunded';
+  const [row] = await queryRows<{ status: string }>(
+    tx,
+    sql`select status from billing_refunds where id = ${id} for update`,
+  );
+  if (row!.status === 'applied')
+    return FAILED_STATUSES.has(status) ? 'refund_failed_after_applied' : 'already_refunded';
   if (FAILED_STATUSES.has(status)) {
     await tx.execute(sql`update billing_refunds set status = 'failed' where id = ${id}`);
     return 'refund_failed';
@@ -128,7 +154,12 @@ export async function receiveRefund(tx: Db, refund: Obj, fallbackPaymentIntent: 
 }
 
 /** Applies one refund (its row and the payment's row already locked by the caller). */
-async function applyRefund(tx: Db, refundId: string, amountCents: number, paymentIntent: string): Promise<string> {
+async function applyRefund(
+  tx: Db,
+  refundId: string,
+  amountCents: number,
+  paymentIntent: string,
+): Promise<string> {
   const taken = await takeBack(tx, {
     paymentIntent,
     amountCents,

@@ -8,7 +8,14 @@ import { parse } from '../http/validate.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { findLiveOrg, ownerBalance, setAllocation, clientBalance } from './service.js';
-import { getSubscription, listInvoices, listTransactions, openPortal, paymentMethods, startCheckout } from './payments.js';
+import {
+  getSubscription,
+  listInvoices,
+  listTransactions,
+  openPortal,
+  paymentMethods,
+  startCheckout,
+} from './payments.js';
 import { receiveWebhook } from './webhooks.js';
 import { devBillingRoutes } from './dev-routes.js';
 import { databaseOutageAs503 } from '../db/outage.js';
@@ -18,7 +25,6 @@ import { databaseOutageAs503 } from '../db/outage.js';
 // billing; only the owner allocates, checks out, tops up or opens the portal (else 403 NO_ACCESS).
 
 const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
-
 
 const allocationBody = z.object({ target_credits: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER) });
 
@@ -50,7 +56,9 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     const orgKey = parseOrgId(String(req.params.client_id ?? ''));
     const role = orgKey ? await liveRole(db, principal.userId, orgKey) : null;
     if (!orgKey || !role || role === 'viewer' || (need === 'owner' && role !== 'owner')) {
-      throw noAccess(need === 'owner' ? "only the client's owner may do this" : "no access to this client's billing");
+      throw noAccess(
+        need === 'owner' ? "only the client's owner may do this" : "no access to this client's billing",
+      );
     }
     assertCredentialReaches(principal, orgKey);
     return { orgKey, principal };
@@ -65,7 +73,8 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     const orgKey = parseOrgId(String(req.params.org_id));
     const org = orgKey ? await findLiveOrg(db, orgKey) : null;
     // Interface document, Billing rule 1: only the org's owner may set an allocation.
-    if (!org || org.ownerId !== principal.userId) throw noAccess("only the client's owner may set its allocation");
+    if (!org || org.ownerId !== principal.userId)
+      throw noAccess("only the client's owner may set its allocation");
     assertCredentialReaches(principal, org.id);
     const { target_credits } = parse(allocationBody, req.body);
     // A hold this process took ahead for the client's next model call is not a call in flight: it goes

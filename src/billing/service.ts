@@ -37,7 +37,10 @@ export interface OwnerBalance {
 }
 
 export async function ownerBalance(db: Db, userId: string): Promise<OwnerBalance> {
-  const [pool] = await queryRows<{ balance: unknown }>(db, sql`select balance from billing_accounts where id = ${poolAccount(userId)}`);
+  const [pool] = await queryRows<{ balance: unknown }>(
+    db,
+    sql`select balance from billing_accounts where id = ${poolAccount(userId)}`,
+  );
   const rows = await queryRows<{ id: string; name: string; is_default: boolean; balance: unknown }>(
     db,
     sql`select o.id, o.name, o.is_default, coalesce(a.balance, 0) as balance
@@ -63,7 +66,10 @@ export async function ownerBalance(db: Db, userId: string): Promise<OwnerBalance
 
 /** A live org and its owner, or null. */
 export async function findLiveOrg(db: Db, orgKey: string) {
-  const [org] = await db.select().from(orgs).where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)));
+  const [org] = await db
+    .select()
+    .from(orgs)
+    .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)));
   return org ?? null;
 }
 
@@ -72,7 +78,10 @@ export async function findLiveOrg(db: Db, orgKey: string) {
  * the pool, atomically (CONTRACT §8). 402 INSUFFICIENT_UNALLOCATED when the pool cannot fund a raise;
  * 409 CREDITS_IN_USE when a reclaim would take tokens held by calls in flight.
  */
-export async function setAllocation(db: Db, input: { userId: string; orgKey: string; target: number }): Promise<void> {
+export async function setAllocation(
+  db: Db,
+  input: { userId: string; orgKey: string; target: number },
+): Promise<void> {
   await db.transaction(async (tx) => {
     const t = tx as unknown as Db;
     await ensureOrgAccounts(t, input.orgKey, input.userId);
@@ -84,12 +93,30 @@ export async function setAllocation(db: Db, input: { userId: string; orgKey: str
     const key = `alloc:${randomUUID()}`;
     try {
       if (delta > 0) {
-        await transfer(t, { key, from: pool, to: org, amount: delta, type: 'allocate', shownTo: { orgKey: input.orgKey, side: 'to' } });
+        await transfer(t, {
+          key,
+          from: pool,
+          to: org,
+          amount: delta,
+          type: 'allocate',
+          shownTo: { orgKey: input.orgKey, side: 'to' },
+        });
       } else if (delta < 0) {
         if (input.target < current.held) {
-          throw new AppError(409, 'CREDITS_IN_USE', 'tokens held by calls in flight cannot be reclaimed yet; try again shortly');
+          throw new AppError(
+            409,
+            'CREDITS_IN_USE',
+            'tokens held by calls in flight cannot be reclaimed yet; try again shortly',
+          );
         }
-        await transfer(t, { key, from: org, to: pool, amount: -delta, type: 'reclaim', shownTo: { orgKey: input.orgKey, side: 'from' } });
+        await transfer(t, {
+          key,
+          from: org,
+          to: pool,
+          amount: -delta,
+          type: 'reclaim',
+          shownTo: { orgKey: input.orgKey, side: 'from' },
+        });
       }
     } catch (err) {
       if (err instanceof InsufficientFunds && err.accountId === pool) {
@@ -102,7 +129,10 @@ export async function setAllocation(db: Db, input: { userId: string; orgKey: str
 }
 
 /** Registration hook: the trial, granted to the pool and allocated at once to the default client. */
-export async function grantTrial(tx: Db, account: { user: { id: string }; org: { id: string } }): Promise<void> {
+export async function grantTrial(
+  tx: Db,
+  account: { user: { id: string }; org: { id: string } },
+): Promise<void> {
   await ensurePool(tx, account.user.id);
   await grantToOrg(tx, {
     key: `trial:${account.user.id}`,
@@ -122,7 +152,9 @@ export async function grantTrial(tx: Db, account: { user: { id: string }; org: {
 export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: string }): Promise<void> {
   const account = orgAccount(org.orgKey);
   await ensureOrgAccounts(tx, org.orgKey, org.ownerId);
-  await tx.execute(sql`update billing_holds set status = 'voided', closed_at = now() where account_id = ${account} and status = 'held'`);
+  await tx.execute(
+    sql`update billing_holds set status = 'voided', closed_at = now() where account_id = ${account} and status = 'held'`,
+  );
   await tx.execute(sql`update billing_accounts set held = 0 where id = ${account}`);
   const locked = await lockAccounts(tx, [account, poolAccount(org.ownerId)]);
   const balance = locked.get(account)!.balance;
@@ -146,5 +178,9 @@ export async function clientBalance(db: Db, orgKey: string) {
     db,
     sql`select balance, allocation from billing_accounts where id = ${orgAccount(orgKey)}`,
   );
-  return { org_id: `client_${orgKey}`, balance_credits: num(row?.balance), allocation_credits: num(row?.allocation) };
+  return {
+    org_id: `client_${orgKey}`,
+    balance_credits: num(row?.balance),
+    allocation_credits: num(row?.allocation),
+  };
 }

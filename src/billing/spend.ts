@@ -23,7 +23,10 @@ export function creditsForCostCents(costCents: number): number {
  * hold rows go through svc_release_expired_holds (src/db/custom/model-path-functions.sql), as in a reserve.
  */
 export async function releaseExpiredHolds(tx: Db, accountId: string): Promise<number> {
-  const [row] = await queryRows<{ released: unknown }>(tx, sql`select svc_release_expired_holds(${accountId}) as released`);
+  const [row] = await queryRows<{ released: unknown }>(
+    tx,
+    sql`select svc_release_expired_holds(${accountId}) as released`,
+  );
   const released = num(row?.released);
   if (released > 0) {
     await tx.execute(sql`update billing_accounts set held = held - ${released} where id = ${accountId}`);
@@ -41,8 +44,10 @@ export interface ReserveInput {
   ttlSeconds?: number;
 }
 
-const insufficientCredits = () => new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
-const duplicateRequest = () => new AppError(409, 'duplicate_request', 'this request id already holds credits');
+const insufficientCredits = () =>
+  new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
+const duplicateRequest = () =>
+  new AppError(409, 'duplicate_request', 'this request id already holds credits');
 
 /**
  * Holds min(maxCredits, available) on each org's allocation, for many calls in one statement
@@ -58,7 +63,10 @@ export function holdBounds(input: { minCredits: number; maxCredits: number }): {
   return { lo, hi: Math.max(lo, Math.floor(input.maxCredits)) };
 }
 
-export async function reserveMany(db: Db, inputs: ReserveInput[]): Promise<({ heldCredits: number } | AppError)[]> {
+export async function reserveMany(
+  db: Db,
+  inputs: ReserveInput[],
+): Promise<({ heldCredits: number } | AppError)[]> {
   const bounds = inputs.map(holdBounds);
   let rows: { ord: number; take: unknown; outcome: 'held' | 'insufficient' | 'duplicate' }[];
   try {
@@ -85,7 +93,12 @@ export async function reserveMany(db: Db, inputs: ReserveInput[]): Promise<({ he
   const out: ({ heldCredits: number } | AppError | undefined)[] = new Array(inputs.length);
   for (const row of rows) {
     const n = Number(row.ord) - 1;
-    out[n] = row.outcome === 'held' ? { heldCredits: num(row.take) } : row.outcome === 'duplicate' ? duplicateRequest() : insufficientCredits();
+    out[n] =
+      row.outcome === 'held'
+        ? { heldCredits: num(row.take) }
+        : row.outcome === 'duplicate'
+          ? duplicateRequest()
+          : insufficientCredits();
   }
   return Array.from(out, (r) => r ?? insufficientCredits());
 }
@@ -248,7 +261,14 @@ async function settleNotLive(db: Db, input: SettleInput): Promise<SettleResult> 
 }
 
 /** Debits the org (releasing `release` held tokens), credits its usage sink, writes the `usage` row. */
-async function debitAccount(t: Db, requestId: string, hold: HoldRow, debit: number, release: number, description: string): Promise<number> {
+async function debitAccount(
+  t: Db,
+  requestId: string,
+  hold: HoldRow,
+  debit: number,
+  release: number,
+  description: string,
+): Promise<number> {
   const sink = sinkAccount(hold.org_key);
   const [row] = await queryRows<{ balance: unknown }>(
     t,
@@ -263,7 +283,8 @@ async function debitAccount(t: Db, requestId: string, hold: HoldRow, debit: numb
         select balance from a`,
   );
   // The sink after the org row: the same ascending lock order as every other transaction.
-  if (debit > 0) await t.execute(sql`update billing_accounts set balance = balance + ${debit} where id = ${sink}`);
+  if (debit > 0)
+    await t.execute(sql`update billing_accounts set balance = balance + ${debit} where id = ${sink}`);
   return num(row?.balance);
 }
 
@@ -276,8 +297,12 @@ export async function voidHold(db: Db, requestId: string): Promise<{ releasedCre
       sql`select account_id, org_key, amount, status, debited from billing_holds where request_id = ${requestId} for update`,
     );
     if (!hold || hold.status !== 'held') return { releasedCredits: 0 };
-    await t.execute(sql`update billing_accounts set held = held - ${num(hold.amount)} where id = ${hold.account_id}`);
-    await t.execute(sql`update billing_holds set status = 'voided', closed_at = now() where request_id = ${requestId}`);
+    await t.execute(
+      sql`update billing_accounts set held = held - ${num(hold.amount)} where id = ${hold.account_id}`,
+    );
+    await t.execute(
+      sql`update billing_holds set status = 'voided', closed_at = now() where request_id = ${requestId}`,
+    );
     return { releasedCredits: num(hold.amount) };
   });
 }

@@ -41,7 +41,10 @@ export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
     async createCustomer({ orgKey, email }) {
       // The idempotency key makes two racing first checkouts of one client create one customer.
       const customer = await call(() =>
-        stripe.customers.create({ email, metadata: { org_key: orgKey } }, { idempotencyKey: `customer:${orgKey}` }),
+        stripe.customers.create(
+          { email, metadata: { org_key: orgKey } },
+          { idempotencyKey: `customer:${orgKey}` },
+        ),
       );
       return customer.id;
     },
@@ -80,7 +83,8 @@ export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
               metadata,
             }),
       );
-      if (!session.url) throw new AppError(502, 'PROCESSOR_UNAVAILABLE', 'the processor returned no checkout URL');
+      if (!session.url)
+        throw new AppError(502, 'PROCESSOR_UNAVAILABLE', 'the processor returned no checkout URL');
       return { id: session.id, url: session.url };
     },
     async expireCheckoutSession(sessionId) {
@@ -97,17 +101,22 @@ export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
       return session.status === 'complete' ? 'complete' : 'expired';
     },
     async createPortalSession({ customerId, returnUrl }) {
-      const portal = await call(() => stripe.billingPortal.sessions.create({ customer: customerId, return_url: returnUrl }));
+      const portal = await call(() =>
+        stripe.billingPortal.sessions.create({ customer: customerId, return_url: returnUrl }),
+      );
       return portal.url;
     },
     async listPaymentMethods(customerId): Promise<PaymentMethodView[]> {
       const [customer, methods] = await call(() =>
-        Promise.all([stripe.customers.retrieve(customerId), stripe.customers.listPaymentMethods(customerId, { limit: 100 })]),
+        Promise.all([
+          stripe.customers.retrieve(customerId),
+          stripe.customers.listPaymentMethods(customerId, { limit: 100 }),
+        ]),
       );
       const defaultPm =
         'deleted' in customer && customer.deleted
           ? null
-          : (customer as Stripe.Customer).invoice_settings?.default_payment_method ?? null;
+          : ((customer as Stripe.Customer).invoice_settings?.default_payment_method ?? null);
       const defaultId = typeof defaultPm === 'string' ? defaultPm : (defaultPm?.id ?? null);
       return methods.data.map((pm) => ({
         id: pm.id,

@@ -5,7 +5,13 @@ import { AppError } from '../http/errors.js';
 import { hasNul } from '../http/input-guard.js';
 import type { Logger } from '../log.js';
 import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
-import { invoicePaymentPaid, lockInvoice, paymentIntentOfInvoice, receiveRefund, recordPayment } from './refunds.js';
+import {
+  invoicePaymentPaid,
+  lockInvoice,
+  paymentIntentOfInvoice,
+  receiveRefund,
+  recordPayment,
+} from './refunds.js';
 import { lockPayment } from './payment-reversals.js';
 import { receiveDispute } from './disputes.js';
 import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
@@ -27,11 +33,21 @@ const SUBSCRIPTION_GRANT_REASONS = new Set(['subscription_create', 'subscription
 type Obj = Record<string, any>;
 
 const idOf = (v: unknown): string | null =>
-  typeof v === 'string' ? v : v && typeof v === 'object' && typeof (v as Obj).id === 'string' ? (v as Obj).id : null;
+  typeof v === 'string'
+    ? v
+    : v && typeof v === 'object' && typeof (v as Obj).id === 'string'
+      ? (v as Obj).id
+      : null;
 
 /** Verifies the `stripe-signature` header over the raw body; 400 on a bad or stale signature. */
-export function verifyEvent(verifier: Stripe, rawBody: Buffer | undefined, signature: string | undefined, secret: string): Stripe.Event {
-  if (!rawBody || !signature) throw new AppError(400, 'INVALID_SIGNATURE', 'missing body or stripe-signature header');
+export function verifyEvent(
+  verifier: Stripe,
+  rawBody: Buffer | undefined,
+  signature: string | undefined,
+  secret: string,
+): Stripe.Event {
+  if (!rawBody || !signature)
+    throw new AppError(400, 'INVALID_SIGNATURE', 'missing body or stripe-signature header');
   try {
     return verifier.webhooks.constructEvent(rawBody, signature, secret, SIGNATURE_TOLERANCE_SECONDS);
   } catch {
@@ -45,7 +61,11 @@ interface OrgRef {
 }
 
 /** The client a processor object belongs to: our customer mapping first, then the metadata we set. */
-async function orgFor(tx: Db, customerId: string | null, metadata: Obj | null | undefined): Promise<OrgRef | null> {
+async function orgFor(
+  tx: Db,
+  customerId: string | null,
+  metadata: Obj | null | undefined,
+): Promise<OrgRef | null> {
   if (customerId) {
     const [row] = await queryRows<{ org_key: string; owner_id: string }>(
       tx,
@@ -55,7 +75,10 @@ async function orgFor(tx: Db, customerId: string | null, metadata: Obj | null | 
   }
   const key = typeof metadata?.org_key === 'string' ? metadata.org_key : null;
   if (key) {
-    const [row] = await queryRows<{ id: string; owner_id: string }>(tx, sql`select id, owner_id from orgs where id = ${key}`);
+    const [row] = await queryRows<{ id: string; owner_id: string }>(
+      tx,
+      sql`select id, owner_id from orgs where id = ${key}`,
+    );
     if (row) return { orgKey: row.id, ownerId: row.owner_id };
   }
   return null;
@@ -103,8 +126,16 @@ async function grantTopup(tx: Db, session: Obj): Promise<string> {
     description: `Top-up: ${(Number(session.amount_total ?? credits / CREDITS_PER_CENT) / 100).toFixed(2)} USD`,
   });
   if (paymentIntent) {
-    const amountCents = Number(known?.amount_cents ?? session.amount_total ?? 0) || credits / CREDITS_PER_CENT;
-    await recordPayment(tx, { paymentIntent, grantKey: `grant:session:${session.id}`, orgKey: target, ownerId: org.ownerId, credits, amountCents });
+    const amountCents =
+      Number(known?.amount_cents ?? session.amount_total ?? 0) || credits / CREDITS_PER_CENT;
+    await recordPayment(tx, {
+      paymentIntent,
+      grantKey: `grant:session:${session.id}`,
+      orgKey: target,
+      ownerId: org.ownerId,
+      credits,
+      amountCents,
+    });
   }
   return granted ? 'granted' : 'already_granted';
 }
@@ -121,7 +152,13 @@ function invoiceSubscriptionId(invoice: Obj): string | null {
   return idOf(invoice.parent?.subscription_details?.subscription) ?? idOf(invoice.subscription);
 }
 
-async function upsertInvoice(tx: Db, invoice: Obj, org: OrgRef, eventCreated: number, failed: boolean): Promise<void> {
+async function upsertInvoice(
+  tx: Db,
+  invoice: Obj,
+  org: OrgRef,
+  eventCreated: number,
+  failed: boolean,
+): Promise<void> {
   await tx.execute(sql`
     insert into billing_invoices (id, org_key, customer_id, subscription_id, billing_reason, amount_due_cents, amount_paid_cents,
                                   status, currency, invoice_pdf, created_at_unix, due_date, payment_failed_at, event_created, payment_intent)
@@ -140,7 +177,11 @@ async function upsertInvoice(tx: Db, invoice: Obj, org: OrgRef, eventCreated: nu
 }
 
 async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<string> {
-  const org = await orgFor(tx, idOf(invoice.customer), invoice.parent?.subscription_details?.metadata ?? invoice.metadata);
+  const org = await orgFor(
+    tx,
+    idOf(invoice.customer),
+    invoice.parent?.subscription_details?.metadata ?? invoice.metadata,
+  );
   if (!org) return 'unmapped';
   await lockInvoice(tx, invoice.id);
   await upsertInvoice(tx, invoice, org, eventCreated, false);
@@ -166,21 +207,30 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<
     orgKey: target,
     amount: PRO_PERIOD_CREDITS,
     type: 'subscription_credit',
-    description: period?.start && period.end
-      ? `Pro subscription period ${new Date(period.start * 1000).toISOString().slice(0, 10)} to ${new Date(period.end * 1000).toISOString().slice(0, 10)}`
-      : 'Pro subscription period',
+    description:
+      period?.start && period.end
+        ? `Pro subscription period ${new Date(period.start * 1000).toISOString().slice(0, 10)} to ${new Date(period.end * 1000).toISOString().slice(0, 10)}`
+        : 'Pro subscription period',
   });
   if (paymentIntent) {
     await recordPayment(tx, {
-      paymentIntent, grantKey: `grant:invoice:${invoice.id}`, orgKey: target, ownerId: org.ownerId,
-      credits: PRO_PERIOD_CREDITS, amountCents: Number(invoice.amount_paid ?? 0),
+      paymentIntent,
+      grantKey: `grant:invoice:${invoice.id}`,
+      orgKey: target,
+      ownerId: org.ownerId,
+      credits: PRO_PERIOD_CREDITS,
+      amountCents: Number(invoice.amount_paid ?? 0),
     });
   }
   return granted ? 'granted' : 'already_granted';
 }
 
 async function invoiceFailed(tx: Db, invoice: Obj, eventCreated: number): Promise<string> {
-  const org = await orgFor(tx, idOf(invoice.customer), invoice.parent?.subscription_details?.metadata ?? invoice.metadata);
+  const org = await orgFor(
+    tx,
+    idOf(invoice.customer),
+    invoice.parent?.subscription_details?.metadata ?? invoice.metadata,
+  );
   if (!org) return 'unmapped';
   await upsertInvoice(tx, invoice, org, eventCreated, true);
   return 'recorded';
@@ -211,7 +261,9 @@ async function syncSubscription(tx: Db, sub: Obj, eventCreated: number): Promise
 }
 
 async function sessionClosed(tx: Db, session: Obj, status: string): Promise<string> {
-  await tx.execute(sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')`);
+  await tx.execute(
+    sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')`,
+  );
   return status;
 }
 
@@ -273,7 +325,11 @@ async function apply(tx: Db, event: Stripe.Event): Promise<string> {
 }
 
 /** Applies one verified event exactly once; returns what happened (for logs and tests). */
-export async function processEvent(db: Db, log: Logger, event: Stripe.Event): Promise<{ duplicate: boolean; outcome: string }> {
+export async function processEvent(
+  db: Db,
+  log: Logger,
+  event: Stripe.Event,
+): Promise<{ duplicate: boolean; outcome: string }> {
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
     // A concurrent duplicate blocks on this insert until the first commits, then finds the conflict.
@@ -285,7 +341,8 @@ export async function processEvent(db: Db, log: Logger, event: Stripe.Event): Pr
     if (claimed.length === 0) return { duplicate: true, outcome: 'duplicate' };
     const outcome = await apply(t, event);
     await t.execute(sql`update billing_webhook_events set outcome = ${outcome} where id = ${event.id}`);
-    if (outcome === 'unmapped') log.warn({ eventId: event.id, type: event.type }, 'stripe event for an unknown customer');
+    if (outcome === 'unmapped')
+      log.warn({ eventId: event.id, type: event.type }, 'stripe event for an unknown customer');
     return { duplicate: false, outcome };
   });
 }
@@ -302,7 +359,10 @@ export async function receiveWebhook(
   // PostgreSQL cannot store U+0000: a signed event carrying one can never be processed, so it is a
   // logged 400 rather than a 500 that the processor would retry for days.
   if (hasNul(event)) {
-    deps.log.warn({ eventId: String(event.id).replace(/\u0000/g, ''), type: event.type }, 'webhook event with a NUL character refused');
+    deps.log.warn(
+      { eventId: String(event.id).replace(/\u0000/g, ''), type: event.type },
+      'webhook event with a NUL character refused',
+    );
     throw new AppError(400, 'INVALID_EVENT', 'the event contains a NUL character and cannot be stored');
   }
   return processEvent(deps.db, deps.log, event);

@@ -8,7 +8,11 @@ import { serverSecrets } from '../db/schema.js';
  * operator did not set are generated on first start and persisted in the database, never logged).
  * Two processes starting together agree: the insert is ON CONFLICT DO NOTHING and both read back.
  */
-export async function loadOrCreateSecret(db: Db, name: string, generate = () => randomBytes(32).toString('base64url')) {
+export async function loadOrCreateSecret(
+  db: Db,
+  name: string,
+  generate = () => randomBytes(32).toString('base64url'),
+) {
   await db.insert(serverSecrets).values({ name, value: generate() }).onConflictDoNothing();
   const [row] = await db.select().from(serverSecrets).where(eq(serverSecrets.name, name));
   return row!.value;

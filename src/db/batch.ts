@@ -22,7 +22,10 @@ export interface BatcherOptions {
  * `run` gets the inputs of one batch and returns one result per input, in the same order; a result that
  * is an Error rejects only its own caller. A `run` that throws rejects every caller of that batch.
  */
-export function createBatcher<I, O>(run: (inputs: I[]) => Promise<(O | Error)[]>, options: BatcherOptions = {}): (input: I) => Promise<O> {
+export function createBatcher<I, O>(
+  run: (inputs: I[]) => Promise<(O | Error)[]>,
+  options: BatcherOptions = {},
+): (input: I) => Promise<O> {
   const maxInFlight = options.maxInFlight ?? 1;
   const maxBatch = options.maxBatch ?? 256;
   let queue: { input: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
@@ -33,14 +36,22 @@ export function createBatcher<I, O>(run: (inputs: I[]) => Promise<(O | Error)[]>
       return await run(inputs);
     } catch (err) {
       if (!options.isolateFailures || inputs.length === 1) throw err;
-      return Promise.all(inputs.map((input) => run([input]).then((r) => r[0]!, (e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+      return Promise.all(
+        inputs.map((input) =>
+          run([input]).then(
+            (r) => r[0]!,
+            (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+          ),
+        ),
+      );
     }
   };
 
   async function runOne(batch: typeof queue) {
     try {
       const results = await runIsolated(batch.map((b) => b.input));
-      if (results.length !== batch.length) throw new Error(`batch returned ${results.length} results for ${batch.length} inputs`);
+      if (results.length !== batch.length)
+        throw new Error(`batch returned ${results.length} results for ${batch.length} inputs`);
       batch.forEach((b, i) => {
         const r = results[i]!;
         if (r instanceof Error) b.reject(r);

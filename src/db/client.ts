@@ -56,7 +56,14 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (!dir.startsWith('memory://')) mkdirSync(dir, { recursive: true });
   const client = await PGlite.create(dir);
   const db = drizzlePglite(client, { schema }) as unknown as Db;
-  return { db, kind: 'pglite', pool: undefined, pglite: client, readLane: createReadLane({ pglite: client }), close: () => client.close() };
+  return {
+    db,
+    kind: 'pglite',
+    pool: undefined,
+    pglite: client,
+    readLane: createReadLane({ pglite: client }),
+    close: () => client.close(),
+  };
 }
 
 /** Rows of a raw `db.execute(sql…)`, the same for both drivers. */

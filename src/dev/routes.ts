@@ -25,7 +25,13 @@ export function devRoutes(deps: Deps): Router {
       .orderBy(desc(mailOutbox.createdAt), desc(mailOutbox.id))
       .limit(100);
     res.json({
-      data: rows.map((m) => ({ to: m.to, subject: m.subject, text: m.text, html: m.html, created_at: unix(m.createdAt) })),
+      data: rows.map((m) => ({
+        to: m.to,
+        subject: m.subject,
+        text: m.text,
+        html: m.html,
+        created_at: unix(m.createdAt),
+      })),
     });
   });
   return router;

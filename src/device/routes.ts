@@ -9,7 +9,13 @@ import { parse } from '../http/validate.js';
 import { orgIdOf } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { mintApiToken } from '../tokens/service.js';
-import { approveUserCode, createDeviceAuthorization, denyUserCode, deviceCodesUnavailable, pollDeviceCode } from './store.js';
+import {
+  approveUserCode,
+  createDeviceAuthorization,
+  denyUserCode,
+  deviceCodesUnavailable,
+  pollDeviceCode,
+} from './store.js';
 import { orgKeyField } from '../orgs/schema.js';
 import { AppError } from '../http/errors.js';
 import { databaseOutageAs503 } from '../db/outage.js';
@@ -77,14 +83,20 @@ export function deviceRoutes(deps: Deps, auth: Auth): Router {
     // The answer may carry a credential: never cached (RFC 6749 §5.1, as for any token response).
     res.set('Cache-Control', 'no-store');
     const body = parse(pollBody, req.body ?? {});
-    const result = await failClosed(() => pollDeviceCode(deps, body.device_code, 'terminal', async (tx, row) => {
-      // Revalidated at hand-out: a person removed between approval and poll gets no credential.
-      if (!row.userId || !row.orgId || !(await liveRole(tx, row.userId, row.orgId))) return null;
-      const [user] = await tx.select({ email: users.email }).from(users).where(eq(users.id, row.userId));
-      // Rotates only this user's previous credential in this org; teammates keep theirs (Authentication 3).
-      const { secret } = await mintApiToken(tx, deps.keys.hmac, { userId: row.userId, orgKey: row.orgId, tokenName: DEVICE_TOKEN_NAME });
-      return { token: secret, clientId: orgIdOf(row.orgId), email: user!.email };
-    }));
+    const result = await failClosed(() =>
+      pollDeviceCode(deps, body.device_code, 'terminal', async (tx, row) => {
+        // Revalidated at hand-out: a person removed between approval and poll gets no credential.
+        if (!row.userId || !row.orgId || !(await liveRole(tx, row.userId, row.orgId))) return null;
+        const [user] = await tx.select({ email: users.email }).from(users).where(eq(users.id, row.userId));
+        // Rotates only this user's previous credential in this org; teammates keep theirs (Authentication 3).
+        const { secret } = await mintApiToken(tx, deps.keys.hmac, {
+          userId: row.userId,
+          orgKey: row.orgId,
+          tokenName: DEVICE_TOKEN_NAME,
+        });
+        return { token: secret, clientId: orgIdOf(row.orgId), email: user!.email };
+      }),
+    );
     switch (result.status) {
       case 'approved': {
         const issued = result.issued;
@@ -92,7 +104,12 @@ export function deviceRoutes(deps: Deps, auth: Auth): Router {
           res.status(400).json({ status: 'access_denied' });
           return;
         }
-        res.json({ status: 'complete', token: issued.token, client_id: issued.clientId, email: issued.email });
+        res.json({
+          status: 'complete',
+          token: issued.token,
+          client_id: issued.clientId,
+          email: issued.email,
+        });
         return;
       }
       case 'slow_down':

@@ -37,13 +37,16 @@ export type PollResult =
   | { status: 'approved'; row: DeviceCodeRow };
 
 /** A poll's outcome; on approval `issued` is what `onApproved` returned (undefined without one). */
-export type PollOutcome<T = undefined> = Exclude<PollResult, { status: 'approved' }> | { status: 'approved'; row: DeviceCodeRow; issued: T };
+export type PollOutcome<T = undefined> =
+  Exclude<PollResult, { status: 'approved' }> | { status: 'approved'; row: DeviceCodeRow; issued: T };
 
 /** Wrong user codes per user: ten in 10 min → 429 (CONTRACT §6; policy in src/ratelimit/limits.ts). */
 const userCodeLimiter = (deps: Deps) => deps.limits.userCodeFailures;
 
-const hashUserCode = (deps: Deps, normalised: string) => hmacSecret(deps.keys.hmac, `user_code:${normalised}`);
-const hashDeviceCode = (deps: Deps, deviceCode: string) => hmacSecret(deps.keys.hmac, `device_code:${deviceCode}`);
+const hashUserCode = (deps: Deps, normalised: string) =>
+  hmacSecret(deps.keys.hmac, `user_code:${normalised}`);
+const hashDeviceCode = (deps: Deps, deviceCode: string) =>
+  hmacSecret(deps.keys.hmac, `device_code:${deviceCode}`);
 
 export async function createDeviceAuthorization(
   deps: Deps,
@@ -67,7 +70,12 @@ export async function createDeviceAuthorization(
         intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
         expiresAt,
       });
-      return { deviceCode, userCode, expiresIn: DEVICE_CODE_TTL_SECONDS, interval: DEVICE_POLL_INTERVAL_SECONDS };
+      return {
+        deviceCode,
+        userCode,
+        expiresIn: DEVICE_CODE_TTL_SECONDS,
+        interval: DEVICE_POLL_INTERVAL_SECONDS,
+      };
     } catch (err) {
       if ((err as { code?: string }).code !== '23505' || attempt >= 4) throw err;
     }
@@ -100,19 +108,32 @@ async function pendingByUserCode(deps: Deps, userCode: string): Promise<DeviceCo
 
 /** 503 DEVICE_CODES_UNAVAILABLE: the device-code store cannot be read or written now (fail closed). */
 export const deviceCodesUnavailable = () =>
-  new AppError(503, 'DEVICE_CODES_UNAVAILABLE', 'device codes cannot be read or written right now; try again', { headers: { 'Retry-After': '5' } });
+  new AppError(
+    503,
+    'DEVICE_CODES_UNAVAILABLE',
+    'device codes cannot be read or written right now; try again',
+    { headers: { 'Retry-After': '5' } },
+  );
 
 /** 400 INVALID_USER_CODE, counted against the user (CONTRACT §6: ten wrong codes in 10 min → 429). */
 async function wrongUserCode(deps: Deps, userId: string | undefined): Promise<never> {
   if (userId) await userCodeLimiter(deps).fail(userId);
-  throw new AppError(400, 'INVALID_USER_CODE', 'this code is not valid or has expired; start again on the device');
+  throw new AppError(
+    400,
+    'INVALID_USER_CODE',
+    'this code is not valid or has expired; start again on the device',
+  );
 }
 
 /**
  * The pending authorization a user code names (for the approval page: flow, OAuth client, resources),
  * or null. Pass `userId` when a signed-in person typed the code, so guesses count against the limit.
  */
-export async function findByUserCode(deps: Deps, userCode: string, opts: { userId?: string } = {}): Promise<DeviceCodeRow | null> {
+export async function findByUserCode(
+  deps: Deps,
+  userCode: string,
+  opts: { userId?: string } = {},
+): Promise<DeviceCodeRow | null> {
   if (opts.userId) await userCodeLimiter(deps).check(opts.userId);
   const row = await pendingByUserCode(deps, userCode);
   if (!row && opts.userId) await userCodeLimiter(deps).fail(opts.userId);
@@ -138,14 +159,23 @@ export async function approveUserCode(
   const [row] = await deps.db
     .update(deviceCodes)
     .set({ status: 'approved', userId: input.userId, orgId: orgKey, decidedAt: new Date() })
-    .where(and(eq(deviceCodes.id, pending.id), eq(deviceCodes.status, 'pending'), gt(deviceCodes.expiresAt, new Date())))
+    .where(
+      and(
+        eq(deviceCodes.id, pending.id),
+        eq(deviceCodes.status, 'pending'),
+        gt(deviceCodes.expiresAt, new Date()),
+      ),
+    )
     .returning();
   if (!row) return wrongUserCode(deps, input.userId);
   return { orgKey, row };
 }
 
 /** Denies a pending user code; the device then polls access_denied (RFC 8628 §3.5). */
-export async function denyUserCode(deps: Deps, input: { userCode: string; userId: string }): Promise<DeviceCodeRow> {
+export async function denyUserCode(
+  deps: Deps,
+  input: { userCode: string; userId: string },
+): Promise<DeviceCodeRow> {
   await userCodeLimiter(deps).check(input.userId);
   const pending = await pendingByUserCode(deps, input.userCode);
   if (!pending) return wrongUserCode(deps, input.userId);
@@ -210,8 +240,13 @@ export async function pollDeviceCode<T = undefined>(
       row.status === 'pending' &&
       row.lastPolledAt !== null &&
       now.getTime() - row.lastPolledAt.getTime() < row.intervalSeconds * 1000;
-    const interval = tooFast ? Math.min(row.intervalSeconds + SLOW_DOWN_STEP_SECONDS, MAX_INTERVAL_SECONDS) : row.intervalSeconds;
-    await tx.update(deviceCodes).set({ lastPolledAt: now, intervalSeconds: interval }).where(eq(deviceCodes.id, row.id));
+    const interval = tooFast
+      ? Math.min(row.intervalSeconds + SLOW_DOWN_STEP_SECONDS, MAX_INTERVAL_SECONDS)
+      : row.intervalSeconds;
+    await tx
+      .update(deviceCodes)
+      .set({ lastPolledAt: now, intervalSeconds: interval })
+      .where(eq(deviceCodes.id, row.id));
     return tooFast ? { status: 'slow_down', interval } : { status: 'authorization_pending' };
   });
 }

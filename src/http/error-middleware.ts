@@ -42,9 +42,12 @@ function normalise(err: unknown): AppError | null {
     // detail.errors), its path the root, as src/http/validate.ts names it.
     if (e.type === 'entity.parse.failed') {
       const message = 'request body is not valid JSON';
-      return new AppError(400, 'VALIDATION_ERROR', `(root): ${message}`, { errors: [{ path: '(root)', message }] });
+      return new AppError(400, 'VALIDATION_ERROR', `(root): ${message}`, {
+        errors: [{ path: '(root)', message }],
+      });
     }
-    if (e.type === 'entity.too.large') return new AppError(413, 'PAYLOAD_TOO_LARGE', 'request body too large');
+    if (e.type === 'entity.too.large')
+      return new AppError(413, 'PAYLOAD_TOO_LARGE', 'request body too large');
     if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported')
       return new AppError(415, 'UNSUPPORTED_ENCODING', 'unsupported content encoding');
     return new AppError(status, 'BAD_REQUEST', 'bad request');
@@ -53,7 +56,12 @@ function normalise(err: unknown): AppError | null {
 }
 
 /** Our generic codes (body unreadable, validation, NUL) say what RFC 6749 §5.2 calls invalid_request. */
-const OAUTH_INVALID_REQUEST = new Set(['BAD_REQUEST', 'VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_ENCODING']);
+const OAUTH_INVALID_REQUEST = new Set([
+  'BAD_REQUEST',
+  'VALIDATION_ERROR',
+  'PAYLOAD_TOO_LARGE',
+  'UNSUPPORTED_ENCODING',
+]);
 
 /**
  * The RFC 6749 `error` for an AppError on /oauth/*: protocol errors keep their registered code; a
@@ -100,7 +108,13 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
  * Answers `err` in the surface's shape: the error middleware's work, on plain node objects so that the
  * chat call's own entry (src/models/chat-entry.ts) answers exactly as Express would.
  */
-export function sendError(log: Logger, err: unknown, req: IncomingMessage, res: ServerResponse, surface: Surface): void {
+export function sendError(
+  log: Logger,
+  err: unknown,
+  req: IncomingMessage,
+  res: ServerResponse,
+  surface: Surface,
+): void {
   let appErr = normalise(err);
   if (!appErr) {
     log.error({ err, reqId: req.id }, 'unhandled error');

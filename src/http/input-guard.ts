@@ -33,14 +33,25 @@ export function hasNul(value: unknown): boolean {
  * own entry on plain node objects (src/models/chat-entry.ts).
  */
 export function rejectNulCharacters(skipBodyOn: string[] = []) {
-  return (req: IncomingMessage & { originalUrl?: string; body?: unknown }, _res: ServerResponse, next: (err?: unknown) => void) => {
+  return (
+    req: IncomingMessage & { originalUrl?: string; body?: unknown },
+    _res: ServerResponse,
+    next: (err?: unknown) => void,
+  ) => {
     const url = req.originalUrl ?? req.url ?? '';
-    const where = ENCODED_NUL.test(url) || url.includes('\u0000') ? 'url' : !skipBodyOn.includes(url.split('?')[0]!) && hasNul(req.body) ? 'body' : null;
+    const where =
+      ENCODED_NUL.test(url) || url.includes('\u0000')
+        ? 'url'
+        : !skipBodyOn.includes(url.split('?')[0]!) && hasNul(req.body)
+          ? 'body'
+          : null;
     next(where ? nulFound(where) : undefined);
   };
 }
 
 function nulFound(where: 'url' | 'body'): AppError {
   const message = 'must not contain a NUL character';
-  return new AppError(400, 'VALIDATION_ERROR', `${where}: ${message}`, { errors: [{ path: where, message }] });
+  return new AppError(400, 'VALIDATION_ERROR', `${where}: ${message}`, {
+    errors: [{ path: where, message }],
+  });
 }

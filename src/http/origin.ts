@@ -12,7 +12,9 @@ export function configuredOrigins(config: Config): string[] {
 /** Express's request or a plain node one (the chat call's own entry): only the headers are read. */
 export function requestHost(req: Pick<IncomingMessage, 'headers'>, config: Config): string {
   const header = req.headers['x-forwarded-host'];
-  const forwarded = config.trustProxy ? (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim() : undefined;
+  const forwarded = config.trustProxy
+    ? (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim()
+    : undefined;
   return (forwarded || req.headers.host || '').toLowerCase();
 }
 

@@ -13,5 +13,8 @@ export function parse<S extends z.ZodType>(schema: S, value: unknown): z.output<
   // On the model routes the OpenAI error object names the offending field in `param` (CONTRACT §3:
   // the OpenAI shape); the /v1 detail shape lists every field in `errors` and ignores it.
   const param = first.path === '(root)' ? undefined : first.path;
-  throw new AppError(400, 'VALIDATION_ERROR', `${first.path}: ${first.message}`, { errors, ...(param ? { param } : {}) });
+  throw new AppError(400, 'VALIDATION_ERROR', `${first.path}: ${first.message}`, {
+    errors,
+    ...(param ? { param } : {}),
+  });
 }

@@ -6,7 +6,14 @@ import type { MailMessage } from './mailer.js';
 const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
-function message(to: string, subject: string, greeting: string, lines: string[], link: string, linkLabel: string): MailMessage {
+function message(
+  to: string,
+  subject: string,
+  greeting: string,
+  lines: string[],
+  link: string,
+  linkLabel: string,
+): MailMessage {
   const text = [greeting, '', ...lines, '', link, ''].join('\n');
   const html = [
     `<p>${escapeHtml(greeting)}</p>`,
@@ -22,7 +29,9 @@ export function verificationMail(to: string, name: string, link: string): MailMe
     to,
     'Verify your e-mail address',
     `Hello ${name},`,
-    ['Confirm this address to finish creating your svc account. The link works once and expires in 24 hours.'],
+    [
+      'Confirm this address to finish creating your svc account. The link works once and expires in 24 hours.',
+    ],
     link,
     'Verify my e-mail address',
   );

@@ -55,7 +55,8 @@ export interface TokenInput {
  */
 export function assertTokenHolderActive(holder: { role: Role | null; emailVerified: boolean }): Role {
   if (!holder.role) throw notAMember();
-  if (!holder.emailVerified) throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
+  if (!holder.emailVerified)
+    throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
   return holder.role;
 }
 
@@ -96,7 +97,12 @@ const headerOf = (req: ModelRequest, name: string): string | undefined => {
 };
 
 /** The actor of an HTTP request to a model route. `spend` refuses viewers (CONTRACT §7). */
-export async function actorOf(deps: Deps, auth: Auth, req: ModelRequest, opts: { spend: boolean }): Promise<Actor> {
+export async function actorOf(
+  deps: Deps,
+  auth: Auth,
+  req: ModelRequest,
+  opts: { spend: boolean },
+): Promise<Actor> {
   const token = bearerOf(headerOf(req, 'authorization'));
   if (!token) throw invalidToken();
   const actor = await actorFromToken(deps, auth, {
@@ -114,12 +120,15 @@ export function checkOrgQuery(req: ModelRequest, actor: Pick<Actor, 'orgKey'>) {
   const raw = req.query?.org_id;
   if (raw === undefined) return;
   if (typeof raw !== 'string' || parseOrgId(raw) !== actor.orgKey) {
-    throw new AppError(403, 'org_mismatch', 'org_id does not match the acting organization', { param: 'org_id' });
+    throw new AppError(403, 'org_mismatch', 'org_id does not match the acting organization', {
+      param: 'org_id',
+    });
   }
 }
 
 export function assertCanSpend(role: Role) {
-  if (role === 'viewer') throw new AppError(403, 'viewer_cannot_spend', "a viewer cannot use the organization's budget");
+  if (role === 'viewer')
+    throw new AppError(403, 'viewer_cannot_spend', "a viewer cannot use the organization's budget");
 }
 
 /** Revalidates membership before each model call of a long-lived run (Authentication 5). */

@@ -67,5 +67,18 @@ export async function admitMany(db: Db, inputs: AdmitInput[]): Promise<Admission
     };
   }
   // Every input has its row; one without (never expected) is refused rather than guessed.
-  return Array.from(out, (a) => a ?? { outcome: 'no_token', tokenId: null, userId: null, orgKey: null, role: null, emailVerified: false, orgDeleted: false, heldCredits: 0 });
+  return Array.from(
+    out,
+    (a) =>
+      a ?? {
+        outcome: 'no_token',
+        tokenId: null,
+        userId: null,
+        orgKey: null,
+        role: null,
+        emailVerified: false,
+        orgDeleted: false,
+        heldCredits: 0,
+      },
+  );
 }

@@ -5,7 +5,9 @@ import { z } from 'zod';
 // process with a clear message) or the built-in one, whose `default` agent offers the tools a terminal
 // client executes on its own machine. The server never runs these tools; it only asks for them.
 
-const jsonSchema = z.record(z.string(), z.unknown()).refine((s) => s.type === 'object', 'parameters must be a JSON Schema of type "object"');
+const jsonSchema = z
+  .record(z.string(), z.unknown())
+  .refine((s) => s.type === 'object', 'parameters must be a JSON Schema of type "object"');
 
 const toolSchema = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'tool names are 1-64 of A-Z a-z 0-9 _ -'),
@@ -24,7 +26,10 @@ const agentSchema = z.strictObject({
 const catalogSchema = z
   .union([z.array(agentSchema), z.strictObject({ agents: z.array(agentSchema) }).transform((c) => c.agents)])
   .refine((agents) => agents.length > 0, 'the catalog needs at least one agent')
-  .refine((agents) => new Set(agents.map((a) => a.name)).size === agents.length, 'agent names must be unique');
+  .refine(
+    (agents) => new Set(agents.map((a) => a.name)).size === agents.length,
+    'agent names must be unique',
+  );
 
 export type Agent = z.output<typeof agentSchema>;
 export type AgentTool = z.output<typeof toolSchema>;
@@ -39,21 +44,30 @@ const str = (description: string) => ({ type: 'string', description });
 export const BUILT_IN_AGENTS: Agent[] = [
   {
     name: 'default',
-    description: 'A general coding assistant that works in your terminal: it reads, writes and lists files and runs commands on your machine, with your approval.',
+    description:
+      'A general coding assistant that works in your terminal: it reads, writes and lists files and runs commands on your machine, with your approval.',
     instructions:
-      'You are a helpful coding assistant. You can use the tools to inspect and change files in the user\'s working directory and to run commands. Keep answers short.',
+      "You are a helpful coding assistant. You can use the tools to inspect and change files in the user's working directory and to run commands. Keep answers short.",
     tools: [
       {
         name: 'read_file',
         description: 'Read a text file from the working directory.',
-        parameters: { type: 'object', properties: { path: str('Path of the file, relative to the working directory.') }, required: ['path'], additionalProperties: false },
+        parameters: {
+          type: 'object',
+          properties: { path: str('Path of the file, relative to the working directory.') },
+          required: ['path'],
+          additionalProperties: false,
+        },
       },
       {
         name: 'write_file',
         description: 'Create or overwrite a text file in the working directory.',
         parameters: {
           type: 'object',
-          properties: { path: str('Path of the file, relative to the working directory.'), content: str('The complete new content of the file.') },
+          properties: {
+            path: str('Path of the file, relative to the working directory.'),
+            content: str('The complete new content of the file.'),
+          },
           required: ['path', 'content'],
           additionalProperties: false,
         },
@@ -61,7 +75,14 @@ export const BUILT_IN_AGENTS: Agent[] = [
       {
         name: 'list_directory',
         description: 'List the entries of a directory.',
-        parameters: { type: 'object', properties: { path: str('Directory path, relative to the working directory; "." for the working directory.') }, required: ['path'], additionalProperties: false },
+        parameters: {
+          type: 'object',
+          properties: {
+            path: str('Directory path, relative to the working directory; "." for the working directory.'),
+          },
+          required: ['path'],
+          additionalProperties: false,
+        },
       },
       {
         name: 'run_command',
@@ -70,7 +91,12 @@ export const BUILT_IN_AGENTS: Agent[] = [
           type: 'object',
           properties: {
             command: str('The command line to run.'),
-            timeout_seconds: { type: 'integer', minimum: 1, maximum: 600, description: 'Stop the command after this many seconds.' },
+            timeout_seconds: {
+              type: 'integer',
+              minimum: 1,
+              maximum: 600,
+              description: 'Stop the command after this many seconds.',
+            },
           },
           required: ['command'],
           additionalProperties: false,
@@ -111,4 +137,7 @@ export const publicAgent = (a: Agent) => ({
 
 /** The tools of an agent in the OpenAI request shape. */
 export const openAiTools = (a: Agent) =>
-  a.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
+  a.tools.map((t) => ({
+    type: 'function',
+    function: { name: t.name, description: t.description, parameters: t.parameters },
+  }));

@@ -4,7 +4,13 @@ import type { Auth } from '../auth/principal.js';
 import { API_TOKEN_PATTERN } from '../auth/api-token-secret.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
-import { assertCanSpend, assertTokenHolderActive, ORG_HEADER, tokenHolderActor, type Actor } from './actor.js';
+import {
+  assertCanSpend,
+  assertTokenHolderActive,
+  ORG_HEADER,
+  tokenHolderActor,
+  type Actor,
+} from './actor.js';
 import type { Admission } from './admit.js';
 import { cannotPay, heldCall, planHold, prepareCall, type PreparedCall } from './metered.js';
 import type { SpareHold } from './spare-holds.js';
@@ -55,7 +61,6 @@ async function spendingTokenHolder(auth: Auth, tokenHash: string): Promise<Actor
   assertCanSpend(holder.role);
   return holder;
 }
-
 
 /** A call whose org's hold taken ahead was claimed as its request arrived, its caller's read under way. */
 interface SpareStart {
@@ -135,7 +140,8 @@ export async function admitChat(deps: Deps, auth: Auth, req: ChatHttpRequest): P
     throw membershipUnavailable();
   }
   if (admission.tokenId !== null) auth.touchApiToken(admission.tokenId);
-  if (admission.orgKey !== null && knownOrg === undefined) rememberTokenOrg(tokenOrgs, tokenHash, admission.orgKey);
+  if (admission.orgKey !== null && knownOrg === undefined)
+    rememberTokenOrg(tokenOrgs, tokenHash, admission.orgKey);
   let actor: Actor;
   try {
     actor = actorOf(admission);
@@ -156,13 +162,20 @@ export async function admitChat(deps: Deps, auth: Auth, req: ChatHttpRequest): P
     // in one of the two; refuse rather than run an unbilled call.
     throw new AppError(403, 'not_a_member', 'the user does not belong to this organization');
   }
-  return { actor, request, call: await heldCall(deps, actor, request, !!request.stream, plan, admission.heldCredits) };
+  return {
+    actor,
+    request,
+    call: await heldCall(deps, actor, request, !!request.stream, plan, admission.heldCredits),
+  };
 }
 
 /** The caller, or the error the account auth gives for the same row (src/models/actor.ts actorFromToken). */
 function actorOf(a: Admission): Actor {
   if (a.outcome === 'no_token') throw invalidToken();
-  const role = assertTokenHolderActive({ role: a.orgDeleted ? null : a.role, emailVerified: a.emailVerified });
+  const role = assertTokenHolderActive({
+    role: a.orgDeleted ? null : a.role,
+    emailVerified: a.emailVerified,
+  });
   assertCanSpend(role);
   return { userId: a.userId!, orgKey: a.orgKey!, role, via: 'api_token' };
 }
@@ -185,7 +198,11 @@ async function withSpare(deps: Deps, req: ChatHttpRequest, start: SpareStart): P
   // A token's org never changes, so the claimed spare is the actor's org's; were it not, it goes back.
   const sameOrg = actor.orgKey === start.orgKey;
   if (!sameOrg) putBackClaimed(deps, start);
-  return { actor, request, call: await prepareCall(deps, actor, request, !!request.stream, sameOrg ? start.claimed : undefined) };
+  return {
+    actor,
+    request,
+    call: await prepareCall(deps, actor, request, !!request.stream, sameOrg ? start.claimed : undefined),
+  };
 }
 
 /** Bounded: a process serving very many tokens starts over rather than grow without end. */

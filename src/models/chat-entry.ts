@@ -33,7 +33,11 @@ type Step = (req: ChatHttpRequest, res: ServerResponse, next: (err?: unknown) =>
  * query (src/app.ts); the entry below runs them for the others.
  */
 export function chatSteps(deps: Deps, auth: Auth): Step[] {
-  return [startSpareAdmission(deps, auth), express.json({ limit: CHAT_BODY_LIMIT }) as unknown as Step, rejectNulCharacters()];
+  return [
+    startSpareAdmission(deps, auth),
+    express.json({ limit: CHAT_BODY_LIMIT }) as unknown as Step,
+    rejectNulCharacters(),
+  ];
 }
 
 export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): RequestListener {

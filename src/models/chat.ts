@@ -4,7 +4,15 @@ import { AppError } from '../http/errors.js';
 import { renderError, sendJson } from '../http/error-middleware.js';
 import type { Actor } from './actor.js';
 import type { Lease } from './concurrency.js';
-import { balanceOf, prepareCall, settleCall, StreamMeter, voidCall, type CallOutcome, type PreparedCall } from './metered.js';
+import {
+  balanceOf,
+  prepareCall,
+  settleCall,
+  StreamMeter,
+  voidCall,
+  type CallOutcome,
+  type PreparedCall,
+} from './metered.js';
 import { OUTCOME_HEADER } from './outcome.js';
 import type { ChatRequest } from './schema.js';
 import type { ChatChunk } from './upstream/types.js';
@@ -27,20 +35,38 @@ export async function acquireLease(deps: Deps, orgKey: string, kind: 'chat' | 'r
   } catch (err) {
     if (err instanceof AppError) throw err;
     deps.log.error({ err }, 'concurrency store unavailable');
-    throw new AppError(503, 'concurrency_unavailable', 'the concurrency limiter cannot be reached; try again');
+    throw new AppError(
+      503,
+      'concurrency_unavailable',
+      'the concurrency limiter cannot be reached; try again',
+    );
   }
 }
 
-export async function signOutcome(deps: Deps, actor: Actor, o: { requestId: string; creditsDebited: number; balanceCredits: number }) {
+export async function signOutcome(
+  deps: Deps,
+  actor: Actor,
+  o: { requestId: string; creditsDebited: number; balanceCredits: number },
+) {
   return deps.models.outcome.sign({ userId: actor.userId, orgKey: actor.orgKey, ...o });
 }
 
 /** `held`: the call's hold was already taken with its caller's read (chat-admission.ts). */
-export async function chatCompletion(deps: Deps, actor: Actor, request: ChatRequest, req: IncomingMessage, res: ServerResponse, held?: PreparedCall) {
+export async function chatCompletion(
+  deps: Deps,
+  actor: Actor,
+  request: ChatRequest,
+  req: IncomingMessage,
+  res: ServerResponse,
+  held?: PreparedCall,
+) {
   const stream = !!request.stream;
   // The lease and the hold are independent: taken together, one round trip sooner to the first byte.
   // Whichever fails undoes the other (a 429 debits nothing; a 402 frees the slot).
-  const [leased, prepared] = await Promise.allSettled([acquireLease(deps, actor.orgKey, 'chat'), held ?? prepareCall(deps, actor, request, stream)]);
+  const [leased, prepared] = await Promise.allSettled([
+    acquireLease(deps, actor.orgKey, 'chat'),
+    held ?? prepareCall(deps, actor, request, stream),
+  ]);
   if (leased.status === 'rejected' || prepared.status === 'rejected') {
     if (leased.status === 'fulfilled') await leased.value.release();
     if (prepared.status === 'fulfilled') await voidCall(deps, prepared.value);
@@ -74,7 +100,11 @@ async function withVoidOnError<T>(deps: Deps, call: PreparedCall, fn: () => Prom
 async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string | null> {
   try {
     const balance = await balanceOf(deps, call.actor.orgKey);
-    return await signOutcome(deps, call.actor, { requestId: call.requestId, creditsDebited: 0, balanceCredits: balance });
+    return await signOutcome(deps, call.actor, {
+      requestId: call.requestId,
+      creditsDebited: 0,
+      balanceCredits: balance,
+    });
   } catch {
     return null;
   }
@@ -86,8 +116,14 @@ async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse) {
     if (!res.writableFinished) controller.abort(clientClosed());
   };
   res.on('close', onClose);
-  const completion = await withVoidOnError(deps, call, () => deps.models.upstream.complete(call.body, controller.signal));
-  const usage = completion.usage ?? { prompt_tokens: call.promptEstimate(), completion_tokens: 0, total_tokens: call.promptEstimate() };
+  const completion = await withVoidOnError(deps, call, () =>
+    deps.models.upstream.complete(call.body, controller.signal),
+  );
+  const usage = completion.usage ?? {
+    prompt_tokens: call.promptEstimate(),
+    completion_tokens: 0,
+    total_tokens: call.promptEstimate(),
+  };
   const outcome = await settleCall(deps, call, usage);
   completion.model = deps.models.modelId;
   res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
@@ -152,13 +188,18 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     // Billed for what was generated (CONTRACT §8): the provider was aborted; settle what streamed.
     await iterator.return?.(undefined).catch(() => {});
     const { usage } = meter.finalUsage(call.promptEstimate);
-    await settleCall(deps, call, usage, 'client disconnected').catch((err: unknown) => deps.log.error({ err }, 'settle after disconnect failed'));
+    await settleCall(deps, call, usage, 'client disconnected').catch((err: unknown) =>
+      deps.log.error({ err }, 'settle after disconnect failed'),
+    );
     return;
   }
   if (failure) {
     // A provider failing mid-stream debits nothing; the client gets an OpenAI error event and no [DONE].
     await voidCall(deps, call);
-    const appErr = failure instanceof AppError ? failure : new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+    const appErr =
+      failure instanceof AppError
+        ? failure
+        : new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
     if (!(failure instanceof AppError)) deps.log.error({ err: failure }, 'stream failed');
     res.end(`data: ${JSON.stringify(renderError(appErr, 'openai'))}\n\n`);
     return;
@@ -169,7 +210,9 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     outcome = await settleCall(deps, call, usage, estimated ? 'usage estimated' : '');
   } catch (err) {
     deps.log.error({ err }, 'settle failed');
-    res.end(`data: ${JSON.stringify(renderError(new AppError(500, 'internal', `internal error (request ${String(req.id)})`), 'openai'))}\n\n`);
+    res.end(
+      `data: ${JSON.stringify(renderError(new AppError(500, 'internal', `internal error (request ${String(req.id)})`), 'openai'))}\n\n`,
+    );
     return;
   }
   const jws = await signOutcome(deps, call.actor, outcome);

@@ -1,5 +1,12 @@
 import { Redis } from 'ioredis';
-import { concurrencyLimited, DEFAULT_LEASE_TTL_MS, leaseBook, newLeaseId, type ConcurrencyLimiter, type LimiterOptions } from './concurrency.js';
+import {
+  concurrencyLimited,
+  DEFAULT_LEASE_TTL_MS,
+  leaseBook,
+  newLeaseId,
+  type ConcurrencyLimiter,
+  type LimiterOptions,
+} from './concurrency.js';
 
 // The same cap on Redis when REDIS_URL is set (CONTRACT §1, §9): one sorted set per organization whose
 // members are lease ids scored by their expiry (Redis server time). The check-and-add is one Lua script,

@@ -34,9 +34,14 @@ export const DEFAULT_LEASE_TTL_MS = 30_000;
 export const DEFAULT_SLOT_REUSE_MS = 50;
 
 export const concurrencyLimited = () =>
-  new AppError(429, 'concurrency_limit', 'too many model calls or runs in flight for this organization; retry shortly', {
-    headers: { 'Retry-After': '1' },
-  });
+  new AppError(
+    429,
+    'concurrency_limit',
+    'too many model calls or runs in flight for this organization; retry shortly',
+    {
+      headers: { 'Retry-After': '1' },
+    },
+  );
 
 export const newLeaseId = (): string => randomBytes(12).toString('base64url');
 
@@ -121,7 +126,9 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
   const drop = createBatcher<string, void>(
     async (ids) => {
       await db
-        .execute(sql`delete from concurrency_leases where lease_id = any(${sql.param(ids)}::text[]) and ${ASYNC_COMMIT} = 'off'`)
+        .execute(
+          sql`delete from concurrency_leases where lease_id = any(${sql.param(ids)}::text[]) and ${ASYNC_COMMIT} = 'off'`,
+        )
         .catch(() => {
           // Unreleased, the leases expire by themselves within the TTL.
         });

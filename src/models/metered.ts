@@ -61,7 +61,12 @@ interface CostShape {
 function costShape(request: ChatRequest | ChatBody): CostShape {
   const n = Number(request.n ?? 1);
   const limitField = request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
-  return { n, limitField, wantedPerChoice: Number(request[limitField] ?? DEFAULT_MAX_OUTPUT_TOKENS), promptBound: promptUpperBound(request.messages, request.tools) };
+  return {
+    n,
+    limitField,
+    wantedPerChoice: Number(request[limitField] ?? DEFAULT_MAX_OUTPUT_TOKENS),
+    promptBound: promptUpperBound(request.messages, request.tools),
+  };
 }
 
 export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan {
@@ -69,7 +74,12 @@ export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan 
   const shape = costShape(request);
   const { n, wantedPerChoice, promptBound } = shape;
   const minCredits = Math.max(1, creditsFor(prices, promptBound, n));
-  return { requestId: newId('req'), minCredits, maxCredits: Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n)), shape };
+  return {
+    requestId: newId('req'),
+    minCredits,
+    maxCredits: Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n)),
+    shape,
+  };
 }
 
 export const cannotPay = () => insufficient("the organization's allocation cannot pay for this call");
@@ -89,7 +99,8 @@ export async function prepareCall(
   const plan = planHold(deps, request);
   const { spares } = deps.models;
   const spare = spares.fit(actor.orgKey, await (claimed ?? spares.claim(actor.orgKey)), plan.maxCredits);
-  if (spare) return heldCall(deps, actor, request, stream, { ...plan, requestId: spare.requestId }, spare.amount);
+  if (spare)
+    return heldCall(deps, actor, request, stream, { ...plan, requestId: spare.requestId }, spare.amount);
   const reserve = () =>
     // Grouped with the other calls in flight (ModelServices.spend). Holds commit without waiting for the
     // WAL flush: only a call in flight across a database crash can lose its hold; its settle then fails
@@ -105,7 +116,8 @@ export async function prepareCall(
   try {
     ({ heldCredits } = await reserve().catch(async (err: unknown) => {
       // A spare of ours too small for this call may hold the very tokens it needs: give it back, once.
-      if (err instanceof AppError && err.status === 402 && (await spares.release(actor.orgKey))) return reserve();
+      if (err instanceof AppError && err.status === 402 && (await spares.release(actor.orgKey)))
+        return reserve();
       throw err;
     }));
   } catch (err) {
@@ -120,7 +132,14 @@ export async function prepareCall(
  * pays (CONTRACT §8: a balance never goes negative, streaming included), the model forced, usage asked
  * for on streams. A hold too small for one token per choice is voided: 402.
  */
-export async function heldCall(deps: Deps, actor: Actor, request: ChatRequest | ChatBody, stream: boolean, plan: HoldPlan, heldCredits: number): Promise<PreparedCall> {
+export async function heldCall(
+  deps: Deps,
+  actor: Actor,
+  request: ChatRequest | ChatBody,
+  stream: boolean,
+  plan: HoldPlan,
+  heldCredits: number,
+): Promise<PreparedCall> {
   const { prices, modelId } = deps.models;
   const { requestId } = plan;
   const { n, limitField, wantedPerChoice, promptBound } = plan.shape;
@@ -131,7 +150,8 @@ export async function heldCall(deps: Deps, actor: Actor, request: ChatRequest | 
   }
   const body: ChatBody = { ...(request as ChatBody), model: modelId, [limitField]: perChoice };
   if (limitField === 'max_completion_tokens') delete body.max_tokens;
-  const clientWantsUsage = !!(request.stream_options as { include_usage?: boolean } | null | undefined)?.include_usage;
+  const clientWantsUsage = !!(request.stream_options as { include_usage?: boolean } | null | undefined)
+    ?.include_usage;
   if (stream) {
     body.stream = true;
     body.stream_options = { ...(request.stream_options ?? {}), include_usage: true };
@@ -140,11 +160,25 @@ export async function heldCall(deps: Deps, actor: Actor, request: ChatRequest | 
     delete body.stream_options;
   }
   let counted: number | undefined;
-  const promptEstimate = () => (counted ??= countPrompt(request.messages as ChatBody['messages'], request.tools as ChatBody['tools']));
-  return { requestId, actor, body, heldCredits, maxCredits: plan.maxCredits, clientWantsUsage, promptEstimate };
+  const promptEstimate = () =>
+    (counted ??= countPrompt(request.messages as ChatBody['messages'], request.tools as ChatBody['tools']));
+  return {
+    requestId,
+    actor,
+    body,
+    heldCredits,
+    maxCredits: plan.maxCredits,
+    clientWantsUsage,
+    promptEstimate,
+  };
 }
 
-export async function settleCall(deps: Deps, call: PreparedCall, usage: Usage, note = ''): Promise<CallOutcome> {
+export async function settleCall(
+  deps: Deps,
+  call: PreparedCall,
+  usage: Usage,
+  note = '',
+): Promise<CallOutcome> {
   const { spares, spend, prices, modelId } = deps.models;
   const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens);
   // The org's next call here will likely look like this one: its hold is taken by this settle, off its path.
@@ -162,12 +196,19 @@ export async function settleCall(deps: Deps, call: PreparedCall, usage: Usage, n
     throw err;
   }
   if (next) spares.landed(next, settled.nextHeldCredits ?? 0);
-  return { requestId: call.requestId, usage, creditsDebited: settled.debitedCredits, balanceCredits: settled.balanceCredits };
+  return {
+    requestId: call.requestId,
+    usage,
+    creditsDebited: settled.debitedCredits,
+    balanceCredits: settled.balanceCredits,
+  };
 }
 
 /** A failed call debits nothing (CONTRACT §8). Never throws: the caller is already reporting an error. */
 export async function voidCall(deps: Deps, call: PreparedCall): Promise<void> {
-  await voidHold(deps.db, call.requestId).catch((err: unknown) => deps.log.error({ err, requestId: call.requestId }, 'void failed; the hold expires'));
+  await voidHold(deps.db, call.requestId).catch((err: unknown) =>
+    deps.log.error({ err, requestId: call.requestId }, 'void failed; the hold expires'),
+  );
 }
 
 export async function balanceOf(deps: Deps, orgKey: string): Promise<number> {
@@ -218,7 +259,14 @@ export class StreamMeter {
   toolCalls(): ToolCall[] {
     // Some providers omit ids on streamed calls: a run needs one to match the client's tool_result.
     return this.calls
-      .map((c, i) => c && { id: c.id || `call_${i}_${this.content.length}`, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })
+      .map(
+        (c, i) =>
+          c && {
+            id: c.id || `call_${i}_${this.content.length}`,
+            type: 'function' as const,
+            function: { name: c.name, arguments: c.arguments },
+          },
+      )
       .filter((c): c is ToolCall => !!c);
   }
 
@@ -227,7 +275,11 @@ export class StreamMeter {
     if (this.usage) return { usage: this.usage, estimated: false };
     const prompt = promptEstimate();
     return {
-      usage: { prompt_tokens: prompt, completion_tokens: this.generated, total_tokens: prompt + this.generated },
+      usage: {
+        prompt_tokens: prompt,
+        completion_tokens: this.generated,
+        total_tokens: prompt + this.generated,
+      },
       estimated: true,
     };
   }

@@ -43,7 +43,10 @@ export function createOutcomeSigner(signing: SigningKeys): OutcomeSigner {
         balance_credits: o.balanceCredits,
         iat: Math.floor(Date.now() / 1000),
       });
-      const signature = signBytes('sha256', Buffer.from(`${header}.${payload}`), { key, dsaEncoding: 'ieee-p1363' });
+      const signature = signBytes('sha256', Buffer.from(`${header}.${payload}`), {
+        key,
+        dsaEncoding: 'ieee-p1363',
+      });
       return `${header}.${payload}.${signature.toString('base64url')}`;
     },
   };

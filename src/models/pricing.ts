@@ -25,7 +25,12 @@ export const creditsFor = (p: Prices, promptTokens: number, completionTokens: nu
  * The most completion tokens (over all choices) `heldCredits` pays for, given the prompt's upper bound;
  * at most `wanted`. The result r satisfies creditsFor(prompt, r) <= heldCredits.
  */
-export function affordableOutput(p: Prices, promptBound: number, heldCredits: number, wanted: number): number {
+export function affordableOutput(
+  p: Prices,
+  promptBound: number,
+  heldCredits: number,
+  wanted: number,
+): number {
   if (p.output === 0) return creditsFor(p, promptBound, 0) <= heldCredits ? wanted : 0;
   // Without rounding slack: cost_cents <= held × 0.09 is enough for round(cost × 1000 / 90) <= held.
   const budgetCents = (heldCredits * 90) / 1000 - (promptBound * p.input) / 1e6;

@@ -31,7 +31,9 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
   router.get('/v1/models/:id', async (req, res) => {
     await actorOf(deps, auth, req, { spend: false });
     if (req.params.id !== deps.models.modelId) {
-      throw new AppError(404, 'model_not_found', `the model '${req.params.id}' does not exist`, { param: 'model' });
+      throw new AppError(404, 'model_not_found', `the model '${req.params.id}' does not exist`, {
+        param: 'model',
+      });
     }
     res.json(modelEntry(deps));
   });
@@ -45,9 +47,14 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
   // The run socket is reached by a WebSocket upgrade (src/runs/socket.ts); a plain request is told so
   // (RFC 9110 §15.5.22: 426 names the protocol to switch to in Upgrade).
   router.get(RUNS_PATH, () => {
-    throw new AppError(426, 'upgrade_required', `${RUNS_PATH} speaks WebSocket: connect with Upgrade: websocket`, {
-      headers: { Upgrade: 'websocket', Connection: 'Upgrade' },
-    });
+    throw new AppError(
+      426,
+      'upgrade_required',
+      `${RUNS_PATH} speaks WebSocket: connect with Upgrade: websocket`,
+      {
+        headers: { Upgrade: 'websocket', Connection: 'Upgrade' },
+      },
+    );
   });
 
   return router;
@@ -69,7 +76,12 @@ export function chatCompletionsRoute(deps: Deps, auth: Auth) {
   };
 }
 
-const modelEntry = (deps: Deps) => ({ id: deps.models.modelId, object: 'model', created: CATALOG_CREATED, owned_by: 'svc' });
+const modelEntry = (deps: Deps) => ({
+  id: deps.models.modelId,
+  object: 'model',
+  created: CATALOG_CREATED,
+  owned_by: 'svc',
+});
 
 async function agentsCaller(deps: Deps, auth: Auth, req: Request) {
   const header = req.get('authorization');
@@ -104,6 +116,8 @@ async function checkSessionOrgs(deps: Deps, req: Request, userId: string) {
   if (raw === undefined) return;
   const orgKey = typeof raw === 'string' ? parseOrgId(raw) : null;
   if (!orgKey || !(await liveRole(deps.db, userId, orgKey))) {
-    throw new AppError(403, 'org_mismatch', 'org_id does not name an organization you belong to', { param: 'org_id' });
+    throw new AppError(403, 'org_mismatch', 'org_id does not name an organization you belong to', {
+      param: 'org_id',
+    });
   }
 }

@@ -28,7 +28,11 @@ const message = z.looseObject({
 const tool = z.looseObject({
   type: z.string(),
   function: z
-    .looseObject({ name: z.string().min(1).max(64), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() })
+    .looseObject({
+      name: z.string().min(1).max(64),
+      description: z.string().optional(),
+      parameters: z.record(z.string(), z.unknown()).optional(),
+    })
     .optional(),
 });
 

@@ -3,7 +3,13 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/client.js';
 import { createBatcher } from '../db/batch.js';
 import { admitMany, type AdmitInput, type Admission } from './admit.js';
-import { reserveMany, settleMany, type ReserveInput, type SettleInput, type SettleResult } from '../billing/spend.js';
+import {
+  reserveMany,
+  settleMany,
+  type ReserveInput,
+  type SettleInput,
+  type SettleResult,
+} from '../billing/spend.js';
 import { loadAgentCatalog, type AgentCatalog } from './agents.js';
 import { createPgLimiter, type ConcurrencyLimiter } from './concurrency.js';
 import { createRedisLimiter } from './concurrency-redis.js';
@@ -57,13 +63,21 @@ export interface SpendBatchers {
 export function createSpendBatchers(db: Db): SpendBatchers {
   const options = { maxInFlight: 1, isolateFailures: true };
   return {
-    reserve: createBatcher<ReserveInput, { heldCredits: number }>((inputs) => reserveMany(db, inputs), options),
+    reserve: createBatcher<ReserveInput, { heldCredits: number }>(
+      (inputs) => reserveMany(db, inputs),
+      options,
+    ),
     admit: createBatcher<AdmitInput, Admission>((inputs) => admitMany(db, inputs), options),
     settle: createBatcher<SettleInput, SettleResult>((inputs) => settleMany(db, inputs), options),
   };
 }
 
-export function createModelServices(config: Config, db: Db, signingKeys: SigningKeys, log: Logger): ModelServices {
+export function createModelServices(
+  config: Config,
+  db: Db,
+  signingKeys: SigningKeys,
+  log: Logger,
+): ModelServices {
   const upstream = config.model.upstreamUrl
     ? createOpenAICompatibleUpstream({ url: config.model.upstreamUrl, key: config.model.upstreamKey })
     : createLocalUpstream(config.model.id);

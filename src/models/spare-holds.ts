@@ -89,7 +89,8 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
     );
 
   function forget(orgKey: string, shelf: Shelf) {
-    if (!shelf.spare && !shelf.coming && !shelf.claimed && shelves.get(orgKey) === shelf) shelves.delete(orgKey);
+    if (!shelf.spare && !shelf.coming && !shelf.claimed && shelves.get(orgKey) === shelf)
+      shelves.delete(orgKey);
   }
 
   function shelfOf(orgKey: string): Shelf {

@@ -19,7 +19,13 @@ export const countText = (text: string): number => textPieces(text).length;
 function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
-    return content.map((p) => (p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : '')).join(' ');
+    return content
+      .map((p) =>
+        p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string'
+          ? (p as { text: string }).text
+          : '',
+      )
+      .join(' ');
   }
   return '';
 }
@@ -29,7 +35,8 @@ export function countPrompt(messages: ChatMessage[], tools: ToolSpec[] | undefin
   let n = 2;
   for (const m of messages) {
     n += 4 + countText(contentText(m.content));
-    for (const call of m.tool_calls ?? []) n += 2 + countText(call.function?.name ?? '') + countText(call.function?.arguments ?? '');
+    for (const call of m.tool_calls ?? [])
+      n += 2 + countText(call.function?.name ?? '') + countText(call.function?.arguments ?? '');
   }
   if (tools?.length) n += countText(JSON.stringify(tools).replace(/[{}[\]",:]/g, ' '));
   return n;
@@ -37,7 +44,9 @@ export function countPrompt(messages: ChatMessage[], tools: ToolSpec[] | undefin
 
 /** Upper bound of the prompt's tokens for any byte-level BPE tokenizer. */
 export function promptUpperBound(messages: unknown, tools: unknown): number {
-  return Buffer.byteLength(JSON.stringify(messages)) + (tools ? Buffer.byteLength(JSON.stringify(tools)) : 0) + 16;
+  return (
+    Buffer.byteLength(JSON.stringify(messages)) + (tools ? Buffer.byteLength(JSON.stringify(tools)) : 0) + 16
+  );
 }
 
 export { contentText };

@@ -65,7 +65,9 @@ export async function liveMemberships(db: Db, userId: string): Promise<LiveOrg[]
     throw membershipUnavailable();
   }
   // The user's own default client first, then the rest in creation order.
-  return rows.sort((a, b) => Number(b.isDefault && b.ownerId === userId) - Number(a.isDefault && a.ownerId === userId));
+  return rows.sort(
+    (a, b) => Number(b.isDefault && b.ownerId === userId) - Number(a.isDefault && a.ownerId === userId),
+  );
 }
 
 /** The user's own default organization, if it is still a live membership (created at registration). */
@@ -79,7 +81,11 @@ export async function defaultOrgKey(db: Db, userId: string): Promise<string | nu
  * memberships, the default org when omitted (interface document: Tokens rules, Authentication 6).
  * 403 NO_ACCESS otherwise; 503 when memberships cannot be established.
  */
-export async function resolveMemberOrg(db: Db, userId: string, orgKey: string | undefined): Promise<{ orgKey: string; role: Role }> {
+export async function resolveMemberOrg(
+  db: Db,
+  userId: string,
+  orgKey: string | undefined,
+): Promise<{ orgKey: string; role: Role }> {
   const key = orgKey ?? (await defaultOrgKey(db, userId));
   const role = key ? await liveRole(db, userId, key) : null;
   if (!key || !role) throw new AppError(403, 'NO_ACCESS', 'you are not a member of this organization');

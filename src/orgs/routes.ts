@@ -7,7 +7,15 @@ import { parse } from '../http/validate.js';
 import { pageQuery } from '../http/pagination.js';
 import { clientIdOf, parseOrgId, unix } from '../ids.js';
 import { liveMemberships, requireLiveCredential } from './membership.js';
-import { addMemberByEmail, createClient, deleteClient, listMembers, removeMember, requireOrgRole, type MemberRecord } from './service.js';
+import {
+  addMemberByEmail,
+  createClient,
+  deleteClient,
+  listMembers,
+  removeMember,
+  requireOrgRole,
+  type MemberRecord,
+} from './service.js';
 import type { Role } from '../db/schema.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
@@ -56,14 +64,26 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
     // A user belongs to few clients, read whole and ordered in liveMemberships (default client first).
     const { limit, offset } = parse(pageQuery, req.query);
     const orgs = (await liveMemberships(deps.db, principalOf(req).userId)).slice(offset, offset + limit);
-    res.json({ data: orgs.map((o) => ({ id: clientIdOf(o.orgKey), name: o.name, role: o.role, created_at: unix(o.createdAt) })) });
+    res.json({
+      data: orgs.map((o) => ({
+        id: clientIdOf(o.orgKey),
+        name: o.name,
+        role: o.role,
+        created_at: unix(o.createdAt),
+      })),
+    });
   });
 
   router.post('/v1/clients', ...signedIn, async (req, res) => {
     const { name } = parse(createBody, req.body ?? {});
     // owner_id comes from the credential, never from the body (interface document: Client).
     const org = await createClient(deps.db, principalOf(req).userId, name);
-    res.json({ id: clientIdOf(org.id), name: org.name, owner_id: org.ownerId, created_at: unix(org.createdAt) });
+    res.json({
+      id: clientIdOf(org.id),
+      name: org.name,
+      owner_id: org.ownerId,
+      created_at: unix(org.createdAt),
+    });
   });
 
   router.delete('/v1/clients/:client_id', ...signedIn, async (req, res) => {

@@ -26,10 +26,18 @@ export interface MemberRecord {
  * live member or lacks `minRole` (the document's rule for resources of a client one does not belong
  * to: Projects rule 1, Billing rule 1); 503 when membership cannot be established.
  */
-export async function requireOrgRole(db: Db, userId: string, orgKey: string, minRole: Role): Promise<{ org: OrgRow; role: Role }> {
+export async function requireOrgRole(
+  db: Db,
+  userId: string,
+  orgKey: string,
+  minRole: Role,
+): Promise<{ org: OrgRow; role: Role }> {
   let org: OrgRow | undefined;
   try {
-    [org] = await db.select().from(orgs).where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)));
+    [org] = await db
+      .select()
+      .from(orgs)
+      .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)));
   } catch {
     throw membershipUnavailable();
   }
@@ -43,7 +51,10 @@ export async function requireOrgRole(db: Db, userId: string, orgKey: string, min
 /** A new, non-default client owned by the caller, with the owner membership, in one transaction. */
 export async function createClient(db: Db, ownerId: string, name: string): Promise<OrgRow> {
   return db.transaction(async (tx) => {
-    const [org] = await tx.insert(orgs).values({ id: newOrgKey(), name, ownerId, isDefault: false }).returning();
+    const [org] = await tx
+      .insert(orgs)
+      .values({ id: newOrgKey(), name, ownerId, isDefault: false })
+      .returning();
     await tx.insert(memberships).values({ orgId: org!.id, userId: ownerId, role: 'owner' });
     return org!;
   });
@@ -64,15 +75,26 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
       .returning();
     if (!deleted) throw new AppError(404, 'NOT_FOUND', 'no such client');
     await revokeOrgTokens(tx as unknown as Db, orgKey);
-    for (const hook of deps.hooks.orgDeleted) await hook(tx as unknown as Db, { orgKey, ownerId: deleted.ownerId });
+    for (const hook of deps.hooks.orgDeleted)
+      await hook(tx as unknown as Db, { orgKey, ownerId: deleted.ownerId });
     return deleted;
   });
 }
 
 /** The org's members, oldest first; one page of them when `page` is given (CONTRACT §3), else all. */
-export async function listMembers(db: Db, orgKey: string, page?: { limit: number; offset: number }): Promise<MemberRecord[]> {
+export async function listMembers(
+  db: Db,
+  orgKey: string,
+  page?: { limit: number; offset: number },
+): Promise<MemberRecord[]> {
   const members = db
-    .select({ userId: users.id, email: users.email, name: users.name, role: memberships.role, createdAt: memberships.createdAt })
+    .select({
+      userId: users.id,
+      email: users.email,
+      name: users.name,
+      role: memberships.role,
+      createdAt: memberships.createdAt,
+    })
     .from(memberships)
     .innerJoin(users, eq(users.id, memberships.userId))
     .where(eq(memberships.orgId, orgKey))
@@ -85,10 +107,23 @@ export async function listMembers(db: Db, orgKey: string, page?: { limit: number
  * from a domain). 404 USER_NOT_FOUND otherwise — the same answer for unknown and unverified, so the
  * route does not tell which; 409 ALREADY_MEMBER (CONTRACT §5).
  */
-export async function addMemberByEmail(db: Db, orgKey: string, email: string, role: Exclude<Role, 'owner'>): Promise<MemberRecord> {
-  const [user] = await db.select().from(users).where(eq(users.email, normaliseEmail(email)));
-  if (!user || !user.emailVerifiedAt) throw new AppError(404, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
-  const [row] = await db.insert(memberships).values({ orgId: orgKey, userId: user.id, role }).onConflictDoNothing().returning();
+export async function addMemberByEmail(
+  db: Db,
+  orgKey: string,
+  email: string,
+  role: Exclude<Role, 'owner'>,
+): Promise<MemberRecord> {
+  const [user] = await db
+    .select()
+    .from(users)
+    .where(eq(users.email, normaliseEmail(email)));
+  if (!user || !user.emailVerifiedAt)
+    throw new AppError(404, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
+  const [row] = await db
+    .insert(memberships)
+    .values({ orgId: orgKey, userId: user.id, role })
+    .onConflictDoNothing()
+    .returning();
   if (!row) throw new AppError(409, 'ALREADY_MEMBER', 'this account is already a member of the client');
   return { userId: user.id, email: user.email, name: user.name, role: row.role, createdAt: row.createdAt };
 }
@@ -106,7 +141,8 @@ export async function removeMember(deps: Deps, org: OrgRow, userId: string): Pro
       .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)))
       .returning();
     if (!removed) throw new AppError(404, 'NOT_FOUND', 'no such member');
-    if (removed.role === 'owner') throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
+    if (removed.role === 'owner')
+      throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
     await revokeOrgTokens(tx as unknown as Db, org.id, userId);
     for (const hook of deps.hooks.memberRemoved) await hook(tx as unknown as Db, { orgKey: org.id, userId });
   });

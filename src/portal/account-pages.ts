@@ -4,7 +4,20 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { confirmPasswordReset, registerAndNotify, requestPasswordReset, verifyEmail } from './services.js';
 import { html, verifyCsrfField } from './html.js';
-import { alert, applyErrorHeaders, clientError, errorText, field, formValue, hidden, type Notice, parseForm, postForm, queryValue, show } from './components.js';
+import {
+  alert,
+  applyErrorHeaders,
+  clientError,
+  errorText,
+  field,
+  formValue,
+  hidden,
+  type Notice,
+  parseForm,
+  postForm,
+  queryValue,
+  show,
+} from './components.js';
 
 // Registration, the e-mail verification landing and password reset (CONTRACT §4). Each page calls the
 // service behind the matching /v1 route, so the password rule, the "same answer whatever the address"
@@ -18,14 +31,29 @@ const registerBody = z.object({
   password: z.string().min(1, 'Choose a password.').max(1024),
 });
 
-const resetRequestBody = z.object({ email: z.string().trim().max(320).pipe(z.email('Enter a valid e-mail address.')) });
-const resetConfirmBody = z.object({ token: z.string().min(1).max(512), password: z.string().min(1, 'Choose a new password.').max(1024) });
+const resetRequestBody = z.object({
+  email: z.string().trim().max(320).pipe(z.email('Enter a valid e-mail address.')),
+});
+const resetConfirmBody = z.object({
+  token: z.string().min(1).max(512),
+  password: z.string().min(1, 'Choose a new password.').max(1024),
+});
 
 export function accountPageRoutes(deps: Deps, _auth: Auth): Router {
   const router = Router();
   const perIp = deps.limits.perIp;
 
-  function registerView(req: Request, res: Response, opts: { name?: string; email?: string; errors?: Record<string, string>; notice?: Notice | null; status?: number } = {}) {
+  function registerView(
+    req: Request,
+    res: Response,
+    opts: {
+      name?: string;
+      email?: string;
+      errors?: Record<string, string>;
+      notice?: Notice | null;
+      status?: number;
+    } = {},
+  ) {
     const form = postForm(
       req,
       res,
@@ -60,8 +88,11 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
       applyErrorHeaders(res, err);
       const errors: Record<string, string> = {};
       if (err.code === 'WEAK_PASSWORD') errors.password = errorText(err);
-      else if (err.code === 'EMAIL_TAKEN') errors.email = 'An account with this e-mail already exists. Sign in or reset your password.';
-      const notice: Notice | null = Object.keys(errors).length ? null : { kind: 'error', text: errorText(err) };
+      else if (err.code === 'EMAIL_TAKEN')
+        errors.email = 'An account with this e-mail already exists. Sign in or reset your password.';
+      const notice: Notice | null = Object.keys(errors).length
+        ? null
+        : { kind: 'error', text: errorText(err) };
       registerView(req, res, { name, email, errors, notice, status: err.status });
     }
   });
@@ -83,7 +114,13 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
         const err = clientError(caught);
         applyErrorHeaders(res, err);
         status = err.status;
-        notice = { kind: 'error', text: err.status === 429 ? errorText(err) : 'This link is not valid any more (it was used already or has expired). Sign in to send a new one.' };
+        notice = {
+          kind: 'error',
+          text:
+            err.status === 429
+              ? errorText(err)
+              : 'This link is not valid any more (it was used already or has expired). Sign in to send a new one.',
+        };
       }
     }
     const signedIn = !!req.principal;
@@ -96,7 +133,11 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
     });
   });
 
-  function resetRequestView(req: Request, res: Response, opts: { email?: string; notice?: Notice | null; errors?: Record<string, string>; status?: number } = {}) {
+  function resetRequestView(
+    req: Request,
+    res: Response,
+    opts: { email?: string; notice?: Notice | null; errors?: Record<string, string>; status?: number } = {},
+  ) {
     const form = postForm(
       req,
       res,
@@ -112,7 +153,11 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
     });
   }
 
-  function resetConfirmView(req: Request, res: Response, opts: { token: string; notice?: Notice | null; errors?: Record<string, string>; status?: number }) {
+  function resetConfirmView(
+    req: Request,
+    res: Response,
+    opts: { token: string; notice?: Notice | null; errors?: Record<string, string>; status?: number },
+  ) {
     const form = postForm(
       req,
       res,
@@ -134,7 +179,12 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
     if (token) return resetConfirmView(req, res, { token });
     const sent = queryValue(req, 'sent') === '1';
     resetRequestView(req, res, {
-      notice: sent ? { kind: 'ok', text: 'If an account exists for that address, we sent it a link. The link works for one hour.' } : null,
+      notice: sent
+        ? {
+            kind: 'ok',
+            text: 'If an account exists for that address, we sent it a link. The link works for one hour.',
+          }
+        : null,
     });
   });
 
@@ -150,7 +200,11 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
-      resetRequestView(req, res, { email, notice: { kind: 'error', text: errorText(err) }, status: err.status });
+      resetRequestView(req, res, {
+        email,
+        notice: { kind: 'error', text: errorText(err) },
+        status: err.status,
+      });
     }
   });
 
@@ -168,9 +222,21 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
-      if (err.code === 'WEAK_PASSWORD') return resetConfirmView(req, res, { token, errors: { password: errorText(err) }, status: 400 });
-      if (err.status === 403 || err.status === 429) return resetConfirmView(req, res, { token, notice: { kind: 'error', text: errorText(err) }, status: err.status });
-      resetRequestView(req, res, { notice: { kind: 'error', text: 'This reset link is not valid any more (it was used already or has expired). Ask for a new one.' }, status: err.status });
+      if (err.code === 'WEAK_PASSWORD')
+        return resetConfirmView(req, res, { token, errors: { password: errorText(err) }, status: 400 });
+      if (err.status === 403 || err.status === 429)
+        return resetConfirmView(req, res, {
+          token,
+          notice: { kind: 'error', text: errorText(err) },
+          status: err.status,
+        });
+      resetRequestView(req, res, {
+        notice: {
+          kind: 'error',
+          text: 'This reset link is not valid any more (it was used already or has expired). Ask for a new one.',
+        },
+        status: err.status,
+      });
     }
   });
 

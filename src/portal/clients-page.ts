@@ -6,7 +6,19 @@ import { principalOf } from '../auth/principal.js';
 import { clientIdOf, parseOrgId } from '../ids.js';
 import { addMemberByEmail, createClient, listMembers, removeMember, requireOrgRole } from './services.js';
 import { html, requirePageSession, verifyCsrfField } from './html.js';
-import { alert, applyErrorHeaders, clientError, errorText, field, formValue, type Notice, parseForm, postForm, queryValue, show } from './components.js';
+import {
+  alert,
+  applyErrorHeaders,
+  clientError,
+  errorText,
+  field,
+  formValue,
+  type Notice,
+  parseForm,
+  postForm,
+  queryValue,
+  show,
+} from './components.js';
 import { renderDashboard } from './dashboard.js';
 import { AppError } from '../http/errors.js';
 
@@ -16,7 +28,9 @@ import { AppError } from '../http/errors.js';
 // credentials in the same transaction). Another organization's page answers like one that does not
 // exist (STYLE: tenants).
 
-const createBody = z.object({ name: z.string().trim().min(1, 'Enter a name.').max(200, 'At most 200 characters.') });
+const createBody = z.object({
+  name: z.string().trim().min(1, 'Enter a name.').max(200, 'At most 200 characters.'),
+});
 const addBody = z.object({
   email: z.string().trim().max(254).pipe(z.email('Enter a valid e-mail address.')),
   role: z.enum(['member', 'viewer']).default('member'),
@@ -36,7 +50,8 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
     try {
       verifyCsrfField(req);
       const parsed = parseForm(createBody, req.body);
-      if (!parsed.ok) return renderDashboard(deps, req, res, { status: 400, clientError: parsed.errors.name! });
+      if (!parsed.ok)
+        return renderDashboard(deps, req, res, { status: 400, clientError: parsed.errors.name! });
       await createClient(deps, { userId: principalOf(req).userId, name: parsed.data.name });
       res.redirect(303, '/account?notice=client_created');
     } catch (caught) {
@@ -67,7 +82,11 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
     });
   }
 
-  async function membersPage(req: Request, res: Response, opts: { notice?: Notice | null; status?: number; email?: string; emailError?: string } = {}) {
+  async function membersPage(
+    req: Request,
+    res: Response,
+    opts: { notice?: Notice | null; status?: number; email?: string; emailError?: string } = {},
+  ) {
     const found = await orgOf(req);
     if (!found) return notFoundPage(req, res);
     const { org, role } = found;
@@ -75,15 +94,22 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
     const owner = role === 'owner';
     const members = await listMembers(deps, org.id);
     const rows = members.map(
-      (m) => html`<tr><td>${m.name}</td><td>${m.email}</td><td>${m.role}</td>${
-        owner
-          ? html`<td>${
-              m.role === 'owner'
-                ? ''
-                : postForm(req, res, `/account/clients/${clientId}/members/${m.userId}/remove`, html`<button type="submit" class="danger" aria-label="Remove ${m.email}">Remove</button>`, '')
-            }</td>`
-          : ''
-      }</tr>`,
+      (m) =>
+        html`<tr><td>${m.name}</td><td>${m.email}</td><td>${m.role}</td>${
+          owner
+            ? html`<td>${
+                m.role === 'owner'
+                  ? ''
+                  : postForm(
+                      req,
+                      res,
+                      `/account/clients/${clientId}/members/${m.userId}/remove`,
+                      html`<button type="submit" class="danger" aria-label="Remove ${m.email}">Remove</button>`,
+                      '',
+                    )
+              }</td>`
+            : ''
+        }</tr>`,
     );
     const addForm = owner
       ? html`<h3>Add a member</h3><p class="muted">They need a registered, verified account.</p>${postForm(
@@ -116,14 +142,23 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
       if (!found) return notFoundPage(req, res);
       const { org } = await requireOrgRole(deps.db, principalOf(req).userId, found.org.id, 'owner');
       const parsed = parseForm(addBody, req.body);
-      if (!parsed.ok) return membersPage(req, res, { status: 400, email, emailError: parsed.errors.email ?? parsed.errors.role });
+      if (!parsed.ok)
+        return membersPage(req, res, {
+          status: 400,
+          email,
+          emailError: parsed.errors.email ?? parsed.errors.role,
+        });
       await addMemberByEmail(deps, org.id, parsed.data.email, parsed.data.role);
       res.redirect(303, `/account/clients/${clientIdOf(org.id)}?notice=added`);
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
       const inline = err.code === 'USER_NOT_FOUND' || err.code === 'ALREADY_MEMBER';
-      await membersPage(req, res, { status: err.status, email, ...(inline ? { emailError: errorText(err) } : { notice: { kind: 'error', text: errorText(err) } }) });
+      await membersPage(req, res, {
+        status: err.status,
+        email,
+        ...(inline ? { emailError: errorText(err) } : { notice: { kind: 'error', text: errorText(err) } }),
+      });
     }
   });
 

@@ -48,7 +48,13 @@ export function alert(notice: Notice | null | undefined): SafeHtml {
 }
 
 /** A POST form to our own origin with its hidden CSRF field. */
-export function postForm(req: Request, res: Response, action: string, body: SafeHtml, className = 'stack'): SafeHtml {
+export function postForm(
+  req: Request,
+  res: Response,
+  action: string,
+  body: SafeHtml,
+  className = 'stack',
+): SafeHtml {
   return html`<form method="post" action="${action}" class="${className}">${csrfField(req, res)}${body}</form>`;
 }
 
@@ -67,7 +73,11 @@ export interface ShowOptions {
 export function show(req: Request, res: Response, opts: ShowOptions): void {
   const p = req.principal as Principal | undefined;
   const user = p ? { email: p.email, name: p.name } : null;
-  sendPage(res, renderPage({ title: opts.title, body: opts.body, user, narrow: opts.narrow ?? false }), opts.status ?? 200);
+  sendPage(
+    res,
+    renderPage({ title: opts.title, body: opts.body, user, narrow: opts.narrow ?? false }),
+    opts.status ?? 200,
+  );
 }
 
 /** The message a person sees for an error: ours are written for people; anything else is generic. */
@@ -75,14 +85,17 @@ export function errorText(err: unknown): string {
   if (err instanceof AppError && err.expose) {
     if (err.status === 429) {
       const after = err.extra.headers?.['Retry-After'];
-      return after ? `Too many attempts. Try again in ${after} seconds.` : 'Too many attempts. Try again later.';
+      return after
+        ? `Too many attempts. Try again in ${after} seconds.`
+        : 'Too many attempts. Try again later.';
     }
     return sentence(err.message);
   }
   return 'Something went wrong on our side. Please try again.';
 }
 
-const sentence = (s: string): string => (s ? s[0]!.toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.') : s);
+const sentence = (s: string): string =>
+  s ? s[0]!.toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.') : s;
 
 /** Status for re-rendering a form after an error: the AppError's own (4xx), else 500. */
 export function errorStatus(err: unknown): number {
@@ -91,9 +104,10 @@ export function errorStatus(err: unknown): number {
 
 /** Copies Retry-After and similar headers of a client error onto the page response. */
 export function applyErrorHeaders(res: Response, err: unknown): void {
-  if (err instanceof AppError) for (const [k, v] of Object.entries(err.extra.headers ?? {})) {
-    if (k.toLowerCase() !== 'www-authenticate') res.setHeader(k, v);
-  }
+  if (err instanceof AppError)
+    for (const [k, v] of Object.entries(err.extra.headers ?? {})) {
+      if (k.toLowerCase() !== 'www-authenticate') res.setHeader(k, v);
+    }
 }
 
 /** A string field of a urlencoded form body ('' when absent or not a string). */

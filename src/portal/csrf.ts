@@ -41,7 +41,13 @@ export function csrfToken(req: Request, res: Response): string {
 
 function issueCsrfToken(res: Response): string {
   const token = randomBytes(32).toString('base64url');
-  res.cookie(CSRF_COOKIE, token, { httpOnly: true, secure: true, sameSite: 'lax', path: '/', maxAge: CSRF_COOKIE_MAX_AGE_MS });
+  res.cookie(CSRF_COOKIE, token, {
+    httpOnly: true,
+    secure: true,
+    sameSite: 'lax',
+    path: '/',
+    maxAge: CSRF_COOKIE_MAX_AGE_MS,
+  });
   res.locals.csrfToken = token;
   return token;
 }
@@ -80,6 +86,10 @@ export function verifyCsrfField(req: Request): void {
   const field = (req.body as Record<string, unknown> | undefined)?.[CSRF_FIELD];
   const cookie = cookieToken(req);
   if (typeof field !== 'string' || !cookie || !constantTimeEqual(field, cookie) || crossSite(req)) {
-    throw new AppError(403, 'CSRF', 'this form has expired or came from another site; reload the page and try again');
+    throw new AppError(
+      403,
+      'CSRF',
+      'this form has expired or came from another site; reload the page and try again',
+    );
   }
 }

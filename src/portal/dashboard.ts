@@ -7,7 +7,16 @@ import { orgBalanceCredits } from '../billing/spend.js';
 import { clientIdOf } from '../ids.js';
 import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
 import { resendVerification } from './services.js';
-import { alert, applyErrorHeaders, clientError, errorText, postForm, queryValue, show, type Notice } from './components.js';
+import {
+  alert,
+  applyErrorHeaders,
+  clientError,
+  errorText,
+  postForm,
+  queryValue,
+  show,
+  type Notice,
+} from './components.js';
 import { twoFactorCard } from './two-factor-page.js';
 
 // The dashboard (/account): who you are, whether the e-mail is verified (with a resend), two-factor
@@ -15,7 +24,10 @@ import { twoFactorCard } from './two-factor-page.js';
 // their own forms live in their own files; this one only composes.
 
 const NOTICES: Record<string, Notice> = {
-  verify: { kind: 'info', text: 'Verify your e-mail address to use this page: open the link we sent you, or send a new one below.' },
+  verify: {
+    kind: 'info',
+    text: 'Verify your e-mail address to use this page: open the link we sent you, or send a new one below.',
+  },
   verification_sent: { kind: 'ok', text: 'We sent you a new verification link.' },
   two_factor_disabled: { kind: 'ok', text: 'Two-factor authentication is off.' },
   client_created: { kind: 'ok', text: 'Organization created.' },
@@ -40,7 +52,10 @@ export function dashboardRoutes(deps: Deps, auth: Auth): Router {
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
-      await renderDashboard(deps, req, res, { status: err.status, notice: { kind: 'error', text: errorText(err) } });
+      await renderDashboard(deps, req, res, {
+        status: err.status,
+        notice: { kind: 'error', text: errorText(err) },
+      });
     }
   });
 
@@ -56,7 +71,12 @@ export interface DashboardExtras {
   clientError?: string;
 }
 
-export async function renderDashboard(deps: Deps, req: Request, res: Response, extras: DashboardExtras): Promise<void> {
+export async function renderDashboard(
+  deps: Deps,
+  req: Request,
+  res: Response,
+  extras: DashboardExtras,
+): Promise<void> {
   const p = principalOf(req);
   const noticeKey = queryValue(req, 'notice');
   const notice = extras.notice ?? NOTICES[noticeKey] ?? null;

@@ -9,7 +9,21 @@ import { liveMemberships, type LiveOrg } from '../orgs/membership.js';
 import { orgIdOf, parseOrgId } from '../ids.js';
 import { html, requirePageSession, verifyCsrfField } from './html.js';
 import { AppError } from '../http/errors.js';
-import { alert, applyErrorHeaders, clientError, errorStatus, errorText, field, formValue, hidden, type Notice, parseForm, postForm, queryValue, show } from './components.js';
+import {
+  alert,
+  applyErrorHeaders,
+  clientError,
+  errorStatus,
+  errorText,
+  field,
+  formValue,
+  hidden,
+  type Notice,
+  parseForm,
+  postForm,
+  queryValue,
+  show,
+} from './components.js';
 
 // /account/device (CONTRACT §4, §6): the person enters (or confirms, from verification_uri_complete)
 // the user code a terminal or an OAuth device client shows, picks the organization to act for and
@@ -23,7 +37,10 @@ const decisionBody = z.object({
   decision: z.enum(['approve', 'deny']).optional(),
 });
 
-const RESOURCE_LABELS: Record<string, string> = { platform: 'Platform tools (projects, reports, files)', model: 'Model access (chat completions, billed to the organization)' };
+const RESOURCE_LABELS: Record<string, string> = {
+  platform: 'Platform tools (projects, reports, files)',
+  model: 'Model access (chat completions, billed to the organization)',
+};
 
 function resourceLabel(resource: string): string {
   if (RESOURCE_LABELS[resource]) return RESOURCE_LABELS[resource];
@@ -42,7 +59,11 @@ export function devicePageRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const session = requirePageSession(auth);
 
-  function entryView(req: Request, res: Response, opts: { userCode?: string; notice?: Notice | null; status?: number }) {
+  function entryView(
+    req: Request,
+    res: Response,
+    opts: { userCode?: string; notice?: Notice | null; status?: number },
+  ) {
     const form = postForm(
       req,
       res,
@@ -69,7 +90,14 @@ export function devicePageRoutes(deps: Deps, auth: Auth): Router {
     });
   }
 
-  function confirmView(req: Request, res: Response, row: DeviceCodeRow, userCode: string, orgs: LiveOrg[], opts: { notice?: Notice | null; status?: number; selected?: string }) {
+  function confirmView(
+    req: Request,
+    res: Response,
+    row: DeviceCodeRow,
+    userCode: string,
+    orgs: LiveOrg[],
+    opts: { notice?: Notice | null; status?: number; selected?: string },
+  ) {
     const requester =
       row.flow === 'oauth'
         ? html`<p>The application <strong>${row.oauthClientId ?? 'unknown'}</strong> asks to act for you.</p>
@@ -77,7 +105,8 @@ export function devicePageRoutes(deps: Deps, auth: Auth): Router {
         : html`<p>A terminal asks to sign in as you. It will receive an API credential for the organization you choose; any earlier credential of yours there is replaced.</p>`;
     const viewer = principalOf(req).userId;
     const options = orgs.map(
-      (o) => html`<option value="${orgIdOf(o.orgKey)}"${opts.selected === o.orgKey ? html` selected` : ''}>${o.name} (${o.role}${o.isDefault && o.ownerId === viewer ? ', your default' : ''})</option>`,
+      (o) =>
+        html`<option value="${orgIdOf(o.orgKey)}"${opts.selected === o.orgKey ? html` selected` : ''}>${o.name} (${o.role}${o.isDefault && o.ownerId === viewer ? ', your default' : ''})</option>`,
     );
     const form = postForm(
       req,
@@ -112,7 +141,12 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
   }
 
   /** Shows the confirmation for a pending code, or the entry form with an error. */
-  async function lookupAndShow(req: Request, res: Response, userCode: string, opts: { notice?: Notice | null; status?: number; selected?: string } = {}) {
+  async function lookupAndShow(
+    req: Request,
+    res: Response,
+    userCode: string,
+    opts: { notice?: Notice | null; status?: number; selected?: string } = {},
+  ) {
     const userId = principalOf(req).userId;
     let row: DeviceCodeRow | null;
     try {
@@ -120,11 +154,19 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
-      entryView(req, res, { userCode, notice: { kind: 'error', text: errorText(err) }, status: errorStatus(err) });
+      entryView(req, res, {
+        userCode,
+        notice: { kind: 'error', text: errorText(err) },
+        status: errorStatus(err),
+      });
       return;
     }
     if (!row) {
-      entryView(req, res, { userCode, notice: { kind: 'error', text: 'This code is not valid or has expired. Start again on your device.' }, status: 400 });
+      entryView(req, res, {
+        userCode,
+        notice: { kind: 'error', text: 'This code is not valid or has expired. Start again on your device.' },
+        status: 400,
+      });
       return;
     }
     const orgs = await liveMemberships(deps.db, userId);
@@ -146,10 +188,18 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
     try {
       verifyCsrfField(req);
     } catch (err) {
-      return entryView(req, res, { userCode: typed, notice: { kind: 'error', text: errorText(err) }, status: 403 });
+      return entryView(req, res, {
+        userCode: typed,
+        notice: { kind: 'error', text: errorText(err) },
+        status: 403,
+      });
     }
     if (!parsed.ok) {
-      return entryView(req, res, { userCode: typed, notice: { kind: 'error', text: Object.values(parsed.errors)[0]! }, status: 400 });
+      return entryView(req, res, {
+        userCode: typed,
+        notice: { kind: 'error', text: Object.values(parsed.errors)[0]! },
+        status: 400,
+      });
     }
     const { user_code: userCode, client_id: clientId, decision } = parsed.data;
     // Without a decision this was the entry form: show the confirmation (PRG keeps the URL shareable).
@@ -169,8 +219,13 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
       const status = errorStatus(err);
       const text = errorText(err);
       // Wrong or expired code: back to entry. Anything else (wrong org, rate limit): keep the choice on screen.
-      if (status === 400 || status === 429) return entryView(req, res, { userCode, notice: { kind: 'error', text }, status });
-      await lookupAndShow(req, res, userCode, { notice: { kind: 'error', text }, status, ...(orgKey ? { selected: orgKey } : {}) });
+      if (status === 400 || status === 429)
+        return entryView(req, res, { userCode, notice: { kind: 'error', text }, status });
+      await lookupAndShow(req, res, userCode, {
+        notice: { kind: 'error', text },
+        status,
+        ...(orgKey ? { selected: orgKey } : {}),
+      });
     }
   });
 

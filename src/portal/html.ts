@@ -73,7 +73,12 @@ export function pageCsp(options: SendPageOptions = {}): string {
 }
 
 /** Sends a rendered page with the security headers (clickjacking, sniffing, referrer leaks, caching). */
-export function sendPage(res: Response, page: string | SafeHtml, status = 200, options: SendPageOptions = {}): void {
+export function sendPage(
+  res: Response,
+  page: string | SafeHtml,
+  status = 200,
+  options: SendPageOptions = {},
+): void {
   res.status(status);
   res.set({
     'Content-Type': 'text/html; charset=utf-8',

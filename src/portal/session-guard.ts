@@ -31,7 +31,9 @@ export function safeReturnTo(value: unknown): string | null {
 /** The sign-in page that returns to `path` afterwards (when `path` is a safe return target). */
 export function loginUrlFor(path: string | null | undefined): string {
   const target = safeReturnTo(path);
-  return target && target !== '/account' ? `/account/login?return_to=${encodeURIComponent(target)}` : '/account/login';
+  return target && target !== '/account'
+    ? `/account/login?return_to=${encodeURIComponent(target)}`
+    : '/account/login';
 }
 
 export interface PageSessionOptions {

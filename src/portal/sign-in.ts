@@ -5,7 +5,20 @@ import type { Auth } from '../auth/principal.js';
 import { revokeSession, SESSION_COOKIE, SESSION_TTL_SECONDS, sessionCookieOptions } from '../auth/session.js';
 import { completeTwoFactorLogin, loginWithPassword } from './services.js';
 import { html, requirePageSession, rotateCsrfToken, safeReturnTo, verifyCsrfField } from './html.js';
-import { alert, applyErrorHeaders, clientError, errorText, field, formValue, hidden, type Notice, parseForm, postForm, queryValue, show } from './components.js';
+import {
+  alert,
+  applyErrorHeaders,
+  clientError,
+  errorText,
+  field,
+  formValue,
+  hidden,
+  type Notice,
+  parseForm,
+  postForm,
+  queryValue,
+  show,
+} from './components.js';
 
 // Sign-in (CONTRACT §4): e-mail and password, then — when the account has 2FA — a second form whose
 // `code` takes a TOTP code or a recovery code. Both steps call the same services as POST /v1/login and
@@ -25,7 +38,10 @@ const twoFactorBody = z.object({
 });
 
 const NOTICES: Record<string, Notice> = {
-  registered: { kind: 'ok', text: 'Account created. We sent you an e-mail with a link to verify your address; open it, then sign in.' },
+  registered: {
+    kind: 'ok',
+    text: 'Account created. We sent you an e-mail with a link to verify your address; open it, then sign in.',
+  },
   reset: { kind: 'ok', text: 'Your password was changed. Sign in with the new one.' },
   signed_out: { kind: 'info', text: 'You are signed out.' },
   verified: { kind: 'ok', text: 'Your e-mail address is verified. Sign in to continue.' },
@@ -41,7 +57,17 @@ export function signInRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const perIp = deps.limits.perIp;
 
-  function loginView(req: Request, res: Response, opts: { email?: string; returnTo?: string | null; notice?: Notice | null; errors?: Record<string, string>; status?: number }) {
+  function loginView(
+    req: Request,
+    res: Response,
+    opts: {
+      email?: string;
+      returnTo?: string | null;
+      notice?: Notice | null;
+      errors?: Record<string, string>;
+      status?: number;
+    },
+  ) {
     const returnTo = safeReturnTo(opts.returnTo);
     const form = postForm(
       req,
@@ -61,7 +87,11 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
     });
   }
 
-  function twoFactorView(req: Request, res: Response, opts: { challengeToken: string; returnTo?: string | null; notice?: Notice | null; status?: number }) {
+  function twoFactorView(
+    req: Request,
+    res: Response,
+    opts: { challengeToken: string; returnTo?: string | null; notice?: Notice | null; status?: number },
+  ) {
     const form = postForm(
       req,
       res,
@@ -97,14 +127,21 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
       verifyCsrfField(req);
       const parsed = parseForm(loginBody, req.body);
       if (!parsed.ok) return loginView(req, res, { email, returnTo, errors: parsed.errors, status: 400 });
-      const result = await loginWithPassword(deps, { email: parsed.data.email, password: parsed.data.password });
-      if (result.kind === 'challenge') return twoFactorView(req, res, { challengeToken: result.challengeToken, returnTo });
+      const result = await loginWithPassword(deps, {
+        email: parsed.data.email,
+        password: parsed.data.password,
+      });
+      if (result.kind === 'challenge')
+        return twoFactorView(req, res, { challengeToken: result.challengeToken, returnTo });
       setSessionCookie(res, result.token);
       res.redirect(303, landing(parsed.data.return_to));
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
-      const text = err.code === 'INVALID_CREDENTIALS' ? 'That e-mail and password do not match an account.' : errorText(err);
+      const text =
+        err.code === 'INVALID_CREDENTIALS'
+          ? 'That e-mail and password do not match an account.'
+          : errorText(err);
       loginView(req, res, { email, returnTo, notice: { kind: 'error', text }, status: err.status });
     }
   });
@@ -117,9 +154,17 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
       const parsed = parseForm(twoFactorBody, req.body);
       if (!parsed.ok) {
         if (!challengeToken) return res.redirect(303, '/account/login');
-        return twoFactorView(req, res, { challengeToken, returnTo, notice: { kind: 'error', text: Object.values(parsed.errors)[0]! }, status: 400 });
+        return twoFactorView(req, res, {
+          challengeToken,
+          returnTo,
+          notice: { kind: 'error', text: Object.values(parsed.errors)[0]! },
+          status: 400,
+        });
       }
-      const { token } = await completeTwoFactorLogin(deps, { challengeToken: parsed.data.challenge_token, code: parsed.data.code });
+      const { token } = await completeTwoFactorLogin(deps, {
+        challengeToken: parsed.data.challenge_token,
+        code: parsed.data.code,
+      });
       setSessionCookie(res, token);
       res.redirect(303, landing(parsed.data.return_to));
     } catch (caught) {
@@ -127,9 +172,18 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
       applyErrorHeaders(res, err);
       // A burnt or expired challenge cannot be retried: start the sign-in again.
       if (err.code === 'INVALID_CHALLENGE') {
-        return loginView(req, res, { returnTo, notice: { kind: 'error', text: 'This sign-in attempt has expired. Please sign in again.' }, status: 401 });
+        return loginView(req, res, {
+          returnTo,
+          notice: { kind: 'error', text: 'This sign-in attempt has expired. Please sign in again.' },
+          status: 401,
+        });
       }
-      twoFactorView(req, res, { challengeToken, returnTo, notice: { kind: 'error', text: errorText(err) }, status: err.status });
+      twoFactorView(req, res, {
+        challengeToken,
+        returnTo,
+        notice: { kind: 'error', text: errorText(err) },
+        status: err.status,
+      });
     }
   });
 
@@ -144,4 +198,3 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
 
   return router;
 }
-

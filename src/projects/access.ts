@@ -64,7 +64,11 @@ export async function requireProject(
   }
   if (!access) throw noAccess('this project belongs to a client you do not belong to');
   if (!allows(access, need)) {
-    throw noAccess(need === 'manage' ? 'only owners and members of the client can do this' : 'your role can only read this project');
+    throw noAccess(
+      need === 'manage'
+        ? 'only owners and members of the client can do this'
+        : 'your role can only read this project',
+    );
   }
   return { project, ...access };
 }

@@ -6,7 +6,15 @@ import { AppError, notFound } from '../http/errors.js';
 import { newId } from '../ids.js';
 import { requireProject, type Actor, type Need } from './access.js';
 import { fileMeta, filesBytesExcept, findProject } from './queries.js';
-import { MAX_FILE_BYTES, PROJECT_QUOTA_BYTES, toFile, toReport, toReportSummary, type FileOut, type ReportOut } from './schema.js';
+import {
+  MAX_FILE_BYTES,
+  PROJECT_QUOTA_BYTES,
+  toFile,
+  toReport,
+  toReportSummary,
+  type FileOut,
+  type ReportOut,
+} from './schema.js';
 
 // Reports and files of a project (CONTRACT §10). Access is always decided on the owning project.
 
@@ -15,7 +23,13 @@ type Page = { limit: number; offset: number };
 export async function listReports(db: Db, actor: Actor, projectId: string, page: Page) {
   await requireProject(db, actor, projectId, 'read');
   const rows = await db
-    .select({ id: projectReports.id, projectId: projectReports.projectId, title: projectReports.title, createdAt: projectReports.createdAt, updatedAt: projectReports.updatedAt })
+    .select({
+      id: projectReports.id,
+      projectId: projectReports.projectId,
+      title: projectReports.title,
+      createdAt: projectReports.createdAt,
+      updatedAt: projectReports.updatedAt,
+    })
     .from(projectReports)
     .where(eq(projectReports.projectId, projectId))
     .orderBy(asc(projectReports.createdAt), asc(projectReports.id))
@@ -32,11 +46,21 @@ async function requireReport(db: Db, actor: Actor, reportId: string, need: Need,
   return row;
 }
 
-export async function getReport(db: Db, actor: Actor, reportId: string, projectId?: string): Promise<ReportOut> {
+export async function getReport(
+  db: Db,
+  actor: Actor,
+  reportId: string,
+  projectId?: string,
+): Promise<ReportOut> {
   return toReport(await requireReport(db, actor, reportId, 'read', projectId));
 }
 
-export async function createReport(db: Db, actor: Actor, projectId: string, input: { title: string; body: string }): Promise<ReportOut> {
+export async function createReport(
+  db: Db,
+  actor: Actor,
+  projectId: string,
+  input: { title: string; body: string },
+): Promise<ReportOut> {
   await requireProject(db, actor, projectId, 'write');
   const [row] = await db
     .insert(projectReports)
@@ -65,7 +89,12 @@ export async function updateReport(
   return toReport(row);
 }
 
-export async function deleteReport(db: Db, actor: Actor, reportId: string, projectId?: string): Promise<{ deleted: true }> {
+export async function deleteReport(
+  db: Db,
+  actor: Actor,
+  reportId: string,
+  projectId?: string,
+): Promise<{ deleted: true }> {
   await requireReport(db, actor, reportId, 'write', projectId);
   await db.delete(projectReports).where(eq(projectReports.id, reportId));
   return { deleted: true };
@@ -88,7 +117,8 @@ export async function listFiles(db: Db, actor: Actor, projectId: string, page: P
 export type FileRef = { fileId?: string | undefined; path?: string | undefined };
 
 async function findFile(db: Db, projectId: string, ref: FileRef) {
-  if (!ref.fileId && !ref.path) throw new AppError(400, 'VALIDATION_ERROR', 'name the file with file_id or path');
+  if (!ref.fileId && !ref.path)
+    throw new AppError(400, 'VALIDATION_ERROR', 'name the file with file_id or path');
   const [row] = await db
     .select()
     .from(projectFiles)
@@ -161,7 +191,8 @@ export async function writeFile(
   projectId: string,
   input: { path: string; bytes: Buffer; mediaType: string },
 ): Promise<FileOut> {
-  if (input.bytes.length > MAX_FILE_BYTES) throw new AppError(413, 'FILE_TOO_LARGE', 'a file holds at most 5 MB');
+  if (input.bytes.length > MAX_FILE_BYTES)
+    throw new AppError(413, 'FILE_TOO_LARGE', 'a file holds at most 5 MB');
   await requireProject(db, actor, projectId, 'write');
   const sha256 = createHash('sha256').update(input.bytes).digest('hex');
   const row = await db.transaction(async (txRaw) => {
@@ -174,10 +205,24 @@ export async function writeFile(
     const now = new Date();
     const [written] = await tx
       .insert(projectFiles)
-      .values({ id: newId('fil'), projectId, path: input.path, mediaType: input.mediaType, size: input.bytes.length, sha256, content: input.bytes })
+      .values({
+        id: newId('fil'),
+        projectId,
+        path: input.path,
+        mediaType: input.mediaType,
+        size: input.bytes.length,
+        sha256,
+        content: input.bytes,
+      })
       .onConflictDoUpdate({
         target: [projectFiles.projectId, projectFiles.path],
-        set: { mediaType: input.mediaType, size: input.bytes.length, sha256, content: input.bytes, updatedAt: now },
+        set: {
+          mediaType: input.mediaType,
+          size: input.bytes.length,
+          sha256,
+          content: input.bytes,
+          updatedAt: now,
+        },
       })
       .returning(fileMeta);
     return written!;
@@ -185,7 +230,12 @@ export async function writeFile(
   return toFile(row);
 }
 
-export async function deleteFile(db: Db, actor: Actor, projectId: string, ref: FileRef): Promise<{ deleted: true }> {
+export async function deleteFile(
+  db: Db,
+  actor: Actor,
+  projectId: string,
+  ref: FileRef,
+): Promise<{ deleted: true }> {
   await requireProject(db, actor, projectId, 'write');
   const row = await findFile(db, projectId, ref);
   await db.delete(projectFiles).where(eq(projectFiles.id, row.id));

@@ -22,7 +22,11 @@ export const fileMeta = {
 };
 export type FileMetaRow = Omit<typeof projectFiles.$inferSelect, 'content'>;
 
-export async function findProject(db: Db, id: string, lock?: 'update' | 'share'): Promise<ProjectRow | undefined> {
+export async function findProject(
+  db: Db,
+  id: string,
+  lock?: 'update' | 'share',
+): Promise<ProjectRow | undefined> {
   const q = db.select().from(projects).where(eq(projects.id, id));
   const [row] = lock === 'update' ? await q.for('update') : lock === 'share' ? await q.for('share') : await q;
   return row;
@@ -44,7 +48,12 @@ export async function userShareRole(db: Db, projectId: string, userId: string) {
   return row?.role ?? null;
 }
 
-export function listProjectsInOrg(db: Db, orgKey: string, page: { limit: number; offset: number }, sharedWith?: string) {
+export function listProjectsInOrg(
+  db: Db,
+  orgKey: string,
+  page: { limit: number; offset: number },
+  sharedWith?: string,
+) {
   const where = sharedWith
     ? and(
         eq(projects.orgId, orgKey),
@@ -53,7 +62,13 @@ export function listProjectsInOrg(db: Db, orgKey: string, page: { limit: number;
           db
             .select({ id: projectShares.projectId })
             .from(projectShares)
-            .where(and(eq(projectShares.userId, sharedWith), eq(projectShares.kind, 'user'), isNull(projectShares.revokedAt))),
+            .where(
+              and(
+                eq(projectShares.userId, sharedWith),
+                eq(projectShares.kind, 'user'),
+                isNull(projectShares.revokedAt),
+              ),
+            ),
         ),
       )
     : eq(projects.orgId, orgKey);
@@ -68,7 +83,14 @@ export function listProjectsInOrg(db: Db, orgKey: string, page: { limit: number;
 
 export async function insertProject(
   db: Db,
-  values: { orgId: string; name: string; description?: string | null; brief?: string; createdBy: string; forkedFromId?: string },
+  values: {
+    orgId: string;
+    name: string;
+    description?: string | null;
+    brief?: string;
+    createdBy: string;
+    forkedFromId?: string;
+  },
 ): Promise<ProjectRow> {
   const [row] = await db
     .insert(projects)
@@ -108,13 +130,23 @@ export async function copyReports(db: Db, fromProjectId: string, toProjectId: st
   const rows = await db.select().from(projectReports).where(eq(projectReports.projectId, fromProjectId));
   if (rows.length === 0) return;
   await db.insert(projectReports).values(
-    rows.map((r) => ({ id: newId('rpt'), projectId: toProjectId, title: r.title, body: r.body, createdAt: r.createdAt, updatedAt: r.updatedAt })),
+    rows.map((r) => ({
+      id: newId('rpt'),
+      projectId: toProjectId,
+      title: r.title,
+      body: r.body,
+      createdAt: r.createdAt,
+      updatedAt: r.updatedAt,
+    })),
   );
 }
 
 /** Copies every file inside the database: the bytes never travel through this process. */
 export async function copyFiles(db: Db, fromProjectId: string, toProjectId: string): Promise<void> {
-  const ids = await db.select({ id: projectFiles.id }).from(projectFiles).where(eq(projectFiles.projectId, fromProjectId));
+  const ids = await db
+    .select({ id: projectFiles.id })
+    .from(projectFiles)
+    .where(eq(projectFiles.projectId, fromProjectId));
   for (const { id } of ids) {
     await db.execute(sql`
       insert into project_files (id, project_id, path, media_type, size, sha256, content, created_at, updated_at)
@@ -164,14 +196,25 @@ export async function projectByLinkHash(db: Db, tokenHash: string): Promise<Proj
     .select({ project: projects })
     .from(projectShares)
     .innerJoin(projects, eq(projects.id, projectShares.projectId))
-    .where(and(eq(projectShares.tokenHash, tokenHash), eq(projectShares.kind, 'link'), isNull(projectShares.revokedAt)));
+    .where(
+      and(
+        eq(projectShares.tokenHash, tokenHash),
+        eq(projectShares.kind, 'link'),
+        isNull(projectShares.revokedAt),
+      ),
+    );
   return row?.project;
 }
 
 /** The most recent reports of an org's projects (MCP resources/list), without bodies. */
 export function listReportsInOrg(db: Db, orgKey: string, limit: number) {
   return db
-    .select({ id: projectReports.id, title: projectReports.title, projectId: projects.id, projectName: projects.name })
+    .select({
+      id: projectReports.id,
+      title: projectReports.title,
+      projectId: projects.id,
+      projectName: projects.name,
+    })
     .from(projectReports)
     .innerJoin(projects, eq(projects.id, projectReports.projectId))
     .where(eq(projects.orgId, orgKey))

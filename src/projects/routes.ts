@@ -6,7 +6,15 @@ import { forbidden } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import type { Actor } from './access.js';
 import { createBody, forkBody, listQuery, projectIdIn, transferBody, updateBody } from './schema.js';
-import { createProject, deleteProject, forkProject, getProject, listProjects, transferProject, updateProject } from './service.js';
+import {
+  createProject,
+  deleteProject,
+  forkProject,
+  getProject,
+  listProjects,
+  transferProject,
+  updateProject,
+} from './service.js';
 import { sharePageRoutes } from './share-page.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
@@ -34,12 +42,21 @@ export function projectRoutes(deps: Deps, auth: Auth): Router {
   router.get('/v1/projects', authed, async (req, res) => {
     // `org_id` is required; `client_id` is accepted as its other spelling (CONTRACT §2).
     const q = parse(listQuery, { ...req.query, org_id: req.query.org_id ?? req.query.client_id });
-    res.json({ data: await listProjects(db, actorOf(req), { orgKey: q.org_id, limit: q.limit, offset: q.offset }) });
+    res.json({
+      data: await listProjects(db, actorOf(req), { orgKey: q.org_id, limit: q.limit, offset: q.offset }),
+    });
   });
 
   router.post('/v1/projects', authed, async (req, res) => {
     const b = parse(createBody, req.body ?? {});
-    res.json(await createProject(db, actorOf(req), { orgKey: b.org_id, name: b.name, description: b.description, brief: b.brief }));
+    res.json(
+      await createProject(db, actorOf(req), {
+        orgKey: b.org_id,
+        name: b.name,
+        description: b.description,
+        brief: b.brief,
+      }),
+    );
   });
 
   router.get('/v1/projects/:project_id', authed, async (req, res) => {
@@ -62,7 +79,9 @@ export function projectRoutes(deps: Deps, auth: Auth): Router {
   router.post('/v1/projects/:project_id/fork', authed, async (req, res) => {
     const { project_id } = parse(idParams, req.params);
     const b = parse(forkBody, req.body ?? {});
-    res.json(await forkProject(db, actorOf(req), project_id, { name: b.name, targetOrgKey: b.target_org_id }));
+    res.json(
+      await forkProject(db, actorOf(req), project_id, { name: b.name, targetOrgKey: b.target_org_id }),
+    );
   });
 
   router.post('/v1/projects/:project_id/transfer', authed, async (req, res) => {

@@ -22,7 +22,8 @@ export const orgIdIn = z
     return key;
   });
 
-const idOf = (prefix: string) => z.string().regex(new RegExp(`^${prefix}_[a-z0-9]{1,64}$`), `expected a ${prefix}_… id`);
+const idOf = (prefix: string) =>
+  z.string().regex(new RegExp(`^${prefix}_[a-z0-9]{1,64}$`), `expected a ${prefix}_… id`);
 export const projectIdIn = idOf('prj');
 export const reportIdIn = idOf('rpt');
 export const fileIdIn = idOf('fil');
@@ -40,15 +41,20 @@ export const pathIn = z
   .min(1)
   .max(512)
   .refine((p) => !/[\u0000-\u001f\\]/.test(p), 'no control characters or backslashes')
-  .refine((p) => p.split('/').every((s) => s !== '' && s !== '.' && s !== '..'), 'a relative path without empty, . or .. segments');
+  .refine(
+    (p) => p.split('/').every((s) => s !== '' && s !== '.' && s !== '..'),
+    'a relative path without empty, . or .. segments',
+  );
 
 export const mediaTypeIn = z
   .string()
   .max(200)
-  .regex(/^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*(\s*;.*)?$/i, 'a media type such as text/markdown');
+  .regex(
+    /^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*(\s*;.*)?$/i,
+    'a media type such as text/markdown',
+  );
 
 export const roleIn = z.enum(['viewer', 'editor']);
-
 
 // ---- REST bodies -------------------------------------------------------------------------------
 
@@ -60,8 +66,15 @@ export const createBody = z.object({
   brief: briefIn.optional(),
 });
 export const updateBody = z
-  .object({ name: nameIn.optional(), description: descriptionIn.nullable().optional(), brief: briefIn.optional() })
-  .refine((b) => b.name !== undefined || b.description !== undefined || b.brief !== undefined, 'nothing to update');
+  .object({
+    name: nameIn.optional(),
+    description: descriptionIn.nullable().optional(),
+    brief: briefIn.optional(),
+  })
+  .refine(
+    (b) => b.name !== undefined || b.description !== undefined || b.brief !== undefined,
+    'nothing to update',
+  );
 export const forkBody = z.object({ name: nameIn.optional(), target_org_id: orgIdIn.optional() });
 export const transferBody = z.object({ target_org_id: orgIdIn });
 

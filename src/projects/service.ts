@@ -18,13 +18,18 @@ import { toProject, type ProjectDetailOut, type ProjectOut } from './schema.js';
 // The rules of projects (interface document: Projects, rules 1–5; CONTRACT §10). REST routes and MCP
 // tools both call these, so the two surfaces cannot drift apart.
 
-const inTx = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> => db.transaction((tx) => fn(tx as unknown as Db));
+const inTx = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
+  db.transaction((tx) => fn(tx as unknown as Db));
 
 /**
  * Projects of an org. A member sees all of them; someone who is not a member but has projects of that
  * org shared with them sees those; anyone else gets 403 NO_ACCESS.
  */
-export async function listProjects(db: Db, actor: Actor, input: { orgKey: string; limit: number; offset: number }): Promise<ProjectOut[]> {
+export async function listProjects(
+  db: Db,
+  actor: Actor,
+  input: { orgKey: string; limit: number; offset: number },
+): Promise<ProjectOut[]> {
   const role = await orgRoleOf(db, actor, input.orgKey);
   if (role) return (await listProjectsInOrg(db, input.orgKey, input)).map(toProject);
   if (actor.boundOrgKey) throw noAccess('this token acts only within its own client');
@@ -38,7 +43,8 @@ export async function createProject(
   actor: Actor,
   input: { orgKey: string; name: string; description?: string | undefined; brief?: string | undefined },
 ): Promise<ProjectOut> {
-  if (!canWriteOrg(await orgRoleOf(db, actor, input.orgKey))) throw noAccess('you cannot create projects in this client');
+  if (!canWriteOrg(await orgRoleOf(db, actor, input.orgKey)))
+    throw noAccess('you cannot create projects in this client');
   const row = await insertProject(db, {
     orgId: input.orgKey,
     name: input.name,
@@ -51,7 +57,12 @@ export async function createProject(
 
 async function detail(db: Db, project: typeof projects.$inferSelect): Promise<ProjectDetailOut> {
   const counts = await contentCounts(db, project.id);
-  return { ...toProject(project), brief: project.brief, report_count: counts.reportCount, file_count: counts.fileCount };
+  return {
+    ...toProject(project),
+    brief: project.brief,
+    report_count: counts.reportCount,
+    file_count: counts.fileCount,
+  };
 }
 
 /** CONTRACT §10: the Project plus `brief`, `report_count`, `file_count`. */
@@ -112,12 +123,15 @@ export async function forkProject(
 ): Promise<ProjectOut> {
   const { project: source } = await requireProject(db, actor, projectId, 'read');
   const targetOrgKey = input.targetOrgKey ?? source.orgId;
-  if (!canWriteOrg(await orgRoleOf(db, actor, targetOrgKey))) throw noAccess('you cannot create projects in the target client');
+  if (!canWriteOrg(await orgRoleOf(db, actor, targetOrgKey)))
+    throw noAccess('you cannot create projects in the target client');
   const row = await inTx(db, async (tx) => {
     await lockOrgProjectNames(tx, targetOrgKey);
     const current = await findProject(tx, projectId, 'share');
     if (!current) throw notFound('project not found');
-    const name = input.name ?? nextForkName(current.name, await namesWithPrefix(tx, targetOrgKey, `${current.name} (fork`));
+    const name =
+      input.name ??
+      nextForkName(current.name, await namesWithPrefix(tx, targetOrgKey, `${current.name} (fork`));
     const copy = await insertProject(tx, {
       orgId: targetOrgKey,
       name,
@@ -137,10 +151,19 @@ export async function forkProject(
  * Rule 5: re-points org_id (no copy) when the caller owns both clients. Reports, files and shares stay
  * with the project.
  */
-export async function transferProject(db: Db, actor: Actor, projectId: string, targetOrgKey: string): Promise<ProjectOut> {
+export async function transferProject(
+  db: Db,
+  actor: Actor,
+  projectId: string,
+  targetOrgKey: string,
+): Promise<ProjectOut> {
   const { project } = await requireProject(db, actor, projectId, 'read');
-  const [sourceRole, targetRole] = await Promise.all([orgRoleOf(db, actor, project.orgId), orgRoleOf(db, actor, targetOrgKey)]);
-  if (sourceRole !== 'owner' || targetRole !== 'owner') throw noAccess('a transfer needs the owner of both clients');
+  const [sourceRole, targetRole] = await Promise.all([
+    orgRoleOf(db, actor, project.orgId),
+    orgRoleOf(db, actor, targetOrgKey),
+  ]);
+  if (sourceRole !== 'owner' || targetRole !== 'owner')
+    throw noAccess('a transfer needs the owner of both clients');
   const row = await inTx(db, async (tx) => {
     const current = await findProject(tx, projectId, 'update');
     if (!current) throw notFound('project not found');

@@ -21,7 +21,14 @@ export function sharePageRoutes(deps: Deps): Router {
   router.get('/s/:token', async (req, res) => {
     const project = await projectForLink(deps.db, deps.keys.hmac, req.params.token ?? '');
     if (!project) {
-      sendPage(res, renderPage({ title: 'Not found', body: html`<h1>Not found</h1><p>This link does not exist or was revoked.</p>` }), 404);
+      sendPage(
+        res,
+        renderPage({
+          title: 'Not found',
+          body: html`<h1>Not found</h1><p>This link does not exist or was revoked.</p>`,
+        }),
+        404,
+      );
       return;
     }
     const reports = await deps.db

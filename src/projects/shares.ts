@@ -14,10 +14,16 @@ import { toShare, type ShareOut } from './schema.js';
 // of the project's client manage shares; a share never lets its holder share further.
 
 /** Shares the project with a registered, verified account; sharing again changes the role. */
-export async function shareWithUser(db: Db, actor: Actor, projectId: string, input: { email: string; role: ShareRole }): Promise<ShareOut> {
+export async function shareWithUser(
+  db: Db,
+  actor: Actor,
+  projectId: string,
+  input: { email: string; role: ShareRole },
+): Promise<ShareOut> {
   await requireProject(db, actor, projectId, 'manage');
   const user = await findUserByEmail(db, input.email);
-  if (!user || !user.verifiedAt) throw new AppError(404, 'USER_NOT_FOUND', 'no registered account has this e-mail');
+  if (!user || !user.verifiedAt)
+    throw new AppError(404, 'USER_NOT_FOUND', 'no registered account has this e-mail');
   const live = and(
     eq(projectShares.projectId, projectId),
     eq(projectShares.userId, user.id),
@@ -30,7 +36,14 @@ export async function shareWithUser(db: Db, actor: Actor, projectId: string, inp
     try {
       const [row] = await db
         .insert(projectShares)
-        .values({ id: newId('shr'), projectId, kind: 'user', userId: user.id, role: input.role, createdBy: actor.userId })
+        .values({
+          id: newId('shr'),
+          projectId,
+          kind: 'user',
+          userId: user.id,
+          role: input.role,
+          createdBy: actor.userId,
+        })
         .returning();
       return toShare(row!, user.email);
     } catch (err) {
@@ -53,7 +66,14 @@ export async function createShareLink(
   const token = randomBytes(32).toString('base64url');
   const [row] = await db
     .insert(projectShares)
-    .values({ id: newId('shr'), projectId, kind: 'link', role: 'viewer', tokenHash: hmacSecret(hmacKey, token), createdBy: actor.userId })
+    .values({
+      id: newId('shr'),
+      projectId,
+      kind: 'link',
+      role: 'viewer',
+      tokenHash: hmacSecret(hmacKey, token),
+      createdBy: actor.userId,
+    })
     .returning();
   return { ...toShare(row!, null), url: `${v2Url.replace(/\/$/, '')}/s/${token}` };
 }
@@ -79,7 +99,11 @@ export async function revokeShare(db: Db, actor: Actor, shareId: string): Promis
 }
 
 /** The project behind a public link token, or undefined when unknown or revoked. */
-export async function projectForLink(db: Db, hmacKey: Buffer, token: string): Promise<ProjectRow | undefined> {
+export async function projectForLink(
+  db: Db,
+  hmacKey: Buffer,
+  token: string,
+): Promise<ProjectRow | undefined> {
   if (!/^[A-Za-z0-9_-]{20,100}$/.test(token)) return undefined;
   return projectByLinkHash(db, hmacSecret(hmacKey, token));
 }

@@ -31,7 +31,8 @@ export interface Policy {
  * Keys are HMACed before they reach the store, so the shared table or Redis holds no e-mail
  * addresses and a key of any length fits the store's varchar(255).
  */
-export const storeKey = (hmacKey: Buffer, key: string): string => createHmac('sha256', hmacKey).update(key).digest('base64url');
+export const storeKey = (hmacKey: Buffer, key: string): string =>
+  createHmac('sha256', hmacKey).update(key).digest('base64url');
 
 export function createFailureLimiter(limiter: RateLimiterAbstract, hmacKey: Buffer): FailureLimiter {
   const points = limiter.points;

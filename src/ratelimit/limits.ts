@@ -53,7 +53,8 @@ export interface LimitsContext {
 type Factory = (policy: Policy) => RateLimiterAbstract;
 
 function storeFactory(ctx: LimitsContext): Factory {
-  const memory: Factory = (p) => new RateLimiterMemory({ keyPrefix: p.name, points: p.points, duration: p.durationSeconds });
+  const memory: Factory = (p) =>
+    new RateLimiterMemory({ keyPrefix: p.name, points: p.points, duration: p.durationSeconds });
 
   if (ctx.config.redisUrl) {
     // enableOfflineQueue off: a command while Redis is down fails at once and the insurance limiter
@@ -65,7 +66,12 @@ function storeFactory(ctx: LimitsContext): Factory {
       lastWarn = Date.now();
       ctx.log.warn({ err: err.message }, 'rate-limit store (redis) unavailable; using per-process limits');
     });
-    ctx.onClose(() => redis.quit().then(() => undefined, () => redis.disconnect()));
+    ctx.onClose(() =>
+      redis.quit().then(
+        () => undefined,
+        () => redis.disconnect(),
+      ),
+    );
     return (p) =>
       new RateLimiterRedis({
         storeClient: redis,

@@ -16,7 +16,11 @@ export const clientFrame = z.discriminatedUnion('type', [
     /** Same as the x-svc-organisation header (browsers cannot set headers on a WebSocket). */
     organisation: z.string().max(100).optional(),
   }),
-  z.object({ type: z.literal('start'), agent: z.string().min(1).max(64), messages: z.array(message).min(1).max(1000) }),
+  z.object({
+    type: z.literal('start'),
+    agent: z.string().min(1).max(64),
+    messages: z.array(message).min(1).max(1000),
+  }),
   z.object({
     type: z.literal('tool_result'),
     tool_call_id: z.string().min(1).max(256),
@@ -34,7 +38,12 @@ export type ClientFrame = z.output<typeof clientFrame>;
 export type ServerFrame =
   | { type: 'authenticated'; client_id: string }
   | { type: 'run_started'; run_id: string; agent: string }
-  | { type: 'assistant_message'; run_id: string; step: number; message: { role: 'assistant'; content: string | null; tool_calls?: unknown[] } }
+  | {
+      type: 'assistant_message';
+      run_id: string;
+      step: number;
+      message: { role: 'assistant'; content: string | null; tool_calls?: unknown[] };
+    }
   | { type: 'tool_call'; run_id: string; tool_call_id: string; name: string; arguments: string }
   | {
       type: 'run_completed';

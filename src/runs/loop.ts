@@ -47,12 +47,20 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
   let balance: number | null = null;
   try {
     io.send({ type: 'run_started', run_id: runId, agent: agent.name });
-    const messages: ChatMessage[] = [...(agent.instructions ? [{ role: 'system', content: agent.instructions }] : []), ...input.messages];
+    const messages: ChatMessage[] = [
+      ...(agent.instructions ? [{ role: 'system', content: agent.instructions }] : []),
+      ...input.messages,
+    ];
     const tools = openAiTools(agent);
     for (let step = 1; step <= deps.models.runMaxSteps; step++) {
       if (signal.aborted) throw new RunAborted();
       actor = await input.recheck();
-      const call = await prepareCall(deps, actor, { model: deps.models.modelId, messages, ...(tools.length ? { tools } : {}) }, true);
+      const call = await prepareCall(
+        deps,
+        actor,
+        { model: deps.models.modelId, messages, ...(tools.length ? { tools } : {}) },
+        true,
+      );
       const meter = new StreamMeter(deps.models.modelId);
       try {
         for await (const chunk of deps.models.upstream.stream(call.body, signal)) meter.observe(chunk, true);
@@ -67,7 +75,12 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
         throw err;
       }
       if (signal.aborted) {
-        await settleCall(deps, call, meter.finalUsage(call.promptEstimate).usage, `run ${runId} aborted`).catch(() => {});
+        await settleCall(
+          deps,
+          call,
+          meter.finalUsage(call.promptEstimate).usage,
+          `run ${runId} aborted`,
+        ).catch(() => {});
         throw new RunAborted();
       }
       const { usage } = meter.finalUsage(call.promptEstimate);
@@ -79,17 +92,35 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
       balance = outcome.balanceCredits;
 
       const toolCalls = meter.toolCalls();
-      const message = { role: 'assistant' as const, content: meter.content || null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
+      const message = {
+        role: 'assistant' as const,
+        content: meter.content || null,
+        ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+      };
       io.send({ type: 'assistant_message', run_id: runId, step, message });
       messages.push(message);
       if (toolCalls.length === 0) {
         return await complete('completed', step);
       }
       for (const tc of toolCalls) {
-        io.send({ type: 'tool_call', run_id: runId, tool_call_id: tc.id, name: tc.function.name, arguments: tc.function.arguments });
+        io.send({
+          type: 'tool_call',
+          run_id: runId,
+          tool_call_id: tc.id,
+          name: tc.function.name,
+          arguments: tc.function.arguments,
+        });
       }
-      const results = await Promise.all(toolCalls.map((tc) => io.toolResult(tc.id, input.toolTimeoutMs ?? TOOL_RESULT_TIMEOUT_MS)));
-      toolCalls.forEach((tc, i) => messages.push({ role: 'tool', tool_call_id: tc.id, content: resultText(results[i]!.status, results[i]!.result) }));
+      const results = await Promise.all(
+        toolCalls.map((tc) => io.toolResult(tc.id, input.toolTimeoutMs ?? TOOL_RESULT_TIMEOUT_MS)),
+      );
+      toolCalls.forEach((tc, i) =>
+        messages.push({
+          role: 'tool',
+          tool_call_id: tc.id,
+          content: resultText(results[i]!.status, results[i]!.result),
+        }),
+      );
     }
     return await complete('max_steps', deps.models.runMaxSteps);
   } finally {
@@ -98,7 +129,11 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
 
   async function complete(stopReason: 'completed' | 'max_steps', steps: number) {
     const balanceCredits = balance ?? (await balanceOf(deps, actor.orgKey));
-    const outcome = await signOutcome(deps, actor, { requestId: runId, creditsDebited: debited, balanceCredits });
+    const outcome = await signOutcome(deps, actor, {
+      requestId: runId,
+      creditsDebited: debited,
+      balanceCredits,
+    });
     io.send({
       type: 'run_completed',
       run_id: runId,
@@ -116,6 +151,12 @@ export const newRunId = () => newId('run');
 
 /** An error frame for whatever ended a run. */
 export function errorFrame(err: unknown, runId?: string): ServerFrame {
-  if (err instanceof AppError) return { type: 'error', code: err.code.toLowerCase(), message: err.message, ...(runId ? { run_id: runId } : {}) };
+  if (err instanceof AppError)
+    return {
+      type: 'error',
+      code: err.code.toLowerCase(),
+      message: err.message,
+      ...(runId ? { run_id: runId } : {}),
+    };
   return { type: 'error', code: 'internal', message: 'internal error', ...(runId ? { run_id: runId } : {}) };
 }

@@ -6,7 +6,15 @@ import { createAuth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
 import { orgIdOf } from '../ids.js';
-import { actorFromToken, assertCanSpend, checkOrgQuery, ORG_HEADER, revalidate, type Actor, type ModelRequest } from '../models/actor.js';
+import {
+  actorFromToken,
+  assertCanSpend,
+  checkOrgQuery,
+  ORG_HEADER,
+  revalidate,
+  type Actor,
+  type ModelRequest,
+} from '../models/actor.js';
 import { CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
 
@@ -80,7 +88,13 @@ function keepAlive(ws: WebSocket, intervalMs: number) {
   ws.on('close', () => clearInterval(timer));
 }
 
-function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: WebSocket, req: IncomingMessage, options: RunSocketOptions) {
+function handleConnection(
+  deps: Deps,
+  auth: ReturnType<typeof createAuth>,
+  ws: WebSocket,
+  req: IncomingMessage,
+  options: RunSocketOptions,
+) {
   // `org_id` in the upgrade's query must name the acting organization, as on the HTTP model routes
   // (CONTRACT §9); sent twice, it is refused like a mismatch.
   const orgIds = new URL(req.url ?? '/', 'http://upgrade').searchParams.getAll('org_id');
@@ -92,7 +106,14 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
   let token: string | null = null;
   let actor: Actor | null = null;
   let run: { id: string; controller: AbortController } | null = null;
-  const pending = new Map<string, { resolve: (r: { status: string; result: unknown }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  const pending = new Map<
+    string,
+    {
+      resolve: (r: { status: string; result: unknown }) => void;
+      reject: (e: Error) => void;
+      timer: NodeJS.Timeout;
+    }
+  >();
 
   const send = (frame: ServerFrame) => {
     if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(frame));
@@ -136,7 +157,8 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
 
   async function startRun(agentName: string, messages: unknown[]) {
     const agent = deps.models.agents.get(agentName);
-    if (!agent) return fail(new AppError(400, 'unknown_agent', `no agent named '${agentName}' (see GET /v1/agents)`));
+    if (!agent)
+      return fail(new AppError(400, 'unknown_agent', `no agent named '${agentName}' (see GET /v1/agents)`));
     const current = { id: newRunId(), controller: new AbortController() };
     run = current;
     try {
@@ -156,7 +178,13 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
             new Promise((resolve, reject) => {
               const timer = setTimeout(() => {
                 pending.delete(id);
-                reject(new AppError(408, 'tool_timeout', `no tool_result for ${id} within ${Math.round(timeoutMs / 1000)} s`));
+                reject(
+                  new AppError(
+                    408,
+                    'tool_timeout',
+                    `no tool_result for ${id} within ${Math.round(timeoutMs / 1000)} s`,
+                  ),
+                );
               }, timeoutMs);
               pending.set(id, { resolve, reject, timer });
             }),
@@ -188,7 +216,9 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
     if (!actor) {
       if (ws.readyState !== ws.OPEN) return; // a failed auth already closed it
       if (frame.type !== 'auth') {
-        return refuseUnauthenticated(new AppError(401, 'unauthenticated', 'the first frame must be {type: "auth", token}'));
+        return refuseUnauthenticated(
+          new AppError(401, 'unauthenticated', 'the first frame must be {type: "auth", token}'),
+        );
       }
       try {
         token = frame.token;
@@ -213,7 +243,14 @@ function handleConnection(deps: Deps, auth: ReturnType<typeof createAuth>, ws: W
         return;
       case 'tool_result': {
         const waiter = pending.get(frame.tool_call_id);
-        if (!waiter) return fail(new AppError(400, 'unknown_tool_call', `no tool call ${frame.tool_call_id} is waiting for a result`));
+        if (!waiter)
+          return fail(
+            new AppError(
+              400,
+              'unknown_tool_call',
+              `no tool call ${frame.tool_call_id} is waiting for a result`,
+            ),
+          );
         pending.delete(frame.tool_call_id);
         clearTimeout(waiter.timer);
         waiter.resolve({ status: frame.status, result: frame.result });

@@ -28,7 +28,13 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
       tokenName: body.token_name ?? DEFAULT_TOKEN_NAME,
     });
     res.set('Cache-Control', 'no-store');
-    res.json({ id: row.id, client_id: orgIdOf(row.orgId), token_name: row.tokenName, token: secret, created_at: unix(row.createdAt) });
+    res.json({
+      id: row.id,
+      client_id: orgIdOf(row.orgId),
+      token_name: row.tokenName,
+      token: secret,
+      created_at: unix(row.createdAt),
+    });
   });
 
   router.get('/v1/tokens', session, async (req, res) => {

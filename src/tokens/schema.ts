@@ -16,7 +16,6 @@ export const mintBody = z.object({
 /** Serial ids are int4: anything outside is unknown, and must not reach the database as a 500. */
 export const revokeBody = z.object({ id: z.number().int().positive().max(2_147_483_647) });
 
-
 export const tokenListItem = (row: ApiTokenRow) => ({
   id: row.id,
   client_id: orgIdOf(row.orgId),

@@ -22,11 +22,19 @@ export async function mintApiToken(
     db.transaction(async (tx) => {
       // Mints of one (org, user) queue behind each other instead of failing on the index and retrying
       // (five parallel mints would exhaust any retry budget); other pairs are not held up.
-      await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`api_token:${input.orgKey}:${input.userId}`}, 0))`);
+      await tx.execute(
+        sql`select pg_advisory_xact_lock(hashtextextended(${`api_token:${input.orgKey}:${input.userId}`}, 0))`,
+      );
       await tx
         .update(apiTokens)
         .set({ revokedAt: new Date() })
-        .where(and(eq(apiTokens.orgId, input.orgKey), eq(apiTokens.userId, input.userId), isNull(apiTokens.revokedAt)));
+        .where(
+          and(
+            eq(apiTokens.orgId, input.orgKey),
+            eq(apiTokens.userId, input.userId),
+            isNull(apiTokens.revokedAt),
+          ),
+        );
       const [row] = await tx
         .insert(apiTokens)
         .values({
@@ -49,7 +57,11 @@ export async function mintApiToken(
 }
 
 /** The caller's own tokens, active first, newest first (principal-scoped: CONTRACT §6 "own tokens only"). */
-export async function listOwnTokens(db: Db, userId: string, page: { limit: number; offset: number }): Promise<ApiTokenRow[]> {
+export async function listOwnTokens(
+  db: Db,
+  userId: string,
+  page: { limit: number; offset: number },
+): Promise<ApiTokenRow[]> {
   return db
     .select()
     .from(apiTokens)
@@ -70,7 +82,10 @@ export async function revokeOwnToken(db: Db, userId: string, tokenId: number): P
     .where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId), isNull(apiTokens.revokedAt)))
     .returning();
   if (revoked) return revoked;
-  const [existing] = await db.select().from(apiTokens).where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId)));
+  const [existing] = await db
+    .select()
+    .from(apiTokens)
+    .where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId)));
   return existing ?? null;
 }
 
@@ -79,7 +94,13 @@ export async function revokeOrgTokens(db: Db, orgKey: string, userId?: string): 
   const rows = await db
     .update(apiTokens)
     .set({ revokedAt: new Date() })
-    .where(and(eq(apiTokens.orgId, orgKey), isNull(apiTokens.revokedAt), userId ? eq(apiTokens.userId, userId) : undefined))
+    .where(
+      and(
+        eq(apiTokens.orgId, orgKey),
+        isNull(apiTokens.revokedAt),
+        userId ? eq(apiTokens.userId, userId) : undefined,
+      ),
+    )
     .returning({ id: apiTokens.id });
   return rows.length;
 }

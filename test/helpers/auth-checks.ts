@@ -38,16 +38,29 @@ function expectInvalidToken(res: CallResult, what: string) {
   expect(res.body?.detail?.code, `${what}: code`).toBe('INVALID_TOKEN');
 }
 
-export async function assertAuthChecks(server: TestServer, route: ProtectedRoute, options: AuthCheckOptions = {}): Promise<void> {
+export async function assertAuthChecks(
+  server: TestServer,
+  route: ProtectedRoute,
+  options: AuthCheckOptions = {},
+): Promise<void> {
   const accepts = options.accepts ?? 'both';
   const send = (opts: { token?: string; cookie?: string; headers?: Record<string, string> }) =>
-    call(server.url, route.method, route.path, { ...opts, ...(route.body !== undefined ? { body: route.body } : {}) });
+    call(server.url, route.method, route.path, {
+      ...opts,
+      ...(route.body !== undefined ? { body: route.body } : {}),
+    });
   const label = `${route.method} ${route.path}`;
 
   expectInvalidToken(await send({}), `${label} without a credential`);
   expectInvalidToken(await send({ token: 'garbage' }), `${label} with a garbage bearer`);
-  expectInvalidToken(await send({ headers: { authorization: 'Basic Zm9vOmJhcg==' } }), `${label} with a non-bearer scheme`);
-  expectInvalidToken(await send({ token: `svc_${randomBytes(32).toString('base64url')}` }), `${label} with an unknown svc_ token`);
+  expectInvalidToken(
+    await send({ headers: { authorization: 'Basic Zm9vOmJhcg==' } }),
+    `${label} with a non-bearer scheme`,
+  );
+  expectInvalidToken(
+    await send({ token: `svc_${randomBytes(32).toString('base64url')}` }),
+    `${label} with an unknown svc_ token`,
+  );
   const forged = await new SignJWT({ sid: 'ses_forged' })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject('usr_forged')
@@ -68,7 +81,10 @@ export async function assertAuthChecks(server: TestServer, route: ProtectedRoute
     expect(res.headers.get('www-authenticate'), `${label}: WWW-Authenticate`).toMatch(/^Bearer\b/);
   }
   if (accepts === 'token') {
-    expectInvalidToken(await send({ token: user.session }), `${label} is token-only and must refuse a session`);
+    expectInvalidToken(
+      await send({ token: user.session }),
+      `${label} is token-only and must refuse a session`,
+    );
   }
 
   if (accepts !== 'token' && !options.allowUnverified) {

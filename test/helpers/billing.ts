@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../../src/db/client.js';
 import { orgs } from '../../src/db/schema.js';
-import { accountBalance, ensureOrgAccounts, orgAccount, poolAccount, SOURCE_PURCHASES, transfer } from '../../src/billing/ledger.js';
+import {
+  accountBalance,
+  ensureOrgAccounts,
+  orgAccount,
+  poolAccount,
+  SOURCE_PURCHASES,
+  transfer,
+} from '../../src/billing/ledger.js';
 import { setAllocation } from '../../src/billing/service.js';
 import type { TestServer } from './server.js';
 
@@ -39,7 +46,13 @@ export async function setOrgBalance(server: TestServer, orgKey: string, credits:
 }
 
 /** A client's ledger account as stored: its balance and the tokens held for calls in flight. */
-export async function orgAccountRow(server: TestServer, orgKey: string): Promise<{ balance: number; held: number }> {
-  const [row] = await queryRows<{ balance: unknown; held: unknown }>(server.deps.db, sql`select balance, held from billing_accounts where id = ${orgAccount(orgKey)}`);
+export async function orgAccountRow(
+  server: TestServer,
+  orgKey: string,
+): Promise<{ balance: number; held: number }> {
+  const [row] = await queryRows<{ balance: unknown; held: unknown }>(
+    server.deps.db,
+    sql`select balance, held from billing_accounts where id = ${orgAccount(orgKey)}`,
+  );
   return { balance: Number(row!.balance), held: Number(row!.held) };
 }

@@ -59,10 +59,21 @@ export async function startFakeStripe(): Promise<FakeStripe> {
   };
   const byIdempotencyKey = new Map<string, Obj>();
 
-  function route(method: string, path: string, params: URLSearchParams, idem: string | undefined): [number, Obj] {
+  function route(
+    method: string,
+    path: string,
+    params: URLSearchParams,
+    idem: string | undefined,
+  ): [number, Obj] {
     if (method === 'POST' && path === '/v1/customers') {
       if (idem && byIdempotencyKey.has(idem)) return [200, byIdempotencyKey.get(idem)!];
-      const c = { id: id('cus'), object: 'customer', email: params.get('email'), metadata: { org_key: params.get('metadata[org_key]') }, invoice_settings: { default_payment_method: null } };
+      const c = {
+        id: id('cus'),
+        object: 'customer',
+        email: params.get('email'),
+        metadata: { org_key: params.get('metadata[org_key]') },
+        invoice_settings: { default_payment_method: null },
+      };
       state.customers.set(c.id, c);
       if (idem) byIdempotencyKey.set(idem, c);
       return [200, c];
@@ -70,10 +81,24 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     let m = /^\/v1\/customers\/([^/]+)$/.exec(path);
     if (method === 'GET' && m) {
       const c = state.customers.get(m[1]!);
-      return c ? [200, c] : [404, { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such customer' } }];
+      return c
+        ? [200, c]
+        : [
+            404,
+            {
+              error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such customer' },
+            },
+          ];
     }
     m = /^\/v1\/customers\/([^/]+)\/payment_methods$/.exec(path);
-    if (method === 'GET' && m) return [200, list(state.paymentMethods.filter((p) => p.customer === m![1]), path)];
+    if (method === 'GET' && m)
+      return [
+        200,
+        list(
+          state.paymentMethods.filter((p) => p.customer === m![1]),
+          path,
+        ),
+      ];
     if (method === 'POST' && path === '/v1/checkout/sessions') {
       const s = {
         id: id('cs_test'),
@@ -84,21 +109,45 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         status: 'open',
         payment_status: 'unpaid',
         amount_total: Number(params.get('line_items[0][price_data][unit_amount]') ?? 20_000),
-        metadata: { org_key: params.get('metadata[org_key]'), kind: params.get('metadata[kind]'), credits: params.get('metadata[credits]') },
+        metadata: {
+          org_key: params.get('metadata[org_key]'),
+          kind: params.get('metadata[kind]'),
+          credits: params.get('metadata[credits]'),
+        },
         created: now(),
       };
       state.sessions.set(s.id, s);
       return [200, s];
     }
-    if (method === 'GET' && path === '/v1/checkout/sessions') return [200, list([...state.sessions.values()], path)];
+    if (method === 'GET' && path === '/v1/checkout/sessions')
+      return [200, list([...state.sessions.values()], path)];
     m = /^\/v1\/checkout\/sessions\/([^/]+)(\/expire)?$/.exec(path);
     if (m) {
       const s = state.sessions.get(m[1]!);
-      if (!s) return [404, { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such checkout.session' } }];
+      if (!s)
+        return [
+          404,
+          {
+            error: {
+              type: 'invalid_request_error',
+              code: 'resource_missing',
+              message: 'No such checkout.session',
+            },
+          },
+        ];
       if (method === 'GET' && !m[2]) return [200, s];
       if (method === 'POST' && m[2]) {
         // As Stripe: only an open session can be expired.
-        if (s.status !== 'open') return [400, { error: { type: 'invalid_request_error', message: `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${s.status}".` } }];
+        if (s.status !== 'open')
+          return [
+            400,
+            {
+              error: {
+                type: 'invalid_request_error',
+                message: `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${s.status}".`,
+              },
+            },
+          ];
         s.status = 'expired';
         return [200, s];
       }
@@ -107,9 +156,21 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     if (method === 'GET' && path === '/v1/refunds') return [200, list([...state.refunds.values()], path)];
     if (method === 'GET' && path === '/v1/disputes') return [200, list([...state.disputes.values()], path)];
     if (method === 'POST' && path === '/v1/billing_portal/sessions') {
-      return [200, { id: id('bps'), object: 'billing_portal.session', customer: params.get('customer'), return_url: params.get('return_url'), url: `https://billing.stripe.test/p/session/${id('x')}` }];
+      return [
+        200,
+        {
+          id: id('bps'),
+          object: 'billing_portal.session',
+          customer: params.get('customer'),
+          return_url: params.get('return_url'),
+          url: `https://billing.stripe.test/p/session/${id('x')}`,
+        },
+      ];
     }
-    return [404, { error: { type: 'invalid_request_error', message: `fake stripe: no route ${method} ${path}` } }];
+    return [
+      404,
+      { error: { type: 'invalid_request_error', message: `fake stripe: no route ${method} ${path}` } },
+    ];
   }
 
   const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
@@ -121,7 +182,10 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     let status: number;
     let payload: Obj;
     if (state.failNext) {
-      ({ status, error: payload } = { status: state.failNext.status, error: { error: state.failNext.error } });
+      ({ status, error: payload } = {
+        status: state.failNext.status,
+        error: { error: state.failNext.error },
+      });
       state.failNext = null;
     } else {
       [status, payload] = route(req.method ?? 'GET', url.pathname, params, idem);

@@ -105,9 +105,11 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     state.requests.push({ headers: req.headers, body });
     await sleep(state.headersDelayMs);
     if (state.failStatus) {
-      res
-        .writeHead(state.failStatus, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ error: { message: `provider failure at ${state.url} with key ${FAKE_KEY}`, type: 'server_error' } }));
+      res.writeHead(state.failStatus, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          error: { message: `provider failure at ${state.url} with key ${FAKE_KEY}`, type: 'server_error' },
+        }),
+      );
       return;
     }
     const reply = state.reply(body);
@@ -124,7 +126,11 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     const id = `chatcmpl-fake${state.requests.length}`;
     const created = Math.floor(Date.now() / 1000);
     const model = 'provider-model-2026-01-01';
-    const toolCalls = (reply.toolCalls ?? []).map((t, i) => ({ id: `call_fake_${state.requests.length}_${i}`, type: 'function', function: t }));
+    const toolCalls = (reply.toolCalls ?? []).map((t, i) => ({
+      id: `call_fake_${state.requests.length}_${i}`,
+      type: 'function',
+      function: t,
+    }));
 
     if (!body.stream) {
       res.writeHead(200, { 'content-type': 'application/json' }).end(
@@ -133,7 +139,17 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
           object: 'chat.completion',
           created,
           model,
-          choices: [{ index: 0, message: { role: 'assistant', content: toolCalls.length ? null : pieces.join(''), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finish }],
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: 'assistant',
+                content: toolCalls.length ? null : pieces.join(''),
+                ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+              },
+              finish_reason: finish,
+            },
+          ],
           usage,
         }),
       );
@@ -142,8 +158,12 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     const includeUsage = !!body.stream_options?.include_usage;
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     const send = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...(includeUsage ? { usage: null } : {}), ...extra })}\n\n`);
-    send([{ index: 0, delta: { role: 'assistant', content: toolCalls.length ? null : '' }, finish_reason: null }]);
+      res.write(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...(includeUsage ? { usage: null } : {}), ...extra })}\n\n`,
+      );
+    send([
+      { index: 0, delta: { role: 'assistant', content: toolCalls.length ? null : '' }, finish_reason: null },
+    ]);
     let sent = 0;
     for (const piece of pieces) {
       await sleep(state.chunkDelayMs);
@@ -159,8 +179,24 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       sent++;
     }
     toolCalls.forEach((t, i) => {
-      send([{ index: 0, delta: { tool_calls: [{ index: i, id: t.id, type: 'function', function: { name: t.function.name, arguments: '' } }] }, finish_reason: null }]);
-      send([{ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: t.function.arguments } }] }, finish_reason: null }]);
+      send([
+        {
+          index: 0,
+          delta: {
+            tool_calls: [
+              { index: i, id: t.id, type: 'function', function: { name: t.function.name, arguments: '' } },
+            ],
+          },
+          finish_reason: null,
+        },
+      ]);
+      send([
+        {
+          index: 0,
+          delta: { tool_calls: [{ index: i, function: { arguments: t.function.arguments } }] },
+          finish_reason: null,
+        },
+      ]);
     });
     send([{ index: 0, delta: {}, finish_reason: finish }]);
     if (includeUsage) send([], { usage });

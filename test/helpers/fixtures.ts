@@ -27,7 +27,11 @@ export async function createUser(
   opts: { email?: string; name?: string; verified?: boolean } = {},
 ): Promise<TestUser> {
   const email = opts.email ?? `user-${randomToken(6)}@example.test`;
-  const { user, org } = await registerAccount(server.deps.db, { email, name: opts.name ?? 'Test User', password: STRONG_PASSWORD }, server.deps.hooks.accountCreated);
+  const { user, org } = await registerAccount(
+    server.deps.db,
+    { email, name: opts.name ?? 'Test User', password: STRONG_PASSWORD },
+    server.deps.hooks.accountCreated,
+  );
   if (opts.verified !== false) await markEmailVerified(server.deps.db, user.id);
   const { token } = await issueSession(server.deps.db, server.deps.keys.session, user.id);
   return {
@@ -51,7 +55,16 @@ export async function addMember(server: TestServer, orgKey: string, userId: stri
  * another for the same user and org revokes the first (src/tokens/service.ts). A second live token of an
  * org needs a second member.
  */
-export async function createApiToken(server: TestServer, user: { userId: string }, orgKey: string, tokenName = 'test') {
-  const { row, secret } = await mintApiToken(server.deps.db, server.deps.keys.hmac, { userId: user.userId, orgKey, tokenName });
+export async function createApiToken(
+  server: TestServer,
+  user: { userId: string },
+  orgKey: string,
+  tokenName = 'test',
+) {
+  const { row, secret } = await mintApiToken(server.deps.db, server.deps.keys.hmac, {
+    userId: user.userId,
+    orgKey,
+    tokenName,
+  });
   return { id: row.id, secret };
 }

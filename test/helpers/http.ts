@@ -16,7 +16,12 @@ export interface CallResult<T = any> {
   headers: Headers;
 }
 
-export async function call<T = any>(base: string, method: string, path: string, opts: CallOptions = {}): Promise<CallResult<T>> {
+export async function call<T = any>(
+  base: string,
+  method: string,
+  path: string,
+  opts: CallOptions = {},
+): Promise<CallResult<T>> {
   const url = new URL(path, base);
   for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, String(v));
   const headers: Record<string, string> = { 'accept-encoding': 'identity', ...opts.headers };
@@ -38,9 +43,12 @@ export async function call<T = any>(base: string, method: string, path: string, 
 export function client(base: string) {
   return {
     get: <T = any>(path: string, opts?: CallOptions) => call<T>(base, 'GET', path, opts),
-    post: <T = any>(path: string, body?: unknown, opts?: CallOptions) => call<T>(base, 'POST', path, { ...opts, body }),
-    put: <T = any>(path: string, body?: unknown, opts?: CallOptions) => call<T>(base, 'PUT', path, { ...opts, body }),
-    patch: <T = any>(path: string, body?: unknown, opts?: CallOptions) => call<T>(base, 'PATCH', path, { ...opts, body }),
+    post: <T = any>(path: string, body?: unknown, opts?: CallOptions) =>
+      call<T>(base, 'POST', path, { ...opts, body }),
+    put: <T = any>(path: string, body?: unknown, opts?: CallOptions) =>
+      call<T>(base, 'PUT', path, { ...opts, body }),
+    patch: <T = any>(path: string, body?: unknown, opts?: CallOptions) =>
+      call<T>(base, 'PATCH', path, { ...opts, body }),
     delete: <T = any>(path: string, opts?: CallOptions) => call<T>(base, 'DELETE', path, opts),
   };
 }

@@ -6,12 +6,22 @@ import type { TestServer } from './server.js';
 // process for the reuse window (DEFAULT_SLOT_REUSE_MS), so "released" is observed by waiting for it.
 
 /** The org's live leases (an expired row stays until a taker overwrites it, and counts for nothing). */
-export async function leaseRows(server: TestServer, orgKey: string): Promise<{ lease_id: string; kind: string }[]> {
-  return queryRows(server.deps.db, sql`select lease_id, kind from concurrency_leases where org_id = ${orgKey} and expires_at > now() order by slot`);
+export async function leaseRows(
+  server: TestServer,
+  orgKey: string,
+): Promise<{ lease_id: string; kind: string }[]> {
+  return queryRows(
+    server.deps.db,
+    sql`select lease_id, kind from concurrency_leases where org_id = ${orgKey} and expires_at > now() order by slot`,
+  );
 }
 
 /** Resolves with 0 once the org holds no lease, or with the count still held after `timeoutMs`. */
-export async function waitForNoLeases(server: TestServer, orgKey: string, timeoutMs = 2_000): Promise<number> {
+export async function waitForNoLeases(
+  server: TestServer,
+  orgKey: string,
+  timeoutMs = 2_000,
+): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const n = (await leaseRows(server, orgKey)).length;

@@ -17,7 +17,9 @@ export async function issueTestGrants(
     { clientId: opts.clientId ?? BUILTIN_CLI_CLIENT_ID, userId: user.userId, orgKey: opts.orgKey, issuer },
     opts.resources,
   );
-  const out: { platform?: string; model?: string; grantIds: Partial<Record<OAuthResource, string>> } = { grantIds: {} };
+  const out: { platform?: string; model?: string; grantIds: Partial<Record<OAuthResource, string>> } = {
+    grantIds: {},
+  };
   for (const grant of grants) {
     out[grant.resource] = (await issueAccessToken(server.deps, grant, issuer)).token;
     out.grantIds[grant.resource] = grant.id;
@@ -48,7 +50,10 @@ export async function driveConsent(
   session: string,
   opts: { decision?: 'approve' | 'deny'; org?: string; csrfOverride?: string } = {},
 ): Promise<ConsentResult> {
-  const page = await fetch(authorizationUrl, { headers: { cookie: sessionCookie(session) }, redirect: 'manual' });
+  const page = await fetch(authorizationUrl, {
+    headers: { cookie: sessionCookie(session) },
+    redirect: 'manual',
+  });
   const text = await page.text();
   const csrfCookie = /__Host-svc_csrf=([^;]+)/.exec(page.headers.get('set-cookie') ?? '')?.[1];
   const csrfField = /name="csrf_token" value="([^"]+)"/.exec(text)?.[1];
@@ -56,15 +61,27 @@ export async function driveConsent(
   if (page.status !== 200 || !action || !csrfField) {
     return { pageStatus: page.status, page: text, location: page.headers.get('location') ?? undefined };
   }
-  const form = new URLSearchParams({ csrf_token: opts.csrfOverride ?? csrfField, decision: opts.decision ?? 'approve' });
+  const form = new URLSearchParams({
+    csrf_token: opts.csrfOverride ?? csrfField,
+    decision: opts.decision ?? 'approve',
+  });
   if (opts.org) form.set('client_id', opts.org);
   const origin = new URL(authorizationUrl).origin;
   const post = await fetch(new URL(action, origin), {
     method: 'POST',
-    headers: { cookie: sessionCookie(session, csrfCookie), 'content-type': 'application/x-www-form-urlencoded', origin },
+    headers: {
+      cookie: sessionCookie(session, csrfCookie),
+      'content-type': 'application/x-www-form-urlencoded',
+      origin,
+    },
     body: form.toString(),
     redirect: 'manual',
   });
   await post.text();
-  return { pageStatus: 200, page: text, postStatus: post.status, location: post.headers.get('location') ?? undefined };
+  return {
+    pageStatus: 200,
+    page: text,
+    postStatus: post.status,
+    location: post.headers.get('location') ?? undefined,
+  };
 }

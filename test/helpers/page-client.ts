@@ -36,9 +36,17 @@ export class PageClient {
     }
   }
 
-  async request(method: string, path: string, opts: { form?: Record<string, string>; headers?: Record<string, string> } = {}): Promise<PageResponse> {
+  async request(
+    method: string,
+    path: string,
+    opts: { form?: Record<string, string>; headers?: Record<string, string> } = {},
+  ): Promise<PageResponse> {
     const url = new URL(path, this.base).toString();
-    const headers: Record<string, string> = { 'accept-encoding': 'identity', accept: 'text/html', ...opts.headers };
+    const headers: Record<string, string> = {
+      'accept-encoding': 'identity',
+      accept: 'text/html',
+      ...opts.headers,
+    };
     const cookie = this.cookieHeader();
     if (cookie) headers.cookie = cookie;
     let body: string | undefined;
@@ -49,7 +57,13 @@ export class PageClient {
     const res = await fetch(url, { method, headers, body, redirect: 'manual' });
     this.store(res.headers);
     const loc = res.headers.get('location');
-    return { status: res.status, headers: res.headers, text: await res.text(), location: loc ? new URL(loc, url).toString() : null, url };
+    return {
+      status: res.status,
+      headers: res.headers,
+      text: await res.text(),
+      location: loc ? new URL(loc, url).toString() : null,
+      url,
+    };
   }
 
   get(path: string, headers?: Record<string, string>) {
@@ -62,7 +76,8 @@ export class PageClient {
 
   /** Follows redirects (GET) until a non-redirect answer, at most 10 hops. */
   async follow(res: PageResponse): Promise<PageResponse> {
-    for (let i = 0; i < 10 && res.location && res.status >= 300 && res.status < 400; i++) res = await this.get(res.location);
+    for (let i = 0; i < 10 && res.location && res.status >= 300 && res.status < 400; i++)
+      res = await this.get(res.location);
     return res;
   }
 
@@ -83,5 +98,10 @@ export function csrfOf(pageHtml: string): string {
 /** The value of a hidden input by name. */
 export function hiddenOf(pageHtml: string, name: string): string | null {
   const m = new RegExp(`<input type="hidden" name="${name}" value="([^"]*)"`).exec(pageHtml);
-  return m ? m[1]!.replace(/&amp;/g, '&').replace(/&#39;/g, "'").replace(/&quot;/g, '"') : null;
+  return m
+    ? m[1]!
+        .replace(/&amp;/g, '&')
+        .replace(/&#39;/g, "'")
+        .replace(/&quot;/g, '"')
+    : null;
 }

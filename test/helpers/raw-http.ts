@@ -25,24 +25,27 @@ export function rawRequest(
     if (opts.body !== undefined) headers['content-length'] = Buffer.byteLength(opts.body);
     // Node refuses raw non-ASCII in a request line; a browser would percent-encode it the same way.
     const line = path.replace(/[^\x21-\x7e]/gu, (ch) => encodeURIComponent(ch));
-    const req = http.request({ agent, host: url.hostname, port: url.port, method, path: line, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        const contentType = String(res.headers['content-type'] ?? '');
-        let json: unknown;
-        if (contentType.includes('json')) {
-          try {
-            json = JSON.parse(text);
-          } catch {
-            json = undefined;
+    const req = http.request(
+      { agent, host: url.hostname, port: url.port, method, path: line, headers },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const contentType = String(res.headers['content-type'] ?? '');
+          let json: unknown;
+          if (contentType.includes('json')) {
+            try {
+              json = JSON.parse(text);
+            } catch {
+              json = undefined;
+            }
           }
-        }
-        resolve({ status: res.statusCode ?? 0, contentType, text, json });
-      });
-      res.on('error', reject);
-    });
+          resolve({ status: res.statusCode ?? 0, contentType, text, json });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     if (opts.body !== undefined) req.write(opts.body);
     req.end();

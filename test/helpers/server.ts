@@ -25,7 +25,8 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export const storageMode = (): 'postgres' | 'pglite' => (process.env.TEST_DATABASE_URL ? 'postgres' : 'pglite');
+export const storageMode = (): 'postgres' | 'pglite' =>
+  process.env.TEST_DATABASE_URL ? 'postgres' : 'pglite';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -1,7 +1,14 @@
 import { afterAll, beforeAll } from 'vitest';
 import { startTestServer, type TestServer } from './server.js';
 import { client } from './http.js';
-import { deliverWebhook, signatureFor, startFakeStripe, stripeEvent, stripeEnv, type FakeStripe } from './fake-stripe.js';
+import {
+  deliverWebhook,
+  signatureFor,
+  startFakeStripe,
+  stripeEvent,
+  stripeEnv,
+  type FakeStripe,
+} from './fake-stripe.js';
 
 // The Stripe test files' common world: a server wired to its own local fake of the processor (CONTRACT
 // §8, STRIPE_API_BASE), started before the file's tests and closed after, and webhooks signed with the
@@ -14,7 +21,10 @@ export interface StripeWorld {
 }
 
 /** Checkout URLs any test can pass (the processor only echoes them back). */
-export const checkoutUrls = { success_url: 'https://app.example/ok', cancel_url: 'https://app.example/cancel' };
+export const checkoutUrls = {
+  success_url: 'https://app.example/ok',
+  cancel_url: 'https://app.example/cancel',
+};
 
 /** Registers the file's hooks; `world` is filled in before the first test runs. */
 export function useStripeServer(secret: string) {

@@ -1,5 +1,15 @@
 import { sql } from 'drizzle-orm';
-import { bigint, bigserial, boolean, check, index, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  index,
+  integer,
+  pgTable,
+  text,
+  timestamp,
+} from 'drizzle-orm/pg-core';
 
 // The token ledger (interface document: Token economics; CONTRACT §8), shaped like a double-entry
 // ledger: every movement is one immutable row moving `amount` from one account to another, so each
@@ -40,7 +50,15 @@ export const billingAccounts = pgTable(
   ],
 );
 
-export const ENTRY_TYPES = ['trial', 'subscription_credit', 'topup', 'usage', 'refund', 'allocate', 'reclaim'] as const;
+export const ENTRY_TYPES = [
+  'trial',
+  'subscription_credit',
+  'topup',
+  'usage',
+  'refund',
+  'allocate',
+  'reclaim',
+] as const;
 /** The transaction types the API shows (interface document: Transaction). */
 export const SHOWN_TYPES = ['trial', 'subscription_credit', 'topup', 'usage', 'refund'] as const;
 
@@ -98,8 +116,12 @@ export const billingHolds = pgTable(
   },
   (t) => [
     check('billing_holds_amounts', sql`${t.amount} >= 0 and ${t.debited} >= 0`),
-    index('billing_holds_open_idx').on(t.accountId, t.expiresAt).where(sql`${t.status} = 'held'`),
-    index('billing_holds_expiry_idx').on(t.expiresAt).where(sql`${t.status} = 'held'`),
+    index('billing_holds_open_idx')
+      .on(t.accountId, t.expiresAt)
+      .where(sql`${t.status} = 'held'`),
+    index('billing_holds_expiry_idx')
+      .on(t.expiresAt)
+      .where(sql`${t.status} = 'held'`),
   ],
 );
 

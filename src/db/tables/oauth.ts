@@ -59,7 +59,9 @@ export const oauthGrants = pgTable(
     revokedAt: timestamp('revoked_at', { withTimezone: true }),
   },
   (t) => [
-    index('oauth_grants_org_user_live_idx').on(t.org, t.userId).where(sql`${t.revokedAt} is null`),
+    index('oauth_grants_org_user_live_idx')
+      .on(t.org, t.userId)
+      .where(sql`${t.revokedAt} is null`),
   ],
 );
 

@@ -19,7 +19,9 @@ export const orgs = pgTable(
   },
   (t) => [
     // One default client per account.
-    uniqueIndex('orgs_one_default_per_owner').on(t.ownerId).where(sql`${t.isDefault}`),
+    uniqueIndex('orgs_one_default_per_owner')
+      .on(t.ownerId)
+      .where(sql`${t.isDefault}`),
     index('orgs_owner_idx').on(t.ownerId),
   ],
 );

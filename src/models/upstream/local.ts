@@ -1,6 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { countPrompt, contentText, textPieces } from '../tokens.js';
-import type { ChatBody, ChatChunk, ChatCompletion, ChatMessage, ToolCall, ToolSpec, Upstream, Usage } from './types.js';
+import type {
+  ChatBody,
+  ChatChunk,
+  ChatCompletion,
+  ChatMessage,
+  ToolCall,
+  ToolSpec,
+  Upstream,
+  Usage,
+} from './types.js';
 
 // The built-in offline model `svc-local` (CONTRACT §9): used when no MODEL_UPSTREAM_URL is configured,
 // so chat, streaming, tool calls and runs work on a fresh machine. Deterministic: the same request gives
@@ -50,9 +59,17 @@ function pickTool(body: ChatBody, userText: string) {
 }
 
 /** Plausible arguments from a JSON Schema, by property name and type. */
-function argumentsFor(parameters: Record<string, unknown> | undefined, userText: string): Record<string, unknown> {
-  const props = (parameters?.properties ?? {}) as Record<string, { type?: string; enum?: unknown[]; default?: unknown }>;
-  const required = Array.isArray(parameters?.required) ? (parameters!.required as string[]) : Object.keys(props);
+function argumentsFor(
+  parameters: Record<string, unknown> | undefined,
+  userText: string,
+): Record<string, unknown> {
+  const props = (parameters?.properties ?? {}) as Record<
+    string,
+    { type?: string; enum?: unknown[]; default?: unknown }
+  >;
+  const required = Array.isArray(parameters?.required)
+    ? (parameters!.required as string[])
+    : Object.keys(props);
   const pathInText = /(?:^|\s)((?:\.{0,2}\/)?[\w.-]+(?:\/[\w.-]+)*\.[A-Za-z0-9]+)\b/.exec(userText)?.[1];
   const quoted = /`([^`]+)`/.exec(userText)?.[1];
   const out: Record<string, unknown> = {};
@@ -83,7 +100,11 @@ function plan(body: ChatBody): Plan {
   const userText = contentText(lastOf(messages, 'user')?.content).trim();
   const promptTokens = countPrompt(messages, body.tools);
   const limit = Number(body.max_completion_tokens ?? body.max_tokens ?? Infinity);
-  const usage = (completion: number): Usage => ({ prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion });
+  const usage = (completion: number): Usage => ({
+    prompt_tokens: promptTokens,
+    completion_tokens: completion,
+    total_tokens: promptTokens + completion,
+  });
 
   if (last?.role === 'user') {
     const tool = pickTool(body, userText);
@@ -92,7 +113,13 @@ function plan(body: ChatBody): Plan {
       const cost = 2 + textPieces(tool.name).length + textPieces(args.replace(/[{}",:]/g, ' ')).length;
       if (cost <= limit) {
         const id = `call_${randomBytes(9).toString('base64url')}`;
-        return { text: null, toolCall: { id, type: 'function', function: { name: tool.name, arguments: args } }, finish: 'tool_calls', usage: usage(cost), pieces: [] };
+        return {
+          text: null,
+          toolCall: { id, type: 'function', function: { name: tool.name, arguments: args } },
+          finish: 'tool_calls',
+          usage: usage(cost),
+          pieces: [],
+        };
       }
     }
   }
@@ -121,9 +148,15 @@ function plan(body: ChatBody): Plan {
  */
 function choicesOf(body: ChatBody, p: Plan) {
   const n = Math.max(1, Math.floor(Number(body.n ?? 1)));
-  const calls = Array.from({ length: n }, (_, i) => (p.toolCall && i > 0 ? { ...p.toolCall, id: `call_${randomBytes(9).toString('base64url')}` } : p.toolCall));
+  const calls = Array.from({ length: n }, (_, i) =>
+    p.toolCall && i > 0 ? { ...p.toolCall, id: `call_${randomBytes(9).toString('base64url')}` } : p.toolCall,
+  );
   const completion = p.usage.completion_tokens * n;
-  const usage: Usage = { prompt_tokens: p.usage.prompt_tokens, completion_tokens: completion, total_tokens: p.usage.prompt_tokens + completion };
+  const usage: Usage = {
+    prompt_tokens: p.usage.prompt_tokens,
+    completion_tokens: completion,
+    total_tokens: p.usage.prompt_tokens + completion,
+  };
   return { n, calls, usage };
 }
 
@@ -140,7 +173,12 @@ export function createLocalUpstream(modelId: string): Upstream {
         model: modelId,
         choices: calls.map((call, index) => ({
           index,
-          message: { role: 'assistant' as const, content: p.text, ...(call ? { tool_calls: [call] } : {}), refusal: null },
+          message: {
+            role: 'assistant' as const,
+            content: p.text,
+            ...(call ? { tool_calls: [call] } : {}),
+            refusal: null,
+          },
           finish_reason: p.finish,
           logprobs: null,
         })),
@@ -153,7 +191,11 @@ export function createLocalUpstream(modelId: string): Upstream {
       const { calls, usage } = choicesOf(body, p);
       const id = newId('chatcmpl-');
       const created = nowUnix();
-      const chunk = (index: number, delta: ChatChunk['choices'][0]['delta'], finish: string | null = null): ChatChunk => ({
+      const chunk = (
+        index: number,
+        delta: ChatChunk['choices'][0]['delta'],
+        finish: string | null = null,
+      ): ChatChunk => ({
         id,
         object: 'chat.completion.chunk',
         created,
@@ -163,7 +205,16 @@ export function createLocalUpstream(modelId: string): Upstream {
       for (const [i, call] of calls.entries()) {
         yield chunk(i, { role: 'assistant', content: call ? null : '' });
         if (call) {
-          yield chunk(i, { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] });
+          yield chunk(i, {
+            tool_calls: [
+              {
+                index: 0,
+                id: call.id,
+                type: 'function',
+                function: { name: call.function.name, arguments: '' },
+              },
+            ],
+          });
           yield chunk(i, { tool_calls: [{ index: 0, function: { arguments: call.function.arguments } }] });
         }
       }

@@ -17,7 +17,11 @@ export interface UpstreamTimeouts {
   bodyIdleMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: UpstreamTimeouts = { connectMs: 10_000, headersMs: 120_000, bodyIdleMs: 60_000 };
+export const DEFAULT_TIMEOUTS: UpstreamTimeouts = {
+  connectMs: 10_000,
+  headersMs: 120_000,
+  bodyIdleMs: 60_000,
+};
 
 export interface OpenAICompatibleOptions {
   url: string;
@@ -52,13 +56,21 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     if (signal.aborted) return signal.reason instanceof Error ? signal.reason : new Error('aborted');
     if (err instanceof AppError) return err;
     const code = (err as { code?: string }).code ?? '';
-    if (TIMEOUT_CODES.has(code) || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+    if (
+      TIMEOUT_CODES.has(code) ||
+      err instanceof undiciErrors.HeadersTimeoutError ||
+      err instanceof undiciErrors.BodyTimeoutError
+    ) {
       return new AppError(504, 'upstream_timeout', 'the model provider did not answer in time');
     }
     return new AppError(502, 'upstream_unavailable', 'the model provider could not be reached');
   }
 
-  async function statusError(status: number, headers: Record<string, unknown>, text: string): Promise<AppError> {
+  async function statusError(
+    status: number,
+    headers: Record<string, unknown>,
+    text: string,
+  ): Promise<AppError> {
     let message = '';
     try {
       const parsed = JSON.parse(text) as { error?: { message?: unknown } | string };
@@ -75,7 +87,11 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     }
     // The request itself was refused (bad messages, unsupported parameter): the caller can fix it.
     if (status === 400 || status === 404 || status === 413 || status === 422) {
-      return new AppError(400, 'upstream_rejected', scrub(message) || 'the model provider rejected the request');
+      return new AppError(
+        400,
+        'upstream_rejected',
+        scrub(message) || 'the model provider rejected the request',
+      );
     }
     // 401/403 mean our provider key is wrong, 5xx theirs: either way the caller can do nothing about it.
     return new AppError(502, 'upstream_error', 'the model provider failed to answer');
@@ -126,10 +142,12 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
       const res = await send({ ...body, stream: false }, signal);
       try {
         const parsed = (await res.body.json()) as ChatCompletion;
-        if (!parsed || !Array.isArray(parsed.choices)) throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+        if (!parsed || !Array.isArray(parsed.choices))
+          throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
         return parsed;
       } catch (err) {
-        if (err instanceof SyntaxError) throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+        if (err instanceof SyntaxError)
+          throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
         throw networkError(err, signal);
       }
     },

@@ -147,7 +147,8 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
     this.#closed = true;
     this.#raw = [];
     this.#events = [];
-    if (!this.#finished && !this.#requestOver) this.#controller?.abort(new Error('the proxy stopped reading the provider stream'));
+    if (!this.#finished && !this.#requestOver)
+      this.#controller?.abort(new Error('the proxy stopped reading the provider stream'));
     return Promise.resolve({ value: undefined, done: true });
   }
 
@@ -185,7 +186,8 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
           this.#raw = [];
           this.#rawHead = 0;
         }
-        if (this.#controller?.paused && this.#raw.length - this.#rawHead <= LOW_WATER) this.#controller.resume();
+        if (this.#controller?.paused && this.#raw.length - this.#rawHead <= LOW_WATER)
+          this.#controller.resume();
         continue;
       }
       if (!this.#bodyEnded) return null;

@@ -27,7 +27,10 @@ export class SseDecoder {
     while ((nl = buf.indexOf(LF, start)) !== -1) {
       const end = nl > start && buf[nl - 1] === CR ? nl - 1 : nl;
       if (end === start) this.#dispatch();
-      else if (end - start >= DATA.length && buf.compare(DATA, 0, DATA.length, start, start + DATA.length) === 0) {
+      else if (
+        end - start >= DATA.length &&
+        buf.compare(DATA, 0, DATA.length, start, start + DATA.length) === 0
+      ) {
         const from = start + DATA.length;
         this.#data.push(buf.toString('utf8', buf[from] === SPACE ? from + 1 : from, end));
       }

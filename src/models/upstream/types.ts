@@ -55,7 +55,12 @@ export interface ChatCompletion {
 export interface ChunkDelta {
   role?: string;
   content?: string | null;
-  tool_calls?: { index: number; id?: string; type?: string; function?: { name?: string; arguments?: string } }[];
+  tool_calls?: {
+    index: number;
+    id?: string;
+    type?: string;
+    function?: { name?: string; arguments?: string };
+  }[];
   [k: string]: unknown;
 }
 
