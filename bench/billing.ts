@@ -18,10 +18,11 @@ import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
 import { createSpendBatchers } from '../src/models/services.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { randomToken } from '../src/ids.js';
+import { knob } from './knobs.js';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const SECONDS = knob('BENCH_SECONDS', 5, 1);
+const CONCURRENCY = knob('BENCH_CONCURRENCY', 8, 4);
 const HOLD = 10;
 const DEBIT = 7;
 const FUND = 1_000_000_000;

@@ -7,10 +7,13 @@
 //
 // Each server runs in its own process (this file with BENCH_ROLE=svc|bare), so the load generator does
 // not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
-// TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite.
-// Knobs: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 16).
+// TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite: it needs no
+// database variable and no server.
+// Knobs: BENCH_SECONDS (default 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (16); --smoke: short phases, no
+// warm-up (bench/knobs.ts).
 import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
+import { knob, namedDatabaseUrl } from './knobs.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -28,7 +31,10 @@ const MCP_HEADERS = {
 };
 
 if (role === 'svc') {
-  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
+  // test/helpers/server.ts reads TEST_DATABASE_URL; set it only when a URL was named (bench/knobs.ts).
+  const named = namedDatabaseUrl();
+  if (named) process.env.TEST_DATABASE_URL = named;
+  else delete process.env.TEST_DATABASE_URL;
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser } = await import('../test/helpers/fixtures.js');
   const { issueTestGrants } = await import('../test/helpers/oauth.js');
@@ -135,7 +141,8 @@ async function load(
 }
 
 async function main() {
-  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const seconds = knob('BENCH_SECONDS', 10, 1);
+  const warmup = knob('BENCH_WARMUP', 2, 0);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
   const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc' });
   let bare: Awaited<ReturnType<typeof startChild>> | undefined;
@@ -145,8 +152,10 @@ async function main() {
       BENCH_BODY: JSON.stringify(svc.info.structured),
     });
     const auth = { authorization: `Bearer ${svc.info.token}` };
-    await load('warm-up', svc.info.url, auth, 2, connections);
-    await load('warm-up', bare.info.url, {}, 2, connections);
+    if (warmup) {
+      await load('warm-up', svc.info.url, auth, warmup, connections);
+      await load('warm-up', bare.info.url, {}, warmup, connections);
+    }
     const a = await load('svc list_projects', svc.info.url, auth, seconds, connections);
     const b = await load('SDK bare, constant tool', bare.info.url, {}, seconds, connections);
     const row = (f: Figures) =>

@@ -14,6 +14,7 @@ import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { announce, startChild } from './children.js';
+import { knob, namedDatabaseUrl } from './knobs.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -69,7 +70,7 @@ async function freePort(): Promise<number> {
 async function benchDatabaseUrl(): Promise<string | undefined> {
   const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
   if (process.env.BENCH_STORAGE === 'pglite') return undefined;
-  const named = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+  const named = namedDatabaseUrl();
   if (named) return named;
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: LOCAL_POSTGRES, connectionTimeoutMillis: 2000 });
@@ -186,7 +187,8 @@ async function main() {
       if (res.statusCode !== 200) throw new Error(`${t.name}: ${res.statusCode} ${text.slice(0, 300)}`);
     }
 
-    const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+    const seconds = knob('BENCH_SECONDS', 5, 1);
+    const warmup = knob('BENCH_WARMUP', 1, 0);
     const run = (t: Target, opts: Record<string, unknown>) =>
       new Promise<any>((resolve, reject) => {
         let n = 0;
@@ -233,10 +235,11 @@ async function main() {
       return first - start;
     }
     async function ttfb(all: Target[], samples: number): Promise<Map<string, { p50: number; p99: number }>> {
+      const block = Math.min(TTFB_BLOCK, samples);
       const times = new Map(all.map((t) => [t.name, [] as number[]]));
-      for (let round = 0; round < Math.ceil(samples / TTFB_BLOCK); round++) {
+      for (let round = 0; round < Math.ceil(samples / block); round++) {
         for (const t of all) {
-          for (let i = 0; i < TTFB_WARM + TTFB_BLOCK; i++) {
+          for (let i = 0; i < TTFB_WARM + block; i++) {
             const ms = await firstByte(t);
             if (i >= TTFB_WARM) times.get(t.name)!.push(ms);
           }
@@ -258,7 +261,7 @@ async function main() {
 
     const rows: Record<string, Record<string, string | number>> = {};
     for (const t of targets) {
-      await run(t, { connections: 16, duration: 1 }); // warm-up
+      if (warmup) await run(t, { connections: 16, duration: warmup });
       const max = await run(t, { connections: 32 });
       const paced = await run(t, { connections: 16, overallRate: 200 });
       rows[t.name] = {
@@ -268,8 +271,10 @@ async function main() {
         'p99 ms @200/s': paced.requests.total ? paced.latency.p99 : 'none done',
         'errors (paced)': paced.errors + paced.non2xx,
       };
+      // A wrong answer from svc (not a slow one) fails the bench: it measured something else.
+      if (t.name.startsWith('svc') && max.non2xx + paced.non2xx > 0) process.exitCode = 1;
     }
-    const firsts = await ttfb(targets, Number(process.env.BENCH_TTFB_SAMPLES ?? 400));
+    const firsts = await ttfb(targets, knob('BENCH_TTFB_SAMPLES', 400, 20));
     for (const t of targets) {
       const first = firsts.get(t.name)!;
       rows[t.name]!['first byte p50 ms'] = Number(first.p50.toFixed(2));

@@ -3,9 +3,11 @@
 import { cpuTimes, stealReport } from './machine.js';
 
 const name = process.argv[2];
+// `--smoke`: a short run that proves the bench still works (bench/knobs.ts); children inherit the variable.
+if (process.argv.includes('--smoke')) process.env.BENCH_SMOKE = '1';
 const known = ['verify', 'oauth', 'mcp', 'billing', 'proxy', 'cpu'];
 if (!name || !known.includes(name)) {
-  process.stderr.write(`usage: npm run bench -- <${known.join('|')}>\n`);
+  process.stderr.write(`usage: npm run bench -- <${known.join('|')}> [--smoke]\n`);
   process.exit(2);
 }
 // Whatever the bench, its reader learns how much of the machine it had (bench/machine.ts).

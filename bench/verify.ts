@@ -5,16 +5,22 @@
 //
 // Each server runs in its own process (this file with BENCH_ROLE=svc|bare) so the load generator does
 // not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
-// TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite.
-// Knobs: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 32).
+// TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite: it needs no
+// database variable and no server.
+// Knobs: BENCH_SECONDS (default 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (32), BENCH_SEQUENTIAL (2000);
+// --smoke: short phases, no warm-up (bench/knobs.ts).
 import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
+import { knob, namedDatabaseUrl } from './knobs.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
 
 if (role === 'svc') {
-  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL;
+  // test/helpers/server.ts reads TEST_DATABASE_URL; set it only when a URL was named (bench/knobs.ts).
+  const named = namedDatabaseUrl();
+  if (named) process.env.TEST_DATABASE_URL = named;
+  else delete process.env.TEST_DATABASE_URL;
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
   const server = await startTestServer();
@@ -86,8 +92,9 @@ async function sequential(url: string, path: string, headers: Record<string, str
   const { Pool } = await import('undici');
   const pool = new Pool(url, { connections: 1 });
   const samples: number[] = [];
+  const warm = Math.min(200, count);
   try {
-    for (let i = 0; i < count + 200; i++) {
+    for (let i = 0; i < count + warm; i++) {
       const started = process.hrtime.bigint();
       const res = await pool.request({
         method: 'GET',
@@ -96,7 +103,7 @@ async function sequential(url: string, path: string, headers: Record<string, str
       });
       await res.body.text();
       if (res.statusCode !== 200) throw new Error(`${path} answered ${res.statusCode}`);
-      if (i >= 200) samples.push(Number(process.hrtime.bigint() - started) / 1000);
+      if (i >= warm) samples.push(Number(process.hrtime.bigint() - started) / 1000);
     }
   } finally {
     await pool.close();
@@ -107,7 +114,8 @@ async function sequential(url: string, path: string, headers: Record<string, str
 }
 
 async function main() {
-  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const seconds = knob('BENCH_SECONDS', 10, 1);
+  const warmup = knob('BENCH_WARMUP', 2, 0);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
   const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc' });
   let bare: Awaited<ReturnType<typeof startChild>> | undefined;
@@ -118,8 +126,10 @@ async function main() {
     });
     const auth = { authorization: `Bearer ${svc.info.token}` };
     // Warm-up (JIT, connection pool), then the measured runs back to back.
-    await load('warm-up', svc.info.url, auth, 2, connections);
-    await load('warm-up', bare.info.url, {}, 2, connections);
+    if (warmup) {
+      await load('warm-up', svc.info.url, auth, warmup, connections);
+      await load('warm-up', bare.info.url, {}, warmup, connections);
+    }
     const a = await load('svc /v1/auth/verify', svc.info.url, auth, seconds, connections);
     const b = await load('bare express, same JSON', bare.info.url, {}, seconds, connections);
     // The same svc app without auth or database: separates the app's middleware stack from the auth check.
@@ -138,14 +148,14 @@ async function main() {
       ].join('\n') + '\n',
     );
 
-    const n = Number(process.env.BENCH_SEQUENTIAL ?? 2000);
+    const n = knob('BENCH_SEQUENTIAL', 2000, 50);
     const sv = await sequential(svc.info.url, '/v1/auth/verify', auth, n);
     const sh = await sequential(svc.info.url, '/healthz', {}, n);
     const sb = await sequential(bare.info.url, '/v1/auth/verify', {}, n);
     const us = (x: number) => `${x.toFixed(0).padStart(6)} µs`;
     process.stdout.write(
       [
-        `sequential, one keep-alive connection, ${n} requests each (after 200 warm-up):`,
+        `sequential, one keep-alive connection, ${n} requests each (after ${Math.min(200, n)} warm-up):`,
         `  svc /v1/auth/verify      p50 ${us(sv.p50)}   p99 ${us(sv.p99)}`,
         `  svc /healthz (no auth)   p50 ${us(sh.p50)}   p99 ${us(sh.p99)}`,
         `  bare express             p50 ${us(sb.p50)}   p99 ${us(sb.p99)}`,

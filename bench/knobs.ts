@@ -1,0 +1,26 @@
+// The benches' knobs, read from the environment, and their smoke mode. `npm run bench -- <name> --smoke`
+// (BENCH_SMOKE=1; .ci/run uses it) runs a bench end to end in a second or two per phase: every phase, its
+// ratio line and its exactness checks, with short phases and no warm-up. A smoke run's figures mean
+// nothing; it proves that the bench still runs, so that benches nothing else exercises cannot rot.
+
+export const smoke = process.env.BENCH_SMOKE === '1';
+
+/** A numeric knob: the variable when set, else the smoke value in smoke mode, else the default. */
+export function knob(name: string, normal: number, inSmoke: number): number {
+  const raw = process.env[name];
+  if (raw !== undefined && raw !== '') {
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a non-negative number`);
+    return value;
+  }
+  return smoke ? inSmoke : normal;
+}
+
+/**
+ * The database URL a bench's svc child was given (TEST_DATABASE_URL, else DATABASE_URL), or undefined
+ * for the embedded PGlite. Never `process.env.X ??= process.env.Y`: assigning undefined to process.env
+ * stores the string "undefined", which pg reads as a connection string to host "base".
+ */
+export function namedDatabaseUrl(): string | undefined {
+  return process.env.TEST_DATABASE_URL || process.env.DATABASE_URL || undefined;
+}
