@@ -25,10 +25,12 @@ CREATE TABLE "recovery_codes" (
 --> statement-breakpoint
 CREATE TABLE "sessions" (
 	"id" text PRIMARY KEY NOT NULL,
+	"secret_hash" text NOT NULL,
 	"user_id" text NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"expires_at" timestamp with time zone NOT NULL,
-	"revoked_at" timestamp with time zone
+	"revoked_at" timestamp with time zone,
+	CONSTRAINT "sessions_secret_hash_unique" UNIQUE("secret_hash")
 );
 --> statement-breakpoint
 CREATE TABLE "two_factor_challenges" (

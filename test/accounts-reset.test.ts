@@ -77,7 +77,11 @@ describe('POST /v1/password/reset/confirm', () => {
 
     const ok = await api.post('/v1/password/reset/confirm', { token, password: NEW_PASSWORD });
     expect(ok.status).toBe(200);
-    expect(ok.body).toEqual({ message: expect.any(String) });
+    expect(ok.body).toEqual({
+      message: expect.any(String),
+      revoked: { sessions: 2, oauth_grants: 0 },
+      api_tokens: { active: 0, message: expect.any(String) },
+    });
 
     for (const s of [session, second])
       expect((await api.get('/v1/2fa/status', { token: s })).status).toBe(401);

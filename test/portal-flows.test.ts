@@ -349,7 +349,7 @@ describe('password reset', () => {
       password: newPassword,
     });
     expect(done.status).toBe(303);
-    expect(done.location).toBe(`${server.url}/account/login?reset=1`);
+    expect(done.location).toBe(`${server.url}/account/login?reset=1&api_tokens=0`);
     // Single use.
     const replay = await browser.post('/account/reset/confirm', {
       csrf_token: csrfOf(form.text),

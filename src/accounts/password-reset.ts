@@ -3,14 +3,15 @@ import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { users } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { revokeAllSessions } from '../auth/session.js';
 import { passwordResetMail } from '../mail/templates.js';
 import { issueOneTimeToken, redeemOneTimeToken, retireOneTimeTokens } from './one-time-tokens.js';
 import { hashPassword, passwordProblem } from './password.js';
 import { findUserByEmail, normaliseEmail } from './service.js';
+import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
 
 // Password reset (CONTRACT §4): the request answers the same whatever the address; the token is
-// single-use and lives 1 h; confirming sets the password and revokes every session of the user.
+// single-use and lives 1 h; confirming sets the password and revokes every session and every OAuth
+// grant of the user (CONTRACT §7: credential-revocation.ts).
 
 export const RESET_REQUESTED_MESSAGE = 'if an account exists for this address, a reset link is on its way';
 
@@ -41,17 +42,18 @@ const invalidResetToken = () =>
 /**
  * Sets a new password from a reset token. The password rule is checked before the token is spent, so
  * a weak choice does not burn the link. In one transaction: the token is redeemed, the other reset
- * links are retired, the password changes and every session is revoked. Receiving the mail proves
+ * links are retired, the password changes and every session and OAuth grant is revoked (svc_ tokens
+ * stay; the answer counts them). Receiving the mail proves
  * the address, so an unverified account becomes verified.
  */
 export async function confirmPasswordReset(
   deps: Deps,
   input: { token: string; password: string },
-): Promise<{ userId: string }> {
+): Promise<{ userId: string; revoked: CredentialRevocation }> {
   const problem = passwordProblem(input.password);
   if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
   const passwordHash = await hashPassword(input.password);
-  const userId = await deps.db.transaction(async (tx) => {
+  const outcome = await deps.db.transaction(async (tx) => {
     const db = tx as unknown as Db;
     const owner = await redeemOneTimeToken(db, deps.keys.hmac, input.token, 'reset_password');
     if (!owner) return null;
@@ -61,12 +63,13 @@ export async function confirmPasswordReset(
       .update(users)
       .set({ emailVerifiedAt: new Date() })
       .where(and(eq(users.id, owner), isNull(users.emailVerifiedAt)));
-    await revokeAllSessions(db, owner);
-    return owner;
+    const revoked = await revokeCredentialsAfterPasswordChange(db, owner);
+    return { userId: owner, revoked };
   });
-  if (!userId) throw invalidResetToken();
+  if (!outcome) throw invalidResetToken();
+  const { userId } = outcome;
   const [user] = await deps.db.select({ email: users.email }).from(users).where(eq(users.id, userId));
   // A new password starts a fresh count of sign-in failures.
   if (user) await deps.limits.loginFailures.reset(user.email);
-  return { userId };
+  return outcome;
 }

@@ -11,6 +11,7 @@ import { registerAndNotify, resendVerification, verifyEmail } from './email-veri
 import { confirmPasswordReset, requestPasswordReset, RESET_REQUESTED_MESSAGE } from './password-reset.js';
 import { disableTwoFactor, enableTwoFactor, setupTwoFactor, twoFactorStatus } from './two-factor.js';
 import { ownedClientView, userView } from './views.js';
+import { passwordChangeConfirmation } from './credential-revocation.js';
 import type { UserRow } from './service.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
@@ -160,8 +161,8 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/v1/password/reset/confirm', async (req, res) => {
     const input = parse(resetConfirmBody, req.body);
-    await confirmPasswordReset(deps, input);
-    res.json({ message: 'password changed; every session was signed out' });
+    const { revoked } = await confirmPasswordReset(deps, input);
+    res.json(passwordChangeConfirmation('reset', revoked));
   });
 
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).

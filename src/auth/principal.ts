@@ -22,7 +22,12 @@ interface PrincipalUser {
 }
 
 export type Principal =
-  | (PrincipalUser & { kind: 'session'; sessionId: string; viaCookie: boolean })
+  | (PrincipalUser & {
+      kind: 'session';
+      /** The session's public handle (ses_…), never its secret sid. */
+      sessionId: string;
+      viaCookie: boolean;
+    })
   | (PrincipalUser & {
       kind: 'api_token';
       /** Stored key of the token's organization. */
@@ -56,6 +61,7 @@ export function createAuth(deps: Deps) {
       const [user] = await db
         .select({
           id: users.id,
+          sessionId: sessions.id,
           email: users.email,
           name: users.name,
           emailVerifiedAt: users.emailVerifiedAt,
@@ -64,7 +70,7 @@ export function createAuth(deps: Deps) {
         .innerJoin(users, eq(users.id, sessions.userId))
         .where(
           and(
-            eq(sessions.id, claims.sessionId),
+            eq(sessions.secretHash, claims.secretHash),
             eq(sessions.userId, claims.userId),
             isNull(sessions.revokedAt),
             gt(sessions.expiresAt, new Date()),
@@ -77,7 +83,7 @@ export function createAuth(deps: Deps) {
         email: user.email,
         name: user.name,
         emailVerified: user.emailVerifiedAt !== null,
-        sessionId: claims.sessionId,
+        sessionId: user.sessionId,
         viaCookie,
       };
     } catch {

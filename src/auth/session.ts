@@ -1,27 +1,36 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { SignJWT, jwtVerify } from 'jose';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { sessions } from '../db/schema.js';
 import { newId } from '../ids.js';
 
-// Session = HS256 JWT {sub, sid, iat, exp}, 12 h (CONTRACT §4). The sid names a row so that logout and
-// a password reset revoke it server-side; the row is checked on every request.
+// Session = HS256 JWT {sub, sid, iat, exp}, 12 h (CONTRACT §4). The sid is a secret (32 random bytes)
+// stored only as its SHA-256 (issue 22 item 17: a database copy must not be enough to forge a live
+// session); the row it names is checked on every request, so logout and a reset take effect at once.
+// Each row also has a public handle, `ses_…` (sessions.id), by which the portal lists and revokes it.
+// SHA-256 without a key suffices here: the sid has 256 bits of entropy, so its hash cannot be inverted.
 
 export const SESSION_COOKIE = '__Host-svc_session';
 export const SESSION_TTL_SECONDS = 12 * 60 * 60;
 
 export interface IssuedSession {
   token: string;
+  /** The public handle (ses_…), not the secret sid. */
   sessionId: string;
   expiresAt: Date;
 }
 
+export const sessionSecretHash = (sid: string): string =>
+  createHash('sha256').update(sid).digest('base64url');
+
 export async function issueSession(db: Db, key: Uint8Array, userId: string): Promise<IssuedSession> {
   const sessionId = newId('ses');
+  const sid = randomBytes(32).toString('base64url');
   const now = Math.floor(Date.now() / 1000);
   const expiresAt = new Date((now + SESSION_TTL_SECONDS) * 1000);
-  await db.insert(sessions).values({ id: sessionId, userId, expiresAt });
-  const token = await new SignJWT({ sid: sessionId })
+  await db.insert(sessions).values({ id: sessionId, secretHash: sessionSecretHash(sid), userId, expiresAt });
+  const token = await new SignJWT({ sid })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(userId)
     .setIssuedAt(now)
@@ -30,33 +39,29 @@ export async function issueSession(db: Db, key: Uint8Array, userId: string): Pro
   return { token, sessionId, expiresAt };
 }
 
-/** The session's claims when the JWT is valid; null otherwise (the row is checked by the caller's query). */
+/**
+ * The session's claims when the JWT is valid, with the sid already hashed (the row is looked up by
+ * `secretHash` in the caller's query); null otherwise.
+ */
 export async function readSessionToken(
   key: Uint8Array,
   token: string,
-): Promise<{ userId: string; sessionId: string } | null> {
+): Promise<{ userId: string; secretHash: string } | null> {
   try {
     const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'] });
     if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') return null;
-    return { userId: payload.sub, sessionId: payload.sid };
+    return { userId: payload.sub, secretHash: sessionSecretHash(payload.sid) };
   } catch {
     return null;
   }
 }
 
+/** Revokes one session by its public handle (ses_…). */
 export async function revokeSession(db: Db, sessionId: string): Promise<void> {
   await db
     .update(sessions)
     .set({ revokedAt: new Date() })
     .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
-}
-
-/** Every live session of a user (a password reset does this: CONTRACT §4). */
-export async function revokeAllSessions(db: Db, userId: string): Promise<void> {
-  await db
-    .update(sessions)
-    .set({ revokedAt: new Date() })
-    .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
 }
 
 /** The Set-Cookie attributes of the session cookie (Secure, HttpOnly, SameSite=Lax, Path=/; no Domain). */

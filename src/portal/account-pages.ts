@@ -217,8 +217,11 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
         if (!token) return res.redirect(303, '/account/reset');
         return resetConfirmView(req, res, { token, errors: parsed.errors, status: 400 });
       }
-      await confirmPasswordReset(deps, { token: parsed.data.token, password: parsed.data.password });
-      res.redirect(303, '/account/login?reset=1');
+      const { revoked } = await confirmPasswordReset(deps, {
+        token: parsed.data.token,
+        password: parsed.data.password,
+      });
+      res.redirect(303, `/account/login?reset=1&api_tokens=${revoked.activeApiTokens}`);
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);

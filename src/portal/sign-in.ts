@@ -47,6 +47,23 @@ const NOTICES: Record<string, Notice> = {
   verified: { kind: 'ok', text: 'Your e-mail address is verified. Sign in to continue.' },
 };
 
+/**
+ * After a reset (CONTRACT §7): what was revoked, and how many svc_ tokens still work (the reset page
+ * passes the count, `api_tokens`; it is only a number shown back, so a forged one misleads nobody but
+ * the forger).
+ */
+function resetNotice(req: Request): Notice {
+  const active = /^\d{1,6}$/.test(queryValue(req, 'api_tokens')) ? Number(queryValue(req, 'api_tokens')) : 0;
+  const tokens =
+    active === 0
+      ? ''
+      : ` ${active === 1 ? '1 API token (svc_…) is' : `${active} API tokens (svc_…) are`} still active: after signing in, revoke any you do not trust on your account page.`;
+  return {
+    kind: 'ok',
+    text: `Your password was changed. Every session was signed out and every connected app disconnected.${tokens} Sign in with the new password.`,
+  };
+}
+
 /** Signs the browser in: the same cookie, name and attributes as the API (src/auth/session.ts). */
 export function setSessionCookie(res: Response, token: string): void {
   res.cookie(SESSION_COOKIE, token, sessionCookieOptions(SESSION_TTL_SECONDS));
@@ -117,7 +134,10 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
     const current = await auth.resolve(req).catch(() => null);
     if (current?.kind === 'session') return res.redirect(303, landing(returnTo));
     const notice = Object.keys(NOTICES).find((k) => queryValue(req, k) === '1');
-    loginView(req, res, { returnTo, notice: notice ? NOTICES[notice] : null });
+    loginView(req, res, {
+      returnTo,
+      notice: notice === 'reset' ? resetNotice(req) : notice ? NOTICES[notice] : null,
+    });
   });
 
   router.post('/account/login', perIp, async (req, res) => {

@@ -30,7 +30,16 @@ export const users = pgTable('users', {
 export const sessions = pgTable(
   'sessions',
   {
-    id: text('id').primaryKey(), // ses_… — the `sid` claim of the session JWT
+    /**
+     * ses_…: the session's public handle, not a secret. The portal lists and revokes sessions by it
+     * (docs/accounts.md "Sessions"); knowing it signs nobody in.
+     */
+    id: text('id').primaryKey(),
+    /**
+     * SHA-256 of the JWT's secret `sid` claim (issue 22 item 17): a copy of the database, even with the
+     * session key, cannot name a live session, because the sid itself is stored nowhere.
+     */
+    secretHash: text('secret_hash').notNull().unique(),
     userId: text('user_id')
       .notNull()
       .references(() => users.id, { onDelete: 'cascade' }),
