@@ -12,9 +12,24 @@ const PROBE_ORIGIN = 'http://return-to.invalid';
  * A same-origin relative path (path, query, fragment) or null. Anything that could leave the origin is
  * refused — absolute URLs, scheme-relative `//host`, `/\host` (browsers read a backslash as a slash),
  * control characters — so return_to can never be an open redirect (RFC 9700 §4.11).
+ *
+ * The check applies to what is returned, not only to what came in: URL normalisation resolves dot
+ * segments, so `/.//evil.example`, `/a/..//evil.example` and `/%2e//evil.example` all become
+ * `//evil.example`, a scheme-relative URL to another host (issue 22 item 7). A result that starts with
+ * two slashes, or that would normalise to something else again, is refused.
  */
 export function safeReturnTo(value: unknown): string | null {
   if (typeof value !== 'string' || value.length === 0 || value.length > 2048) return null;
+  const path = sameOriginPath(value);
+  if (path === null || sameOriginPath(path) !== path) return null;
+  // Back to the sign-in page would only loop.
+  const { pathname } = new URL(path, PROBE_ORIGIN);
+  if (pathname === '/account/login' || pathname.startsWith('/account/login/')) return null;
+  return path;
+}
+
+/** `value` normalised (path, query, fragment) when it is a path on this origin that stays one; else null. */
+function sameOriginPath(value: string): string | null {
   if (!value.startsWith('/') || value.startsWith('//') || /[\\\u0000-\u001f\u007f]/.test(value)) return null;
   let url: URL;
   try {
@@ -23,9 +38,8 @@ export function safeReturnTo(value: unknown): string | null {
     return null;
   }
   if (url.origin !== PROBE_ORIGIN) return null;
-  // Back to the sign-in page would only loop.
-  if (url.pathname === '/account/login' || url.pathname.startsWith('/account/login/')) return null;
-  return url.pathname + url.search + url.hash;
+  const path = url.pathname + url.search + url.hash;
+  return path.startsWith('//') ? null : path;
 }
 
 /** The sign-in page that returns to `path` afterwards (when `path` is a safe return target). */
