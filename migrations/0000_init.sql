@@ -391,6 +391,28 @@ CREATE TABLE "concurrency_leases" (
 	CONSTRAINT "concurrency_leases_org_id_slot_pk" PRIMARY KEY("org_id","slot")
 );
 --> statement-breakpoint
+CREATE TABLE "usage_records" (
+	"id" bigserial PRIMARY KEY NOT NULL,
+	"request_id" text NOT NULL,
+	"org_key" text NOT NULL,
+	"user_id" text NOT NULL,
+	"api_token_id" bigint,
+	"oauth_grant_id" text,
+	"oauth_client_id" text,
+	"source" text NOT NULL,
+	"run_id" text,
+	"model" text NOT NULL,
+	"prompt_tokens" integer NOT NULL,
+	"completion_tokens" integer NOT NULL,
+	"cost_cents" numeric NOT NULL,
+	"credits_debited" bigint NOT NULL,
+	"duration_ms" integer NOT NULL,
+	"outcome" text NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "usage_records_request_id_unique" UNIQUE("request_id"),
+	CONSTRAINT "usage_records_amounts" CHECK ("usage_records"."credits_debited" >= 0)
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -451,4 +473,6 @@ CREATE UNIQUE INDEX "project_shares_token_idx" ON "project_shares" USING btree (
 CREATE UNIQUE INDEX "project_shares_one_per_user" ON "project_shares" USING btree ("project_id","user_id") WHERE "project_shares"."kind" = 'user' and "project_shares"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "project_shares_user_idx" ON "project_shares" USING btree ("user_id");--> statement-breakpoint
 CREATE INDEX "projects_org_idx" ON "projects" USING btree ("org_id","created_at");--> statement-breakpoint
-CREATE INDEX "concurrency_leases_lease_idx" ON "concurrency_leases" USING btree ("lease_id");
+CREATE INDEX "concurrency_leases_lease_idx" ON "concurrency_leases" USING btree ("lease_id");--> statement-breakpoint
+CREATE INDEX "usage_records_org_time_idx" ON "usage_records" USING btree ("org_key","created_at");--> statement-breakpoint
+CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key","id");

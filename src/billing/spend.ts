@@ -124,7 +124,30 @@ export interface SettleInput {
   description: string;
   /** Also take the org's next hold in the same statement (src/models/spare-holds.ts). */
   next?: NextHoldInput;
+  /** The call's usage record, written by the settle itself (src/db/custom/usage-records.sql). */
+  usage?: UsageRecordInput;
 }
+
+/** A usage record as svc_record_usage reads it (src/db/tables/usage.ts); the debit comes from the settle. */
+export interface UsageRecordInput {
+  org: string;
+  user: string;
+  api_token_id: number | null;
+  oauth_grant_id: string | null;
+  oauth_client_id: string | null;
+  source: 'chat' | 'run';
+  run_id: string | null;
+  model: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  /** Cents per million tokens, as the call was priced: the exact cost is worked out in SQL numerics. */
+  price_input: number;
+  price_output: number;
+  duration_ms: number;
+  outcome: 'completed' | 'estimated' | 'aborted';
+}
+
+const usageJson = (inputs: SettleInput[]) => JSON.stringify(inputs.map((i) => i.usage ?? null));
 
 /**
  * A hold of exactly `amount` tokens of org `orgKey` for no user, taken by a settle only when it leaves
@@ -192,7 +215,8 @@ function settleStatement(db: Db, inputs: SettleInput[]) {
             ${sql.param(next.map((n) => n?.orgKey ?? null))}::text[],
             ${sql.param(next.map((n) => (n ? Math.max(0, Math.round(n.amount)) : null)))}::bigint[],
             ${sql.param(next.map((n) => (n ? Math.ceil(n.floor) : null)))}::bigint[],
-            ${DEFAULT_HOLD_TTL_SECONDS}::float8)`,
+            ${DEFAULT_HOLD_TTL_SECONDS}::float8,
+            ${usageJson(inputs)}::jsonb)`,
     ),
   );
 }
@@ -256,6 +280,9 @@ async function settleNotLive(db: Db, input: SettleInput): Promise<SettleResult> 
       sql`update billing_holds set status = 'settled', debited = ${debit}, closed_at = now() where request_id = ${input.requestId}`,
     );
     const balance = await debitAccount(t, input.requestId, hold, debit, 0, input.description);
+    await t.execute(
+      sql`select svc_record_usage(array[${input.requestId}]::text[], ${usageJson([input])}::jsonb, array[${debit}]::bigint[], array[true])`,
+    );
     return { debitedCredits: debit, balanceCredits: balance };
   });
 }

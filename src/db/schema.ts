@@ -8,3 +8,4 @@ export * from './tables/billing.js';
 export * from './tables/oauth.js';
 export * from './tables/projects.js';
 export * from './tables/models.js';
+export * from './tables/usage.js';

@@ -21,7 +21,22 @@ export interface Actor {
   orgKey: string;
   role: Role;
   via: 'api_token' | 'model_grant';
+  /** Which credential acts: recorded with each call's usage (src/db/tables/usage.ts). */
+  credential: ActorCredential;
 }
+
+/** An `svc_` token's id, or an OAuth model grant and the OAuth client it was issued to. */
+export interface ActorCredential {
+  apiTokenId: number | null;
+  grantId: string | null;
+  oauthClientId: string | null;
+}
+
+export const apiTokenCredential = (apiTokenId: number): ActorCredential => ({
+  apiTokenId,
+  grantId: null,
+  oauthClientId: null,
+});
 
 export const ORG_HEADER = 'x-svc-organisation';
 
@@ -68,7 +83,13 @@ export function tokenHolderActor(principal: Principal | null, orgHeader?: string
   if (orgHeader && parseOrgId(orgHeader) !== principal.orgKey) {
     throw new AppError(403, 'org_mismatch', `${ORG_HEADER} does not name this credential's organization`);
   }
-  return { userId: principal.userId, orgKey: principal.orgKey, role, via: 'api_token' };
+  return {
+    userId: principal.userId,
+    orgKey: principal.orgKey,
+    role,
+    via: 'api_token',
+    credential: apiTokenCredential(principal.tokenId),
+  };
 }
 
 /** Resolves a bearer credential (HTTP header or the run socket's auth frame) to the acting user and org. */
@@ -84,7 +105,13 @@ export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput):
   const acting = orgHeader?.trim()
     ? await resolveActingOrg(deps, { userId: grant.userId, orgKey: grant.orgKey }, orgHeader)
     : { orgKey: grant.orgKey, role: grant.role };
-  return { userId: grant.userId, orgKey: acting.orgKey, role: acting.role, via: 'model_grant' };
+  return {
+    userId: grant.userId,
+    orgKey: acting.orgKey,
+    role: acting.role,
+    via: 'model_grant',
+    credential: { apiTokenId: null, grantId: grant.grantId, oauthClientId: grant.clientId },
+  };
 }
 
 /** A model route's request: Express's, or a plain node one on the chat call's own entry (no query). */

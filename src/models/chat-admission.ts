@@ -5,6 +5,7 @@ import { API_TOKEN_PATTERN } from '../auth/api-token-secret.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
 import {
+  apiTokenCredential,
   assertCanSpend,
   assertTokenHolderActive,
   ORG_HEADER,
@@ -177,7 +178,13 @@ function actorOf(a: Admission): Actor {
     emailVerified: a.emailVerified,
   });
   assertCanSpend(role);
-  return { userId: a.userId!, orgKey: a.orgKey!, role, via: 'api_token' };
+  return {
+    userId: a.userId!,
+    orgKey: a.orgKey!,
+    role,
+    via: 'api_token',
+    credential: apiTokenCredential(a.tokenId!),
+  };
 }
 
 /**

@@ -188,8 +188,8 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     // Billed for what was generated (CONTRACT §8): the provider was aborted; settle what streamed.
     await iterator.return?.(undefined).catch(() => {});
     const { usage } = meter.finalUsage(call.promptEstimate);
-    await settleCall(deps, call, usage, 'client disconnected').catch((err: unknown) =>
-      deps.log.error({ err }, 'settle after disconnect failed'),
+    await settleCall(deps, call, usage, { note: 'client disconnected', outcome: 'aborted' }).catch(
+      (err: unknown) => deps.log.error({ err }, 'settle after disconnect failed'),
     );
     return;
   }
@@ -207,7 +207,12 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
   const { usage, estimated } = meter.finalUsage(call.promptEstimate);
   let outcome: CallOutcome;
   try {
-    outcome = await settleCall(deps, call, usage, estimated ? 'usage estimated' : '');
+    outcome = await settleCall(
+      deps,
+      call,
+      usage,
+      estimated ? { note: 'usage estimated', outcome: 'estimated' } : {},
+    );
   } catch (err) {
     deps.log.error({ err }, 'settle failed');
     res.end(

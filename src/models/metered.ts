@@ -1,7 +1,7 @@
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
 import { newId } from '../ids.js';
-import { orgBalanceCredits, voidHold, type SettleResult } from '../billing/spend.js';
+import { orgBalanceCredits, voidHold, type SettleResult, type UsageRecordInput } from '../billing/spend.js';
 import type { Actor } from './actor.js';
 import type { SpareHold } from './spare-holds.js';
 import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
@@ -29,6 +29,8 @@ export interface PreparedCall {
    * first use: a regex pass over the whole prompt (0.65 ms per 100 KB) has no place before the first byte.
    */
   promptEstimate: () => number;
+  /** When its hold was in place (performance.now()): the usage record's duration runs from here. */
+  startedAt: number;
 }
 
 export interface CallOutcome {
@@ -170,15 +172,26 @@ export async function heldCall(
     maxCredits: plan.maxCredits,
     clientWantsUsage,
     promptEstimate,
+    startedAt: performance.now(),
   };
+}
+
+/** How a settled call ended, and where it ran, for its usage record (src/db/tables/usage.ts). */
+export interface SettleNote {
+  /** Words for the ledger row's description. */
+  note?: string;
+  /** completed (the provider's usage), estimated (our count: the usage never came), aborted (cut short). */
+  outcome?: UsageRecordInput['outcome'];
+  runId?: string;
 }
 
 export async function settleCall(
   deps: Deps,
   call: PreparedCall,
   usage: Usage,
-  note = '',
+  how: SettleNote = {},
 ): Promise<CallOutcome> {
+  const { note = '', outcome = 'completed', runId } = how;
   const { spares, spend, prices, modelId } = deps.models;
   const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens);
   // The org's next call here will likely look like this one: its hold is taken by this settle, off its path.
@@ -190,6 +203,7 @@ export async function settleCall(
       actualCredits: actual,
       description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
       ...(next ? { next } : {}),
+      usage: usageRecord(deps, call, usage, { outcome, runId }),
     });
   } catch (err) {
     if (next) spares.landed(next, null);
@@ -201,6 +215,32 @@ export async function settleCall(
     usage,
     creditsDebited: settled.debitedCredits,
     balanceCredits: settled.balanceCredits,
+  };
+}
+
+function usageRecord(
+  deps: Deps,
+  call: PreparedCall,
+  usage: Usage,
+  how: { outcome: UsageRecordInput['outcome']; runId: string | undefined },
+): UsageRecordInput {
+  const { actor } = call;
+  const { prices, modelId } = deps.models;
+  return {
+    org: actor.orgKey,
+    user: actor.userId,
+    api_token_id: actor.credential.apiTokenId === null ? null : Number(actor.credential.apiTokenId),
+    oauth_grant_id: actor.credential.grantId,
+    oauth_client_id: actor.credential.oauthClientId,
+    source: how.runId ? 'run' : 'chat',
+    run_id: how.runId ?? null,
+    model: modelId,
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    price_input: prices.input,
+    price_output: prices.output,
+    duration_ms: Math.max(0, Math.round(performance.now() - call.startedAt)),
+    outcome: how.outcome,
   };
 }
 

@@ -68,23 +68,26 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
         if (signal.aborted) {
           // Dropped socket or cancel mid-call: billed for what was generated.
           const { usage } = meter.finalUsage(call.promptEstimate);
-          await settleCall(deps, call, usage, `run ${runId} aborted`).catch(() => {});
+          await settleCall(deps, call, usage, {
+            note: `run ${runId} aborted`,
+            outcome: 'aborted',
+            runId,
+          }).catch(() => {});
           throw new RunAborted();
         }
         await voidCall(deps, call);
         throw err;
       }
       if (signal.aborted) {
-        await settleCall(
-          deps,
-          call,
-          meter.finalUsage(call.promptEstimate).usage,
-          `run ${runId} aborted`,
-        ).catch(() => {});
+        await settleCall(deps, call, meter.finalUsage(call.promptEstimate).usage, {
+          note: `run ${runId} aborted`,
+          outcome: 'aborted',
+          runId,
+        }).catch(() => {});
         throw new RunAborted();
       }
       const { usage } = meter.finalUsage(call.promptEstimate);
-      const outcome = await settleCall(deps, call, usage, `run ${runId} step ${step}`);
+      const outcome = await settleCall(deps, call, usage, { note: `run ${runId} step ${step}`, runId });
       totals.prompt_tokens += usage.prompt_tokens;
       totals.completion_tokens += usage.completion_tokens;
       totals.total_tokens += usage.prompt_tokens + usage.completion_tokens;

@@ -6,10 +6,12 @@
 -- next_held: the tokens held for input i's next call (0: none taken). Locks: the next holds' accounts are
 -- org accounts this statement's settle already locked. The settle commits synchronously, and the hold
 -- would not change that: svc_reserve_holds turns synchronous_commit off for its transaction, so the
--- setting found on entry is put back.
+-- setting found on entry is put back. p_usage: each input's usage record (svc_record_usage), written for
+-- the calls that settled here.
 CREATE OR REPLACE FUNCTION svc_settle_and_hold_next(
   p_request_ids text[], p_actual bigint[], p_descriptions text[],
-  p_next_ids text[], p_next_orgs text[], p_next_amounts bigint[], p_next_floor bigint[], p_ttl_secs double precision
+  p_next_ids text[], p_next_orgs text[], p_next_amounts bigint[], p_next_floor bigint[], p_ttl_secs double precision,
+  p_usage jsonb DEFAULT NULL
 ) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean, next_held bigint) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -42,6 +44,7 @@ BEGIN
       v_ttls := v_ttls || p_ttl_secs;
     END IF;
   END LOOP;
+  PERFORM svc_record_usage(p_request_ids, p_usage, v_debited, v_settled);
 
   IF array_length(v_pick, 1) > 0 THEN
     -- Exactly the amount (least and most alike), for no user.

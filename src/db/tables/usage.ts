@@ -1,0 +1,56 @@
+import {
+  bigint,
+  bigserial,
+  check,
+  index,
+  integer,
+  numeric,
+  pgTable,
+  text,
+  timestamp,
+} from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+
+// One row per billed model call (a chat completion, or one model call of a run): who spent what, on
+// which credential and model (issue 16: the usage API and the portal's usage page read it). The ledger
+// stays the truth of the money: this row is written by the same statement that settles the call
+// (svc_settle_and_hold_next, src/db/custom/with-next-hold.sql), so a settled call always has one and a
+// call that never settled has none. Calls that cost 0 tokens have a row too (they have no ledger row).
+export const USAGE_OUTCOMES = ['completed', 'estimated', 'aborted'] as const;
+export const USAGE_SOURCES = ['chat', 'run'] as const;
+
+export const usageRecords = pgTable(
+  'usage_records',
+  {
+    /** Newest first, and a stable order for paging. */
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    /** The call's request id (req_…): also its hold's and its `usage` ledger row's key (usage:<id>). */
+    requestId: text('request_id').notNull().unique(),
+    orgKey: text('org_key').notNull(),
+    /** The acting user. */
+    userId: text('user_id').notNull(),
+    /** The credential: an `svc_` token's id, or an OAuth model grant and the OAuth client it was issued to. */
+    apiTokenId: bigint('api_token_id', { mode: 'number' }),
+    oauthGrantId: text('oauth_grant_id'),
+    oauthClientId: text('oauth_client_id'),
+    source: text('source', { enum: USAGE_SOURCES }).notNull(),
+    runId: text('run_id'),
+    model: text('model').notNull(),
+    promptTokens: integer('prompt_tokens').notNull(),
+    completionTokens: integer('completion_tokens').notNull(),
+    /** The exact cost (CONTRACT §9: prompt × price_in / 1e6 + completion × price_out / 1e6), unrounded. */
+    costCents: numeric('cost_cents').notNull(),
+    /** What the settle debited: the `usage` ledger row's amount (0: no ledger row). */
+    creditsDebited: bigint('credits_debited', { mode: 'number' }).notNull(),
+    durationMs: integer('duration_ms').notNull(),
+    outcome: text('outcome', { enum: USAGE_OUTCOMES }).notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('usage_records_org_time_idx').on(t.orgKey, t.createdAt),
+    index('usage_records_org_id_idx').on(t.orgKey, t.id),
+    // No check constraints beyond these: a row that broke one would fail its call's settle, and the
+    // debit matters more than the record.
+    check('usage_records_amounts', sql`${t.creditsDebited} >= 0`),
+  ],
+);

@@ -1,0 +1,16 @@
+// CSV (RFC 4180) for the usage exports: CRLF line ends, a field quoted when it holds a comma, quote or
+// line break. A text field that a spreadsheet would read as a formula (=, +, -, @, tab, CR at its start:
+// OWASP "CSV injection") is prefixed with a single quote; token and app names are chosen by users.
+
+const FORMULA_START = /^[=+\-@\t\r]/;
+
+function field(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  let text = String(value);
+  if (typeof value === 'string' && FORMULA_START.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+export function toCsv(header: string[], rows: unknown[][]): string {
+  return [header, ...rows].map((row) => row.map(field).join(',')).join('\r\n') + '\r\n';
+}

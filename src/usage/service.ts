@@ -1,0 +1,184 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+
+// Reading usage records (src/db/tables/usage.ts) for the usage API and the portal's usage page. The
+// records are written by the settles; these are plain reads of one organization's rows in a period
+// [from, to), keyed by the index on (org_key, created_at).
+
+export const USAGE_GROUPS = ['day', 'member', 'credential', 'model'] as const;
+export type UsageGroup = (typeof USAGE_GROUPS)[number];
+
+export interface UsagePeriod {
+  orgKey: string;
+  /** Unix seconds, inclusive. */
+  from: number;
+  /** Unix seconds, exclusive. */
+  to: number;
+}
+
+export interface UsageTotals {
+  calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  credits_debited: number;
+  /** Exact decimal (CONTRACT §9's formula, unrounded), as a string: a float would round it. */
+  cost_cents: string;
+}
+
+export interface UsageGroupRow extends UsageTotals {
+  /** day: YYYY-MM-DD (UTC); member: user id; credential: token:<id> or grant:<grant id>; model: its id. */
+  key: string;
+  /** Words for the key: the member's e-mail, the token's name or the OAuth client's name. */
+  label: string;
+}
+
+interface TotalsRow {
+  key?: string;
+  label?: string | null;
+  calls: unknown;
+  prompt_tokens: unknown;
+  completion_tokens: unknown;
+  credits_debited: unknown;
+  cost_cents: string | null;
+}
+
+const sums = sql`count(*) as calls, coalesce(sum(u.prompt_tokens), 0) as prompt_tokens,
+  coalesce(sum(u.completion_tokens), 0) as completion_tokens, coalesce(sum(u.credits_debited), 0) as credits_debited,
+  coalesce(trim_scale(sum(u.cost_cents)), 0)::text as cost_cents`;
+
+const inPeriod = (p: UsagePeriod) =>
+  sql`u.org_key = ${p.orgKey} and u.created_at >= to_timestamp(${p.from}) and u.created_at < to_timestamp(${p.to})`;
+
+const totalsOf = (r: TotalsRow): UsageTotals => ({
+  calls: Number(r.calls),
+  prompt_tokens: Number(r.prompt_tokens),
+  completion_tokens: Number(r.completion_tokens),
+  credits_debited: Number(r.credits_debited),
+  cost_cents: r.cost_cents ?? '0',
+});
+
+/** The key and its label (an aggregate, so that only the key is grouped) for each way of grouping. */
+const GROUPING: Record<UsageGroup, { key: SQL; label: SQL; joins: SQL }> = {
+  day: {
+    key: sql`to_char(u.created_at at time zone 'UTC', 'YYYY-MM-DD')`,
+    label: sql`max(to_char(u.created_at at time zone 'UTC', 'YYYY-MM-DD'))`,
+    joins: sql``,
+  },
+  member: {
+    key: sql`u.user_id`,
+    label: sql`max(coalesce(us.email, u.user_id))`,
+    joins: sql`left join users us on us.id = u.user_id`,
+  },
+  credential: {
+    key: sql`case when u.api_token_id is not null then 'token:' || u.api_token_id else 'grant:' || u.oauth_grant_id end`,
+    label: sql`max(case when u.api_token_id is not null then 'API token ' || coalesce(t.token_name, '#' || u.api_token_id)
+      else 'App ' || coalesce(c.client_name, u.oauth_client_id, u.oauth_grant_id) end)`,
+    joins: sql`left join api_tokens t on t.id = u.api_token_id left join oauth_clients c on c.client_id = u.oauth_client_id`,
+  },
+  model: { key: sql`u.model`, label: sql`max(u.model)`, joins: sql`` },
+};
+
+/** Totals per group in the period (ordered by key), and over all of it. */
+export async function usageSummary(
+  db: Db,
+  period: UsagePeriod,
+  groupBy: UsageGroup,
+): Promise<{ data: UsageGroupRow[]; totals: UsageTotals }> {
+  const g = GROUPING[groupBy];
+  const [rows, [all]] = await Promise.all([
+    queryRows<TotalsRow>(
+      db,
+      sql`select ${g.key} as key, ${g.label} as label, ${sums} from usage_records u ${g.joins}
+          where ${inPeriod(period)} group by 1 order by 1`,
+    ),
+    queryRows<TotalsRow>(db, sql`select ${sums} from usage_records u where ${inPeriod(period)}`),
+  ]);
+  return {
+    data: rows.map((r) => ({ key: String(r.key), label: String(r.label ?? r.key), ...totalsOf(r) })),
+    totals: totalsOf(all!),
+  };
+}
+
+export interface UsageCall {
+  id: string;
+  created_at: number;
+  user_id: string;
+  email: string | null;
+  credential:
+    | { type: 'api_token'; token_id: number; token_name: string | null }
+    | { type: 'oauth_grant'; grant_id: string; client_id: string | null; client_name: string | null };
+  source: string;
+  run_id: string | null;
+  model: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_cents: string;
+  credits_debited: number;
+  duration_ms: number;
+  outcome: string;
+}
+
+interface CallRow {
+  request_id: string;
+  created_at: string | Date;
+  user_id: string;
+  email: string | null;
+  api_token_id: unknown;
+  token_name: string | null;
+  oauth_grant_id: string | null;
+  oauth_client_id: string | null;
+  client_name: string | null;
+  source: string;
+  run_id: string | null;
+  model: string;
+  prompt_tokens: unknown;
+  completion_tokens: unknown;
+  cost_cents: string;
+  credits_debited: unknown;
+  duration_ms: unknown;
+  outcome: string;
+}
+
+/** The period's calls, newest first. */
+export async function usageCalls(
+  db: Db,
+  period: UsagePeriod,
+  page: { limit: number; offset: number },
+): Promise<UsageCall[]> {
+  const rows = await queryRows<CallRow>(
+    db,
+    sql`select u.request_id, u.created_at, u.user_id, us.email, u.api_token_id, t.token_name, u.oauth_grant_id,
+          u.oauth_client_id, c.client_name, u.source, u.run_id, u.model, u.prompt_tokens, u.completion_tokens,
+          trim_scale(u.cost_cents)::text as cost_cents, u.credits_debited, u.duration_ms, u.outcome
+        from usage_records u
+        left join users us on us.id = u.user_id
+        left join api_tokens t on t.id = u.api_token_id
+        left join oauth_clients c on c.client_id = u.oauth_client_id
+        where ${inPeriod(period)}
+        order by u.id desc limit ${page.limit} offset ${page.offset}`,
+  );
+  return rows.map((r) => ({
+    id: r.request_id,
+    created_at: Math.floor(new Date(r.created_at).getTime() / 1000),
+    user_id: r.user_id,
+    email: r.email,
+    credential:
+      r.api_token_id !== null
+        ? { type: 'api_token', token_id: Number(r.api_token_id), token_name: r.token_name }
+        : {
+            type: 'oauth_grant',
+            grant_id: r.oauth_grant_id ?? '',
+            client_id: r.oauth_client_id,
+            client_name: r.client_name,
+          },
+    source: r.source,
+    run_id: r.run_id,
+    model: r.model,
+    prompt_tokens: Number(r.prompt_tokens),
+    completion_tokens: Number(r.completion_tokens),
+    cost_cents: r.cost_cents,
+    credits_debited: Number(r.credits_debited),
+    duration_ms: Number(r.duration_ms),
+    outcome: r.outcome,
+  }));
+}
