@@ -6,7 +6,8 @@ import { OAuthProtocolError, requestedResources, singleValue } from './params.js
 // Validation of an authorization request (RFC 6749 §4.1.1, RFC 7636, RFC 8707, RFC 9207), in the order
 // RFC 9700 asks for: until the client and its redirect URI are established nothing is redirected (an
 // unknown client or a mismatched redirect_uri gets an error page, never a redirect: §4.1 / open
-// redirector §4.11); after that, every error goes back to the client with `state` and `iss`.
+// redirector §4.11); after that, every error goes back to the client with `state` and `iss` — once the
+// person is signed in, or for svc-cli (CONTRACT §7; the caller decides: oauth/authorize.ts).
 
 export interface AuthorizationRequest {
   client: OAuthClient;
@@ -19,7 +20,7 @@ export interface AuthorizationRequest {
 export type Validated =
   | { kind: 'ok'; request: AuthorizationRequest }
   | { kind: 'page'; status: number; message: string }
-  | { kind: 'redirect'; location: string };
+  | { kind: 'redirect'; location: string; client: OAuthClient; description: string };
 
 /** The client's redirect URI with the response parameters added, `iss` always (RFC 9207 §2). */
 export function redirectWith(
@@ -71,6 +72,8 @@ export async function validateAuthorizationRequest(
   const fail = (error: string, description: string): Validated => ({
     kind: 'redirect',
     location: redirectWith(redirectUri!, { error, error_description: description, state }, origin),
+    client,
+    description,
   });
   try {
     const responseType = singleValue(query.response_type, 'response_type');

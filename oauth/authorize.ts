@@ -68,11 +68,18 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const session = requirePageSession(auth);
 
-  /** Validates; answers the error itself (page or redirect) and returns null, or returns the request. */
+  /**
+   * Validates; answers the error itself (page or redirect) and returns null, or returns the request.
+   * Before the person is signed in, an error of a client that registered itself (DCR, metadata
+   * document) is shown on the error page, never redirected: anyone can register a redirect URI, so a
+   * redirect there before authentication would make this origin an open redirector (RFC 9700 §4.11.2;
+   * CONTRACT §7). The built-in svc-cli, whose redirect URIs are ours (loopback), is redirected.
+   */
   async function validated(
     req: Request,
     res: Response,
     redirectStatus: 302 | 303,
+    signedIn: boolean,
   ): Promise<AuthorizationRequest | null> {
     const origin = requestOrigin(req, deps.config);
     const result = await validateAuthorizationRequest(deps, origin, req.query as Record<string, unknown>);
@@ -81,7 +88,9 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
       return null;
     }
     if (result.kind === 'redirect') {
-      res.redirect(redirectStatus, result.location);
+      if (!signedIn && result.client.source !== 'builtin')
+        errorPage(res, 400, `The application's request is not valid: ${result.description}.`);
+      else res.redirect(redirectStatus, result.location);
       return null;
     }
     return result.request;
@@ -91,7 +100,8 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
   router.get(
     '/oauth/authorize',
     async (req, res, next) => {
-      const request = await validated(req, res, 302);
+      const visitor = await auth.resolve(req).catch(() => null);
+      const request = await validated(req, res, 302, visitor?.kind === 'session');
       if (!request) return;
       res.locals.authorizationRequest = request;
       next();
@@ -132,7 +142,7 @@ ${orgs.map((o, i) => html`<option value="${clientIdOf(o.orgKey)}"${i === 0 ? htm
 
   router.post('/oauth/authorize', session, async (req, res) => {
     verifyCsrfField(req);
-    const request = await validated(req, res, 303);
+    const request = await validated(req, res, 303, true);
     if (!request) return;
     const principal = principalOf(req);
     const origin = requestOrigin(req, deps.config);

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { Deps } from '../src/deps.js';
 import { oauthClients } from '../src/db/schema.js';
 import type { OAuthClient } from './clients.js';
+import { redirectUriProblem } from './redirect-uris.js';
 
 // Client ID metadata documents (draft-ietf-oauth-client-id-metadata-document; MCP authorization
 // 2025-11-25 "Client ID Metadata Documents"): the client_id is an https URL and the document it serves
@@ -99,7 +100,17 @@ const documentSchema = z.object({
   client_id: z.string(),
   client_name: z.string().max(200).optional(),
   client_uri: z.url().optional(),
-  redirect_uris: z.array(z.string().max(2000)).min(1).max(20),
+  // The same rule as dynamic registration (CONTRACT §7): javascript: or http:// to any host were
+  // accepted here and redirected to (issue 22 item 9).
+  redirect_uris: z
+    .array(
+      z
+        .string()
+        .max(2000)
+        .refine((uri) => redirectUriProblem(uri) === null, 'redirect URI not allowed'),
+    )
+    .min(1)
+    .max(20),
   grant_types: z.array(z.string()).optional(),
   response_types: z.array(z.string()).optional(),
   token_endpoint_auth_method: z.enum(['none']).optional(),

@@ -5,6 +5,7 @@ import { constantTimeEqual, hmacSecret } from '../src/crypto/hash.js';
 import { AppError } from '../src/http/errors.js';
 import { BUILTIN_CLI_CLIENT, BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { fetchClientMetadataDocument, isMetadataDocumentUrl } from './client-metadata.js';
+import { redirectUriProblem } from './redirect-uris.js';
 
 // Who a client_id names (CONTRACT §7): the built-in public client `svc-cli`, a dynamically registered
 // client (RFC 7591), or a client ID metadata document (an https URL; http://localhost in DEV_MODE).
@@ -63,7 +64,8 @@ export function redirectUriAllowed(client: OAuthClient, requested: string): bool
   } catch {
     return false;
   }
-  if (req.hash || req.username || req.password) return false;
+  // Also checked here, not only at registration: a row stored under an older rule never redirects.
+  if (redirectUriProblem(requested) !== null) return false;
   for (const registered of client.redirectUris) {
     if (registered === requested) return true;
     let reg: URL;

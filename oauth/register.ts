@@ -7,11 +7,12 @@ import { hmacSecret } from '../src/crypto/hash.js';
 import { randomToken, unix } from '../src/ids.js';
 import { DEVICE_CODE_GRANT } from './metadata.js';
 import { OAuthProtocolError } from './params.js';
+import { redirectUriProblem } from './redirect-uris.js';
 
 // POST /oauth/register: dynamic client registration (RFC 7591). 201 with the client's metadata; a
 // secret (stored as HMAC) for confidential clients, with client_secret_expires_at 0 (never) whenever a
-// secret is issued; public clients use token_endpoint_auth_method "none". Redirect URIs: https, a
-// loopback http URI (RFC 8252 §7.3), or a private-use scheme (RFC 8252 §7.1); no fragments.
+// secret is issued; public clients use token_endpoint_auth_method "none". Redirect URIs: the rule of
+// oauth/redirect-uris.ts (https, loopback http, a private-use scheme; no fragments).
 
 const GRANTS = ['authorization_code', 'refresh_token', DEVICE_CODE_GRANT] as const;
 
@@ -29,25 +30,6 @@ const metadataSchema = z.object({
   software_id: z.string().max(200).optional(),
   software_version: z.string().max(100).optional(),
 });
-
-const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
-
-function redirectUriProblem(uri: string): string | null {
-  let url: URL;
-  try {
-    url = new URL(uri);
-  } catch {
-    return 'is not an absolute URI';
-  }
-  if (url.hash) return 'must not contain a fragment';
-  if (url.username || url.password) return 'must not contain credentials';
-  if (url.protocol === 'https:') return null;
-  if (url.protocol === 'http:')
-    return LOOPBACK.has(url.hostname) ? null : 'must use https unless it is a loopback address';
-  // Private-use schemes must look like reverse domain names (RFC 8252 §7.1); javascript:, data: etc. are refused.
-  if (/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/.test(url.protocol)) return null;
-  return 'uses a scheme that is not allowed';
-}
 
 export function registrationRoutes(deps: Deps): Router {
   const router = Router();
