@@ -19,6 +19,7 @@ import { oauthRoutes } from '../oauth/routes.js';
 import { mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
 import { rejectNulCharacters } from './http/input-guard.js';
 import { pageErrorHandler } from './portal/page-errors.js';
+import { openApiRoutes } from './openapi/routes.js';
 
 // The HTTP face of every origin (CONTRACT §1: one process serves BASE_URL, V2_URL and LIGHT_URL; an
 // origin changes issuers and links, not which routes exist).
@@ -68,6 +69,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // order changes no answer.
   app.use(modelRoutes(deps, auth));
   app.use(healthRoutes(deps));
+  app.use(openApiRoutes(deps));
   app.use(devRoutes(deps));
   app.use(oauthRoutes(deps, auth));
   app.use(mcpRoutes(deps));

@@ -33,13 +33,13 @@ const password = z.string().min(1).max(1024);
 const token = z.string().trim().min(1).max(512);
 const code = z.string().trim().min(1).max(64);
 
-const registerBody = z.object({ email, name: z.string().trim().min(1).max(200), password });
-const loginBody = z.object({ email: z.string().trim().min(1).max(254), password });
-const twoFactorLoginBody = z.object({ challenge_token: token, code });
-const codeBody = z.object({ code });
-const tokenBody = z.object({ token });
-const resetRequestBody = z.object({ email });
-const resetConfirmBody = z.object({ token, password });
+export const registerBody = z.object({ email, name: z.string().trim().min(1).max(200), password });
+export const loginBody = z.object({ email: z.string().trim().min(1).max(254), password });
+export const twoFactorLoginBody = z.object({ challenge_token: token, code });
+export const codeBody = z.object({ code });
+export const tokenBody = z.object({ token });
+export const resetRequestBody = z.object({ email });
+export const resetConfirmBody = z.object({ token, password });
 
 /**
  * Routes that set the session cookie refuse a browser request from another site (login CSRF: a

@@ -26,9 +26,11 @@ import { databaseOutageAs503 } from '../db/outage.js';
 
 const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
 
-const allocationBody = z.object({ target_credits: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER) });
+export const allocationBody = z.object({
+  target_credits: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+});
 
-const checkoutBody = z.object({
+export const checkoutBody = z.object({
   price_id: z.string().min(1).max(255).optional(),
   success_url: httpUrl,
   cancel_url: httpUrl,
@@ -36,14 +38,14 @@ const checkoutBody = z.object({
 });
 
 /** CONTRACT §8: amount_usd in integer cents, 100 to 1,000,000. */
-const topupBody = z.object({
+export const topupBody = z.object({
   amount_usd: z.number().int().min(100).max(1_000_000),
   success_url: httpUrl,
   cancel_url: httpUrl,
   customer_email: z.email().max(320).optional(),
 });
 
-const portalBody = z.object({ return_url: httpUrl });
+export const portalBody = z.object({ return_url: httpUrl });
 
 export function billingRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();

@@ -7,6 +7,8 @@ import { notFound } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { unix } from '../ids.js';
 
+export const mailQuery = z.object({ to: z.string().trim().toLowerCase().min(1) });
+
 // /dev/* exists only in DEV_MODE; in production mode it answers 404 (CONTRACT §1).
 export function devRoutes(deps: Deps): Router {
   const router = Router();
@@ -17,7 +19,7 @@ export function devRoutes(deps: Deps): Router {
 
   // The dev mail outbox, newest first (CONTRACT §4).
   router.get('/dev/mail', async (req, res) => {
-    const { to } = parse(z.object({ to: z.string().trim().toLowerCase().min(1) }), req.query);
+    const { to } = parse(mailQuery, req.query);
     const rows = await deps.db
       .select()
       .from(mailOutbox)

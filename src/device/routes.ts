@@ -26,9 +26,12 @@ import { databaseOutageAs503 } from '../db/outage.js';
 
 export const DEVICE_TOKEN_NAME = 'Device login';
 
-const authorizeBody = z.object({ user_code: z.string().min(1).max(64), client_id: orgKeyField.optional() });
-const denyBody = z.object({ user_code: z.string().min(1).max(64) });
-const pollBody = z.object({ device_code: z.string().min(1).max(256) });
+export const authorizeBody = z.object({
+  user_code: z.string().min(1).max(64),
+  client_id: orgKeyField.optional(),
+});
+export const denyBody = z.object({ user_code: z.string().min(1).max(64) });
+export const pollBody = z.object({ device_code: z.string().min(1).max(256) });
 
 /**
  * Issuing and polling are nothing but device-code reads and writes (and, on hand-out, the token mint in

@@ -22,8 +22,8 @@ import { databaseOutageAs503 } from '../db/outage.js';
 // Clients and members (interface document: Clients, Team membership; CONTRACT §5). Every route takes a
 // session or an svc_ token ("S|B"); a token's own membership is revalidated first (Authentication 5).
 
-const createBody = z.object({ name: z.string().trim().min(1).max(100) });
-const addMemberBody = z.object({
+export const createBody = z.object({ name: z.string().trim().min(1).max(100) });
+export const addMemberBody = z.object({
   email: z.string().trim().min(3).max(320),
   role: z.enum(['member', 'viewer']).default('member'),
 });

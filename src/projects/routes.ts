@@ -32,7 +32,7 @@ export function actorOf(req: Request): Actor {
   return { userId: p.userId, boundOrgKey: p.orgKey };
 }
 
-const idParams = z.object({ project_id: projectIdIn });
+export const idParams = z.object({ project_id: projectIdIn });
 
 export function projectRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();

@@ -1,0 +1,55 @@
+import { createDocument, type ZodOpenApiPathsObject } from 'zod-openapi';
+import { openApiPath, operationOf, securitySchemes, type DescribedRoute } from './describe.js';
+import { accountRoutes } from './accounts.js';
+import { billingRoutes } from './billing.js';
+import { modelRoutes } from './models.js';
+import { oauthRoutes } from './oauth.js';
+import { pageRoutes } from './pages.js';
+import { projectRoutes } from './projects.js';
+import { serviceRoutes } from './service.js';
+
+// The OpenAPI 3.1 document, generated from the zod schemas by zod-openapi (docs/openapi.md). Every
+// surface's routes are listed in its own file; a new route is one `route(...)` call there.
+
+export const describedRoutes: DescribedRoute[] = [
+  ...serviceRoutes,
+  ...accountRoutes,
+  ...billingRoutes,
+  ...projectRoutes,
+  ...modelRoutes,
+  ...oauthRoutes,
+  ...pageRoutes,
+];
+
+let cached: Record<string, unknown> | undefined;
+
+/** The document without servers (built once: the schemas do not change while the process runs). */
+export function openApiDocument(): Record<string, unknown> {
+  if (cached) return cached;
+  const paths: ZodOpenApiPathsObject = {};
+  for (const r of describedRoutes) {
+    const item = (paths[openApiPath(r.path)] ??= {});
+    if (item[r.method]) throw new Error(`OpenAPI: ${r.method.toUpperCase()} ${r.path} is described twice`);
+    item[r.method] = operationOf(r);
+  }
+  cached = createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'svc',
+      version: '0.1.0',
+      description:
+        'Accounts, organizations (clients), API tokens, OAuth 2.1 authorization server, MCP server, ' +
+        'billing in credits with an exact ledger, and an OpenAI-compatible model proxy. Errors take the ' +
+        'shape of their surface: {detail} on /v1, OpenAI {error} on the model routes, RFC 6749 on /oauth/*, ' +
+        'JSON-RPC on /mcp/platform, HTML on pages.',
+    },
+    components: { securitySchemes: securitySchemes as never },
+    paths,
+  }) as unknown as Record<string, unknown>;
+  return cached;
+}
+
+/** The document as served on one origin: that origin is its server (each origin is its own issuer). */
+export function openApiDocumentFor(origin: string): Record<string, unknown> {
+  return { ...openApiDocument(), servers: [{ url: origin }] };
+}

@@ -1,0 +1,44 @@
+import { route, type Method } from './describe.js';
+
+// The server-rendered pages (CONTRACT §4 "Pages"; src/portal/). A GET renders a page; a POST is a form
+// (urlencoded, with the CSRF field) that answers a page or a 303 redirect. Errors render as HTML pages.
+
+const page = (method: Method, path: string, summary: string, signedIn = false) =>
+  route(method, path, {
+    summary,
+    surface: 'page',
+    ...(signedIn ? { auth: ['session' as const] } : {}),
+    response:
+      method === 'get'
+        ? 'html'
+        : {
+            '200': { description: 'The page again, with the outcome or the form’s errors' },
+            '303': { description: 'Done: where to go next (Location)' },
+          },
+    errors: method === 'post' ? [403] : [],
+  });
+
+export const pageRoutes = [
+  page('get', '/account/login', 'Sign-in page'),
+  page('post', '/account/login', 'Sign in (form)'),
+  page('post', '/account/login/2fa', 'Second sign-in step (form)'),
+  page('post', '/account/logout', 'Sign out (form)', true),
+  page('get', '/account/register', 'Registration page'),
+  page('post', '/account/register', 'Register (form)'),
+  page('get', '/account/verify', 'Verify an e-mail address (the link in the mail)'),
+  page('get', '/account/reset', 'Password reset: ask for a link, or set a new password (with ?token=)'),
+  page('post', '/account/reset', 'Ask for a reset link (form)'),
+  page('post', '/account/reset/confirm', 'Set a new password (form)'),
+  page('get', '/account/device', 'Approve a device (the code a terminal shows)', true),
+  page('post', '/account/device', 'Approve or deny a device (form)', true),
+  page('get', '/account', 'The dashboard: clients, balances, tokens', true),
+  page('post', '/account/verify/resend', 'Send a new verification mail (form)', true),
+  page('post', '/account/2fa/setup', 'Start two-factor enrolment (form)', true),
+  page('post', '/account/2fa/enable', 'Confirm two-factor enrolment (form)', true),
+  page('post', '/account/2fa/disable', 'Turn two-factor sign-in off (form)', true),
+  page('post', '/account/clients', 'Create a client (form)', true),
+  page('get', '/account/clients/:clientId', "A client's members", true),
+  page('post', '/account/clients/:clientId/members', 'Add a member (form)', true),
+  page('post', '/account/clients/:clientId/members/:userId/remove', 'Remove a member (form)', true),
+  page('get', '/s/:token', 'A project shared by link (read-only page)'),
+];
