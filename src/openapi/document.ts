@@ -7,6 +7,7 @@ import { oauthRoutes } from './oauth.js';
 import { pageRoutes } from './pages.js';
 import { projectRoutes } from './projects.js';
 import { serviceRoutes } from './service.js';
+import { usageRoutes } from './usage.js';
 
 // The OpenAPI 3.1 document, generated from the zod schemas by zod-openapi (docs/openapi.md). Every
 // surface's routes are listed in its own file; a new route is one `route(...)` call there.
@@ -15,6 +16,7 @@ export const describedRoutes: DescribedRoute[] = [
   ...serviceRoutes,
   ...accountRoutes,
   ...billingRoutes,
+  ...usageRoutes,
   ...projectRoutes,
   ...modelRoutes,
   ...oauthRoutes,

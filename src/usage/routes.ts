@@ -49,10 +49,10 @@ const checkPeriod = (q: { from?: number; to?: number }, ctx: z.RefinementCtx) =>
     ctx.addIssue({ code: 'custom', path: ['from'], message: 'the period may span at most 400 days' });
 };
 
-const summaryQuery = z
+export const summaryQuery = z
   .object({ ...periodFields, group_by: z.enum(USAGE_GROUPS).default('day') })
   .superRefine(checkPeriod);
-const callsQuery = z.object({ ...periodFields, ...pageFields }).superRefine(checkPeriod);
+export const callsQuery = z.object({ ...periodFields, ...pageFields }).superRefine(checkPeriod);
 
 /** Grouping that names people or credentials: not for viewers. */
 const PERSONAL_GROUPS = new Set(['member', 'credential']);
