@@ -1,0 +1,162 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CliError, EXIT, notSignedIn, signInAgain } from './errors.js';
+import type { IO } from './io.js';
+import { reach, serviceUnavailable } from './server.js';
+import { grantToken, signedInEntry } from './session.js';
+
+// HTTP calls to svc's /v1 with the stored credential, and the answers a person understands
+// (issue 15 item 6): every failure says what happened and what to do next.
+
+/** 429 concurrency_limit: how often to wait Retry-After and try again, and the longest single wait. */
+export const MAX_BUSY_RETRIES = 3;
+const MAX_RETRY_WAIT_SECONDS = 30;
+
+export interface Credential {
+  kind: 'grant' | 'api_key';
+  token: string;
+  /** x-svc-organisation to send (`svc orgs use`); never with an svc_ key, which is bound to its org. */
+  org?: string;
+}
+
+/** The credential for model routes and runs: the model grant, else the svc_ key of `login --api-key`. */
+export async function modelCredential(io: IO, origin: string, forceRefresh = false): Promise<Credential> {
+  const entry = await signedInEntry(io, origin);
+  if (entry.grants?.model) {
+    const token = await grantToken(io, origin, 'model', forceRefresh);
+    return { kind: 'grant', token, ...(entry.default_org ? { org: entry.default_org } : {}) };
+  }
+  if (entry.api_key) return { kind: 'api_key', token: entry.api_key.token };
+  throw notSignedIn(origin);
+}
+
+/** The svc_ key, for the account routes that take S|B (clients, balances). */
+export async function apiKey(io: IO, origin: string): Promise<string | undefined> {
+  return (await signedInEntry(io, origin)).api_key?.token;
+}
+
+export function authHeaders(credential: Credential): Record<string, string> {
+  return {
+    authorization: `Bearer ${credential.token}`,
+    ...(credential.org ? { 'x-svc-organisation': credential.org } : {}),
+  };
+}
+
+interface ErrorBody {
+  error?: { code?: string; message?: string } | string;
+  error_description?: string;
+  detail?: { code?: string; message?: string };
+}
+
+/** Reads the error code and message from any of svc's error shapes (OpenAI, /v1 detail, RFC 6749). */
+export function errorOf(body: unknown): { code: string; message: string } {
+  const b = (body ?? {}) as ErrorBody;
+  if (typeof b.error === 'object' && b.error)
+    return { code: b.error.code ?? '', message: b.error.message ?? '' };
+  if (b.detail) return { code: b.detail.code ?? '', message: b.detail.message ?? '' };
+  if (typeof b.error === 'string') return { code: b.error, message: b.error_description ?? '' };
+  return { code: '', message: '' };
+}
+
+/** The person-facing error for a failed answer. */
+export function errorFor(
+  origin: string,
+  status: number,
+  body: unknown,
+  retryAfter?: string | null,
+): CliError {
+  const { code, message } = errorOf(body);
+  const lower = code.toLowerCase();
+  if (status === 401) return signInAgain(origin);
+  if (status === 402 || lower === 'insufficient_credits') {
+    return new CliError(
+      EXIT.denied,
+      'This organization has no credits left for this call.',
+      `Top up on ${origin}/account, or ask its owner to allocate more (\`svc balance\` shows what is left).`,
+      'insufficient_credits',
+    );
+  }
+  if (lower === 'viewer_cannot_spend') {
+    return new CliError(
+      EXIT.denied,
+      'You are a viewer in this organization, and viewers cannot spend its credits.',
+      'Ask an owner to make you a member, or act for another organization: `svc orgs use ORG`.',
+      'viewer_cannot_spend',
+    );
+  }
+  if (status === 403) {
+    return new CliError(
+      EXIT.denied,
+      `The server refused: ${message || code || 'forbidden'}.`,
+      'Check the organization you act for (`svc whoami`, `svc orgs use ORG`).',
+      lower || 'forbidden',
+    );
+  }
+  if (status === 429) {
+    return new CliError(
+      EXIT.unavailable,
+      'This organization has too many calls in flight; still busy after waiting.',
+      `Try again ${retryAfter ? `in ${retryAfter} s` : 'shortly'}, or wait for other calls and runs to finish.`,
+      lower || 'concurrency_limit',
+    );
+  }
+  if (status === 503) return serviceUnavailable(origin, retryAfter);
+  return new CliError(
+    status >= 500 ? EXIT.failure : EXIT.usage,
+    `The server answered ${status}${message ? `: ${message}` : code ? `: ${code}` : ''}.`,
+    status >= 500 ? 'Try again; if it persists, tell the server’s operator.' : undefined,
+    lower || undefined,
+  );
+}
+
+async function bodyOf(res: Response): Promise<unknown> {
+  try {
+    return await res.json();
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * One call with a credential: a grant answered 401 is refreshed once and the call repeated (the access
+ * token may have expired in flight); 429 waits Retry-After and retries at most MAX_BUSY_RETRIES times.
+ * Answers 2xx, or throws the person-facing error.
+ */
+export async function callWithCredential(
+  io: IO,
+  origin: string,
+  path: string,
+  init: RequestInit,
+  credential: Credential,
+): Promise<Response> {
+  let refreshed = false;
+  for (let attempt = 0; ; attempt++) {
+    const headers = { ...(init.headers as Record<string, string>), ...authHeaders(credential) };
+    const res = await reach(origin, () => fetch(`${origin}${path}`, { ...init, headers, signal: io.signal }));
+    if (res.ok) return res;
+    if (res.status === 401 && credential.kind === 'grant' && !refreshed) {
+      await res.body?.cancel();
+      refreshed = true;
+      credential = await modelCredential(io, origin, true);
+      continue;
+    }
+    const retryAfter = res.headers.get('retry-after');
+    const body = await bodyOf(res);
+    if (res.status === 429 && attempt < MAX_BUSY_RETRIES) {
+      const wait = Math.min(Math.max(Number(retryAfter) || 1, 1), MAX_RETRY_WAIT_SECONDS);
+      io.stderr.write(
+        io.color.yellow(
+          `Busy: too many calls in flight for this organization; retrying in ${wait} s (${attempt + 1}/${MAX_BUSY_RETRIES})\n`,
+        ),
+      );
+      await sleep(wait * 1000, undefined, { signal: io.signal });
+      continue;
+    }
+    throw errorFor(origin, res.status, body, retryAfter);
+  }
+}
+
+/** GET a /v1 account route with the svc_ key (S|B routes take no OAuth grant). */
+export async function getWithKey<T>(io: IO, origin: string, path: string, key: string): Promise<T> {
+  const res = await callWithCredential(io, origin, path, { method: 'GET' }, { kind: 'api_key', token: key });
+  return (await res.json()) as T;
+}

@@ -1,0 +1,40 @@
+import { CliError, EXIT } from '../errors.js';
+import { line, type IO } from '../io.js';
+import { serverOrigin } from '../server.js';
+import { signedInEntry } from '../session.js';
+import { adoptOrg, memberships } from './whoami.js';
+
+// `svc orgs`: the organizations you belong to and which one this terminal acts for; `svc orgs use ORG`
+// makes ORG the one (sent as x-svc-organisation on model calls and runs, CONTRACT §7).
+
+export async function orgsList(io: IO, opts: { url?: string; json?: boolean }): Promise<number> {
+  const origin = serverOrigin(opts.url, io.env);
+  const entry = await signedInEntry(io, origin);
+  const current = entry.default_org ?? entry.grant_org ?? entry.api_key?.org;
+  const list = await memberships(io, origin);
+  if (!list) {
+    throw new CliError(
+      EXIT.auth,
+      'Listing organizations needs an API key: the account routes do not take OAuth grants.',
+      `Run \`svc login --api-key\`, or name one you know with \`svc orgs use ORG\`. Acting for: ${current ?? '-'}.`,
+    );
+  }
+  const bare = (id: string | undefined) => id?.replace(/^(client|org)_/, '');
+  if (opts.json) {
+    line(io.stdout, JSON.stringify({ current, data: list }));
+    return EXIT.ok;
+  }
+  for (const m of list) {
+    const mark = bare(m.id) === bare(current) ? io.color.green('*') : ' ';
+    line(io.stdout, `${mark} ${m.id}  ${m.role.padEnd(6)}  ${m.name}`);
+  }
+  return EXIT.ok;
+}
+
+export async function orgsUse(io: IO, org: string, opts: { url?: string; json?: boolean }): Promise<number> {
+  const origin = serverOrigin(opts.url, io.env);
+  await adoptOrg(io, origin, org);
+  if (opts.json) line(io.stdout, JSON.stringify({ org }));
+  else line(io.stdout, `Now acting for ${org}.`);
+  return EXIT.ok;
+}

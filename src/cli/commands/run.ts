@@ -1,0 +1,252 @@
+import { confirm } from '@inquirer/prompts';
+import { realpath } from 'node:fs/promises';
+import WebSocket from 'ws';
+import { CliError, EXIT } from '../errors.js';
+import { line, type IO } from '../io.js';
+import { serverOrigin, unreachable } from '../server.js';
+import { callWithCredential, errorFor, modelCredential } from '../api.js';
+import { verifyOutcome } from '../outcome.js';
+import { KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
+
+// `svc run [--agent NAME] [TASK]`: an agent run over the run WebSocket (docs/models.md, "The run
+// WebSocket"). The server runs the model; this terminal runs the agent's tools, here, in the working
+// directory, after asking (writes and commands) unless --yes. Ctrl-C sends `cancel`: the server ends the
+// run and bills what it generated, nothing more.
+
+export interface RunOptions {
+  url?: string;
+  agent?: string;
+  yes?: boolean;
+  allow?: string;
+  json?: boolean;
+  commandTimeout?: string;
+  outputCap?: string;
+}
+
+interface Frame {
+  type: string;
+  [k: string]: unknown;
+}
+
+/** How long to wait for the server to confirm a cancel before closing anyway. */
+const CANCEL_GRACE_MS = 5000;
+
+export async function run(io: IO, task: string | undefined, opts: RunOptions): Promise<number> {
+  const origin = serverOrigin(opts.url, io.env);
+  if (!task?.trim())
+    throw new CliError(EXIT.usage, 'No task given.', 'Run `svc run "what the agent should do"`.');
+  if (opts.allow && opts.allow !== 'read') {
+    throw new CliError(
+      EXIT.usage,
+      `--allow takes "read" (got "${opts.allow}").`,
+      'Use --allow read, or --yes to approve everything.',
+    );
+  }
+  const agentName = opts.agent ?? 'default';
+  const root = await realpath(process.cwd());
+  let credential = await modelCredential(io, origin);
+
+  // The catalog says which tools the agent has; a tool this client cannot run is refused before the run.
+  const catalog = (await (
+    await callWithCredential(io, origin, '/v1/agents', { method: 'GET' }, credential)
+  ).json()) as { data: { name: string; tools: { name: string }[] }[] };
+  const agent = catalog.data.find((a) => a.name === agentName);
+  if (!agent) {
+    throw new CliError(
+      EXIT.usage,
+      `No agent named "${agentName}".`,
+      `Choose one of: ${catalog.data.map((a) => a.name).join(', ')}.`,
+    );
+  }
+  credential = await modelCredential(io, origin); // refreshed by the call above if it had to be
+
+  const limits = {
+    commandTimeoutSeconds: Number(opts.commandTimeout ?? 60),
+    outputCapBytes: Number(opts.outputCap ?? 64 * 1024),
+    signal: io.signal,
+  };
+  const ask = async (name: string, summary: string): Promise<boolean> => {
+    if (opts.yes) return true;
+    if (READ_TOOLS.has(name)) return true;
+    if (opts.allow === 'read' || !io.stdinIsTTY) return false;
+    return confirm(
+      { message: `Allow ${summary}?`, default: false },
+      { input: io.stdin, output: io.stderr, signal: io.signal },
+    );
+  };
+
+  const c = io.color;
+  const wsUrl = `${origin.replace(/^http/, 'ws')}/v1/runs/ws`;
+  return new Promise<number>((resolve, reject) => {
+    const ws = new WebSocket(wsUrl);
+    let cancelling = false;
+    let finished = false;
+    const send = (f: object) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify(f));
+    const finish = (fn: () => void) => {
+      if (finished) return;
+      finished = true;
+      io.signal.removeEventListener('abort', onAbort);
+      ws.close();
+      fn();
+    };
+    const onAbort = () => {
+      if (cancelling) return;
+      cancelling = true;
+      line(io.stderr, c.yellow('\nCancelling the run…'));
+      send({ type: 'cancel' });
+      setTimeout(() => finish(() => resolve(EXIT.interrupted)), CANCEL_GRACE_MS).unref();
+    };
+    io.signal.addEventListener('abort', onAbort, { once: true });
+
+    ws.on('error', (err) =>
+      finish(() =>
+        reject((err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? unreachable(origin) : err),
+      ),
+    );
+    ws.on('close', (code) => {
+      if (finished) return;
+      if (code === 4401) finish(() => reject(errorFor(origin, 401, {})));
+      else
+        finish(() =>
+          reject(new CliError(EXIT.failure, 'The server closed the run’s connection.', 'Try again.')),
+        );
+    });
+    ws.on('open', () => {
+      send({
+        type: 'auth',
+        token: credential.token,
+        ...(credential.org ? { organisation: credential.org } : {}),
+      });
+      send({ type: 'start', agent: agentName, messages: [{ role: 'user', content: task }] });
+    });
+    ws.on('message', (data) => {
+      const frame = JSON.parse(String(data)) as Frame;
+      if (opts.json) line(io.stdout, JSON.stringify(frame));
+      void handle(frame).catch((err) => finish(() => reject(err)));
+    });
+
+    async function handle(frame: Frame) {
+      switch (frame.type) {
+        case 'assistant_message': {
+          const content = (frame.message as { content?: string | null }).content;
+          if (content && !opts.json) line(io.stdout, content);
+          return;
+        }
+        case 'tool_call':
+          return answerToolCall(frame);
+        case 'run_completed': {
+          const outcome = await verifyOutcome(origin, String(frame.outcome), String(frame.run_id));
+          if (!opts.json) {
+            line(
+              io.stderr,
+              c.dim(
+                `Run ${String(frame.run_id)} finished (${String(frame.stop_reason)}) in ${String(frame.steps)} steps: ${outcome.credits_debited.toLocaleString('en')} tokens debited · balance ${outcome.balance_credits.toLocaleString('en')}`,
+              ),
+            );
+          }
+          return finish(() => resolve(EXIT.ok));
+        }
+        case 'error': {
+          if (frame.code === 'cancelled') {
+            line(io.stderr, 'Run cancelled. It is billed for what the model generated before the cancel.');
+            return finish(() => resolve(EXIT.interrupted));
+          }
+          return finish(() => reject(runError(origin, frame)));
+        }
+        default:
+          return;
+      }
+    }
+
+    async function answerToolCall(frame: Frame) {
+      const id = String(frame.tool_call_id);
+      const name = String(frame.name);
+      let args: Record<string, unknown> = {};
+      try {
+        args = frame.arguments ? (JSON.parse(String(frame.arguments)) as Record<string, unknown>) : {};
+      } catch {
+        return send({
+          type: 'tool_result',
+          tool_call_id: id,
+          status: 'error',
+          result: 'arguments are not JSON',
+        });
+      }
+      const summary = describe(name, args);
+      if (!opts.json) line(io.stderr, `${c.cyan('→')} ${summary}`);
+      if (!KNOWN_TOOLS.has(name) || !agent!.tools.some((t) => t.name === name)) {
+        return send({
+          type: 'tool_result',
+          tool_call_id: id,
+          status: 'error',
+          result: `this client does not run the tool "${name}"`,
+        });
+      }
+      let allowed: boolean;
+      try {
+        allowed = await ask(name, summary);
+      } catch {
+        return; // the prompt was interrupted (Ctrl-C): the cancel is on its way
+      }
+      if (!allowed) {
+        if (!opts.json)
+          line(
+            io.stderr,
+            c.yellow(
+              `  refused${io.stdinIsTTY || opts.allow ? '' : ' (no terminal to ask; pass --yes to allow)'}`,
+            ),
+          );
+        return send({
+          type: 'tool_result',
+          tool_call_id: id,
+          status: 'error',
+          result: 'the user did not allow this',
+        });
+      }
+      try {
+        const result = await runTool(root, name, args, limits);
+        if (!opts.json) line(io.stderr, c.dim(`  ${preview(result)}`));
+        send({ type: 'tool_result', tool_call_id: id, status: 'ok', result });
+      } catch (err) {
+        const message = err instanceof ToolRefused ? `refused: ${err.message}` : (err as Error).message;
+        if (!opts.json) line(io.stderr, c.yellow(`  ${message}`));
+        send({ type: 'tool_result', tool_call_id: id, status: 'error', result: message });
+      }
+    }
+  });
+}
+
+function describe(name: string, args: Record<string, unknown>): string {
+  if (name === 'run_command') return `run_command: ${String(args.command)}`;
+  if ('path' in args) return `${name} ${String(args.path)}`;
+  return name;
+}
+
+function preview(result: unknown): string {
+  const text = typeof result === 'string' ? result : JSON.stringify(result);
+  const first = text.split('\n')[0] ?? '';
+  return first.length > 100 ? `${first.slice(0, 100)}…` : first;
+}
+
+/** The run's error frame as a person-facing error, with the same wording as the HTTP answers. */
+function runError(origin: string, frame: Frame): CliError {
+  const code = String(frame.code);
+  const status =
+    code === 'insufficient_credits'
+      ? 402
+      : code === 'viewer_cannot_spend' || code === 'not_a_member' || code === 'org_mismatch'
+        ? 403
+        : code === 'concurrency_limit'
+          ? 429
+          : code.endsWith('unavailable')
+            ? 503
+            : 500;
+  if (status === 500)
+    return new CliError(
+      EXIT.failure,
+      `The run ended with an error: ${String(frame.message)} (${code}).`,
+      'Try again.',
+      code,
+    );
+  return errorFor(origin, status, { error: { code, message: frame.message } });
+}

@@ -1,0 +1,57 @@
+import QRCode from 'qrcode';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { line, type IO } from './io.js';
+
+// What both device logins share: showing the code to the person, and the polling rhythm of RFC 8628 §3.5.
+
+export interface ShownCode {
+  verification_uri: string;
+  user_code: string;
+  verification_uri_complete?: string;
+  expires_in: number;
+}
+
+/** Tells the person where to approve. The QR code (of verification_uri_complete) only on a terminal. */
+export async function showCode(io: IO, code: ShownCode): Promise<void> {
+  const out = io.stderr;
+  const c = io.color;
+  line(out, `To sign in, open ${c.bold(c.cyan(code.verification_uri))}`);
+  line(
+    out,
+    `and enter the code ${c.bold(code.user_code)}  (it expires in ${Math.round(code.expires_in / 60)} minutes).`,
+  );
+  if (code.verification_uri_complete) {
+    line(out, `Or open ${code.verification_uri_complete}`);
+    if (io.isTTY) {
+      line(out, 'or scan this with your phone:');
+      out.write(await QRCode.toString(code.verification_uri_complete, { type: 'terminal', small: true }));
+    }
+  }
+  line(out, c.dim('Waiting for the approval… (Ctrl-C to stop)'));
+}
+
+/** RFC 8628 §3.5: on slow_down the interval grows by 5 seconds for this and every later poll. */
+export const SLOW_DOWN_STEP_SECONDS = 5;
+
+/**
+ * Polls until `poll` returns a value. It is asked at once, then every `interval` seconds; it answers
+ * 'pending' or 'slow_down' (the interval grows, or becomes the server's new one when it says).
+ */
+export async function pollUntilDone<T>(
+  io: IO,
+  intervalSeconds: number,
+  poll: () => Promise<T | 'pending' | { slowDown: number | undefined }>,
+): Promise<T> {
+  let interval = intervalSeconds;
+  for (;;) {
+    const result = await poll();
+    if (result === 'pending') {
+      // fall through to the wait
+    } else if (typeof result === 'object' && result !== null && 'slowDown' in result) {
+      interval = (result as { slowDown: number | undefined }).slowDown ?? interval + SLOW_DOWN_STEP_SECONDS;
+    } else {
+      return result as T;
+    }
+    await sleep(interval * 1000, undefined, { signal: io.signal });
+  }
+}

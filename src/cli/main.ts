@@ -1,0 +1,136 @@
+import { Command, CommanderError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+import { CliError, EXIT } from './errors.js';
+import { line, processIO, type IO } from './io.js';
+import { login } from './commands/login.js';
+import { logout } from './commands/logout.js';
+import { whoami } from './commands/whoami.js';
+import { orgsList, orgsUse } from './commands/orgs.js';
+import { balance } from './commands/balance.js';
+import { mcpConfig } from './commands/mcp-config.js';
+import { chat } from './commands/chat.js';
+import { run } from './commands/run.js';
+
+// The `svc` terminal client (docs/cli.md). Arguments are parsed by commander; each command is a small
+// function over its parsed options and an IO object (STYLE, "The terminal client"). Exit codes: errors.ts.
+
+/** package.json's version: two folders up from src/cli, three from dist/src/cli. */
+function packageVersion(): string {
+  for (const up of ['../../package.json', '../../../package.json']) {
+    try {
+      return (JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { version: string }).version;
+    } catch {
+      /* try the next */
+    }
+  }
+  return 'unknown';
+}
+const version = packageVersion();
+
+export function buildProgram(io: IO, done: (code: number) => void): Command {
+  const program = new Command('svc')
+    .description('Sign in to svc from a terminal, chat with its model, and run agents whose tools run here.')
+    .version(version)
+    .showHelpAfterError()
+    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+    .exitOverride()
+    .addHelpText(
+      'after',
+      '\nThe server is --url, else $SVC_URL, else http://localhost:8080.\n' +
+        'Exit codes: 0 ok, 1 failed, 2 usage, 3 sign in needed, 4 not allowed (credits, role), ' +
+        '5 server unavailable or busy, 6 server not trusted, 130 interrupted.\nMore: docs/cli.md',
+    );
+
+  const url = () => new Option('--url <url>', 'the svc server (default: $SVC_URL or http://localhost:8080)');
+  const json = () => new Option('--json', 'machine-readable output on stdout');
+  const command = (name: string, description: string) =>
+    program.command(name).description(description).addOption(url()).addOption(json());
+  const act =
+    <A extends unknown[]>(fn: (...args: A) => Promise<number>) =>
+    async (...args: A) =>
+      done(await fn(...args));
+
+  command('login', 'sign in (OAuth device grant: approve the code in a browser)')
+    .option('--browser', 'sign in through this machine’s browser instead (authorization code + PKCE)')
+    .option(
+      '--api-key',
+      'get an svc_ API key for scripts and CI instead (replaces your previous key in that organization)',
+    )
+    .option('--org <org>', 'the organization to act for (client_… or org_…)')
+    .action(
+      act((o: { url?: string; json?: boolean; browser?: boolean; apiKey?: boolean; org?: string }) =>
+        login(io, o),
+      ),
+    );
+
+  command('logout', 'revoke this terminal’s grants and forget them').action(
+    act((o: { url?: string; json?: boolean }) => logout(io, o)),
+  );
+  command('whoami', 'who you are signed in as, the organization and role, and the grants’ expiry').action(
+    act((o: { url?: string; json?: boolean }) => whoami(io, o)),
+  );
+
+  const orgs = command('orgs', 'list your organizations (* marks the one you act for)').action(
+    act((o: { url?: string; json?: boolean }) => orgsList(io, o)),
+  );
+  orgs
+    .command('use')
+    .description('act for ORG from now on (sent as x-svc-organisation)')
+    .argument('<org>', 'client_… or org_…')
+    .addOption(url())
+    .addOption(json())
+    .action(act((org: string, o: { url?: string; json?: boolean }) => orgsUse(io, org, o)));
+
+  command('balance', 'the organization’s token balance (and your pool, if you own it)').action(
+    act((o: { url?: string; json?: boolean }) => balance(io, o)),
+  );
+  command('mcp-config', 'print the MCP client configuration for this server’s /mcp/platform')
+    .addOption(
+      new Option('--editor <name>', 'claude, cursor, vscode, windsurf or generic').default('generic'),
+    )
+    .action(act((o: { url?: string; json?: boolean; editor?: string }) => mcpConfig(io, o)));
+
+  command('chat', 'ask the model: one question (argument or stdin) or, at a terminal, a conversation')
+    .argument('[prompt...]', 'the question; read from stdin when omitted and stdin is not a terminal')
+    .option('--no-stream', 'wait for the whole answer instead of streaming it')
+    .option('--system <text>', 'a system message to start with')
+    .action(
+      act((words: string[], o: { url?: string; json?: boolean; stream?: boolean; system?: string }) =>
+        chat(io, words.length ? words.join(' ') : undefined, o),
+      ),
+    );
+
+  command('run', 'run an agent: the model plans, this terminal runs its tools in the working directory')
+    .argument('[task...]', 'what the agent should do')
+    .option('--agent <name>', 'the agent (GET /v1/agents)', 'default')
+    .option('-y, --yes', 'run writes and commands without asking')
+    .option('--allow <kind>', '"read": run reads without asking and refuse writes and commands (no prompts)')
+    .option('--command-timeout <seconds>', 'longest a command may run', '60')
+    .option('--output-cap <bytes>', 'most output a command may return', String(64 * 1024))
+    .action(act((words: string[], o: Parameters<typeof run>[2]) => run(io, words.join(' '), o)));
+
+  return program;
+}
+
+/** Runs one command line; answers the exit code. Errors go to stderr with their next step. */
+export async function main(argv: string[], io: IO): Promise<number> {
+  let code: number = EXIT.ok;
+  const program = buildProgram(io, (c) => (code = c));
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return code;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version "fail" with exit code 0; bad arguments are usage errors.
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    if (io.signal.aborted) return EXIT.interrupted;
+    if (err instanceof CliError) {
+      line(io.stderr, `${io.color.red('Error:')} ${err.message}`);
+      if (err.nextStep) line(io.stderr, err.nextStep);
+      return err.exitCode;
+    }
+    line(io.stderr, `${io.color.red('Error:')} ${(err as Error).message ?? String(err)}`);
+    return EXIT.failure;
+  }
+}

@@ -1,0 +1,90 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+// The `svc` terminal client as a real child process (node + tsx on src/cli/cli.ts, the same code bin/svc.mjs
+// runs compiled), with its own config folder, so credentials.json is the real file a person would have.
+
+export const CLI_ENTRY = join(import.meta.dirname, '../../src/cli/cli.ts');
+
+export interface CliRun {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the first match of `pattern` in stderr (or stdout), as soon as it appears. */
+  waitFor(pattern: RegExp, stream?: 'stdout' | 'stderr'): Promise<RegExpMatchArray>;
+  exit: Promise<number>;
+}
+
+export interface CliHome {
+  dir: string;
+  env: Record<string, string>;
+  credentials(): Promise<any>;
+  writeCredentials(value: unknown): Promise<void>;
+  cleanup(): Promise<void>;
+}
+
+export async function cliHome(): Promise<CliHome> {
+  const dir = await mkdtemp(join(tmpdir(), 'svc-cli-'));
+  const file = join(dir, 'config', 'svc', 'credentials.json');
+  return {
+    dir,
+    env: { XDG_CONFIG_HOME: join(dir, 'config'), HOME: dir },
+    credentials: async () => JSON.parse(await readFile(file, 'utf8')),
+    writeCredentials: (value) => writeFile(file, JSON.stringify(value), { mode: 0o600 }),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+}
+
+export function startCli(
+  args: string[],
+  opts: { env?: Record<string, string>; cwd?: string; input?: string } = {},
+): CliRun {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', NO_COLOR: '1', ...opts.env };
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI_ENTRY, ...args], {
+    env,
+    cwd: opts.cwd ?? process.cwd(),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const out = { stdout: '', stderr: '' };
+  const waiters: { pattern: RegExp; stream: 'stdout' | 'stderr'; resolve(m: RegExpMatchArray): void }[] = [];
+  const check = () => {
+    for (const w of [...waiters]) {
+      const m = out[w.stream].match(w.pattern);
+      if (m) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(m);
+      }
+    }
+  };
+  child.stdout!.on('data', (b: Buffer) => ((out.stdout += b.toString()), check()));
+  child.stderr!.on('data', (b: Buffer) => ((out.stderr += b.toString()), check()));
+  if (opts.input !== undefined) child.stdin!.end(opts.input);
+  const exit = new Promise<number>((resolve) =>
+    child.on('close', (code, signal) => resolve(code ?? (signal ? 128 : -1))),
+  );
+  return {
+    child,
+    stdout: () => out.stdout,
+    stderr: () => out.stderr,
+    waitFor: (pattern, stream = 'stderr') =>
+      new Promise((resolve, reject) => {
+        waiters.push({ pattern, stream, resolve });
+        check();
+        void exit.then(() =>
+          reject(
+            new Error(`svc exited before ${pattern} appeared\nstdout: ${out.stdout}\nstderr: ${out.stderr}`),
+          ),
+        );
+      }),
+    exit,
+  };
+}
+
+/** Runs the CLI to its end: exit code and output. */
+export async function runCli(args: string[], opts: Parameters<typeof startCli>[1] = {}) {
+  const run = startCli(args, opts);
+  const code = await run.exit;
+  return { code, stdout: run.stdout(), stderr: run.stderr() };
+}
