@@ -1,12 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 // The `svc` terminal client as a real child process (node + tsx on src/cli/cli.ts, the same code bin/svc.mjs
 // runs compiled), with its own config folder, so credentials.json is the real file a person would have.
 
 export const CLI_ENTRY = join(import.meta.dirname, '../../src/cli/cli.ts');
+/** tsx's loader by absolute URL: the CLI runs in other working directories (svc run's tools use it). */
+const TSX_LOADER = pathToFileURL(join(import.meta.dirname, '../../node_modules/tsx/dist/loader.mjs')).href;
 
 export interface CliRun {
   child: ChildProcess;
@@ -32,7 +35,10 @@ export async function cliHome(): Promise<CliHome> {
     dir,
     env: { XDG_CONFIG_HOME: join(dir, 'config'), HOME: dir },
     credentials: async () => JSON.parse(await readFile(file, 'utf8')),
-    writeCredentials: (value) => writeFile(file, JSON.stringify(value), { mode: 0o600 }),
+    async writeCredentials(value) {
+      await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+      await writeFile(file, JSON.stringify(value), { mode: 0o600 });
+    },
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
 }
@@ -42,7 +48,7 @@ export function startCli(
   opts: { env?: Record<string, string>; cwd?: string; input?: string } = {},
 ): CliRun {
   const env: Record<string, string> = { PATH: process.env.PATH ?? '', NO_COLOR: '1', ...opts.env };
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI_ENTRY, ...args], {
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, CLI_ENTRY, ...args], {
     env,
     cwd: opts.cwd ?? process.cwd(),
     stdio: ['pipe', 'pipe', 'pipe'],
