@@ -68,7 +68,10 @@ async function introspect(token: string) {
 describe('svc login (device grant) and what a signed-in terminal does', () => {
   it('signs in: shows the code, polls, stores both grants in a 0600 file', async () => {
     const login = startCli(['login', '--url', url], { env: home.env });
-    const [, userCode] = await login.waitFor(/enter the code ([B-Z]{4}-[B-Z]{4})/);
+    // The whole notice, not its first write: stderr may arrive in pieces.
+    const [, userCode] = await login.waitFor(
+      /enter the code ([B-Z]{4}-[B-Z]{4})[\s\S]*Waiting for the approval/,
+    );
     expect(login.stderr()).toContain(`${url}/account/device`);
     expect(login.stderr()).toContain(`${url}/account/device?user_code=${userCode}`);
     await approveOnDevicePage(url, suite.owner, userCode!);
