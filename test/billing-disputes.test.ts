@@ -443,16 +443,24 @@ describe('disputes', () => {
     };
     fake.disputes.set(d.id, d);
     try {
-      const first = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe);
+      const first = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe, {
+        proPriceId: server.deps.billing.proPriceId,
+      });
       expect(first.refunded).toContain(`dispute ${d.id}`);
       expect((await balance(u)).balance_credits).toBe(50_000);
       expect(
-        (await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe)).refunded,
+        (
+          await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe, {
+            proPriceId: server.deps.billing.proPriceId,
+          })
+        ).refunded,
       ).not.toContain(`dispute ${d.id}`);
       await send('charge.dispute.funds_withdrawn', d); // the real webhook, late
       expect((await balance(u)).balance_credits).toBe(50_000);
       fake.disputes.set(d.id, { ...d, status: 'won' });
-      const won = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe);
+      const won = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe, {
+        proPriceId: server.deps.billing.proPriceId,
+      });
       expect(won.refunded).toContain(`dispute ${d.id}`);
       expect(won.violations).toEqual([]);
       expect((await balance(u)).balance_credits).toBe(60_000);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import pg from 'pg';
+import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import type Stripe from 'stripe';
 import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
@@ -28,6 +29,7 @@ const LANES = 6;
 // replayed grant (`duplicates`) came 1–8 times in eight trials and, once in CI, never (the check failed).
 const RUNS = Number(process.env.BILLING_PROPERTY_RUNS ?? (concurrent ? 40 : 24));
 const log = createLogger('silent');
+const rules = () => ({ proPriceId: server.deps.billing.proPriceId });
 
 let server: TestServer;
 let pool: pg.Pool | undefined;
@@ -180,6 +182,11 @@ async function execute(ops: Op[]) {
     const org = 'org' in o ? keys[o.org]! : undefined;
     switch (o.k) {
       case 'topup': {
+        // svc created the session (only those grant, CONTRACT §8); a second op on the same id replays it.
+        await db.execute(sql`
+          insert into billing_checkout_sessions (id, org_key, customer_id, kind, credits, amount_cents, success_url, cancel_url, created_by)
+          values (${`cs_${run}_${o.session}`}, ${org!.orgKey}, ${org!.customer}, 'topup', ${o.cents * 10}, ${o.cents}, '', '', ${org!.ownerId})
+          on conflict (id) do nothing`);
         const session = {
           id: `cs_${run}_${o.session}`,
           mode: 'payment',
@@ -195,6 +202,7 @@ async function execute(ops: Op[]) {
             ...session,
             payment_status: 'paid',
           }),
+          rules(),
         );
       }
       case 'renewal':
@@ -210,7 +218,9 @@ async function execute(ops: Op[]) {
             amount_paid: 20_000,
             currency: 'usd',
             parent: { subscription_details: { subscription: `sub_${run}` } },
+            lines: { data: [{ pricing: { price_details: { price: rules().proPriceId } } }] },
           }),
+          rules(),
         );
       case 'allocate':
         return setAllocation(db, { userId: org!.ownerId, orgKey: org!.orgKey, target: o.target });
@@ -250,7 +260,7 @@ async function execute(ops: Op[]) {
         return expireStaleHolds(db);
       case 'replay': {
         const e = events[o.event % Math.max(1, events.length)];
-        return e ? processEvent(db, log, e) : undefined;
+        return e ? processEvent(db, log, e, rules()) : undefined;
       }
     }
   };

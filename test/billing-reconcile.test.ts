@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm';
 import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createUser } from './helpers/fixtures.js';
-import { startFakeStripe, stripeEnv, type FakeStripe } from './helpers/fake-stripe.js';
+import { proLines, startFakeStripe, stripeEnv, type FakeStripe } from './helpers/fake-stripe.js';
 import { reconcile } from '../src/billing/reconcile.js';
 import { createLogger } from '../src/log.js';
 
@@ -58,12 +58,16 @@ describe('billing reconciliation', () => {
         type: 'subscription_details',
         subscription_details: { subscription: 'sub_lost', metadata: { org_key: u.orgKey } },
       },
-      lines: { data: [{ period: { start: t, end: t + 2_592_000 } }] },
+      lines: proLines({ start: t, end: t + 2_592_000 }),
     });
-    const first = await reconcile(server.deps.db, log, server.deps.billing.stripe);
+    const first = await reconcile(server.deps.db, log, server.deps.billing.stripe, {
+      proPriceId: server.deps.billing.proPriceId,
+    });
     expect(first.granted.sort()).toEqual([`checkout session ${session.id}`, 'invoice in_lost']);
     expect(first.violations).toEqual([]);
-    const second = await reconcile(server.deps.db, log, server.deps.billing.stripe);
+    const second = await reconcile(server.deps.db, log, server.deps.billing.stripe, {
+      proPriceId: server.deps.billing.proPriceId,
+    });
     expect(second.granted).toEqual([]);
     const bal = await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session });
     expect(bal.body.balance_credits).toBe(50_000 + 7_000 + 210_000);

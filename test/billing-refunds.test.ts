@@ -5,7 +5,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { checkoutUrls, useStripeServer } from './helpers/stripe-server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { type FakeStripe } from './helpers/fake-stripe.js';
+import { proLines, type FakeStripe } from './helpers/fake-stripe.js';
 import { queryRows } from '../src/db/client.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { reconcile } from '../src/billing/reconcile.js';
@@ -118,6 +118,7 @@ describe('refunds', () => {
       amount_paid: 20_000,
       currency: 'usd',
       created: Math.floor(Date.now() / 1000),
+      lines: proLines(),
       payments: {
         object: 'list',
         data: [
@@ -163,6 +164,7 @@ describe('refunds', () => {
       billing_reason: 'subscription_cycle',
       amount_due: 20_000,
       amount_paid: 20_000,
+      lines: proLines(),
       currency: 'usd',
       created: Math.floor(Date.now() / 1000),
       parent: {
@@ -332,11 +334,17 @@ describe('refunds', () => {
     await send('checkout.session.completed', completed);
     const lost = { ...refund(pi, 1_000), created: Math.floor(Date.now() / 1000) };
     fake.refunds.set(lost.id, lost);
-    const first = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe);
+    const first = await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe, {
+      proPriceId: server.deps.billing.proPriceId,
+    });
     expect(first.refunded).toContain(`refund ${lost.id}`);
     expect(first.violations).toEqual([]);
     expect(
-      (await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe)).refunded,
+      (
+        await reconcile(server.deps.db, server.deps.log, server.deps.billing.stripe, {
+          proPriceId: server.deps.billing.proPriceId,
+        })
+      ).refunded,
     ).not.toContain(`refund ${lost.id}`);
     await send('refund.created', lost); // the real webhook, late
     expect((await balance(u)).balance_credits).toBe(50_000);

@@ -3,7 +3,13 @@ import type { TestServer } from './helpers/server.js';
 import type { client } from './helpers/http.js';
 import { checkoutUrls, useStripeServer } from './helpers/stripe-server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { deliverWebhook, signatureFor, stripeEvent, type FakeStripe } from './helpers/fake-stripe.js';
+import {
+  deliverWebhook,
+  proLines,
+  signatureFor,
+  stripeEvent,
+  type FakeStripe,
+} from './helpers/fake-stripe.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 
 // Stripe through the real SDK against a local fake (CONTRACT §8: STRIPE_API_BASE), and the webhook
@@ -282,7 +288,7 @@ describe('POST /v1/webhooks/stripe', () => {
         type: 'subscription_details',
         subscription_details: { subscription: sub.id, metadata: { org_key: u.orgKey } },
       },
-      lines: { data: [{ period: { start: t0, end: t0 + 2_592_000 } }] },
+      lines: proLines({ start: t0, end: t0 + 2_592_000 }),
     };
     expect((await send('invoice.paid', invoice, { created: t0 + 2 })).status).toBe(200);
     expect(await balance(u)).toBe(50_000 + 210_000);
@@ -367,6 +373,7 @@ describe('POST /v1/webhooks/stripe', () => {
         status: 'paid',
         billing_reason: 'subscription_cycle',
         amount_due: 'not a number',
+        lines: proLines(),
         currency: 'usd',
       },
       { id },
@@ -382,6 +389,7 @@ describe('POST /v1/webhooks/stripe', () => {
         billing_reason: 'subscription_cycle',
         amount_due: 20_000,
         amount_paid: 20_000,
+        lines: proLines(),
         currency: 'usd',
       },
       { id },

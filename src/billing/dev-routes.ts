@@ -103,6 +103,12 @@ export function devBillingRoutes(deps: Deps): Router {
   }
 
   /** The invoice's payment as the pinned API shows it (invoice.payments), so refunds can name it. */
+  /** A Pro invoice line names its price, as Stripe's does; webhooks grant only for STRIPE_PRICE_PRO. */
+  const proPricing = {
+    type: 'price_details',
+    price_details: { price: deps.config.stripe.pricePro, product: 'prod_dev_pro' },
+  };
+
   const paidBy = (paymentIntent: string) => ({
     object: 'list',
     data: [
@@ -191,7 +197,7 @@ export function devBillingRoutes(deps: Deps): Router {
           type: 'subscription_details',
           subscription_details: { subscription: subId, metadata: { org_key: s.org_key } },
         },
-        lines: { object: 'list', data: [{ period: { start, end } }] },
+        lines: { object: 'list', data: [{ period: { start, end }, pricing: proPricing }] },
       }),
     );
   }
@@ -347,7 +353,7 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
             type: 'subscription_details',
             subscription_details: { subscription: sub.id, metadata: { org_key: sub.org_key } },
           },
-          lines: { object: 'list', data: [{ period: { start, end } }] },
+          lines: { object: 'list', data: [{ period: { start, end }, pricing: proPricing }] },
         }),
       );
     }

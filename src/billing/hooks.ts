@@ -31,6 +31,8 @@ export interface Billing {
   verifier: Stripe;
   /** STRIPE_WEBHOOK_SECRET, or in dev mode a secret derived from the server key (the dev processor signs with it). */
   webhookSecret: string | undefined;
+  /** STRIPE_PRICE_PRO: the only price whose paid invoices grant a Pro period (CONTRACT §8). */
+  proPriceId: string;
 }
 
 /**
@@ -70,5 +72,6 @@ export function createBilling(parts: BillingParts): Billing {
     stripe,
     verifier: stripe ?? new Stripe('sk_unused_for_webhook_verification'),
     webhookSecret: config.stripe.webhookSecret ?? (dev ? devSecret : undefined),
+    proPriceId: config.stripe.pricePro,
   };
 }

@@ -29,7 +29,7 @@ async function main(): Promise<number> {
     const stripe = config.stripe.secretKey
       ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase)
       : null;
-    const report = await reconcile(database.db, log, stripe);
+    const report = await reconcile(database.db, log, stripe, { proPriceId: config.stripe.pricePro });
     const out = process.stdout;
     out.write(
       `billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`,

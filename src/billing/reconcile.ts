@@ -41,11 +41,13 @@ export async function reconcile(
   db: Db,
   log: Logger,
   stripe: Stripe | null,
-  options: { sinceSeconds?: number } = {},
+  options: { sinceSeconds?: number; proPriceId?: string } = {},
 ): Promise<ReconcileReport> {
   const granted: string[] = [];
   const refunded: string[] = [];
   let fetched = 0;
+  // Without the configured Pro price no invoice can grant (fail closed); the CLI passes STRIPE_PRICE_PRO.
+  const rules = { proPriceId: options.proPriceId ?? '' };
   if (stripe) {
     const gte = Math.floor(Date.now() / 1000) - (options.sinceSeconds ?? 35 * 24 * 3600);
     for await (const invoice of stripe.invoices.list({ status: 'paid', created: { gte }, limit: 100 })) {
@@ -55,6 +57,7 @@ export async function reconcile(
         db,
         log,
         syntheticEvent('invoice.paid', invoice as unknown as { id: string; created: number }),
+        rules,
       );
       if (r.outcome === 'granted') granted.push(`invoice ${invoice.id}`);
     }
@@ -69,6 +72,7 @@ export async function reconcile(
         db,
         log,
         syntheticEvent('checkout.session.completed', session as unknown as { id: string; created: number }),
+        rules,
       );
       if (r.outcome === 'granted') granted.push(`checkout session ${session.id}`);
     }
@@ -79,6 +83,7 @@ export async function reconcile(
         db,
         log,
         syntheticEvent('refund.updated', refund as unknown as { id: string; created: number }),
+        rules,
       );
       if (r.outcome.startsWith('refunded')) refunded.push(`refund ${refund.id}`);
     }
@@ -92,6 +97,7 @@ export async function reconcile(
         db,
         log,
         syntheticEvent(type, dispute as unknown as { id: string; created: number }),
+        rules,
       );
       if (r.outcome.startsWith('dispute_withdrawn') || r.outcome === 'dispute_reinstated')
         refunded.push(`dispute ${dispute.id}`);

@@ -49,10 +49,20 @@ export function verifyEvent(
   if (!rawBody || !signature)
     throw new AppError(400, 'INVALID_SIGNATURE', 'missing body or stripe-signature header');
   try {
-    return verifier.webhooks.constructEvent(rawBody, signature, secret, SIGNATURE_TOLERANCE_SECONDS);
+    const event = verifier.webhooks.constructEvent(rawBody, signature, secret, SIGNATURE_TOLERANCE_SECONDS);
+    // The SDK refuses only timestamps too old; one too far ahead is refused alike (CONTRACT §8), else a
+    // signature made for a future moment could be replayed until that moment is 5 minutes past.
+    if (signedAt(signature) > Date.now() / 1000 + SIGNATURE_TOLERANCE_SECONDS) throw new Error('future');
+    return event;
   } catch {
     throw new AppError(400, 'INVALID_SIGNATURE', 'webhook signature verification failed');
   }
+}
+
+/** The `t=` of a `stripe-signature` header (seconds); NaN when absent, which constructEvent refuses first. */
+function signedAt(signature: string): number {
+  const t = signature.split(',').find((part) => part.trim().startsWith('t='));
+  return t ? Number(t.trim().slice(2)) : Number.NaN;
 }
 
 interface OrgRef {
@@ -95,22 +105,31 @@ async function grantTarget(tx: Db, org: OrgRef): Promise<string> {
   return row?.id ?? org.orgKey;
 }
 
-async function grantTopup(tx: Db, session: Obj): Promise<string> {
-  const org = await orgFor(tx, idOf(session.customer), session.metadata);
-  if (!org) return 'unmapped';
-  const [known] = await queryRows<{ credits: unknown; amount_cents: unknown }>(
+/**
+ * A paid top-up grants what was paid, at par (CONTRACT §8 "Grants come only from what was paid"): only
+ * for a checkout session svc created (our row names its client), and only `amount_total` in cents ×
+ * CREDITS_PER_CENT — never an amount from metadata, which anyone with access to the processor account
+ * (another integration, a payment link) can write. A coupon that lowers the total lowers the grant.
+ */
+async function grantTopup(tx: Db, session: Obj, log: Logger): Promise<string> {
+  const [known] = await queryRows<{ org_key: string; owner_id: string; kind: string }>(
     tx,
-    sql`select credits, amount_cents from billing_checkout_sessions where id = ${session.id}`,
+    sql`select s.org_key, o.owner_id, s.kind from billing_checkout_sessions s join orgs o on o.id = s.org_key
+        where s.id = ${String(session.id)} and s.created_by <> 'webhook'`,
   );
-  // Our own record decides the tokens; metadata and amount_total only for a session we never stored.
-  const credits = known
-    ? Number(known.credits)
-    : Number(session.metadata?.credits) || Number(session.amount_total ?? 0) * CREDITS_PER_CENT;
-  await tx.execute(sql`
-    insert into billing_checkout_sessions (id, org_key, customer_id, kind, credits, amount_cents, status, success_url, cancel_url, created_by)
-    values (${session.id}, ${org.orgKey}, ${idOf(session.customer) ?? ''}, 'topup', ${credits}, ${Number(session.amount_total ?? 0)},
-            'complete', '', '', 'webhook')
-    on conflict (id) do update set status = 'complete'`);
+  if (!known || known.kind !== 'topup') {
+    log.warn({ sessionId: session.id }, 'paid checkout session that svc did not create: nothing granted');
+    return 'unknown_session';
+  }
+  const org: OrgRef = { orgKey: known.org_key, ownerId: known.owner_id };
+  const paidCents = Number(session.amount_total ?? 0);
+  const currency = String(session.currency ?? 'usd').toLowerCase();
+  const credits =
+    Number.isSafeInteger(paidCents) && paidCents > 0 && currency === 'usd' ? paidCents * CREDITS_PER_CENT : 0;
+  // A session paid nothing (a 100%-off coupon) is closed as `paid_nothing`: "complete" means granted.
+  await tx.execute(
+    sql`update billing_checkout_sessions set status = ${credits > 0 ? 'complete' : 'paid_nothing'} where id = ${session.id}`,
+  );
   if (!(credits > 0)) return 'no_amount';
   const paymentIntent = idOf(session.payment_intent);
   // The payment's row first (refunds.ts lock order), so a refund racing this grant waits or is seen.
@@ -123,18 +142,16 @@ async function grantTopup(tx: Db, session: Obj): Promise<string> {
     orgKey: target,
     amount: credits,
     type: 'topup',
-    description: `Top-up: ${(Number(session.amount_total ?? credits / CREDITS_PER_CENT) / 100).toFixed(2)} USD`,
+    description: `Top-up: ${(paidCents / 100).toFixed(2)} USD`,
   });
   if (paymentIntent) {
-    const amountCents =
-      Number(known?.amount_cents ?? session.amount_total ?? 0) || credits / CREDITS_PER_CENT;
     await recordPayment(tx, {
       paymentIntent,
       grantKey: `grant:session:${session.id}`,
       orgKey: target,
       ownerId: org.ownerId,
       credits,
-      amountCents,
+      amountCents: paidCents,
     });
   }
   return granted ? 'granted' : 'already_granted';
@@ -176,7 +193,20 @@ async function upsertInvoice(
       event_created = greatest(billing_invoices.event_created, excluded.event_created)`);
 }
 
-async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<string> {
+/** Whether an invoice bills the Pro price (pinned API: lines[].pricing.price_details.price; older: lines[].price). */
+function billsPrice(invoice: Obj, priceId: string): boolean {
+  const lines: Obj[] = Array.isArray(invoice.lines?.data) ? invoice.lines.data : [];
+  return lines.some((line) => {
+    const price = idOf(line?.pricing?.price_details?.price) ?? idOf(line?.price);
+    return price === priceId;
+  });
+}
+
+/**
+ * invoice.paid grants a Pro period only for a subscription invoice of `STRIPE_PRICE_PRO` with money
+ * paid (CONTRACT §8): an invoice of another price, or one paid 0 (a 100%-off coupon), is recorded only.
+ */
+async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number, rules: GrantRules): Promise<string> {
   const org = await orgFor(
     tx,
     idOf(invoice.customer),
@@ -186,6 +216,9 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<
   await lockInvoice(tx, invoice.id);
   await upsertInvoice(tx, invoice, org, eventCreated, false);
   if (!SUBSCRIPTION_GRANT_REASONS.has(invoice.billing_reason)) return 'recorded';
+  if (!billsPrice(invoice, rules.proPriceId)) return 'not_pro_price';
+  const paidCents = Number(invoice.amount_paid ?? 0);
+  if (!(paidCents > 0)) return 'nothing_paid';
   const subscriptionId = invoiceSubscriptionId(invoice);
   const period = invoice.lines?.data?.[0]?.period as { start?: number; end?: number } | undefined;
   if (subscriptionId) {
@@ -219,7 +252,7 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number): Promise<
       orgKey: target,
       ownerId: org.ownerId,
       credits: PRO_PERIOD_CREDITS,
-      amountCents: Number(invoice.amount_paid ?? 0),
+      amountCents: paidCents,
     });
   }
   return granted ? 'granted' : 'already_granted';
@@ -280,24 +313,29 @@ async function chargeRefunded(tx: Db, charge: Obj): Promise<string> {
   return [...new Set(outcomes)].join(',');
 }
 
-async function apply(tx: Db, event: Stripe.Event): Promise<string> {
+/** What a grant is checked against: the configured Pro price (STRIPE_PRICE_PRO). */
+export interface GrantRules {
+  proPriceId: string;
+}
+
+async function apply(tx: Db, log: Logger, event: Stripe.Event, rules: GrantRules): Promise<string> {
   const object = event.data.object as unknown as Obj;
   switch (event.type) {
     case 'checkout.session.completed':
       if (object.mode === 'payment') {
-        if (object.payment_status === 'paid') return grantTopup(tx, object);
+        if (object.payment_status === 'paid') return grantTopup(tx, object, log);
         return 'awaiting_async_payment';
       }
       await tx.execute(sql`update billing_checkout_sessions set status = 'complete' where id = ${object.id}`);
       return 'subscription_checkout_completed';
     case 'checkout.session.async_payment_succeeded':
-      return grantTopup(tx, object);
+      return grantTopup(tx, object, log);
     case 'checkout.session.async_payment_failed':
       return sessionClosed(tx, object, 'failed');
     case 'checkout.session.expired':
       return sessionClosed(tx, object, 'expired');
     case 'invoice.paid':
-      return invoicePaid(tx, object, event.created);
+      return invoicePaid(tx, object, event.created, rules);
     case 'invoice.payment_failed':
       return invoiceFailed(tx, object, event.created);
     case 'customer.subscription.created':
@@ -329,6 +367,7 @@ export async function processEvent(
   db: Db,
   log: Logger,
   event: Stripe.Event,
+  rules: GrantRules,
 ): Promise<{ duplicate: boolean; outcome: string }> {
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
@@ -339,7 +378,7 @@ export async function processEvent(
           on conflict (id) do nothing returning id`,
     );
     if (claimed.length === 0) return { duplicate: true, outcome: 'duplicate' };
-    const outcome = await apply(t, event);
+    const outcome = await apply(t, log, event, rules);
     await t.execute(sql`update billing_webhook_events set outcome = ${outcome} where id = ${event.id}`);
     if (outcome === 'unmapped')
       log.warn({ eventId: event.id, type: event.type }, 'stripe event for an unknown customer');
@@ -349,7 +388,11 @@ export async function processEvent(
 
 /** The whole webhook: configuration, signature, exactly-once application (the route and the dev processor share it). */
 export async function receiveWebhook(
-  deps: { db: Db; log: Logger; billing: { verifier: Stripe; webhookSecret: string | undefined } },
+  deps: {
+    db: Db;
+    log: Logger;
+    billing: { verifier: Stripe; webhookSecret: string | undefined; proPriceId: string };
+  },
   rawBody: Buffer | undefined,
   signature: string | undefined,
 ): Promise<{ duplicate: boolean; outcome: string }> {
@@ -365,5 +408,5 @@ export async function receiveWebhook(
     );
     throw new AppError(400, 'INVALID_EVENT', 'the event contains a NUL character and cannot be stored');
   }
-  return processEvent(deps.db, deps.log, event);
+  return processEvent(deps.db, deps.log, event, { proPriceId: deps.billing.proPriceId });
 }

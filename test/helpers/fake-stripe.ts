@@ -236,10 +236,24 @@ export async function deliverWebhook(baseUrl: string, payload: string, signature
   return { status: res.status, body: text ? JSON.parse(text) : null };
 }
 
+/** The Pro price the Stripe test files configure (STRIPE_PRICE_PRO). */
+export const PRO_PRICE_TEST = 'price_pro_test';
+
+/** An invoice's `lines` as Stripe sends a Pro invoice (pinned API: pricing.price_details.price). */
+export const proLines = (period?: { start: number; end: number }, price = PRO_PRICE_TEST) => ({
+  object: 'list',
+  data: [
+    {
+      ...(period ? { period } : {}),
+      pricing: { type: 'price_details', price_details: { price, product: 'prod_pro' } },
+    },
+  ],
+});
+
 /** svc's configuration pointed at this fake, with the webhook secret the test signs with. */
 export const stripeEnv = (fake: FakeStripe, webhookSecret: string): Record<string, string> => ({
   STRIPE_SECRET_KEY: 'sk_test_fake',
   STRIPE_WEBHOOK_SECRET: webhookSecret,
   STRIPE_API_BASE: fake.url,
-  STRIPE_PRICE_PRO: 'price_pro_test',
+  STRIPE_PRICE_PRO: PRO_PRICE_TEST,
 });
