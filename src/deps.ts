@@ -54,7 +54,7 @@ export async function createDeps(config: Config, database: Database, log: Logger
   const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
   const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
   const signingKeys = createSigningKeys(database.db, keys.encryption);
-  const models = createModelServices(config, database.db, signingKeys, log);
+  const models = createModelServices(config, database.db, signingKeys, log, keys.hmac);
   onClose(() => models.close());
   return {
     config,

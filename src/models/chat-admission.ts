@@ -15,9 +15,8 @@ import {
 import type { Admission } from './admit.js';
 import { cannotPay, heldCall, planHold, prepareCall, type PreparedCall } from './metered.js';
 import type { SpareHold } from './spare-holds.js';
-import { parse } from '../http/validate.js';
 import { voidHold } from '../billing/spend.js';
-import { chatRequest, type ChatRequest } from './schema.js';
+import { chatRequest, parseChatRequest, type ChatRequest } from './schema.js';
 
 // The short way in for POST /v1/chat/completions: when the caller is an `svc_` token and nothing else
 // names who acts (no x-svc-organisation header, no org_id), the token's live read and the call's hold go
@@ -197,7 +196,7 @@ async function withSpare(deps: Deps, req: ChatHttpRequest, start: SpareStart): P
   let request: ChatRequest;
   try {
     actor = await start.actor;
-    request = parse(chatRequest, req.body);
+    request = parseChatRequest(req.body);
   } catch (err) {
     putBackClaimed(deps, start);
     throw err;

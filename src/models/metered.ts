@@ -150,7 +150,13 @@ export async function heldCall(
     await voidHold(deps.db, requestId);
     throw cannotPay();
   }
-  const body: ChatBody = { ...(request as ChatBody), model: modelId, [limitField]: perChoice };
+  const body: ChatBody = {
+    ...(request as ChatBody),
+    model: modelId,
+    [limitField]: perChoice,
+    user: deps.models.upstreamUserId(actor.userId),
+  };
+  delete body.safety_identifier;
   if (limitField === 'max_completion_tokens') delete body.max_tokens;
   const clientWantsUsage = !!(request.stream_options as { include_usage?: boolean } | null | undefined)
     ?.include_usage;

@@ -3,7 +3,6 @@ import { Router, type Request, type Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { AppError, invalidToken } from '../http/errors.js';
-import { parse } from '../http/validate.js';
 import { actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './actor.js';
 import { resolveActingOrg } from '../../oauth/verify.js';
 import { parseOrgId } from '../ids.js';
@@ -11,7 +10,7 @@ import { liveRole } from '../orgs/membership.js';
 import { publicAgent } from './agents.js';
 import { chatCompletion } from './chat.js';
 import { admitChat, type ChatHttpRequest } from './chat-admission.js';
-import { chatRequest } from './schema.js';
+import { parseChatRequest } from './schema.js';
 import { RUNS_PATH } from '../runs/socket.js';
 
 // The model routes (interface document: Model and run endpoints; CONTRACT §9). Errors render in the
@@ -71,7 +70,7 @@ export function chatCompletionsRoute(deps: Deps, auth: Auth) {
     const admitted = await admitChat(deps, auth, req);
     if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted.call);
     const actor = await actorOf(deps, auth, req, { spend: true });
-    const request = parse(chatRequest, req.body);
+    const request = parseChatRequest(req.body);
     await chatCompletion(deps, actor, request, req, res);
   };
 }

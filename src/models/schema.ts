@@ -1,7 +1,11 @@
 import { z } from 'zod';
 
-// zod shapes of the model routes' inputs. The chat request is an OpenAI request passed through: the
-// fields the proxy acts on are checked, every other field goes to the provider unchanged (looseObject).
+import { AppError } from '../http/errors.js';
+import { parse } from '../http/validate.js';
+
+// zod shapes of the model routes' inputs. The chat request is an OpenAI request passed on to the provider
+// with only the parameters of a documented allow-list (CONTRACT §8; docs/billing.md "Request parameters"):
+// nothing that changes the provider's price or keeps callers' data at the provider passes unpriced.
 
 /**
  * OpenAI message content: a string, or an array of typed parts (text, image_url, …; the parts' own fields
@@ -36,8 +40,18 @@ const tool = z.looseObject({
     .optional(),
 });
 
+/**
+ * The parameters /v1/chat/completions passes on: those the OpenAI SDKs, the AI SDK and LangChain send in
+ * practice for text and tool calls, none of which makes a call cost more than its capped output bounds.
+ * Refused with 400 `unsupported_parameter` (as OpenAI answers an unknown argument): anything else, among
+ * them `service_tier` (priority pricing), `audio`/`modalities` other than text (audio output pricing),
+ * `web_search_options` (per-search fees), `prediction` (rejected prediction tokens are billed beyond
+ * max_tokens), `store: true` and `metadata` (callers' conversations kept in the operator's account).
+ */
+const passThrough = z.unknown().optional();
+
 export const chatRequest = z
-  .looseObject({
+  .strictObject({
     model: z.string().optional(),
     messages: z.array(message).min(1).max(10_000),
     stream: z.boolean().nullish(),
@@ -49,6 +63,27 @@ export const chatRequest = z
     tool_choice: z.unknown().optional(),
     temperature: z.number().min(0).max(2).nullish(),
     top_p: z.number().min(0).max(1).nullish(),
+    parallel_tool_calls: passThrough,
+    stop: passThrough,
+    presence_penalty: passThrough,
+    frequency_penalty: passThrough,
+    logit_bias: passThrough,
+    logprobs: passThrough,
+    top_logprobs: passThrough,
+    seed: passThrough,
+    response_format: passThrough,
+    reasoning_effort: passThrough,
+    verbosity: passThrough,
+    prompt_cache_key: passThrough,
+    functions: passThrough,
+    function_call: passThrough,
+    // Read but never passed on: the provider gets svc's own opaque id of the acting user instead
+    // (upstreamUserId), so abuse reports reach a user without the caller choosing whom, or leaking e-mails.
+    user: passThrough,
+    safety_identifier: passThrough,
+    // Allowed only in the value that changes nothing: not stored, text output.
+    store: z.literal(false).nullish(),
+    modalities: z.tuple([z.literal('text')]).nullish(),
   })
   // As OpenAI answers it: stream options without a stream are a mistake (400, param stream_options), not
   // silently dropped.
@@ -56,6 +91,38 @@ export const chatRequest = z
     path: ['stream_options'],
     message: "stream_options is only allowed when 'stream' is true",
   });
+
+/** The allow-listed parameters (the keys of chatRequest), for the check that names the first other one. */
+const ALLOWED_PARAMETERS = new Set(Object.keys(chatRequest.shape));
+
+/** The first parameter of a chat request that is not passed on, with the value rule it breaks (or null). */
+function unsupportedParameter(body: unknown): { param: string; why: string } | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  const record = body as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (!ALLOWED_PARAMETERS.has(key)) return { param: key, why: 'is not supported by this server' };
+  }
+  if (record.store != null && record.store !== false)
+    return { param: 'store', why: 'may only be false: conversations are not stored at the provider' };
+  const m = record.modalities;
+  if (m != null && !(Array.isArray(m) && m.length === 1 && m[0] === 'text'))
+    return { param: 'modalities', why: 'may only be ["text"]' };
+  return null;
+}
+
+/** Parses a chat request: 400 `unsupported_parameter` naming a parameter off the allow-list, else zod. */
+export function parseChatRequest(body: unknown): ChatRequest {
+  const unsupported = unsupportedParameter(body);
+  if (unsupported) {
+    throw new AppError(
+      400,
+      'unsupported_parameter',
+      `Unsupported parameter: '${unsupported.param}' ${unsupported.why}.`,
+      { param: unsupported.param },
+    );
+  }
+  return parse(chatRequest, body);
+}
 
 export type ChatRequest = z.output<typeof chatRequest>;
 

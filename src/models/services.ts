@@ -1,4 +1,5 @@
 import type { SigningKeys } from '../../oauth/keys.js';
+import { createUpstreamUserIds } from './upstream-user.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/client.js';
 import { createBatcher } from '../db/batch.js';
@@ -44,6 +45,8 @@ export interface ModelServices {
    * call's live read decides.
    */
   tokenOrgs: Map<string, string>;
+  /** The `user` sent upstream for an acting user: svc's own opaque id (upstream-user.ts). */
+  upstreamUserId(userId: string): string;
   close(): Promise<void>;
 }
 
@@ -77,6 +80,7 @@ export function createModelServices(
   db: Db,
   signingKeys: SigningKeys,
   log: Logger,
+  hmacKey: Buffer | string,
 ): ModelServices {
   const upstream = config.model.upstreamUrl
     ? createOpenAICompatibleUpstream({ url: config.model.upstreamUrl, key: config.model.upstreamKey })
@@ -99,6 +103,7 @@ export function createModelServices(
       onError: (err) => log.warn({ err }, 'could not give a spare hold back; it expires'),
     }),
     tokenOrgs: new Map(),
+    upstreamUserId: createUpstreamUserIds(hmacKey),
     async close() {
       await services.spares.close();
       await services.limiter.close();
