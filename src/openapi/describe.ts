@@ -242,7 +242,11 @@ export function operationOf(r: DescribedRoute): ZodOpenApiOperationObject {
 
   const statuses = new Set(spec.errors ?? []);
   if (spec.body || spec.query || spec.params) statuses.add(400);
-  if (spec.auth?.length && !spec.auth.includes('clientAuth')) statuses.add(401);
+  // A credential can be missing or wrong (401), or valid but refused: an unverified e-mail, a removed
+  // member, another organization (403).
+  if (spec.auth?.length && !spec.auth.includes('clientAuth')) statuses.add(401).add(403);
+  // Every API surface answers 503 with Retry-After while the database is out (src/db/outage.ts).
+  if (surface !== 'page') statuses.add(503);
   const byStatus = responses as Record<string, unknown>;
   for (const status of [...statuses].sort()) byStatus[String(status)] ??= errorResponse(surface, status);
 

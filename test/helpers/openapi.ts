@@ -46,7 +46,8 @@ export async function documentValidator(document: unknown) {
   const file = join(dir, 'svc.openapi.json');
   writeFileSync(file, JSON.stringify(document));
   const base = pathToFileURL(file).href;
-  const pointer = (s: string) => s.replaceAll('~', '~0').replaceAll('/', '~1');
+  // A JSON Pointer in a URI fragment (RFC 6901 §6): escaped, then percent-encoded ({client_id} has braces).
+  const pointer = (s: string) => encodeURIComponent(s.replaceAll('~', '~0').replaceAll('/', '~1'));
   return {
     /** Validates the document itself against the OpenAPI 3.1 schema (with its schema dialect). */
     async validateDocument() {
@@ -60,6 +61,15 @@ export async function documentValidator(document: unknown) {
       body: unknown,
       type = 'application/json',
     ) {
+      const responses = (document as { paths: Record<string, Record<string, { responses: object }>> }).paths[
+        path
+      ]?.[method]?.responses as Record<string, { content?: Record<string, unknown> }> | undefined;
+      if (!responses?.[String(status)]?.content?.[type]) {
+        return {
+          valid: false,
+          undocumented: `${method} ${path} answers ${status} ${type}, which the document does not describe`,
+        };
+      }
       const at = `${base}#/paths/${pointer(path)}/${method}/responses/${status}/content/${pointer(type)}/schema`;
       return validate(at, body as never);
     },
