@@ -24,6 +24,11 @@ export interface McpGrant {
   grantOrgKey: string;
   /** The organization this request acts for (x-svc-organisation or the grant's). */
   actingOrgKey: string;
+  /**
+   * Set when the grant acts only in its own organization (CONTRACT §7): tools then refuse any other
+   * org_id and any project outside it with NO_ACCESS (src/projects/access.ts boundOrgKey).
+   */
+  boundOrgKey: string | undefined;
   clientId: string;
   origin: string;
 }
@@ -97,6 +102,7 @@ export function requirePlatformGrant(deps: Deps) {
       userId: access.userId,
       grantOrgKey: access.orgKey,
       actingOrgKey,
+      boundOrgKey: access.orgBound ? access.orgKey : undefined,
       clientId: access.clientId,
       origin,
     };

@@ -120,7 +120,7 @@ export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: stri
 
   const ctx: ToolContext = {
     deps,
-    actor: { userId: grant.userId },
+    actor: { userId: grant.userId, boundOrgKey: grant.boundOrgKey },
     grant,
     orgKeyOf(orgId) {
       if (orgId === undefined) return grant.actingOrgKey;

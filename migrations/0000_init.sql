@@ -109,6 +109,8 @@ CREATE TABLE "device_codes" (
 	"oauth_client_id" text,
 	"resources" text[],
 	"scope" text,
+	"issuer" text,
+	"all_orgs" boolean DEFAULT false NOT NULL,
 	"status" text DEFAULT 'pending' NOT NULL,
 	"user_id" text,
 	"org_id" text,
@@ -303,6 +305,7 @@ CREATE TABLE "oauth_codes" (
 	"code_challenge" text NOT NULL,
 	"resources" jsonb NOT NULL,
 	"issuer" text NOT NULL,
+	"all_orgs" boolean DEFAULT false NOT NULL,
 	"expires_at" timestamp with time zone NOT NULL,
 	"used_at" timestamp with time zone,
 	"grant_ids" jsonb
@@ -316,6 +319,7 @@ CREATE TABLE "oauth_grants" (
 	"resource" text NOT NULL,
 	"scope" text NOT NULL,
 	"issuer" text NOT NULL,
+	"all_orgs" boolean DEFAULT false NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"revoked_at" timestamp with time zone
 );

@@ -23,6 +23,7 @@ import {
   type AuthorizationRequest,
 } from './authorize-request.js';
 import { resourceUrl } from './resources.js';
+import { allOrganizationsField, allOrganizationsTicked } from '../src/portal/org-boundary.js';
 
 // GET/POST /oauth/authorize: the consent page (CONTRACT §4, §7). GET validates the request and shows who
 // asks (the client's name and where that name comes from), for what (the resources) and for which
@@ -130,6 +131,7 @@ ${request.resources.map((r) => html`<li><strong>${RESOURCE_TEXT[r].title}</stron
 ${orgs.map((o, i) => html`<option value="${clientIdOf(o.orgKey)}"${i === 0 ? html` selected` : ''}>${o.name} (${o.role})</option>`)}
 </select>
 </div>
+${request.client.source === 'builtin' ? html`<p class="hint">The svc command-line tool acts in every organization you belong to.</p>` : allOrganizationsField()}
 <div class="actions">
 <button type="submit" name="decision" value="approve">Allow</button>
 <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
@@ -178,6 +180,8 @@ ${orgs.map((o, i) => html`<option value="${clientIdOf(o.orgKey)}"${i === 0 ? htm
       codeChallenge: request.codeChallenge,
       resources: request.resources,
       issuer: origin,
+      // The organization boundary (CONTRACT §7): svc-cli spans every membership anyway (grants.ts).
+      allOrgs: allOrganizationsTicked(form),
     });
     res.redirect(303, redirectWith(request.redirectUri, { code, state: request.state }, origin));
   });

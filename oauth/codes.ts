@@ -23,6 +23,8 @@ export interface NewCode {
   codeChallenge: string;
   resources: OAuthResource[];
   issuer: string;
+  /** "All my organizations" ticked on the consent page (the grants' allOrgs). */
+  allOrgs: boolean;
 }
 
 export async function createCode(db: Db, hmacKey: Buffer, input: NewCode): Promise<string> {
@@ -36,6 +38,7 @@ export async function createCode(db: Db, hmacKey: Buffer, input: NewCode): Promi
     codeChallenge: input.codeChallenge,
     resources: input.resources,
     issuer: input.issuer,
+    allOrgs: input.allOrgs,
     expiresAt: new Date(Date.now() + CODE_TTL_SECONDS * 1000),
   });
   return code;

@@ -46,6 +46,10 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
       // Checked inside the consuming transaction: throwing rolls the consumption back.
       if (row.oauthClientId !== client.id)
         throw libraryError('invalid_grant', 'this device code was issued to another client');
+      // Bound to the origin that issued it, like an authorization code (CONTRACT §7): a code issued at
+      // LIGHT must not yield V2-audience tokens (issue 22 item 12).
+      if (row.issuer !== ctx.issuer)
+        throw libraryError('invalid_grant', 'this device code was issued by another origin');
       if (!row.userId || !row.orgId) throw libraryError('invalid_grant', 'the device code has no approval');
       const approved = (row.resources ?? []).filter((r): r is OAuthResource =>
         (OAUTH_RESOURCES as readonly string[]).includes(r),
@@ -65,6 +69,7 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
       clientId: client.id,
       userId: poll.row.userId!,
       orgKey: poll.row.orgId!,
+      allOrgs: poll.row.allOrgs,
       issuer: ctx.issuer,
       resources,
       named,
@@ -92,6 +97,7 @@ export function deviceAuthorizationRoutes(deps: Deps): Router {
     const auth = await createDeviceAuthorization(deps, {
       flow: 'oauth',
       oauthClientId: client.clientId,
+      issuer: origin,
       resources,
       scope: resources.join(' '),
     });

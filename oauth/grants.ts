@@ -7,6 +7,7 @@ import { oauthGrants, oauthRefreshTokens, type OAuthResource } from '../src/db/s
 import { hmacSecret } from '../src/crypto/hash.js';
 import { orgIdOf, randomToken } from '../src/ids.js';
 import { SIGNING_ALG } from './keys.js';
+import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { resourceUrl } from './resources.js';
 
 // Grants (one row per approved resource, CONTRACT §7) and the tokens minted for them: RFC 9068 access
@@ -24,7 +25,16 @@ export interface NewGrant {
   userId: string;
   orgKey: string;
   issuer: string;
+  /** "All my organizations" ticked on the consent or device page. */
+  allOrgs?: boolean;
 }
+
+/**
+ * The organization boundary of a grant (CONTRACT §7): svc-cli acts in every live membership of its
+ * user; any other client only in the organization chosen, unless the person granted all of them.
+ */
+export const grantSpansAllOrgs = (input: Pick<NewGrant, 'clientId' | 'allOrgs'>): boolean =>
+  input.clientId === BUILTIN_CLI_CLIENT_ID || input.allOrgs === true;
 
 /** Creates one grant per resource (in the caller's transaction when `db` is one). */
 export async function createGrants(
@@ -44,6 +54,7 @@ export async function createGrants(
         resource,
         scope: scopeOf(resource),
         issuer: input.issuer,
+        allOrgs: grantSpansAllOrgs(input),
       })),
     )
     .returning();

@@ -39,6 +39,8 @@ export async function issueApproval(
     issuer: string;
     resources: OAuthResource[];
     named: OAuthResource[] | null;
+    /** "All my organizations" ticked at approval (grants.ts grantSpansAllOrgs); default false. */
+    allOrgs?: boolean;
     /** The code that approved it: the grants are recorded on it so a replay can revoke them. */
     codeHash?: string;
   },

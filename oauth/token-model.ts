@@ -165,6 +165,7 @@ export function createTokenModel(ctx: RequestContext) {
           clientId: code.clientId,
           userId: code.userId,
           orgKey: code.org,
+          allOrgs: code.allOrgs,
           issuer,
           resources: codeResources,
           named: parseResources(issuer, ctx.body.resource),

@@ -28,6 +28,11 @@ export interface VerifiedAccess {
   jti: string;
   /** The user's live role in the grant's org, read with the grant (so a caller acting there reads no more). */
   role: Role;
+  /**
+   * The grant acts only in its own org (CONTRACT §7: a client other than svc-cli, "all my
+   * organizations" not ticked): x-svc-organisation or an MCP org_id naming another org is refused.
+   */
+  orgBound: boolean;
 }
 
 interface GrantCheck {
@@ -42,6 +47,8 @@ interface GrantState {
   live: boolean;
   /** The user's live role in the org (a live membership of a live org), or null. */
   role: Role | null;
+  /** The grant spans every live membership of the user (oauth_grants.all_orgs). */
+  allOrgs: boolean;
 }
 
 // The grant and the membership are read in one statement, and concurrent verifications share it
@@ -56,9 +63,10 @@ function grantStateOf(db: Db): (check: GrantCheck) => Promise<GrantState> {
     lookup = createBatcher<GrantCheck, GrantState>(async (checks) => {
       // One array parameter per column (sql.param keeps an array one parameter), zipped back by unnest.
       const column = (pick: (c: GrantCheck) => string) => sql`${sql.param(checks.map(pick))}::text[]`;
-      const rows = await queryRows<{ i: number; live: boolean; role: Role | null }>(
+      const rows = await queryRows<{ i: number; live: boolean; role: Role | null; all_orgs: boolean | null }>(
         db,
-        sql`select q.i::int as i, g.id is not null as live, case when o.deleted_at is null then m.role end as role
+        sql`select q.i::int as i, g.id is not null as live, case when o.deleted_at is null then m.role end as role,
+            g.all_orgs
           from unnest(${column((c) => c.grantId)}, ${column((c) => c.userId)}, ${column((c) => c.orgKey)}, ${column((c) => c.resource)})
             with ordinality as q(grant_id, user_id, org, resource, i)
           left join oauth_grants g on g.id = q.grant_id and g.user_id = q.user_id and g.org = q.org
@@ -69,7 +77,7 @@ function grantStateOf(db: Db): (check: GrantCheck) => Promise<GrantState> {
       const byIndex = new Map(rows.map((r) => [Number(r.i), r]));
       return checks.map((_, k) => {
         const row = byIndex.get(k + 1);
-        return { live: row?.live === true, role: row?.role ?? null };
+        return { live: row?.live === true, role: row?.role ?? null, allOrgs: row?.all_orgs === true };
       });
     });
     grantStates.set(db, lookup);
@@ -140,17 +148,19 @@ export async function verifyAccessToken(
     resource,
     jti: payload.jti!,
     role: state.role,
+    orgBound: !state.allOrgs,
   };
 }
 
 /**
  * The organization a model or MCP request acts for (CONTRACT §7): `x-svc-organisation` (either id
  * spelling) when sent — it must be a live membership of the token's user, else 403 — otherwise the
- * grant's org. Returns the live role; callers refuse spending for `viewer` (403 viewer_cannot_spend).
+ * grant's org. A grant bound to its org (`orgBound`) may name only that org: 403 NO_ACCESS otherwise.
+ * Returns the live role; callers refuse spending for `viewer` (403 viewer_cannot_spend).
  */
 export async function resolveActingOrg(
   deps: Pick<Deps, 'db'>,
-  access: { userId: string; orgKey: string },
+  access: { userId: string; orgKey: string; orgBound?: boolean },
   headerValue: string | string[] | undefined,
 ): Promise<{ orgKey: string; role: Role }> {
   const raw = Array.isArray(headerValue) ? headerValue[0] : headerValue;
@@ -161,6 +171,12 @@ export async function resolveActingOrg(
     };
   }
   const orgKey = parseOrgId(raw);
+  if (access.orgBound && orgKey !== access.orgKey)
+    throw new AppError(
+      403,
+      'NO_ACCESS',
+      'this application was granted one organization only; x-svc-organisation names another',
+    );
   const role = orgKey ? await liveRole(deps.db, access.userId, orgKey) : null;
   if (!orgKey || !role)
     throw new AppError(

@@ -50,7 +50,7 @@ const hashDeviceCode = (deps: Deps, deviceCode: string) =>
 
 export async function createDeviceAuthorization(
   deps: Deps,
-  input: { flow: DeviceFlow; oauthClientId?: string; resources?: string[]; scope?: string },
+  input: { flow: DeviceFlow; oauthClientId?: string; resources?: string[]; scope?: string; issuer?: string },
 ): Promise<DeviceAuthorization> {
   const expiresAt = new Date(Date.now() + DEVICE_CODE_TTL_SECONDS * 1000);
   // Housekeeping on the write path, so no timer is needed: an index range scan over a day-old tail.
@@ -67,6 +67,7 @@ export async function createDeviceAuthorization(
         oauthClientId: input.oauthClientId ?? null,
         resources: input.resources ?? null,
         scope: input.scope ?? null,
+        issuer: input.issuer ?? null,
         intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
         expiresAt,
       });
@@ -147,7 +148,7 @@ export async function findByUserCode(
  */
 export async function approveUserCode(
   deps: Deps,
-  input: { userCode: string; userId: string; orgKey?: string },
+  input: { userCode: string; userId: string; orgKey?: string; allOrgs?: boolean },
 ): Promise<{ orgKey: string; row: DeviceCodeRow }> {
   const limiter = userCodeLimiter(deps);
   await limiter.check(input.userId);
@@ -158,7 +159,14 @@ export async function approveUserCode(
   // Guarded: a code decided meanwhile (another tab, a deny) is not overwritten.
   const [row] = await deps.db
     .update(deviceCodes)
-    .set({ status: 'approved', userId: input.userId, orgId: orgKey, decidedAt: new Date() })
+    .set({
+      status: 'approved',
+      userId: input.userId,
+      orgId: orgKey,
+      // Meaningful for OAuth device grants of clients other than svc-cli (CONTRACT §7).
+      allOrgs: input.allOrgs === true,
+      decidedAt: new Date(),
+    })
     .where(
       and(
         eq(deviceCodes.id, pending.id),

@@ -103,7 +103,7 @@ export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput):
   // Without x-svc-organisation the grant's org acts, and the verifier has just read that membership
   // live (as mcp/guard.ts does); a named org is read as its own live membership.
   const acting = orgHeader?.trim()
-    ? await resolveActingOrg(deps, { userId: grant.userId, orgKey: grant.orgKey }, orgHeader)
+    ? await resolveActingOrg(deps, grant, orgHeader)
     : { orgKey: grant.orgKey, role: grant.role };
   return {
     userId: grant.userId,

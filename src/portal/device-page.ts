@@ -9,6 +9,8 @@ import { liveMemberships, type LiveOrg } from '../orgs/membership.js';
 import { orgIdOf, parseOrgId } from '../ids.js';
 import { html, requirePageSession, verifyCsrfField } from './html.js';
 import { AppError } from '../http/errors.js';
+import { allOrganizationsField, allOrganizationsTicked } from './org-boundary.js';
+import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
 import {
   alert,
   applyErrorHeaders,
@@ -115,6 +117,7 @@ export function devicePageRoutes(deps: Deps, auth: Auth): Router {
       html`${hidden('user_code', userCode)}
 <div class="field"><label for="f-client_id">Organization <span class="hint">billing and access go to this organization</span></label>
 <select id="f-client_id" name="client_id">${options}</select></div>
+${row.flow === 'oauth' && row.oauthClientId !== BUILTIN_CLI_CLIENT_ID ? allOrganizationsField() : ''}
 <div class="actions"><button type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny" class="danger">Deny</button></div>`,
     );
@@ -208,7 +211,12 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
     try {
       if (clientId && !orgKey) throw new AppError(403, 'NO_ACCESS', 'choose one of your organizations');
       if (decision === 'approve') {
-        await approveUserCode(deps, { userCode, userId, ...(orgKey ? { orgKey } : {}) });
+        await approveUserCode(deps, {
+          userCode,
+          userId,
+          ...(orgKey ? { orgKey } : {}),
+          allOrgs: allOrganizationsTicked(req.body),
+        });
         return res.redirect(303, '/account/device?done=approved');
       }
       await denyUserCode(deps, { userCode, userId });

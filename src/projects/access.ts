@@ -16,8 +16,10 @@ import { findProject, userShareRole, type ProjectRow } from './queries.js';
 export interface Actor {
   userId: string;
   /**
-   * Set for an `svc_` API token: the token acts only within its own organization (our decision, see
-   * docs/platform.md). Sessions and platform grants act across the user's live memberships.
+   * Set for an `svc_` API token (the token acts only within its own organization: docs/platform.md)
+   * and for a platform grant bound to the organization chosen at consent (CONTRACT §7: a client other
+   * than svc-cli without "all my organizations"). Sessions, svc-cli grants and grants of all
+   * organizations act across the user's live memberships.
    */
   boundOrgKey?: string | undefined;
 }

@@ -48,7 +48,13 @@ export interface ConsentResult {
 export async function driveConsent(
   authorizationUrl: string,
   session: string,
-  opts: { decision?: 'approve' | 'deny'; org?: string; csrfOverride?: string } = {},
+  opts: {
+    decision?: 'approve' | 'deny';
+    org?: string;
+    csrfOverride?: string;
+    /** Tick "all my organizations" (CONTRACT §7). */
+    allOrganizations?: boolean;
+  } = {},
 ): Promise<ConsentResult> {
   const page = await fetch(authorizationUrl, {
     headers: { cookie: sessionCookie(session) },
@@ -66,6 +72,7 @@ export async function driveConsent(
     decision: opts.decision ?? 'approve',
   });
   if (opts.org) form.set('client_id', opts.org);
+  if (opts.allOrganizations) form.set('all_organizations', '1');
   const origin = new URL(authorizationUrl).origin;
   const post = await fetch(new URL(action, origin), {
     method: 'POST',

@@ -1,4 +1,4 @@
-import { index, integer, pgTable, serial, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, pgTable, serial, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { users } from './accounts.js';
 import { orgs } from './orgs.js';
 
@@ -23,6 +23,13 @@ export const deviceCodes = pgTable(
     oauthClientId: text('oauth_client_id'),
     resources: text('resources').array(),
     scope: text('scope'),
+    /**
+     * OAuth device grant only: the origin (issuer) that issued the code. Like an authorization code, it
+     * is redeemable only there, for that origin's resource URLs (CONTRACT §7; issue 22 item 12).
+     */
+    issuer: text('issuer'),
+    /** OAuth device grant only: "all my organizations" was ticked at approval (oauthGrants.allOrgs). */
+    allOrgs: boolean('all_orgs').notNull().default(false),
     status: text('status', { enum: DEVICE_STATUSES }).notNull().default('pending'),
     /** Who approved or denied, and for which organization (approval only). */
     userId: text('user_id').references(() => users.id),

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { boolean, index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import { users } from './accounts.js';
 import { orgs } from './orgs.js';
 
@@ -55,6 +55,12 @@ export const oauthGrants = pgTable(
     scope: text('scope').notNull(),
     /** The origin whose issuer granted it: refreshes must come back to the same issuer. */
     issuer: text('issuer').notNull(),
+    /**
+     * The organization boundary (CONTRACT §7): false = the grant acts only in `org`; true = in every
+     * live membership of the user (svc-cli always; another client when the person ticked "all my
+     * organizations" on the consent or device page).
+     */
+    allOrgs: boolean('all_orgs').notNull().default(false),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     revokedAt: timestamp('revoked_at', { withTimezone: true }),
   },
@@ -79,6 +85,8 @@ export const oauthCodes = pgTable('oauth_codes', {
   codeChallenge: text('code_challenge').notNull(),
   resources: jsonb('resources').$type<OAuthResource[]>().notNull(),
   issuer: text('issuer').notNull(),
+  /** "All my organizations" was ticked on the consent page (oauthGrants.allOrgs). */
+  allOrgs: boolean('all_orgs').notNull().default(false),
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
   usedAt: timestamp('used_at', { withTimezone: true }),
   grantIds: jsonb('grant_ids').$type<string[]>(),
