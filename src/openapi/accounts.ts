@@ -140,9 +140,14 @@ export const accountRoutes = [
     errors: [429],
   }),
   route('post', '/v1/password/reset/confirm', {
-    summary: 'Set a new password with the reset token; signs every session out',
+    summary:
+      'Set a new password with the reset token; revokes every session and OAuth grant (svc_ tokens stay and are counted)',
     body: resetConfirmBody,
-    response: z.object({ message }),
+    response: z.object({
+      message,
+      revoked: z.object({ sessions: z.number().int(), oauth_grants: z.number().int() }),
+      api_tokens: z.object({ active: z.number().int(), message }),
+    }),
     errors: [429],
   }),
 
