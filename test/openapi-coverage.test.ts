@@ -88,7 +88,7 @@ describe('OpenAPI coverage', () => {
       expect(asset.startsWith('/')).toBe(true);
       const a = await fetch(`${server.url}${asset}`);
       expect(a.status, asset).toBe(200);
-      expect(a.headers.get('content-type')).toMatch(/javascript|css/);
+      expect(a.headers.get('content-type')).toMatch(/javascript|css|image\/png/);
       await a.arrayBuffer();
     }
   });

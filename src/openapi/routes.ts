@@ -31,6 +31,7 @@ const DOCS_PAGE = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>svc API reference</title>
 <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+<link rel="icon" type="image/png" href="/docs/assets/favicon-32x32.png">
 </head>
 <body>
 <div id="swagger-ui"></div>
