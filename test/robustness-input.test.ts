@@ -34,6 +34,9 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/.well-known/oauth-protected-resource/v1', auth: 'none' },
   { method: 'GET', path: '/.well-known/jwks.json', auth: 'none' },
   { method: 'GET', path: '/dev/mail', auth: 'none' },
+  { method: 'GET', path: '/openapi.json', auth: 'none' },
+  { method: 'GET', path: '/docs', auth: 'none' },
+  { method: 'GET', path: '/docs/init.js', auth: 'none' },
   // accounts
   { method: 'POST', path: '/v1/register', auth: 'none' },
   { method: 'POST', path: '/v1/email/verify', auth: 'none' },
@@ -74,6 +77,8 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/v1/clients/:client_id/subscription/checkout', auth: 'session' },
   { method: 'POST', path: '/v1/clients/:client_id/credits/topup', auth: 'session' },
   { method: 'POST', path: '/v1/clients/:client_id/billing/portal', auth: 'session' },
+  { method: 'GET', path: '/v1/clients/:client_id/usage', auth: 'session' },
+  { method: 'GET', path: '/v1/clients/:client_id/usage/calls', auth: 'session' },
   { method: 'POST', path: '/v1/webhooks/stripe', auth: 'none' },
   { method: 'GET', path: '/dev/checkout/:session_id', auth: 'none' },
   { method: 'POST', path: '/dev/checkout/:session_id', auth: 'none', writes: true },
@@ -508,13 +513,16 @@ describe('hostile input on every route', () => {
     [
       'billing and dev processor',
       (r: Route) =>
-        /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing)|webhooks)|^\/dev\//.test(
+        /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing|usage)|webhooks)|^\/dev\//.test(
           r.path,
         ),
     ],
     ['projects and share pages', (r: Route) => /^\/v1\/projects|^\/s\//.test(r.path)],
     ['model routes', (r: Route) => surfaceOf(r.path) === 'openai'],
-    ['OAuth and metadata', (r: Route) => /^\/oauth\/|^\/\.well-known|^\/healthz|^\/readyz/.test(r.path)],
+    [
+      'OAuth and metadata',
+      (r: Route) => /^\/oauth\/|^\/\.well-known|^\/healthz|^\/readyz|^\/openapi\.json|^\/docs/.test(r.path),
+    ],
     ['MCP', (r: Route) => r.path.startsWith('/mcp/')],
     ['pages', (r: Route) => r.path.startsWith('/account') && !r.path.includes('no-such')],
     ['unknown routes', (r: Route) => r.path.includes('no-such')],
