@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { productionProblems } from './production.js';
 
 // Every variable the contract names (CONTRACT §1), all optional. A bad value stops start-up with a
 // message naming the variable; nothing else in the code reads process.env.
@@ -32,6 +33,7 @@ const envSchema = z.object({
     .optional(),
   MAIL_FROM: z.string().min(3).default('svc <no-reply@localhost>'),
   SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  KEY_ENCRYPTION_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
   STRIPE_SECRET_KEY: z.string().min(1).optional(),
   STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
   STRIPE_API_BASE: url.optional(),
@@ -68,6 +70,8 @@ export interface Config {
   smtpUrl: string | undefined;
   mailFrom: string;
   sessionSecret: string | undefined;
+  /** Seals the generated server secrets in the database (src/crypto/server-secrets.ts); required in production. */
+  keyEncryptionKey: string | undefined;
   stripe: {
     secretKey: string | undefined;
     webhookSecret: string | undefined;
@@ -108,7 +112,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const e = parsed.data;
   const production = e.NODE_ENV === 'production';
   const fallback = `http://localhost:${e.PORT}`;
-  return {
+  const config: Config = {
     port: e.PORT,
     host: e.HOST,
     baseUrl: e.BASE_URL ?? fallback,
@@ -122,6 +126,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
     sessionSecret: e.SESSION_SECRET,
+    keyEncryptionKey: e.KEY_ENCRYPTION_KEY,
     stripe: {
       secretKey: e.STRIPE_SECRET_KEY,
       webhookSecret: e.STRIPE_WEBHOOK_SECRET,
@@ -142,4 +147,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimitIpPerMin: e.RATE_LIMIT_IP_PER_MIN,
     redisUrl: e.REDIS_URL,
   };
+  // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).
+  const problems = production ? productionProblems(config) : [];
+  if (problems.length)
+    throw new ConfigError(
+      `unsafe configuration for NODE_ENV=production:\n${problems.map((p) => `  ${p}`).join('\n')}`,
+    );
+  return config;
 }

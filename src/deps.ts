@@ -47,7 +47,7 @@ export interface Deps {
 
 export async function createDeps(config: Config, database: Database, log: Logger): Promise<Deps> {
   const closers: (() => Promise<void> | void)[] = [];
-  const keys = await loadKeys(database.db, config.sessionSecret);
+  const keys = await loadKeys(database.db, config.sessionSecret, config.keyEncryptionKey);
   const mailer = config.smtpUrl
     ? createSmtpMailer(config.smtpUrl, config.mailFrom)
     : createOutboxMailer(database.db);

@@ -4,6 +4,8 @@ import { runMigrations } from './db/migrate.js';
 import { createDeps } from './deps.js';
 import { createLogger } from './log.js';
 import { startServer } from './server.js';
+import { startBanner } from './banner.js';
+import { ServerSecretsError } from './crypto/server-secrets.js';
 
 // The composition root (STYLE: one place reads config, opens the database, builds the services).
 
@@ -26,19 +28,24 @@ async function main() {
     await database.close();
     return;
   }
-  const deps = await createDeps(config, database, log);
+  let deps;
+  try {
+    deps = await createDeps(config, database, log);
+  } catch (err) {
+    // A sealed server secret and no (or the wrong) KEY_ENCRYPTION_KEY: say so, like a bad variable.
+    if (err instanceof ServerSecretsError) {
+      process.stderr.write(`svc: ${err.message}\n`);
+      await database.close();
+      process.exit(2);
+    }
+    throw err;
+  }
   const server = await startServer(deps, [config.host], config.port);
 
   const where =
     database.kind === 'postgres' ? 'PostgreSQL (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`;
   log.info({ url: config.baseUrl, storage: database.kind }, 'svc listening');
-  process.stdout.write(
-    `\nsvc is running at ${config.baseUrl}  (listening on ${config.host}:${server.port})\n` +
-      `  storage: ${where}\n` +
-      (config.smtpUrl ? '  mail: SMTP\n' : `  mail: dev outbox at ${config.baseUrl}/dev/mail?to=<email>\n`) +
-      (config.devMode ? '  dev mode: on (/dev/* routes enabled)\n' : '') +
-      '\n',
-  );
+  process.stdout.write(startBanner(config, { storage: where, listening: `${config.host}:${server.port}` }));
 
   let stopping = false;
   const stop = async (signal: string) => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, type TestServer, PRODUCTION_ENV } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { checkInvariants } from '../src/billing/invariants.js';
@@ -230,7 +230,7 @@ describe('dev checkout', () => {
   });
 
   it('is absent in production mode', async () => {
-    const prod = await startTestServer({ env: { NODE_ENV: 'production' } });
+    const prod = await startTestServer({ env: PRODUCTION_ENV });
     try {
       expect((await fetch(`${prod.url}/dev/checkout/cs_dev_x`)).status).toBe(404);
       const u = await createUser(prod);

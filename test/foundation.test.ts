@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, type TestServer, PRODUCTION_ENV } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createApiToken, createUser } from './helpers/fixtures.js';
 import { loadConfig, ConfigError } from '../src/config.js';
@@ -58,7 +58,7 @@ describe('process surface (CONTRACT §1, §3)', () => {
     expect(
       (await client(server.url).get('/dev/mail', { query: { to: 'nobody@example.test' } })).body,
     ).toEqual({ data: [] });
-    const prod = await startTestServer({ env: { NODE_ENV: 'production' } });
+    const prod = await startTestServer({ env: PRODUCTION_ENV });
     try {
       expect((await client(prod.url).get('/dev/mail', { query: { to: 'x@example.test' } })).status).toBe(404);
     } finally {
@@ -72,7 +72,7 @@ describe('configuration (CONTRACT §1)', () => {
     const c = loadConfig({ PORT: '9000' });
     expect([c.baseUrl, c.v2Url, c.lightUrl]).toEqual(Array(3).fill('http://localhost:9000'));
     expect(c.devMode).toBe(true);
-    expect(loadConfig({ NODE_ENV: 'production' }).devMode).toBe(false);
+    expect(loadConfig(PRODUCTION_ENV).devMode).toBe(false);
   });
 
   it('names the variable when a value is bad', () => {

@@ -7,7 +7,7 @@ import type {
   OAuthClientMetadata,
   OAuthTokens,
 } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, type TestServer, PRODUCTION_ENV } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { driveConsent, sessionCookie } from './helpers/oauth.js';
 import { verifyAccessToken } from '../oauth/verify.js';
@@ -206,7 +206,7 @@ describe('client ID metadata documents: validation and SSRF guard', () => {
   });
 
   it('does not accept http client_id URLs outside DEV_MODE', async () => {
-    const prod = await startTestServer({ env: { NODE_ENV: 'production' } });
+    const prod = await startTestServer({ env: PRODUCTION_ENV });
     try {
       const clientId = `${docBase}/clients/editor.json`;
       const res = await fetch(

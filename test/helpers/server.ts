@@ -61,6 +61,17 @@ export async function createTestDatabase(): Promise<{ url: string | undefined; d
   };
 }
 
+/**
+ * The least a production start needs besides NODE_ENV (CONTRACT §1, src/production.ts): SMTP (a port
+ * nothing listens on; sending fails quietly), a key-encryption key. The test origins are loopback http,
+ * which production allows.
+ */
+export const PRODUCTION_ENV: Record<string, string> = {
+  NODE_ENV: 'production',
+  SMTP_URL: 'smtp://127.0.0.1:9',
+  KEY_ENCRYPTION_KEY: 'test-only-key-encryption-key-0123456789',
+};
+
 export interface StartOptions {
   env?: Record<string, string>;
   /** Reuse an existing database (a second process on the same data); migrations are not repeated. */
