@@ -2,6 +2,8 @@ import { Router, type ErrorRequestHandler, type Request, type Response } from 'e
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
+import { jsonBody } from '../src/http/json-body.js';
+import { rejectNulCharacters } from '../src/http/input-guard.js';
 import { checkOrigin, requirePlatformGrant } from './guard.js';
 import { buildPlatformServer, TOOL_NAMES } from './server.js';
 
@@ -11,6 +13,14 @@ import { buildPlatformServer, TOOL_NAMES } from './server.js';
 // sessions there is no server-initiated stream, so GET (and DELETE) answer 405, as the spec allows.
 
 export const MCP_PATH = '/mcp/platform';
+const MCP_BODY = jsonBody({ limit: '10mb' });
+
+/** True for the MCP path, whose body the app's parser leaves to this router (read after the credential). */
+export const isMcpPath = (path: string): boolean => {
+  // Express routes ignore case and a trailing slash; so does this test.
+  const p = path.toLowerCase();
+  return p === MCP_PATH || p.startsWith(`${MCP_PATH}/`);
+};
 
 /** JSON-RPC error body for failures before the MCP layer (auth, origin, method). */
 function rpcError(res: Response, status: number, message: string, code = -32001) {
@@ -34,28 +44,36 @@ export function mcpRoutes(deps: Deps): Router {
     rpcError(res, 405, 'Method not allowed: this server is stateless; POST JSON-RPC messages', -32000);
   });
 
-  router.post(MCP_PATH, requirePlatformGrant(deps), async (req: Request, res: Response) => {
-    const server = buildPlatformServer(deps, req.mcpGrant!, singleToolCall(req.body));
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
-  });
+  // The grant is verified before the body is read (issue 22 item 2): a caller without one never gets a
+  // 10 MB parse. Bodies are JSON, nesting-limited (src/http/json-body.ts), up to 10 MB (file writes).
+  router.post(
+    MCP_PATH,
+    requirePlatformGrant(deps),
+    MCP_BODY,
+    rejectNulCharacters(),
+    async (req: Request, res: Response) => {
+      const server = buildPlatformServer(deps, req.mcpGrant!, singleToolCall(req.body));
+      const transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: undefined,
+        enableJsonResponse: true,
+      });
+      res.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      await transport.handleRequest(req, res, req.body);
+    },
+  );
 
   router.use(MCP_PATH, mcpErrorHandler(deps));
   return router;
 }
 
 /**
- * Failures of this path answer in JSON-RPC with the status and WWW-Authenticate of the AppError. Also
- * mounted by the app after the body parsers (src/app.ts), whose errors (invalid JSON: -32700 Parse
- * error, JSON-RPC 2.0 §5.1; too large) never enter this router.
+ * Failures of this path answer in JSON-RPC with the status and WWW-Authenticate of the AppError, its body
+ * parser's too (invalid JSON: -32700 Parse error, JSON-RPC 2.0 §5.1; too large; nested too deep). Also
+ * mounted by the app for errors raised before this router (the NUL guard, an undecodable path).
  */
 export function mcpErrorHandler(deps: Deps): ErrorRequestHandler {
   return (err, req, res, next) => {

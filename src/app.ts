@@ -16,8 +16,9 @@ import { chatCompletionsRoute, modelRoutes } from './models/routes.js';
 import { CHAT_PATH, chatSteps } from './models/chat-entry.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
-import { mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
+import { isMcpPath, mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
 import { rejectNulCharacters } from './http/input-guard.js';
+import { jsonBody } from './http/json-body.js';
 import { pageErrorHandler } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
 
@@ -49,17 +50,15 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
     chatCompletionsRoute(deps, auth),
   );
 
-  // Body parsers: larger limits first where the surface needs them (MCP file writes); body-parser skips a
-  // body that is already parsed.
-  app.use('/mcp', express.json({ limit: '10mb' }));
-  app.use(
-    express.json({
-      limit: '1mb',
-      verify: (req, _res, buf) => {
-        (req as express.Request).rawBody = buf;
-      },
-    }),
-  );
+  // Body parsers (every JSON body nesting-limited: src/http/json-body.ts). MCP reads its own body (10 MB,
+  // file writes) after its credential is checked (mcp/routes.ts), so it is skipped here.
+  const json = jsonBody({
+    limit: '1mb',
+    verify: (req, _res, buf) => {
+      (req as express.Request).rawBody = buf;
+    },
+  });
+  app.use((req, res, next) => (isMcpPath(req.path) ? next() : json(req, res, next)));
   app.use(express.urlencoded({ extended: false, limit: '100kb' }));
   // The webhook's body is judged by its own route (signature over the raw bytes).
   app.use(rejectNulCharacters(['/v1/webhooks/stripe']));

@@ -52,6 +52,8 @@ const envSchema = z.object({
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// URL')
     .optional(),
+  // Request limits (docs/limits.md).
+  REQUEST_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -93,6 +95,11 @@ export interface Config {
   logLevel: string;
   rateLimitIpPerMin: number;
   redisUrl: string | undefined;
+  /** Request limits (issue 22, docs/limits.md). */
+  limits: {
+    /** A request body with no byte for this long is answered 408 and its connection closed (0: off). */
+    bodyIdleTimeoutMs: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -146,6 +153,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL,
     rateLimitIpPerMin: e.RATE_LIMIT_IP_PER_MIN,
     redisUrl: e.REDIS_URL,
+    limits: {
+      bodyIdleTimeoutMs: e.REQUEST_BODY_IDLE_TIMEOUT_MS,
+    },
   };
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).
   const problems = production ? productionProblems(config) : [];

@@ -5,6 +5,7 @@ import { buildApp } from './app.js';
 import { createAuth } from './auth/principal.js';
 import { chatEntry } from './models/chat-entry.js';
 import { attachRunSocket } from './runs/socket.js';
+import { limitBodyIdle } from './http/body-idle.js';
 
 export interface RunningServer {
   servers: Server[];
@@ -30,6 +31,7 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
     server.headersTimeout = 30_000;
     server.requestTimeout = 0; // streaming responses (SSE) may run long; the model layer has its own timeouts
     server.keepAliveTimeout = 65_000;
+    limitBodyIdle(server, deps.config.limits.bodyIdleTimeoutMs); // a body that stops arriving: 408 (docs/limits.md)
     closeSockets.push(attachRunSocket(server, deps));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

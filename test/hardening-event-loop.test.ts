@@ -1,4 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -131,5 +132,113 @@ describe('token counting is linear (issue 22 item 1)', () => {
     expect(await healthz(svc)).toBe(200);
     expect(await healthz(svc)).toBe(200);
     provider.release();
+  });
+});
+
+/** A request whose headers promise `declared` bytes of body, of which only `first` is sent until finish(). */
+function heldUpload(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+  declared: number,
+  first: Buffer,
+) {
+  const url = new URL(base);
+  const req = http.request({
+    host: url.hostname,
+    port: url.port,
+    method: 'POST',
+    path,
+    headers: { 'content-type': 'application/json', 'content-length': String(declared), ...headers },
+  });
+  const answer = new Promise<{ status: number; json: any; complete: boolean }>((resolve, reject) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text), complete }));
+    });
+    req.on('error', reject);
+  });
+  let complete = false;
+  req.write(first);
+  return {
+    answer,
+    finish(rest: Buffer) {
+      req.end(rest, () => (complete = true));
+    },
+    destroy: () => req.destroy(),
+  };
+}
+
+const TEN_MB = 10 * 1024 * 1024;
+/** A 10 MB body that is nothing but nesting: `[[[[…]]]]`. */
+const nested = (bytes: number) => Buffer.from('['.repeat(bytes / 2) + ']'.repeat(bytes / 2));
+const forgedKey = `svc_${'A'.repeat(43)}`;
+
+describe('credential before body, nesting limit (issue 22 item 2)', () => {
+  it('answers chat calls without a valid credential 401 before their 10 MB bodies arrive; /healthz meanwhile', async () => {
+    const credentials: Record<string, string>[] = [
+      {},
+      { authorization: `Bearer ${forgedKey}` },
+      { authorization: 'Bearer not-a-token' },
+      { authorization: 'Basic dXNlcjpwYXNz' },
+      { authorization: `Bearer ${forgedKey}`, 'x-svc-organisation': svc.orgId },
+      { authorization: 'Bearer eyJhbGciOiJFUzI1NiJ9.e30.sig' },
+      { authorization: `Bearer ${svc.session}` },
+      {},
+    ];
+    const body = nested(TEN_MB);
+    const uploads = credentials.map((headers) =>
+      heldUpload(svc.url, '/v1/chat/completions', headers, body.length, body.subarray(0, 64 * 1024)),
+    );
+    try {
+      const answers = await Promise.all(uploads.map((u) => u.answer));
+      for (const a of answers) {
+        expect(a.status).toBe(401);
+        expect(a.json.error).toMatchObject({ type: 'authentication_error' });
+        // Answered while the rest of the body was still withheld: it was never read, let alone parsed.
+        expect(a.complete).toBe(false);
+      }
+      expect(await healthz(svc)).toBe(200);
+    } finally {
+      for (const u of uploads) u.destroy();
+    }
+  });
+
+  it('answers /mcp/platform without a grant 401 before its body arrives', async () => {
+    const body = nested(TEN_MB);
+    const upload = heldUpload(svc.url, '/mcp/platform', {}, body.length, body.subarray(0, 64 * 1024));
+    try {
+      const a = await upload.answer;
+      expect(a.status).toBe(401);
+      expect(a.json).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
+      expect(a.complete).toBe(false);
+      expect(await healthz(svc)).toBe(200);
+    } finally {
+      upload.destroy();
+    }
+  });
+
+  it('refuses 10 MB nested bodies of a valid caller 400 without parsing them; /healthz meanwhile', async () => {
+    const body = nested(TEN_MB);
+    const uploads = Array.from({ length: 8 }, () =>
+      heldUpload(
+        svc.url,
+        '/v1/chat/completions',
+        { authorization: `Bearer ${svc.key}` },
+        body.length,
+        body.subarray(0, 1),
+      ),
+    );
+    for (const u of uploads) u.finish(body.subarray(1));
+    const probe = healthz(svc);
+    const answers = await Promise.all(uploads.map((u) => u.answer));
+    for (const a of answers) {
+      expect(a.status).toBe(400);
+      expect(a.json.error).toMatchObject({ code: 'validation_error', type: 'invalid_request_error' });
+      expect(a.json.error.message).toMatch(/nested deeper than 64 levels/);
+    }
+    expect(await probe).toBe(200);
   });
 });

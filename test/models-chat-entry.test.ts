@@ -156,8 +156,8 @@ describe('the chat call’s own entry', () => {
       type: 'invalid_request_error',
     });
     expect((await post(PATH, okBody, {}, unknownKey)).status).toBe(401);
-    // The body parser answers first (400), as on every route; a body that parses is judged after the credential.
-    expect((await post(PATH, '{', {}, unknownKey)).status).toBe(400);
+    // The credential is judged before the body is read (issue 22 item 2): a bad body with a bad token is 401.
+    expect((await post(PATH, '{', {}, unknownKey)).status).toBe(401);
     expect((await post(PATH, '{}', {}, unknownKey)).status).toBe(401);
     expect((await post(PATH, okBody, {}, viewerKey)).json.error.code).toBe('viewer_cannot_spend');
     expect((await post(PATH, okBody, {}, grants.model!, server.v2Url)).status).toBe(200);

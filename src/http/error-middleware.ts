@@ -14,7 +14,11 @@ export type Surface = 'detail' | 'openai' | 'oauth';
 const OPENAI_PATHS = [/^\/v1\/chat\//, /^\/v1\/models(\/|$)/, /^\/v1\/agents(\/|$)/, /^\/v1\/runs(\/|$)/];
 
 export function surfaceOf(req: Request): Surface {
-  const path = req.path;
+  return surfaceOfPath(req.path);
+}
+
+/** The surface of a request path (without its query), for answers given outside Express. */
+export function surfaceOfPath(path: string): Surface {
   if (path.startsWith('/oauth/')) return 'oauth';
   if (OPENAI_PATHS.some((re) => re.test(path))) return 'openai';
   return 'detail';
@@ -61,6 +65,7 @@ const OAUTH_INVALID_REQUEST = new Set([
   'VALIDATION_ERROR',
   'PAYLOAD_TOO_LARGE',
   'UNSUPPORTED_ENCODING',
+  'REQUEST_TIMEOUT',
 ]);
 
 /**

@@ -108,6 +108,11 @@ export function startSpareAdmission(deps: Deps, auth: Auth) {
   };
 }
 
+/** The HMAC of the caller's `svc_` token when startSpareAdmission found it alone, else null. */
+export function startedTokenHash(req: ChatHttpRequest): string | null {
+  return (req as WithChatStart)[CHAT_START]?.tokenHash ?? null;
+}
+
 function putBackClaimed(deps: Deps, start: SpareStart) {
   void start.claimed.then((spare) => spare && deps.models.spares.putBack(start.orgKey, spare));
 }

@@ -1,11 +1,12 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import express from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { sendError } from '../http/error-middleware.js';
 import { rejectNulCharacters } from '../http/input-guard.js';
 import { requestLogger } from '../http/request-log.js';
+import { jsonBody } from '../http/json-body.js';
 import { startSpareAdmission, type ChatHttpRequest } from './chat-admission.js';
+import { credentialBeforeBody } from './chat-credential.js';
 import { chatCompletionsRoute } from './routes.js';
 
 // The chat call's own HTTP entry, ahead of Express: nearly all the model traffic is
@@ -16,7 +17,7 @@ import { chatCompletionsRoute } from './routes.js';
 //
 // Taken here: exactly that path with no query string, whatever the credential. A query (org_id) and
 // every other route go to Express, which mounts the same steps for the same path (src/app.ts): the
-// request log, the spare's early read, the JSON body (10 MB), the NUL guard, the route
+// request log, the spare's early read, the credential, the JSON body (10 MB), the NUL guard, the route
 // (chatSteps and chatCompletionsRoute, the same functions); errors in the OpenAI shape (sendError, as
 // Express's error middleware).
 // test/models-chat-entry.test.ts checks that both ways answer alike.
@@ -29,13 +30,15 @@ type Step = (req: ChatHttpRequest, res: ServerResponse, next: (err?: unknown) =>
 
 /**
  * The steps of a chat call between the request log and the route, in order: the spare's early read
- * (before the body is read), the JSON body, the NUL guard. Express mounts them for a chat call with a
+ * (before the body is read), the credential (before the body is read: chat-credential.ts), the JSON
+ * body (nesting limited: src/http/json-body.ts), the NUL guard. Express mounts them for a chat call with a
  * query (src/app.ts); the entry below runs them for the others.
  */
 export function chatSteps(deps: Deps, auth: Auth): Step[] {
   return [
     startSpareAdmission(deps, auth),
-    express.json({ limit: CHAT_BODY_LIMIT }) as unknown as Step,
+    credentialBeforeBody(deps, auth),
+    jsonBody({ limit: CHAT_BODY_LIMIT }) as unknown as Step,
     rejectNulCharacters(),
   ];
 }

@@ -10,6 +10,7 @@ import { liveRole } from '../orgs/membership.js';
 import { publicAgent } from './agents.js';
 import { chatCompletion } from './chat.js';
 import { admitChat, type ChatHttpRequest } from './chat-admission.js';
+import { callerReadEarly } from './chat-credential.js';
 import { parseChatRequest } from './schema.js';
 import { RUNS_PATH } from '../runs/socket.js';
 
@@ -60,8 +61,8 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
 }
 
 /**
- * POST /v1/chat/completions, after its own steps (chatSteps: the spare's early read, the body parser, the
- * NUL guard): run by the chat call's own entry (src/models/chat-entry.ts), or by Express for a call with
+ * POST /v1/chat/completions, after its own steps (chatSteps: the spare's early read, the credential, the
+ * body parser, the NUL guard): run by the chat call's own entry (src/models/chat-entry.ts), or by Express for a call with
  * a query string (src/app.ts, ahead of every other layer).
  */
 export function chatCompletionsRoute(deps: Deps, auth: Auth) {
@@ -69,7 +70,8 @@ export function chatCompletionsRoute(deps: Deps, auth: Auth) {
     // An svc_ token alone: its read and the call's hold in one statement (chat-admission.ts).
     const admitted = await admitChat(deps, auth, req);
     if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted.call);
-    const actor = await actorOf(deps, auth, req, { spend: true });
+    // The general way: its caller was read before the body (chat-credential.ts).
+    const actor = callerReadEarly(req) ?? (await actorOf(deps, auth, req, { spend: true }));
     const request = parseChatRequest(req.body);
     await chatCompletion(deps, actor, request, req, res);
   };
