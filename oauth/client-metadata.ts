@@ -14,10 +14,36 @@ import { redirectUriProblem } from './redirect-uris.js';
 // (http://localhost… in DEV_MODE), every resolved address checked against private, loopback, link-local
 // and other special ranges at connect time (so DNS rebinding cannot slip past a pre-check), no
 // redirects, 5 s, 64 KiB; documents are cached for 10 minutes.
+//
+// Fetching on demand is work a stranger can ask for (issue 22 item 6), so besides the per-address limit
+// on the /oauth/* routes that can fetch (oauth/fetch-limit.ts): a URL that failed is not fetched again
+// for FAILURE_TTL_MS, concurrent requests for one URL share one fetch, and at most MAX_CONCURRENT_FETCHES
+// run at once in a process (beyond that the client is unknown for now, not queued).
 
 const FETCH_TIMEOUT_MS = 5_000;
 const MAX_DOCUMENT_BYTES = 64 * 1024;
 const CACHE_TTL_MS = 10 * 60 * 1000;
+export const FAILURE_TTL_MS = 5 * 60 * 1000;
+const MAX_REMEMBERED_FAILURES = 10_000;
+const MAX_CONCURRENT_FETCHES = 16;
+
+/** URL → when its failure is forgotten. Insertion order is age order, so the oldest goes first. */
+const failures = new Map<string, number>();
+const inFlight = new Map<string, Promise<OAuthClient | null>>();
+
+function failedRecently(url: string): boolean {
+  const until = failures.get(url);
+  if (until === undefined) return false;
+  if (until > Date.now()) return true;
+  failures.delete(url);
+  return false;
+}
+
+function rememberFailure(url: string): void {
+  failures.delete(url);
+  failures.set(url, Date.now() + FAILURE_TTL_MS);
+  if (failures.size > MAX_REMEMBERED_FAILURES) failures.delete(failures.keys().next().value!);
+}
 const DEV_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /** True when `clientId` is meant as a metadata document URL (else it is a registered client id). */
@@ -170,10 +196,23 @@ export async function fetchClientMetadataDocument(deps: Deps, url: string): Prom
   ) {
     return { ...cached, source: 'metadata' };
   }
+  if (failedRecently(url)) return null;
+  const pending = inFlight.get(url);
+  if (pending) return pending;
+  if (inFlight.size >= MAX_CONCURRENT_FETCHES) return null;
+  const fetching = fetchAndStore(deps, url).finally(() => inFlight.delete(url));
+  inFlight.set(url, fetching);
+  return fetching;
+}
+
+async function fetchAndStore(deps: Deps, url: string): Promise<OAuthClient | null> {
   const raw = await download(url, deps.config.devMode);
   const doc = documentSchema.safeParse(raw);
   // The document must name itself: a document served at one URL cannot speak for another client_id.
-  if (!doc.success || doc.data.client_id !== url) return null;
+  if (!doc.success || doc.data.client_id !== url) {
+    rememberFailure(url);
+    return null;
+  }
   const values = {
     clientId: url,
     source: 'metadata' as const,

@@ -9,12 +9,14 @@ import { deviceAuthorizationRoutes } from './device-grant.js';
 import { registrationRoutes } from './register.js';
 import { revocationRoutes } from './revocation.js';
 import { databaseOutageAs503 } from '../src/db/outage.js';
+import { FETCHING_PATHS, limitMetadataFetches } from './fetch-limit.js';
 
 // The authorization server (CONTRACT §7), mounted on every origin; each origin is its own issuer.
 export function oauthRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   router.use(OAUTH_CORS_PATHS, oauthCors);
   router.use(metadataRoutes(deps));
+  router.use(FETCHING_PATHS, limitMetadataFetches(deps));
   router.use(authorizeRoutes(deps, auth));
   router.use(tokenRoutes(deps));
   router.use(deviceAuthorizationRoutes(deps));
