@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { PartTokens } from './models/tokens.js';
 import { productionProblems } from './production.js';
 
 // Every variable the contract names (CONTRACT §1), all optional. A bad value stops start-up with a
@@ -43,6 +44,11 @@ const envSchema = z.object({
   MODEL_ID: z.string().min(1).optional(),
   MODEL_PRICE_INPUT: nonNegative.default(300),
   MODEL_PRICE_OUTPUT: nonNegative.default(1500),
+  // The most tokens one image / audio / file content part can cost at the provider (CONTRACT §8: the
+  // reserve is an upper bound); unset: parts of that kind are refused with 400.
+  MODEL_PART_TOKENS_IMAGE: positiveInt.optional(),
+  MODEL_PART_TOKENS_AUDIO: positiveInt.optional(),
+  MODEL_PART_TOKENS_FILE: positiveInt.optional(),
   ORG_MAX_CONCURRENCY: positiveInt.default(4),
   RUN_MAX_STEPS: positiveInt.default(16),
   AGENTS_FILE: z.string().min(1).optional(),
@@ -88,6 +94,7 @@ export interface Config {
     /** Cents per million input / output tokens (CONTRACT §9). */
     priceInput: number;
     priceOutput: number;
+    partTokens: PartTokens;
   };
   orgMaxConcurrency: number;
   runMaxSteps: number;
@@ -146,6 +153,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       id: e.MODEL_ID ?? (e.MODEL_UPSTREAM_URL ? 'gpt-4o-mini' : 'svc-local'),
       priceInput: e.MODEL_PRICE_INPUT,
       priceOutput: e.MODEL_PRICE_OUTPUT,
+      partTokens: {
+        ...(e.MODEL_PART_TOKENS_IMAGE ? { image: e.MODEL_PART_TOKENS_IMAGE } : {}),
+        ...(e.MODEL_PART_TOKENS_AUDIO ? { audio: e.MODEL_PART_TOKENS_AUDIO } : {}),
+        ...(e.MODEL_PART_TOKENS_FILE ? { file: e.MODEL_PART_TOKENS_FILE } : {}),
+      },
     },
     orgMaxConcurrency: e.ORG_MAX_CONCURRENCY,
     runMaxSteps: e.RUN_MAX_STEPS,

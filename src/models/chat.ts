@@ -8,6 +8,8 @@ import {
   balanceOf,
   prepareCall,
   settleCall,
+  completionTokensOf,
+  countedUsage,
   StreamMeter,
   voidCall,
   type CallOutcome,
@@ -119,12 +121,14 @@ async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse) {
   const completion = await withVoidOnError(deps, call, () =>
     deps.models.upstream.complete(call.body, controller.signal),
   );
-  const usage = completion.usage ?? {
-    prompt_tokens: call.promptEstimate(),
-    completion_tokens: 0,
-    total_tokens: call.promptEstimate(),
-  };
-  const outcome = await settleCall(deps, call, usage);
+  // A reply without usage is billed for what it delivered (CONTRACT §8), counted as the stream meter counts.
+  const usage = completion.usage ?? countedUsage(call.promptEstimate(), completionTokensOf(completion));
+  const outcome = await settleCall(
+    deps,
+    call,
+    usage,
+    completion.usage ? {} : { note: 'usage estimated', outcome: 'estimated' },
+  );
   completion.model = deps.models.modelId;
   res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
   sendJson(res, 200, completion);
@@ -194,8 +198,15 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     return;
   }
   if (failure) {
-    // A provider failing mid-stream debits nothing; the client gets an OpenAI error event and no [DONE].
-    await voidCall(deps, call);
+    // A provider failing mid-stream: the client gets an OpenAI error event and no [DONE], and is billed
+    // for the output it was delivered (CONTRACT §8), counted by the meter; nothing delivered, nothing debited.
+    if (meter.generated > 0) {
+      const { usage } = meter.finalUsage(call.promptEstimate);
+      await settleCall(deps, call, usage, { note: 'provider failed mid-stream', outcome: 'aborted' }).catch(
+        (err: unknown) =>
+          deps.log.error({ err, requestId: call.requestId }, 'settle after a provider failure failed'),
+      );
+    } else await voidCall(deps, call);
     const appErr =
       failure instanceof AppError
         ? failure

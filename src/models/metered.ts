@@ -6,8 +6,8 @@ import type { Actor } from './actor.js';
 import type { SpareHold } from './spare-holds.js';
 import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
 import type { ChatRequest } from './schema.js';
-import { countPrompt, countText, promptUpperBound } from './tokens.js';
-import type { ChatBody, ChatChunk, ToolCall, Usage } from './upstream/types.js';
+import { countPrompt, countText, promptUpperBound, type PartTokens } from './tokens.js';
+import type { ChatBody, ChatChunk, ChatCompletion, ToolCall, Usage } from './upstream/types.js';
 
 // Reserve, then settle (CONTRACT §8). Before a call: hold the most it can cost and cap its max tokens to
 // what the hold pays; after: debit the real cost (one `usage` transaction), or nothing when the provider
@@ -60,20 +60,20 @@ interface CostShape {
   promptBound: number;
 }
 
-function costShape(request: ChatRequest | ChatBody): CostShape {
+function costShape(request: ChatRequest | ChatBody, parts: PartTokens): CostShape {
   const n = Number(request.n ?? 1);
   const limitField = request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
   return {
     n,
     limitField,
     wantedPerChoice: Number(request[limitField] ?? DEFAULT_MAX_OUTPUT_TOKENS),
-    promptBound: promptUpperBound(request.messages, request.tools),
+    promptBound: promptUpperBound(request.messages, request.tools, parts),
   };
 }
 
 export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan {
   const { prices } = deps.models;
-  const shape = costShape(request);
+  const shape = costShape(request, deps.models.partTokens);
   const { n, wantedPerChoice, promptBound } = shape;
   const minCredits = Math.max(1, creditsFor(prices, promptBound, n));
   return {
@@ -261,6 +261,25 @@ export async function balanceOf(deps: Deps, orgKey: string): Promise<number> {
   return orgBalanceCredits(deps.db, orgKey);
 }
 
+/** Usage from svc's own counts, for a call whose provider never reported it. */
+export const countedUsage = (prompt: number, completion: number): Usage => ({
+  prompt_tokens: prompt,
+  completion_tokens: completion,
+  total_tokens: prompt + completion,
+});
+
+/** A JSON reply's output as the stream meter counts it: each content and each tool call's arguments. */
+export function completionTokensOf(completion: ChatCompletion): number {
+  let n = 0;
+  for (const choice of completion.choices ?? []) {
+    const content = choice.message?.content;
+    if (typeof content === 'string' && content) n += Math.max(1, countText(content));
+    for (const tc of choice.message?.tool_calls ?? [])
+      n += Math.max(1, countText(tc.function?.arguments ?? ''));
+  }
+  return n;
+}
+
 /**
  * Watches a stream: keeps the provider's usage, counts what was generated (for a stream the client left
  * before the usage chunk), forces the model id, and assembles the assistant message (for runs).
@@ -319,14 +338,6 @@ export class StreamMeter {
   /** The provider's usage, or our count of what streamed when it never came. */
   finalUsage(promptEstimate: () => number): { usage: Usage; estimated: boolean } {
     if (this.usage) return { usage: this.usage, estimated: false };
-    const prompt = promptEstimate();
-    return {
-      usage: {
-        prompt_tokens: prompt,
-        completion_tokens: this.generated,
-        total_tokens: prompt + this.generated,
-      },
-      estimated: true,
-    };
+    return { usage: countedUsage(promptEstimate(), this.generated), estimated: true };
   }
 }

@@ -23,7 +23,12 @@ export const creditsFor = (p: Prices, promptTokens: number, completionTokens: nu
 
 /**
  * The most completion tokens (over all choices) `heldCredits` pays for, given the prompt's upper bound;
- * at most `wanted`. The result r satisfies creditsFor(prompt, r) <= heldCredits.
+ * at most `wanted`: the largest r in [0, wanted] with creditsFor(prompt, r) <= heldCredits.
+ *
+ * The debit rounds the whole call's cost (round(cost_cents × 1000 / 90)), so a hold can pay for output
+ * even when it is a little below the prompt's exact cost: estimating from the unrounded budget and only
+ * stepping down refused about 41 % of prompt sizes at max_tokens 5 (issue 21 item 7). creditsFor is
+ * non-decreasing in r, so a binary search over [0, wanted] finds the exact answer in ≤ 18 steps.
  */
 export function affordableOutput(
   p: Prices,
@@ -31,11 +36,15 @@ export function affordableOutput(
   heldCredits: number,
   wanted: number,
 ): number {
-  if (p.output === 0) return creditsFor(p, promptBound, 0) <= heldCredits ? wanted : 0;
-  // Without rounding slack: cost_cents <= held × 0.09 is enough for round(cost × 1000 / 90) <= held.
-  const budgetCents = (heldCredits * 90) / 1000 - (promptBound * p.input) / 1e6;
-  let n = Math.min(wanted, Math.max(0, Math.floor((budgetCents * 1e6) / p.output) + 1));
-  // Floating point: step down until the exact formula agrees (a few steps at most).
-  while (n > 0 && creditsFor(p, promptBound, n) > heldCredits) n--;
-  return n;
+  const fits = (r: number) => creditsFor(p, promptBound, r) <= heldCredits;
+  if (!fits(0)) return 0;
+  if (p.output === 0 || fits(wanted)) return wanted;
+  let lo = 0; // fits
+  let hi = wanted; // does not fit
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -1,5 +1,6 @@
 import type { SigningKeys } from '../../oauth/keys.js';
 import { createUpstreamUserIds } from './upstream-user.js';
+import type { PartTokens } from './tokens.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/client.js';
 import { createBatcher } from '../db/batch.js';
@@ -30,6 +31,8 @@ export interface ModelServices {
   /** The forced model id (CONTRACT §9, MODEL_ID; `svc-local` without an upstream). */
   modelId: string;
   prices: Prices;
+  /** The most a non-text content part can cost, per kind (MODEL_PART_TOKENS_*; unset: refused). */
+  partTokens: PartTokens;
   upstream: Upstream;
   limiter: ConcurrencyLimiter;
   agents: AgentCatalog;
@@ -92,6 +95,7 @@ export function createModelServices(
   const services: ModelServices = {
     modelId: config.model.id,
     prices: { input: config.model.priceInput, output: config.model.priceOutput },
+    partTokens: config.model.partTokens,
     upstream,
     limiter,
     agents: loadAgentCatalog(config.agentsFile),

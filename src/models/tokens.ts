@@ -1,3 +1,4 @@
+import { AppError } from '../http/errors.js';
 import type { ChatMessage, ToolSpec } from './upstream/types.js';
 
 // Token arithmetic the proxy does itself. Two different needs:
@@ -59,11 +60,76 @@ export function countPrompt(messages: ChatMessage[], tools: ToolSpec[] | undefin
   return n;
 }
 
-/** Upper bound of the prompt's tokens for any byte-level BPE tokenizer. */
-export function promptUpperBound(messages: unknown, tools: unknown): number {
-  return (
-    Buffer.byteLength(JSON.stringify(messages)) + (tools ? Buffer.byteLength(JSON.stringify(tools)) : 0) + 16
-  );
+/**
+ * The most tokens a non-text content part can cost, per kind (CONTRACT §8: the reserve is an upper bound
+ * for every kind of input): MODEL_PART_TOKENS_IMAGE, _AUDIO, _FILE. A kind left unset is refused (400).
+ */
+export interface PartTokens {
+  image?: number;
+  audio?: number;
+  file?: number;
+}
+
+/** OpenAI content part types → the configured kind that bounds them. */
+const PART_KINDS: Record<string, keyof PartTokens> = {
+  image_url: 'image',
+  input_audio: 'audio',
+  file: 'file',
+};
+
+/** Framing a part adds around its payload in the chat template (its JSON keys exceed it). */
+const PART_OVERHEAD = 16;
+
+const bytesOf = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '');
+
+/**
+ * Upper bound of the prompt's tokens. Text (and every other field) by its UTF-8 size, since a byte-level
+ * BPE token is at least one byte; a non-text part at its kind's configured maximum (an image's bytes say
+ * nothing of its tokens: a 60-byte URL can cost thousands). Throws 400 `unsupported_content` for a part
+ * of a kind not configured, and 400 `validation_error` for a request nested too deeply to measure.
+ */
+export function promptUpperBound(messages: unknown, tools: unknown, parts: PartTokens = {}): number {
+  try {
+    let n = 16 + (tools ? bytesOf(tools) : 0);
+    if (!Array.isArray(messages)) return n + bytesOf(messages);
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i] as { content?: unknown } | null;
+      if (!m || typeof m !== 'object' || !Array.isArray(m.content)) {
+        n += bytesOf(m);
+        continue;
+      }
+      n += bytesOf({ ...m, content: [] });
+      m.content.forEach((part: unknown, j: number) => {
+        n += partBound(part, parts, i, j);
+      });
+    }
+    return n;
+  } catch (err) {
+    // JSON.stringify recurses: a body nested deeper than the stack (inside a content part, a tool's
+    // schema) throws RangeError. The caller's mistake, never a 500 (issue 22 item 3).
+    if (err instanceof RangeError) {
+      throw new AppError(400, 'VALIDATION_ERROR', 'messages: the request is nested too deeply', {
+        param: 'messages',
+      });
+    }
+    throw err;
+  }
+}
+
+function partBound(part: unknown, parts: PartTokens, i: number, j: number): number {
+  const type = (part as { type?: unknown } | null)?.type;
+  if (type === 'text' || type === 'refusal') return bytesOf(part);
+  const kind = typeof type === 'string' ? PART_KINDS[type] : undefined;
+  const max = kind ? parts[kind] : undefined;
+  if (max === undefined) {
+    throw new AppError(
+      400,
+      'unsupported_content',
+      `messages[${i}].content[${j}]: content parts of type '${String(type)}' are not accepted by this server's model`,
+      { param: `messages.${i}.content.${j}.type` },
+    );
+  }
+  return max + PART_OVERHEAD;
 }
 
 export { contentText };

@@ -36,6 +36,8 @@ export interface FakeUpstream {
   endDelayMs: number;
   /** Break the stream (destroy the socket) after this many content chunks. */
   breakAfterChunks: number | null;
+  /** Answer without `usage` (JSON replies and streams), as some providers do. */
+  omitUsage: boolean;
   /** Streams that were cut by the client before the end. */
   abortedStreams: number;
   /** TCP connections accepted so far (keep-alive reuse shows as few connections for many calls). */
@@ -72,6 +74,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     chunkDelayMs: 0,
     endDelayMs: 0,
     breakAfterChunks: null,
+    omitUsage: false,
     abortedStreams: 0,
     connections: 0,
     inFlight: 0,
@@ -83,6 +86,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       state.chunkDelayMs = 0;
       state.endDelayMs = 0;
       state.breakAfterChunks = null;
+      state.omitUsage = false;
     },
     env: (extra = {}) => ({
       MODEL_UPSTREAM_URL: state.url,
@@ -150,12 +154,12 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
               finish_reason: finish,
             },
           ],
-          usage,
+          ...(state.omitUsage ? {} : { usage }),
         }),
       );
       return;
     }
-    const includeUsage = !!body.stream_options?.include_usage;
+    const includeUsage = !!body.stream_options?.include_usage && !state.omitUsage;
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     const send = (choices: unknown[], extra: Record<string, unknown> = {}) =>
       res.write(
