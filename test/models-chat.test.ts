@@ -310,7 +310,7 @@ describe('billing refusals and upstream failures', () => {
     expect(await balance()).toBe(before);
   });
 
-  it('a provider stream that breaks mid-way: an OpenAI error event, no [DONE], no debit', async () => {
+  it('a provider stream that breaks mid-way: an OpenAI error event, no [DONE], the delivered chunks billed', async () => {
     fake.breakAfterChunks = 2;
     fake.chunkDelayMs = 30; // the first chunks reach the client before the break
     try {
@@ -329,7 +329,8 @@ describe('billing refusals and upstream failures', () => {
       expect(events.length).toBeGreaterThan(2);
       expect(events).not.toContain('data: [DONE]');
       expect(JSON.parse(events.at(-1)!.slice(6)).error.code).toMatch(/^upstream_/);
-      expect(await balance()).toBe(before);
+      // CONTRACT §8: billed for what was delivered: svc's count of the prompt (7) and 2 content chunks at 2 each.
+      expect(before - (await balance())).toBe(7 + 2 * 2);
       // The SDK surfaces it as an error.
       const stream = await sdk(key).chat.completions.create({
         model: 'x',
