@@ -60,6 +60,8 @@ const envSchema = z.object({
     .optional(),
   // Request limits (docs/limits.md).
   REQUEST_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
+  RUN_SOCKETS_PER_ORG: positiveInt.default(32),
+  RUN_SOCKETS_PER_USER: positiveInt.default(8),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -106,6 +108,9 @@ export interface Config {
   limits: {
     /** A request body with no byte for this long is answered 408 and its connection closed (0: off). */
     bodyIdleTimeoutMs: number;
+    /** Authenticated run sockets open at once, per organization and per user, in one process. */
+    runSocketsPerOrg: number;
+    runSocketsPerUser: number;
   };
 }
 
@@ -167,6 +172,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisUrl: e.REDIS_URL,
     limits: {
       bodyIdleTimeoutMs: e.REQUEST_BODY_IDLE_TIMEOUT_MS,
+      runSocketsPerOrg: e.RUN_SOCKETS_PER_ORG,
+      runSocketsPerUser: e.RUN_SOCKETS_PER_USER,
     },
   };
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).

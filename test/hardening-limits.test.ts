@@ -1,8 +1,9 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
-import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { rawRequest } from './helpers/raw-http.js';
@@ -222,5 +223,92 @@ describe('a body that stops arriving (issue 22 item 4)', () => {
     expect(received).toMatch(/^HTTP\/1\.1 200/);
     expect(received).toContain('data: [DONE]');
     for (const word of ['one', 'two', 'three', 'four', 'five']) expect(received).toContain(word);
+  });
+});
+
+describe('run sockets: nothing before auth, caps per organization and user (issue 22 item 5)', () => {
+  let capped: TestServer;
+  let a: TestUser;
+  let aKey: string;
+  let bKey: string;
+  beforeAll(async () => {
+    capped = await startTestServer({ env: { RUN_SOCKETS_PER_ORG: '3', RUN_SOCKETS_PER_USER: '2' } });
+    a = await createUser(capped);
+    aKey = (await createApiToken(capped, a, a.orgKey)).secret;
+    const b = await createUser(capped);
+    await addMember(capped, a.orgKey, b.userId, 'member');
+    bKey = (await createApiToken(capped, b, a.orgKey)).secret;
+  });
+  afterAll(async () => {
+    await capped?.close();
+  });
+
+  async function socket() {
+    const ws = new WebSocket(`${capped.url.replace('http', 'ws')}/v1/runs/ws`);
+    const frames: any[] = [];
+    let pongs = 0;
+    ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
+    ws.on('pong', () => pongs++);
+    const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    const frame = async () => {
+      while (frames.length === 0) await new Promise((r) => setTimeout(r, 10));
+      return frames.shift();
+    };
+    return { ws, frame, closed, pongs: () => pongs };
+  }
+  const authenticate = async (token: string) => {
+    const s = await socket();
+    s.ws.send(JSON.stringify({ type: 'auth', token }));
+    return { ...s, answer: await s.frame() };
+  };
+
+  it('answers no WebSocket ping before auth, and pings after it', async () => {
+    const s = await socket();
+    s.ws.ping();
+    s.ws.send(JSON.stringify({ type: 'auth', token: aKey }));
+    expect((await s.frame()).type).toBe('authenticated');
+    // The ping was read before the auth frame (one connection, in order) and got nothing.
+    expect(s.pongs()).toBe(0);
+    s.ws.ping();
+    while (s.pongs() === 0) await new Promise((r) => setTimeout(r, 10));
+    s.ws.close();
+    await s.closed;
+  });
+
+  it('closes 4401 on a JSON ping before auth, without a pong', async () => {
+    const s = await socket();
+    s.ws.send('{"type":"ping"}');
+    const answer = await s.frame();
+    expect(answer).toMatchObject({ type: 'error', code: 'unauthenticated' });
+    expect(await s.closed).toBe(4401);
+  });
+
+  it('refuses an auth over the per-user or per-organization cap (4429), and frees a place on close', async () => {
+    const a1 = await authenticate(aKey);
+    const a2 = await authenticate(aKey);
+    expect([a1.answer.type, a2.answer.type]).toEqual(['authenticated', 'authenticated']);
+    const a3 = await authenticate(aKey);
+    expect(a3.answer).toMatchObject({ type: 'error', code: 'too_many_sockets' });
+    expect(await a3.closed).toBe(4429);
+    // Another member of the same organization: the user cap is theirs, the org cap shared (3).
+    const b1 = await authenticate(bKey);
+    expect(b1.answer.type).toBe('authenticated');
+    const b2 = await authenticate(bKey);
+    expect(b2.answer).toMatchObject({ type: 'error', code: 'too_many_sockets' });
+    expect(await b2.closed).toBe(4429);
+    a1.ws.close();
+    await a1.closed;
+    // The server counts the socket out when its close arrives; a new auth may race it, so retry briefly.
+    let b3 = await authenticate(bKey);
+    for (let i = 0; i < 50 && b3.answer.type !== 'authenticated'; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      b3 = await authenticate(bKey);
+    }
+    expect(b3.answer.type).toBe('authenticated');
+    for (const s of [a2, b1, b3]) s.ws.close();
   });
 });

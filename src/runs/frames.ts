@@ -1,3 +1,4 @@
+import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../http/json-body.js';
 import { z } from 'zod';
 import { messageContent } from '../models/schema.js';
 
@@ -64,6 +65,9 @@ export const CLOSE_FORBIDDEN = 4403;
 
 /** Parses a text frame; returns an error description instead of throwing. */
 export function parseFrame(data: string): { frame: ClientFrame } | { error: string } {
+  // Frames are JSON bodies too: nesting-limited before the parse (src/http/json-body.ts).
+  if (jsonNestsDeeperThan(Buffer.from(data), MAX_JSON_DEPTH))
+    return { error: `nested deeper than ${MAX_JSON_DEPTH} levels` };
   let raw: unknown;
   try {
     raw = JSON.parse(data);

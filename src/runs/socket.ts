@@ -17,12 +17,15 @@ import {
 } from '../models/actor.js';
 import { CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
+import { CLOSE_TOO_MANY_SOCKETS, createSocketCaps, type SocketCaps } from './socket-caps.js';
 
 // The run WebSocket /v1/runs/ws (interface document: Run WebSocket frames; CONTRACT §9), on the HTTP
 // server's `upgrade` event (other upgrade paths are left to their owners). The first frame must be
-// `auth` within 10 s, else close 4401. One run at a time per socket; an `error` frame ends the run it
-// belongs to. ping/pong every 30 s drops peers that stopped answering; a dropped socket aborts its run,
-// which bills what was generated.
+// `auth` within 10 s, else close 4401; before it nothing is answered, not even a ping (a JSON `ping`
+// frame closes 4401 like any other first frame; a WebSocket ping gets no pong). An organization and a
+// user hold at most RUN_SOCKETS_PER_ORG / RUN_SOCKETS_PER_USER authenticated sockets (socket-caps.ts).
+// One run at a time per socket; an `error` frame ends the run it belongs to. ping/pong every 30 s drops
+// peers that stopped answering; a dropped socket aborts its run, which bills what was generated.
 
 export const RUNS_PATH = '/v1/runs/ws';
 
@@ -46,8 +49,13 @@ export const runSocketOptions: WeakMap<Deps, Partial<RunSocketOptions>> = new We
 /** Attaches the run socket to `server`; returns a function that closes every open run socket (shutdown). */
 export function attachRunSocket(server: Server, deps: Deps): () => void {
   const options = () => ({ ...DEFAULT_RUN_SOCKET_OPTIONS, ...runSocketOptions.get(deps) });
-  const wss = new WebSocketServer({ noServer: true, maxPayload: options().maxPayloadBytes });
+  // autoPong off: a peer's WebSocket ping is answered only once it has authenticated (handleConnection).
+  const wss = new WebSocketServer({ noServer: true, maxPayload: options().maxPayloadBytes, autoPong: false });
   const auth = createAuth(deps);
+  const caps = createSocketCaps({
+    perOrg: deps.config.limits.runSocketsPerOrg,
+    perUser: deps.config.limits.runSocketsPerUser,
+  });
   const closeAll = () => {
     for (const ws of wss.clients) ws.close(1001, 'server shutting down');
     // Peers that do not answer the close handshake are cut.
@@ -64,7 +72,7 @@ export function attachRunSocket(server: Server, deps: Deps): () => void {
     wss.handleUpgrade(req, socket, head, (ws) => {
       const opts = options();
       keepAlive(ws, opts.heartbeatMs);
-      handleConnection(deps, auth, ws, req, opts);
+      handleConnection(deps, auth, caps, ws, req, opts);
     });
   });
   return closeAll;
@@ -91,6 +99,7 @@ function keepAlive(ws: WebSocket, intervalMs: number) {
 function handleConnection(
   deps: Deps,
   auth: ReturnType<typeof createAuth>,
+  caps: SocketCaps,
   ws: WebSocket,
   req: IncomingMessage,
   options: RunSocketOptions,
@@ -106,6 +115,7 @@ function handleConnection(
   let token: string | null = null;
   let actor: Actor | null = null;
   let run: { id: string; controller: AbortController } | null = null;
+  let releaseCap: (() => void) | null = null;
   const pending = new Map<
     string,
     {
@@ -212,7 +222,6 @@ function handleConnection(
       return actor ? fail(err) : refuseUnauthenticated(err);
     }
     const frame = parsed.frame;
-    if (frame.type === 'ping') return send({ type: 'pong' });
     if (!actor) {
       if (ws.readyState !== ws.OPEN) return; // a failed auth already closed it
       if (frame.type !== 'auth') {
@@ -225,6 +234,20 @@ function handleConnection(
         orgHeader = frame.organisation ?? orgHeader;
         const resolved = await actorFromToken(deps, auth, { token, origin, orgHeader });
         checkOrgQuery(httpLike, resolved);
+        releaseCap = caps.take(resolved);
+        if (!releaseCap) {
+          send(
+            errorFrame(
+              new AppError(
+                429,
+                'too_many_sockets',
+                'this organization or user has too many run sockets open',
+              ),
+            ),
+          );
+          ws.close(CLOSE_TOO_MANY_SOCKETS, 'too many sockets');
+          return;
+        }
         actor = resolved;
         clearTimeout(authTimer);
         send({ type: 'authenticated', client_id: orgIdOf(actor.orgKey) });
@@ -235,6 +258,8 @@ function handleConnection(
       return;
     }
     switch (frame.type) {
+      case 'ping':
+        return send({ type: 'pong' });
       case 'auth':
         return fail(new AppError(400, 'already_authenticated', 'this socket is already authenticated'));
       case 'start':
@@ -276,7 +301,11 @@ function handleConnection(
   ws.on('message', (data, isBinary) => {
     inbox = inbox.then(() => onFrame(data, isBinary)).catch((err: unknown) => fail(err));
   });
+  ws.on('ping', (data) => {
+    if (actor) ws.pong(data);
+  });
   ws.on('close', () => {
+    releaseCap?.();
     clearTimeout(authTimer);
     abortRun('socket closed');
   });
