@@ -4,7 +4,13 @@ import { SignJWT } from 'jose';
 import { eq } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken } from './helpers/fixtures.js';
-import { driveConsent, sessionCookie } from './helpers/oauth.js';
+import {
+  discoverAuthorizationServer,
+  driveConsent,
+  insecureRequests,
+  registerPublicClient,
+  sessionCookie,
+} from './helpers/oauth.js';
 import { signUp, tokenFromMail } from './accounts-support.js';
 import { revokeCredentialsAfterPasswordChange } from '../src/accounts/credential-revocation.js';
 import { sessionSecretHash } from '../src/auth/session.js';
@@ -28,23 +34,13 @@ afterAll(async () => {
   await server?.close();
 });
 
-const insecure = { [oauth.allowInsecureRequests]: true } as const;
+const insecure = insecureRequests;
 const REDIRECT = 'http://127.0.0.1:9/callback';
 const NEW_PASSWORD = 'new-Battery-7';
 
 async function thirdPartyApp() {
-  const issuer = new URL(server.v2Url);
-  const as = await oauth.processDiscoveryResponse(
-    issuer,
-    await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }),
-  );
-  const client = await oauth.processDynamicClientRegistrationResponse(
-    await oauth.dynamicClientRegistrationRequest(
-      as,
-      { redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', client_name: 'Notes app' },
-      insecure,
-    ),
-  );
+  const as = await discoverAuthorizationServer(server.v2Url);
+  const client = await registerPublicClient(as, { redirect_uris: [REDIRECT], client_name: 'Notes app' });
   return { as, client, clientAuth: oauth.None() };
 }
 

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import * as oauth from 'oauth4webapi';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { sessionCookie } from './helpers/oauth.js';
+import { discoverAuthorizationServer, registerPublicClient, sessionCookie } from './helpers/oauth.js';
 
 // The authorization endpoint before sign-in and the redirect URIs of metadata documents (issue 22
 // items 8 and 9; CONTRACT §7). Real HTTP on the V2 origin, oauth4webapi for registration, a document
@@ -32,7 +31,6 @@ afterAll(async () => {
   await server?.close();
 });
 
-const insecure = { [oauth.allowInsecureRequests]: true } as const;
 const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
 
 function authorizeUrl(params: Record<string, string>): string {
@@ -55,19 +53,8 @@ async function get(url: string, session?: string) {
 }
 
 async function registerDcr(redirectUri: string): Promise<string> {
-  const issuer = new URL(server.v2Url);
-  const as = await oauth.processDiscoveryResponse(
-    issuer,
-    await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }),
-  );
-  const client = await oauth.processDynamicClientRegistrationResponse(
-    await oauth.dynamicClientRegistrationRequest(
-      as,
-      { redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', client_name: 'Landing' },
-      insecure,
-    ),
-  );
-  return client.client_id;
+  const as = await discoverAuthorizationServer(server.v2Url);
+  return (await registerPublicClient(as, { redirect_uris: [redirectUri], client_name: 'Landing' })).client_id;
 }
 
 describe('errors before sign-in (RFC 9700 §4.11.2; item 8)', () => {

@@ -5,7 +5,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
-import { driveConsent } from './helpers/oauth.js';
+import {
+  discoverAuthorizationServer,
+  driveConsent,
+  insecureRequests,
+  registerPublicClient,
+} from './helpers/oauth.js';
 import { PageClient, csrfOf } from './helpers/page-client.js';
 
 // The organization boundary of third-party grants (CONTRACT §7; issue 22 item 11), and device codes
@@ -17,7 +22,7 @@ import { PageClient, csrfOf } from './helpers/page-client.js';
 let server: TestServer;
 let ada: TestUser;
 let bo: TestUser;
-const insecure = { [oauth.allowInsecureRequests]: true } as const;
+const insecure = insecureRequests;
 const REDIRECT = 'http://127.0.0.1:9/callback';
 const json = async (res: Response): Promise<Record<string, any>> => (await res.json()) as Record<string, any>;
 
@@ -30,28 +35,14 @@ afterAll(async () => {
   await server?.close();
 });
 
-async function discover(origin: string) {
-  const issuer = new URL(origin);
-  return oauth.processDiscoveryResponse(
-    issuer,
-    await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }),
-  );
-}
+const discover = discoverAuthorizationServer;
 
-async function registerApp(as: oauth.AuthorizationServer, grantTypes?: string[]): Promise<oauth.Client> {
-  return oauth.processDynamicClientRegistrationResponse(
-    await oauth.dynamicClientRegistrationRequest(
-      as,
-      {
-        redirect_uris: [REDIRECT],
-        token_endpoint_auth_method: 'none',
-        client_name: 'Notes app',
-        ...(grantTypes ? { grant_types: grantTypes } : {}),
-      },
-      insecure,
-    ),
-  );
-}
+const registerApp = (as: oauth.AuthorizationServer, grantTypes?: string[]): Promise<oauth.Client> =>
+  registerPublicClient(as, {
+    redirect_uris: [REDIRECT],
+    client_name: 'Notes app',
+    ...(grantTypes ? { grant_types: grantTypes } : {}),
+  });
 
 /** Code flow with consent for organization A; returns both grants' access tokens. */
 async function approveFor(client: oauth.Client, opts: { allOrganizations?: boolean } = {}) {

@@ -1,3 +1,4 @@
+import * as oauth from 'oauth4webapi';
 import type { OAuthResource } from '../../src/db/schema.js';
 import { createGrants, issueAccessToken } from '../../oauth/grants.js';
 import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
@@ -91,4 +92,30 @@ export async function driveConsent(
     postStatus: post.status,
     location: post.headers.get('location') ?? undefined,
   };
+}
+
+/** oauth4webapi over the tests' plain-http loopback origins. */
+export const insecureRequests = { [oauth.allowInsecureRequests]: true } as const;
+
+/** RFC 8414 discovery of `origin`'s authorization server, as a strict client does it. */
+export async function discoverAuthorizationServer(origin: string): Promise<oauth.AuthorizationServer> {
+  const issuer = new URL(origin);
+  return oauth.processDiscoveryResponse(
+    issuer,
+    await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecureRequests }),
+  );
+}
+
+/** A public client registered by DCR (RFC 7591), as a third-party app registers itself. */
+export async function registerPublicClient(
+  as: oauth.AuthorizationServer,
+  metadata: { redirect_uris: string[]; client_name?: string; grant_types?: string[] },
+): Promise<oauth.Client> {
+  return oauth.processDynamicClientRegistrationResponse(
+    await oauth.dynamicClientRegistrationRequest(
+      as,
+      { token_endpoint_auth_method: 'none', ...metadata },
+      insecureRequests,
+    ),
+  );
 }
