@@ -2,6 +2,7 @@ import express, { type Express } from 'express';
 import type { Deps } from './deps.js';
 import { createAuth, type Auth } from './auth/principal.js';
 import { errorMiddleware, notFoundHandler } from './http/error-middleware.js';
+import { databaseOutageAs503 } from './db/outage.js';
 import { requestLogger } from './http/request-log.js';
 import { healthRoutes } from './http/health.js';
 import { devRoutes } from './dev/routes.js';
@@ -82,6 +83,8 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(portalRoutes(deps, auth));
 
   app.use(notFoundHandler);
+  // A database outage is 503 with Retry-After on every surface, pages and models included (issue 14).
+  app.use(databaseOutageAs503(deps.db));
   // Errors raised before a surface's router ran (body parsers, the NUL guard, an undecodable path) in
   // that surface's shape: pages as HTML, MCP as JSON-RPC (CONTRACT §3).
   app.use(['/account', '/s'], pageErrorHandler(deps.log));

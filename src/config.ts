@@ -54,6 +54,14 @@ const envSchema = z.object({
   AGENTS_FILE: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   RATE_LIMIT_IP_PER_MIN: positiveInt.default(120),
+  DATABASE_QUERY_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
+  SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3_600).default(30),
+  SETTLE_SPOOL_FILE: z.string().min(1).optional(),
+  PROCESS_DEAD_AFTER_MS: z.coerce.number().int().min(1_000).max(600_000).default(4_000),
+  MODEL_UPSTREAM_CONNECT_TIMEOUT_MS: positiveInt.default(10_000),
+  MODEL_UPSTREAM_HEADERS_TIMEOUT_MS: positiveInt.default(60_000),
+  MODEL_UPSTREAM_BODY_IDLE_TIMEOUT_MS: positiveInt.default(30_000),
+  STREAM_STALL_TIMEOUT_MS: positiveInt.default(30_000),
   REDIS_URL: z
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// URL')
@@ -112,6 +120,20 @@ export interface Config {
     runSocketsPerOrg: number;
     runSocketsPerUser: number;
   };
+  /** Issue 14: every bound on a wait, and what shutdown and a dead peer are given (docs/operations.md). */
+  reliability: {
+    /** statement_timeout on every database connection (0: none). */
+    queryTimeoutMs: number;
+    /** How long requests in flight may finish after SIGTERM before their connections are closed. */
+    shutdownGraceMs: number;
+    /** Where settles that could not be written are kept across a restart (unset with an in-memory DATA_DIR). */
+    settleSpoolFile: string | undefined;
+    /** A process whose heartbeat is older than this is dead: its leases and holds are reclaimed. */
+    processDeadAfterMs: number;
+    /** A stream whose client takes nothing for this long is ended (and billed for what it got). */
+    streamStallMs: number;
+  };
+  upstreamTimeouts: { connectMs: number; headersMs: number; bodyIdleMs: number };
 }
 
 export class ConfigError extends Error {}
@@ -174,6 +196,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       bodyIdleTimeoutMs: e.REQUEST_BODY_IDLE_TIMEOUT_MS,
       runSocketsPerOrg: e.RUN_SOCKETS_PER_ORG,
       runSocketsPerUser: e.RUN_SOCKETS_PER_USER,
+    },
+    reliability: {
+      queryTimeoutMs: e.DATABASE_QUERY_TIMEOUT_MS,
+      shutdownGraceMs: e.SHUTDOWN_GRACE_SECONDS * 1000,
+      settleSpoolFile:
+        e.SETTLE_SPOOL_FILE ??
+        (e.DATA_DIR.startsWith('memory://')
+          ? undefined
+          : `${e.DATA_DIR.replace(/\/+$/, '')}/settle-spool.jsonl`),
+      processDeadAfterMs: e.PROCESS_DEAD_AFTER_MS,
+      streamStallMs: e.STREAM_STALL_TIMEOUT_MS,
+    },
+    upstreamTimeouts: {
+      connectMs: e.MODEL_UPSTREAM_CONNECT_TIMEOUT_MS,
+      headersMs: e.MODEL_UPSTREAM_HEADERS_TIMEOUT_MS,
+      bodyIdleMs: e.MODEL_UPSTREAM_BODY_IDLE_TIMEOUT_MS,
     },
   };
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).

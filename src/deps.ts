@@ -40,6 +40,8 @@ export interface Deps {
   billing: Billing;
   /** The model upstream (or svc-local), the concurrency limiter, the agent catalog (src/models/services.ts). */
   models: ModelServices;
+  /** Whether the process is draining for shutdown (src/server.ts): /readyz answers 503 meanwhile. */
+  lifecycle: { draining: boolean };
   /** Called in reverse order on shutdown (timers, pools, sockets a domain opened). */
   onClose(fn: () => Promise<void> | void): void;
   close(): Promise<void>;
@@ -55,6 +57,8 @@ export async function createDeps(config: Config, database: Database, log: Logger
   const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
   const signingKeys = createSigningKeys(database.db, keys.encryption);
   const models = createModelServices(config, database.db, signingKeys, log, keys.hmac);
+  // Settles the last run could not write (its spool): replayed in the background, exactly once each.
+  models.settles.replaySpool();
   onClose(() => models.close());
   return {
     config,
@@ -72,6 +76,7 @@ export async function createDeps(config: Config, database: Database, log: Logger
     },
     billing: createBilling({ config, db: database.db, keys, log, onClose }),
     models,
+    lifecycle: { draining: false },
     onClose: (fn) => void closers.push(fn),
     async close() {
       for (const fn of closers.reverse()) await fn();

@@ -21,7 +21,11 @@ async function main() {
     throw err;
   }
   const log = createLogger(config.logLevel);
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    queryTimeoutMs: config.reliability.queryTimeoutMs,
+  });
   await runMigrations(database);
   if (process.argv.includes('--migrate-only')) {
     log.info({ storage: database.kind }, 'migrations applied');

@@ -24,6 +24,8 @@ async function main(): Promise<number> {
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: 2,
+    // An operator's whole-ledger check: its statements may rightly run longer than a request's.
+    queryTimeoutMs: 0,
   });
   try {
     const stripe = config.stripe.secretKey

@@ -7,6 +7,7 @@ import type { SQL } from 'drizzle-orm';
 import pg from 'pg';
 import * as schema from './schema.js';
 import { createReadLane, type ReadLane } from './lane.js';
+import { cutConnection } from './cut.js';
 
 /** A drizzle database or a transaction of one: queries take this as their first argument. */
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -32,18 +33,77 @@ export interface OpenOptions {
   /** PGlite data directory; `memory://` for a throw-away database (tests). */
   dataDir?: string | undefined;
   poolSize?: number;
+  /**
+   * Bound on every statement (DATABASE_QUERY_TIMEOUT_MS): PostgreSQL cancels a statement running longer
+   * (`statement_timeout`), and the driver gives up on an answer that does not come a second later
+   * (`query_timeout`: a black-holed connection never answers, so only the client side can notice).
+   * 0 turns both off.
+   */
+  queryTimeoutMs?: number;
 }
+
+/** What DATABASE_QUERY_TIMEOUT_MS defaults to (docs/operations.md). */
+export const DEFAULT_QUERY_TIMEOUT_MS = 5_000;
+/** The driver waits this much longer than the server's own statement timeout before it gives up. */
+const CLIENT_TIMEOUT_MARGIN_MS = 1_000;
+
+/**
+ * A pool client that never crashes the process and never stays stuck (STYLE: Faults).
+ *
+ * pg-pool listens for `'error'` only while a client is idle: one checked out (a drizzle transaction, the
+ * hold sweep, a webhook) whose socket broke emitted an unhandled `'error'` and the process exited (issue
+ * 14, item 1). The failure already reaches the statement in flight, and the pool drops the client when it
+ * is released (it is no longer queryable); the listener only keeps the event from ending the process.
+ *
+ * A statement whose answer never came (the driver's `query_timeout`: a black-holed connection) leaves the
+ * connection waiting for it, and every later statement on it (the transaction's ROLLBACK first) would
+ * queue behind. So a statement that failed without an error from PostgreSQL while the connection still
+ * waits cuts the connection: the rest fail at once and the pool opens a fresh one.
+ */
+class OutageSafeClient extends pg.Client {
+  constructor(config?: pg.ClientConfig) {
+    super(config);
+    this.on('error', () => {});
+    const query = this.query.bind(this) as (...args: unknown[]) => unknown;
+    (this as unknown as { query: typeof query }).query = (...args) => {
+      const result = query(...args);
+      if (result instanceof Promise)
+        result.catch((err: unknown) => {
+          if (!(err instanceof pg.DatabaseError) && waitingOnAnswer(this)) cutConnection(this);
+        });
+      return result;
+    };
+  }
+}
+
+/** pg's own marker of a client with a statement still waiting for its answer (no public getter). */
+const waitingOnAnswer = (client: pg.ClientBase) =>
+  (client as unknown as { _getActiveQuery(): unknown })._getActiveQuery() != null;
 
 export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (opts.databaseUrl) {
+    const timeoutMs = opts.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
       max: opts.poolSize ?? 20,
       idleTimeoutMillis: 30_000,
       connectionTimeoutMillis: 5_000,
+      Client: OutageSafeClient,
+      ...(timeoutMs > 0
+        ? { statement_timeout: timeoutMs, query_timeout: timeoutMs + CLIENT_TIMEOUT_MARGIN_MS }
+        : {}),
+      // A peer that vanished without a reset is noticed by the kernel too, not only by a timeout.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
     });
     // An idle client losing its server must not crash the process; the next query reconnects.
     pool.on('error', () => {});
+    // A client given back while a statement still waits for its answer (the driver gave up on it: a
+    // black-holed connection) would make every later statement queue behind that one. Its socket is cut,
+    // so that the pool drops it and the next checkout opens a fresh connection.
+    pool.on('release', (_err: Error | undefined, client: pg.PoolClient) => {
+      if (waitingOnAnswer(client)) cutConnection(client);
+    });
     const db = drizzlePg(pool, { schema }) as unknown as Db;
     const readLane = createReadLane({ pool });
     const close = async () => {

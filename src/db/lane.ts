@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { PGlite } from '@electric-sql/pglite';
+import { cutConnection } from './cut.js';
 
 // A connection of its own for the hottest read: the `svc_` token's live row, read on every model call
 // before its first byte (src/auth/principal.ts). Through the pool, a statement waits a tick for its
@@ -61,8 +62,19 @@ export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): 
     return connecting;
   }
 
-  const run = async (c: pg.Client, name: string, text: string, values: unknown[]) =>
-    (await c.query<unknown[]>({ name, text, values, rowMode: 'array' })).rows;
+  const run = async (c: pg.Client, name: string, text: string, values: unknown[]) => {
+    try {
+      return (await c.query<unknown[]>({ name, text, values, rowMode: 'array' })).rows;
+    } catch (err) {
+      // An answer that never came (the driver's query timeout) leaves the connection waiting for it: every
+      // later read would queue behind. Only an error PostgreSQL itself sent leaves the connection usable.
+      if (!(err instanceof pg.DatabaseError)) {
+        if (client === c) client = null;
+        cutConnection(c);
+      }
+      throw err;
+    }
+  };
 
   return {
     rows(name, text, values) {

@@ -18,8 +18,20 @@ import { AppError, databaseUnavailable } from '../http/errors.js';
 /** How long the probe waits: a database that cannot answer `select 1` in this time is not answering. */
 const PROBE_TIMEOUT_MS = 2_000;
 
-/** True when the database answers `select 1` within the timeout. */
-export async function databaseAnswers(db: Db, timeoutMs = PROBE_TIMEOUT_MS): Promise<boolean> {
+/** A probe's answer stands this long: during an outage, a burst of failing requests asks once. */
+const PROBE_REUSE_MS = 1_000;
+const lastProbe = new WeakMap<Db, { at: number; answer: Promise<boolean> }>();
+
+/** True when the database answers `select 1` within the timeout. Probes in quick succession share one. */
+export function databaseAnswers(db: Db, timeoutMs = PROBE_TIMEOUT_MS): Promise<boolean> {
+  const last = lastProbe.get(db);
+  if (last && Date.now() - last.at < PROBE_REUSE_MS) return last.answer;
+  const answer = probe(db, timeoutMs);
+  lastProbe.set(db, { at: Date.now(), answer });
+  return answer;
+}
+
+async function probe(db: Db, timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), timeoutMs);
@@ -38,18 +50,21 @@ export async function databaseAnswers(db: Db, timeoutMs = PROBE_TIMEOUT_MS): Pro
 }
 
 /**
- * Error middleware for a router's `/v1` routes: an unexpected error while the database does not answer
- * becomes 503 DATABASE_UNAVAILABLE; AppErrors and real faults pass on unchanged to the error middleware.
+ * `err` as the client should see it: an unexpected error while the database does not answer is the outage
+ * (503 DATABASE_UNAVAILABLE with Retry-After); AppErrors and real faults come back unchanged.
+ */
+export async function asOutage(db: Db, err: unknown): Promise<unknown> {
+  if (err instanceof AppError || (err as { status?: unknown })?.status !== undefined) return err;
+  const answers = await databaseAnswers(db).catch(() => true);
+  return answers ? err : databaseUnavailable();
+}
+
+/**
+ * Error middleware: an unexpected error while the database does not answer becomes 503
+ * DATABASE_UNAVAILABLE; AppErrors and real faults pass on unchanged to the error middleware.
  */
 export function databaseOutageAs503(db: Db): ErrorRequestHandler {
   return (err, _req, _res, next) => {
-    if (err instanceof AppError || (err as { status?: unknown })?.status !== undefined) {
-      next(err);
-      return;
-    }
-    databaseAnswers(db).then(
-      (answers) => next(answers ? err : databaseUnavailable()),
-      () => next(err),
-    );
+    void asOutage(db, err).then(next);
   };
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
-import { AppError } from './errors.js';
+import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './errors.js';
 import type { Logger } from '../log.js';
 
 // Renders every error in the shape of its surface (STYLE: Errors):
@@ -130,6 +130,9 @@ export function sendError(
     return;
   }
   for (const [k, v] of Object.entries(appErr.extra.headers ?? {})) res.setHeader(k, v);
+  // Every 503 is a state to wait out, and says how long (issue 14, item 8).
+  if (appErr.status === 503 && !res.hasHeader('retry-after'))
+    res.setHeader('Retry-After', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   sendJson(res, appErr.status, renderError(appErr, surface));
 }
 

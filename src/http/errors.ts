@@ -38,9 +38,14 @@ export const conflict = (code: string, message: string) => new AppError(409, cod
 export const invalidToken = () =>
   new AppError(401, 'INVALID_TOKEN', 'invalid token', { headers: { 'WWW-Authenticate': 'Bearer' } });
 
+/** The Retry-After of every 503 that does not say otherwise: an outage is waited out in seconds. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
 /** Membership could not be established: fail closed (interface document: Authentication 5). */
 export const membershipUnavailable = () =>
-  new AppError(503, 'MEMBERSHIP_UNAVAILABLE', 'membership cannot be established; try again');
+  new AppError(503, 'MEMBERSHIP_UNAVAILABLE', 'membership cannot be established; try again', {
+    headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
+  });
 
 /**
  * The database does not answer (it is down, unreachable or the pool has ended): a server state, not a
@@ -48,7 +53,7 @@ export const membershipUnavailable = () =>
  */
 export const databaseUnavailable = () =>
   new AppError(503, 'DATABASE_UNAVAILABLE', 'the service cannot reach its database right now; try again', {
-    headers: { 'Retry-After': '5' },
+    headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
   });
 
 export const rateLimited = (retryAfterSeconds: number) =>

@@ -2,6 +2,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { sendError } from '../http/error-middleware.js';
+import { asOutage } from '../db/outage.js';
 import { rejectNulCharacters } from '../http/input-guard.js';
 import { requestLogger } from '../http/request-log.js';
 import { jsonBody } from '../http/json-body.js';
@@ -49,7 +50,9 @@ export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): Request
 
   return (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== 'POST' || req.url !== CHAT_PATH) return app(req, res);
-    const fail = (err: unknown) => sendError(deps.log, err, req, res, 'openai');
+    // A database outage is 503 with Retry-After, as on every route (src/db/outage.ts), never a 500.
+    const fail = (err: unknown) =>
+      void asOutage(deps.db, err).then((e) => sendError(deps.log, e, req, res, 'openai'));
     // As Express runs a route's handlers: each step calls next(), or next(err) to answer with the error.
     let i = 0;
     const next = (err?: unknown) => {

@@ -7,7 +7,7 @@ import type { Lease } from './concurrency.js';
 import {
   balanceOf,
   prepareCall,
-  settleCall,
+  settleOrKeep,
   completionTokensOf,
   countedUsage,
   StreamMeter,
@@ -123,14 +123,16 @@ async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse) {
   );
   // A reply without usage is billed for what it delivered (CONTRACT §8), counted as the stream meter counts.
   const usage = completion.usage ?? countedUsage(call.promptEstimate(), completionTokensOf(completion));
-  const outcome = await settleCall(
+  // The work was done: the answer goes out even when its settle must wait for the database (then
+  // without the outcome header, whose debit is not known yet; docs/operations.md).
+  const outcome = await settleOrKeep(
     deps,
     call,
     usage,
     completion.usage ? {} : { note: 'usage estimated', outcome: 'estimated' },
   );
   completion.model = deps.models.modelId;
-  res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
+  if (outcome) res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
   sendJson(res, 200, completion);
 }
 
@@ -192,8 +194,8 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     // Billed for what was generated (CONTRACT §8): the provider was aborted; settle what streamed.
     await iterator.return?.(undefined).catch(() => {});
     const { usage } = meter.finalUsage(call.promptEstimate);
-    await settleCall(deps, call, usage, { note: 'client disconnected', outcome: 'aborted' }).catch(
-      (err: unknown) => deps.log.error({ err }, 'settle after disconnect failed'),
+    await settleOrKeep(deps, call, usage, { note: 'client disconnected', outcome: 'aborted' }).catch(
+      (err: unknown) => deps.log.error({ err }, 'settle after disconnect refused'),
     );
     return;
   }
@@ -216,23 +218,27 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     return;
   }
   const { usage, estimated } = meter.finalUsage(call.promptEstimate);
-  let outcome: CallOutcome;
+  let outcome: CallOutcome | null;
   try {
-    outcome = await settleCall(
+    outcome = await settleOrKeep(
       deps,
       call,
       usage,
       estimated ? { note: 'usage estimated', outcome: 'estimated' } : {},
     );
   } catch (err) {
-    deps.log.error({ err }, 'settle failed');
+    deps.log.error({ err }, 'settle refused');
     res.end(
       `data: ${JSON.stringify(renderError(new AppError(500, 'internal', `internal error (request ${String(req.id)})`), 'openai'))}\n\n`,
     );
     return;
   }
-  const jws = await signOutcome(deps, call.actor, outcome);
-  res.write(`: ${OUTCOME_HEADER} ${jws}\n\n`);
-  res.addTrailers({ [OUTCOME_HEADER]: jws });
+  // A settle kept for later (the database did not answer): the stream was delivered whole and ends as
+  // one, without the outcome, whose debit is not known yet.
+  if (outcome) {
+    const jws = await signOutcome(deps, call.actor, outcome);
+    res.write(`: ${OUTCOME_HEADER} ${jws}\n\n`);
+    res.addTrailers({ [OUTCOME_HEADER]: jws });
+  }
   res.end('data: [DONE]\n\n');
 }

@@ -4,6 +4,7 @@ import {
   DEFAULT_LEASE_TTL_MS,
   leaseBook,
   newLeaseId,
+  releaseRetrier,
   type ConcurrencyLimiter,
   type LimiterOptions,
 } from './concurrency.js';
@@ -41,17 +42,27 @@ export function createRedisLimiter(url: string, options: LimiterOptions): Concur
   const book = leaseBook(Math.max(100, Math.floor(ttlMs / 3)), async (ids) => {
     await redis.eval(EXTEND, ids.length, ...ids.map((id) => keyOf(book.live.get(id) ?? '')), ttlMs, ...ids);
   });
+  // Releases Redis did not take, retried until they land (the org of each kept beside it).
+  const leaseOrg = new Map<string, string>();
+  const retrier = releaseRetrier(async (ids) => {
+    await Promise.all(ids.map((id) => redis.zrem(keyOf(leaseOrg.get(id) ?? ''), id)));
+    for (const id of ids) leaseOrg.delete(id);
+  });
   return {
     async acquire(orgKey, _kind) {
       const leaseId = newLeaseId();
       const ok = await redis.eval(ACQUIRE, 1, keyOf(orgKey), options.cap, ttlMs, leaseId);
       if (ok !== 1) throw concurrencyLimited();
       return book.hand(orgKey, leaseId, async (id) => {
-        await redis.zrem(keyOf(orgKey), id).catch(() => {});
+        await redis.zrem(keyOf(orgKey), id).catch(() => {
+          leaseOrg.set(id, orgKey);
+          retrier.failed([id]);
+        });
       });
     },
     async close() {
       book.stop();
+      retrier.stop();
       redis.disconnect();
     },
   };

@@ -80,6 +80,41 @@ export function leaseBook(intervalMs: number, beat: (ids: string[]) => Promise<v
   };
 }
 
+/** A release the store did not take is tried again this often until it lands (issue 14, item 2). */
+export const RELEASE_RETRY_MS = 500;
+
+/**
+ * Releases that failed (the store did not answer), retried every RELEASE_RETRY_MS until they land: a live
+ * process gives back what it took (STYLE: Faults), so the org's capacity returns as soon as the store does,
+ * not a lease TTL later. `release` gets every lease id still waiting and throws when the store fails again.
+ */
+export function releaseRetrier(release: (leaseIds: string[]) => Promise<void>) {
+  const waiting = new Set<string>();
+  let timer: NodeJS.Timeout | null = null;
+  const schedule = () => {
+    timer ??= setTimeout(() => {
+      timer = null;
+      const ids = [...waiting];
+      waiting.clear();
+      release(ids).catch(() => {
+        for (const id of ids) waiting.add(id);
+        schedule();
+      });
+    }, RELEASE_RETRY_MS).unref();
+  };
+  return {
+    failed(leaseIds: string[]) {
+      for (const id of leaseIds) waiting.add(id);
+      schedule();
+    },
+    pending: () => waiting.size,
+    stop() {
+      if (timer) clearTimeout(timer);
+      timer = null;
+    },
+  };
+}
+
 /**
  * Lease statements commit without waiting for the WAL flush: `set_config('synchronous_commit', 'off',
  * true)` in the statement itself scopes it to the statement's own transaction (one round trip, no
@@ -123,15 +158,15 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
 
   // Releases are grouped the same way. A grouped release only frees a slot later, never sooner, so the
   // cap cannot be exceeded by it.
+  const deleteLeases = async (ids: string[]) => {
+    await db.execute(
+      sql`delete from concurrency_leases where lease_id = any(${sql.param(ids)}::text[]) and ${ASYNC_COMMIT} = 'off'`,
+    );
+  };
+  const retrier = releaseRetrier(deleteLeases);
   const drop = createBatcher<string, void>(
     async (ids) => {
-      await db
-        .execute(
-          sql`delete from concurrency_leases where lease_id = any(${sql.param(ids)}::text[]) and ${ASYNC_COMMIT} = 'off'`,
-        )
-        .catch(() => {
-          // Unreleased, the leases expire by themselves within the TTL.
-        });
+      await deleteLeases(ids).catch(() => retrier.failed(ids));
       return ids.map(() => undefined);
     },
     { maxInFlight: 1 },
@@ -189,6 +224,7 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
       sweep = null;
       await freeIdle(true);
       book.stop();
+      retrier.stop();
     },
   };
 }

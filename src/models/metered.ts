@@ -1,7 +1,13 @@
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
 import { newId } from '../ids.js';
-import { orgBalanceCredits, voidHold, type SettleResult, type UsageRecordInput } from '../billing/spend.js';
+import {
+  orgBalanceCredits,
+  voidHold,
+  type SettleInput,
+  type SettleResult,
+  type UsageRecordInput,
+} from '../billing/spend.js';
 import type { Actor } from './actor.js';
 import type { SpareHold } from './spare-holds.js';
 import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
@@ -191,26 +197,29 @@ export interface SettleNote {
   runId?: string;
 }
 
+/** `built`: told the settle's input (without the next hold) before it is sent, for settleOrKeep. */
 export async function settleCall(
   deps: Deps,
   call: PreparedCall,
   usage: Usage,
   how: SettleNote = {},
+  built?: (input: SettleInput) => void,
 ): Promise<CallOutcome> {
   const { note = '', outcome = 'completed', runId } = how;
   const { spares, spend, prices, modelId } = deps.models;
   const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens);
+  const input: SettleInput = {
+    requestId: call.requestId,
+    actualCredits: actual,
+    description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
+    usage: usageRecord(deps, call, usage, { outcome, runId }),
+  };
+  built?.(input);
   // The org's next call here will likely look like this one: its hold is taken by this settle, off its path.
   const next = spares.ahead(call.actor.orgKey, call.maxCredits);
   let settled: SettleResult;
   try {
-    settled = await spend.settle({
-      requestId: call.requestId,
-      actualCredits: actual,
-      description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
-      ...(next ? { next } : {}),
-      usage: usageRecord(deps, call, usage, { outcome, runId }),
-    });
+    settled = await spend.settle({ ...input, ...(next ? { next } : {}) });
   } catch (err) {
     if (next) spares.landed(next, null);
     throw err;
@@ -250,11 +259,37 @@ function usageRecord(
   };
 }
 
-/** A failed call debits nothing (CONTRACT §8). Never throws: the caller is already reporting an error. */
+/**
+ * settleCall for a call whose output was delivered: when the database does not answer, the settle is kept
+ * and retried until it lands (src/models/pending-settles.ts; issue 14, item 3) and the answer is null, the
+ * outcome not known yet. An AppError (the database answered and refused) is thrown as before.
+ */
+export async function settleOrKeep(
+  deps: Deps,
+  call: PreparedCall,
+  usage: Usage,
+  how: SettleNote = {},
+): Promise<CallOutcome | null> {
+  let input: SettleInput | undefined;
+  try {
+    return await settleCall(deps, call, usage, how, (built) => (input = built));
+  } catch (err) {
+    if (err instanceof AppError || !input) throw err;
+    deps.log.warn({ err, requestId: call.requestId }, 'settle not written; kept and retried');
+    deps.models.settles.keep({ kind: 'settle', input });
+    return null;
+  }
+}
+
+/**
+ * A failed call debits nothing (CONTRACT §8). Never throws: the caller is already reporting an error. A
+ * void the database did not take is kept and retried, so the hold's tokens come back once it answers.
+ */
 export async function voidCall(deps: Deps, call: PreparedCall): Promise<void> {
-  await voidHold(deps.db, call.requestId).catch((err: unknown) =>
-    deps.log.error({ err, requestId: call.requestId }, 'void failed; the hold expires'),
-  );
+  await voidHold(deps.db, call.requestId).catch((err: unknown) => {
+    deps.log.warn({ err, requestId: call.requestId }, 'void not written; kept and retried');
+    deps.models.settles.keep({ kind: 'void', requestId: call.requestId });
+  });
 }
 
 export async function balanceOf(deps: Deps, orgKey: string): Promise<number> {

@@ -17,7 +17,8 @@ import { createPgLimiter, type ConcurrencyLimiter } from './concurrency.js';
 import { createRedisLimiter } from './concurrency-redis.js';
 import { createOutcomeSigner, type OutcomeSigner } from './outcome.js';
 import { createSpareHolds, type SpareHolds } from './spare-holds.js';
-import { voidHold } from '../billing/spend.js';
+import { settleCredits, voidHold } from '../billing/spend.js';
+import { createPendingSettles, type PendingSettles } from './pending-settles.js';
 import type { Logger } from '../log.js';
 import type { Prices } from './pricing.js';
 import { createLocalUpstream } from './upstream/local.js';
@@ -40,6 +41,8 @@ export interface ModelServices {
   runMaxSteps: number;
   /** Every call's hold and settle, grouped with the calls in flight beside it (see createSpendBatchers). */
   spend: SpendBatchers;
+  /** Settles and voids the database did not take when their call ended, retried until they land. */
+  settles: PendingSettles;
   /** Holds taken ahead for each org's next call (spare-holds.ts). */
   spares: SpareHolds;
   /**
@@ -52,6 +55,9 @@ export interface ModelServices {
   upstreamUserId(userId: string): string;
   close(): Promise<void>;
 }
+
+/** At shutdown, settles still waiting for the database are retried this long before they are spooled. */
+export const SETTLE_FLUSH_MS = 5_000;
 
 export interface SpendBatchers {
   reserve(input: ReserveInput): Promise<{ heldCredits: number }>;
@@ -102,9 +108,16 @@ export function createModelServices(
     outcome: createOutcomeSigner(signingKeys),
     runMaxSteps: config.runMaxSteps,
     spend,
+    settles: createPendingSettles({
+      settle: (input) => settleCredits(db, input),
+      voidHold: (requestId) => voidHold(db, requestId),
+      log,
+      spoolFile: config.reliability.settleSpoolFile,
+    }),
     spares: createSpareHolds({
-      giveBack: (requestId) => voidHold(db, requestId),
-      onError: (err) => log.warn({ err }, 'could not give a spare hold back; it expires'),
+      // A spare not given back is kept and retried like a failed call's void (pending-settles.ts).
+      giveBack: (requestId) =>
+        voidHold(db, requestId).catch(() => services.settles.keep({ kind: 'void', requestId })),
     }),
     tokenOrgs: new Map(),
     upstreamUserId: createUpstreamUserIds(hmacKey),
@@ -112,6 +125,8 @@ export function createModelServices(
       await services.spares.close();
       await services.limiter.close();
       await services.upstream.close();
+      // Last: settles still waiting get a few more seconds, then go to the spool (docs/operations.md).
+      await services.settles.flush(Date.now() + SETTLE_FLUSH_MS);
     },
   };
   return services;

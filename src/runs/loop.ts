@@ -4,7 +4,7 @@ import { newId } from '../ids.js';
 import type { Actor } from '../models/actor.js';
 import { openAiTools, type Agent } from '../models/agents.js';
 import { acquireLease, signOutcome } from '../models/chat.js';
-import { prepareCall, settleCall, StreamMeter, voidCall, balanceOf } from '../models/metered.js';
+import { prepareCall, settleOrKeep, StreamMeter, voidCall, balanceOf } from '../models/metered.js';
 import type { ChatMessage } from '../models/upstream/types.js';
 import type { ServerFrame } from './frames.js';
 
@@ -68,7 +68,7 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
         if (signal.aborted) {
           // Dropped socket or cancel mid-call: billed for what was generated.
           const { usage } = meter.finalUsage(call.promptEstimate);
-          await settleCall(deps, call, usage, {
+          await settleOrKeep(deps, call, usage, {
             note: `run ${runId} aborted`,
             outcome: 'aborted',
             runId,
@@ -79,7 +79,7 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
         throw err;
       }
       if (signal.aborted) {
-        await settleCall(deps, call, meter.finalUsage(call.promptEstimate).usage, {
+        await settleOrKeep(deps, call, meter.finalUsage(call.promptEstimate).usage, {
           note: `run ${runId} aborted`,
           outcome: 'aborted',
           runId,
@@ -87,12 +87,13 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
         throw new RunAborted();
       }
       const { usage } = meter.finalUsage(call.promptEstimate);
-      const outcome = await settleCall(deps, call, usage, { note: `run ${runId} step ${step}`, runId });
+      // A settle kept for later (the database did not answer) counts once it lands, not in this run's totals.
+      const outcome = await settleOrKeep(deps, call, usage, { note: `run ${runId} step ${step}`, runId });
       totals.prompt_tokens += usage.prompt_tokens;
       totals.completion_tokens += usage.completion_tokens;
       totals.total_tokens += usage.prompt_tokens + usage.completion_tokens;
-      debited += outcome.creditsDebited;
-      balance = outcome.balanceCredits;
+      debited += outcome?.creditsDebited ?? 0;
+      balance = outcome?.balanceCredits ?? balance;
 
       const toolCalls = meter.toolCalls();
       const message = {

@@ -95,7 +95,12 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
       DATA_DIR: 'memory://',
       ...options.env,
     });
-    const database = await openDatabase({ databaseUrl, dataDir: 'memory://', poolSize: 10 });
+    const database = await openDatabase({
+      databaseUrl,
+      dataDir: 'memory://',
+      poolSize: 10,
+      queryTimeoutMs: config.reliability.queryTimeoutMs,
+    });
     await runMigrations(database);
     const deps = await createDeps(config, database, createLogger(config.logLevel));
     try {
