@@ -101,6 +101,12 @@ CREATE TABLE "server_secrets" (
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE "svc_processes" (
+	"tag" text PRIMARY KEY NOT NULL,
+	"started_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"beat_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE "device_codes" (
 	"id" serial PRIMARY KEY NOT NULL,
 	"device_code_hash" text NOT NULL,

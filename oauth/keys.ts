@@ -94,11 +94,18 @@ export function createSigningKeys(db: Db, encryptionKey: Buffer): SigningKeys {
 
   async function state(force = false): Promise<KeySet> {
     if (!force && loaded && Date.now() - loaded.at < KEYSET_TTL_MS) return loaded;
-    loading ??= load().finally(() => {
-      loading = null;
-    });
-    loaded = await loading;
-    return loaded;
+    loading ??= load()
+      .then((fresh) => (loaded = fresh))
+      .finally(() => {
+        loading = null;
+      });
+    // Stale while it reloads: a keyset that cannot be re-read (a database outage) must not stop signing
+    // with the keys already known, least of all the outcome of a call already settled (issue 14).
+    if (loaded && !force) {
+      loading.catch(() => {});
+      return loaded;
+    }
+    return loading;
   }
 
   return {

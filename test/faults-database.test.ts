@@ -108,7 +108,11 @@ describe.runIf(storageMode() === 'postgres')(
       const after = await orgLedger(server, owner.orgKey);
       expect(after.debited - before.debited).toBe(PRICE * answered);
       expect(after.usageRows - before.usageRows).toBe(answered);
+      // Capacity: every lease released within seconds of the database's return (failed releases retried).
       await waitUntil(async () => (await orgLedger(server, owner.orgKey)).liveLeases === 0, 5_000);
+      console.log(
+        `reset: every lease free ${Date.now() - healedAt} ms after the database's return (load included)`,
+      );
       expect(await checkInvariants(server.deps.db)).toEqual([]);
     });
 

@@ -28,6 +28,8 @@ export interface LimiterOptions {
   ttlMs?: number;
   /** PostgreSQL store: how long a finished call's slot stays with this process for its next call. */
   reuseMs?: number;
+  /** New lease ids, stamped with this process's tag so a dead process's leases are found (liveness.ts). */
+  newLeaseId?: () => string;
 }
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
@@ -214,7 +216,7 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
     async acquire(orgKey, kind) {
       const key = `${orgKey} ${kind}`;
       const reused = parked.get(key)?.pop()?.leaseId;
-      const leaseId = reused ?? newLeaseId();
+      const leaseId = reused ?? (options.newLeaseId ?? newLeaseId)();
       if (!reused && !(await take({ orgKey, kind, leaseId }))) throw concurrencyLimited();
       return book.hand(orgKey, leaseId, park(key));
     },

@@ -1,6 +1,5 @@
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
-import { newId } from '../ids.js';
 import {
   orgBalanceCredits,
   voidHold,
@@ -83,7 +82,7 @@ export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan 
   const { n, wantedPerChoice, promptBound } = shape;
   const minCredits = Math.max(1, creditsFor(prices, promptBound, n));
   return {
-    requestId: newId('req'),
+    requestId: deps.models.liveness.requestId(),
     minCredits,
     maxCredits: Math.max(minCredits, creditsFor(prices, promptBound, wantedPerChoice * n)),
     shape,

@@ -19,6 +19,7 @@ import { createOutcomeSigner, type OutcomeSigner } from './outcome.js';
 import { createSpareHolds, type SpareHolds } from './spare-holds.js';
 import { settleCredits, voidHold } from '../billing/spend.js';
 import { createPendingSettles, type PendingSettles } from './pending-settles.js';
+import { createLiveness, type Liveness } from './liveness.js';
 import type { Logger } from '../log.js';
 import type { Prices } from './pricing.js';
 import { createLocalUpstream } from './upstream/local.js';
@@ -41,6 +42,8 @@ export interface ModelServices {
   runMaxSteps: number;
   /** Every call's hold and settle, grouped with the calls in flight beside it (see createSpendBatchers). */
   spend: SpendBatchers;
+  /** This process's tag and heartbeat: a dead peer's leases and holds are reclaimed (liveness.ts). */
+  liveness: Liveness;
   /** Settles and voids the database did not take when their call ended, retried until they land. */
   settles: PendingSettles;
   /** Holds taken ahead for each org's next call (spare-holds.ts). */
@@ -94,9 +97,10 @@ export function createModelServices(
   const upstream = config.model.upstreamUrl
     ? createOpenAICompatibleUpstream({ url: config.model.upstreamUrl, key: config.model.upstreamKey })
     : createLocalUpstream(config.model.id);
+  const liveness = createLiveness(db, { deadAfterMs: config.reliability.processDeadAfterMs, log });
   const limiter = config.redisUrl
     ? createRedisLimiter(config.redisUrl, { cap: config.orgMaxConcurrency })
-    : createPgLimiter(db, { cap: config.orgMaxConcurrency });
+    : createPgLimiter(db, { cap: config.orgMaxConcurrency, newLeaseId: liveness.leaseId });
   const spend = createSpendBatchers(db);
   const services: ModelServices = {
     modelId: config.model.id,
@@ -108,6 +112,7 @@ export function createModelServices(
     outcome: createOutcomeSigner(signingKeys),
     runMaxSteps: config.runMaxSteps,
     spend,
+    liveness,
     settles: createPendingSettles({
       settle: (input) => settleCredits(db, input),
       voidHold: (requestId) => voidHold(db, requestId),
@@ -115,6 +120,7 @@ export function createModelServices(
       spoolFile: config.reliability.settleSpoolFile,
     }),
     spares: createSpareHolds({
+      newRequestId: liveness.requestId,
       // A spare not given back is kept and retried like a failed call's void (pending-settles.ts).
       giveBack: (requestId) =>
         voidHold(db, requestId).catch(() => services.settles.keep({ kind: 'void', requestId })),
@@ -127,6 +133,7 @@ export function createModelServices(
       await services.upstream.close();
       // Last: settles still waiting get a few more seconds, then go to the spool (docs/operations.md).
       await services.settles.flush(Date.now() + SETTLE_FLUSH_MS);
+      await services.liveness.close();
     },
   };
   return services;

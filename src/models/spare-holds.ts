@@ -37,6 +37,8 @@ export interface SpareHold {
 export interface SpareHoldsDeps {
   /** Gives a hold back whole (src/billing/spend.ts voidHold). */
   giveBack(requestId: string): Promise<unknown>;
+  /** A new request id for a spare (stamped with this process's tag: src/models/liveness.ts). */
+  newRequestId?: () => string;
   idleMs?: number;
   onError?(err: unknown): void;
 }
@@ -156,7 +158,12 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       const smaller = shelf.spare;
       shelf.spare = null;
       if (smaller) void giveBack(smaller);
-      const next = { requestId: newId('req'), orgKey, amount, floor: SPARE_MARGIN * amount };
+      const next = {
+        requestId: (deps.newRequestId ?? (() => newId('req')))(),
+        orgKey,
+        amount,
+        floor: SPARE_MARGIN * amount,
+      };
       shelf.coming = new Promise<void>((resolve) => landing.set(next.requestId, { shelf, resolve }));
       return next;
     },

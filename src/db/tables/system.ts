@@ -22,3 +22,14 @@ export const mailOutbox = pgTable(
   },
   (t) => [index('mail_outbox_to_idx').on(t.to, t.createdAt)],
 );
+
+/**
+ * Every svc process sharing the database, by the tag it stamps on what it takes (issue 14, items 2 and
+ * 5; src/models/liveness.ts): its leases and holds belong to it while its heartbeat is fresh, and are
+ * reclaimed within seconds once it is not.
+ */
+export const svcProcesses = pgTable('svc_processes', {
+  tag: text('tag').primaryKey(),
+  startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),
+  beatAt: timestamp('beat_at', { withTimezone: true }).notNull().defaultNow(),
+});
