@@ -82,6 +82,7 @@ describe.runIf(storageMode() === 'postgres')(
       await sleep(3_000);
       expect(svc.alive()).toBe(true);
       proxy.heal();
+      const healedAt = Date.now();
       const back = await waitUntil(async () => (await callChat(svc.url, key)).status === 200, 10_000);
       stop();
       const results = await running;
