@@ -87,7 +87,8 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
       connectionString: opts.databaseUrl,
       max: opts.poolSize ?? 20,
       idleTimeoutMillis: 30_000,
-      connectionTimeoutMillis: 5_000,
+      // Connecting is bounded like a statement: a black-holed database must not hold a request longer.
+      connectionTimeoutMillis: timeoutMs > 0 ? Math.min(5_000, timeoutMs + CLIENT_TIMEOUT_MARGIN_MS) : 5_000,
       Client: OutageSafeClient,
       ...(timeoutMs > 0
         ? { statement_timeout: timeoutMs, query_timeout: timeoutMs + CLIENT_TIMEOUT_MARGIN_MS }
