@@ -204,9 +204,9 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     // for the output it was delivered (CONTRACT §8), counted by the meter; nothing delivered, nothing debited.
     if (meter.generated > 0) {
       const { usage } = meter.finalUsage(call.promptEstimate);
-      await settleCall(deps, call, usage, { note: 'provider failed mid-stream', outcome: 'aborted' }).catch(
+      await settleOrKeep(deps, call, usage, { note: 'provider failed mid-stream', outcome: 'aborted' }).catch(
         (err: unknown) =>
-          deps.log.error({ err, requestId: call.requestId }, 'settle after a provider failure failed'),
+          deps.log.error({ err, requestId: call.requestId }, 'settle after a provider failure refused'),
       );
     } else await voidCall(deps, call);
     const appErr =
