@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { csrfField, html, renderPage, sendPage, type SafeHtml } from './html.js';
 import { AppError } from '../http/errors.js';
 import type { Principal } from '../auth/principal.js';
+import { navBar } from './nav.js';
 
 // Small building blocks of the portal's forms. Labels are always tied to their input (for/id), errors
 // are announced (role=alert) and linked to the field (aria-describedby), so the pages work with a
@@ -67,6 +68,8 @@ export interface ShowOptions {
   body: SafeHtml;
   status?: number;
   narrow?: boolean;
+  /** Origins a form of this page may end up on (a redirect to the processor's checkout: pageCsp). */
+  formAction?: string[];
 }
 
 /** Renders and sends a portal page for the request's signed-in user (if any). */
@@ -75,8 +78,15 @@ export function show(req: Request, res: Response, opts: ShowOptions): void {
   const user = p ? { email: p.email, name: p.name } : null;
   sendPage(
     res,
-    renderPage({ title: opts.title, body: opts.body, user, narrow: opts.narrow ?? false }),
+    renderPage({
+      title: opts.title,
+      body: opts.body,
+      user,
+      narrow: opts.narrow ?? false,
+      nav: navBar(req, res),
+    }),
     opts.status ?? 200,
+    opts.formAction ? { formAction: opts.formAction } : {},
   );
 }
 

@@ -20,10 +20,12 @@ export interface PageOptions {
   user?: PageUser | null;
   /** A narrow single-column layout (sign-in, registration, consent). */
   narrow?: boolean;
+  /** The signed-in pages' navigation (./nav.ts), under the top bar. */
+  nav?: SafeHtml;
 }
 
 /** A complete HTML document with the shared stylesheet; a string `body` is escaped as text. */
-export function renderPage({ title, body, user, narrow }: PageOptions): string {
+export function renderPage({ title, body, user, narrow, nav }: PageOptions): string {
   const who = user
     ? html`<span class="who">Signed in as <a href="/account">${user.name || user.email}</a></span>`
     : html`<span class="who"><a href="/account/login">Sign in</a></span>`;
@@ -38,7 +40,7 @@ export function renderPage({ title, body, user, narrow }: PageOptions): string {
 </head>
 <body>
 <a class="skip" href="#main">Skip to content</a>
-<header class="top"><div class="bar"><a class="brand" href="/account">svc</a>${who}</div></header>
+<header class="top"><div class="bar"><a class="brand" href="/account">svc</a>${who}</div>${nav ?? ''}</header>
 <main id="main" class="${narrow ? 'narrow' : ''}">
 ${body}
 </main>

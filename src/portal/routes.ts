@@ -8,9 +8,12 @@ import { devicePageRoutes } from './device-page.js';
 import { dashboardRoutes } from './dashboard.js';
 import { twoFactorPageRoutes } from './two-factor-page.js';
 import { clientPageRoutes } from './clients-page.js';
+import { usagePageRoutes } from './usage-page.js';
+import { billingPageRoutes } from './billing-page.js';
 import { pageErrorHandler } from './page-errors.js';
 import { show } from './components.js';
-import { html } from './html.js';
+import { html, requirePageSession } from './html.js';
+import { loadNavOrgs, switchOrg } from './nav.js';
 
 // The server-rendered pages people use (CONTRACT §4 "Pages"): sign-in with 2FA, registration, e-mail
 // verification, password reset, device approval and the dashboard. The OAuth consent page lives in
@@ -18,13 +21,16 @@ import { html } from './html.js';
 
 export function portalRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
-  router.use('/account', attachPageSession(auth));
+  router.use('/account', attachPageSession(auth), loadNavOrgs(deps));
+  router.get('/account/switch', requirePageSession(auth), switchOrg);
   router.use(signInRoutes(deps, auth));
   router.use(accountPageRoutes(deps, auth));
   router.use(devicePageRoutes(deps, auth));
   router.use(dashboardRoutes(deps, auth));
   router.use(twoFactorPageRoutes(deps, auth));
   router.use(clientPageRoutes(deps, auth));
+  router.use(usagePageRoutes(deps, auth));
+  router.use(billingPageRoutes(deps, auth));
   // An unknown page under /account is a page too: HTML 404, not the API's JSON.
   router.use('/account', (req, res) => {
     show(req, res, {

@@ -21,6 +21,25 @@ header.top .bar{max-width:960px;margin:0 auto;padding:.75rem 1.25rem;display:fle
 header.top a{color:#fff;text-decoration:none;font-weight:600}
 header.top .brand{font-size:1.15rem;letter-spacing:.02em}
 header.top .who{font-size:.9rem;opacity:.92}
+nav.site{background:#27313f}
+nav.site .bar{max-width:960px;margin:0 auto;padding:.4rem 1.25rem;display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center}
+nav.site ul{list-style:none;margin:0;padding:0;display:flex;flex-wrap:wrap;gap:.25rem 1rem}
+nav.site a{color:#fff;font-weight:500;text-decoration:none}
+nav.site a[aria-current=page]{text-decoration:underline;text-underline-offset:.3em;font-weight:700}
+nav.site .switch{display:flex;gap:.4rem;align-items:center}
+nav.site select{width:auto;max-width:14rem;padding:.3rem .4rem}
+nav.site button{padding:.3rem .7rem}
+nav.site .org-name{color:#fff;font-weight:600}
+.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
+.scroll{overflow-x:auto}
+.chart svg{display:block;width:100%;height:auto}
+.chart .bar-fill{fill:var(--accent)}
+.chart text{fill:var(--muted);font-size:11px}
+.chart line{stroke:var(--line)}
+.num{text-align:right;font-variant-numeric:tabular-nums}
+.pager{display:flex;gap:1rem;margin-top:.75rem}
+.actions label{margin:0}
+.actions select{width:auto}
 main{flex:1;width:100%;max-width:960px;margin:0 auto;padding:2rem 1.25rem}
 main.narrow{max-width:460px}
 h1{font-size:1.6rem;margin:0 0 1rem}

@@ -1,0 +1,378 @@
+import { Router, type Request, type Response } from 'express';
+import { sql } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import type { Auth } from '../auth/principal.js';
+import { principalOf } from '../auth/principal.js';
+import { queryRows } from '../db/client.js';
+import { AppError } from '../http/errors.js';
+import { requestOrigin } from '../http/origin.js';
+import { clientIdOf, parseOrgId } from '../ids.js';
+import { liveRole } from '../orgs/membership.js';
+import {
+  clientBalance,
+  CREDITS_PER_CENT,
+  findLiveOrg,
+  ownerBalance,
+  setAllocation,
+} from '../billing/service.js';
+import {
+  getSubscription,
+  listInvoices,
+  listTransactions,
+  openPortal,
+  paymentMethods,
+  startCheckout,
+} from '../billing/payments.js';
+import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
+import {
+  alert,
+  applyErrorHeaders,
+  clientError,
+  errorText,
+  postForm,
+  queryValue,
+  show,
+  type Notice,
+} from './components.js';
+
+// The billing page of an organization (issue 16 item 2), on the services of the billing routes
+// (docs/billing.md) with their access rule (CONTRACT §8): members read; only the owner allocates, tops
+// up, subscribes or opens the processor's portal; viewers see no billing. Every form is a plain POST
+// with its CSRF field; one that ends at the processor (checkout, portal) answers 303 there, so the page
+// lists the processor's origins in its form-action.
+
+const fmt = new Intl.NumberFormat('en-US');
+const n = (v: number) => fmt.format(v);
+const usd = (cents: number) => `${(cents / 100).toFixed(2)} USD`;
+const date = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 10);
+const PAGE_SIZE = 20;
+/** CONTRACT §8: a top-up is 1.00 to 10,000.00 USD. */
+const TOPUP_MIN_CENTS = 100;
+const TOPUP_MAX_CENTS = 1_000_000;
+
+/** Where checkout and portal redirects may lead: our own dev processor's pages, or Stripe's. */
+const processorOrigins = (deps: Deps) => [
+  new URL(deps.config.v2Url).origin,
+  'https://checkout.stripe.com',
+  'https://billing.stripe.com',
+];
+
+/** "12.50" → 1250 cents; null when it is not an amount in range. */
+export function parseUsdAmount(text: string): number | null {
+  const m = /^\s*\$?\s*(\d{1,5})(?:[.,](\d{1,2}))?\s*$/.exec(text);
+  if (!m) return null;
+  const cents = Number(m[1]) * 100 + Number((m[2] ?? '0').padEnd(2, '0'));
+  return cents >= TOPUP_MIN_CENTS && cents <= TOPUP_MAX_CENTS ? cents : null;
+}
+
+const CHECKOUT_NOTICES: Record<string, Notice> = {
+  success: {
+    kind: 'ok',
+    text: 'Payment received. The tokens appear here as soon as the processor confirms it (usually within seconds).',
+  },
+  cancelled: { kind: 'info', text: 'Checkout cancelled. Nothing was charged.' },
+  declined: {
+    kind: 'error',
+    text: 'The card was declined. Nothing was charged; try another card or payment method.',
+  },
+};
+const NOTICES: Record<string, Notice> = {
+  allocated: { kind: 'ok', text: 'Allocations saved.' },
+};
+
+interface BillingOrg {
+  orgKey: string;
+  name: string;
+  role: 'owner' | 'member' | 'viewer';
+}
+
+export function billingPageRoutes(deps: Deps, auth: Auth): Router {
+  const router = Router();
+  const session = requirePageSession(auth);
+  const { db } = deps;
+
+  async function orgOf(req: Request): Promise<BillingOrg | null> {
+    const orgKey = parseOrgId(String(req.params.clientId));
+    const role = orgKey ? await liveRole(db, principalOf(req).userId, orgKey) : null;
+    const org = orgKey && role ? await findLiveOrg(db, orgKey) : null;
+    return org && role ? { orgKey: org.id, name: org.name, role } : null;
+  }
+
+  const base = (org: BillingOrg) => `/account/clients/${clientIdOf(org.orgKey)}/billing`;
+
+  function notFound(req: Request, res: Response) {
+    show(req, res, {
+      title: 'Not found',
+      status: 404,
+      narrow: true,
+      body: html`<div class="card"><h1>Not found</h1><p>There is no such organization among yours.</p><p><a href="/account">Back to your account</a></p></div>`,
+    });
+  }
+
+  /** A declined card sends the person back through cancel_url: the processor's failed invoice tells them apart. */
+  async function returnNotice(req: Request, org: BillingOrg): Promise<Notice | null> {
+    const checkout = queryValue(req, 'checkout');
+    if (checkout === 'cancelled') {
+      const [failed] = await queryRows<{ one: number }>(
+        db,
+        sql`select 1 as one from billing_invoices where org_key = ${org.orgKey}
+            and payment_failed_at > now() - interval '10 minutes' limit 1`,
+      );
+      return failed ? CHECKOUT_NOTICES.declined! : CHECKOUT_NOTICES.cancelled!;
+    }
+    return CHECKOUT_NOTICES[checkout] ?? NOTICES[queryValue(req, 'notice')] ?? null;
+  }
+
+  async function page(
+    req: Request,
+    res: Response,
+    org: BillingOrg,
+    opts: { notice?: Notice | null; status?: number; topupError?: string; allocationError?: string } = {},
+  ) {
+    if (org.role === 'viewer') {
+      return show(req, res, {
+        title: `Billing · ${org.name}`,
+        body: html`<h1>Billing of ${org.name}</h1><div class="card"><p>Viewers do not see an organization's billing. Ask its owner.</p></div>`,
+      });
+    }
+    const owner = org.role === 'owner';
+    const offset = Math.max(0, Math.min(1_000_000, Number.parseInt(queryValue(req, 'offset'), 10) || 0));
+    const [balance, subscription, invoices, methods, transactions] = await Promise.all([
+      clientBalance(db, org.orgKey),
+      getSubscription(db, org.orgKey).catch((err: unknown) => {
+        if (err instanceof AppError && err.status === 404) return null;
+        throw err;
+      }),
+      listInvoices(db, org.orgKey, 10, 0),
+      paymentMethods(db, deps.billing, org.orgKey),
+      listTransactions(db, org.orgKey, PAGE_SIZE + 1, offset),
+    ]);
+    const notice = opts.notice ?? (await returnNotice(req, org));
+
+    const balanceCard = html`<section class="card" aria-labelledby="h-balance"><h2 id="h-balance">Balance</h2>
+<p><strong>${n(balance.balance_credits)}</strong> tokens left of an allocation of ${n(balance.allocation_credits)}.</p>
+<p class="muted">Model calls of this organization's members are paid from this balance. One US dollar buys ${n(100 * CREDITS_PER_CENT)} tokens.</p></section>`;
+
+    const poolCard = owner ? await allocationCard(req, res, opts.allocationError) : html``;
+
+    const topupCard = owner
+      ? html`<section class="card" aria-labelledby="h-topup"><h2 id="h-topup">Buy tokens</h2>
+${postForm(
+  req,
+  res,
+  `${base(org)}/topup`,
+  html`<div class="field"><label for="f-amount">Amount in US dollars <span class="hint" id="f-amount-hint">1.00 to 10,000.00; you see the tokens it buys before paying</span></label>
+<input id="f-amount" name="amount" type="text" inputmode="decimal" required autocomplete="off" aria-describedby="f-amount-hint${opts.topupError ? ' f-amount-error' : ''}"${opts.topupError ? html` aria-invalid="true" autofocus` : ''}>
+${opts.topupError ? html`<div class="field-error" id="f-amount-error">${opts.topupError}</div>` : ''}</div>
+<div class="actions"><button type="submit" class="secondary">Review</button></div>`,
+)}</section>`
+      : html``;
+
+    const proCard = html`<section class="card" aria-labelledby="h-pro"><h2 id="h-pro">Pro plan</h2>
+${
+  subscription
+    ? html`<p>Status: <strong>${subscription.status}</strong>${subscription.cancel_at_period_end ? html` · <span class="badge warn">ends ${date(subscription.current_period_end)}</span>` : html` · renews ${date(subscription.current_period_end)}`}</p>
+<p class="muted">Current period ${date(subscription.current_period_start)} to ${date(subscription.current_period_end)}.</p>
+${owner ? postForm(req, res, `${base(org)}/portal`, html`<div class="actions"><button type="submit" class="secondary">${subscription.cancel_at_period_end ? 'Resume or manage the subscription' : 'Cancel or manage the subscription'}</button></div>`) : ''}`
+    : html`<p>No subscription. Pro adds 210,000 tokens every month to this organization.</p>
+${owner ? postForm(req, res, `${base(org)}/subscribe`, html`<div class="actions"><button type="submit">Subscribe to Pro</button></div>`) : ''}`
+}</section>`;
+
+    const invoicesCard = html`<section class="card" aria-labelledby="h-invoices"><h2 id="h-invoices">Invoices</h2>
+${
+  invoices.length === 0
+    ? html`<p class="muted">No invoices yet.</p>`
+    : html`<div class="scroll"><table aria-labelledby="h-invoices"><thead><tr><th scope="col">Date</th><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">PDF</th></tr></thead>
+<tbody>${invoices.map((i) => html`<tr><td>${date(i.created_at)}</td><td class="num">${usd(i.amount_due_cents)}</td><td>${i.status}${'payment_failed' in i ? html` <span class="badge warn">payment failed</span>` : ''}</td><td>${i.invoice_pdf ? html`<a href="${i.invoice_pdf}">Invoice ${date(i.created_at)} (PDF)</a>` : '—'}</td></tr>`)}</tbody></table></div>`
+}
+<h3>Payment methods</h3>
+${
+  methods.length === 0
+    ? html`<p class="muted">None on file.</p>`
+    : html`<ul>${methods.map((m) => html`<li>${m.brand} ending ${m.last4}, expires ${String(m.exp_month).padStart(2, '0')}/${m.exp_year}${m.is_default ? ' (default)' : ''}</li>`)}</ul>`
+}${owner ? html`<p class="muted">Change them through “manage the subscription” or at your next checkout.</p>` : ''}</section>`;
+
+    const more = transactions.length > PAGE_SIZE;
+    const link = (o: number, label: string) => html`<a href="${base(org)}?offset=${o}">${label}</a>`;
+    const transactionsCard = html`<section class="card" aria-labelledby="h-tx"><h2 id="h-tx">Transactions</h2>
+${
+  transactions.length === 0
+    ? html`<p class="muted">No transactions.</p>`
+    : html`<div class="scroll"><table aria-labelledby="h-tx"><thead><tr><th scope="col">Date</th><th scope="col">Type</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Balance after</th></tr></thead>
+<tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td>${date(t.created_at)}</td><td>${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num">${t.amount_credits > 0 ? '+' : ''}${n(t.amount_credits)}</td><td class="num">${n(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
+}
+<div class="pager">${offset > 0 ? link(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? link(offset + PAGE_SIZE, 'Older →') : ''}</div></section>`;
+
+    show(req, res, {
+      title: `Billing · ${org.name}`,
+      status: opts.status ?? 200,
+      formAction: owner ? processorOrigins(deps) : undefined,
+      body: html`<h1>Billing of ${org.name}</h1>${alert(notice)}
+<div class="grid">${balanceCard}${proCard}</div>${poolCard}${topupCard}${invoicesCard}${transactionsCard}`,
+    });
+  }
+
+  /** The owner's pool and every organization they own, each allocation editable, saved by one form. */
+  async function allocationCard(req: Request, res: Response, error?: string): Promise<SafeHtml> {
+    const pool = await ownerBalance(db, principalOf(req).userId);
+    const rows = pool.allocations.map((a, i) => {
+      const id = `f-alloc-${i}`;
+      return html`<div class="field"><label for="${id}">${a.name}${a.is_default ? ' (personal)' : ''} <span class="hint">now ${n(a.allocated_credits)}</span></label>
+<input id="${id}" name="${a.org_id}" type="text" inputmode="numeric" value="${String(a.allocated_credits)}" autocomplete="off"${error && i === 0 ? html` aria-invalid="true" aria-describedby="f-alloc-error" autofocus` : ''}></div>`;
+    });
+    return html`<section class="card" aria-labelledby="h-pool"><h2 id="h-pool">Your tokens across organizations</h2>
+<p><strong>${n(pool.global_credits)}</strong> tokens in all: ${n(pool.unallocated_credits)} not allocated, the rest allocated below. ${n(pool.lifetime_granted_credits)} granted since you joined.</p>
+${error ? html`<div class="field-error" id="f-alloc-error" role="alert">${error}</div>` : ''}
+${postForm(req, res, '/account/allocations', html`<input type="hidden" name="return_to" value="${req.path}">${rows}<div class="actions"><button type="submit" class="secondary">Save allocations</button></div>`)}</section>`;
+  }
+
+  router.get('/account/clients/:clientId/billing', session, async (req, res) => {
+    const org = await orgOf(req);
+    if (!org) return notFound(req, res);
+    await page(req, res, org);
+  });
+
+  /** The owner's actions; a person's mistake shows on the page, anything else goes to the error page. */
+  function ownerAction(path: string, act: (req: Request, res: Response, org: BillingOrg) => Promise<void>) {
+    router.post(`/account/clients/:clientId/billing/${path}`, session, async (req, res) => {
+      const org = await orgOf(req);
+      if (!org) return notFound(req, res);
+      try {
+        verifyCsrfField(req);
+        if (org.role !== 'owner')
+          throw new AppError(403, 'NO_ACCESS', "only the organization's owner may do this");
+        await act(req, res, org);
+      } catch (caught) {
+        const err = clientError(caught);
+        applyErrorHeaders(res, err);
+        await page(req, res, org, { status: err.status, notice: { kind: 'error', text: errorText(err) } });
+      }
+    });
+  }
+
+  const returnUrls = (req: Request, org: BillingOrg) => {
+    const here = `${requestOrigin(req, deps.config)}${base(org)}`;
+    return { successUrl: `${here}?checkout=success`, cancelUrl: `${here}?checkout=cancelled` };
+  };
+
+  // Top-up, step 1: the amount → what it buys, before anything is charged.
+  ownerAction('topup', async (req, res, org) => {
+    const amount = typeof req.body?.amount === 'string' ? req.body.amount.slice(0, 32) : '';
+    const cents = parseUsdAmount(amount);
+    if (cents === null)
+      return page(req, res, org, {
+        status: 400,
+        topupError: 'Enter an amount from 1.00 to 10,000.00 US dollars, like 25 or 12.50.',
+      });
+    show(req, res, {
+      title: `Buy tokens · ${org.name}`,
+      narrow: true,
+      formAction: processorOrigins(deps),
+      body: html`<div class="card"><h1>Buy tokens</h1>
+<p><strong>${usd(cents)}</strong> buys <strong>${n(cents * CREDITS_PER_CENT)} tokens</strong> for ${org.name}, added to its allocation once paid.</p>
+${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="amount_cents" value="${String(cents)}"><div class="actions"><button type="submit">Pay ${usd(cents)}</button><a href="${base(org)}">Cancel</a></div>`)}</div>`,
+    });
+  });
+
+  // Top-up, step 2: the processor's checkout.
+  ownerAction('topup/pay', async (req, res, org) => {
+    const cents = Number(req.body?.amount_cents);
+    if (!Number.isInteger(cents) || cents < TOPUP_MIN_CENTS || cents > TOPUP_MAX_CENTS)
+      throw new AppError(400, 'VALIDATION_ERROR', 'the amount must be from 1.00 to 10,000.00 US dollars');
+    const p = principalOf(req);
+    const { checkout_url } = await startCheckout(db, deps.billing, {
+      orgKey: org.orgKey,
+      userId: p.userId,
+      email: p.email,
+      kind: 'topup',
+      amountCents: cents,
+      priceId: deps.config.stripe.pricePro,
+      ...returnUrls(req, org),
+    });
+    res.redirect(303, checkout_url);
+  });
+
+  ownerAction('subscribe', async (req, res, org) => {
+    const p = principalOf(req);
+    const { checkout_url } = await startCheckout(db, deps.billing, {
+      orgKey: org.orgKey,
+      userId: p.userId,
+      email: p.email,
+      kind: 'subscription',
+      priceId: deps.config.stripe.pricePro,
+      ...returnUrls(req, org),
+    });
+    res.redirect(303, checkout_url);
+  });
+
+  ownerAction('portal', async (req, res, org) => {
+    const url = await openPortal(
+      db,
+      deps.billing,
+      org.orgKey,
+      principalOf(req).email,
+      `${requestOrigin(req, deps.config)}${base(org)}`,
+    );
+    res.redirect(303, url);
+  });
+
+  // Every allocation of the owner in one form: PUT …/allocation for each one that changed, the lowered
+  // ones first so that their tokens can fund the raised ones.
+  router.post('/account/allocations', session, async (req, res) => {
+    verifyCsrfField(req);
+    const p = principalOf(req);
+    const back = typeof req.body?.return_to === 'string' ? req.body.return_to : '';
+    const m = /^\/account\/clients\/([a-z]+_[A-Za-z0-9]+)\/billing$/.exec(back);
+    const pool = await ownerBalance(db, p.userId);
+    const wanted: { orgId: string; name: string; from: number; to: number }[] = [];
+    for (const a of pool.allocations) {
+      const raw = req.body?.[a.org_id];
+      if (typeof raw !== 'string') continue;
+      const text = raw.replace(/[\s,_]/g, '');
+      if (!/^\d{1,15}$/.test(text)) {
+        return allocationError(
+          req,
+          res,
+          m?.[1],
+          `The allocation of ${a.name} must be a whole number of tokens, 0 or more.`,
+        );
+      }
+      if (Number(text) !== a.allocated_credits)
+        wanted.push({ orgId: a.org_id, name: a.name, from: a.allocated_credits, to: Number(text) });
+    }
+    wanted.sort((x, y) => x.to - x.from - (y.to - y.from));
+    const done: string[] = [];
+    for (const w of wanted) {
+      try {
+        await deps.models.spares.release(parseOrgId(w.orgId)!);
+        await setAllocation(db, { userId: p.userId, orgKey: parseOrgId(w.orgId)!, target: w.to });
+        done.push(w.name);
+      } catch (caught) {
+        const err = clientError(caught);
+        const why =
+          err.code === 'INSUFFICIENT_UNALLOCATED'
+            ? `Not enough unallocated tokens to give ${w.name} ${n(w.to)}: lower another organization's allocation first, or buy tokens.`
+            : `${w.name}: ${errorText(err)}`;
+        const saved = done.length ? ` Saved before that: ${done.join(', ')}.` : '';
+        return allocationError(req, res, m?.[1], why + saved, err.status);
+      }
+    }
+    res.redirect(303, m ? `${back}?notice=allocated` : '/account');
+  });
+
+  async function allocationError(
+    req: Request,
+    res: Response,
+    clientId: string | undefined,
+    text: string,
+    status = 400,
+  ) {
+    req.params.clientId = clientId ?? '';
+    const org = clientId ? await orgOf(req) : null;
+    if (!org) return notFound(req, res);
+    res.status(status);
+    await page(req, res, org, { status, allocationError: text });
+  }
+
+  return router;
+}
