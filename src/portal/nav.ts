@@ -61,7 +61,7 @@ export function navBar(req: Request, res: Response): SafeHtml {
         ? html`<span class="org-name">${org?.name ?? ''}</span>`
         : html``;
   return html`<nav class="site" aria-label="Main"><div class="bar">${switcher}<ul>
-${link('/account', 'Overview')}${org ? html`${link(orgPath(org.orgKey, 'usage'), 'Usage')}${link(orgPath(org.orgKey, 'billing'), 'Billing')}${link(orgPath(org.orgKey, 'members'), 'Members')}` : ''}
+${link('/account', 'Overview')}${org ? html`${link(orgPath(org.orgKey, 'usage'), 'Usage')}${link(orgPath(org.orgKey, 'billing'), 'Billing')}${link(orgPath(org.orgKey, 'members'), 'Members')}` : ''}${link('/account/settings', 'Account')}
 </ul></div></nav>`;
 }
 

@@ -10,6 +10,7 @@ import { twoFactorPageRoutes } from './two-factor-page.js';
 import { clientPageRoutes } from './clients-page.js';
 import { usagePageRoutes } from './usage-page.js';
 import { billingPageRoutes } from './billing-page.js';
+import { settingsPageRoutes } from './settings-page.js';
 import { pageErrorHandler } from './page-errors.js';
 import { show } from './components.js';
 import { html, requirePageSession } from './html.js';
@@ -31,6 +32,7 @@ export function portalRoutes(deps: Deps, auth: Auth): Router {
   router.use(clientPageRoutes(deps, auth));
   router.use(usagePageRoutes(deps, auth));
   router.use(billingPageRoutes(deps, auth));
+  router.use(settingsPageRoutes(deps, auth));
   // An unknown page under /account is a page too: HTML 404, not the API's JSON.
   router.use('/account', (req, res) => {
     show(req, res, {

@@ -1,0 +1,123 @@
+import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { sessions, users } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { revokeGrants } from '../../oauth/grants.js';
+import { hashPassword, passwordProblem, verifyPassword } from './password.js';
+import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
+
+// What a signed-in person manages about their own account (issue 16 item 4): name, password, sessions
+// and connected apps (OAuth grants). Each function acts only on the caller's own rows: every statement
+// is keyed by the caller's user id, so a handle of someone else's session or grant matches nothing.
+
+export async function changeName(db: Db, userId: string, name: string): Promise<void> {
+  await db.update(users).set({ name }).where(eq(users.id, userId));
+}
+
+/**
+ * CONTRACT §7: a password change signs out every session but the one that made it and revokes every
+ * OAuth grant (revokeCredentialsAfterPasswordChange), in the transaction that sets the new password.
+ * 400 WRONG_PASSWORD when the current password is not right; 400 WEAK_PASSWORD as at registration.
+ */
+export async function changePassword(
+  db: Db,
+  input: { userId: string; sessionId: string; current: string; next: string },
+): Promise<CredentialRevocation> {
+  const [user] = await db.select({ hash: users.passwordHash }).from(users).where(eq(users.id, input.userId));
+  if (!user || !(await verifyPassword(user.hash, input.current)))
+    throw new AppError(400, 'WRONG_PASSWORD', 'the current password is not right');
+  const weak = passwordProblem(input.next);
+  if (weak) throw new AppError(400, 'WEAK_PASSWORD', weak);
+  const hash = await hashPassword(input.next);
+  return db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    await t.update(users).set({ passwordHash: hash }).where(eq(users.id, input.userId));
+    return revokeCredentialsAfterPasswordChange(t, input.userId, { keepSessionId: input.sessionId });
+  });
+}
+
+export interface SessionView {
+  id: string;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+/** The person's live sessions, newest first. */
+export async function liveSessions(db: Db, userId: string): Promise<SessionView[]> {
+  return db
+    .select({ id: sessions.id, createdAt: sessions.createdAt, expiresAt: sessions.expiresAt })
+    .from(sessions)
+    .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt), gt(sessions.expiresAt, new Date())))
+    .orderBy(desc(sessions.createdAt))
+    .limit(100);
+}
+
+/** Signs out one of the person's sessions (by its public handle), or every one but `keep`. Returns how many. */
+export async function signOutSessions(
+  db: Db,
+  userId: string,
+  which: { sessionId: string } | { allBut: string },
+): Promise<number> {
+  const target = 'sessionId' in which ? eq(sessions.id, which.sessionId) : ne(sessions.id, which.allBut);
+  const rows = await db
+    .update(sessions)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt), target))
+    .returning({ id: sessions.id });
+  return rows.length;
+}
+
+export interface ConnectedApp {
+  grantId: string;
+  clientId: string;
+  clientName: string | null;
+  resource: string;
+  orgName: string;
+  connectedAt: Date;
+  /** The newest of: the grant, its latest refresh, its latest billed model call. */
+  lastUsedAt: Date;
+}
+
+/** The person's live OAuth grants (one per approved resource), newest first. */
+export async function connectedApps(db: Db, userId: string): Promise<ConnectedApp[]> {
+  const rows = await queryRows<{
+    id: string;
+    client_id: string;
+    client_name: string | null;
+    resource: string;
+    org_name: string;
+    created_at: string | Date;
+    last_used: string | Date;
+  }>(
+    db,
+    sql`select g.id, g.client_id, c.client_name, g.resource, o.name as org_name, g.created_at,
+          greatest(g.created_at,
+            (select max(r.created_at) from oauth_refresh_tokens r where r.grant_id = g.id),
+            (select max(u.created_at) from usage_records u where u.oauth_grant_id = g.id and u.org_key = g.org)) as last_used
+        from oauth_grants g
+        join orgs o on o.id = g.org
+        left join oauth_clients c on c.client_id = g.client_id
+        where g.user_id = ${userId} and g.revoked_at is null
+        order by g.created_at desc, g.id limit 200`,
+  );
+  return rows.map((r) => ({
+    grantId: r.id,
+    clientId: r.client_id,
+    clientName: r.client_name,
+    resource: r.resource,
+    orgName: r.org_name,
+    connectedAt: new Date(r.created_at),
+    lastUsedAt: new Date(r.last_used),
+  }));
+}
+
+/** Revokes one of the person's grants: its access tokens fail at once, its refresh tokens stop. */
+export async function revokeConnectedApp(db: Db, userId: string, grantId: string): Promise<boolean> {
+  const [own] = await queryRows<{ id: string }>(
+    db,
+    sql`select id from oauth_grants where id = ${grantId} and user_id = ${userId} and revoked_at is null`,
+  );
+  if (!own) return false;
+  await revokeGrants(db, [own.id]);
+  return true;
+}
