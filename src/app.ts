@@ -20,7 +20,7 @@ import { oauthRoutes } from '../oauth/routes.js';
 import { isMcpPath, mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
 import { rejectNulCharacters } from './http/input-guard.js';
 import { jsonBody } from './http/json-body.js';
-import { pageErrorHandler } from './portal/page-errors.js';
+import { pageErrorHandler, browserErrorPage } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
 
 // The HTTP face of every origin (CONTRACT §1: one process serves BASE_URL, V2_URL and LIGHT_URL; an
@@ -88,6 +88,8 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // Errors raised before a surface's router ran (body parsers, the NUL guard, an undecodable path) in
   // that surface's shape: pages as HTML, MCP as JSON-RPC (CONTRACT §3).
   app.use(['/account', '/s'], pageErrorHandler(deps.log));
+  // Everything else a browser navigates to (an unknown page, a bad dev checkout): HTML; API clients keep JSON.
+  app.use(browserErrorPage(deps.log));
   app.use('/mcp/platform', mcpErrorHandler(deps));
   app.use(errorMiddleware(deps.log));
   return app;

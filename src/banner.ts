@@ -17,6 +17,8 @@ export function startBanner(config: Config, where: { storage: string; listening:
       : 'off (no STRIPE_SECRET_KEY)';
   const lines = [
     `svc is running at ${config.baseUrl}  (listening on ${where.listening})`,
+    // The first thing a person opens (issue 16 item 6).
+    `  sign in: ${config.v2Url}/account/login   register: ${config.v2Url}/account/register`,
     `  mode: ${config.production ? 'production (NODE_ENV=production)' : 'development'}`,
     `  origins: ${[...new Set([config.baseUrl, config.v2Url, config.lightUrl])].join(', ')}`,
     `  storage: ${where.storage}`,

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
@@ -17,6 +17,9 @@ import { ownerBalance } from '../src/billing/service.js';
 // an owner moves tokens between two organizations in one form, buys tokens (seeing what they buy before
 // paying) and sees the notice, subscribes to Pro and sees its status, and is told when a card is
 // declined; a member reads and cannot act. axe-core and the 390 px check on every state.
+
+// A browser on a shared two-core machine: each step can wait for a busy CPU.
+vi.setConfig({ testTimeout: 120_000 });
 
 let server: TestServer;
 let browser: Browser;

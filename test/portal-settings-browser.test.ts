@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
@@ -16,6 +16,9 @@ import {
 // current one (a wrong one is shown on its field, which gets the focus), after which another browser's
 // session is signed out and this one stays; sign out one session; disconnect an app, whose tokens then
 // stop working. axe-core and the 390 px check.
+
+// A browser on a shared two-core machine: each step can wait for a busy CPU.
+vi.setConfig({ testTimeout: 120_000 });
 
 let server: TestServer;
 let browser: Browser;

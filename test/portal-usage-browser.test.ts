@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import OpenAI from 'openai';
 import type { Browser } from 'playwright-core';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -16,6 +16,9 @@ import { orgBalanceCredits } from '../src/billing/spend.js';
 // The usage page in a real browser (issue 16 item 3): after some calls, a person reads what was spent,
 // by whom and with which credential, and downloads the CSV; a viewer sees the totals only. Every page
 // visited is checked with axe-core and at 390 px.
+
+// A browser on a shared two-core machine: each step can wait for a busy CPU.
+vi.setConfig({ testTimeout: 120_000 });
 
 let server: TestServer;
 let fake: FakeUpstream;

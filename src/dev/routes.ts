@@ -1,13 +1,13 @@
 import { Router } from 'express';
 import { desc, eq } from 'drizzle-orm';
-import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { mailOutbox } from '../db/schema.js';
 import { notFound } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { unix } from '../ids.js';
+import { mailInboxPage, mailQuery } from './mail-page.js';
 
-export const mailQuery = z.object({ to: z.string().trim().toLowerCase().min(1) });
+export { mailQuery };
 
 // /dev/* exists only in DEV_MODE; in production mode it answers 404 (CONTRACT §1).
 export function devRoutes(deps: Deps): Router {
@@ -17,8 +17,9 @@ export function devRoutes(deps: Deps): Router {
     next();
   });
 
-  // The dev mail outbox, newest first (CONTRACT §4).
+  // The dev mail outbox, newest first (CONTRACT §4). A browser gets it as a page (issue 16 item 6).
   router.get('/dev/mail', async (req, res) => {
+    if (req.accepts(['application/json', 'text/html']) === 'text/html') return mailInboxPage(deps, req, res);
     const { to } = parse(mailQuery, req.query);
     const rows = await deps.db
       .select()

@@ -26,3 +26,31 @@ ${status >= 500 ? html`<p class="muted">Reference: <code>${String(req.id ?? '')}
     });
   };
 }
+
+/**
+ * A browser's request that no surface answered, or whose error no page handler took (an unknown page, a
+ * bad dev checkout): an HTML error page when the request asks for HTML before JSON (a browser's
+ * navigation does; curl, SDKs and fetch without an Accept header do not), else the JSON envelope as
+ * before (issue 16 item 6). Only GET and HEAD: a form post to an API route keeps its JSON answer.
+ */
+export function browserErrorPage(log: Logger): ErrorRequestHandler {
+  const page = pageErrorHandler(log);
+  return (err, req, res, next) => {
+    const wantsHtml =
+      (req.method === 'GET' || req.method === 'HEAD') &&
+      req.accepts(['application/json', 'text/html']) === 'text/html' &&
+      !req.path.startsWith('/v1/') &&
+      !req.path.startsWith('/mcp');
+    if (!wantsHtml) return next(err);
+    if (err instanceof AppError && err.status === 404) {
+      if (res.headersSent) return next(err);
+      return show(req, res, {
+        title: 'Not found',
+        status: 404,
+        narrow: true,
+        body: html`<div class="card"><h1>Not found</h1><p>There is no such page.</p><p><a href="/account">Go to your account</a></p></div>`,
+      });
+    }
+    page(err, req, res, next);
+  };
+}

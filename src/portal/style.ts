@@ -40,6 +40,8 @@ nav.site .org-name{color:#fff;font-weight:600}
 .pager{display:flex;gap:1rem;margin-top:.75rem}
 .actions label{margin:0}
 .actions select{width:auto}
+.actions input[type=email]{width:auto;flex:1 1 14rem}
+.mail{white-space:pre-wrap;overflow-wrap:anywhere}
 main{flex:1;width:100%;max-width:960px;margin:0 auto;padding:2rem 1.25rem}
 main.narrow{max-width:460px}
 h1{font-size:1.6rem;margin:0 0 1rem}
