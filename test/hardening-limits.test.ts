@@ -1,4 +1,6 @@
-import { connect } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
@@ -310,5 +312,81 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
     }
     expect(b3.answer.type).toBe('authenticated');
     for (const s of [a2, b1, b3]) s.ws.close();
+  });
+});
+
+describe('provider error text is not relayed (issue 22 item 16)', () => {
+  let relay: TestServer;
+  let provider: Server;
+  let providerError: unknown;
+  let relayKey: string;
+  beforeAll(async () => {
+    provider = createServer((req, res) => {
+      req.resume();
+      req.on('end', () =>
+        res
+          .writeHead(400, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: providerError })),
+      );
+    });
+    await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1`;
+    relay = await startTestServer({
+      env: { MODEL_UPSTREAM_URL: url, MODEL_UPSTREAM_KEY: 'sk-proj-relay-secret-0123', MODEL_ID: 'm' },
+    });
+    const user = await createUser(relay);
+    relayKey = (await createApiToken(relay, user, user.orgKey)).secret;
+    await setOrgBalance(relay, user.orgKey, 100_000);
+  });
+  afterAll(async () => {
+    await relay?.close();
+    provider?.closeAllConnections();
+    await new Promise((r) => provider?.close(r));
+  });
+
+  const LEAKY =
+    'This model maximum context length is 8192 tokens. Org org-Qx7Secret42 at api.provider.example, key sk-proj-****9xYz';
+  const ask = () =>
+    new OpenAI({ apiKey: relayKey, baseURL: `${relay.url}/v1`, maxRetries: 0 }).chat.completions
+      .create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+      .then(
+        () => null,
+        (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+      );
+
+  it('answers a fixed message with the provider’s param and code only', async () => {
+    providerError = {
+      message: LEAKY,
+      type: 'invalid_request_error',
+      param: 'messages',
+      code: 'context_length_exceeded',
+      organization: 'org-Qx7Secret42',
+    };
+    const err = await ask();
+    expect(err?.status).toBe(400);
+    expect(err?.error).toEqual({
+      message: 'the model provider rejected the request',
+      type: 'invalid_request_error',
+      code: 'context_length_exceeded',
+      param: 'messages',
+    });
+    expect(JSON.stringify(err?.error)).not.toMatch(/Qx7Secret42|provider\.example|9xYz/);
+  });
+
+  it('drops a param or code that is not a plain identifier, and a message-only error', async () => {
+    providerError = { message: LEAKY, param: 'messages at org-Qx7Secret42', code: 'x'.repeat(65) };
+    let err = await ask();
+    expect(err?.error).toMatchObject({
+      message: 'the model provider rejected the request',
+      code: 'upstream_rejected',
+      param: null,
+    });
+    providerError = LEAKY;
+    err = await ask();
+    expect(err?.error).toMatchObject({
+      message: 'the model provider rejected the request',
+      code: 'upstream_rejected',
+    });
+    expect(JSON.stringify(err?.error)).not.toMatch(/Qx7Secret42|provider\.example|9xYz/);
   });
 });

@@ -360,7 +360,7 @@ describe('billing refusals and upstream failures', () => {
     expect(await balance()).toBe(before);
   });
 
-  it('upstream 400: the provider message is passed on without its key or address', async () => {
+  it('upstream 400: a fixed message, never the provider text (its key or address included)', async () => {
     fake.failStatus = 400;
     const res = await client(server.url).post(
       '/v1/chat/completions',

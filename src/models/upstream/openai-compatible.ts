@@ -33,6 +33,23 @@ export interface OpenAICompatibleOptions {
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
+/** A provider's `param` or `code` passes only as an identifier: letters, digits, `_ . - [ ]`, at most 64. */
+const PLAIN_IDENTIFIER = /^[A-Za-z0-9_.[\]-]{1,64}$/;
+
+/** The allow-listed fields of a provider's error body (OpenAI shape), each only when plain. */
+function providerErrorFields(text: string): { param?: string; code?: string } {
+  let error: unknown;
+  try {
+    error = (JSON.parse(text) as { error?: unknown }).error;
+  } catch {
+    return {};
+  }
+  if (!error || typeof error !== 'object') return {};
+  const plain = (v: unknown) => (typeof v === 'string' && PLAIN_IDENTIFIER.test(v) ? v : undefined);
+  const { param, code } = error as { param?: unknown; code?: unknown };
+  return { param: plain(param), code: plain(code) };
+}
+
 export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions): Upstream {
   const timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
   const base = new URL(options.url.replace(/\/+$/, '') + '/chat/completions');
@@ -43,15 +60,6 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     headersTimeout: timeouts.headersMs,
     bodyTimeout: timeouts.bodyIdleMs,
   });
-  const secrets = [options.key, options.url, base.host].filter((s): s is string => !!s);
-
-  /** Removes anything that would reveal the provider's credentials or address. */
-  function scrub(text: string): string {
-    let out = text;
-    for (const s of secrets) out = out.split(s).join('[redacted]');
-    return out.slice(0, 500);
-  }
-
   function networkError(err: unknown, signal: AbortSignal): Error {
     if (signal.aborted) return signal.reason instanceof Error ? signal.reason : new Error('aborted');
     if (err instanceof AppError) return err;
@@ -71,14 +79,6 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     headers: Record<string, unknown>,
     text: string,
   ): Promise<AppError> {
-    let message = '';
-    try {
-      const parsed = JSON.parse(text) as { error?: { message?: unknown } | string };
-      const e = parsed.error;
-      message = typeof e === 'string' ? e : typeof e?.message === 'string' ? e.message : '';
-    } catch {
-      // not JSON: say nothing of it
-    }
     if (status === 429) {
       const retry = Number(headers['retry-after']);
       return new AppError(429, 'upstream_rate_limited', 'the model provider is busy; try again shortly', {
@@ -86,12 +86,15 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
       });
     }
     // The request itself was refused (bad messages, unsupported parameter): the caller can fix it.
+    // Its message is never relayed: providers put their host, organization id and key fragments in it
+    // (issue 22 item 16). The caller gets a fixed message and, of the provider's error, only `param` and
+    // `code` when they are plain identifiers (e.g. messages / context_length_exceeded), enough for an
+    // OpenAI SDK to tell what to fix.
     if (status === 400 || status === 404 || status === 413 || status === 422) {
-      return new AppError(
-        400,
-        'upstream_rejected',
-        scrub(message) || 'the model provider rejected the request',
-      );
+      const { param, code } = providerErrorFields(text);
+      return new AppError(400, code ?? 'upstream_rejected', 'the model provider rejected the request', {
+        ...(param ? { param } : {}),
+      });
     }
     // 401/403 mean our provider key is wrong, 5xx theirs: either way the caller can do nothing about it.
     return new AppError(502, 'upstream_error', 'the model provider failed to answer');
