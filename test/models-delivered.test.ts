@@ -10,6 +10,8 @@ import { queryRows } from '../src/db/client.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { countPrompt } from '../src/models/tokens.js';
+import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
+import type { Db } from '../src/db/client.js';
 
 // What a call delivered is billed, and the reserve is an upper bound for every kind of input (CONTRACT
 // §8; issue 21 items 3 and 5, issue 22 item 3). The fake provider over HTTP, the openai SDK as the client;
@@ -173,6 +175,40 @@ describe('the reserve bounds every kind of input (item 3)', () => {
     const capped = fake.requests.at(-1)!.body.max_tokens as number;
     expect(capped * 4 * 2).toBeLessThanOrEqual(10_000);
     expect(capped).toBeLessThan(2_000);
+  });
+});
+
+describe('usage beyond the hold (item 3)', () => {
+  it('debits the excess up to the balance and records the rest as the owner’s debt, never a silent loss', async () => {
+    await setOrgBalance(server, owner.orgKey, 20_000);
+    const since = await lastEntryId();
+    fake.reply = () => ({ content: 'one two three four five', promptTokens: 50_000 });
+    const res = await sdk()
+      .chat.completions.create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
+    expect(res.data.usage).toMatchObject({ prompt_tokens: 50_000, completion_tokens: 5 });
+    // The real cost is 50,010 tokens: 20,000 from the balance (the hold, then the excess), 30,010 owed.
+    const l = await ledger(since);
+    expect(l).toMatchObject({ debited: 20_000, rows: 2, holdsLeft: 0, violations: [] });
+    expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(0);
+    const balance = await fetch(`${server.url}/v1/owner/balance`, {
+      headers: { authorization: `Bearer ${owner.session}` },
+    });
+    expect(((await balance.json()) as { debt_credits: number }).debt_credits).toBe(30_010);
+    // The next grant (the real grant code) pays the debt first; the rest reaches the client.
+    await server.deps.db.transaction((tx) =>
+      grantToOrg(tx as unknown as Db, {
+        key: `grant:test-excess:${owner.orgKey}`,
+        source: SOURCE_PURCHASES,
+        ownerId: owner.userId,
+        orgKey: owner.orgKey,
+        amount: 40_000,
+        type: 'topup',
+        description: 'a later purchase',
+      }),
+    );
+    expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(40_000 - 30_010);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 });
 

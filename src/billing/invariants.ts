@@ -16,6 +16,11 @@ const CHECKS: Check[] = [
                where kind in ('org', 'pool') and (balance < held or held < 0 or balance < 0)`,
   },
   {
+    // debt:<owner> holds minus what the owner owes (debt.ts): debt is never negative.
+    name: 'debt account above zero',
+    query: sql`select id, balance from billing_accounts where kind = 'debt' and balance > 0`,
+  },
+  {
     name: 'stored balance differs from the sum of its ledger rows',
     query: sql`select a.id, a.balance, coalesce(i.s, 0) - coalesce(o.s, 0) as ledger
                from billing_accounts a
@@ -47,7 +52,8 @@ const CHECKS: Check[] = [
     name: 'usage row without a settled hold',
     query: sql`select e.key from billing_entries e
                where e.type = 'usage' and not exists (
-                 select 1 from billing_holds h where 'usage:' || h.request_id = e.key and h.status = 'settled')`,
+                 select 1 from billing_holds h where h.status = 'settled'
+                   and e.key in ('usage:' || h.request_id, 'usage:' || h.request_id || ':excess'))`,
   },
   {
     name: 'deleted client still holds tokens',
@@ -57,10 +63,12 @@ const CHECKS: Check[] = [
   {
     // A won dispute's give-back also comes from src:purchases (type refund): not a grant, no allocation half.
     name: 'allocation half of a grant missing or different',
+    // The grant pays the owner's debt first (`<key>:debt`, ledger.ts grantToOrg): the two halves add up.
     query: sql`select g.key from billing_entries g
                left join billing_entries a on a.key = g.key || ':allocate'
-               where g.from_account like 'src:%' and g.key not like 'test:%' and g.type <> 'refund'
-                 and (a.id is null or a.amount <> g.amount)`,
+               left join billing_entries d on d.key = g.key || ':debt' and d.type = 'debt_payment'
+               where g.from_account like 'src:%' and g.key not like 'test:%' and g.type not in ('refund', 'debt')
+                 and coalesce(a.amount, 0) + coalesce(d.amount, 0) <> g.amount`,
   },
   // A paid invoice grants at most once, and only with money paid; one of another price than
   // STRIPE_PRICE_PRO grants nothing (the price is not stored, so "exactly one" is not checkable here:

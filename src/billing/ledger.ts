@@ -10,6 +10,8 @@ import type { ENTRY_TYPES } from '../db/schema.js';
 export const orgAccount = (orgKey: string) => `org:${orgKey}`;
 export const poolAccount = (userId: string) => `pool:${userId}`;
 export const sinkAccount = (orgKey: string) => `sink:${orgKey}`;
+/** Minus what an owner owes (src/billing/debt.ts): sorts before every other account, so it is locked first. */
+export const debtAccount = (userId: string) => `debt:${userId}`;
 export const SOURCE_TRIAL = 'src:trial';
 export const SOURCE_PURCHASES = 'src:purchases';
 
@@ -42,6 +44,12 @@ export async function ensureOrgAccounts(tx: Db, orgKey: string, ownerId: string)
       (${sinkAccount(orgKey)}, 'sink', ${ownerId}, ${orgKey}),
       (${SOURCE_TRIAL}, 'source', null, null),
       (${SOURCE_PURCHASES}, 'source', null, null)
+    on conflict (id) do nothing`);
+}
+
+export async function ensureDebtAccount(tx: Db, userId: string): Promise<void> {
+  await tx.execute(sql`
+    insert into billing_accounts (id, kind, user_id) values (${debtAccount(userId)}, 'debt', ${userId})
     on conflict (id) do nothing`);
 }
 
@@ -126,8 +134,9 @@ export async function transfer(tx: Db, input: TransferInput): Promise<number | n
 }
 
 /**
- * A purchase or the trial: the owner's pool is credited, then the tokens are allocated at once to the
- * client they were bought through (CONTRACT §8), both keyed by `key`. Returns false when already granted.
+ * A purchase or the trial: the owner's pool is credited, the owner's debt is paid from it first
+ * (CONTRACT §8 "Every later grant pays the debt first"; keyed `<key>:debt`), and the rest is allocated at
+ * once to the client it was bought through, all keyed by `key`. Returns false when already granted.
  */
 export async function grantToOrg(
   tx: Db,
@@ -142,8 +151,9 @@ export async function grantToOrg(
   },
 ): Promise<boolean> {
   await ensureOrgAccounts(tx, g.orgKey, g.ownerId);
-  // All three rows up front, in the global order, so the two movements never lock out of order.
-  await lockAccounts(tx, [g.source, poolAccount(g.ownerId), orgAccount(g.orgKey)]);
+  await ensureDebtAccount(tx, g.ownerId);
+  // All rows up front, in the global order, so the movements never lock out of order.
+  await lockAccounts(tx, [debtAccount(g.ownerId), g.source, poolAccount(g.ownerId), orgAccount(g.orgKey)]);
   const granted = await transfer(tx, {
     key: g.key,
     from: g.source,
@@ -153,19 +163,48 @@ export async function grantToOrg(
     description: g.description,
   });
   if (granted === null) return false;
-  await transfer(tx, {
-    key: `${g.key}:allocate`,
-    from: poolAccount(g.ownerId),
-    to: orgAccount(g.orgKey),
-    amount: g.amount,
-    type: g.type,
-    description: g.description,
-    shownTo: { orgKey: g.orgKey, side: 'to' },
-  });
-  await tx.execute(
-    sql`update billing_accounts set allocation = allocation + ${g.amount} where id = ${orgAccount(g.orgKey)}`,
-  );
+  const paid = await payDebt(tx, { key: `${g.key}:debt`, ownerId: g.ownerId, limit: g.amount });
+  const allocated = g.amount - paid;
+  if (allocated > 0) {
+    await transfer(tx, {
+      key: `${g.key}:allocate`,
+      from: poolAccount(g.ownerId),
+      to: orgAccount(g.orgKey),
+      amount: allocated,
+      type: g.type,
+      description: paid > 0 ? `${g.description} (${paid} tokens paid the owner's debt first)` : g.description,
+      shownTo: { orgKey: g.orgKey, side: 'to' },
+    });
+    await tx.execute(
+      sql`update billing_accounts set allocation = allocation + ${allocated} where id = ${orgAccount(g.orgKey)}`,
+    );
+  }
   return true;
+}
+
+/**
+ * Pays the owner's debt from their pool, at most `limit` (the grant that just arrived): every grant pays
+ * the debt first (CONTRACT §8). Returns what was paid. The caller locked the debt account and the pool.
+ */
+export async function payDebt(
+  tx: Db,
+  input: { key: string; ownerId: string; limit: number },
+): Promise<number> {
+  const accounts = await lockAccounts(tx, [debtAccount(input.ownerId), poolAccount(input.ownerId)]);
+  const debt = accounts.get(debtAccount(input.ownerId));
+  const pool = accounts.get(poolAccount(input.ownerId));
+  if (!debt || !pool) return 0;
+  const pay = Math.min(input.limit, Math.max(0, -debt.balance), Math.max(0, pool.balance - pool.held));
+  if (pay <= 0) return 0;
+  await transfer(tx, {
+    key: input.key,
+    from: poolAccount(input.ownerId),
+    to: debtAccount(input.ownerId),
+    amount: pay,
+    type: 'debt_payment',
+    description: "Paid toward the owner's debt",
+  });
+  return pay;
 }
 
 /**

@@ -1,6 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
+import { recordDebt } from './debt.js';
 import {
+  debtAccount,
+  ensureDebtAccount,
   ensureOrgAccounts,
   lockAccounts,
   orgAccount,
@@ -15,9 +18,11 @@ import {
 // A take-back claws back the payment's tokens in proportion to the money that left (cumulative
 // rounding: round(total left so far × granted / paid) − already taken, so parts that add up to the
 // whole payment take back exactly the grant). The client gives what it has minus its holds, then the
-// owner's unallocated pool; what neither has was already spent and is the `shortfall` (a balance never
-// goes below zero). Two ledger rows, keyed `<key>` (the client's, shown as a negative `refund`) and
-// `<key>:pool`, so each happens once.
+// owner's unallocated pool, then the owner's other clients' unheld balances (CONTRACT §8, in the order of
+// their ids); what none has was already spent: the `shortfall`, recorded as the owner's debt (debt.ts), so
+// a balance never goes below zero and nothing is lost. Ledger rows keyed `<key>` (the client's, shown as a
+// negative `refund`), `<key>:from:<org>` (another client's tokens to the pool), `<key>:pool` and
+// `<key>:debt`, so each happens once.
 //
 // Lock order, the same on every path: the payment row (billing_payments), then the refund or dispute
 // row, then the ledger accounts (ascending id, ledger.ts).
@@ -79,15 +84,52 @@ export async function takeBack(
     paid > 0
       ? Math.max(0, Math.min(granted, Math.round((after * granted) / paid)) - num(p!.refunded_credits))
       : 0;
+  const ownerId = p!.owner_id!;
   const org = orgAccount(p!.org_key!);
-  const pool = poolAccount(p!.owner_id!);
-  const accounts = await lockAccounts(tx, [org, pool, SOURCE_PURCHASES]);
+  const pool = poolAccount(ownerId);
+  // The owner's other clients, in a fixed order (their ids), all locked with the rest in the one global
+  // order (ledger.ts): two take-backs of one owner never wait on each other crosswise.
+  const others = (
+    await queryRows<{ id: string }>(
+      tx,
+      sql`select id from orgs where owner_id = ${ownerId} and id <> ${p!.org_key!} and deleted_at is null order by id`,
+    )
+  ).map((r) => r.id);
+  await ensureDebtAccount(tx, ownerId);
+  const accounts = await lockAccounts(tx, [
+    debtAccount(ownerId),
+    org,
+    ...others.map(orgAccount),
+    pool,
+    SOURCE_PURCHASES,
+  ]);
   const available = (id: string) => {
     const a = accounts.get(id);
     return a ? Math.max(0, a.balance - a.held) : 0;
   };
   const fromClient = Math.min(credits, available(org));
-  const fromPool = Math.min(credits - fromClient, available(pool));
+  const fromPoolItself = Math.min(credits - fromClient, available(pool));
+  // Then the owner's other clients' unheld balances (CONTRACT §8): each gives back to the pool first (a
+  // `reclaim` on that client, its allocation lowered), so the pool's one row takes all of it.
+  let fromOthers = 0;
+  for (const other of others) {
+    const take = Math.min(credits - fromClient - fromPoolItself - fromOthers, available(orgAccount(other)));
+    if (take <= 0) continue;
+    await transfer(tx, {
+      key: `${input.key}:from:${other}`,
+      from: orgAccount(other),
+      to: pool,
+      amount: take,
+      type: 'reclaim',
+      description: 'Taken back for a refund or dispute of another client of the owner',
+      shownTo: { orgKey: other, side: 'from' },
+    });
+    await tx.execute(
+      sql`update billing_accounts set allocation = greatest(allocation - ${take}, 0) where id = ${orgAccount(other)}`,
+    );
+    fromOthers += take;
+  }
+  const fromPool = fromPoolItself + fromOthers;
   const taken: TakenBack = {
     credits,
     fromClient,
@@ -121,6 +163,15 @@ export async function takeBack(
       description,
     });
   }
+  // What no balance of the owner's could give is the owner's debt, paid by their next grants.
+  await recordDebt(tx, {
+    key: `${input.key}:debt`,
+    ownerId,
+    to: SOURCE_PURCHASES,
+    amount: taken.shortfall,
+    type: 'debt',
+    description: `${description}: owed`,
+  });
   await tx.execute(sql`
     update billing_payments set refunded_cents = ${after}, refunded_credits = refunded_credits + ${credits}
     where payment_intent = ${input.paymentIntent}`);
@@ -132,7 +183,7 @@ export async function takeBack(
  * back to the client (its owner's default client if it was deleted meanwhile, as purchases do), the
  * pool's part to the pool, keyed `<key>` and `<key>:pool`; the payment's counters drop by what the
  * take-back added, so a later refund is measured as if the take-back never happened. The shortfall was
- * never taken, so nothing of it comes back.
+ * recorded as the owner's debt: what is still owed of it is cancelled, what was paid comes back to the pool.
  */
 export async function giveBack(
   tx: Db,
@@ -151,7 +202,32 @@ export async function giveBack(
   );
   const orgKey = target?.id ?? p!.org_key!;
   await ensureOrgAccounts(tx, orgKey, p!.owner_id!);
-  await lockAccounts(tx, [SOURCE_PURCHASES, orgAccount(orgKey), poolAccount(p!.owner_id!)]);
+  await ensureDebtAccount(tx, p!.owner_id!);
+  const locked = await lockAccounts(tx, [
+    debtAccount(p!.owner_id!),
+    SOURCE_PURCHASES,
+    orgAccount(orgKey),
+    poolAccount(p!.owner_id!),
+  ]);
+  // The shortfall became the owner's debt: the debt still owed of it is cancelled, and what later grants
+  // already paid of it comes back to the pool (type `debt`, keyed `<key>:debt` and `<key>:debt:paid`).
+  const shortfall = input.taken.shortfall;
+  const owed = Math.max(0, -(locked.get(debtAccount(p!.owner_id!))?.balance ?? 0));
+  const forgiven = Math.min(shortfall, owed);
+  for (const [key, to, amount] of [
+    [`${input.key}:debt`, debtAccount(p!.owner_id!), forgiven],
+    [`${input.key}:debt:paid`, poolAccount(p!.owner_id!), shortfall - forgiven],
+  ] as const) {
+    if (amount > 0)
+      await transfer(tx, {
+        key,
+        from: SOURCE_PURCHASES,
+        to,
+        amount,
+        type: 'debt',
+        description: input.description,
+      });
+  }
   if (fromClient > 0) {
     await transfer(tx, {
       key: input.key,

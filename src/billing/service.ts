@@ -4,7 +4,9 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { orgs } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
+import { debtOf } from './debt.js';
 import {
+  debtAccount,
   InsufficientFunds,
   ensureOrgAccounts,
   ensurePool,
@@ -33,6 +35,8 @@ export interface OwnerBalance {
   global_credits: number;
   unallocated_credits: number;
   lifetime_granted_credits: number;
+  /** What the owner owes (CONTRACT §8 "Debt"; debt.ts): a field of ours beside the document's. */
+  debt_credits: number;
   allocations: { org_id: string; name: string; is_default: boolean; allocated_credits: number }[];
 }
 
@@ -60,6 +64,7 @@ export async function ownerBalance(db: Db, userId: string): Promise<OwnerBalance
     global_credits: unallocated + allocations.reduce((s, a) => s + a.allocated_credits, 0),
     unallocated_credits: unallocated,
     lifetime_granted_credits: await lifetimeGranted(db, userId),
+    debt_credits: await debtOf(db, userId),
     allocations,
   };
 }
@@ -87,9 +92,18 @@ export async function setAllocation(
     await ensureOrgAccounts(t, input.orgKey, input.userId);
     const org = orgAccount(input.orgKey);
     const pool = poolAccount(input.userId);
-    const locked = await lockAccounts(t, [org, pool]);
+    const locked = await lockAccounts(t, [debtAccount(input.userId), org, pool]);
     const current = locked.get(org)!;
     const delta = input.target - current.balance;
+    // CONTRACT §8: while the owner is in debt no allocation can be raised (tokens lowered or moved back
+    // to the pool still can; the next grant pays the debt first).
+    if (delta > 0 && (locked.get(debtAccount(input.userId))?.balance ?? 0) < 0) {
+      throw new AppError(
+        409,
+        'OWNER_IN_DEBT',
+        "the owner's debt must be paid (by a top-up or subscription period) before an allocation can be raised",
+      );
+    }
     const key = `alloc:${randomUUID()}`;
     try {
       if (delta > 0) {

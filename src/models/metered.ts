@@ -1,5 +1,6 @@
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
+import { chargeExcess } from '../billing/debt.js';
 import {
   orgBalanceCredits,
   voidHold,
@@ -224,6 +225,24 @@ export async function settleCall(
     throw err;
   }
   if (next) spares.landed(next, settled.nextHeldCredits ?? 0);
+  // The provider reported more than the hold covered (a part over its configured bound, a provider's own
+  // mistake): the excess is debited up to the balance and the rest is the owner's debt, never lost.
+  if (actual > settled.debitedCredits) {
+    // The hold just taken ahead for the org's next call is svc's own: given back first, so the excess is
+    // paid from the whole balance.
+    if (next) await spares.release(call.actor.orgKey);
+    const excess = await chargeExcess(deps.db, deps.log, {
+      requestId: call.requestId,
+      orgKey: call.actor.orgKey,
+      excess: actual - settled.debitedCredits,
+      description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out [${call.requestId}]`,
+    });
+    settled = {
+      ...settled,
+      debitedCredits: settled.debitedCredits + excess.debited,
+      balanceCredits: settled.balanceCredits - excess.debited,
+    };
+  }
   return {
     requestId: call.requestId,
     usage,

@@ -15,6 +15,10 @@ const ownerBalance = z
     global_credits: z.number().int(),
     unallocated_credits: z.number().int(),
     lifetime_granted_credits: z.number().int(),
+    debt_credits: z.number().int().min(0).meta({
+      description:
+        "Tokens the owner owes (a refund or lost dispute of tokens already spent, usage beyond a call's hold): every later grant pays it first; while above 0 no allocation can be raised",
+    }),
     allocations: z.array(
       z.object({
         org_id: clientId,

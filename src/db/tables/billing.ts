@@ -21,8 +21,9 @@ import {
 //   pool:<userId>   an owner's unallocated pool (inside)
 //   sink:<orgKey>   usage consumed by that client (outside; one per client so settles never share a row)
 //   src:trial, src:purchases   where granted tokens come from (outside, negative)
+//   debt:<userId>   minus what an owner owes (outside, ≤ 0; src/billing/debt.ts)
 
-export const ACCOUNT_KINDS = ['org', 'pool', 'sink', 'source'] as const;
+export const ACCOUNT_KINDS = ['org', 'pool', 'sink', 'source', 'debt'] as const;
 
 export const billingAccounts = pgTable(
   'billing_accounts',
@@ -58,6 +59,8 @@ export const ENTRY_TYPES = [
   'refund',
   'allocate',
   'reclaim',
+  'debt',
+  'debt_payment',
 ] as const;
 /** The transaction types the API shows (interface document: Transaction). */
 export const SHOWN_TYPES = ['trial', 'subscription_credit', 'topup', 'usage', 'refund'] as const;
