@@ -400,6 +400,8 @@ describe('disputes', () => {
     });
     expect((await balance(u)).balance_credits).toBe(500); // exactly the hold: never below zero
     expect(await pool(u)).toBe(0);
+    // The shortfall is the owner's debt (CONTRACT §8), until the win below cancels it.
+    expect((await api.get('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(5_500);
     const report = await reconcile(server.deps.db, server.deps.log, null);
     expect(report.violations).toEqual([]);
     expect(report.disputes.shortfalls).toContainEqual(
@@ -413,6 +415,7 @@ describe('disputes', () => {
       60_000,
     );
     expect(await disputeRow(d.id)).toMatchObject({ state: 'reinstated' });
+    expect((await api.get('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(0);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 

@@ -230,7 +230,7 @@ describe('refunds', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
-  it('when the client already spent most, takes what it can (holds excluded), then the pool, and records the shortfall', async () => {
+  it("when the client already spent most, takes what it can (holds excluded), then the pool, then the owner's other clients, and the shortfall becomes debt", async () => {
     const u = await createUser(server);
     const { pi, completed } = await topup(u, 1_000);
     await send('checkout.session.completed', completed);
@@ -281,15 +281,17 @@ describe('refunds', () => {
       status: 'applied',
       credits: 10_000,
       from_client: 1_500,
-      from_pool: 1_000,
-      shortfall: 7_500,
+      // The pool's 1,000, then the second client's 2,000 (CONTRACT §8 "Debt": take-back order).
+      from_pool: 3_000,
+      shortfall: 5_500,
     });
     expect((await balance(u)).balance_credits).toBe(500); // exactly the hold
     expect(await pool(u)).toBe(0);
     expect(
       (await api.get(`/v1/clients/${other.body.id}/credits/balance`, { token: u.session })).body
         .balance_credits,
-    ).toBe(2_000);
+    ).toBe(0);
+    expect((await api.get('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(5_500);
     expect((await transactions(u))[0]).toMatchObject({
       transaction_type: 'refund',
       amount_credits: -1_500,
@@ -300,7 +302,7 @@ describe('refunds', () => {
     const report = await reconcile(server.deps.db, server.deps.log, null);
     expect(report.violations).toEqual([]);
     expect(report.refunds.shortfalls).toContainEqual(
-      expect.objectContaining({ id: r.id, shortfall: 7_500, org_key: u.orgKey }),
+      expect.objectContaining({ id: r.id, shortfall: 5_500, org_key: u.orgKey }),
     );
   });
 

@@ -145,6 +145,7 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
       global_credits: 50_000,
       unallocated_credits: 0,
       lifetime_granted_credits: 50_000,
+      debt_credits: 0,
       allocations: [
         { org_id: member.clientId, name: expect.any(String), is_default: true, allocated_credits: 50_000 },
       ],
