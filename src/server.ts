@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Deps } from './deps.js';
 import { buildApp } from './app.js';
@@ -20,7 +20,26 @@ export interface RunningServer {
 export async function startServer(deps: Deps, hosts: string[], port: number): Promise<RunningServer> {
   const auth = createAuth(deps);
   // Chat calls without a query string skip Express (src/models/chat-entry.ts); the app serves the rest.
-  const handler = chatEntry(deps, auth, buildApp(deps, auth));
+  const serve = chatEntry(deps, auth, buildApp(deps, auth));
+  // After SIGTERM (deps.lifecycle.draining), no new request is taken on any connection, keep-alive ones
+  // included: 503 with Retry-After, and `Connection: close` on every answer, so clients reconnect to a
+  // live process (issue 14, item 6; docs/operations.md).
+  const inFlight = new Set<ServerResponse>();
+  const handler: RequestListener = (req, res) => {
+    if (deps.lifecycle.draining) {
+      res.shouldKeepAlive = false;
+      res.writeHead(503, { 'retry-after': '1', connection: 'close', 'content-type': 'application/json' });
+      res.end('{"error":{"message":"the server is shutting down; try again","code":"shutting_down"}}');
+      return;
+    }
+    inFlight.add(res);
+    res.once('close', () => {
+      inFlight.delete(res);
+      // Draining: the connection this answer leaves idle is closed at once, not at the grace's end.
+      if (deps.lifecycle.draining) setImmediate(() => servers.forEach((s) => s.closeIdleConnections()));
+    });
+    serve(req, res);
+  };
   const servers: Server[] = [];
   // Upgraded sockets (the run WebSocket) are not idle HTTP connections: closed explicitly on shutdown.
   const closeSockets: (() => void)[] = [];
@@ -44,6 +63,11 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
     servers,
     port: boundPort,
     async close() {
+      deps.lifecycle.draining = true;
+      for (const res of inFlight) {
+        res.shouldKeepAlive = false;
+        if (!res.headersSent) res.setHeader('connection', 'close');
+      }
       for (const closeRuns of closeSockets) closeRuns();
       await Promise.all(
         servers.map(
@@ -51,8 +75,9 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
             new Promise<void>((resolve) => {
               s.close(() => resolve());
               s.closeIdleConnections();
-              // Requests still in flight get a grace period, then their sockets are closed.
-              setTimeout(() => s.closeAllConnections(), 5_000).unref();
+              // Requests still in flight (long streams) get SHUTDOWN_GRACE_SECONDS, then their sockets are
+              // closed; a stream cut so is billed for what it delivered (src/models/chat.ts).
+              setTimeout(() => s.closeAllConnections(), deps.config.reliability.shutdownGraceMs).unref();
             }),
         ),
       );

@@ -46,6 +46,7 @@ describe.runIf(storageMode() === 'postgres')(
           DATABASE_URL: proxy.urlFor(server.databaseUrl!),
           DATABASE_QUERY_TIMEOUT_MS: '1500',
           ORG_MAX_CONCURRENCY: '64',
+          PROCESS_DEAD_AFTER_MS: '30000',
         }),
       );
     });
@@ -152,6 +153,7 @@ describe.runIf(storageMode() === 'postgres')(
         DATABASE_URL: proxy.urlFor(server.databaseUrl!),
         DATABASE_QUERY_TIMEOUT_MS: '1500',
         ORG_MAX_CONCURRENCY: '64',
+        PROCESS_DEAD_AFTER_MS: '30000',
         SETTLE_SPOOL_FILE: spoolFile,
       });
       const first = await startChildSvc(env);

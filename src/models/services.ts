@@ -95,7 +95,12 @@ export function createModelServices(
   hmacKey: Buffer | string,
 ): ModelServices {
   const upstream = config.model.upstreamUrl
-    ? createOpenAICompatibleUpstream({ url: config.model.upstreamUrl, key: config.model.upstreamKey })
+    ? createOpenAICompatibleUpstream({
+        url: config.model.upstreamUrl,
+        key: config.model.upstreamKey,
+        // MODEL_UPSTREAM_*_TIMEOUT_MS (docs/operations.md): a provider that sends nothing holds a slot that long.
+        timeouts: config.upstreamTimeouts,
+      })
     : createLocalUpstream(config.model.id);
   const liveness = createLiveness(db, { deadAfterMs: config.reliability.processDeadAfterMs, log });
   const limiter = config.redisUrl
