@@ -163,7 +163,11 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     if (!out || clientGone) return;
     if (!res.write(`data: ${JSON.stringify(out)}\n\n`)) {
       await new Promise<void>((resolve) => {
+        // A client that stops reading holds its slot and hold no longer than STREAM_STALL_TIMEOUT_MS: its
+        // connection is closed, and the call is settled as one the client left (billed for what it got).
+        const stalled = setTimeout(() => res.destroy(), deps.config.reliability.streamStallMs);
         const done = () => {
+          clearTimeout(stalled);
           res.off('drain', done);
           res.off('close', done);
           resolve();
