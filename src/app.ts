@@ -22,6 +22,7 @@ import { rejectNulCharacters } from './http/input-guard.js';
 import { jsonBody } from './http/json-body.js';
 import { pageErrorHandler, browserErrorPage } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
+import { metricsRoutes } from './metrics/routes.js';
 
 // The HTTP face of every origin (CONTRACT §1: one process serves BASE_URL, V2_URL and LIGHT_URL; an
 // origin changes issuers and links, not which routes exist).
@@ -70,6 +71,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(modelRoutes(deps, auth));
   app.use(healthRoutes(deps));
   app.use(openApiRoutes(deps));
+  app.use(metricsRoutes(deps));
   app.use(devRoutes(deps));
   app.use(oauthRoutes(deps, auth));
   app.use(mcpRoutes(deps));

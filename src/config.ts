@@ -70,6 +70,13 @@ const envSchema = z.object({
   REQUEST_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   RUN_SOCKETS_PER_ORG: positiveInt.default(32),
   RUN_SOCKETS_PER_USER: positiveInt.default(8),
+  // docs/operations.md: GET /metrics answers only a bearer of this token (unset: /metrics is 404).
+  METRICS_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
+  // json (one object a line), pretty (one readable line a request), or auto: pretty on a terminal in
+  // DEV_MODE, json otherwise.
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  // Worker processes of `npm start` (scripts/cluster.mjs): a count, or auto for the available cores.
+  WEB_CONCURRENCY: z.union([z.literal('auto'), positiveInt.max(256)]).default(1),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -134,6 +141,9 @@ export interface Config {
     streamStallMs: number;
   };
   upstreamTimeouts: { connectMs: number; headersMs: number; bodyIdleMs: number };
+  metricsToken: string | undefined;
+  logFormat: 'auto' | 'json' | 'pretty';
+  webConcurrency: number | 'auto';
 }
 
 export class ConfigError extends Error {}
@@ -213,6 +223,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       headersMs: e.MODEL_UPSTREAM_HEADERS_TIMEOUT_MS,
       bodyIdleMs: e.MODEL_UPSTREAM_BODY_IDLE_TIMEOUT_MS,
     },
+    metricsToken: e.METRICS_TOKEN,
+    logFormat: e.LOG_FORMAT,
+    webConcurrency: e.WEB_CONCURRENCY,
   };
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).
   const problems = production ? productionProblems(config) : [];

@@ -61,6 +61,7 @@ describe('OpenAPI coverage', () => {
     // the dialect check covers every Schema Object too (schema-base).
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.components.securitySchemes).sort()).toEqual([
+      'metricsToken',
       'oauth',
       'sessionBearer',
       'sessionCookie',

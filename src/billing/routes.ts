@@ -19,6 +19,7 @@ import {
 import { receiveWebhook } from './webhooks.js';
 import { devBillingRoutes } from './dev-routes.js';
 import { databaseOutageAs503 } from '../db/outage.js';
+import { webhookEvents } from '../metrics/registry.js';
 
 // The billing routes of the interface document (Billing endpoints, rules 1–5) with CONTRACT §8's
 // access rules: a session or an svc_ bearer; live members other than viewers read their client's
@@ -159,6 +160,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
   // Stripe's webhook: no user credential; the signature over the raw bytes is the authentication.
   router.post('/v1/webhooks/stripe', async (req, res) => {
     const result = await receiveWebhook(deps, req.rawBody, req.get('stripe-signature'));
+    webhookEvents.inc({ duplicate: String(result.duplicate) });
     res.json({ received: true, duplicate: result.duplicate });
   });
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.js';
+import { recordRequest } from '../metrics/http.js';
 
 // Request ids (x-request-id in and out) and one log line per request: id, method, path (never the query
 // string: it can carry tokens, e.g. verification and share links), status and duration. Written by hand
@@ -28,6 +29,7 @@ export function requestLogger(log: Logger) {
     const done = () => {
       res.off('finish', done);
       res.off('close', done);
+      recordRequest(req, res.statusCode, Date.now() - start);
       const failed = res.statusCode >= 500;
       if (!log.isLevelEnabled(failed ? 'error' : 'info')) return;
       const line = {

@@ -18,6 +18,7 @@ import {
 import { OUTCOME_HEADER } from './outcome.js';
 import type { ChatRequest } from './schema.js';
 import type { ChatChunk } from './upstream/types.js';
+import { recordFirstByte } from '../metrics/models.js';
 
 // POST /v1/chat/completions (CONTRACT §9): lease → reserve → provider → settle → signed outcome.
 //
@@ -185,6 +186,8 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
       // Node holds a response's writes until the next tick (each write corks the socket), and that tick
       // comes only once every chunk the provider already sent has been relayed: the first one leaves now.
       res.uncork();
+      // After the byte left: measuring it never delays it.
+      recordFirstByte(performance.now() - call.startedAt);
     }
     while (!clientGone) {
       const next = await iterator.next();

@@ -14,6 +14,7 @@ import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './prici
 import type { ChatRequest } from './schema.js';
 import { countPrompt, countText, promptUpperBound, type PartTokens } from './tokens.js';
 import type { ChatBody, ChatChunk, ChatCompletion, ToolCall, Usage } from './upstream/types.js';
+import { recordModelCall } from '../metrics/models.js';
 
 // Reserve, then settle (CONTRACT §8). Before a call: hold the most it can cost and cap its max tokens to
 // what the hold pays; after: debit the real cost (one `usage` transaction), or nothing when the provider
@@ -243,6 +244,7 @@ export async function settleCall(
       balanceCredits: settled.balanceCredits - excess.debited,
     };
   }
+  recordModelCall(outcome, performance.now() - call.startedAt, settled.debitedCredits);
   return {
     requestId: call.requestId,
     usage,
@@ -304,6 +306,7 @@ export async function settleOrKeep(
  * void the database did not take is kept and retried, so the hold's tokens come back once it answers.
  */
 export async function voidCall(deps: Deps, call: PreparedCall): Promise<void> {
+  recordModelCall('failed', performance.now() - call.startedAt, 0);
   await voidHold(deps.db, call.requestId).catch((err: unknown) => {
     deps.log.warn({ err, requestId: call.requestId }, 'void not written; kept and retried');
     deps.models.settles.keep({ kind: 'void', requestId: call.requestId });

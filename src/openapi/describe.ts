@@ -15,6 +15,7 @@ export type Credential =
   | 'token' // an svc_ API token (CONTRACT §6)
   | 'modelGrant' // an OAuth access token for the model resource {origin}/v1 (CONTRACT §7)
   | 'platformGrant' // an OAuth access token for the platform resource {origin}/mcp/platform
+  | 'metricsToken' // the METRICS_TOKEN bearer of GET /metrics
   | 'clientAuth'; // OAuth client authentication at the token endpoint (or none for public clients)
 
 /** The error shape of a surface (src/http/error-middleware.ts; CONTRACT §3). */
@@ -184,6 +185,11 @@ export const securitySchemes = {
     bearerFormat: 'svc_…',
     description: 'An API token (POST /v1/tokens or the device flow), bound to one organization',
   },
+  metricsToken: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'The METRICS_TOKEN of the deployment (docs/operations.md)',
+  },
   oauth: {
     type: 'oauth2',
     description:
@@ -210,6 +216,7 @@ function securityOf(auth: Credential[] | undefined) {
     if (a === 'token') out.push({ svcToken: [] });
     if (a === 'modelGrant') out.push({ oauth: ['model'] });
     if (a === 'platformGrant') out.push({ oauth: ['platform'] });
+    if (a === 'metricsToken') out.push({ metricsToken: [] });
     if (a === 'clientAuth') out.push({});
   }
   return out;

@@ -43,6 +43,17 @@ export const serviceRoutes = [
     },
   }),
 
+  route('get', '/metrics', {
+    summary: 'Prometheus metrics (a bearer of METRICS_TOKEN; 404 when it is not set)',
+    auth: ['metricsToken'],
+    response: {
+      '200': {
+        description: 'The Prometheus text exposition format',
+        content: { 'text/plain': { schema: z.string() } },
+      },
+    },
+    errors: [404],
+  }),
   route('get', '/dev/mail', {
     summary: 'The development mail outbox for one address, newest first',
     query: mailQuery,

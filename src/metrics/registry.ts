@@ -1,0 +1,91 @@
+import client from 'prom-client';
+
+// The process's metrics (docs/operations.md § Metrics), in one registry served at GET /metrics. Counters
+// and histograms are updated where the event happens (one increment, off the response's path: after
+// 'finish' for requests, after the settle for model calls); gauges of state outside the process (the
+// pool, holds, leases) are read when Prometheus scrapes (src/metrics/routes.ts).
+
+export const registry = new client.Registry();
+
+// Process metrics: CPU, memory, heap, event-loop lag, handles, GC (prom-client's defaults).
+client.collectDefaultMetrics({ register: registry, prefix: 'svc_' });
+
+const registers = [registry];
+
+/** Request durations: most answers take milliseconds; a model stream can take a minute. */
+const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+export const httpRequests = new client.Counter({
+  name: 'svc_http_requests_total',
+  help: 'HTTP requests answered, by route template, method and status',
+  labelNames: ['route', 'method', 'status'] as const,
+  registers,
+});
+
+export const httpDuration = new client.Histogram({
+  name: 'svc_http_request_duration_seconds',
+  help: 'Time from a request to the end of its answer, by route template, method and status',
+  labelNames: ['route', 'method', 'status'] as const,
+  buckets: DURATION_BUCKETS,
+  registers,
+});
+
+export const modelCalls = new client.Counter({
+  name: 'svc_model_calls_total',
+  help: 'Model calls that reached the provider, by outcome (completed, estimated, aborted: settled; failed: voided)',
+  labelNames: ['outcome'] as const,
+  registers,
+});
+
+export const modelCallDuration = new client.Histogram({
+  name: 'svc_model_call_duration_seconds',
+  help: 'Provider latency: from the call being admitted to its settle, by outcome',
+  labelNames: ['outcome'] as const,
+  buckets: DURATION_BUCKETS,
+  registers,
+});
+
+export const modelFirstByte = new client.Histogram({
+  name: 'svc_model_first_byte_seconds',
+  help: 'Time from the call being admitted to the first byte relayed to the caller',
+  buckets: DURATION_BUCKETS,
+  registers,
+});
+
+export const creditsDebited = new client.Counter({
+  name: 'svc_model_credits_debited_total',
+  help: 'Credits (tokens) debited by settled model calls',
+  registers,
+});
+
+export const webhookEvents = new client.Counter({
+  name: 'svc_webhook_events_total',
+  help: 'Payment processor webhook events accepted, by whether they were a duplicate delivery',
+  labelNames: ['duplicate'] as const,
+  registers,
+});
+
+export const poolConnections = new client.Gauge({
+  name: 'svc_db_pool_connections',
+  help: 'PostgreSQL pool connections by state (in_use, idle) and clients waiting for one (waiting)',
+  labelNames: ['state'] as const,
+  registers,
+});
+
+export const holdsOutstanding = new client.Gauge({
+  name: 'svc_billing_holds_outstanding',
+  help: 'Credit holds not yet settled or voided (all processes: read from the database at scrape)',
+  registers,
+});
+
+export const heldCredits = new client.Gauge({
+  name: 'svc_billing_held_credits',
+  help: 'Credits held by outstanding holds',
+  registers,
+});
+
+export const leasesOutstanding = new client.Gauge({
+  name: 'svc_concurrency_leases_outstanding',
+  help: 'Concurrency leases not expired, in the database (none when Redis keeps them)',
+  registers,
+});

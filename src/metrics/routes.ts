@@ -1,0 +1,56 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Router } from 'express';
+import { sql } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import { AppError } from '../http/errors.js';
+import { queryRows } from '../db/client.js';
+import { heldCredits, holdsOutstanding, leasesOutstanding, poolConnections, registry } from './registry.js';
+
+// GET /metrics in the Prometheus text format (docs/operations.md § Metrics). Guarded by METRICS_TOKEN
+// (a bearer, compared in constant time); without it the route does not exist (404), so metrics are never
+// public by accident. The database gauges are read at scrape, one statement.
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+export function metricsRoutes(deps: Deps): Router {
+  const router = Router();
+  const expected = deps.config.metricsToken ? digest(deps.config.metricsToken) : null;
+
+  router.get('/metrics', async (req, res) => {
+    if (!expected) throw new AppError(404, 'NOT_FOUND', 'no such route');
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.get('authorization') ?? '')?.[1];
+    if (!bearer || !timingSafeEqual(digest(bearer), expected)) {
+      throw new AppError(401, 'INVALID_TOKEN', 'the metrics token is missing or wrong', {
+        headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
+      });
+    }
+    await readGauges(deps);
+    res.set('Content-Type', registry.contentType);
+    res.set('Cache-Control', 'no-store');
+    res.send(await registry.metrics());
+  });
+  return router;
+}
+
+async function readGauges(deps: Deps): Promise<void> {
+  const pool = deps.database.pool;
+  if (pool) {
+    poolConnections.set({ state: 'in_use' }, pool.totalCount - pool.idleCount);
+    poolConnections.set({ state: 'idle' }, pool.idleCount);
+    poolConnections.set({ state: 'waiting' }, pool.waitingCount);
+  }
+  // A database that does not answer leaves the gauges at their last value; the scrape still succeeds.
+  try {
+    const [row] = await queryRows<{ holds: unknown; held: unknown; leases: unknown }>(
+      deps.db,
+      sql`select (select count(*) from billing_holds where status = 'held') as holds,
+                 (select coalesce(sum(amount), 0) from billing_holds where status = 'held') as held,
+                 (select count(*) from concurrency_leases where expires_at > now()) as leases`,
+    );
+    holdsOutstanding.set(Number(row?.holds ?? 0));
+    heldCredits.set(Number(row?.held ?? 0));
+    leasesOutstanding.set(Number(row?.leases ?? 0));
+  } catch (err) {
+    deps.log.warn({ err }, 'metrics: database gauges not read');
+  }
+}
