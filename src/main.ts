@@ -2,7 +2,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './db/client.js';
 import { runMigrations } from './db/migrate.js';
 import { createDeps } from './deps.js';
-import { createLogger } from './log.js';
+import { createLogger, resolveLogFormat } from './log.js';
 import { startServer } from './server.js';
 import { startBanner } from './banner.js';
 import { ServerSecretsError } from './crypto/server-secrets.js';
@@ -20,7 +20,7 @@ async function main() {
     }
     throw err;
   }
-  const log = createLogger(config.logLevel);
+  const log = createLogger(config.logLevel, resolveLogFormat(config.logFormat, config.devMode));
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,

@@ -40,6 +40,7 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/openapi.json', auth: 'none' },
   { method: 'GET', path: '/docs', auth: 'none' },
   { method: 'GET', path: '/docs/init.js', auth: 'none' },
+  { method: 'GET', path: '/metrics', auth: 'none' },
   // accounts
   { method: 'POST', path: '/v1/register', auth: 'none' },
   { method: 'POST', path: '/v1/email/verify', auth: 'none' },
@@ -545,7 +546,8 @@ describe('hostile input on every route', () => {
     ['model routes', (r: Route) => surfaceOf(r.path) === 'openai'],
     [
       'OAuth and metadata',
-      (r: Route) => /^\/oauth\/|^\/\.well-known|^\/healthz|^\/readyz|^\/openapi\.json|^\/docs/.test(r.path),
+      (r: Route) =>
+        /^\/oauth\/|^\/\.well-known|^\/healthz|^\/readyz|^\/openapi\.json|^\/docs|^\/metrics/.test(r.path),
     ],
     ['MCP', (r: Route) => r.path.startsWith('/mcp/')],
     ['pages', (r: Route) => r.path.startsWith('/account') && !r.path.includes('no-such') && !selfService(r)],
