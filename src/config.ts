@@ -75,8 +75,6 @@ const envSchema = z.object({
   // json (one object a line), pretty (one readable line a request), or auto: pretty on a terminal in
   // DEV_MODE, json otherwise.
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
-  // Worker processes of `npm start` (scripts/cluster.mjs): a count, or auto for the available cores.
-  WEB_CONCURRENCY: z.union([z.literal('auto'), positiveInt.max(256)]).default(1),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -143,7 +141,6 @@ export interface Config {
   upstreamTimeouts: { connectMs: number; headersMs: number; bodyIdleMs: number };
   metricsToken: string | undefined;
   logFormat: 'auto' | 'json' | 'pretty';
-  webConcurrency: number | 'auto';
 }
 
 export class ConfigError extends Error {}
@@ -225,7 +222,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     metricsToken: e.METRICS_TOKEN,
     logFormat: e.LOG_FORMAT,
-    webConcurrency: e.WEB_CONCURRENCY,
   };
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).
   const problems = production ? productionProblems(config) : [];

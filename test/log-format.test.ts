@@ -53,8 +53,5 @@ describe('log format', () => {
     expect(loadConfig({}).logFormat).toBe('auto');
     expect(() => loadConfig({ LOG_FORMAT: 'xml' })).toThrow(/LOG_FORMAT/);
     expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow(/METRICS_TOKEN/);
-    expect(() => loadConfig({ WEB_CONCURRENCY: 'many' })).toThrow(/WEB_CONCURRENCY/);
-    expect(loadConfig({ WEB_CONCURRENCY: 'auto' }).webConcurrency).toBe('auto');
-    expect(loadConfig({ WEB_CONCURRENCY: '3' }).webConcurrency).toBe(3);
   });
 });
