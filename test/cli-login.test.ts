@@ -3,10 +3,8 @@ import { stat } from 'node:fs/promises';
 import { and, eq } from 'drizzle-orm';
 import * as oauth from 'oauth4webapi';
 import { modelSuite } from './helpers/model-suite.js';
-import { cliHome, runCli, startCli, type CliHome } from './helpers/cli.js';
-import { PageClient, csrfOf } from './helpers/page-client.js';
+import { approveOnDevicePage, cliHome, runCli, startCli, type CliHome } from './helpers/cli.js';
 import { billingEntries } from '../src/db/schema.js';
-import type { TestUser } from './helpers/fixtures.js';
 
 // `svc login` by the OAuth device grant, approved by a signed-in person on /account/device; then whoami,
 // chat with the exact debit, refresh (by expiry and after a 401), and logout revoking both grants. The
@@ -32,26 +30,6 @@ const usageRows = (orgKey: string) =>
     .select()
     .from(billingEntries)
     .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
-
-/** The person approves the user code on the device page, signed in with their session cookie. */
-export async function approveOnDevicePage(
-  v2Url: string,
-  user: TestUser,
-  userCode: string,
-  decision = 'approve',
-) {
-  const browser = new PageClient(v2Url);
-  browser.jar.set('__Host-svc_session', user.session);
-  const page = await browser.get(`/account/device?user_code=${encodeURIComponent(userCode)}`);
-  expect(page.status).toBe(200);
-  const res = await browser.post('/account/device', {
-    csrf_token: csrfOf(page.text),
-    user_code: userCode,
-    client_id: user.orgId,
-    decision,
-  });
-  expect(res.status).toBe(303);
-}
 
 async function introspect(token: string) {
   const as = await oauth.processDiscoveryResponse(

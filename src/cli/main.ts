@@ -79,7 +79,12 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     .argument('<org>', 'client_… or org_…')
     .addOption(url())
     .addOption(json())
-    .action(act((org: string, o: { url?: string; json?: boolean }) => orgsUse(io, org, o)));
+    // `orgs` has the same options, so commander may hand them to it: read both levels.
+    .action(
+      act((org: string, _o: unknown, cmd: Command) =>
+        orgsUse(io, org, cmd.optsWithGlobals<{ url?: string; json?: boolean }>()),
+      ),
+    );
 
   command('balance', 'the organization’s token balance (and your pool, if you own it)').action(
     act((o: { url?: string; json?: boolean }) => balance(io, o)),

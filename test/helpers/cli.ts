@@ -3,6 +3,9 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { expect } from 'vitest';
+import { PageClient, csrfOf } from './page-client.js';
+import type { TestUser } from './fixtures.js';
 
 // The `svc` terminal client as a real child process (node + tsx on src/cli/cli.ts, the same code bin/svc.mjs
 // runs compiled), with its own config folder, so credentials.json is the real file a person would have.
@@ -93,4 +96,24 @@ export async function runCli(args: string[], opts: Parameters<typeof startCli>[1
   const run = startCli(args, opts);
   const code = await run.exit;
   return { code, stdout: run.stdout(), stderr: run.stderr() };
+}
+
+/** The person approves the user code on the device page, signed in with their session cookie. */
+export async function approveOnDevicePage(
+  v2Url: string,
+  user: TestUser,
+  userCode: string,
+  decision = 'approve',
+) {
+  const browser = new PageClient(v2Url);
+  browser.jar.set('__Host-svc_session', user.session);
+  const page = await browser.get(`/account/device?user_code=${encodeURIComponent(userCode)}`);
+  expect(page.status).toBe(200);
+  const res = await browser.post('/account/device', {
+    csrf_token: csrfOf(page.text),
+    user_code: userCode,
+    client_id: user.orgId,
+    decision,
+  });
+  expect(res.status).toBe(303);
 }
