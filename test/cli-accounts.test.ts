@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, eq } from 'drizzle-orm';
 import { modelSuite } from './helpers/model-suite.js';
-import { approveOnDevicePage, cliHome, runCli, startCli, type CliHome } from './helpers/cli.js';
-import { driveConsent } from './helpers/oauth.js';
+import { approveOnDevicePage, browserLogin, cliHome, runCli, startCli, type CliHome } from './helpers/cli.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { client } from './helpers/http.js';
@@ -32,27 +31,6 @@ const usage = (orgKey: string) =>
     .select()
     .from(billingEntries)
     .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
-
-/** Signs the CLI in with --browser: the test plays the browser, following the printed URL with a session. */
-export async function browserLogin(
-  url: string,
-  env: Record<string, string>,
-  user: TestUser,
-  extra: string[] = [],
-) {
-  const login = startCli(['login', '--browser', '--url', url, ...extra], { env });
-  const [, authorizeUrl] = await login.waitFor(/To sign in, open:\n(\S+)\n[\s\S]*Waiting for the browser/);
-  const consent = await driveConsent(authorizeUrl!, user.session, { org: user.orgId });
-  expect(consent.postStatus).toBe(303);
-  const redirect = new URL(consent.location!);
-  expect(redirect.origin).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-  // The browser follows the redirect to the CLI's loopback listener.
-  const landed = await fetch(redirect);
-  expect(landed.status).toBe(200);
-  expect(await landed.text()).toContain('Signed in');
-  expect(await login.exit).toBe(0);
-  return login;
-}
 
 describe('svc login --browser', () => {
   it('signs in through the authorization code flow with a loopback redirect on a random port', async () => {

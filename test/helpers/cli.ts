@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { expect } from 'vitest';
 import { PageClient, csrfOf } from './page-client.js';
+import { driveConsent } from './oauth.js';
 import type { TestUser } from './fixtures.js';
 
 // The `svc` terminal client as a real child process (node + tsx on src/cli/cli.ts, the same code bin/svc.mjs
@@ -116,4 +117,25 @@ export async function approveOnDevicePage(
     decision,
   });
   expect(res.status).toBe(303);
+}
+
+/** Signs the CLI in with --browser: the test plays the browser, following the printed URL with a session. */
+export async function browserLogin(
+  url: string,
+  env: Record<string, string>,
+  user: TestUser,
+  extra: string[] = [],
+) {
+  const login = startCli(['login', '--browser', '--url', url, ...extra], { env });
+  const [, authorizeUrl] = await login.waitFor(/To sign in, open:\n(\S+)\n[\s\S]*Waiting for the browser/);
+  const consent = await driveConsent(authorizeUrl!, user.session, { org: user.orgId });
+  expect(consent.postStatus).toBe(303);
+  const redirect = new URL(consent.location!);
+  expect(redirect.origin).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+  // The browser follows the redirect to the CLI's loopback listener.
+  const landed = await fetch(redirect);
+  expect(landed.status).toBe(200);
+  expect(await landed.text()).toContain('Signed in');
+  expect(await login.exit).toBe(0);
+  return login;
 }
