@@ -186,7 +186,10 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
       try {
         allowed = await ask(name, summary);
       } catch {
-        return; // the prompt was interrupted (Ctrl-C): the cancel is on its way
+        // Ctrl-C at the prompt: the prompt holds the terminal in raw mode, so no SIGINT was raised; it
+        // means the same, so cancel the run the same way.
+        onAbort();
+        return;
       }
       if (!allowed) {
         if (!opts.json)
