@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, eq } from 'drizzle-orm';
 import { modelSuite } from './helpers/model-suite.js';
-import { approveOnDevicePage, browserLogin, cliHome, runCli, startCli, type CliHome } from './helpers/cli.js';
+import {
+  approveOnDevicePage,
+  browserLogin,
+  CLI_TEST_TIMEOUT_MS,
+  type CliHome,
+  cliHome,
+  runCli,
+  startCli,
+} from './helpers/cli.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { client } from './helpers/http.js';
@@ -32,7 +40,7 @@ const usage = (orgKey: string) =>
     .from(billingEntries)
     .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
 
-describe('svc login --browser', () => {
+describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('signs in through the authorization code flow with a loopback redirect on a random port', async () => {
     const url = suite.server.v2Url;
     const login = await browserLogin(url, home.env, suite.owner);
@@ -63,7 +71,7 @@ describe('svc login --browser', () => {
   });
 });
 
-describe('svc login --api-key', () => {
+describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('says the key replaces the previous one, gets an svc_ key, and the previous key stops working', async () => {
     const url = suite.server.url;
     const previous = await createApiToken(suite.server, suite.owner, suite.owner.orgKey, 'old laptop');
@@ -108,7 +116,7 @@ describe('svc login --api-key', () => {
   });
 });
 
-describe('svc mcp-config', () => {
+describe('svc mcp-config', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('prints the /mcp/platform configuration for an editor', async () => {
     const res = await runCli(['mcp-config', '--editor', 'vscode', '--url', suite.server.v2Url], {
       env: home.env,

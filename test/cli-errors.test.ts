@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import WebSocket from 'ws';
 import { modelSuite } from './helpers/model-suite.js';
-import { browserLogin, cliHome, runCli, type CliHome } from './helpers/cli.js';
+import { browserLogin, CLI_TEST_TIMEOUT_MS, cliHome, type CliHome, runCli } from './helpers/cli.js';
 import { addMember, createApiToken, createUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 
@@ -39,7 +39,7 @@ async function listen(server: Server | TcpServer): Promise<number> {
   return (server.address() as AddressInfo).port;
 }
 
-describe('errors a person understands, with the next step', () => {
+describe('errors a person understands, with the next step', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('402 insufficient_credits: says where to top up (chat and run), exit 4', async () => {
     await signedInWithKey(suite.key);
     await setOrgBalance(suite.server, suite.owner.orgKey, 0);

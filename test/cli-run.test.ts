@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, eq } from 'drizzle-orm';
 import { modelSuite } from './helpers/model-suite.js';
-import { cliHome, runCli, startCli, type CliHome } from './helpers/cli.js';
+import { CLI_TEST_TIMEOUT_MS, type CliHome, cliHome, runCli, startCli } from './helpers/cli.js';
 import { orgAccountRow } from './helpers/billing.js';
 import { billingEntries } from '../src/db/schema.js';
 
@@ -55,7 +55,7 @@ type Msg = { role: string; content?: string; tool_calls?: unknown[] };
 const toolResults = (body: { messages: Msg[] }) =>
   body.messages.filter((m) => m.role === 'tool').map((m) => String(m.content));
 
-describe('svc run', () => {
+describe('svc run', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('two tool round trips really read and write files here; steps and the exact debit are shown', async () => {
     suite.fake.reply = (body) => {
       const results = toolResults(body);
@@ -171,15 +171,16 @@ describe('svc run', () => {
         : { content: longAnswer };
     const before = (await usageAmounts()).length;
     const aborted = suite.fake.abortedStreams;
+    const requestsBefore = suite.fake.requests.length;
+    suite.fake.chunkDelayMs = 20; // the answer streams slowly: 400 words take 8 s
     const cli = startCli(['run', '--url', suite.server.url, '--yes', 'list', 'then', 'talk'], {
       env: home.env,
       cwd: work,
     });
     await cli.waitFor(/→ list_directory/);
-    // Second model call streaming slowly: interrupt it part-way.
-    suite.fake.chunkDelayMs = 20;
-    for (let i = 0; i < 200 && suite.fake.requests.length < 2; i++)
-      await new Promise((r) => setTimeout(r, 25));
+    // Interrupt the second model call part-way.
+    for (let i = 0; i < 400 && suite.fake.requests.length < requestsBefore + 2; i++)
+      await new Promise((r) => setTimeout(r, 50));
     await new Promise((r) => setTimeout(r, 600));
     cli.child.kill('SIGINT');
     expect(await cli.exit).toBe(130);

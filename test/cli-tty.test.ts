@@ -9,7 +9,7 @@ import { and, eq } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
-import { CLI_ENTRY, cliHome, type CliHome } from './helpers/cli.js';
+import { CLI_ENTRY, CLI_TEST_TIMEOUT_MS, cliHome, type CliHome } from './helpers/cli.js';
 import { TEST_PRICES } from './helpers/fake-upstream.js';
 import { billingEntries } from '../src/db/schema.js';
 
@@ -82,7 +82,7 @@ const usage = async () =>
       .where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')))
   ).map((r) => Number(r.amount));
 
-describe('svc in a real terminal', () => {
+describe('svc in a real terminal', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('asks before a write; "n" refuses it and the run goes on; colour only on the terminal', async () => {
     const t = inTerminal(['run', '--url', server.url, 'write a greeting to greeting.txt']);
     await t.waitFor(/Allow write_file greeting\.txt\?/);

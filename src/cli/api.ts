@@ -91,6 +91,14 @@ export function errorFor(
       lower || 'forbidden',
     );
   }
+  if (status === 429 && lower === 'rate_limited') {
+    return new CliError(
+      EXIT.unavailable,
+      'Too many requests from this address.',
+      `Try again ${retryAfter ? `in ${retryAfter} s` : 'in a minute'}.`,
+      'rate_limited',
+    );
+  }
   if (status === 429) {
     return new CliError(
       EXIT.unavailable,
@@ -141,7 +149,11 @@ export async function callWithCredential(
     }
     const retryAfter = res.headers.get('retry-after');
     const body = await bodyOf(res);
-    if (res.status === 429 && attempt < MAX_BUSY_RETRIES) {
+    if (
+      res.status === 429 &&
+      errorOf(body).code.toLowerCase() !== 'rate_limited' &&
+      attempt < MAX_BUSY_RETRIES
+    ) {
       const wait = Math.min(Math.max(Number(retryAfter) || 1, 1), MAX_RETRY_WAIT_SECONDS);
       io.stderr.write(
         io.color.yellow(

@@ -102,7 +102,7 @@ ${postForm(req, res, '/account/logout', html`<button type="submit" class="second
 <div class="grid">${profile}${twoFactor}</div>
 ${clients}
 <section class="card" aria-labelledby="h-device"><h2 id="h-device">Connect a terminal</h2>
-<p>Run the sign-in command in your terminal, then enter the code it shows on <a href="/account/device">the device page</a>.</p></section>`,
+<p>Run <code>npx svc login</code> in your terminal (or <code>svc login</code> once installed), then enter the code it shows on <a href="/account/device">the device page</a>.</p></section>`,
   });
 }
 

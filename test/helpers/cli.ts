@@ -139,3 +139,9 @@ export async function browserLogin(
   expect(await login.exit).toBe(0);
   return login;
 }
+
+/**
+ * Each CLI process starts node and tsx: 1–2 s on a quiet machine, several seconds on a busy one (CI runs
+ * every file at once). A test spawning a few of them gets this much time.
+ */
+export const CLI_TEST_TIMEOUT_MS = 120_000;
