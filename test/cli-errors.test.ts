@@ -90,6 +90,9 @@ describe('errors a person understands, with the next step', { timeout: CLI_TEST_
     expect(busy.code).toBe(5);
     expect(busy.stderr.match(/retrying in 1 s/g)).toHaveLength(3);
     expect(busy.stderr).toContain('still busy after waiting');
+    const busyRun = await runCli(['run', '--url', suite.server.url, '--yes', 'list'], { env: home.env });
+    expect(busyRun.code).toBe(5);
+    expect(busyRun.stderr.match(/retrying in 1 s/g)).toHaveLength(3);
 
     // Freed while the CLI waits: a retry gets through.
     const pending = chat();

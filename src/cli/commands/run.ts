@@ -4,7 +4,7 @@ import WebSocket from 'ws';
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { serverOrigin, unreachable } from '../server.js';
-import { callWithCredential, errorFor, modelCredential } from '../api.js';
+import { callWithCredential, errorFor, MAX_BUSY_RETRIES, modelCredential } from '../api.js';
 import { verifyOutcome } from '../outcome.js';
 import { KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
 
@@ -42,6 +42,11 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
       'Use --allow read, or --yes to approve everything.',
     );
   }
+  const limits = {
+    commandTimeoutSeconds: positive('--command-timeout', opts.commandTimeout ?? '60'),
+    outputCapBytes: positive('--output-cap', opts.outputCap ?? String(64 * 1024)),
+    signal: io.signal,
+  };
   const agentName = opts.agent ?? 'default';
   const root = await realpath(process.cwd());
   let credential = await modelCredential(io, origin);
@@ -60,11 +65,6 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
   }
   credential = await modelCredential(io, origin); // refreshed by the call above if it had to be
 
-  const limits = {
-    commandTimeoutSeconds: Number(opts.commandTimeout ?? 60),
-    outputCapBytes: Number(opts.outputCap ?? 64 * 1024),
-    signal: io.signal,
-  };
   const ask = async (name: string, summary: string): Promise<boolean> => {
     if (opts.yes) return true;
     if (READ_TOOLS.has(name)) return true;
@@ -111,13 +111,16 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
           reject(new CliError(EXIT.failure, 'The server closed the run’s connection.', 'Try again.')),
         );
     });
+    const start = () =>
+      send({ type: 'start', agent: agentName, messages: [{ role: 'user', content: task }] });
+    let busyRetries = 0;
     ws.on('open', () => {
       send({
         type: 'auth',
         token: credential.token,
         ...(credential.org ? { organisation: credential.org } : {}),
       });
-      send({ type: 'start', agent: agentName, messages: [{ role: 'user', content: task }] });
+      start();
     });
     ws.on('message', (data) => {
       const frame = JSON.parse(String(data)) as Frame;
@@ -147,6 +150,19 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
           return finish(() => resolve(EXIT.ok));
         }
         case 'error': {
+          // The run's lease is taken before anything runs, so a busy organization is refused before any
+          // step: wait (svc's Retry-After for the cap is 1 s) and start again, a bounded number of times.
+          if (frame.code === 'concurrency_limit' && busyRetries < MAX_BUSY_RETRIES && !cancelling) {
+            busyRetries++;
+            line(
+              io.stderr,
+              c.yellow(
+                `Busy: too many calls in flight for this organization; retrying in 1 s (${busyRetries}/${MAX_BUSY_RETRIES})`,
+              ),
+            );
+            setTimeout(start, 1000);
+            return;
+          }
           if (frame.code === 'cancelled') {
             line(io.stderr, 'Run cancelled. It is billed for what the model generated before the cancel.');
             return finish(() => resolve(EXIT.interrupted));
@@ -217,6 +233,14 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
       }
     }
   });
+}
+
+function positive(option: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) {
+    throw new CliError(EXIT.usage, `${option} takes a positive whole number (got "${value}").`);
+  }
+  return n;
 }
 
 function describe(name: string, args: Record<string, unknown>): string {
