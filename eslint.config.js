@@ -1,0 +1,71 @@
+// ESLint, typed: typescript-eslint's recommendedTypeChecked over every TypeScript file of the project
+// (src, oauth, mcp, test, bench, scripts, .ci), read through tsconfig.json by the project service, so a
+// rule sees the same types as `npm run typecheck`. Plain JavaScript (the scripts, this file) gets the
+// untyped recommended set. An exception in code is a one-line
+// `// eslint-disable-next-line <rule> -- <reason>`; a disable without a reason or one that no longer
+// applies is itself a finding. docs/architecture.md says how this fits with Prettier and dependency-cruiser.
+import { defineConfig } from 'eslint/config';
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import globals from 'globals';
+
+export default defineConfig(
+  {
+    ignores: [
+      'node_modules/',
+      'dist/',
+      'data/',
+      'coverage/',
+      'migrations/',
+      '.ci/node22/',
+      '.ci/out/',
+      'bench/results/',
+    ],
+  },
+  {
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+  },
+  js.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    extends: [tseslint.configs.recommendedTypeChecked],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      // In recommendedTypeChecked already; named here because the house depends on them: a promise nobody
+      // awaits loses its error, and an async callback where a void one is expected loses it too.
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      // `_name` says "deliberately unused" (a handler's fixed signature, a destructured leftover).
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          caughtErrorsIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+        },
+      ],
+    },
+  },
+  {
+    // Tests read JSON answers and SDK results as `any` on purpose: the assertions that follow are the type
+    // check, and typing every answer twice would say nothing new. So in test/ only, `any` and the rules
+    // that track it are off; every other typed rule (floating or misused promises, awaits of non-promises,
+    // [object Object] in strings, needless assertions…) holds there as everywhere.
+    files: ['test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+    },
+  },
+  {
+    files: ['**/*.{js,mjs,cjs}'],
+    languageOptions: { globals: { ...globals.node } },
+  },
+);
