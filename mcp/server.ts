@@ -3,74 +3,16 @@ import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/
 import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
 import { parseOrgId } from '../src/ids.js';
-import type { Actor } from '../src/projects/access.js';
 import { getReport } from '../src/projects/content.js';
 import { listReportsInOrg } from '../src/projects/queries.js';
 import type { McpGrant } from './guard.js';
+import { toolError, type ToolContext, type ToolRegistry } from './tool-kit.js';
 import { registerProjectTools } from './tools-projects.js';
 import { registerContentTools } from './tools-content.js';
 import { registerShareTools } from './tools-shares.js';
 
 // The platform MCP server, built per request from the verified grant (stateless Streamable HTTP: no
 // session, nothing kept in this process, so any process sharing the database can answer).
-
-export interface ToolContext {
-  deps: Deps;
-  actor: Actor;
-  grant: McpGrant;
-  /** `org_id` argument → stored key; default: the acting organization (CONTRACT §10). */
-  orgKeyOf(orgId: string | undefined): string;
-}
-
-/** Runs a tool body: the object in structuredContent (and as JSON text); an AppError as an isError
- *  result whose message starts with its code (CONTRACT §10) — never a transport failure. */
-export async function runTool(
-  ctx: ToolContext,
-  fn: () => Promise<Record<string, unknown>>,
-): Promise<CallToolResult> {
-  try {
-    const out = await fn();
-    return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
-  } catch (err) {
-    if (err instanceof AppError && err.expose) return toolError(err.code, err.message);
-    if (err instanceof AppError) return toolError(err.code, 'try again later');
-    ctx.deps.log.error({ err }, 'platform tool failed');
-    return toolError('INTERNAL', 'internal error');
-  }
-}
-
-export const toolError = (code: string, message: string): CallToolResult => ({
-  content: [{ type: 'text', text: `${code}: ${message}` }],
-  isError: true,
-});
-
-export const READ_ONLY = {
-  readOnlyHint: true,
-  destructiveHint: false,
-  idempotentHint: true,
-  openWorldHint: false,
-} as const;
-export const CREATES = {
-  readOnlyHint: false,
-  destructiveHint: false,
-  idempotentHint: false,
-  openWorldHint: false,
-} as const;
-export const OVERWRITES = {
-  readOnlyHint: false,
-  destructiveHint: true,
-  idempotentHint: true,
-  openWorldHint: false,
-} as const;
-export const ADDITIVE_IDEMPOTENT = {
-  readOnlyHint: false,
-  destructiveHint: false,
-  idempotentHint: true,
-  openWorldHint: false,
-} as const;
-
-/** Where the tool modules register (the server itself, or a filter that keeps one tool). */
-export type ToolRegistry = Pick<McpServer, 'registerTool'>;
 
 /** The twenty tools of CONTRACT §10. */
 export const TOOL_NAMES = new Set([

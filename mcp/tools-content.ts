@@ -25,15 +25,23 @@ import {
   updateReport,
   writeFile,
 } from '../src/projects/content.js';
-import { CREATES, OVERWRITES, READ_ONLY, runTool, type ToolContext, type ToolRegistry } from './server.js';
-import { pageArgs, projectIdArg } from './tools-projects.js';
+import {
+  CREATES,
+  OVERWRITES,
+  READ_ONLY,
+  runTool,
+  type ToolContext,
+  type ToolRegistry,
+  pageArgs,
+  projectIdArg,
+  deletedOut,
+} from './tool-kit.js';
 
 // Report and file tools (CONTRACT §10).
 
 const reportIdArg = reportIdIn.describe('rpt_… id of the report');
 const fileIdArg = fileIdIn.describe('fil_… id of the file');
 const pathArg = pathIn.describe('file name within the project, e.g. notes/plan.md');
-const deletedOut = { deleted: z.literal(true) };
 
 export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
   const { db } = ctx.deps;

@@ -25,18 +25,13 @@ import {
   runTool,
   type ToolContext,
   type ToolRegistry,
-} from './server.js';
+  orgIdArg,
+  pageArgs,
+  projectIdArg,
+  deletedOut,
+} from './tool-kit.js';
 
 // Project tools (CONTRACT §10): same services, same rules and same fields as /v1/projects.
-
-/** Tool arguments are plain strings in the schema (JSON Schema cannot express our id transform). */
-export const orgIdArg = z.string().max(80).describe('client_… or org_… id; default: the acting client');
-export const pageArgs = {
-  limit: z.number().int().min(1).max(100).optional().describe('page size, default 20, max 100'),
-  offset: z.number().int().min(0).optional().describe('items to skip, default 0'),
-};
-export const projectIdArg = projectIdIn.describe('prj_… id of the project');
-const deletedOut = { deleted: z.literal(true) };
 
 export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
   const { db } = ctx.deps;

@@ -9,8 +9,8 @@ import {
   runTool,
   type ToolContext,
   type ToolRegistry,
-} from './server.js';
-import { projectIdArg } from './tools-projects.js';
+  projectIdArg,
+} from './tool-kit.js';
 
 // Sharing tools (CONTRACT §10): a registered e-mail as viewer or editor, or a read-only public link
 // `{V2_URL}/s/<token>` shown once.

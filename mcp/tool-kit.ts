@@ -1,0 +1,80 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { Deps } from '../src/deps.js';
+import { AppError } from '../src/http/errors.js';
+import type { Actor } from '../src/projects/access.js';
+import { projectIdIn } from '../src/projects/schema.js';
+import type { McpGrant } from './guard.js';
+
+// What every platform tool module is written with: the context a tool runs in, how a tool body
+// becomes a result, the annotations and the argument schemas that several tools share. It sits below
+// the server that registers the tools (mcp/server.ts) and below each tool module, so none of them
+// imports another (docs/architecture.md).
+
+export interface ToolContext {
+  deps: Deps;
+  actor: Actor;
+  grant: McpGrant;
+  /** `org_id` argument → stored key; default: the acting organization (CONTRACT §10). */
+  orgKeyOf(orgId: string | undefined): string;
+}
+
+/** Runs a tool body: the object in structuredContent (and as JSON text); an AppError as an isError
+ *  result whose message starts with its code (CONTRACT §10) — never a transport failure. */
+export async function runTool(
+  ctx: ToolContext,
+  fn: () => Promise<Record<string, unknown>>,
+): Promise<CallToolResult> {
+  try {
+    const out = await fn();
+    return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+  } catch (err) {
+    if (err instanceof AppError && err.expose) return toolError(err.code, err.message);
+    if (err instanceof AppError) return toolError(err.code, 'try again later');
+    ctx.deps.log.error({ err }, 'platform tool failed');
+    return toolError('INTERNAL', 'internal error');
+  }
+}
+
+export const toolError = (code: string, message: string): CallToolResult => ({
+  content: [{ type: 'text', text: `${code}: ${message}` }],
+  isError: true,
+});
+
+export const READ_ONLY = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+} as const;
+export const CREATES = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: false,
+  openWorldHint: false,
+} as const;
+export const OVERWRITES = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  idempotentHint: true,
+  openWorldHint: false,
+} as const;
+export const ADDITIVE_IDEMPOTENT = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+} as const;
+
+/** Where the tool modules register (the server itself, or a filter that keeps one tool). */
+export type ToolRegistry = Pick<McpServer, 'registerTool'>;
+
+/** Tool arguments are plain strings in the schema (JSON Schema cannot express our id transform). */
+export const orgIdArg = z.string().max(80).describe('client_… or org_… id; default: the acting client');
+export const pageArgs = {
+  limit: z.number().int().min(1).max(100).optional().describe('page size, default 20, max 100'),
+  offset: z.number().int().min(0).optional().describe('items to skip, default 0'),
+};
+export const projectIdArg = projectIdIn.describe('prj_… id of the project');
+export const deletedOut = { deleted: z.literal(true) };
