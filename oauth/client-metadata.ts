@@ -5,8 +5,8 @@ import { Agent, fetch } from 'undici';
 import { z } from 'zod';
 import type { Deps } from '../src/deps.js';
 import { oauthClients } from '../src/db/schema.js';
-import type { OAuthClient } from './clients.js';
 import { redirectUriProblem } from './redirect-uris.js';
+import type { OAuthClient } from './client-record.js';
 
 // Client ID metadata documents (draft-ietf-oauth-client-id-metadata-document; MCP authorization
 // 2025-11-25 "Client ID Metadata Documents"): the client_id is an https URL and the document it serves

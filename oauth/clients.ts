@@ -6,20 +6,12 @@ import { AppError } from '../src/http/errors.js';
 import { BUILTIN_CLI_CLIENT, BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { fetchClientMetadataDocument, isMetadataDocumentUrl } from './client-metadata.js';
 import { redirectUriProblem } from './redirect-uris.js';
+import type { OAuthClient } from './client-record.js';
 
 // Who a client_id names (CONTRACT §7): the built-in public client `svc-cli`, a dynamically registered
 // client (RFC 7591), or a client ID metadata document (an https URL; http://localhost in DEV_MODE).
 
-export interface OAuthClient {
-  clientId: string;
-  source: 'builtin' | 'registered' | 'metadata';
-  clientName: string | null;
-  clientUri: string | null;
-  redirectUris: string[];
-  grantTypes: string[];
-  tokenEndpointAuthMethod: string;
-  clientSecretHash: string | null;
-}
+export type { OAuthClient };
 
 /** The client, or null when the id names none (unknown id, unreachable or invalid metadata document). */
 export async function findClient(deps: Deps, clientId: string): Promise<OAuthClient | null> {
