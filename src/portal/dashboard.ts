@@ -17,7 +17,7 @@ import {
   show,
   type Notice,
 } from './components.js';
-import { twoFactorCard } from './two-factor-page.js';
+import { twoFactorCard } from './two-factor-card.js';
 
 // The dashboard (/account): who you are, whether the e-mail is verified (with a resend), two-factor
 // authentication, your organizations (clients) with their token balance, and sign-out. The parts with

@@ -4,13 +4,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
-import {
-  disableTwoFactor,
-  enableTwoFactor,
-  pendingTwoFactorSetup,
-  setupTwoFactor,
-  twoFactorStatus,
-} from './services.js';
+import { disableTwoFactor, enableTwoFactor, pendingTwoFactorSetup, setupTwoFactor } from './services.js';
 import { html, raw, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
 import {
   alert,
@@ -20,39 +14,15 @@ import {
   field,
   parseForm,
   postForm,
-  type Notice,
 } from './components.js';
 import { renderDashboard } from './dashboard.js';
+import { twoFactorCard } from './two-factor-card.js';
 
 // Two-factor authentication on the dashboard (CONTRACT §4): set up (QR code rendered here as inline SVG,
 // plus the secret for typing in), enable with a first code, show the ten recovery codes once, disable
 // with a code or a recovery code. The services are those of /v1/2fa/*, so replay and limits are theirs.
 
 const codeBody = z.object({ code: z.string().trim().min(1, 'Enter a code.').max(64) });
-
-/** The 2FA card in its resting state: enabled (with a disable form) or not (with a set-up button). */
-export async function twoFactorCard(
-  deps: Deps,
-  req: Request,
-  res: Response,
-  opts: { notice?: Notice | null; error?: string } = {},
-): Promise<SafeHtml> {
-  const p = principalOf(req);
-  const status = await twoFactorStatus(deps, p.userId);
-  const body = status.enabled
-    ? html`<p><span class="badge ok">on</span> Sign-in asks for a code from your authenticator app.</p>
-<p class="muted">${status.recoveryCodesRemaining} recovery codes left.</p>
-${postForm(
-  req,
-  res,
-  '/account/2fa/disable',
-  html`${field({ label: 'Turn off with a code', name: 'code', className: 'code', autocomplete: 'one-time-code', required: true, maxlength: 64, hint: 'from your app, or a recovery code', error: opts.error })}
-<div class="actions"><button type="submit" class="danger">Turn off two-factor</button></div>`,
-)}`
-    : html`<p><span class="badge warn">off</span> Protect your account with a code from an authenticator app.</p>
-${postForm(req, res, '/account/2fa/setup', html`<div class="actions"><button type="submit">Set up two-factor</button></div>`)}`;
-  return html`<section class="card" aria-labelledby="h-2fa"><h2 id="h-2fa">Two-factor authentication</h2>${alert(opts.notice)}${body}</section>`;
-}
 
 async function setupCard(
   req: Request,
