@@ -18,7 +18,7 @@ import { exportJWK, generateKeyPair } from 'jose';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/client.js';
 import { runMigrations } from '../src/db/migrate.js';
-import { createDeps } from '../src/deps.js';
+import { createDeps } from '../src/create-deps.js';
 import { createLogger } from '../src/log.js';
 import { startServer } from '../src/server.js';
 import { registerAccount } from '../src/accounts/service.js';

@@ -1,17 +1,17 @@
 import type { Config } from './config.js';
 import type { Database, Db } from './db/client.js';
 import type { Logger } from './log.js';
-import { loadKeys, type Keys } from './crypto/server-secrets.js';
-import { createOutboxMailer, createSmtpMailer, type Mailer } from './mail/mailer.js';
-import type { OnAccountCreated } from './accounts/service.js';
-import { createSigningKeys, type SigningKeys } from '../oauth/keys.js';
-import { revokeMemberGrants } from '../oauth/grants.js';
-import { createLimits, type Limits } from './ratelimit/limits.js';
-import { createBilling, grantTrial, reclaimDeletedOrg, type Billing } from './billing/hooks.js';
-import { createModelServices, type ModelServices } from './models/services.js';
+import type { Keys } from './crypto/server-secrets.js';
+import type { Mailer } from './mail/mailer.js';
+import type { OnAccountCreated } from './accounts/users.js';
+import type { SigningKeys } from '../oauth/keys.js';
+import type { Limits } from './ratelimit/limits.js';
+import type { Billing } from './billing/hooks.js';
+import type { ModelServices } from './models/services.js';
 
-// Everything a router or service needs, built once by the composition root (src/main.ts) or by the
-// test harness (test/helpers/server.ts) — the same function, so tests run the real wiring.
+// Everything a router or service needs: the shape only. Every domain imports this type, so it imports
+// no domain code, only types; the values are built once by createDeps (src/create-deps.ts), the
+// composition root that src/main.ts and the test harness (test/helpers/server.ts) share.
 
 export interface Hooks {
   accountCreated: OnAccountCreated[];
@@ -32,7 +32,7 @@ export interface Deps {
   limits: Limits;
   /**
    * Cross-domain effects that must happen in the same transaction as the event (each domain registers
-   * its own in createDeps): billing grants the trial at registration and reclaims a deleted client's
+   * its own in createDeps, src/create-deps.ts): billing grants the trial at registration and reclaims a deleted client's
    * allocation; OAuth revokes a removed member's grants (CONTRACT §5, §8).
    */
   hooks: Hooks;
@@ -45,41 +45,4 @@ export interface Deps {
   /** Called in reverse order on shutdown (timers, pools, sockets a domain opened). */
   onClose(fn: () => Promise<void> | void): void;
   close(): Promise<void>;
-}
-
-export async function createDeps(config: Config, database: Database, log: Logger): Promise<Deps> {
-  const closers: (() => Promise<void> | void)[] = [];
-  const keys = await loadKeys(database.db, config.sessionSecret, config.keyEncryptionKey);
-  const mailer = config.smtpUrl
-    ? createSmtpMailer(config.smtpUrl, config.mailFrom)
-    : createOutboxMailer(database.db);
-  const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
-  const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
-  const signingKeys = createSigningKeys(database.db, keys.encryption);
-  const models = createModelServices(config, database.db, signingKeys, log, keys.hmac);
-  // Settles the last run could not write (its spool): replayed in the background, exactly once each.
-  models.settles.replaySpool();
-  onClose(() => models.close());
-  return {
-    config,
-    database,
-    db: database.db,
-    keys,
-    log,
-    mailer,
-    signingKeys,
-    limits,
-    hooks: {
-      accountCreated: [grantTrial],
-      orgDeleted: [reclaimDeletedOrg],
-      memberRemoved: [revokeMemberGrants],
-    },
-    billing: createBilling({ config, db: database.db, keys, log, onClose }),
-    models,
-    lifecycle: { draining: false },
-    onClose: (fn) => void closers.push(fn),
-    async close() {
-      for (const fn of closers.reverse()) await fn();
-    },
-  };
 }

@@ -1,7 +1,7 @@
 import { ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './db/client.js';
 import { runMigrations } from './db/migrate.js';
-import { createDeps } from './deps.js';
+import { createDeps } from './create-deps.js';
 import { createLogger, resolveLogFormat } from './log.js';
 import { startServer } from './server.js';
 import { startBanner } from './banner.js';

@@ -4,7 +4,7 @@ import { users } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { verificationMail } from '../mail/templates.js';
 import { issueOneTimeToken, redeemOneTimeToken } from './one-time-tokens.js';
-import { registerAccount, type OrgRow, type RegisterInput, type UserRow } from './service.js';
+import { registerAccount, type OrgRow, type RegisterInput, type UserRow } from './users.js';
 
 // Registration and e-mail verification (CONTRACT §4): a mail with {V2_URL}/account/verify?token=…,
 // single-use, 24 h. Until verified, auth.require answers 403 EMAIL_NOT_VERIFIED on every route but

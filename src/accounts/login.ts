@@ -6,7 +6,7 @@ import { AppError } from '../http/errors.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { issueSession } from '../auth/session.js';
 import { decoyHash, verifyPassword } from './password.js';
-import { findUserByEmail, normaliseEmail, type UserRow } from './service.js';
+import { findUserByEmail, normaliseEmail, type UserRow } from './users.js';
 import { acceptSecondFactor, invalidCode } from './two-factor.js';
 
 // Signing in (CONTRACT §4). A wrong e-mail and a wrong password give the same 401 INVALID_CREDENTIALS

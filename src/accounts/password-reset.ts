@@ -6,8 +6,8 @@ import { AppError } from '../http/errors.js';
 import { passwordResetMail } from '../mail/templates.js';
 import { issueOneTimeToken, redeemOneTimeToken, retireOneTimeTokens } from './one-time-tokens.js';
 import { hashPassword, passwordProblem } from './password.js';
-import { findUserByEmail, normaliseEmail } from './service.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
+import { findUserByEmail, normaliseEmail } from './users.js';
 
 // Password reset (CONTRACT §4): the request answers the same whatever the address; the token is
 // single-use and lives 1 h; confirming sets the password and revokes every session and every OAuth

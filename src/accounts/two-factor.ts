@@ -6,7 +6,7 @@ import { recoveryCodes, users } from '../db/schema.js';
 import { AppError, conflict } from '../http/errors.js';
 import { decrypt, encrypt, hmacSecret } from '../crypto/hash.js';
 import { randomToken } from '../ids.js';
-import type { UserRow } from './service.js';
+import type { UserRow } from './users.js';
 
 // TOTP two-factor authentication (CONTRACT §4): SHA-1, 6 digits, 30 s, ±1 step, a step already used is
 // refused; ten one-time recovery codes at enable. The TOTP seed must be read back to check codes, so it

@@ -1,4 +1,4 @@
-import type { OrgRow, UserRow } from './service.js';
+import type { OrgRow, UserRow } from './users.js';
 import { clientIdOf, unix } from '../ids.js';
 
 // Output shapes of the account routes (CONTRACT §4). Built field by field so that hashes, ciphertexts

@@ -1,0 +1,75 @@
+import { eq } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { memberships, orgs, users } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { newId, newOrgKey } from '../ids.js';
+import { hashPassword, passwordProblem } from './password.js';
+
+// Account records: register, find, mark verified. The parts of the account service (login, two-factor,
+// password reset, e-mail verification) build on these; src/accounts/service.ts gathers them all for the
+// routes and pages, and nothing here imports that façade back (docs/architecture.md).
+
+export const normaliseEmail = (email: string): string => email.trim().toLowerCase();
+
+export interface RegisterInput {
+  email: string;
+  name: string;
+  password: string;
+}
+
+export type UserRow = typeof users.$inferSelect;
+export type OrgRow = typeof orgs.$inferSelect;
+
+/** Hooks run inside the registration transaction (billing grants the trial here: CONTRACT §8). */
+export type OnAccountCreated = (tx: Db, account: { user: UserRow; org: OrgRow }) => Promise<void>;
+
+/**
+ * Creates an e-mail/password account and its default organization, with the owner membership, in one
+ * transaction (interface document: Register). 400 WEAK_PASSWORD, 409 EMAIL_TAKEN (CONTRACT §4).
+ */
+export async function registerAccount(
+  db: Db,
+  input: RegisterInput,
+  onCreated: OnAccountCreated[] = [],
+): Promise<{ user: UserRow; org: OrgRow }> {
+  const problem = passwordProblem(input.password);
+  if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
+  const email = normaliseEmail(input.email);
+  const passwordHash = await hashPassword(input.password);
+  try {
+    return await db.transaction(async (tx) => {
+      const [user] = await tx
+        .insert(users)
+        .values({ id: newId('usr'), email, name: input.name.trim(), passwordHash })
+        .onConflictDoNothing({ target: users.email })
+        .returning();
+      if (!user) throw new AppError(409, 'EMAIL_TAKEN', 'an account with this e-mail already exists');
+      const [org] = await tx
+        .insert(orgs)
+        .values({ id: newOrgKey(), name: input.name.trim() || email, ownerId: user.id, isDefault: true })
+        .returning();
+      await tx.insert(memberships).values({ orgId: org!.id, userId: user.id, role: 'owner' });
+      for (const hook of onCreated) await hook(tx, { user, org: org! });
+      return { user, org: org! };
+    });
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    // A racing registration of the same e-mail can still surface as a unique violation.
+    if ((err as { code?: string }).code === '23505') {
+      throw new AppError(409, 'EMAIL_TAKEN', 'an account with this e-mail already exists');
+    }
+    throw err;
+  }
+}
+
+export async function findUserByEmail(db: Db, email: string): Promise<UserRow | undefined> {
+  const [user] = await db
+    .select()
+    .from(users)
+    .where(eq(users.email, normaliseEmail(email)));
+  return user;
+}
+
+export async function markEmailVerified(db: Db, userId: string): Promise<void> {
+  await db.update(users).set({ emailVerifiedAt: new Date() }).where(eq(users.id, userId));
+}

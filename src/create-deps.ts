@@ -1,0 +1,52 @@
+import type { Config } from './config.js';
+import type { Database } from './db/client.js';
+import type { Logger } from './log.js';
+import type { Deps } from './deps.js';
+import { loadKeys } from './crypto/server-secrets.js';
+import { createOutboxMailer, createSmtpMailer } from './mail/mailer.js';
+import { createSigningKeys } from '../oauth/keys.js';
+import { revokeMemberGrants } from '../oauth/grants.js';
+import { createLimits } from './ratelimit/limits.js';
+import { createBilling, grantTrial, reclaimDeletedOrg } from './billing/hooks.js';
+import { createModelServices } from './models/services.js';
+
+// The composition root: builds the Deps (src/deps.ts) once, for src/main.ts and for the test harness
+// (test/helpers/server.ts) alike, so tests run the real wiring. It may import any domain; nothing but
+// the entry points imports it (docs/architecture.md).
+
+export async function createDeps(config: Config, database: Database, log: Logger): Promise<Deps> {
+  const closers: (() => Promise<void> | void)[] = [];
+  const keys = await loadKeys(database.db, config.sessionSecret, config.keyEncryptionKey);
+  const mailer = config.smtpUrl
+    ? createSmtpMailer(config.smtpUrl, config.mailFrom)
+    : createOutboxMailer(database.db);
+  const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
+  const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
+  const signingKeys = createSigningKeys(database.db, keys.encryption);
+  const models = createModelServices(config, database.db, signingKeys, log, keys.hmac);
+  // Settles the last run could not write (its spool): replayed in the background, exactly once each.
+  models.settles.replaySpool();
+  onClose(() => models.close());
+  return {
+    config,
+    database,
+    db: database.db,
+    keys,
+    log,
+    mailer,
+    signingKeys,
+    limits,
+    hooks: {
+      accountCreated: [grantTrial],
+      orgDeleted: [reclaimDeletedOrg],
+      memberRemoved: [revokeMemberGrants],
+    },
+    billing: createBilling({ config, db: database.db, keys, log, onClose }),
+    models,
+    lifecycle: { draining: false },
+    onClose: (fn) => void closers.push(fn),
+    async close() {
+      for (const fn of closers.reverse()) await fn();
+    },
+  };
+}
