@@ -51,7 +51,7 @@ export function checkOrigin(deps: Deps) {
   return (req: Request, _res: Response, next: NextFunction) => {
     const origin = req.get('origin');
     if (origin !== undefined) {
-      let normalised: string | null = null;
+      let normalised: string | null;
       try {
         normalised = new URL(origin).origin;
       } catch {

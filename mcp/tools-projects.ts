@@ -1,11 +1,9 @@
-import { z } from 'zod';
 import {
   briefIn,
   descriptionIn,
   listOf,
   nameIn,
   projectDetailOut,
-  projectIdIn,
   projectOut,
 } from '../src/projects/schema.js';
 import {

@@ -83,7 +83,7 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
     signedIn: boolean,
   ): Promise<AuthorizationRequest | null> {
     const origin = requestOrigin(req, deps.config);
-    const result = await validateAuthorizationRequest(deps, origin, req.query as Record<string, unknown>);
+    const result = await validateAuthorizationRequest(deps, origin, req.query);
     if (result.kind === 'page') {
       errorPage(res, result.status, result.message);
       return null;

@@ -42,7 +42,7 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
     } catch (err) {
       throw asLibraryError(err);
     }
-    const poll = await pollDeviceCode(ctx.deps, deviceCode, 'oauth', async (_tx, row) => {
+    const poll = await pollDeviceCode(ctx.deps, deviceCode, 'oauth', (_tx, row) => {
       // Checked inside the consuming transaction: throwing rolls the consumption back.
       if (row.oauthClientId !== client.id)
         throw libraryError('invalid_grant', 'this device code was issued to another client');

@@ -68,7 +68,7 @@ export function createSigningKeys(db: Db, encryptionKey: Buffer): SigningKeys {
   let lastForcedAt = 0;
 
   async function load(): Promise<KeySet> {
-    let rows = await db
+    const rows = await db
       .select()
       .from(oauthSigningKeys)
       .where(isNull(oauthSigningKeys.retiredAt))
@@ -84,11 +84,10 @@ export function createSigningKeys(db: Db, encryptionKey: Buffer): SigningKeys {
     const published = await Promise.all(
       rows.map(async (r) => ({
         kid: r.kid,
-        jwk: r.publicJwk as JWK,
+        jwk: r.publicJwk,
         key: (await importJWK(r.publicJwk as JWK, SIGNING_ALG)) as CryptoKey,
       })),
     );
-    rows = [];
     return { at: Date.now(), signing, published };
   }
 

@@ -75,8 +75,9 @@ async function findToken(deps: Deps, token: string, issuer: string): Promise<Fou
   };
 }
 
-function tokenParam(body: Record<string, unknown>): string {
-  const token = body.token;
+/** The form's `token` (req.body is whatever the form parser made of the request: maybe nothing). */
+function tokenParam(body: unknown): string {
+  const token = typeof body === 'object' && body !== null ? (body as { token?: unknown }).token : undefined;
   if (typeof token !== 'string' || token === '')
     throw new OAuthProtocolError('invalid_request', 'token is required');
   return token;
@@ -88,7 +89,7 @@ export function revocationRoutes(deps: Deps): Router {
   router.post('/oauth/revoke', async (req, res) => {
     res.set('Cache-Control', 'no-store');
     const client = await authenticateClient(deps, req);
-    const token = tokenParam(req.body ?? {});
+    const token = tokenParam(req.body);
     const found = await findToken(deps, token, requestOrigin(req, deps.config));
     // RFC 7009 §2.2: an unknown or invalid token is answered 200 — nothing to revoke, nothing revealed.
     // A token of another client is left alone and answered the same way (no oracle).
@@ -99,7 +100,7 @@ export function revocationRoutes(deps: Deps): Router {
   router.post('/oauth/introspect', async (req, res) => {
     res.set('Cache-Control', 'no-store');
     const client = await authenticateClient(deps, req);
-    const token = tokenParam(req.body ?? {});
+    const token = tokenParam(req.body);
     const found = await findToken(deps, token, requestOrigin(req, deps.config));
     const live =
       found &&

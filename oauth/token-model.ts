@@ -70,8 +70,8 @@ export function createTokenModel(ctx: RequestContext) {
     getClient: (clientId: string, secret?: string) => libraryClient(ctx, clientId, secret),
 
     // Placeholders: the real tokens are minted in saveToken (the library would otherwise make random ones).
-    generateAccessToken: async () => 'minted-in-saveToken',
-    generateRefreshToken: async () => 'minted-in-saveToken',
+    generateAccessToken: () => Promise.resolve('minted-in-saveToken'),
+    generateRefreshToken: () => Promise.resolve('minted-in-saveToken'),
 
     async getAuthorizationCode(plain: string) {
       const codeHash = hashCode(deps.keys.hmac, plain);
@@ -109,8 +109,8 @@ export function createTokenModel(ctx: RequestContext) {
       return consumed;
     },
 
-    async validateScope(_user: unknown, _client: unknown, scope?: string[]) {
-      return scope ?? [];
+    validateScope(_user: unknown, _client: unknown, scope?: string[]) {
+      return Promise.resolve(scope ?? []);
     },
 
     async getRefreshToken(plain: string) {
@@ -141,8 +141,8 @@ export function createTokenModel(ctx: RequestContext) {
     },
 
     /** Rotation happens in saveToken (with the successor); the guarded update there settles races. */
-    async revokeToken() {
-      return true;
+    revokeToken() {
+      return Promise.resolve(true);
     },
 
     async saveToken(_token: unknown, client: LibraryClient, user: { id: string }) {

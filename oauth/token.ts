@@ -88,7 +88,7 @@ export function tokenRoutes(deps: Deps): Router {
           [DEVICE_CODE_GRANT]: false,
         },
         extendedGrantTypes: { [DEVICE_CODE_GRANT]: DeviceCodeGrantType as never },
-      } as never);
+      });
     } catch (err) {
       if (err instanceof OAuth2Server.OAuthError && err.name !== 'server_error') {
         sendOAuthError(res, err.code ?? 400, err.name, err.message ?? '');

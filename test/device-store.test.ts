@@ -103,15 +103,15 @@ describe('the OAuth side of the store', () => {
     const issued = await createDeviceAuthorization(server.deps, { flow: 'oauth', oauthClientId: 'svc-cli' });
     await approveUserCode(server.deps, { userCode: issued.userCode, userId: user.userId });
     await expect(
-      pollDeviceCode(server.deps, issued.deviceCode, 'oauth', async () => {
-        throw new Error('signing key unavailable');
-      }),
+      pollDeviceCode(server.deps, issued.deviceCode, 'oauth', () =>
+        Promise.reject(new Error('signing key unavailable')),
+      ),
     ).rejects.toThrow('signing key unavailable');
     const again = await pollDeviceCode(
       server.deps,
       issued.deviceCode,
       'oauth',
-      async (_tx, r) => `issued for ${r.orgId}`,
+      (_tx, r) => `issued for ${r.orgId}`,
     );
     expect(again).toMatchObject({ status: 'approved', issued: `issued for ${user.orgKey}` });
   });

@@ -85,7 +85,7 @@ console.log(`conformance: ${NODE22} ${args.join(' ')}`);
 const child = spawn(NODE22, args, { stdio: ['ignore', 'pipe', 'inherit'] });
 const consented: Promise<void>[] = [];
 
-createInterface({ input: child.stdout! }).on('line', (line) => {
+createInterface({ input: child.stdout }).on('line', (line) => {
   console.log(line);
   const url = line.trim();
   if (url.startsWith(`${issuer}/oauth/authorize?`)) {

@@ -208,7 +208,7 @@ export async function pollDeviceCode<T = undefined>(
   deps: Deps,
   deviceCode: string,
   flow: DeviceFlow,
-  onApproved?: (tx: Db, row: DeviceCodeRow) => Promise<T>,
+  onApproved?: (tx: Db, row: DeviceCodeRow) => T | Promise<T>,
 ): Promise<PollOutcome<T>> {
   const hash = hashDeviceCode(deps, deviceCode);
   const now = new Date();
@@ -228,7 +228,7 @@ export async function pollDeviceCode<T = undefined>(
       )
       .returning();
     if (!row) return null;
-    const issued = onApproved ? await onApproved(tx as unknown as Db, row) : (undefined as T);
+    const issued = onApproved ? await onApproved(tx, row) : (undefined as T);
     return { row, issued };
   });
   if (consumed) return { status: 'approved', ...consumed };
