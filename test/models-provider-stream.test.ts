@@ -60,7 +60,7 @@ describe('streamProvider over HTTP', () => {
   const open = (signal = new AbortController().signal) =>
     streamProvider<{ n: number }>(agent, { origin: base, path: '/', method: 'POST', body: '{}' }, signal, {
       parse: (data) => JSON.parse(data) as { n: number },
-      statusError: async (status, _headers, text) => new Error(`status ${status}: ${text}`),
+      statusError: (status, _headers, text) => new Error(`status ${status}: ${text}`),
       networkError: (err) => (err instanceof Error ? err : new Error(String(err))),
     });
 

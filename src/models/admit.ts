@@ -53,7 +53,7 @@ export async function admitMany(db: Db, inputs: AdmitInput[]): Promise<Admission
           ${sql.param(inputs.map(() => DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
     ),
   );
-  const out: Admission[] = new Array(inputs.length);
+  const out = new Array<Admission>(inputs.length);
   for (const r of rows) {
     out[Number(r.ord) - 1] = {
       outcome: r.outcome,

@@ -118,7 +118,7 @@ export function loadAgentCatalog(agentsFile: string | undefined): AgentCatalog {
   try {
     raw = JSON.parse(readFileSync(agentsFile, 'utf8'));
   } catch (err) {
-    throw new Error(`AGENTS_FILE ${agentsFile}: ${(err as Error).message}`);
+    throw new Error(`AGENTS_FILE ${agentsFile}: ${(err as Error).message}`, { cause: err });
   }
   const parsed = catalogSchema.safeParse(raw);
   if (!parsed.success) {

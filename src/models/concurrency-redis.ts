@@ -60,10 +60,11 @@ export function createRedisLimiter(url: string, options: LimiterOptions): Concur
         });
       });
     },
-    async close() {
+    close() {
       book.stop();
       retrier.stop();
       redis.disconnect();
+      return Promise.resolve();
     },
   };
 }

@@ -175,8 +175,7 @@ export async function heldCall(
     delete body.stream_options;
   }
   let counted: number | undefined;
-  const promptEstimate = () =>
-    (counted ??= countPrompt(request.messages as ChatBody['messages'], request.tools as ChatBody['tools']));
+  const promptEstimate = () => (counted ??= countPrompt(request.messages, request.tools));
   return {
     requestId,
     actor,

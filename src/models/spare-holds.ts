@@ -201,8 +201,8 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       sweeper = null;
       const all = [...shelves.values()];
       shelves.clear();
-      await Promise.all(all.map((s) => s.coming));
-      await Promise.all(all.map((s) => (s.spare ? giveBack(s.spare) : undefined)));
+      await Promise.all(all.flatMap((s) => (s.coming ? [s.coming] : [])));
+      await Promise.all(all.flatMap((s) => (s.spare ? [giveBack(s.spare)] : [])));
     },
   };
   return spares;

@@ -44,7 +44,7 @@ function functionTools(tools: ToolSpec[] | undefined) {
 function pickTool(body: ChatBody, userText: string) {
   const tools = functionTools(body.tools);
   if (!tools.length) return null;
-  const choice = body.tool_choice as unknown;
+  const choice = body.tool_choice;
   if (choice === 'none') return null;
   if (choice && typeof choice === 'object') {
     const name = (choice as { function?: { name?: string } }).function?.name;
@@ -68,7 +68,7 @@ function argumentsFor(
     { type?: string; enum?: unknown[]; default?: unknown }
   >;
   const required = Array.isArray(parameters?.required)
-    ? (parameters!.required as string[])
+    ? (parameters.required as string[])
     : Object.keys(props);
   const pathInText = /(?:^|\s)((?:\.{0,2}\/)?[\w.-]+(?:\/[\w.-]+)*\.[A-Za-z0-9]+)\b/.exec(userText)?.[1];
   const quoted = /`([^`]+)`/.exec(userText)?.[1];
@@ -163,6 +163,7 @@ function choicesOf(body: ChatBody, p: Plan) {
 export function createLocalUpstream(modelId: string): Upstream {
   return {
     kind: 'local',
+    // eslint-disable-next-line @typescript-eslint/require-await -- Upstream.complete is async: a throw in plan() must reject
     async complete(body) {
       const p = plan(body);
       const { calls, usage } = choicesOf(body, p);

@@ -74,11 +74,7 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     return new AppError(502, 'upstream_unavailable', 'the model provider could not be reached');
   }
 
-  async function statusError(
-    status: number,
-    headers: Record<string, unknown>,
-    text: string,
-  ): Promise<AppError> {
+  function statusError(status: number, headers: Record<string, unknown>, text: string): AppError {
     if (status === 429) {
       const retry = Number(headers['retry-after']);
       return new AppError(429, 'upstream_rate_limited', 'the model provider is busy; try again shortly', {
@@ -120,7 +116,7 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
       const res = await agent.request({ ...requestOptions(body), signal });
       if (res.statusCode >= 300) {
         const text = await res.body.text().catch(() => '');
-        throw await statusError(res.statusCode, res.headers, text);
+        throw statusError(res.statusCode, res.headers, text);
       }
       return res;
     } catch (err) {

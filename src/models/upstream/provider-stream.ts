@@ -17,10 +17,14 @@ export interface ProviderStreamHooks<T> {
   /** One event's data as a chunk; throwing fails the stream. `[DONE]` ends it and never gets here. */
   parse(data: string): T;
   /** The error for a status of 300 or more, given the body text. */
-  statusError(status: number, headers: IncomingHttpHeaders, text: string): Promise<Error>;
+  statusError(status: number, headers: IncomingHttpHeaders, text: string): Error;
   /** The error for any other failure (network, timeouts, the caller's abort). */
   networkError(err: unknown): Error;
 }
+
+/** What parse() threw, as the Error a stream fails with (a parse hook may throw anything). */
+const asError = (err: unknown): Error =>
+  err instanceof Error ? err : new Error('the provider stream could not be read', { cause: err });
 
 /** Body pieces queued before the provider is paused, and the level at which it is resumed. */
 const HIGH_WATER = 64;
@@ -56,8 +60,8 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
   /** The body has ended (all of it is in #raw), and then the decoder too. */
   #bodyEnded = false;
   #decoderEnded = false;
-  #waiter: { resolve: (r: IteratorResult<T>) => void; reject: (err: unknown) => void } | null = null;
-  #failure: unknown = null;
+  #waiter: { resolve: (r: IteratorResult<T>) => void; reject: (err: Error) => void } | null = null;
+  #failure: Error | null = null;
   /** `[DONE]` or the end of the body: nothing more to hand out. */
   #finished = false;
   /** The request itself is over (ended or failed): nothing to abort. */
@@ -105,10 +109,7 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
     const error = this.#error;
     if (error) {
       const text = Buffer.concat(error.body).toString('utf8');
-      this.hooks.statusError(error.status, error.headers, text).then(
-        (err) => this.#fail(err),
-        (err: unknown) => this.#fail(err),
-      );
+      this.#fail(this.hooks.statusError(error.status, error.headers, text));
       return;
     }
     this.#bodyEnded = true;
@@ -133,7 +134,7 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
     try {
       result = this.#take();
     } catch (err) {
-      return Promise.reject(err);
+      return Promise.reject(asError(err));
     }
     if (result) return Promise.resolve(result);
     if (this.#failure) return Promise.reject(this.#failure);
@@ -174,10 +175,11 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
         try {
           return { value: this.hooks.parse(data), done: false };
         } catch (err) {
-          this.#failure = err;
+          const failure = asError(err);
+          this.#failure = failure;
           this.#finished = true;
-          if (!this.#requestOver) this.#controller?.abort(err as Error);
-          throw err;
+          if (!this.#requestOver) this.#controller?.abort(failure);
+          throw failure;
         }
       }
       if (this.#rawHead < this.#raw.length) {
@@ -209,7 +211,7 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
       result = this.#take();
     } catch (err) {
       this.#waiter = null;
-      waiter.reject(err);
+      waiter.reject(asError(err));
       return;
     }
     if (!result) return;
@@ -217,7 +219,7 @@ class ProviderStream<T> implements Dispatcher.DispatchHandler, AsyncIterableIter
     waiter.resolve(result);
   }
 
-  #fail(err: unknown) {
+  #fail(err: Error) {
     if (this.#failure || this.#finished) return;
     this.#failure = err;
     const waiter = this.#waiter;
