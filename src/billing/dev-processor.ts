@@ -12,12 +12,12 @@ export const devId = (prefix: string) => `${prefix}_dev_${randomToken(12)}`;
 export function createDevProcessor(db: Db, v2Url: string): PaymentProcessor {
   return {
     kind: 'dev',
-    async createCustomer() {
-      return devId('cus');
+    createCustomer() {
+      return Promise.resolve(devId('cus'));
     },
-    async createCheckoutSession() {
+    createCheckoutSession() {
       const id = devId('cs');
-      return { id, url: `${v2Url}/dev/checkout/${id}` };
+      return Promise.resolve({ id, url: `${v2Url}/dev/checkout/${id}` });
     },
     async expireCheckoutSession(sessionId) {
       // The dev checkout page pays only an open session (dev-routes.ts claims it from 'open').
@@ -33,10 +33,10 @@ export function createDevProcessor(db: Db, v2Url: string): PaymentProcessor {
       );
       return row && row.status !== 'expired' ? 'complete' : 'expired';
     },
-    async createPortalSession({ customerId, returnUrl }) {
+    createPortalSession({ customerId, returnUrl }) {
       const u = new URL(`${v2Url}/dev/portal/${encodeURIComponent(customerId)}`);
       u.searchParams.set('return_url', returnUrl);
-      return u.toString();
+      return Promise.resolve(u.toString());
     },
     async listPaymentMethods(customerId): Promise<PaymentMethodView[]> {
       const rows = await queryRows<Record<string, unknown>>(

@@ -192,7 +192,15 @@ export async function listInvoices(db: Db, orgKey: string, limit: number, offset
 
 /** The ledger rows a client's list shows (interface document: Transaction), newest first. */
 export async function listTransactions(db: Db, orgKey: string, limit: number, offset: number) {
-  const rows = await queryRows<Record<string, unknown>>(
+  // Amounts arrive as strings or numbers (bigint columns, by driver); description is text or null.
+  const rows = await queryRows<{
+    id: unknown;
+    org_amount: unknown;
+    type: string;
+    org_balance_after: unknown;
+    description: string | null;
+    created_at: string | Date;
+  }>(
     db,
     sql`select id, org_amount, type, org_balance_after, description, created_at from billing_entries
         where org_key = ${orgKey} and type in ('trial', 'subscription_credit', 'topup', 'usage', 'refund')
@@ -202,9 +210,9 @@ export async function listTransactions(db: Db, orgKey: string, limit: number, of
     id: num(r.id),
     org_id: clientIdOf(orgKey),
     amount_credits: num(r.org_amount),
-    transaction_type: String(r.type),
+    transaction_type: r.type,
     balance_after_credits: num(r.org_balance_after),
-    description: String(r.description ?? ''),
-    created_at: Math.floor(new Date(r.created_at as string).getTime() / 1000),
+    description: r.description ?? '',
+    created_at: Math.floor(new Date(r.created_at).getTime() / 1000),
   }));
 }

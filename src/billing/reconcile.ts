@@ -91,7 +91,7 @@ export async function reconcile(
     // each take-back and give-back once per dispute id.
     for await (const dispute of stripe.disputes.list({ created: { gte }, limit: 100 })) {
       if (++fetched > 4 * MAX_OBJECTS) break;
-      const type = disputeEventFor(dispute as unknown as Record<string, unknown>);
+      const type = disputeEventFor(dispute);
       if (!type) continue;
       const r = await processEvent(
         db,

@@ -129,6 +129,6 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
 
 /** Rows of a raw `db.execute(sql…)`, the same for both drivers. */
 export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
-  const result = (await db.execute(query)) as unknown as { rows: T[] };
-  return result.rows;
+  const result: unknown = await db.execute(query);
+  return (result as { rows: T[] }).rows;
 }

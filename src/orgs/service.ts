@@ -74,9 +74,8 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
       .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
       .returning();
     if (!deleted) throw new AppError(404, 'NOT_FOUND', 'no such client');
-    await revokeOrgTokens(tx as unknown as Db, orgKey);
-    for (const hook of deps.hooks.orgDeleted)
-      await hook(tx as unknown as Db, { orgKey, ownerId: deleted.ownerId });
+    await revokeOrgTokens(tx, orgKey);
+    for (const hook of deps.hooks.orgDeleted) await hook(tx, { orgKey, ownerId: deleted.ownerId });
     return deleted;
   });
 }
@@ -143,7 +142,7 @@ export async function removeMember(deps: Deps, org: OrgRow, userId: string): Pro
     if (!removed) throw new AppError(404, 'NOT_FOUND', 'no such member');
     if (removed.role === 'owner')
       throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
-    await revokeOrgTokens(tx as unknown as Db, org.id, userId);
-    for (const hook of deps.hooks.memberRemoved) await hook(tx as unknown as Db, { orgKey: org.id, userId });
+    await revokeOrgTokens(tx, org.id, userId);
+    for (const hook of deps.hooks.memberRemoved) await hook(tx, { orgKey: org.id, userId });
   });
 }

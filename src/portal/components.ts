@@ -74,7 +74,7 @@ export interface ShowOptions {
 
 /** Renders and sends a portal page for the request's signed-in user (if any). */
 export function show(req: Request, res: Response, opts: ShowOptions): void {
-  const p = req.principal as Principal | undefined;
+  const p = req.principal;
   const user = p ? { email: p.email, name: p.name } : null;
   sendPage(
     res,

@@ -24,11 +24,16 @@ export function escapeHtml(text: string): string {
 /** Opt out of escaping: for markup this code built itself (e.g. a generated SVG), never for input. */
 export const raw = (markup: string): SafeHtml => new SafeHtml(markup);
 
-function renderValue(value: unknown): string {
+/** What a page may interpolate: text and numbers (escaped), fragments, lists of them, and nothing. An
+ *  object of any other kind is refused by the type checker, so no page can show "[object Object]". */
+export type HtmlValue =
+  string | number | bigint | boolean | null | undefined | SafeHtml | readonly HtmlValue[];
+
+function renderValue(value: HtmlValue): string {
   if (value === null || value === undefined || value === false) return '';
   if (value instanceof SafeHtml) return value.value;
   if (Array.isArray(value)) return value.map(renderValue).join('');
-  return escapeHtml(String(value));
+  return escapeHtml(String(value as string | number | bigint | true));
 }
 
 /**
@@ -36,7 +41,7 @@ function renderValue(value: unknown): string {
  * attributes), arrays are joined, nested `html` fragments are kept as they are; null, undefined and
  * false render as nothing so `${cond && html`…`}` works.
  */
-export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
+export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {
   let out = strings[0]!;
   for (let i = 0; i < values.length; i++) out += renderValue(values[i]) + strings[i + 1]!;
   return new SafeHtml(out);

@@ -40,6 +40,7 @@ export const pathIn = z
   .string()
   .min(1)
   .max(512)
+  // eslint-disable-next-line no-control-regex -- control characters are what this refuses
   .refine((p) => !/[\u0000-\u001f\\]/.test(p), 'no control characters or backslashes')
   .refine(
     (p) => p.split('/').every((s) => s !== '' && s !== '.' && s !== '..'),

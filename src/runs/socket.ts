@@ -216,7 +216,7 @@ function handleConnection(
   }
 
   async function onFrame(data: RawData, isBinary: boolean) {
-    const parsed = isBinary ? { error: 'frames are JSON text' } : parseFrame(data.toString());
+    const parsed = isBinary ? { error: 'frames are JSON text' } : parseFrame(frameText(data));
     if ('error' in parsed) {
       const err = new AppError(400, 'bad_frame', parsed.error);
       return actor ? fail(err) : refuseUnauthenticated(err);
@@ -312,4 +312,12 @@ function handleConnection(
   ws.on('error', () => {
     // A protocol error closes the socket; 'close' follows and aborts the run.
   });
+}
+
+/** A text frame's bytes as UTF-8: ws hands a Buffer, or a list of them or an ArrayBuffer by binaryType
+ *  (a plain toString() of either of those would read "a,b" or "[object ArrayBuffer]"). */
+function frameText(data: RawData): string {
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  if (data instanceof ArrayBuffer) return Buffer.from(data).toString('utf8');
+  return data.toString('utf8');
 }
