@@ -151,7 +151,7 @@ describe('stores shared by several processes (CONTRACT §1)', () => {
         const [a, b = a] = servers as [TestServer, TestServer?];
         const user = await createUser(a);
         await failTenTimes(a.url, user.email);
-        const limited = await client(b!.url).post('/v1/login', {
+        const limited = await client(b.url).post('/v1/login', {
           email: user.email,
           password: user.password,
         });

@@ -58,13 +58,11 @@ describe('batched reserve and settle', () => {
       ),
     );
     const held = calls.filter((_, i) => reserved[i]!.status === 'fulfilled');
-    const refused = reserved
-      .filter((r) => r.status === 'rejected')
-      .map((r) => codeOf((r as PromiseRejectedResult).reason));
+    const refused = reserved.filter((r) => r.status === 'rejected').map((r) => codeOf(r.reason));
     expect(refused.every((c) => c === 'insufficient_credits')).toBe(true);
     expect(users.map((u) => held.filter((c) => c.u === u).length)).toEqual([10, 20, 7]);
-    expect(await account(users[0]!.orgKey)).toEqual({ balance: 1_000, held: 1_000 });
-    expect(await account(users[1]!.orgKey)).toEqual({ balance: 2_500, held: 2_000 });
+    expect(await account(users[0].orgKey)).toEqual({ balance: 1_000, held: 1_000 });
+    expect(await account(users[1].orgKey)).toEqual({ balance: 2_500, held: 2_000 });
 
     // Settle each for 1..100 (some for more than held: capped at the hold).
     const actual = (i: number) => (i % 5 === 0 ? 250 : 1 + i);
@@ -267,7 +265,7 @@ describe('batched reserve and settle', () => {
       await tx.execute(
         sql`select * from svc_settle_and_hold_next(${sql.param([callC])}::text[], '{5}', '{c}', ${sql.param([nextC])}::text[], ${sql.param([a.orgKey])}::text[], '{10}', '{0}', 900)`,
       );
-      return queryRows<{ s: string }>(tx as never, sql`select current_setting('synchronous_commit') as s`);
+      return queryRows<{ s: string }>(tx, sql`select current_setting('synchronous_commit') as s`);
     });
     const [outside] = await queryRows<{ s: string }>(
       server.deps.db,

@@ -43,7 +43,7 @@ beforeAll(async () => {
     // The test database is dropped WITH (FORCE) at the end: a client still closing must not crash the run.
     pool.on('error', () => {});
     pool.on('connect', (c) => c.on('error', () => {}));
-    db = drizzle(pool, { schema }) as unknown as Db;
+    db = drizzle(pool, { schema });
   } else {
     console.info(
       'billing-property: PGlite has a single connection; running the lanes sequentially with fewer runs',

@@ -119,7 +119,7 @@ describe('the ledger is append-only (issue 5: one immutable row per movement)', 
     const u = await createUser(server); // the trial writes ledger rows
     const db = server.deps.db;
     const rows = await db.execute(sql`select id from billing_entries where key = ${`trial:${u.userId}`}`);
-    const id = (rows as unknown as { rows: { id: number }[] }).rows[0]?.id;
+    const id = (rows as { rows: { id: number }[] }).rows[0]?.id;
     expect(id).toBeTypeOf('number');
     const refused = (q: ReturnType<typeof sql>) =>
       db.execute(q).then(

@@ -5,7 +5,6 @@ import { client } from './helpers/http.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { memberships, orgs } from '../src/db/schema.js';
-import type { Db } from '../src/db/client.js';
 import { clientIdOf, newOrgKey, orgIdOf } from '../src/ids.js';
 import { reserveCredits, settleCredits } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
@@ -191,8 +190,7 @@ describe('owner balance and allocation (interface document, Billing rules 1–2)
     // Deleting a client returns its tokens to the pool (CONTRACT §5, through the orgDeleted hook).
     await server.deps.db.transaction(async (tx) => {
       await tx.update(orgs).set({ deletedAt: new Date() }).where(eq(orgs.id, second));
-      for (const hook of server.deps.hooks.orgDeleted)
-        await hook(tx as unknown as Db, { orgKey: second, ownerId: u.userId });
+      for (const hook of server.deps.hooks.orgDeleted) await hook(tx, { orgKey: second, ownerId: u.userId });
     });
     res = await api.get('/v1/owner/balance', { token: u.session });
     expect(res.body).toMatchObject({ global_credits: 50_000, unallocated_credits: 30_000 });

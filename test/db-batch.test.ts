@@ -27,16 +27,14 @@ describe('createBatcher', () => {
   });
 
   it('rejects only the caller whose result is an Error, and every caller when the batch throws', async () => {
-    const pick = createBatcher<number, number>(async (xs) =>
-      xs.map((x) => (x < 0 ? new Error(`negative ${x}`) : x)),
+    const pick = createBatcher<number, number>((xs) =>
+      Promise.resolve(xs.map((x) => (x < 0 ? new Error(`negative ${x}`) : x))),
     );
     const results = await Promise.allSettled([pick(1), pick(-1), pick(2)]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((results[1] as PromiseRejectedResult).reason.message).toBe('negative -1');
 
-    const broken = createBatcher<number, number>(async () => {
-      throw new Error('database gone');
-    });
+    const broken = createBatcher<number, number>(() => Promise.reject(new Error('database gone')));
     const all = await Promise.allSettled([broken(1), broken(2)]);
     expect(all.every((r) => r.status === 'rejected' && r.reason.message === 'database gone')).toBe(true);
   });

@@ -160,8 +160,8 @@ describe('the chat call’s own entry', () => {
     expect((await post(PATH, '{', {}, unknownKey)).status).toBe(401);
     expect((await post(PATH, '{}', {}, unknownKey)).status).toBe(401);
     expect((await post(PATH, okBody, {}, viewerKey)).json.error.code).toBe('viewer_cannot_spend');
-    expect((await post(PATH, okBody, {}, grants.model!, server.v2Url)).status).toBe(200);
-    expect((await post(PATH, okBody, {}, grants.model!, server.url)).status).toBe(401);
+    expect((await post(PATH, okBody, {}, grants.model, server.v2Url)).status).toBe(200);
+    expect((await post(PATH, okBody, {}, grants.model, server.url)).status).toBe(401);
     expect((await post(PATH, okBody, {}, null)).status).toBe(401);
     const big = await post(
       PATH,

@@ -68,7 +68,7 @@ describe('POST /v1/chat/completions (JSON)', () => {
     // One id names the call: the header, the outcome and the usage transaction.
     expect(payload.request_id).toMatch(/^req_/);
     expect(response.headers.get('x-svc-request-id')).toBe(payload.request_id);
-    expect(rows.at(-1)!.description).toContain(`[${payload.request_id}]`);
+    expect(rows.at(-1)!.description).toContain(`[${payload.request_id as string}]`);
   });
 
   it('caps max_tokens to what the allocation can pay, and the balance never goes negative', async () => {

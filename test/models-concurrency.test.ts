@@ -105,7 +105,7 @@ describe('concurrency cap', () => {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     await new Promise<void>((resolve, reject) => {
-      child.stdout!.on('data', (d) => String(d).includes('held') && resolve());
+      child.stdout.on('data', (d) => String(d).includes('held') && resolve());
       child.once('exit', (code) => reject(new Error(`child exited ${code}`)));
     });
     // Keep it beating for a while: its leases stay live past their first TTL.

@@ -158,7 +158,7 @@ describe('svc-local', () => {
     const ws = new WebSocket(`${server.url.replace('http', 'ws')}/v1/runs/ws`);
     const frames: any[] = [];
     ws.on('message', (d) => {
-      const f = JSON.parse(d.toString());
+      const f = JSON.parse((d as Buffer).toString());
       frames.push(f);
       if (f.type === 'authenticated')
         ws.send(

@@ -90,7 +90,7 @@ describe('holds taken ahead', () => {
       model: 'x',
       max_tokens: 20,
       messages: [{ role: 'user', content: 'Say hello' }],
-    } as never).maxCredits;
+    }).maxCredits;
     expect(spare!.amount).toBe(Math.ceil(callMax * SPARE_HEADROOM));
     expect((await orgAccountRow(server, owner.orgKey)).held).toBe(spare!.amount);
 
@@ -219,7 +219,12 @@ describe('holds taken ahead', () => {
 describe('createSpareHolds alone', () => {
   it('a settle whose answer was lost gives its next hold back, and close waits for a settle in flight', async () => {
     const given: string[] = [];
-    const shelf = createSpareHolds({ giveBack: async (requestId) => void given.push(requestId) });
+    const shelf = createSpareHolds({
+      giveBack: (requestId) => {
+        given.push(requestId);
+        return Promise.resolve();
+      },
+    });
     const next = shelf.ahead('org_a', 100)!;
     expect(next).toMatchObject({
       orgKey: 'org_a',

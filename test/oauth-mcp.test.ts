@@ -117,9 +117,9 @@ describe('MCP SDK auth() for /mcp/platform', () => {
     expect(access.clientId).toBe(provider.info!.client_id);
     expect(tokens.scope).toBe('platform');
     // The SDK refreshes with the rotated refresh token on its own.
-    provider.saved = { ...tokens, access_token: 'expired' } as OAuthTokens;
+    provider.saved = { ...tokens, access_token: 'expired' };
     expect(await auth(provider, { serverUrl: `${server.v2Url}/mcp/platform` })).toBe('AUTHORIZED');
-    expect(provider.saved!.refresh_token).not.toBe(tokens.refresh_token);
+    expect(provider.saved.refresh_token).not.toBe(tokens.refresh_token);
   });
 
   it('completes with a client ID metadata document URL as client_id, and shows its host on the consent page', async () => {

@@ -7,7 +7,6 @@ import { issueTestGrants } from './helpers/oauth.js';
 import { client } from './helpers/http.js';
 import { resolveActingOrg, resourceUrl, verifyAccessToken } from '../oauth/verify.js';
 import { memberships, oauthGrants } from '../src/db/schema.js';
-import type { Db } from '../src/db/client.js';
 import { AppError } from '../src/http/errors.js';
 
 // The verifier the MCP server and the model routes use (CONTRACT §7), and the keys behind it.
@@ -187,7 +186,7 @@ describe('access tokens (RFC 9068)', () => {
         .delete(memberships)
         .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
       for (const hook of server.deps.hooks.memberRemoved)
-        await hook(tx as unknown as Db, { orgKey: owner.orgKey, userId: member.userId });
+        await hook(tx, { orgKey: owner.orgKey, userId: member.userId });
     });
     await addMember(server, owner.orgKey, member.userId, 'member');
     const revoked = await rejection(verifyAccessToken(server.deps, platform!, opts));

@@ -124,7 +124,10 @@ describe('DELETE /v1/clients/{id}', () => {
     await addMember(server, key, mate.userId);
     const mateToken = await createApiToken(server, mate, key);
     const seen: string[] = [];
-    const hook = async (_tx: unknown, org: { orgKey: string }) => void seen.push(org.orgKey);
+    const hook = (_tx: unknown, org: { orgKey: string }) => {
+      seen.push(org.orgKey);
+      return Promise.resolve();
+    };
     server.deps.hooks.orgDeleted.push(hook);
     try {
       const res = await api.delete(`/v1/clients/${created.id.replace('client_', 'org_')}`, {
@@ -152,9 +155,7 @@ describe('DELETE /v1/clients/{id}', () => {
     const created = await createClient(owner);
     const key = created.id.slice('client_'.length);
     const token = await createApiToken(server, owner, key);
-    const hook = async () => {
-      throw new Error('billing unavailable');
-    };
+    const hook = () => Promise.reject(new Error('billing unavailable'));
     server.deps.hooks.orgDeleted.push(hook);
     try {
       expect((await api.delete(`/v1/clients/${created.id}`, { token: owner.session })).status).toBe(500);

@@ -171,7 +171,10 @@ describe('DELETE /v1/clients/{client_id}/members/{user_id}', () => {
     const leavingOwn = await createApiToken(server, leaving, leaving.orgKey);
     const stayingHere = await createApiToken(server, staying, owner.orgKey);
     const removedHook: { orgKey: string; userId: string }[] = [];
-    const hook = async (_tx: unknown, m: { orgKey: string; userId: string }) => void removedHook.push(m);
+    const hook = (_tx: unknown, m: { orgKey: string; userId: string }) => {
+      removedHook.push(m);
+      return Promise.resolve();
+    };
     server.deps.hooks.memberRemoved.push(hook);
     try {
       const res = await remove(owner, owner, leaving.userId);
@@ -195,9 +198,7 @@ describe('DELETE /v1/clients/{client_id}/members/{user_id}', () => {
     const user = await createUser(server);
     await addMember(server, owner.orgKey, user.userId);
     const token = await createApiToken(server, user, owner.orgKey);
-    const hook = async () => {
-      throw new Error('oauth store unavailable');
-    };
+    const hook = () => Promise.reject(new Error('oauth store unavailable'));
     server.deps.hooks.memberRemoved.push(hook);
     try {
       expect((await remove(owner, owner, user.userId)).status).toBe(500);

@@ -17,7 +17,7 @@ afterAll(async () => {
   await server?.close();
 });
 
-async function signedIn(user: TestUser): Promise<PageClient> {
+function signedIn(user: TestUser): PageClient {
   const browser = new PageClient(server.v2Url);
   browser.jar.set('__Host-svc_session', user.session);
   return browser;
@@ -53,7 +53,7 @@ describe('device approval page', () => {
     const other = await createUser(server, { name: 'Team Owner' });
     await addMember(server, other.orgKey, user.userId, 'member');
     const code = await newDeviceCode();
-    const browser = await signedIn(user);
+    const browser = signedIn(user);
     const url = new URL(code.verification_uri_complete);
     const page = await browser.get(url.pathname + url.search);
     expect(page.status).toBe(200);
@@ -91,7 +91,7 @@ describe('device approval page', () => {
   it('approves for the default organization when none is chosen', async () => {
     const user = await createUser(server);
     const code = await newDeviceCode();
-    const browser = await signedIn(user);
+    const browser = signedIn(user);
     const res = await browser.submit('/account/device', '/account/device', {
       user_code: code.user_code,
       decision: 'approve',
@@ -106,7 +106,7 @@ describe('device approval page', () => {
   it('denies: the device polls access_denied', async () => {
     const user = await createUser(server);
     const code = await newDeviceCode();
-    const browser = await signedIn(user);
+    const browser = signedIn(user);
     const res = await browser.submit(`/account/device?user_code=${code.user_code}`, '/account/device', {
       user_code: code.user_code,
       decision: 'deny',
@@ -121,7 +121,7 @@ describe('device approval page', () => {
   it('entry form: a typed code goes to the confirmation (303), a wrong code is an inline error', async () => {
     const user = await createUser(server);
     const code = await newDeviceCode();
-    const browser = await signedIn(user);
+    const browser = signedIn(user);
     const entry = await browser.get('/account/device');
     expect(entry.text).toMatch(/<input id="f-user_code" name="user_code"/);
     const next = await browser.post('/account/device', {
@@ -148,7 +148,7 @@ describe('device approval page', () => {
     const user = await createUser(server);
     const stranger = await createUser(server);
     const code = await newDeviceCode();
-    const browser = await signedIn(user);
+    const browser = signedIn(user);
     const res = await browser.submit('/account/device', '/account/device', {
       user_code: code.user_code,
       client_id: orgIdOf(stranger.orgKey),
@@ -162,7 +162,7 @@ describe('device approval page', () => {
   it('refuses a POST without the CSRF field, with a wrong one, or from another site', async () => {
     const user = await createUser(server);
     const code = await newDeviceCode();
-    const browser = await signedIn(user);
+    const browser = signedIn(user);
     const page = await browser.get('/account/device');
     const token = csrfOf(page.text);
     const fields = { user_code: code.user_code, decision: 'approve' };
@@ -189,7 +189,7 @@ describe('device approval page', () => {
       ).status,
     ).toBe(403);
     // A token from another browser (its own cookie) does not fit this browser's cookie.
-    const other = await signedIn(user);
+    const other = signedIn(user);
     const otherToken = csrfOf((await other.get('/account/device')).text);
     expect((await browser.post('/account/device', { ...fields, csrf_token: otherToken })).status).toBe(403);
     expect((await poll(code.device_code)).body.status).toBe('authorization_pending');
@@ -211,7 +211,7 @@ describe('device approval page', () => {
       scope: 'model',
     });
     const user = await createUser(server);
-    const page = await (await signedIn(user)).get(`/account/device?user_code=${issued.userCode}`);
+    const page = await signedIn(user).get(`/account/device?user_code=${issued.userCode}`);
     expect(page.status).toBe(200);
     expect(page.text).toContain('<strong>svc-cli</strong>');
     expect(page.text).toContain('Model access');

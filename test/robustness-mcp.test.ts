@@ -67,9 +67,9 @@ describe('MCP tools under hostile arguments', () => {
     const findings: string[] = [];
     let toolErrors = 0;
     const calls = [...TOOL_NAMES].flatMap((tool) => [
-      { tool, args: {} as unknown },
-      { tool, args: 'not an object' as unknown },
-      ...VALUES.map((v) => ({ tool, args: Object.fromEntries(KEYS.map((k) => [k, v])) as unknown })),
+      { tool, args: {} },
+      { tool, args: 'not an object' },
+      ...VALUES.map((v) => ({ tool, args: Object.fromEntries(KEYS.map((k) => [k, v])) })),
     ]);
     await pool(
       calls.map(({ tool, args }, i) => async () => {

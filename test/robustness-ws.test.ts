@@ -26,7 +26,7 @@ async function open() {
   const frames: any[] = [];
   const waiters: ((f: any) => void)[] = [];
   ws.on('message', (data) => {
-    const f = JSON.parse(data.toString());
+    const f = JSON.parse((data as Buffer).toString());
     const w = waiters.shift();
     if (w) w(f);
     else frames.push(f);

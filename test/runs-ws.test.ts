@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { leaseRows, waitForNoLeases } from './helpers/leases.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
@@ -26,7 +26,7 @@ async function connect(base = server.url, query = '') {
   const waiters: (() => void)[] = [];
   let closed: { code: number; reason: string } | null = null;
   ws.on('message', (d) => {
-    frames.push(JSON.parse(d.toString()));
+    frames.push(JSON.parse((d as Buffer).toString()));
     waiters.splice(0).forEach((w) => w());
   });
   ws.on('close', (code, reason) => {
@@ -388,10 +388,10 @@ describe('/v1/runs/ws', () => {
       await new Promise((r) => setTimeout(r, 20));
       row = (await usageRows()).find((r) => r.description?.includes('aborted'));
     }
-    expect(row).toBeDefined();
-    expect(row!.amount).toBeGreaterThan(0);
-    expect(row!.amount).toBeLessThan(600); // far below the 300 words it would have written
-    expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(row!.amount);
+    if (!row) throw new Error('no usage row for the aborted run');
+    expect(row.amount).toBeGreaterThan(0);
+    expect(row.amount).toBeLessThan(600); // far below the 300 words it would have written
+    expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(row.amount);
     expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
   });
 });

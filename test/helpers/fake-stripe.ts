@@ -173,7 +173,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     ];
   }
 
-  const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+  async function answer(req: IncomingMessage, res: ServerResponse) {
     const url = new URL(req.url ?? '/', 'http://fake');
     const body = await readBody(req);
     const params = new URLSearchParams(req.method === 'GET' ? url.search : body);
@@ -192,6 +192,10 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     }
     res.writeHead(status, { 'content-type': 'application/json', 'request-id': id('req') });
     res.end(JSON.stringify(payload));
+  }
+  // A request that fails midway (the client went away while its body was read) ends its socket.
+  const server: Server = createServer((req, res) => {
+    answer(req, res).catch((err: unknown) => res.destroy(err instanceof Error ? err : undefined));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
