@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { giveBack, lockPayment, num, takeBack, tokens, usd, type TakenBack } from './payment-reversals.js';
+import { idOf, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 
 // Disputes (chargebacks): the other way money leaves a payment (docs/billing.md § Disputes).
 //
@@ -20,8 +21,6 @@ import { giveBack, lockPayment, num, takeBack, tokens, usd, type TakenBack } fro
 //     take-back was capped at what had not been refunded, so nothing comes back.
 // A withdrawal before the payment's grant waits as `awaiting_payment` and is applied by the grant
 // (refunds.ts recordPayment), like a refund. Every path locks the payment's row, then the dispute's.
-
-type Obj = Record<string, any>;
 
 type DisputeState = 'open' | 'awaiting_payment' | 'withdrawn' | 'reinstated' | 'kept';
 
@@ -51,24 +50,17 @@ function intentOf(eventType: string, status: string): Intent {
   return 'record';
 }
 
-const idOf = (v: unknown): string | null =>
-  typeof v === 'string'
-    ? v
-    : v && typeof v === 'object' && typeof (v as Obj).id === 'string'
-      ? (v as Obj).id
-      : null;
-
 /** One charge.dispute.* event (its Dispute object); returns the outcome recorded for the event. */
 export async function receiveDispute(
   tx: Db,
   eventType: string,
-  dispute: Obj,
+  dispute: StripeObject,
   eventCreated: number,
 ): Promise<string> {
   const id = typeof dispute.id === 'string' ? dispute.id : null;
   const pi = idOf(dispute.payment_intent);
   const amount = Number(dispute.amount);
-  const status = String(dispute.status ?? '');
+  const status = textAt(dispute, 'status') ?? '';
   if (!id || !pi || !Number.isSafeInteger(amount) || amount <= 0) return 'dispute_unusable';
   const payment = await lockPayment(tx, pi);
   await tx.execute(sql`
@@ -167,10 +159,10 @@ export async function applyWaitingDisputes(tx: Db, paymentIntent: string): Promi
  * withdrawal when a balance transaction took money out (Dispute.balance_transactions: zero, one or two,
  * withdrawn then reinstated), else nothing to apply.
  */
-export function disputeEventFor(dispute: Obj): string | null {
-  const status = String(dispute.status ?? '');
+export function disputeEventFor(dispute: StripeObject): string | null {
+  const status = textAt(dispute, 'status') ?? '';
   if (status === 'lost' || KEPT_STATUSES.has(status)) return 'charge.dispute.closed';
-  const moves: Obj[] = Array.isArray(dispute.balance_transactions) ? dispute.balance_transactions : [];
-  if (moves.some((b) => Number(b?.amount) < 0)) return 'charge.dispute.funds_withdrawn';
+  const moves = objectsAt(dispute, 'balance_transactions');
+  if (moves.some((b) => Number(b.amount) < 0)) return 'charge.dispute.funds_withdrawn';
   return null;
 }

@@ -258,7 +258,21 @@ export async function giveBack(
     where payment_intent = ${input.paymentIntent}`);
 }
 
-type Obj = Record<string, any>;
+/** A reversal whose take-back found tokens already spent (credits asked, shortfall not taken back). */
+export interface ReversalShortfall {
+  id: string;
+  payment_intent: string;
+  org_key: string;
+  credits: number;
+  shortfall: number;
+}
+
+/** A reversal waiting for the payment it belongs to. */
+export interface ReversalAwaiting {
+  id: string;
+  payment_intent: string;
+  amount_cents: number;
+}
 
 /** Where each reversal kind keeps its state: the row that took tokens back, and when it did. */
 const REVERSAL_TABLES = {
@@ -283,15 +297,18 @@ const REVERSAL_TABLES = {
 export async function reversalReport(
   db: Db,
   kind: keyof typeof REVERSAL_TABLES,
-): Promise<{ shortfalls: Obj[]; awaiting: Obj[] }> {
+): Promise<{ shortfalls: ReversalShortfall[]; awaiting: ReversalAwaiting[] }> {
   const t = REVERSAL_TABLES[kind];
-  const shortfalls = await queryRows<Obj>(
+  // Amounts arrive as strings or numbers (bigint columns, by driver): num() makes them numbers.
+  const shortfalls = await queryRows<
+    Omit<ReversalShortfall, 'credits' | 'shortfall'> & { credits: unknown; shortfall: unknown }
+  >(
     db,
     sql`select r.id, r.payment_intent, p.org_key, r.credits, r.shortfall from ${t.table} r
         join billing_payments p on p.payment_intent = r.payment_intent
         where r.${t.state} = ${t.taken} and r.shortfall > 0 order by r.${t.at} limit 100`,
   );
-  const awaiting = await queryRows<Obj>(
+  const awaiting = await queryRows<Omit<ReversalAwaiting, 'amount_cents'> & { amount_cents: unknown }>(
     db,
     sql`select id, payment_intent, amount_cents from ${t.table} where ${t.state} = 'awaiting_payment' order by created_at limit 100`,
   );

@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import { checkInvariants, type Violation } from './invariants.js';
 import { disputeEventFor } from './disputes.js';
 import { reversalReport } from './payment-reversals.js';
+import type { StripeObject } from './stripe-object.js';
 import { processEvent } from './webhooks.js';
 
 // Reconciliation (issue 5): every ledger invariant checked against the database and, with Stripe
@@ -91,7 +92,7 @@ export async function reconcile(
     // each take-back and give-back once per dispute id.
     for await (const dispute of stripe.disputes.list({ created: { gte }, limit: 100 })) {
       if (++fetched > 4 * MAX_OBJECTS) break;
-      const type = disputeEventFor(dispute);
+      const type = disputeEventFor(dispute as unknown as StripeObject);
       if (!type) continue;
       const r = await processEvent(
         db,

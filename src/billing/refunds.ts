@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { applyWaitingDisputes } from './disputes.js';
 import { lockPayment, num, takeBack, tokens, usd } from './payment-reversals.js';
+import { at, idOf, textAt, type StripeObject } from './stripe-object.js';
 
 // Refunds (interface document: Transaction type `refund`; CONTRACT §3 signs, §8 exactly once).
 //
@@ -17,8 +18,6 @@ import { lockPayment, num, takeBack, tokens, usd } from './payment-reversals.js'
 // (ascending id, ledger.ts). A refund that arrives before its payment's grant is stored as
 // `awaiting_payment` and applied by the grant's own transaction; both sides first claim the payment's
 // row, so whichever commits second sees the other. Disputes wait and are applied the same way.
-
-type Obj = Record<string, any>;
 
 /**
  * Serialises invoice.paid and invoice_payment.paid for one invoice (a transaction-scoped advisory lock,
@@ -41,13 +40,10 @@ export async function paymentIntentOfInvoice(tx: Db, invoiceId: string): Promise
  * invoice_payment.paid: which payment paid an invoice. In the pinned API version invoice.paid carries
  * `payments` only when expanded, so this event is how a subscription period's refund finds its grant.
  */
-export async function invoicePaymentPaid(tx: Db, ip: Obj): Promise<string> {
-  const invoiceId = typeof ip.invoice === 'string' ? ip.invoice : ip.invoice?.id;
-  const pi =
-    typeof ip.payment?.payment_intent === 'string'
-      ? ip.payment.payment_intent
-      : ip.payment?.payment_intent?.id;
-  if (typeof invoiceId !== 'string' || typeof pi !== 'string') return 'ignored';
+export async function invoicePaymentPaid(tx: Db, ip: StripeObject): Promise<string> {
+  const invoiceId = idOf(ip.invoice);
+  const pi = idOf(at(ip, 'payment', 'payment_intent'));
+  if (!invoiceId || !pi) return 'ignored';
   if (ip.status && ip.status !== 'paid') return 'ignored';
   await lockInvoice(tx, invoiceId);
   await lockPayment(tx, pi);
@@ -123,16 +119,14 @@ const FAILED_STATUSES = new Set(['failed', 'canceled']);
 /** One processor Refund object (refund.* and charge.refund.updated events, or a charge's refunds list). */
 export async function receiveRefund(
   tx: Db,
-  refund: Obj,
+  refund: StripeObject,
   fallbackPaymentIntent: string | null,
 ): Promise<string> {
   const id = typeof refund.id === 'string' ? refund.id : null;
-  const pi =
-    (typeof refund.payment_intent === 'string' ? refund.payment_intent : refund.payment_intent?.id) ??
-    fallbackPaymentIntent;
+  const pi = idOf(refund.payment_intent) ?? fallbackPaymentIntent;
   const amount = Number(refund.amount);
   if (!id || !pi || !Number.isSafeInteger(amount) || amount <= 0) return 'refund_unusable';
-  const status = String(refund.status ?? 'succeeded');
+  const status = textAt(refund, 'status') ?? 'succeeded';
   const payment = await lockPayment(tx, pi);
   await tx.execute(sql`
     insert into billing_refunds (id, payment_intent, amount_cents, status)

@@ -90,7 +90,7 @@ export async function reserveMany(
     throw err;
   }
   // Every input gets a row; an input without one (its client has no account) cannot pay.
-  const out: ({ heldCredits: number } | AppError | undefined)[] = new Array(inputs.length);
+  const out = new Array<{ heldCredits: number } | AppError | undefined>(inputs.length);
   for (const row of rows) {
     const n = Number(row.ord) - 1;
     out[n] =

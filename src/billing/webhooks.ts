@@ -15,6 +15,7 @@ import {
 import { lockPayment } from './payment-reversals.js';
 import { receiveDispute } from './disputes.js';
 import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
+import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
 // event applies exactly once: its id is inserted in the same transaction as its effect, and every
@@ -28,16 +29,6 @@ import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
 
 const SUBSCRIPTION_GRANT_REASONS = new Set(['subscription_create', 'subscription_cycle']);
-
-// A Stripe object as delivered: read defensively, the API version decides which fields exist.
-type Obj = Record<string, any>;
-
-const idOf = (v: unknown): string | null =>
-  typeof v === 'string'
-    ? v
-    : v && typeof v === 'object' && typeof (v as Obj).id === 'string'
-      ? (v as Obj).id
-      : null;
 
 /** Verifies the `stripe-signature` header over the raw body; 400 on a bad or stale signature. */
 export function verifyEvent(
@@ -71,11 +62,7 @@ interface OrgRef {
 }
 
 /** The client a processor object belongs to: our customer mapping first, then the metadata we set. */
-async function orgFor(
-  tx: Db,
-  customerId: string | null,
-  metadata: Obj | null | undefined,
-): Promise<OrgRef | null> {
+async function orgFor(tx: Db, customerId: string | null, metadata: StripeObject): Promise<OrgRef | null> {
   if (customerId) {
     const [row] = await queryRows<{ org_key: string; owner_id: string }>(
       tx,
@@ -83,7 +70,7 @@ async function orgFor(
     );
     if (row) return { orgKey: row.org_key, ownerId: row.owner_id };
   }
-  const key = typeof metadata?.org_key === 'string' ? metadata.org_key : null;
+  const key = textAt(metadata, 'org_key');
   if (key) {
     const [row] = await queryRows<{ id: string; owner_id: string }>(
       tx,
@@ -111,24 +98,25 @@ async function grantTarget(tx: Db, org: OrgRef): Promise<string> {
  * CREDITS_PER_CENT — never an amount from metadata, which anyone with access to the processor account
  * (another integration, a payment link) can write. A coupon that lowers the total lowers the grant.
  */
-async function grantTopup(tx: Db, session: Obj, log: Logger): Promise<string> {
+async function grantTopup(tx: Db, session: StripeObject, log: Logger): Promise<string> {
+  const sessionId = String(session.id);
   const [known] = await queryRows<{ org_key: string; owner_id: string; kind: string }>(
     tx,
     sql`select s.org_key, o.owner_id, s.kind from billing_checkout_sessions s join orgs o on o.id = s.org_key
-        where s.id = ${String(session.id)} and s.created_by <> 'webhook'`,
+        where s.id = ${sessionId} and s.created_by <> 'webhook'`,
   );
   if (!known || known.kind !== 'topup') {
-    log.warn({ sessionId: session.id }, 'paid checkout session that svc did not create: nothing granted');
+    log.warn({ sessionId }, 'paid checkout session that svc did not create: nothing granted');
     return 'unknown_session';
   }
   const org: OrgRef = { orgKey: known.org_key, ownerId: known.owner_id };
   const paidCents = Number(session.amount_total ?? 0);
-  const currency = String(session.currency ?? 'usd').toLowerCase();
+  const currency = (textAt(session, 'currency') ?? 'usd').toLowerCase();
   const credits =
     Number.isSafeInteger(paidCents) && paidCents > 0 && currency === 'usd' ? paidCents * CREDITS_PER_CENT : 0;
   // A session paid nothing (a 100%-off coupon) is closed as `paid_nothing`: "complete" means granted.
   await tx.execute(
-    sql`update billing_checkout_sessions set status = ${credits > 0 ? 'complete' : 'paid_nothing'} where id = ${session.id}`,
+    sql`update billing_checkout_sessions set status = ${credits > 0 ? 'complete' : 'paid_nothing'} where id = ${sessionId}`,
   );
   if (!(credits > 0)) return 'no_amount';
   const paymentIntent = idOf(session.payment_intent);
@@ -136,7 +124,7 @@ async function grantTopup(tx: Db, session: Obj, log: Logger): Promise<string> {
   if (paymentIntent) await lockPayment(tx, paymentIntent);
   const target = await grantTarget(tx, org);
   const granted = await grantToOrg(tx, {
-    key: `grant:session:${session.id}`,
+    key: `grant:session:${sessionId}`,
     source: SOURCE_PURCHASES,
     ownerId: org.ownerId,
     orgKey: target,
@@ -147,7 +135,7 @@ async function grantTopup(tx: Db, session: Obj, log: Logger): Promise<string> {
   if (paymentIntent) {
     await recordPayment(tx, {
       paymentIntent,
-      grantKey: `grant:session:${session.id}`,
+      grantKey: `grant:session:${sessionId}`,
       orgKey: target,
       ownerId: org.ownerId,
       credits,
@@ -158,20 +146,24 @@ async function grantTopup(tx: Db, session: Obj, log: Logger): Promise<string> {
 }
 
 /** The payment intent that paid an invoice (pinned API: invoice.payments; older: invoice.payment_intent). */
-function invoicePaymentIntent(invoice: Obj): string | null {
-  const payments: Obj[] = Array.isArray(invoice.payments?.data) ? invoice.payments.data : [];
-  const paid = payments.find((p) => p?.status === 'paid') ?? payments[0];
-  return idOf(paid?.payment?.payment_intent) ?? idOf(invoice.payment_intent);
+function invoicePaymentIntent(invoice: StripeObject): string | null {
+  const payments = objectsAt(invoice, 'payments', 'data');
+  const paid = payments.find((p) => p.status === 'paid') ?? payments[0];
+  return idOf(at(paid, 'payment', 'payment_intent')) ?? idOf(invoice.payment_intent);
 }
 
-function invoiceSubscriptionId(invoice: Obj): string | null {
+function invoiceSubscriptionId(invoice: StripeObject): string | null {
   // API 2025-03-31 and later: parent.subscription_details.subscription (the pinned version's shape).
-  return idOf(invoice.parent?.subscription_details?.subscription) ?? idOf(invoice.subscription);
+  return idOf(at(invoice, 'parent', 'subscription_details', 'subscription')) ?? idOf(invoice.subscription);
 }
+
+/** The metadata we set on the subscription, as the invoice carries it (pinned version), else the invoice's. */
+const invoiceMetadata = (invoice: StripeObject): StripeObject =>
+  objectAt(at(invoice, 'parent', 'subscription_details', 'metadata') ?? invoice.metadata);
 
 async function upsertInvoice(
   tx: Db,
-  invoice: Obj,
+  invoice: StripeObject,
   org: OrgRef,
   eventCreated: number,
   failed: boolean,
@@ -181,7 +173,7 @@ async function upsertInvoice(
                                   status, currency, invoice_pdf, created_at_unix, due_date, payment_failed_at, event_created, payment_intent)
     values (${invoice.id}, ${org.orgKey}, ${idOf(invoice.customer) ?? ''}, ${invoiceSubscriptionId(invoice)},
             ${invoice.billing_reason ?? null}, ${Number(invoice.amount_due ?? 0)}, ${Number(invoice.amount_paid ?? 0)},
-            ${String(invoice.status ?? (failed ? 'open' : 'paid'))}, ${String(invoice.currency ?? 'usd').toLowerCase()},
+            ${textAt(invoice, 'status') ?? (failed ? 'open' : 'paid')}, ${(textAt(invoice, 'currency') ?? 'usd').toLowerCase()},
             ${invoice.invoice_pdf ?? null}, ${Number(invoice.created ?? eventCreated)}, ${invoice.due_date ?? null},
             ${failed ? sql`now()` : sql`null`}, ${eventCreated}, ${invoicePaymentIntent(invoice)})
     on conflict (id) do update set
@@ -194,10 +186,9 @@ async function upsertInvoice(
 }
 
 /** Whether an invoice bills the Pro price (pinned API: lines[].pricing.price_details.price; older: lines[].price). */
-function billsPrice(invoice: Obj, priceId: string): boolean {
-  const lines: Obj[] = Array.isArray(invoice.lines?.data) ? invoice.lines.data : [];
-  return lines.some((line) => {
-    const price = idOf(line?.pricing?.price_details?.price) ?? idOf(line?.price);
+function billsPrice(invoice: StripeObject, priceId: string): boolean {
+  return objectsAt(invoice, 'lines', 'data').some((line) => {
+    const price = idOf(at(line, 'pricing', 'price_details', 'price')) ?? idOf(line.price);
     return price === priceId;
   });
 }
@@ -206,21 +197,23 @@ function billsPrice(invoice: Obj, priceId: string): boolean {
  * invoice.paid grants a Pro period only for a subscription invoice of `STRIPE_PRICE_PRO` with money
  * paid (CONTRACT §8): an invoice of another price, or one paid 0 (a 100%-off coupon), is recorded only.
  */
-async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number, rules: GrantRules): Promise<string> {
-  const org = await orgFor(
-    tx,
-    idOf(invoice.customer),
-    invoice.parent?.subscription_details?.metadata ?? invoice.metadata,
-  );
+async function invoicePaid(
+  tx: Db,
+  invoice: StripeObject,
+  eventCreated: number,
+  rules: GrantRules,
+): Promise<string> {
+  const invoiceId = String(invoice.id);
+  const org = await orgFor(tx, idOf(invoice.customer), invoiceMetadata(invoice));
   if (!org) return 'unmapped';
-  await lockInvoice(tx, invoice.id);
+  await lockInvoice(tx, invoiceId);
   await upsertInvoice(tx, invoice, org, eventCreated, false);
-  if (!SUBSCRIPTION_GRANT_REASONS.has(invoice.billing_reason)) return 'recorded';
+  if (!SUBSCRIPTION_GRANT_REASONS.has(textAt(invoice, 'billing_reason') ?? '')) return 'recorded';
   if (!billsPrice(invoice, rules.proPriceId)) return 'not_pro_price';
   const paidCents = Number(invoice.amount_paid ?? 0);
   if (!(paidCents > 0)) return 'nothing_paid';
   const subscriptionId = invoiceSubscriptionId(invoice);
-  const period = invoice.lines?.data?.[0]?.period as { start?: number; end?: number } | undefined;
+  const period = at(invoice, 'lines', 'data', 0, 'period') as { start?: number; end?: number } | undefined;
   if (subscriptionId) {
     // invoice.paid may arrive before customer.subscription.created: the row is started here as of
     // this event, so an older subscription event delivered late cannot undo it; newer ones refine it.
@@ -230,11 +223,11 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number, rules: Gr
               ${period?.end ?? null}, ${eventCreated})
       on conflict (id) do nothing`);
   }
-  const paymentIntent = invoicePaymentIntent(invoice) ?? (await paymentIntentOfInvoice(tx, invoice.id));
+  const paymentIntent = invoicePaymentIntent(invoice) ?? (await paymentIntentOfInvoice(tx, invoiceId));
   if (paymentIntent) await lockPayment(tx, paymentIntent);
   const target = await grantTarget(tx, org);
   const granted = await grantToOrg(tx, {
-    key: `grant:invoice:${invoice.id}`,
+    key: `grant:invoice:${invoiceId}`,
     source: SOURCE_PURCHASES,
     ownerId: org.ownerId,
     orgKey: target,
@@ -248,7 +241,7 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number, rules: Gr
   if (paymentIntent) {
     await recordPayment(tx, {
       paymentIntent,
-      grantKey: `grant:invoice:${invoice.id}`,
+      grantKey: `grant:invoice:${invoiceId}`,
       orgKey: target,
       ownerId: org.ownerId,
       credits: PRO_PERIOD_CREDITS,
@@ -258,29 +251,25 @@ async function invoicePaid(tx: Db, invoice: Obj, eventCreated: number, rules: Gr
   return granted ? 'granted' : 'already_granted';
 }
 
-async function invoiceFailed(tx: Db, invoice: Obj, eventCreated: number): Promise<string> {
-  const org = await orgFor(
-    tx,
-    idOf(invoice.customer),
-    invoice.parent?.subscription_details?.metadata ?? invoice.metadata,
-  );
+async function invoiceFailed(tx: Db, invoice: StripeObject, eventCreated: number): Promise<string> {
+  const org = await orgFor(tx, idOf(invoice.customer), invoiceMetadata(invoice));
   if (!org) return 'unmapped';
   await upsertInvoice(tx, invoice, org, eventCreated, true);
   return 'recorded';
 }
 
-async function syncSubscription(tx: Db, sub: Obj, eventCreated: number): Promise<string> {
-  const org = await orgFor(tx, idOf(sub.customer), sub.metadata);
+async function syncSubscription(tx: Db, sub: StripeObject, eventCreated: number): Promise<string> {
+  const org = await orgFor(tx, idOf(sub.customer), objectAt(sub, 'metadata'));
   if (!org) return 'unmapped';
   // Period dates live on the subscription items in the pinned API version.
-  const item = sub.items?.data?.[0] ?? {};
+  const item = objectAt(sub, 'items', 'data', 0);
   const start = item.current_period_start ?? sub.current_period_start ?? null;
   const end = item.current_period_end ?? sub.current_period_end ?? null;
   // An older event delivered late never overwrites a newer state.
   await tx.execute(sql`
     insert into billing_subscriptions (id, org_key, customer_id, status, current_period_start, current_period_end,
                                        cancel_at_period_end, event_created, updated_at)
-    values (${sub.id}, ${org.orgKey}, ${idOf(sub.customer) ?? ''}, ${String(sub.status ?? 'active')}, ${start}, ${end},
+    values (${sub.id}, ${org.orgKey}, ${idOf(sub.customer) ?? ''}, ${textAt(sub, 'status') ?? 'active'}, ${start}, ${end},
             ${Boolean(sub.cancel_at_period_end)}, ${eventCreated}, now())
     on conflict (id) do update set
       status = excluded.status,
@@ -293,7 +282,7 @@ async function syncSubscription(tx: Db, sub: Obj, eventCreated: number): Promise
   return 'synced';
 }
 
-async function sessionClosed(tx: Db, session: Obj, status: string): Promise<string> {
+async function sessionClosed(tx: Db, session: StripeObject, status: string): Promise<string> {
   await tx.execute(
     sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')`,
   );
@@ -305,8 +294,8 @@ async function sessionClosed(tx: Db, session: Obj, status: string): Promise<stri
  * pinned API version: each listed refund is applied by its own id (so refund.created for the same
  * refund changes nothing again); without the list the refund.* events do the work.
  */
-async function chargeRefunded(tx: Db, charge: Obj): Promise<string> {
-  const refunds: Obj[] = Array.isArray(charge.refunds?.data) ? charge.refunds.data : [];
+async function chargeRefunded(tx: Db, charge: StripeObject): Promise<string> {
+  const refunds = objectsAt(charge, 'refunds', 'data');
   if (refunds.length === 0) return 'refund_via_refund_events';
   const outcomes: string[] = [];
   for (const r of refunds) outcomes.push(await receiveRefund(tx, r, idOf(charge.payment_intent)));
@@ -319,7 +308,7 @@ export interface GrantRules {
 }
 
 async function apply(tx: Db, log: Logger, event: Stripe.Event, rules: GrantRules): Promise<string> {
-  const object = event.data.object as unknown as Obj;
+  const object = event.data.object as unknown as StripeObject;
   switch (event.type) {
     case 'checkout.session.completed':
       if (object.mode === 'payment') {
@@ -403,7 +392,8 @@ export async function receiveWebhook(
   // logged 400 rather than a 500 that the processor would retry for days.
   if (hasNul(event)) {
     deps.log.warn(
-      { eventId: String(event.id).replace(/\u0000/g, ''), type: event.type },
+      // eslint-disable-next-line no-control-regex -- the NUL is what this takes out of the logged id
+      { eventId: event.id.replace(/\u0000/g, ''), type: event.type },
       'webhook event with a NUL character refused',
     );
     throw new AppError(400, 'INVALID_EVENT', 'the event contains a NUL character and cannot be stored');
