@@ -30,12 +30,12 @@ export function startChild(
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
-    child.stdout!.on('data', (d) => {
+    child.stdout.on('data', (d) => {
       out += d;
       const m = readyPattern.exec(out);
       if (m) resolve({ child, info: m[1] ? JSON.parse(m[1]) : {} });
     });
-    child.stderr!.on('data', (d) => (err += d));
+    child.stderr.on('data', (d) => (err += d));
     child.once('exit', (code) =>
       reject(
         new Error(`${args.join(' ')} (${env.BENCH_ROLE ?? 'child'}) exited ${code}: ${err.slice(-2000)}`),

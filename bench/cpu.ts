@@ -79,7 +79,7 @@ try {
             },
           ],
         } as never,
-        (err: unknown, result: unknown) => (err ? reject(err) : resolve(result)),
+        (err: Error | null, result: unknown) => (err ? reject(err) : resolve(result)),
       ),
     );
   await load(2); // warm-up

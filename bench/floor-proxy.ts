@@ -3,7 +3,7 @@
 // request forwarded as raw bytes and the answer streamed back untouched. No auth, no billing, no
 // parsing. Beside svc in `npm run bench -- proxy`, it shows how much of svc's added first-byte latency
 // is the two extra process hops every such design pays on this machine, and how much is svc's own work.
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { Agent } from 'undici';
@@ -13,7 +13,8 @@ const pool = new pg.Pool({ connectionString: process.env.FLOOR_DATABASE_URL, max
 const agent = new Agent({ connections: 128, keepAliveTimeout: 30_000 });
 const upstream = new URL(`${process.env.FAKE_URL}/chat/completions`);
 
-const server = createServer(async (req, res) => {
+// The forward never rejects (its catch answers 502), so the request handler need not await it.
+async function forward(req: IncomingMessage, res: ServerResponse) {
   try {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -40,7 +41,8 @@ const server = createServer(async (req, res) => {
     if (!res.headersSent) res.writeHead(502);
     res.end();
   }
-});
+}
+const server = createServer((req, res) => void forward(req, res));
 server.listen(0, '127.0.0.1', () =>
   announce({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }),
 );

@@ -82,7 +82,7 @@ if (role === 'svc') {
         inputSchema: { org_id: z.string().optional() },
         outputSchema: { data: z.array(z.any()) },
       },
-      async () => ({
+      () => ({
         content: [{ type: 'text', text: JSON.stringify(structured) }],
         structuredContent: structured,
       }),

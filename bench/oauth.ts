@@ -191,7 +191,7 @@ async function benchOidcProvider(): Promise<Result> {
         id_token_signed_response_alg: 'ES256',
       },
     ],
-    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+    findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id }) }),
     jwks: { keys: [jwk] },
     scopes: ['offline_access', 'platform'],
     ttl,
@@ -210,8 +210,8 @@ async function benchOidcProvider(): Promise<Result> {
       },
     },
     rotateRefreshToken: true,
-    issueRefreshToken: async () => true,
-  } as never);
+    issueRefreshToken: () => true,
+  });
   server.on('request', provider.callback());
   try {
     const client = await provider.Client.find('bench');
@@ -228,7 +228,7 @@ async function benchOidcProvider(): Promise<Result> {
         scope: 'offline_access platform',
         resource,
         gty: 'authorization_code',
-      } as never);
+      });
       tokens.push(await rt.save());
     }
     return await load('oidc-provider', `${issuer}/token`, tokens, 'bench');

@@ -213,7 +213,7 @@ async function main() {
             ...(requests ? { requests } : {}),
             ...opts,
           } as never,
-          (err: unknown, r: unknown) => (err ? reject(err) : resolve(r)),
+          (err: Error | null, r: unknown) => (err ? reject(err) : resolve(r)),
         );
       });
 
