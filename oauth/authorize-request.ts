@@ -71,7 +71,7 @@ export async function validateAuthorizationRequest(
 
   const fail = (error: string, description: string): Validated => ({
     kind: 'redirect',
-    location: redirectWith(redirectUri!, { error, error_description: description, state }, origin),
+    location: redirectWith(redirectUri, { error, error_description: description, state }, origin),
     client,
     description,
   });

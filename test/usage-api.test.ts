@@ -59,7 +59,7 @@ async function run(token: string) {
   const ws = new WebSocket(`${server.url.replace('http', 'ws')}/v1/runs/ws`);
   const done = new Promise<any>((resolve, reject) => {
     ws.on('message', (d) => {
-      const frame = JSON.parse(d.toString());
+      const frame = JSON.parse((d as Buffer).toString());
       if (frame.type === 'authenticated')
         ws.send(
           JSON.stringify({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'go' }] }),
@@ -310,7 +310,7 @@ describe('bad input', () => {
     [{ offset: -1 }, '/calls'],
     [{ limit: 'ten' }, '/calls'],
   ])('%j on usage%s: 400 VALIDATION_ERROR', async (query, path) => {
-    const res = await usage(owner, query as Record<string, string | number>, path);
+    const res = await usage(owner, query, path);
     expect(res.status).toBe(400);
     expect(res.body.detail.code).toBe('VALIDATION_ERROR');
   });

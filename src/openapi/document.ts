@@ -45,7 +45,7 @@ export function openApiDocument(): Record<string, unknown> {
         'shape of their surface: {detail} on /v1, OpenAI {error} on the model routes, RFC 6749 on /oauth/*, ' +
         'JSON-RPC on /mcp/platform, HTML on pages.',
     },
-    components: { securitySchemes: securitySchemes as never },
+    components: { securitySchemes },
     paths,
   }) as unknown as Record<string, unknown>;
   return cached;

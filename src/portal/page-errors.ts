@@ -8,11 +8,14 @@ import { AppError } from '../http/errors.js';
 // (STYLE: a 500 says "internal error" and a request id; the log has the rest).
 
 export function pageErrorHandler(log: Logger): ErrorRequestHandler {
-  return (err, req, res, next) => {
+  return (err: unknown, req, res, next) => {
     if (res.headersSent) return next(err);
-    const known = err instanceof AppError || (typeof err?.status === 'number' && err.status < 500);
+    // Besides AppErrors, a 4xx status set by body-parser (a body too large, a form that does not parse).
+    const parserStatus = (err as { status?: unknown } | null)?.status;
+    const clientStatus = typeof parserStatus === 'number' && parserStatus < 500 ? parserStatus : null;
+    const known = err instanceof AppError || clientStatus !== null;
     if (!known) log.error({ err, reqId: req.id }, 'page error');
-    const status = err instanceof AppError ? errorStatus(err) : known ? err.status : 500;
+    const status = err instanceof AppError ? errorStatus(err) : (clientStatus ?? 500);
     applyErrorHeaders(res, err);
     const text = known && !(err instanceof AppError) ? 'The request could not be read.' : errorText(err);
     show(req, res, {

@@ -30,6 +30,7 @@ export function safeReturnTo(value: unknown): string | null {
 
 /** `value` normalised (path, query, fragment) when it is a path on this origin that stays one; else null. */
 function sameOriginPath(value: string): string | null {
+  // eslint-disable-next-line no-control-regex -- control characters are what this refuses
   if (!value.startsWith('/') || value.startsWith('//') || /[\\\u0000-\u001f\u007f]/.test(value)) return null;
   let url: URL;
   try {

@@ -33,7 +33,7 @@ function renderValue(value: HtmlValue): string {
   if (value === null || value === undefined || value === false) return '';
   if (value instanceof SafeHtml) return value.value;
   if (Array.isArray(value)) return value.map(renderValue).join('');
-  return escapeHtml(String(value as string | number | bigint | true));
+  return escapeHtml(String(value));
 }
 
 /**

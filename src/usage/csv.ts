@@ -4,13 +4,16 @@
 
 const FORMULA_START = /^[=+\-@\t\r]/;
 
-function field(value: unknown): string {
+/** What a CSV cell may hold: an object here would print as "[object Object]", so the types refuse it. */
+export type CsvField = string | number | bigint | boolean | null | undefined;
+
+function field(value: CsvField): string {
   if (value === null || value === undefined) return '';
   let text = String(value);
   if (typeof value === 'string' && FORMULA_START.test(text)) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-export function toCsv(header: string[], rows: unknown[][]): string {
+export function toCsv(header: string[], rows: CsvField[][]): string {
   return [header, ...rows].map((row) => row.map(field).join(',')).join('\r\n') + '\r\n';
 }
