@@ -102,7 +102,8 @@ module.exports = {
     {
       name: 'service-not-on-dev-dependencies',
       severity: 'error',
-      comment: 'Code that ships imports only dependencies (npm ci --omit=dev must run it); type-only imports aside.',
+      comment:
+        'Code that ships imports only dependencies (npm ci --omit=dev must run it); type-only imports aside.',
       from: { path: SERVICE_CODE },
       to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'] },
     },
