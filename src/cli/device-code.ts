@@ -48,9 +48,9 @@ export async function pollUntilDone<T>(
     if (result === 'pending') {
       // fall through to the wait
     } else if (typeof result === 'object' && result !== null && 'slowDown' in result) {
-      interval = (result as { slowDown: number | undefined }).slowDown ?? interval + SLOW_DOWN_STEP_SECONDS;
+      interval = result.slowDown ?? interval + SLOW_DOWN_STEP_SECONDS;
     } else {
-      return result as T;
+      return result;
     }
     await sleep(interval * 1000, undefined, { signal: io.signal });
   }

@@ -1,7 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { CliError, EXIT } from './errors.js';
-import { line, processIO, type IO } from './io.js';
+import { line, type IO } from './io.js';
 import { login } from './commands/login.js';
 import { logout } from './commands/logout.js';
 import { whoami } from './commands/whoami.js';
@@ -46,7 +46,7 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
   const command = (name: string, description: string) =>
     program.command(name).description(description).addOption(url()).addOption(json());
   const act =
-    <A extends unknown[]>(fn: (...args: A) => Promise<number>) =>
+    <A extends unknown[]>(fn: (...args: A) => number | Promise<number>) =>
     async (...args: A) =>
       done(await fn(...args));
 

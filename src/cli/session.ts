@@ -91,7 +91,7 @@ export async function grantToken(io: IO, origin: string, kind: GrantKind, force 
   if (response.status === 503) throw serviceUnavailable(origin, response.headers.get('retry-after'));
   let tokens: TokenSet;
   try {
-    tokens = (await oauth.processRefreshTokenResponse(as, CLI_CLIENT, response)) as TokenSet;
+    tokens = await oauth.processRefreshTokenResponse(as, CLI_CLIENT, response);
   } catch (err) {
     // invalid_grant: revoked, expired, reused or the person left the organization — only a new sign-in helps.
     if (err instanceof oauth.ResponseBodyError && err.error === 'invalid_grant') throw signInAgain(origin);

@@ -79,7 +79,7 @@ export async function runTool(
       if (typeof args.content !== 'string') throw new ToolRefused('content must be a string');
       await mkdir(dirname(path), { recursive: true });
       await writeFile(path, args.content);
-      return `wrote ${Buffer.byteLength(args.content)} bytes to ${args.path}`;
+      return `wrote ${Buffer.byteLength(args.content)} bytes to ${String(args.path)}`;
     }
     case 'list_directory': {
       const path = await confinedPath(root, args.path ?? '.');

@@ -68,9 +68,9 @@ export function startCli(
       }
     }
   };
-  child.stdout!.on('data', (b: Buffer) => ((out.stdout += b.toString()), check()));
-  child.stderr!.on('data', (b: Buffer) => ((out.stderr += b.toString()), check()));
-  if (opts.input !== undefined) child.stdin!.end(opts.input);
+  child.stdout.on('data', (b: Buffer) => ((out.stdout += b.toString()), check()));
+  child.stderr.on('data', (b: Buffer) => ((out.stderr += b.toString()), check()));
+  if (opts.input !== undefined) child.stdin.end(opts.input);
   const exit = new Promise<number>((resolve) =>
     child.on('close', (code, signal) => resolve(code ?? (signal ? 128 : -1))),
   );

@@ -46,7 +46,7 @@ async function deviceGrant(io: IO, origin: string, as: oauth.AuthorizationServer
     );
     if (res.status === 503) return 'pending' as const; // temporarily_unavailable: keep the rhythm, ask again
     try {
-      return (await oauth.processDeviceCodeResponse(as, CLI_CLIENT, res)) as TokenSet;
+      return await oauth.processDeviceCodeResponse(as, CLI_CLIENT, res);
     } catch (err) {
       if (!(err instanceof oauth.ResponseBodyError)) throw err;
       if (err.error === 'authorization_pending') return 'pending' as const;

@@ -30,10 +30,7 @@ export function mcpConfigFor(editor: Editor, url: string): { file: string; confi
   }
 }
 
-export async function mcpConfig(
-  io: IO,
-  opts: { url?: string; editor?: string; json?: boolean },
-): Promise<number> {
+export function mcpConfig(io: IO, opts: { url?: string; editor?: string; json?: boolean }): number {
   const origin = serverOrigin(opts.url, io.env);
   const editor = (opts.editor ?? 'generic').toLowerCase();
   if (!(EDITORS as readonly string[]).includes(editor)) {

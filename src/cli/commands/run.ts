@@ -123,9 +123,12 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
       start();
     });
     ws.on('message', (data) => {
-      const frame = JSON.parse(String(data)) as Frame;
+      // ws's default binaryType hands a text frame over as one Buffer.
+      const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
       if (opts.json) line(io.stdout, JSON.stringify(frame));
-      void handle(frame).catch((err) => finish(() => reject(err)));
+      void handle(frame).catch((err: unknown) =>
+        finish(() => reject(err instanceof Error ? err : new Error('the run failed', { cause: err }))),
+      );
     });
 
     async function handle(frame: Frame) {
@@ -177,9 +180,13 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
     async function answerToolCall(frame: Frame) {
       const id = String(frame.tool_call_id);
       const name = String(frame.name);
-      let args: Record<string, unknown> = {};
+      const raw = frame.arguments;
+      let args: Record<string, unknown>;
       try {
-        args = frame.arguments ? (JSON.parse(String(frame.arguments)) as Record<string, unknown>) : {};
+        // The arguments as the model wrote them: JSON text (an already parsed object is taken as it is).
+        args = raw
+          ? (JSON.parse(typeof raw === 'string' ? raw : JSON.stringify(raw)) as Record<string, unknown>)
+          : {};
       } catch {
         return send({
           type: 'tool_result',
