@@ -54,12 +54,7 @@ export async function reconcile(
     for await (const invoice of stripe.invoices.list({ status: 'paid', created: { gte }, limit: 100 })) {
       if (++fetched > MAX_OBJECTS) break;
       if (invoice.status !== 'paid') continue;
-      const r = await processEvent(
-        db,
-        log,
-        syntheticEvent('invoice.paid', invoice as unknown as { id: string; created: number }),
-        rules,
-      );
+      const r = await processEvent(db, log, syntheticEvent('invoice.paid', invoice), rules);
       if (r.outcome === 'granted') granted.push(`invoice ${invoice.id}`);
     }
     for await (const session of stripe.checkout.sessions.list({
@@ -69,23 +64,13 @@ export async function reconcile(
     })) {
       if (++fetched > 2 * MAX_OBJECTS) break;
       if (session.mode !== 'payment' || session.payment_status !== 'paid') continue;
-      const r = await processEvent(
-        db,
-        log,
-        syntheticEvent('checkout.session.completed', session as unknown as { id: string; created: number }),
-        rules,
-      );
+      const r = await processEvent(db, log, syntheticEvent('checkout.session.completed', session), rules);
       if (r.outcome === 'granted') granted.push(`checkout session ${session.id}`);
     }
     // Refunds whose webhooks were lost: each applied once (refunds.ts keys them by refund id).
     for await (const refund of stripe.refunds.list({ created: { gte }, limit: 100 })) {
       if (++fetched > 3 * MAX_OBJECTS) break;
-      const r = await processEvent(
-        db,
-        log,
-        syntheticEvent('refund.updated', refund as unknown as { id: string; created: number }),
-        rules,
-      );
+      const r = await processEvent(db, log, syntheticEvent('refund.updated', refund), rules);
       if (r.outcome.startsWith('refunded')) refunded.push(`refund ${refund.id}`);
     }
     // Disputes whose webhooks were lost: applied as the event their state stands for (disputes.ts),
@@ -94,12 +79,7 @@ export async function reconcile(
       if (++fetched > 4 * MAX_OBJECTS) break;
       const type = disputeEventFor(dispute as unknown as StripeObject);
       if (!type) continue;
-      const r = await processEvent(
-        db,
-        log,
-        syntheticEvent(type, dispute as unknown as { id: string; created: number }),
-        rules,
-      );
+      const r = await processEvent(db, log, syntheticEvent(type, dispute), rules);
       if (r.outcome.startsWith('dispute_withdrawn') || r.outcome === 'dispute_reinstated')
         refunded.push(`dispute ${dispute.id}`);
     }
