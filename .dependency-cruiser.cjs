@@ -9,10 +9,12 @@ const GROUND = '^src/(config|log|ids)[.]ts$|^src/(http|db|crypto)/';
 const DOMAINS = '^src/[^/]+/|^oauth/|^mcp/';
 /** The entry points and the composition root: they see everything, nothing in the service sees them. */
 const ROOTS = '^src/(app|server|main|create-deps)[.]ts$';
-/** What of oauth/ the rest may build on: verifying tokens (and the keys and resource names that takes). */
-const TOKEN_VERIFICATION = '^oauth/(verify|keys|resources)[.]ts$';
-/** The portal's page kit, shared with the few pages served elsewhere (OAuth consent, share links, dev checkout). */
-const PAGE_KIT = '^src/portal/(html|template|style)[.]ts$';
+/** What of oauth/ the rest may build on: verifying tokens (and the keys and resource names that takes), and
+ *  the built-in client's id (oauth/builtin.ts: constants only). */
+const TOKEN_VERIFICATION = '^oauth/(verify|keys|resources|builtin)[.]ts$';
+/** The portal's page kit, shared with the few pages served elsewhere (OAuth consent, share links, dev
+ *  checkout): layout, escaping, style, and the organization-boundary field the consent page shares. */
+const PAGE_KIT = '^src/portal/(html|template|style|org-boundary)[.]ts$';
 /** Code that ships. oauth/tools/ holds a CI driver (the conformance run), tooling like test/. */
 const SERVICE_CODE = '^(src|mcp)/|^oauth/(?!tools/)';
 const TOOLING = '^(test|bench|scripts|[.]ci)/|^oauth/tools/';
