@@ -9,7 +9,6 @@ import {
   driveConsent,
   insecureRequests,
   registerPublicClient,
-  sessionCookie,
 } from './helpers/oauth.js';
 import { signUp, tokenFromMail } from './accounts-support.js';
 import { revokeCredentialsAfterPasswordChange } from '../src/accounts/credential-revocation.js';

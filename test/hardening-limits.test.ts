@@ -249,7 +249,7 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
     const ws = new WebSocket(`${capped.url.replace('http', 'ws')}/v1/runs/ws`);
     const frames: any[] = [];
     let pongs = 0;
-    ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
+    ws.on('message', (d) => frames.push(JSON.parse((d as Buffer).toString())));
     ws.on('pong', () => pongs++);
     const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
     await new Promise<void>((resolve, reject) => {

@@ -58,7 +58,7 @@ describe('affordableOutput', () => {
             max_tokens: maxTokens,
             n,
           };
-          const plan = planHold(depsWith(p), request as never);
+          const plan = planHold(depsWith(p), request);
           // The reserve holds min(max, available) when available >= min (svc_reserve_holds): any such hold.
           const held = plan.minCredits + Math.floor(((plan.maxCredits - plan.minCredits) * share) / 100);
           const total = affordableOutput(p, plan.shape.promptBound, held, maxTokens * n);

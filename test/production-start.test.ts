@@ -20,7 +20,7 @@ let storage: { env: Record<string, string>; drop(): Promise<void>; databaseUrl?:
 beforeAll(async () => {
   const database = await createTestDatabase();
   if (database.url)
-    storage = { env: { DATABASE_URL: database.url }, drop: database.drop, databaseUrl: database.url };
+    storage = { env: { DATABASE_URL: database.url }, drop: () => database.drop(), databaseUrl: database.url };
   else {
     const dataDir = await mkdtemp(join(tmpdir(), 'svc-prod-'));
     storage = {

@@ -39,7 +39,7 @@ export function chatSteps(deps: Deps, auth: Auth): Step[] {
   return [
     startSpareAdmission(deps, auth),
     credentialBeforeBody(deps, auth),
-    jsonBody({ limit: CHAT_BODY_LIMIT }) as unknown as Step,
+    jsonBody({ limit: CHAT_BODY_LIMIT }),
     rejectNulCharacters(),
   ];
 }

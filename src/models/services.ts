@@ -105,7 +105,7 @@ export function createModelServices(
   const liveness = createLiveness(db, { deadAfterMs: config.reliability.processDeadAfterMs, log });
   const limiter = config.redisUrl
     ? createRedisLimiter(config.redisUrl, { cap: config.orgMaxConcurrency })
-    : createPgLimiter(db, { cap: config.orgMaxConcurrency, newLeaseId: liveness.leaseId });
+    : createPgLimiter(db, { cap: config.orgMaxConcurrency, newLeaseId: () => liveness.leaseId() });
   const spend = createSpendBatchers(db);
   const services: ModelServices = {
     modelId: config.model.id,
@@ -125,7 +125,7 @@ export function createModelServices(
       spoolFile: config.reliability.settleSpoolFile,
     }),
     spares: createSpareHolds({
-      newRequestId: liveness.requestId,
+      newRequestId: () => liveness.requestId(),
       // A spare not given back is kept and retried like a failed call's void (pending-settles.ts).
       giveBack: (requestId) =>
         voidHold(db, requestId).catch(() => services.settles.keep({ kind: 'void', requestId })),

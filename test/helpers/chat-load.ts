@@ -46,7 +46,7 @@ export async function callChat(
   } catch {
     return result(0, false, null, 'network');
   }
-  let text = '';
+  let text: string;
   try {
     text = await res.text();
   } catch {

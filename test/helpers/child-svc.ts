@@ -51,14 +51,14 @@ export async function startChildSvc(env: Record<string, string>): Promise<ChildS
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
-  proc.stderr!.on('data', (d) => (err += String(d)));
-  proc.stdout!.on('data', (d) => (err += String(d)));
+  proc.stderr.on('data', (d) => (err += String(d)));
+  proc.stdout.on('data', (d) => (err += String(d)));
   const exited = new Promise<number | string>((resolve) =>
     proc.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
   );
   await new Promise<void>((resolve, reject) => {
     let out = '';
-    proc.stdout!.on('data', (d) => {
+    proc.stdout.on('data', (d) => {
       out += String(d);
       if (out.includes('svc is running')) resolve();
     });
