@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import type { PartTokens } from './models/tokens.js';
 import { productionProblems } from './production.js';
 
 // Every variable the contract names (CONTRACT §1), all optional. A bad value stops start-up with a
@@ -76,6 +75,16 @@ const envSchema = z.object({
   // DEV_MODE, json otherwise.
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
 });
+
+/**
+ * The most tokens a non-text content part can cost, per kind (CONTRACT §8: the reserve is an upper bound
+ * for every kind of input): MODEL_PART_TOKENS_IMAGE, _AUDIO, _FILE. A kind left unset is refused (400).
+ */
+export interface PartTokens {
+  image?: number;
+  audio?: number;
+  file?: number;
+}
 
 export type Env = z.input<typeof envSchema>;
 

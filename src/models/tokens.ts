@@ -1,5 +1,8 @@
 import { AppError } from '../http/errors.js';
 import type { ChatMessage, ToolSpec } from './upstream/types.js';
+import type { PartTokens } from '../config.js';
+
+export type { PartTokens };
 
 // Token arithmetic the proxy does itself. Two different needs:
 //  - an UPPER bound of the prompt, to reserve before the call (CONTRACT §8: reserve the most the call can
@@ -58,16 +61,6 @@ export function countPrompt(messages: ChatMessage[], tools: ToolSpec[] | undefin
   }
   if (tools?.length) n += countText(JSON.stringify(tools).replace(/[{}[\]",:]/g, ' '));
   return n;
-}
-
-/**
- * The most tokens a non-text content part can cost, per kind (CONTRACT §8: the reserve is an upper bound
- * for every kind of input): MODEL_PART_TOKENS_IMAGE, _AUDIO, _FILE. A kind left unset is refused (400).
- */
-export interface PartTokens {
-  image?: number;
-  audio?: number;
-  file?: number;
 }
 
 /** OpenAI content part types → the configured kind that bounds them. */
