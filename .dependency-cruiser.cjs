@@ -3,8 +3,8 @@
 // docs/architecture.svg from the same cruise. Tests and benches exercise any module they need: the
 // rules about who may import what bind the service's own code (src/, oauth/, mcp/; not oauth/tools/).
 
-/** The ground: configuration, logging, ids, HTTP helpers, database, crypto primitives. */
-const GROUND = '^src/(config|log|ids)[.]ts$|^src/(http|db|crypto)/';
+/** The ground: configuration, logging, ids, HTTP helpers, database, crypto primitives, the metric counters. */
+const GROUND = '^src/(config|log|ids)[.]ts$|^src/(http|db|crypto)/|^src/metrics/(registry|http|models)[.]ts$';
 /** Domains: every other folder of src/ (accounts, billing, models, portal…, and any new one), plus the OAuth and MCP faces. */
 const DOMAINS = '^src/[^/]+/|^oauth/|^mcp/';
 /** The entry points and the composition root: they see everything, nothing in the service sees them. */

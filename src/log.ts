@@ -48,7 +48,10 @@ export function createLogger(
     messageFormat: (log, messageKey) => {
       const req = log.req as { id?: string; method?: string; path?: string } | undefined;
       const res = log.res as { status?: number } | undefined;
-      if (!req || !res) return String(log[messageKey] ?? '');
+      if (!req || !res) {
+        const message = log[messageKey];
+        return typeof message === 'string' ? message : message == null ? '' : JSON.stringify(message);
+      }
       const aborted = log.aborted ? ' (client left)' : '';
       return `${req.method} ${req.path} ${res.status} ${String(log.responseTime)} ms${aborted}  ${req.id}`;
     },

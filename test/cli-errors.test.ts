@@ -72,12 +72,12 @@ describe('errors a person understands, with the next step', { timeout: CLI_TEST_
     const ws = new WebSocket(`${suite.server.url.replace('http', 'ws')}/v1/runs/ws`);
     const toolCall = new Promise<{ tool_call_id: string }>((resolve) =>
       ws.on('message', (d) => {
-        const f = JSON.parse(String(d));
+        const f = JSON.parse((d as Buffer).toString());
         if (f.type === 'tool_call') resolve(f);
       }),
     );
     const completed = new Promise<void>((resolve) =>
-      ws.on('message', (d) => JSON.parse(String(d)).type === 'run_completed' && resolve()),
+      ws.on('message', (d) => JSON.parse((d as Buffer).toString()).type === 'run_completed' && resolve()),
     );
     await new Promise((r) => ws.on('open', r));
     ws.send(JSON.stringify({ type: 'auth', token: suite.key }));

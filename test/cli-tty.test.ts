@@ -92,11 +92,13 @@ describe('svc in a real terminal', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(existsSync(join(work, 'greeting.txt'))).toBe(false);
     expect(t.screen()).toContain('refused');
     expect(t.screen()).toMatch(/finished \(completed\) in 2 steps/);
+    // eslint-disable-next-line no-control-regex -- the escape character is what colour on a terminal is
     expect(t.screen()).toMatch(/\x1b\[3\dm/); // ANSI colour on a terminal
 
     const plain = inTerminal(['whoami', '--url', 'http://127.0.0.1:9'], { NO_COLOR: '1' });
     expect(await plain.exit).toBe(3);
     expect(plain.screen()).toContain('Error: You are not signed in');
+    // eslint-disable-next-line no-control-regex -- the escape character is what colour on a terminal is
     expect(plain.screen()).not.toMatch(/\x1b\[3\dm/);
   });
 

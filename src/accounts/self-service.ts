@@ -1,8 +1,7 @@
 import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
-import { sessions, users } from '../db/schema.js';
+import { oauthGrants, sessions, users } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { revokeGrants } from '../../oauth/grants.js';
 import { hashPassword, passwordProblem, verifyPassword } from './password.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
 
@@ -113,11 +112,12 @@ export async function connectedApps(db: Db, userId: string): Promise<ConnectedAp
 
 /** Revokes one of the person's grants: its access tokens fail at once, its refresh tokens stop. */
 export async function revokeConnectedApp(db: Db, userId: string, grantId: string): Promise<boolean> {
-  const [own] = await queryRows<{ id: string }>(
-    db,
-    sql`select id from oauth_grants where id = ${grantId} and user_id = ${userId} and revoked_at is null`,
-  );
-  if (!own) return false;
-  await revokeGrants(db, [own.id]);
-  return true;
+  // One guarded update (STYLE: state that must not race): another person's grant, or one already revoked,
+  // matches no row.
+  const revoked = await db
+    .update(oauthGrants)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
+    .returning({ id: oauthGrants.id });
+  return revoked.length > 0;
 }

@@ -27,6 +27,7 @@ import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html
 import {
   alert,
   applyErrorHeaders,
+  formValue,
   clientError,
   errorText,
   postForm,
@@ -257,7 +258,7 @@ ${postForm(req, res, '/account/allocations', html`<input type="hidden" name="ret
 
   // Top-up, step 1: the amount → what it buys, before anything is charged.
   ownerAction('topup', async (req, res, org) => {
-    const amount = typeof req.body?.amount === 'string' ? req.body.amount.slice(0, 32) : '';
+    const amount = formValue(req, 'amount', 32);
     const cents = parseUsdAmount(amount);
     if (cents === null)
       return page(req, res, org, {
@@ -276,7 +277,7 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
 
   // Top-up, step 2: the processor's checkout.
   ownerAction('topup/pay', async (req, res, org) => {
-    const cents = Number(req.body?.amount_cents);
+    const cents = Number(formValue(req, 'amount_cents', 32));
     if (!Number.isInteger(cents) || cents < TOPUP_MIN_CENTS || cents > TOPUP_MAX_CENTS)
       throw new AppError(400, 'VALIDATION_ERROR', 'the amount must be from 1.00 to 10,000.00 US dollars');
     const p = principalOf(req);
@@ -321,12 +322,12 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
   router.post('/account/allocations', session, async (req, res) => {
     verifyCsrfField(req);
     const p = principalOf(req);
-    const back = typeof req.body?.return_to === 'string' ? req.body.return_to : '';
+    const back = formValue(req, 'return_to');
     const m = /^\/account\/clients\/([a-z]+_[A-Za-z0-9]+)\/billing$/.exec(back);
     const pool = await ownerBalance(db, p.userId);
     const wanted: { orgId: string; name: string; from: number; to: number }[] = [];
     for (const a of pool.allocations) {
-      const raw = req.body?.[a.org_id];
+      const raw = (req.body as Record<string, unknown> | undefined)?.[a.org_id];
       if (typeof raw !== 'string') continue;
       const text = raw.replace(/[\s,_]/g, '');
       if (!/^\d{1,15}$/.test(text)) {

@@ -2,7 +2,6 @@ import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import { csrfField, html, renderPage, sendPage, type SafeHtml } from './html.js';
 import { AppError } from '../http/errors.js';
-import type { Principal } from '../auth/principal.js';
 import { navBar } from './nav.js';
 
 // Small building blocks of the portal's forms. Labels are always tied to their input (for/id), errors
