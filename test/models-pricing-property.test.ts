@@ -19,8 +19,11 @@ const prices = fc.record({
 });
 
 /** planHold reads only the prices and the part bounds of the model services. */
+// planHold reads only the prices, the part sizes and a request id from the process's liveness.
 const depsWith = (p: { input: number; output: number }) =>
-  ({ models: { prices: p, partTokens: {} } }) as unknown as Deps;
+  ({
+    models: { prices: p, partTokens: {}, liveness: { requestId: () => 'req_property' } },
+  }) as unknown as Deps;
 
 describe('affordableOutput', () => {
   it('is the largest output the hold pays for, at most what was wanted', () => {
