@@ -138,7 +138,7 @@ CREATE TABLE "billing_accounts" (
 	"allocation" bigint DEFAULT 0 NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	CONSTRAINT "billing_accounts_inside_non_negative" CHECK ("billing_accounts"."kind" not in ('org', 'pool') or ("billing_accounts"."held" >= 0 and "billing_accounts"."balance" >= "billing_accounts"."held")),
-	CONSTRAINT "billing_accounts_held_only_on_orgs" CHECK ("billing_accounts"."kind" = 'org' or "billing_accounts"."held" = 0)
+	CONSTRAINT "billing_accounts_held_only_inside" CHECK ("billing_accounts"."kind" in ('org', 'pool') or "billing_accounts"."held" = 0)
 );
 --> statement-breakpoint
 CREATE TABLE "billing_checkout_sessions" (

@@ -7,7 +7,9 @@ import { type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { type FakeUpstream } from './helpers/fake-upstream.js';
 import { queryRows } from '../src/db/client.js';
-import { orgBalanceCredits } from '../src/billing/spend.js';
+import { orgBalanceCredits, reserveCredits } from '../src/billing/spend.js';
+import { settleWithExcess } from '../src/billing/debt.js';
+import { ownerBalance } from '../src/billing/service.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { countPrompt } from '../src/models/tokens.js';
 import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
@@ -48,6 +50,8 @@ async function ledger(sinceId: number) {
     violations: await checkInvariants(server.deps.db),
   };
 }
+
+const ownerBalanceOf = (u: TestUser) => ownerBalance(server.deps.db, u.userId);
 
 async function lastEntryId(): Promise<number> {
   const [row] = await queryRows<{ id: unknown }>(
@@ -209,6 +213,47 @@ describe('usage beyond the hold (item 3)', () => {
     );
     expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(40_000 - 30_010);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+});
+
+describe('the excess is charged exactly once, whichever path settles (item 3)', () => {
+  it('a settle repeated after a grant (a retry or spool replay) charges nothing more, though the balance could pay now', async () => {
+    await setOrgBalance(server, owner.orgKey, 50);
+    const since = await lastEntryId();
+    const requestId = `test-excess-once-${since}`;
+    await reserveCredits(server.deps.db, {
+      orgKey: owner.orgKey,
+      userId: owner.userId,
+      requestId,
+      minCredits: 50,
+      maxCredits: 50,
+    });
+    const input = { requestId, actualCredits: 500, description: 'excess once' };
+    // The hold pays 50; nothing is left unheld, so all 450 of the excess is the owner's debt.
+    expect(await settleWithExcess(server.deps.db, server.deps.log, input)).toMatchObject({
+      debitedCredits: 50,
+    });
+    const debt = async () => (await ownerBalanceOf(owner)).debt_credits;
+    expect(await debt()).toBe(450);
+    await server.deps.db.transaction((tx) =>
+      grantToOrg(tx as unknown as Db, {
+        key: `grant:test-excess-once:${since}`,
+        source: SOURCE_PURCHASES,
+        ownerId: owner.userId,
+        orgKey: owner.orgKey,
+        amount: 10_000,
+        type: 'topup',
+        description: 'a later purchase',
+      }),
+    );
+    expect(await debt()).toBe(0);
+    // The same settle again (its first answer was lost): the first result stands, no second charge.
+    expect(await settleWithExcess(server.deps.db, server.deps.log, input)).toMatchObject({
+      debitedCredits: 50,
+    });
+    const l = await ledger(since);
+    expect(l).toMatchObject({ debited: 50, rows: 1, violations: [] });
+    expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(10_000 - 450);
   });
 });
 

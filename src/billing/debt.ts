@@ -5,11 +5,11 @@ import {
   debtAccount,
   ensureDebtAccount,
   lockAccounts,
-  orgAccount,
   sinkAccount,
   transfer,
   type EntryType,
 } from './ledger.js';
+import { settleCredits, type SettleInput, type SettleResult } from './spend.js';
 
 // The owner's debt (CONTRACT §8 "Debt"): tokens an owner owes because they were spent and could not be
 // taken back — the part of a refund or lost dispute that no balance of the owner's could give
@@ -60,58 +60,102 @@ export const excessCounters = { calls: 0, debitedCredits: 0, debtCredits: 0 };
 
 /**
  * A provider reported more than the call's hold covered (CONTRACT §8 "Should a provider still report
- * more than the hold covered"): the excess is debited from the client's unheld balance as far as it
- * goes (a `usage` row keyed `usage:<request id>:excess`) and the rest is recorded as the owner's debt
- * (keyed `…:debt`), never lost. Exactly once per request id; logged and counted every time.
+ * more than the hold covered"): the excess (`actualCredits` less what the settle debited) is debited from
+ * the unheld balance of the account the hold was on — the client's, or its owner's pool when the client
+ * was deleted during the call (deleted-client.ts) — as far as it goes (a `usage` row keyed
+ * `usage:<request id>:excess`), and the rest is recorded as the owner's debt (keyed `…:debt`), never lost.
+ *
+ * Exactly once per request id, whichever path settles the call (the call itself, or a settle kept and
+ * retried after a database cut or replayed from the spool, src/models/pending-settles.ts): it reads what
+ * the settled hold debited, and under the accounts' locks looks for either row of an earlier charge, so a
+ * repeat (a retry whose first attempt committed, a spool replayed twice) charges nothing, even when the
+ * balance has changed since. Logged and counted each time it charges.
  */
 export async function chargeExcess(
   db: Db,
   log: Logger,
-  input: { requestId: string; orgKey: string; excess: number; description: string },
+  input: { requestId: string; actualCredits: number; description: string },
 ): Promise<{ debited: number; debt: number }> {
-  if (input.excess <= 0) return { debited: 0, debt: 0 };
+  const actual = Math.max(0, Math.round(input.actualCredits));
+  const none = { debited: 0, debt: 0, excess: 0, orgKey: '' };
   const result = await db.transaction(async (tx) => {
     const t = tx as unknown as Db;
+    // Hold rows first, as every billing transaction locks.
+    const [hold] = await queryRows<{ account_id: string; org_key: string; debited: unknown; status: string }>(
+      t,
+      sql`select account_id, org_key, debited, status from billing_holds where request_id = ${input.requestId} for update`,
+    );
+    if (!hold || hold.status !== 'settled' || actual <= Number(hold.debited)) return none;
+    const excess = actual - Number(hold.debited);
     const [org] = await queryRows<{ owner_id: string }>(
       t,
-      sql`select owner_id from orgs where id = ${input.orgKey}`,
+      sql`select owner_id from orgs where id = ${hold.org_key}`,
     );
-    if (!org) return { debited: 0, debt: 0 };
+    if (!org) return none;
     await ensureDebtAccount(t, org.owner_id);
-    const account = orgAccount(input.orgKey);
-    const sink = sinkAccount(input.orgKey);
+    const account = hold.account_id;
+    const sink = sinkAccount(hold.org_key);
     const locked = await lockAccounts(t, [debtAccount(org.owner_id), account, sink]);
+    const keys = [`usage:${input.requestId}:excess`, `usage:${input.requestId}:debt`];
+    const [before] = await queryRows<{ n: unknown }>(
+      t,
+      sql`select count(*)::int as n from billing_entries where key in (${keys[0]}, ${keys[1]})`,
+    );
+    if (Number(before?.n) > 0) return none; // charged before
     const a = locked.get(account);
-    const debited = Math.min(input.excess, Math.max(0, (a?.balance ?? 0) - (a?.held ?? 0)));
+    const debited = Math.min(excess, Math.max(0, (a?.balance ?? 0) - (a?.held ?? 0)));
     if (debited > 0) {
-      const id = await transfer(t, {
-        key: `usage:${input.requestId}:excess`,
+      await transfer(t, {
+        key: keys[0]!,
         from: account,
         to: sink,
         amount: debited,
         type: 'usage',
         description: `${input.description} (beyond its hold)`,
-        shownTo: { orgKey: input.orgKey, side: 'from' },
+        shownTo: { orgKey: hold.org_key, side: 'from' },
       });
-      if (id === null) return { debited: 0, debt: 0 }; // charged before
     }
-    const debt = input.excess - debited;
+    const debt = excess - debited;
     await recordDebt(t, {
-      key: `usage:${input.requestId}:debt`,
+      key: keys[1]!,
       ownerId: org.owner_id,
       to: sink,
       amount: debt,
       type: 'debt',
       description: `${input.description} (beyond its hold and the balance: owed)`,
     });
-    return { debited, debt };
+    return { debited, debt, excess, orgKey: hold.org_key };
   });
-  excessCounters.calls++;
-  excessCounters.debitedCredits += result.debited;
-  excessCounters.debtCredits += result.debt;
-  log.warn(
-    { requestId: input.requestId, orgKey: input.orgKey, excess: input.excess, ...result },
-    'provider usage beyond the hold: excess debited, the rest recorded as debt',
-  );
-  return result;
+  if (result.excess > 0) {
+    excessCounters.calls++;
+    excessCounters.debitedCredits += result.debited;
+    excessCounters.debtCredits += result.debt;
+    log.warn(
+      {
+        requestId: input.requestId,
+        orgKey: result.orgKey,
+        excess: result.excess,
+        debited: result.debited,
+        debt: result.debt,
+      },
+      'provider usage beyond the hold: excess debited, the rest recorded as debt',
+    );
+  }
+  return { debited: result.debited, debt: result.debt };
+}
+
+/**
+ * A settle, then the excess beyond its hold when there is one (chargeExcess): the one way every settle
+ * path bills a call whole. Used by settles kept and retried (src/models/services.ts); the call's own
+ * settle goes through the batcher and calls chargeExcess itself (src/models/metered.ts).
+ */
+export async function settleWithExcess(db: Db, log: Logger, input: SettleInput): Promise<SettleResult> {
+  const settled = await settleCredits(db, input);
+  if (Math.round(input.actualCredits) <= settled.debitedCredits) return settled;
+  const excess = await chargeExcess(db, log, input);
+  return {
+    ...settled,
+    debitedCredits: settled.debitedCredits + excess.debited,
+    balanceCredits: settled.balanceCredits - excess.debited,
+  };
 }

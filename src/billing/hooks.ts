@@ -9,7 +9,8 @@ import type { PaymentProcessor } from './processor.js';
 import { createStripeClient, createStripeProcessor } from './stripe-processor.js';
 import { createDevProcessor } from './dev-processor.js';
 
-export { grantTrial, reclaimDeletedOrg } from './service.js';
+export { grantTrial } from './service.js';
+export { reclaimDeletedOrg } from './deleted-client.js';
 
 /** How often the sweep releases holds left by crashed processes (reserve also releases them per org). */
 export const HOLD_SWEEP_INTERVAL_MS = 60_000;

@@ -159,33 +159,6 @@ export async function grantTrial(
   });
 }
 
-/**
- * Org-deleted hook: the client's whole balance goes back to its owner's pool (CONTRACT §5). Calls in
- * flight lose their holds (voided): a deleted client's late settle debits nothing.
- */
-export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: string }): Promise<void> {
-  const account = orgAccount(org.orgKey);
-  await ensureOrgAccounts(tx, org.orgKey, org.ownerId);
-  await tx.execute(
-    sql`update billing_holds set status = 'voided', closed_at = now() where account_id = ${account} and status = 'held'`,
-  );
-  await tx.execute(sql`update billing_accounts set held = 0 where id = ${account}`);
-  const locked = await lockAccounts(tx, [account, poolAccount(org.ownerId)]);
-  const balance = locked.get(account)!.balance;
-  if (balance > 0) {
-    await transfer(tx, {
-      key: `reclaim:deleted:${org.orgKey}`,
-      from: account,
-      to: poolAccount(org.ownerId),
-      amount: balance,
-      type: 'reclaim',
-      description: 'Client deleted',
-      shownTo: { orgKey: org.orgKey, side: 'from' },
-    });
-  }
-  await tx.execute(sql`update billing_accounts set allocation = 0 where id = ${account}`);
-}
-
 /** The client's Token balance (interface document: Client token balance). */
 export async function clientBalance(db: Db, orgKey: string) {
   const [row] = await queryRows<{ balance: unknown; allocation: unknown }>(

@@ -233,8 +233,7 @@ export async function settleCall(
     if (next) await spares.release(call.actor.orgKey);
     const excess = await chargeExcess(deps.db, deps.log, {
       requestId: call.requestId,
-      orgKey: call.actor.orgKey,
-      excess: actual - settled.debitedCredits,
+      actualCredits: actual,
       description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out [${call.requestId}]`,
     });
     settled = {

@@ -17,7 +17,8 @@ import { createPgLimiter, type ConcurrencyLimiter } from './concurrency.js';
 import { createRedisLimiter } from './concurrency-redis.js';
 import { createOutcomeSigner, type OutcomeSigner } from './outcome.js';
 import { createSpareHolds, type SpareHolds } from './spare-holds.js';
-import { settleCredits, voidHold } from '../billing/spend.js';
+import { voidHold } from '../billing/spend.js';
+import { settleWithExcess } from '../billing/debt.js';
 import { createPendingSettles, type PendingSettles } from './pending-settles.js';
 import { createLiveness, type Liveness } from './liveness.js';
 import type { Logger } from '../log.js';
@@ -119,7 +120,8 @@ export function createModelServices(
     spend,
     liveness,
     settles: createPendingSettles({
-      settle: (input) => settleCredits(db, input),
+      // A kept settle bills the call whole, the excess beyond its hold included (debt.ts; issue 21).
+      settle: (input) => settleWithExcess(db, log, input),
       voidHold: (requestId) => voidHold(db, requestId),
       log,
       spoolFile: config.reliability.settleSpoolFile,

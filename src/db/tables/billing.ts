@@ -46,7 +46,9 @@ export const billingAccounts = pgTable(
       'billing_accounts_inside_non_negative',
       sql`${t.kind} not in ('org', 'pool') or (${t.held} >= 0 and ${t.balance} >= ${t.held})`,
     ),
-    check('billing_accounts_held_only_on_orgs', sql`${t.kind} = 'org' or ${t.held} = 0`),
+    // Holds sit on a client's account, and on its owner's pool once the client was deleted with calls in
+    // flight (src/billing/deleted-client.ts).
+    check('billing_accounts_held_only_inside', sql`${t.kind} in ('org', 'pool') or ${t.held} = 0`),
     index('billing_accounts_user_idx').on(t.userId),
   ],
 );

@@ -1,0 +1,59 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, transfer } from './ledger.js';
+
+// Deleting a client with calls in flight (CONTRACT §8 "A client is deleted only with its calls settled";
+// issue 21 item 1). The deletion stops new calls at once (its credentials are revoked in the same
+// transaction, and an org account of balance 0 answers every later reserve 402), but the calls already
+// running keep their holds: the provider's work is real cost, and each of them is billed for what it
+// delivered, exactly once, by its own settle.
+//
+// So the holds move with the tokens. In the deletion's transaction the client's whole balance goes back to
+// its owner's pool (one `reclaim` row, `reclaim:deleted:<org>`), and each live hold of the client is
+// re-pointed at the pool (`billing_holds.account_id`, the pool's `held` raised by as much). From then on
+// the hold is an ordinary hold on the pool to every settle, void and expiry (they all work on the hold's
+// account, src/billing/spend.ts and src/db/custom/model-path-functions.sql): a settle debits the pool
+// into the deleted client's usage sink (the `usage` row still names the client) and releases the rest in
+// the pool; a failed call's void gives the whole hold back to the pool. The pool's held tokens cannot be
+// allocated or taken back meanwhile (every movement checks balance − held), and the client's account is
+// left at 0, as the invariant "a deleted client holds no tokens" says. No step waits and nothing is
+// swept later: the balance is in the pool, available as each call settles.
+
+/** Org-deleted hook (inside the deletion's transaction; src/orgs/service.ts deleteClient). */
+export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: string }): Promise<void> {
+  const account = orgAccount(org.orgKey);
+  const pool = poolAccount(org.ownerId);
+  await ensureOrgAccounts(tx, org.orgKey, org.ownerId);
+  // Lock order as everywhere: hold rows first (request-id order), then the accounts ascending.
+  await tx.execute(
+    sql`select request_id from billing_holds where account_id = ${account} and status = 'held'
+        order by request_id for update`,
+  );
+  const locked = await lockAccounts(tx, [account, pool]);
+  const balance = locked.get(account)!.balance;
+  // Re-pointed under the account's lock: a hold whose reserve committed while this waited is moved too.
+  const moved = await queryRows<{ amount: unknown }>(
+    tx,
+    sql`update billing_holds set account_id = ${pool} where account_id = ${account} and status = 'held'
+        returning amount`,
+  );
+  const held = moved.reduce((s, h) => s + Number(h.amount), 0);
+  // The client's `held` first (so its whole balance is free to move), the pool's last (its balance then
+  // covers it: CHECK balance >= held holds after every statement).
+  if (held > 0)
+    await tx.execute(sql`update billing_accounts set held = held - ${held} where id = ${account}`);
+  if (balance > 0) {
+    await transfer(tx, {
+      key: `reclaim:deleted:${org.orgKey}`,
+      from: account,
+      to: pool,
+      amount: balance,
+      type: 'reclaim',
+      description:
+        held > 0 ? `Client deleted (${held} tokens held for its calls in flight)` : 'Client deleted',
+      shownTo: { orgKey: org.orgKey, side: 'from' },
+    });
+  }
+  if (held > 0) await tx.execute(sql`update billing_accounts set held = held + ${held} where id = ${pool}`);
+  await tx.execute(sql`update billing_accounts set allocation = 0 where id = ${account}`);
+}
