@@ -1,5 +1,7 @@
 // Builds (tsc -p tsconfig.build.json) when `entry` is missing or older than the newest source, then
 // answers the entry's absolute URL. Shared by `npm start` (scripts/start.mjs) and the `svc` bin.
+// An installed package (`npm i -g`, docs/cli.md) ships the compiled client and no sources and no
+// TypeScript: there is nothing to build, so the shipped entry runs as it is.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -20,6 +22,7 @@ function newestMtime(dir) {
 /** `log` gets the "building" notice: stdout for the server, stderr for the CLI (its stdout may be JSON). */
 export function ensureBuilt(entry, log = process.stdout) {
   const path = join(root, entry);
+  if (!existsSync(join(root, 'src'))) return pathToFileURL(path).href;
   const sources = Math.max(...['src', 'oauth', 'mcp'].map((d) => newestMtime(join(root, d))));
   if (!existsSync(path) || statSync(path).mtimeMs < sources) {
     log.write('svc: building…\n');
