@@ -10,7 +10,9 @@ import { buildPlatformServer, TOOL_NAMES } from './server.js';
 // POST /mcp/platform (interface document: P = platform grant; CONTRACT §3, §7, §10). Stateless
 // Streamable HTTP (MCP 2025-06-18 / 2025-11-25 "Transports"): every POST gets a server and a transport
 // built from its verified grant, answers in JSON and is torn down when the response closes. Without
-// sessions there is no server-initiated stream, so GET (and DELETE) answer 405, as the spec allows.
+// sessions there is no server-initiated stream, so GET (and DELETE) answer 405, as the spec allows; but
+// only to a caller with a grant: without one every method gets the 401 challenge first (issue 18 item 4),
+// because clients that probe with GET (mcp-remote) discover the authorization server from it (RFC 9728 §5).
 
 export const MCP_PATH = '/mcp/platform';
 const MCP_BODY = jsonBody({ limit: '10mb' });
@@ -38,33 +40,27 @@ function singleToolCall(body: unknown): string | undefined {
 export function mcpRoutes(deps: Deps): Router {
   const router = Router();
 
-  router.all(MCP_PATH, checkOrigin(deps), (req, res, next) => {
+  // The grant is verified before the body is read (issue 22 item 2): a caller without one never gets a
+  // 10 MB parse. Bodies are JSON, nesting-limited (src/http/json-body.ts), up to 10 MB (file writes).
+  router.all(MCP_PATH, checkOrigin(deps), requirePlatformGrant(deps), (req, res, next) => {
     if (req.method === 'POST') return next();
     res.set('Allow', 'POST');
     rpcError(res, 405, 'Method not allowed: this server is stateless; POST JSON-RPC messages', -32000);
   });
 
-  // The grant is verified before the body is read (issue 22 item 2): a caller without one never gets a
-  // 10 MB parse. Bodies are JSON, nesting-limited (src/http/json-body.ts), up to 10 MB (file writes).
-  router.post(
-    MCP_PATH,
-    requirePlatformGrant(deps),
-    MCP_BODY,
-    rejectNulCharacters(),
-    async (req: Request, res: Response) => {
-      const server = buildPlatformServer(deps, req.mcpGrant!, singleToolCall(req.body));
-      const transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: undefined,
-        enableJsonResponse: true,
-      });
-      res.on('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      await transport.handleRequest(req, res, req.body);
-    },
-  );
+  router.post(MCP_PATH, MCP_BODY, rejectNulCharacters(), async (req: Request, res: Response) => {
+    const server = buildPlatformServer(deps, req.mcpGrant!, singleToolCall(req.body));
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
 
   router.use(MCP_PATH, mcpErrorHandler(deps));
   return router;

@@ -184,6 +184,16 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
     expect(res.headers.get('allow')).toBe('POST');
   });
 
+  it('challenges a GET or DELETE without a credential with 401 before the method check', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(endpoint, { method, headers: { accept: 'text/event-stream' } });
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toMatch(
+        /^Bearer resource_metadata="[^"]+\/\.well-known\/oauth-protected-resource\/mcp\/platform"/,
+      );
+    }
+  });
+
   it('rechecks live membership on every request', async () => {
     const temp = await createUser(server);
     await addMember(server, alice.orgKey, temp.userId, 'member');

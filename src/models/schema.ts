@@ -50,6 +50,21 @@ const tool = z.looseObject({
  */
 const passThrough = z.unknown().optional();
 
+/** OpenAI's three output formats; svc-local honours all three (src/models/upstream/local-structured.ts). */
+const responseFormat = z.discriminatedUnion('type', [
+  z.looseObject({ type: z.literal('text') }),
+  z.looseObject({ type: z.literal('json_object') }),
+  z.looseObject({
+    type: z.literal('json_schema'),
+    json_schema: z.looseObject({
+      name: z.string().min(1).max(64),
+      description: z.string().optional(),
+      schema: z.record(z.string(), z.unknown()).optional(),
+      strict: z.boolean().nullish(),
+    }),
+  }),
+]);
+
 export const chatRequest = z
   .strictObject({
     model: z.string().optional(),
@@ -71,7 +86,7 @@ export const chatRequest = z
     logprobs: passThrough,
     top_logprobs: passThrough,
     seed: passThrough,
-    response_format: passThrough,
+    response_format: responseFormat.nullish(),
     reasoning_effort: passThrough,
     verbosity: passThrough,
     prompt_cache_key: passThrough,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { countPrompt, contentText, textPieces } from '../tokens.js';
+import { structuredAnswer, type ResponseFormat } from './local-structured.js';
 import type {
   ChatBody,
   ChatChunk,
@@ -17,7 +18,8 @@ import type {
 //
 // Behaviour: when the request offers tools (and tool_choice allows), and the last message is the user's,
 // it calls the tool that best fits the user's words with arguments filled from the tool's JSON Schema.
-// After a tool result it answers with text about that result. Otherwise it answers with text.
+// After a tool result it answers with text about that result. Otherwise it answers with text, as JSON when
+// the request's `response_format` asks for JSON (local-structured.ts).
 
 const nowUnix = () => Math.floor(Date.now() / 1000);
 const newId = (prefix: string) => `${prefix}${randomBytes(12).toString('base64url')}`;
@@ -133,6 +135,7 @@ function plan(body: ChatBody): Plan {
       ? `This is svc-local, the built-in offline model. You said: ${userText.slice(0, 200)}`
       : 'This is svc-local, the built-in offline model.';
   }
+  text = structuredAnswer(body.response_format as ResponseFormat | null | undefined, text) ?? text;
   let pieces = textPieces(text);
   let finish: Plan['finish'] = 'stop';
   if (pieces.length > limit) {
