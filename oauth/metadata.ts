@@ -1,6 +1,6 @@
 import { Router, type Response } from 'express';
 import type { Deps } from '../src/deps.js';
-import { requestOrigin } from '../src/http/origin.js';
+import { originVary, requestOrigin } from '../src/http/origin.js';
 import { RESOURCE_PATHS, resourceUrl } from './resources.js';
 import type { OAuthResource } from '../src/db/schema.js';
 
@@ -41,26 +41,35 @@ export function protectedResourceMetadata(origin: string, resource: OAuthResourc
   };
 }
 
-function sendPublicJson(res: Response, body: unknown) {
-  // Public, origin-dependent documents: cacheable briefly, and readable by browser-based clients.
+function sendPublicJson(res: Response, vary: string, body: unknown) {
+  // Public, origin-dependent documents: cacheable briefly, and readable by browser-based clients. A cache
+  // must key them on what chose the origin (src/http/origin.ts originVary).
   res.setHeader('Cache-Control', 'public, max-age=300');
   res.setHeader('Access-Control-Allow-Origin', '*');
-  res.setHeader('Vary', 'Host');
+  res.setHeader('Vary', vary);
   res.json(body);
 }
 
 export function metadataRoutes(deps: Deps): Router {
   const router = Router();
   router.get('/.well-known/oauth-authorization-server', (req, res) => {
-    sendPublicJson(res, authorizationServerMetadata(requestOrigin(req, deps.config)));
+    sendPublicJson(
+      res,
+      originVary(deps.config),
+      authorizationServerMetadata(requestOrigin(req, deps.config)),
+    );
   });
   for (const resource of Object.keys(RESOURCE_PATHS) as OAuthResource[]) {
     router.get(`/.well-known/oauth-protected-resource${RESOURCE_PATHS[resource]}`, (req, res) => {
-      sendPublicJson(res, protectedResourceMetadata(requestOrigin(req, deps.config), resource));
+      sendPublicJson(
+        res,
+        originVary(deps.config),
+        protectedResourceMetadata(requestOrigin(req, deps.config), resource),
+      );
     });
   }
   router.get('/.well-known/jwks.json', async (_req, res) => {
-    sendPublicJson(res, await deps.signingKeys.jwks());
+    sendPublicJson(res, originVary(deps.config), await deps.signingKeys.jwks());
   });
   return router;
 }

@@ -19,6 +19,8 @@ import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
 import { isMcpPath, mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
 import { rejectNulCharacters } from './http/input-guard.js';
+import { trustFunction } from './http/client-address.js';
+import { devHostGuard } from './http/host-guard.js';
 import { jsonBody } from './http/json-body.js';
 import { pageErrorHandler, browserErrorPage } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
@@ -38,9 +40,13 @@ declare module 'express-serve-static-core' {
 export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', deps.config.trustProxy);
+  // req.ip, req.host and req.protocol believe exactly the proxies TRUST_PROXY names (src/http/client-address.ts).
+  app.set('trust proxy', trustFunction(deps.config));
   app.set('query parser', 'simple');
-  app.use(requestLogger(deps.log));
+  app.use(requestLogger(deps.log, deps.config));
+  // Dev mode answers only its own Host names and loopback (CONTRACT §1: DNS rebinding; src/http/host-guard.ts).
+  const hostGuard = devHostGuard(deps.config);
+  if (hostGuard) app.use(hostGuard);
 
   // The chat call has a chain of its own ahead of every other layer (so it walks none of theirs): before
   // its body is read, a call that can use a hold taken ahead starts its caller's read

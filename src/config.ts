@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import proxyaddr from 'proxy-addr';
 import { productionProblems } from './production.js';
 
 // Every variable the contract names (CONTRACT §1), all optional. A bad value stops start-up with a
@@ -13,6 +14,44 @@ const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const nonNegative = z.coerce.number().min(0);
 
+/**
+ * Which peers are proxies whose X-Forwarded-For (and X-Forwarded-Host) is believed (CONTRACT §1): how
+ * many stand in front (`hops`), or their addresses (`addresses`: addresses, CIDRs, or proxy-addr's names
+ * `loopback`, `linklocal`, `uniquelocal`). Unset: none, the socket's address is the client's.
+ */
+export type TrustProxy = { hops: number } | { addresses: string[] } | undefined;
+
+// `true` is refused: trusting every hop makes the left-most X-Forwarded-For, which the client writes,
+// the address rate limits are keyed on (issue 22, item 13). `0`, `false`, `off`, `no`: no proxy.
+const trustProxy = z.string().transform((raw, ctx): TrustProxy => {
+  const v = raw.trim().toLowerCase();
+  if (['', '0', 'false', 'off', 'no'].includes(v)) return undefined;
+  if (['true', 'yes', 'on'].includes(v)) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `'${raw}' is not accepted: give how many proxies stand in front (1, 2, …) or their addresses (a comma-separated list of addresses or CIDRs)`,
+    });
+    return z.NEVER;
+  }
+  if (/^\d+$/.test(v)) {
+    const hops = Number(v);
+    if (hops <= 64) return { hops };
+    ctx.addIssue({ code: 'custom', message: 'a hop count is at most 64' });
+    return z.NEVER;
+  }
+  const addresses = v.split(',').map((a) => a.trim());
+  try {
+    proxyaddr.compile(addresses); // throws on anything that is not an address, a CIDR or a known name
+  } catch (e) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `not a hop count or a list of addresses/CIDRs (${(e as Error).message})`,
+    });
+    return z.NEVER;
+  }
+  return { addresses };
+});
+
 const envSchema = z.object({
   NODE_ENV: z.string().optional(),
   PORT: port.default(8080),
@@ -20,7 +59,7 @@ const envSchema = z.object({
   BASE_URL: url.optional(),
   V2_URL: url.optional(),
   LIGHT_URL: url.optional(),
-  TRUST_PROXY: bool.default(false),
+  TRUST_PROXY: trustProxy.optional(),
   DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
@@ -94,7 +133,8 @@ export interface Config {
   baseUrl: string;
   v2Url: string;
   lightUrl: string;
-  trustProxy: boolean;
+  /** Proxies whose forwarding headers are believed (src/http/client-address.ts); undefined: none. */
+  trustProxy: TrustProxy;
   databaseUrl: string | undefined;
   dataDir: string;
   devMode: boolean;

@@ -26,6 +26,9 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
   // live process (issue 14, item 6; docs/operations.md).
   const inFlight = new Set<ServerResponse>();
   const handler: RequestListener = (req, res) => {
+    // No answer is to be read as anything but its Content-Type, JSON above all (issue 22, item 18): a
+    // JSON error echoing input must never be sniffed into HTML or script. Pages set it too (html.ts).
+    res.setHeader('X-Content-Type-Options', 'nosniff');
     if (deps.lifecycle.draining) {
       res.shouldKeepAlive = false;
       res.writeHead(503, { 'retry-after': '1', connection: 'close', 'content-type': 'application/json' });

@@ -6,9 +6,10 @@ import express from 'express';
 import { pino } from 'pino';
 import { requestLogger } from '../src/http/request-log.js';
 
-// The request log (src/http/request-log.ts): one line per request with id, method, path, status and
-// duration; never the query string or a credential (STYLE: Edges). A real pino logger writes into
-// memory here, behind a real express app on 127.0.0.1.
+// The request log (src/http/request-log.ts): one line per request with id, method, path, the client's
+// address (behind a proxy: test/proxy-trust.test.ts), status and duration; never the query string or a
+// credential (STYLE: Edges). A real pino logger writes into memory here, behind a real express app on
+// 127.0.0.1.
 
 const lines: Record<string, any>[] = [];
 const sink = new Writable({
@@ -22,7 +23,7 @@ let server: Server;
 let base: string;
 beforeAll(async () => {
   const app = express();
-  app.use(requestLogger(pino({ level: 'info' }, sink)));
+  app.use(requestLogger(pino({ level: 'info' }, sink), { trustProxy: undefined }));
   app.get('/ok', (_req, res) => {
     res.json({ ok: true });
   });
@@ -55,7 +56,7 @@ describe('request log', () => {
     expect(lines[0]).toMatchObject({
       level: 30,
       msg: 'request completed',
-      req: { id: 'abc-123', method: 'GET', path: '/ok' },
+      req: { id: 'abc-123', method: 'GET', path: '/ok', remoteAddress: '127.0.0.1' },
       res: { status: 200 },
     });
     expect(lines[0]!.responseTime).toEqual(expect.any(Number));

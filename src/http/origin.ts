@@ -1,21 +1,38 @@
 import type { IncomingMessage } from 'node:http';
 import type { Request } from 'express';
 import type { Config } from '../config.js';
+import { fromTrustedProxy } from './client-address.js';
 
 // An origin is chosen by the request's Host (X-Forwarded-Host only when TRUST_PROXY is set) (CONTRACT §1).
 // The configured spelling is returned, so that an issuer is byte-identical to what clients discovered.
+
+/** What the origin of a request is read from: its headers, and its socket's peer (a trusted proxy?). */
+export type HostedRequest = Pick<IncomingMessage, 'headers' | 'socket'>;
 
 export function configuredOrigins(config: Config): string[] {
   return [...new Set([config.baseUrl, config.v2Url, config.lightUrl])];
 }
 
-/** Express's request or a plain node one (the chat call's own entry): only the headers are read. */
-export function requestHost(req: Pick<IncomingMessage, 'headers'>, config: Config): string {
+/**
+ * The Host a request was sent to. X-Forwarded-Host is read only from a trusted proxy (the socket's peer,
+ * as Express's req.host decides, so CSRF checks and origins agree), and its first value, as Express
+ * takes it: proxies set this header rather than append to it (docs/deploying.md § Behind a proxy).
+ */
+export function requestHost(req: HostedRequest, config: Config): string {
   const header = req.headers['x-forwarded-host'];
-  const forwarded = config.trustProxy
-    ? (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim()
-    : undefined;
+  const forwarded =
+    header && fromTrustedProxy(req, config)
+      ? (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim()
+      : undefined;
   return (forwarded || req.headers.host || '').toLowerCase();
+}
+
+/**
+ * `Vary` for an answer that depends on the request's origin and may be cached: the Host, and
+ * X-Forwarded-Host where a proxy's says which origin it is (RFC 9110 §12.5.5; issue 22, item 18).
+ */
+export function originVary(config: Config): string {
+  return config.trustProxy ? 'Host, X-Forwarded-Host' : 'Host';
 }
 
 /** Each configured origin by its host, worked out once per configuration (every request asks). */
@@ -36,7 +53,7 @@ function configuredOriginFor(config: Config, host: string): string | undefined {
   return byHost.get(host);
 }
 
-export function requestOrigin(req: Pick<IncomingMessage, 'headers'>, config: Config): string {
+export function requestOrigin(req: HostedRequest, config: Config): string {
   return configuredOriginFor(config, requestHost(req, config)) ?? config.baseUrl;
 }
 

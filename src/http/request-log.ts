@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.js';
+import type { Config } from '../config.js';
+import { clientAddress } from './client-address.js';
 import { recordRequest } from '../metrics/http.js';
 
 // Request ids (x-request-id in and out) and one log line per request: id, method, path (never the query
-// string: it can carry tokens, e.g. verification and share links), status and duration. Written by hand
+// string: it can carry tokens, e.g. verification and share links), the client's address (as rate limits
+// key it: behind TRUST_PROXY, the right-most untrusted X-Forwarded-For), status and duration. Written by hand
 // rather than with pino-http, which built a child logger (serialising the request into its bindings)
 // for every request, a cost on every model call even when the line is not written (bench/proxy.ts).
 
@@ -18,7 +21,7 @@ declare module 'http' {
 }
 
 /** Express middleware, and the chat call's own entry (src/models/chat-entry.ts) calls it on plain node objects. */
-export function requestLogger(log: Logger) {
+export function requestLogger(log: Logger, config: Pick<Config, 'trustProxy'>) {
   return (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse, next: () => void) => {
     const incoming = req.headers['x-request-id'];
     const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
@@ -33,7 +36,12 @@ export function requestLogger(log: Logger) {
       const failed = res.statusCode >= 500;
       if (!log.isLevelEnabled(failed ? 'error' : 'info')) return;
       const line = {
-        req: { id, method: req.method, path: (req.originalUrl ?? req.url ?? '').split('?')[0] },
+        req: {
+          id,
+          method: req.method,
+          path: (req.originalUrl ?? req.url ?? '').split('?')[0],
+          remoteAddress: clientAddress(req, config),
+        },
         res: { status: res.statusCode },
         responseTime: Date.now() - start,
         ...(res.writableFinished ? {} : { aborted: true }),

@@ -115,7 +115,7 @@ export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput):
 }
 
 /** A model route's request: Express's, or a plain node one on the chat call's own entry (no query). */
-export type ModelRequest = Pick<IncomingMessage, 'headers'> & { query?: Record<string, unknown> };
+export type ModelRequest = Pick<IncomingMessage, 'headers' | 'socket'> & { query?: Record<string, unknown> };
 
 /** A header as Express's req.get reads it (node joins a repeated custom header into one value). */
 const headerOf = (req: ModelRequest, name: string): string | undefined => {

@@ -5,6 +5,7 @@ import { sendError } from '../http/error-middleware.js';
 import { asOutage } from '../db/outage.js';
 import { rejectNulCharacters } from '../http/input-guard.js';
 import { requestLogger } from '../http/request-log.js';
+import { devHostGuard } from '../http/host-guard.js';
 import { jsonBody } from '../http/json-body.js';
 import { startSpareAdmission, type ChatHttpRequest } from './chat-admission.js';
 import { credentialBeforeBody } from './chat-credential.js';
@@ -45,7 +46,13 @@ export function chatSteps(deps: Deps, auth: Auth): Step[] {
 }
 
 export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): RequestListener {
-  const steps: Step[] = [requestLogger(deps.log), ...chatSteps(deps, auth)];
+  // As Express runs them (src/app.ts): the request log, dev mode's Host guard, then the chat steps.
+  const hostGuard = devHostGuard(deps.config);
+  const steps: Step[] = [
+    requestLogger(deps.log, deps.config),
+    ...(hostGuard ? [hostGuard] : []),
+    ...chatSteps(deps, auth),
+  ];
   const route = chatCompletionsRoute(deps, auth);
 
   return (req: IncomingMessage, res: ServerResponse) => {

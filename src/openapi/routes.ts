@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import express, { Router } from 'express';
 import type { Deps } from '../deps.js';
-import { requestOrigin } from '../http/origin.js';
+import { originVary, requestOrigin } from '../http/origin.js';
 import { openApiDocumentFor } from './document.js';
 
 // GET /openapi.json on every origin (that origin its server), and /docs: the document rendered by
@@ -49,7 +49,7 @@ export function openApiRoutes(deps: Deps): Router {
   router.get('/openapi.json', (req, res) => {
     res.set('Access-Control-Allow-Origin', '*');
     res.set('Cache-Control', 'public, max-age=300');
-    res.set('Vary', 'Host');
+    res.set('Vary', originVary(deps.config));
     res.json(openApiDocumentFor(requestOrigin(req, deps.config)));
   });
   router.get('/docs', (_req, res) => {

@@ -11,6 +11,7 @@ import type { Config } from '../config.js';
 import type { Database } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { rateLimited } from '../http/errors.js';
+import { clientAddress } from '../http/client-address.js';
 import { createFailureLimiter, storeKey, type FailureLimiter, type Policy } from './failure-limiter.js';
 
 // The rate limits of CONTRACT §1 on rate-limiter-flexible. The store follows the deployment so that
@@ -43,7 +44,7 @@ export const POLICIES = {
 } as const satisfies Record<string, Policy>;
 
 export interface LimitsContext {
-  config: Pick<Config, 'redisUrl' | 'rateLimitIpPerMin'>;
+  config: Pick<Config, 'redisUrl' | 'rateLimitIpPerMin' | 'trustProxy'>;
   database: Pick<Database, 'kind' | 'pool'>;
   hmacKey: Buffer;
   log: Logger;
@@ -114,7 +115,9 @@ export function createLimits(ctx: LimitsContext): Limits {
   const ipLimiter = make({ name: 'ip', points: ctx.config.rateLimitIpPerMin, durationSeconds: 60 });
 
   const perIp: RequestHandler = async (req, res, next) => {
-    const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+    // The right-most address no trusted proxy stands behind (CONTRACT §1): a client-written
+    // X-Forwarded-For never picks the key (src/http/client-address.ts).
+    const address = clientAddress(req, ctx.config);
     try {
       const r = await ipLimiter.consume(storeKey(ctx.hmacKey, address), 1);
       res.setHeader('RateLimit-Remaining', String(r.remainingPoints));

@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js';
 import { createAuth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
+import { hostAllowed, refuseForeignUpgrade } from '../http/host-guard.js';
 import { orgIdOf } from '../ids.js';
 import {
   actorFromToken,
@@ -69,6 +70,9 @@ export function attachRunSocket(server: Server, deps: Deps): () => void {
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const path = (req.url ?? '').split('?')[0];
     if (path !== RUNS_PATH) return;
+    // Dev mode answers only its own Host names, upgrades included (CONTRACT §1; src/http/host-guard.ts).
+    if (deps.config.devMode && !hostAllowed(req, deps.config))
+      return refuseForeignUpgrade(req, socket, deps.config);
     wss.handleUpgrade(req, socket, head, (ws) => {
       const opts = options();
       keepAlive(ws, opts.heartbeatMs);
@@ -109,6 +113,7 @@ function handleConnection(
   const orgIds = new URL(req.url ?? '/', 'http://upgrade').searchParams.getAll('org_id');
   const httpLike: ModelRequest = {
     headers: req.headers,
+    socket: req.socket,
     query: orgIds.length === 0 ? {} : { org_id: orgIds.length === 1 ? orgIds[0] : orgIds },
   };
   const origin = requestOrigin(httpLike, deps.config);

@@ -9,6 +9,7 @@ export interface RawResult {
   text: string;
   /** Parsed JSON when the answer says it is JSON (undefined when it does not parse). */
   json: any;
+  headers: http.IncomingHttpHeaders;
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
@@ -17,7 +18,12 @@ export function rawRequest(
   base: string,
   method: string,
   path: string,
-  opts: { headers?: Record<string, string>; body?: string | Buffer } = {},
+  opts: {
+    headers?: Record<string, string>;
+    body?: string | Buffer;
+    /** Connect from this loopback address (127.0.0.x): one client among several, on a connection of its own. */
+    localAddress?: string;
+  } = {},
 ): Promise<RawResult> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
@@ -26,7 +32,14 @@ export function rawRequest(
     // Node refuses raw non-ASCII in a request line; a browser would percent-encode it the same way.
     const line = path.replace(/[^\x21-\x7e]/gu, (ch) => encodeURIComponent(ch));
     const req = http.request(
-      { agent, host: url.hostname, port: url.port, method, path: line, headers },
+      {
+        ...(opts.localAddress ? { agent: false, localAddress: opts.localAddress } : { agent }),
+        host: url.hostname,
+        port: url.port,
+        method,
+        path: line,
+        headers,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -41,7 +54,7 @@ export function rawRequest(
               json = undefined;
             }
           }
-          resolve({ status: res.statusCode ?? 0, contentType, text, json });
+          resolve({ status: res.statusCode ?? 0, contentType, text, json, headers: res.headers });
         });
         res.on('error', reject);
       },

@@ -77,6 +77,8 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** Reuse an existing database (a second process on the same data); migrations are not repeated. */
   databaseUrl?: string;
+  /** Where the server's JSON log lines go (with LOG_LEVEL in `env`); default stdout. */
+  log?: NodeJS.WritableStream;
 }
 
 export async function startTestServer(options: StartOptions = {}): Promise<TestServer> {
@@ -103,7 +105,7 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
       queryTimeoutMs: config.reliability.queryTimeoutMs,
     });
     await runMigrations(database);
-    const deps = await createDeps(config, database, createLogger(config.logLevel));
+    const deps = await createDeps(config, database, createLogger(config.logLevel, 'json', options.log));
     try {
       const running = await startServer(deps, ['127.0.0.1', '127.0.0.2', '127.0.0.3'], port);
       return {
