@@ -423,6 +423,20 @@ CREATE TABLE "usage_records" (
 	CONSTRAINT "usage_records_amounts" CHECK ("usage_records"."credits_debited" >= 0)
 );
 --> statement-breakpoint
+CREATE TABLE "org_invitations" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_id" text NOT NULL,
+	"email" text NOT NULL,
+	"role" text NOT NULL,
+	"token_hash" text NOT NULL,
+	"invited_by" text NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL,
+	"accepted_at" timestamp with time zone,
+	"accepted_by" text,
+	"revoked_at" timestamp with time zone
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -449,6 +463,9 @@ ALTER TABLE "project_shares" ADD CONSTRAINT "project_shares_user_id_users_id_fk"
 ALTER TABLE "project_shares" ADD CONSTRAINT "project_shares_created_by_users_id_fk" FOREIGN KEY ("created_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "projects" ADD CONSTRAINT "projects_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "projects" ADD CONSTRAINT "projects_created_by_users_id_fk" FOREIGN KEY ("created_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "org_invitations" ADD CONSTRAINT "org_invitations_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "org_invitations" ADD CONSTRAINT "org_invitations_invited_by_users_id_fk" FOREIGN KEY ("invited_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "org_invitations" ADD CONSTRAINT "org_invitations_accepted_by_users_id_fk" FOREIGN KEY ("accepted_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "account_tokens_user_idx" ON "account_tokens" USING btree ("user_id","purpose");--> statement-breakpoint
 CREATE UNIQUE INDEX "recovery_codes_user_code_idx" ON "recovery_codes" USING btree ("user_id","code_hash");--> statement-breakpoint
 CREATE INDEX "sessions_user_live_idx" ON "sessions" USING btree ("user_id") WHERE "sessions"."revoked_at" is null;--> statement-breakpoint
@@ -485,4 +502,7 @@ CREATE INDEX "project_shares_user_idx" ON "project_shares" USING btree ("user_id
 CREATE INDEX "projects_org_idx" ON "projects" USING btree ("org_id","created_at");--> statement-breakpoint
 CREATE INDEX "concurrency_leases_lease_idx" ON "concurrency_leases" USING btree ("lease_id");--> statement-breakpoint
 CREATE INDEX "usage_records_org_time_idx" ON "usage_records" USING btree ("org_key","created_at");--> statement-breakpoint
-CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key","id");
+CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key","id");--> statement-breakpoint
+CREATE UNIQUE INDEX "org_invitations_token_idx" ON "org_invitations" USING btree ("token_hash");--> statement-breakpoint
+CREATE UNIQUE INDEX "org_invitations_one_open_per_email" ON "org_invitations" USING btree ("org_id","email") WHERE "org_invitations"."accepted_at" is null and "org_invitations"."revoked_at" is null;--> statement-breakpoint
+CREATE INDEX "org_invitations_org_idx" ON "org_invitations" USING btree ("org_id","created_at");

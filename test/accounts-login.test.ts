@@ -37,7 +37,7 @@ describe('POST /v1/register', () => {
     });
     expect(res.body.client).toEqual({
       id: expect.stringMatching(/^client_/),
-      name: 'Ada',
+      name: "Ada's personal organization",
       role: 'owner',
       owner_id: res.body.user.id,
       created_at: expect.any(Number),

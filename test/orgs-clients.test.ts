@@ -43,8 +43,18 @@ describe('GET /v1/clients', () => {
     const user = await createUser(server, { name: 'Ann' });
     await addMember(server, owner.orgKey, user.userId, 'viewer');
     const expected = [
-      { id: user.clientId, name: 'Ann', role: 'owner', created_at: expect.any(Number) },
-      { id: owner.clientId, name: 'Owner', role: 'viewer', created_at: expect.any(Number) },
+      {
+        id: user.clientId,
+        name: "Ann's personal organization",
+        role: 'owner',
+        created_at: expect.any(Number),
+      },
+      {
+        id: owner.clientId,
+        name: "Owner's personal organization",
+        role: 'viewer',
+        created_at: expect.any(Number),
+      },
     ];
     const res = await api.get('/v1/clients', { token: user.session });
     expect(res.status).toBe(200);

@@ -61,6 +61,18 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/v1/clients/:client_id/members', auth: 'session' },
   { method: 'POST', path: '/v1/clients/:client_id/members', auth: 'session' },
   { method: 'DELETE', path: '/v1/clients/:client_id/members/:user_id', auth: 'session', writes: true },
+  { method: 'PATCH', path: '/v1/clients/:client_id', auth: 'session' },
+  { method: 'PATCH', path: '/v1/clients/:client_id/members/:user_id', auth: 'session', writes: true },
+  { method: 'POST', path: '/v1/clients/:client_id/leave', auth: 'session' },
+  { method: 'GET', path: '/v1/clients/:client_id/invitations', auth: 'session' },
+  { method: 'POST', path: '/v1/clients/:client_id/invitations', auth: 'session' },
+  {
+    method: 'DELETE',
+    path: '/v1/clients/:client_id/invitations/:invitation_id',
+    auth: 'session',
+    writes: true,
+  },
+  { method: 'POST', path: '/v1/invitations/accept', auth: 'session' },
   // tokens and the device flow
   { method: 'POST', path: '/v1/tokens', auth: 'session' },
   { method: 'GET', path: '/v1/tokens', auth: 'session' },
@@ -139,6 +151,23 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/account/clients/:clientId', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/members', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/members/:userId/remove', auth: 'page', writes: true },
+  { method: 'GET', path: '/account/clients/:clientId/settings', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/settings/name', auth: 'page' },
+  { method: 'GET', path: '/account/clients/:clientId/delete', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/delete', auth: 'page', writes: true },
+  { method: 'GET', path: '/account/clients/:clientId/leave', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/leave', auth: 'page', writes: true },
+  { method: 'POST', path: '/account/clients/:clientId/members/:userId/role', auth: 'page', writes: true },
+  { method: 'GET', path: '/account/clients/:clientId/members/:userId/remove', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/invitations', auth: 'page' },
+  {
+    method: 'POST',
+    path: '/account/clients/:clientId/invitations/:invitationId/revoke',
+    auth: 'page',
+    writes: true,
+  },
+  { method: 'GET', path: '/account/invitations/accept', auth: 'page' },
+  { method: 'POST', path: '/account/invitations/accept', auth: 'page' },
   { method: 'GET', path: '/', auth: 'page' },
   { method: 'GET', path: '/account/switch', auth: 'page' },
   { method: 'GET', path: '/account/clients/:clientId/usage', auth: 'page' },
@@ -531,7 +560,7 @@ describe('hostile input on every route', () => {
     [
       'accounts, clients, tokens, device',
       (r: Route) =>
-        /^\/v1\/(register|email|login|2fa|logout|password|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/members|tokens|auth)/.test(
+        /^\/v1\/(register|email|login|2fa|logout|password|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/(members|leave|invitations)|invitations|tokens|auth)/.test(
           r.path,
         ),
     ],

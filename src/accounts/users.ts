@@ -24,6 +24,13 @@ export type OrgRow = typeof orgs.$inferSelect;
 export type OnAccountCreated = (tx: Db, account: { user: UserRow; org: OrgRow }) => Promise<void>;
 
 /**
+ * The default organization's name says whose and that it is personal (issue 16 item 5), so a person
+ * invited into someone else's organization never sees two that look alike. It can be renamed.
+ */
+export const personalOrgName = (name: string, email: string): string =>
+  `${name.trim() || email}'s personal organization`;
+
+/**
  * Creates an e-mail/password account and its default organization, with the owner membership, in one
  * transaction (interface document: Register). 400 WEAK_PASSWORD, 409 EMAIL_TAKEN (CONTRACT §4).
  */
@@ -46,7 +53,12 @@ export async function registerAccount(
       if (!user) throw new AppError(409, 'EMAIL_TAKEN', 'an account with this e-mail already exists');
       const [org] = await tx
         .insert(orgs)
-        .values({ id: newOrgKey(), name: input.name.trim() || email, ownerId: user.id, isDefault: true })
+        .values({
+          id: newOrgKey(),
+          name: personalOrgName(input.name, email),
+          ownerId: user.id,
+          isDefault: true,
+        })
         .returning();
       await tx.insert(memberships).values({ orgId: org!.id, userId: user.id, role: 'owner' });
       for (const hook of onCreated) await hook(tx, { user, org: org! });

@@ -9,3 +9,4 @@ export * from './tables/oauth.js';
 export * from './tables/projects.js';
 export * from './tables/models.js';
 export * from './tables/usage.js';
+export * from './tables/invitations.js';

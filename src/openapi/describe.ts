@@ -140,6 +140,7 @@ const ERROR_TEXT: Record<number, string> = {
   403: 'The credential may not do this',
   404: 'Not found',
   409: 'Conflict with the current state',
+  410: 'Gone: it existed and can no longer be used',
   413: 'Body too large',
   415: 'Unsupported content encoding',
   426: 'Upgrade required',

@@ -5,6 +5,7 @@ import { billingRoutes } from './billing.js';
 import { modelRoutes } from './models.js';
 import { oauthRoutes } from './oauth.js';
 import { pageRoutes } from './pages.js';
+import { peoplePageRoutes, peopleRoutes } from './people.js';
 import { projectRoutes } from './projects.js';
 import { serviceRoutes } from './service.js';
 import { usageRoutes } from './usage.js';
@@ -15,12 +16,14 @@ import { usageRoutes } from './usage.js';
 export const describedRoutes: DescribedRoute[] = [
   ...serviceRoutes,
   ...accountRoutes,
+  ...peopleRoutes,
   ...billingRoutes,
   ...usageRoutes,
   ...projectRoutes,
   ...modelRoutes,
   ...oauthRoutes,
   ...pageRoutes,
+  ...peoplePageRoutes,
 ];
 
 let cached: Record<string, unknown> | undefined;

@@ -3,7 +3,7 @@ import { route, type Method } from './describe.js';
 // The server-rendered pages (CONTRACT §4 "Pages"; src/portal/). A GET renders a page; a POST is a form
 // (urlencoded, with the CSRF field) that answers a page or a 303 redirect. Errors render as HTML pages.
 
-const page = (method: Method, path: string, summary: string, signedIn = false) =>
+export const page = (method: Method, path: string, summary: string, signedIn = false) =>
   route(method, path, {
     summary,
     surface: 'page',

@@ -1,23 +1,15 @@
-import { Router, type Request } from 'express';
+import { Router } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
-import { assertCredentialReaches, principalOf, type Auth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { principalOf, type Auth } from '../auth/principal.js';
 import { parse } from '../http/validate.js';
 import { pageQuery } from '../http/pagination.js';
-import { clientIdOf, parseOrgId, unix } from '../ids.js';
+import { clientIdOf, unix } from '../ids.js';
 import { liveMemberships, requireLiveCredential } from './membership.js';
-import {
-  addMemberByEmail,
-  createClient,
-  deleteClient,
-  listMembers,
-  removeMember,
-  requireOrgRole,
-  type MemberRecord,
-} from './service.js';
-import type { Role } from '../db/schema.js';
+import { addMemberByEmail, createClient, deleteClient, listMembers, removeMember } from './service.js';
 import { databaseOutageAs503 } from '../db/outage.js';
+import { callerRole, memberJson, orgKeyParam } from './caller.js';
+import { orgPeopleRoutes } from './people-routes.js';
 
 // Clients and members (interface document: Clients, Team membership; CONTRACT §5). Every route takes a
 // session or an svc_ token ("S|B"); a token's own membership is revalidated first (Authentication 5).
@@ -28,33 +20,6 @@ export const addMemberBody = z.object({
   role: z.enum(['member', 'viewer']).default('member'),
 });
 const userIdParam = z.string().min(1).max(100);
-
-const memberJson = (m: MemberRecord) => ({
-  user_id: m.userId,
-  email: m.email,
-  name: m.name,
-  role: m.role,
-  created_at: unix(m.createdAt),
-});
-
-/** The org a path names, in either spelling (CONTRACT §2); anything else names no org (404). */
-function orgKeyParam(req: Request): string {
-  const key = parseOrgId(String(req.params.client_id ?? ''));
-  if (!key) throw new AppError(404, 'NOT_FOUND', 'no such client');
-  return key;
-}
-
-/**
- * The caller's role in the org named by the path. An svc_ token is bound to one organization
- * (Authentication 1b): it reaches only that client here, never the user's other clients.
- */
-async function callerRole(deps: Deps, req: Request, minRole: Role) {
-  const principal = principalOf(req);
-  const orgKey = orgKeyParam(req);
-  const access = await requireOrgRole(deps.db, principal.userId, orgKey, minRole);
-  assertCredentialReaches(principal, orgKey);
-  return access;
-}
 
 export function orgRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
@@ -110,6 +75,8 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
     await removeMember(deps, org, userId);
     res.json({ removed: true });
   });
+
+  router.use(orgPeopleRoutes(deps, auth));
 
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
   router.use('/v1', databaseOutageAs503(deps.db));

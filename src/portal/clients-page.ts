@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
-import { clientIdOf, parseOrgId } from '../ids.js';
+import { clientIdOf } from '../ids.js';
 import { addMemberByEmail, createClient, listMembers, removeMember, requireOrgRole } from './services.js';
 import { html, requirePageSession, verifyCsrfField } from './html.js';
 import {
@@ -21,12 +21,16 @@ import {
 } from './components.js';
 import { renderDashboard } from './dashboard.js';
 import { AppError } from '../http/errors.js';
+import { notFoundPage, orgOfPage } from './org-page-kit.js';
+import { roleForm } from './member-pages.js';
+import { invitationsCard } from './invitation-pages.js';
 
 // Organizations on the dashboard: create one (the service of POST /v1/clients), see the members of one
-// you belong to (any live member), and — owners only — add a registered account by e-mail or remove a
-// member (the services of POST/DELETE /v1/clients/{id}/members, so removal revokes that member's
-// credentials in the same transaction). Another organization's page answers like one that does not
-// exist (STYLE: tenants).
+// you belong to (any live member), and — owners only — add a registered account by e-mail, change a
+// role (./member-pages.ts), invite by e-mail (./invitation-pages.ts) or remove a member after a
+// confirmation page (the services of POST/DELETE /v1/clients/{id}/members, so removal revokes that
+// member's credentials in the same transaction). Renaming, deleting and leaving are on the settings page
+// (./org-settings-page.ts). Another organization's page answers like one that does not exist (STYLE).
 
 const createBody = z.object({
   name: z.string().trim().min(1, 'Enter a name.').max(200, 'At most 200 characters.'),
@@ -40,6 +44,10 @@ const userIdParam = z.string().regex(/^usr_[a-z0-9]{1,64}$/);
 const NOTICES: Record<string, Notice> = {
   added: { kind: 'ok', text: 'Member added.' },
   removed: { kind: 'ok', text: 'Member removed. Their credentials for this organization were revoked.' },
+  role: { kind: 'ok', text: 'Role changed.' },
+  invited: { kind: 'ok', text: 'Invitation sent. The link works once and expires in 7 days.' },
+  invitation_revoked: { kind: 'ok', text: 'Invitation revoked. Its link no longer works.' },
+  joined: { kind: 'ok', text: 'You joined this organization.' },
 };
 
 export function clientPageRoutes(deps: Deps, auth: Auth): Router {
@@ -61,26 +69,7 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
     }
   });
 
-  /** The org of the URL with the caller's role, or a 404 page when it is not one of theirs. */
-  async function orgOf(req: Request) {
-    const orgKey = parseOrgId(String(req.params.clientId));
-    if (!orgKey) return null;
-    try {
-      return await requireOrgRole(deps.db, principalOf(req).userId, orgKey, 'viewer');
-    } catch (err) {
-      if (err instanceof AppError && (err.status === 403 || err.status === 404)) return null;
-      throw err;
-    }
-  }
-
-  function notFoundPage(req: Request, res: Response) {
-    show(req, res, {
-      title: 'Not found',
-      status: 404,
-      narrow: true,
-      body: html`<div class="card"><h1>Not found</h1><p>There is no such organization among yours.</p><p><a href="/account">Back to your account</a></p></div>`,
-    });
-  }
+  const orgOf = (req: Request) => orgOfPage(deps, req);
 
   async function membersPage(
     req: Request,
@@ -93,30 +82,29 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
     const clientId = clientIdOf(org.id);
     const owner = role === 'owner';
     const members = await listMembers(deps, org.id);
+    const base = `/account/clients/${clientId}`;
+    // A stacked table (class "stack"): at phone width each row becomes a block with its labels, so the
+    // role form never pushes the page sideways (issue 16: no sideways scroll at 390 px).
     const rows = members.map(
       (m) =>
-        html`<tr><td>${m.name}</td><td>${m.email}</td><td>${m.role}</td>${
+        html`<tr><td data-label="Member">${m.name}<div class="sub">${m.email}</div></td><td data-label="Role">${
+          owner && m.role !== 'owner' ? roleForm(req, res, `${base}/members/${m.userId}/role`, m) : m.role
+        }</td>${
           owner
             ? html`<td>${
                 m.role === 'owner'
                   ? ''
-                  : postForm(
-                      req,
-                      res,
-                      `/account/clients/${clientId}/members/${m.userId}/remove`,
-                      html`<button type="submit" class="danger" aria-label="Remove ${m.email}">Remove</button>`,
-                      '',
-                    )
+                  : html`<a href="${base}/members/${m.userId}/remove" aria-label="Remove ${m.email}…">Remove…</a>`
               }</td>`
             : ''
         }</tr>`,
     );
     const addForm = owner
-      ? html`<h3>Add a member</h3><p class="muted">They need a registered, verified account.</p>${postForm(
+      ? html`<h3>Add a member</h3><p class="muted">For someone who already has a verified svc account. Anyone else: invite them by e-mail below.</p>${postForm(
           req,
           res,
           `/account/clients/${clientId}/members`,
-          html`${field({ label: 'E-mail', name: 'email', type: 'email', value: opts.email ?? '', autocomplete: 'off', required: true, error: opts.emailError })}
+          html`${field({ label: 'E-mail', name: 'email', type: 'email', value: opts.email ?? '', autocomplete: 'off', required: true, error: opts.emailError, autofocus: Boolean(opts.emailError) })}
 <div class="field"><label for="f-role">Role</label><select id="f-role" name="role"><option value="member">member — uses the organization's tokens and projects</option><option value="viewer">viewer — reads only</option></select></div>
 <div class="actions"><button type="submit" class="secondary">Add member</button></div>`,
         )}`
@@ -126,9 +114,9 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
       status: opts.status ?? 200,
       body: html`<p><a href="/account">← Your account</a></p><h1>${org.name}</h1>${alert(opts.notice ?? NOTICES[queryValue(req, 'notice')] ?? null)}
 <section class="card" aria-labelledby="h-members"><h2 id="h-members">Members</h2>
-<p class="muted">Id <code>${clientId}</code> · your role: ${role}</p>
-<table><thead><tr><th scope="col">Name</th><th scope="col">E-mail</th><th scope="col">Role</th>${owner ? html`<th scope="col"><span class="skip">Actions</span></th>` : ''}</tr></thead>
-<tbody>${rows}</tbody></table>${addForm}</section>`,
+<p class="muted">Id <code>${clientId}</code> · your role: ${role} · <a href="${base}/settings">Organization settings</a></p>
+<table class="stack" aria-labelledby="h-members"><thead><tr><th scope="col">Member</th><th scope="col">Role</th>${owner ? html`<th scope="col"><span class="sr">Actions</span></th>` : ''}</tr></thead>
+<tbody>${rows}</tbody></table>${addForm}</section>${owner ? await invitationsCard(deps, req, res, org.id) : ''}`,
     });
   }
 

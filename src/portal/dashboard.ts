@@ -31,6 +31,11 @@ const NOTICES: Record<string, Notice> = {
   verification_sent: { kind: 'ok', text: 'We sent you a new verification link.' },
   two_factor_disabled: { kind: 'ok', text: 'Two-factor authentication is off.' },
   client_created: { kind: 'ok', text: 'Organization created.' },
+  client_deleted: {
+    kind: 'ok',
+    text: 'Organization deleted. Its balance goes back to your pool once its last calls have settled.',
+  },
+  left: { kind: 'ok', text: 'You left the organization.' },
 };
 
 const fmt = new Intl.NumberFormat('en-US');

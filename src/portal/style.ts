@@ -32,6 +32,16 @@ nav.site button{padding:.3rem .7rem}
 nav.site .org-name{color:#fff;font-weight:600}
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .scroll{overflow-x:auto}
+.button.danger{background:#fff;color:var(--danger);border-color:var(--danger)}
+form.inline{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center}
+form.inline select{width:auto}
+form.inline button{padding:.35rem .8rem}
+ul.rows{list-style:none;margin:0;padding:0}
+ul.rows li{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;justify-content:space-between;padding:.5rem 0;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
+@media (max-width:640px){table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+table.stack tr{display:block;padding:.5rem 0;border-bottom:1px solid var(--line)}
+table.stack td{display:block;border:0;padding:.2rem 0;overflow-wrap:anywhere}
+table.stack td[data-label]::before{content:attr(data-label);display:block;font-size:.8rem;font-weight:600;color:var(--muted)}}
 .chart svg{display:block;width:100%;height:auto}
 .chart .bar-fill{fill:var(--accent)}
 .chart text{fill:var(--muted);font-size:11px}
@@ -87,7 +97,7 @@ footer{color:var(--muted);font-size:.85rem;text-align:center;padding:1.5rem}
 @media (max-width:520px){main{padding:1.25rem .9rem}.card{padding:1.1rem}h1{font-size:1.35rem}}
 @media (prefers-color-scheme:dark){:root{--bg:#111418;--card:#1b2027;--ink:#e8ebef;--muted:#a9b2bd;--line:#333b46;--accent:#7fb0ff;--accent-ink:#0b1a33}
 input[type=text],input[type=email],input[type=password],select{background:#0f1318;color:var(--ink);border-color:#5b6573}
-button.secondary,button.danger{background:transparent}.qr{background:#fff}
+button.secondary,button.danger,.button.danger{background:transparent}.qr{background:#fff}
 header.top{background:#0a0d11;border-bottom:1px solid var(--line)}
 .alert.error{background:#3a1714;color:#ffb4ab}.alert.ok{background:#13301f;color:#9ee2b5}.alert.info{background:#152a4a;color:#b7d2ff}
 .badge{background:#2c333d}.badge.ok{background:#13301f;color:#9ee2b5}.badge.warn{background:#3a2a0f;color:#ffd591}}

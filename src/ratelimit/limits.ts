@@ -32,6 +32,8 @@ export interface Limits {
   resetRequests: FailureLimiter;
   /** Wrong device user codes per user: 10 in 10 min → 429 (CONTRACT §6). Key: the user id. */
   userCodeFailures: FailureLimiter;
+  /** Wrong invitation tokens per user: 10 in 10 min → 429 (issue 16 item 5). Key: the user id. */
+  invitationFailures: FailureLimiter;
   /** RATE_LIMIT_IP_PER_MIN requests a minute per address on sign-in, registration, reset, 2FA, device routes. */
   perIp: RequestHandler;
 }
@@ -41,6 +43,7 @@ export const POLICIES = {
   twoFactorFailures: { name: '2fa', points: 10, durationSeconds: 15 * 60 },
   resetRequests: { name: 'reset', points: 5, durationSeconds: 60 * 60 },
   userCodeFailures: { name: 'usercode', points: 10, durationSeconds: 10 * 60 },
+  invitationFailures: { name: 'invitation', points: 10, durationSeconds: 10 * 60 },
 } as const satisfies Record<string, Policy>;
 
 export interface LimitsContext {
@@ -133,6 +136,7 @@ export function createLimits(ctx: LimitsContext): Limits {
     twoFactorFailures: failure(POLICIES.twoFactorFailures),
     resetRequests: failure(POLICIES.resetRequests),
     userCodeFailures: failure(POLICIES.userCodeFailures),
+    invitationFailures: failure(POLICIES.invitationFailures),
     perIp,
   };
 }

@@ -1,0 +1,251 @@
+import { randomBytes } from 'node:crypto';
+import { and, count, desc, eq, gt, isNull } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import type { Db } from '../db/client.js';
+import { memberships, orgInvitations, orgs, users, type Role } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { hmacSecret } from '../crypto/hash.js';
+import { newId } from '../ids.js';
+import { normaliseEmail } from '../accounts/users.js';
+import { invitationMail } from '../mail/invitation-mail.js';
+import type { OrgRow } from './service.js';
+
+// Invitations by e-mail (issue 16 item 5; docs/orgs-tokens-device.md "Invitations"). POST …/members adds
+// only a registered, live account (interface document: Team membership); an invitation is how an owner
+// asks someone who has no account yet. It is its own resource: a secret link mailed to the address
+// (stored as its HMAC only), single-use, expiring after INVITATION_TTL_DAYS, revocable by the owner, and
+// accepted only by a signed-in, verified account with the address it was sent to. Wrong tokens count
+// against the person trying them (deps.limits.invitationFailures), like wrong device codes.
+
+export const INVITATION_TTL_DAYS = 7;
+/** Open invitations one organization may have at once: a bound on the mail an owner can make us send. */
+export const MAX_OPEN_INVITATIONS = 50;
+const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+export type InvitationRow = typeof orgInvitations.$inferSelect;
+export type InvitationStatus = 'pending' | 'accepted' | 'revoked' | 'expired';
+export type InvitableRole = Exclude<Role, 'owner'>;
+
+export function invitationStatus(row: InvitationRow, now = new Date()): InvitationStatus {
+  if (row.acceptedAt) return 'accepted';
+  if (row.revokedAt) return 'revoked';
+  return row.expiresAt <= now ? 'expired' : 'pending';
+}
+
+const openOf = (orgKey: string) =>
+  and(
+    eq(orgInvitations.orgId, orgKey),
+    isNull(orgInvitations.acceptedAt),
+    isNull(orgInvitations.revokedAt),
+    gt(orgInvitations.expiresAt, new Date()),
+  );
+
+/**
+ * Invites `email` into the org with `role`, and mails the link. An open invitation for the same address
+ * is replaced (its link stops working): "send again" is inviting again. 409 ALREADY_MEMBER when an
+ * account with that address already belongs to the org; 409 TOO_MANY_INVITATIONS past the bound.
+ */
+export async function createInvitation(
+  deps: Deps,
+  org: OrgRow,
+  inviter: { userId: string; name: string },
+  rawEmail: string,
+  role: InvitableRole,
+): Promise<InvitationRow> {
+  const email = normaliseEmail(rawEmail);
+  const [member] = await deps.db
+    .select({ userId: memberships.userId })
+    .from(memberships)
+    .innerJoin(users, eq(users.id, memberships.userId))
+    .where(and(eq(memberships.orgId, org.id), eq(users.email, email)));
+  if (member) throw new AppError(409, 'ALREADY_MEMBER', 'this account is already a member of the client');
+  const [open] = await deps.db.select({ n: count() }).from(orgInvitations).where(openOf(org.id));
+  if ((open?.n ?? 0) >= MAX_OPEN_INVITATIONS)
+    throw new AppError(
+      409,
+      'TOO_MANY_INVITATIONS',
+      `at most ${MAX_OPEN_INVITATIONS} invitations can be open at once; revoke some first`,
+    );
+
+  const token = randomBytes(32).toString('base64url');
+  let row: InvitationRow;
+  try {
+    row = await deps.db.transaction(async (tx) => {
+      // The open invitation for this address, expired or not, gives way (one open per address: index).
+      await tx
+        .update(orgInvitations)
+        .set({ revokedAt: new Date() })
+        .where(
+          and(
+            eq(orgInvitations.orgId, org.id),
+            eq(orgInvitations.email, email),
+            isNull(orgInvitations.acceptedAt),
+            isNull(orgInvitations.revokedAt),
+          ),
+        );
+      const [created] = await tx
+        .insert(orgInvitations)
+        .values({
+          id: newId('inv'),
+          orgId: org.id,
+          email,
+          role,
+          tokenHash: hmacSecret(deps.keys.hmac, token),
+          invitedBy: inviter.userId,
+          expiresAt: new Date(Date.now() + INVITATION_TTL_DAYS * 24 * 3600 * 1000),
+        })
+        .returning();
+      return created!;
+    });
+  } catch (err) {
+    // Two invitations of the same address at the same moment: the index keeps one.
+    if ((err as { code?: string }).code === '23505')
+      throw new AppError(409, 'INVITATION_PENDING', 'an invitation to this address is being sent; try again');
+    throw err;
+  }
+  const link = `${deps.config.v2Url}/account/invitations/accept?token=${encodeURIComponent(token)}`;
+  await deps.mailer.send(
+    invitationMail({
+      to: email,
+      inviterName: inviter.name,
+      orgName: org.name,
+      role,
+      link,
+      expiresInDays: INVITATION_TTL_DAYS,
+    }),
+  );
+  return row;
+}
+
+/** The org's invitations, newest first, one page (CONTRACT §3), every status. */
+export async function listInvitations(
+  db: Db,
+  orgKey: string,
+  page: { limit: number; offset: number },
+): Promise<InvitationRow[]> {
+  return db
+    .select()
+    .from(orgInvitations)
+    .where(eq(orgInvitations.orgId, orgKey))
+    .orderBy(desc(orgInvitations.createdAt), desc(orgInvitations.id))
+    .limit(page.limit)
+    .offset(page.offset);
+}
+
+/** The org's open invitations (the members page lists these). */
+export async function openInvitations(db: Db, orgKey: string): Promise<InvitationRow[]> {
+  return db.select().from(orgInvitations).where(openOf(orgKey)).orderBy(desc(orgInvitations.createdAt));
+}
+
+/**
+ * Revokes an invitation of this org: its link stops working at once. Revoking one already revoked or
+ * expired changes nothing and answers the same; an accepted one is 409 INVITATION_USED (remove the
+ * member instead); another org's id is 404 like an unknown one.
+ */
+export async function revokeInvitation(db: Db, orgKey: string, invitationId: string): Promise<InvitationRow> {
+  const [revoked] = await db
+    .update(orgInvitations)
+    .set({ revokedAt: new Date() })
+    .where(
+      and(
+        eq(orgInvitations.id, invitationId),
+        eq(orgInvitations.orgId, orgKey),
+        isNull(orgInvitations.acceptedAt),
+        isNull(orgInvitations.revokedAt),
+      ),
+    )
+    .returning();
+  if (revoked) return revoked;
+  const [row] = await db
+    .select()
+    .from(orgInvitations)
+    .where(and(eq(orgInvitations.id, invitationId), eq(orgInvitations.orgId, orgKey)));
+  if (!row) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
+  if (row.acceptedAt)
+    throw new AppError(409, 'INVITATION_USED', 'this invitation was accepted; remove the member instead');
+  return row;
+}
+
+export interface InvitationView {
+  invitation: InvitationRow;
+  status: InvitationStatus;
+  orgName: string;
+  inviterName: string;
+}
+
+/**
+ * The invitation a token opens (for the page that shows it before accepting), or null for a token that
+ * opens none (malformed, unknown, or of a deleted organization). Does not count a failure: the page
+ * shows the invitation only to a person the per-address limit lets through, and accepting counts.
+ */
+export async function invitationByToken(deps: Deps, token: string): Promise<InvitationView | null> {
+  if (!TOKEN_SHAPE.test(token)) return null;
+  const [row] = await deps.db
+    .select({ invitation: orgInvitations, orgName: orgs.name, inviterName: users.name })
+    .from(orgInvitations)
+    .innerJoin(orgs, eq(orgs.id, orgInvitations.orgId))
+    .innerJoin(users, eq(users.id, orgInvitations.invitedBy))
+    .where(and(eq(orgInvitations.tokenHash, hmacSecret(deps.keys.hmac, token)), isNull(orgs.deletedAt)));
+  return row ? { ...row, status: invitationStatus(row.invitation) } : null;
+}
+
+/** Why an invitation that exists cannot be accepted (the holder of its link may know its state). */
+export function refusal(status: Exclude<InvitationStatus, 'pending'>): AppError {
+  if (status === 'accepted')
+    return new AppError(409, 'INVITATION_USED', 'this invitation has already been accepted');
+  if (status === 'revoked')
+    return new AppError(410, 'INVITATION_REVOKED', 'this invitation was withdrawn by the owner');
+  return new AppError(410, 'INVITATION_EXPIRED', 'this invitation has expired; ask the owner for a new one');
+}
+
+/**
+ * Accepts an invitation for the signed-in account: one guarded UPDATE consumes it (of two racing
+ * accepts exactly one wins) and the membership is made in the same transaction, with the invited role.
+ * 404 INVITATION_NOT_FOUND for a token that opens nothing (counted: 10 in 10 min per person → 429);
+ * 409/410 for one used, revoked or expired; 403 INVITATION_FOR_ANOTHER_EMAIL when the account's
+ * address is not the one invited (the link proves the mailbox, the account must be that mailbox's);
+ * 409 ALREADY_MEMBER, leaving the invitation open.
+ */
+export async function acceptInvitation(
+  deps: Deps,
+  user: { userId: string; email: string },
+  token: string,
+): Promise<{ orgKey: string; orgName: string; role: Role }> {
+  const limiter = deps.limits.invitationFailures;
+  await limiter.check(user.userId);
+  const found = await invitationByToken(deps, token);
+  if (!found) {
+    await limiter.fail(user.userId);
+    throw new AppError(404, 'INVITATION_NOT_FOUND', 'this invitation link is not valid');
+  }
+  if (found.status !== 'pending') throw refusal(found.status);
+  if (found.invitation.email !== normaliseEmail(user.email))
+    throw new AppError(
+      403,
+      'INVITATION_FOR_ANOTHER_EMAIL',
+      'this invitation was sent to another e-mail address; sign in with that address to accept it',
+    );
+  const { invitation } = found;
+  return deps.db.transaction(async (tx) => {
+    const [taken] = await tx
+      .update(orgInvitations)
+      .set({ acceptedAt: new Date(), acceptedBy: user.userId })
+      .where(
+        and(
+          eq(orgInvitations.id, invitation.id),
+          isNull(orgInvitations.acceptedAt),
+          isNull(orgInvitations.revokedAt),
+          gt(orgInvitations.expiresAt, new Date()),
+        ),
+      )
+      .returning();
+    if (!taken) throw refusal('accepted');
+    const [member] = await tx
+      .insert(memberships)
+      .values({ orgId: invitation.orgId, userId: user.userId, role: invitation.role })
+      .onConflictDoNothing()
+      .returning();
+    if (!member) throw new AppError(409, 'ALREADY_MEMBER', 'you are already a member of this organization');
+    return { orgKey: invitation.orgId, orgName: found.orgName, role: member.role };
+  });
+}

@@ -1,0 +1,61 @@
+import { and, eq, isNull, ne } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import type { Db } from '../db/client.js';
+import { memberships, orgs, users, type Role } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { removeMember, type MemberRecord, type OrgRow } from './service.js';
+
+// What an organization's people do for themselves (issue 16 item 5): the owner renames it and changes a
+// member's role; a member or viewer leaves. Deleting stays deleteClient (./service.ts: the one place
+// that ends an organization, with its billing), and removing a member stays removeMember, which leaving
+// reuses, so a person who leaves loses their credentials for the organization exactly as one removed.
+
+/** Renames a live organization (the caller's role was checked by the route). */
+export async function renameClient(db: Db, orgKey: string, name: string): Promise<OrgRow> {
+  const [org] = await db
+    .update(orgs)
+    .set({ name })
+    .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
+    .returning();
+  if (!org) throw new AppError(404, 'NOT_FOUND', 'no such client');
+  return org;
+}
+
+/**
+ * Sets a member's role to `member` or `viewer`. The owner's role is not changed here (400
+ * CANNOT_CHANGE_OWNER): an organization has exactly one owner, and ownership is not transferable yet.
+ * No credential is revoked: every spend reads the role live (CONTRACT §7: a viewer spending gets 403),
+ * so a member made viewer stops spending on the next request and keeps reading.
+ */
+export async function changeMemberRole(
+  db: Db,
+  org: OrgRow,
+  userId: string,
+  role: Exclude<Role, 'owner'>,
+): Promise<MemberRecord> {
+  if (userId === org.ownerId)
+    throw new AppError(400, 'CANNOT_CHANGE_OWNER', "the owner's role cannot be changed");
+  const [row] = await db
+    .update(memberships)
+    .set({ role })
+    .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId), ne(memberships.role, 'owner')))
+    .returning();
+  if (!row) throw new AppError(404, 'NOT_FOUND', 'no such member');
+  const [user] = await db.select().from(users).where(eq(users.id, userId));
+  return { userId, email: user!.email, name: user!.name, role: row.role, createdAt: row.createdAt };
+}
+
+/**
+ * The caller leaves the organization. The owner cannot (400 OWNER_CANNOT_LEAVE: an organization
+ * without its owner would have nobody to pay or manage it; the owner deletes it instead). Otherwise it
+ * is removeMember: the membership, that person's API tokens and OAuth grants for it, in one transaction.
+ */
+export async function leaveClient(deps: Deps, org: OrgRow, userId: string): Promise<void> {
+  if (userId === org.ownerId)
+    throw new AppError(
+      400,
+      'OWNER_CANNOT_LEAVE',
+      'the owner cannot leave the organization; delete it instead',
+    );
+  await removeMember(deps, org, userId);
+}
