@@ -74,7 +74,7 @@ function crossSite(req: Request): boolean {
   const origin = req.get('origin');
   if (!origin || origin === 'null') return false;
   try {
-    // req.host honours X-Forwarded-Host only when 'trust proxy' is set (CONTRACT §1, app.ts).
+    // req.host honours X-Forwarded-Host only from a TRUST_PROXY peer, as requestHost does (src/http/origin.ts).
     return new URL(origin).host.toLowerCase() !== req.host.toLowerCase();
   } catch {
     return true;
