@@ -33,7 +33,7 @@ const NOTICES: Record<string, Notice> = {
   client_created: { kind: 'ok', text: 'Organization created.' },
   client_deleted: {
     kind: 'ok',
-    text: 'Organization deleted. Its balance goes back to your pool once its last calls have settled.',
+    text: 'Organization deleted. Its balance is back in your pool; any part held by calls still running is freed as each one settles.',
   },
   left: { kind: 'ok', text: 'You left the organization.' },
 };

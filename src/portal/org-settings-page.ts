@@ -13,8 +13,9 @@ import { confirmPage, formAction, notFoundPage, orgOfPage } from './org-page-kit
 
 // An organization's settings (issue 16 item 5): the owner renames it and deletes it (never the default,
 // personal one), a member or viewer leaves it; deleting and leaving each ask on a page of their own
-// first. Deleting is deleteClient, the service of DELETE /v1/clients/{id}: its calls in flight are
-// settled and its balance goes back to the owner's pool (CONTRACT §5, §8; docs/billing.md).
+// first. Deleting is deleteClient, the service of DELETE /v1/clients/{id}: its balance goes to the
+// owner's pool at once and its calls in flight are billed from there (CONTRACT §5, §8; docs/billing.md
+// "Deleting a client with calls in flight").
 
 const nameBody = z.object({
   name: z.string().trim().min(1, 'Enter a name.').max(100, 'At most 100 characters.'),
@@ -86,8 +87,8 @@ ${owner ? rename : html`<p class="muted">Only the owner can rename or delete thi
     const balance = await orgBalanceCredits(deps.db, org.id);
     confirmPage(req, res, {
       title: `Delete ${org.name}?`,
-      what: html`<p>This cannot be undone. Every member loses access, and every API token and app connection of <strong>${org.name}</strong> stops working at once. Calls already running are ended and billed for what they used.</p>
-<p>Its balance (${fmt.format(balance)} tokens now) goes back to your pool, unallocated, once those calls have settled. From the pool you can give it to another organization on a billing page.</p>`,
+      what: html`<p>This cannot be undone. Every member loses access, and every API token and app connection of <strong>${org.name}</strong> stops working at once. Calls already running finish and are billed from your pool.</p>
+<p>Its balance (${fmt.format(balance)} tokens now) goes back to your pool at once, unallocated; the part held by calls still running becomes free as each one settles. From the pool you can give it to another organization on a billing page.</p>`,
       form: postForm(
         req,
         res,
