@@ -250,8 +250,13 @@ describe('dashboard', () => {
     await addMember(server, parseOrgId(clientId)!, member.userId, 'member');
     const page = await signedIn(member).get(`/account/clients/${clientId}`);
     expect(page.status).toBe(200);
-    expect(page.text).toMatch(/<td>Owner O<\/td><td>[^<]+<\/td><td>owner<\/td>/);
-    expect(page.text).toMatch(/<td>Member M<\/td><td>[^<]+<\/td><td>member<\/td>/);
+    // One row per member: the name with the e-mail under it, then the role (text for a member's view).
+    expect(page.text).toMatch(
+      /<td data-label="Member">Owner O<div class="sub">[^<]+<\/div><\/td><td data-label="Role">owner<\/td>/,
+    );
+    expect(page.text).toMatch(
+      /<td data-label="Member">Member M<div class="sub">[^<]+<\/div><\/td><td data-label="Role">member<\/td>/,
+    );
   });
 
   it('an owner adds a member by e-mail and removes them (their API token is revoked); a member gets no owner forms', async () => {
@@ -274,7 +279,10 @@ describe('dashboard', () => {
       role: 'member',
     });
     expect(added.status).toBe(303);
-    expect((await browser.follow(added)).text).toMatch(/<td>Mate<\/td><td>[^<]+<\/td><td>member<\/td>/);
+    // The owner's view of the row: the role as a select (member chosen) in a form of its own.
+    expect((await browser.follow(added)).text).toMatch(
+      /<td data-label="Member">Mate<div class="sub">[^<]+<\/div><\/td><td data-label="Role"><form method="post" action="[^"]+\/role" class="inline"><input type="hidden" name="csrf_token"[^>]*>[\s\S]*?<option value="member" selected>/,
+    );
     const again = await browser.post(`/account/clients/${owner.clientId}/members`, {
       csrf_token: csrf,
       email: mate.email,
@@ -301,7 +309,7 @@ describe('dashboard', () => {
       csrf_token: csrf,
     });
     expect(removed.status).toBe(303);
-    expect((await browser.follow(removed)).text).not.toContain('<td>Mate</td>');
+    expect((await browser.follow(removed)).text).not.toContain('>Mate<div');
     expect((await api(server.url).get('/v1/auth/verify', { token: token.secret })).status).toBe(401);
     // The owner cannot be removed; the page says why.
     const self = await browser.post(`/account/clients/${owner.clientId}/members/${owner.userId}/remove`, {
