@@ -159,12 +159,13 @@ describe.runIf(storageMode() === 'postgres')(
       const first = await startChildSvc(env);
       const before = await orgLedger(server, owner.orgKey);
       fake.headersDelayMs = 1_500;
+      const sent = fake.requests.length;
       const calls = Promise.all([
         callChat(first.url, key),
         callChat(first.url, key),
         callChat(first.url, key, { stream: true }),
       ]);
-      await sleep(500); // held and at the provider
+      await waitUntil(() => fake.requests.length === sent + 3, 10_000); // held and at the provider
       proxy.cut();
       const results = await calls;
       fake.reset();

@@ -17,6 +17,8 @@ import { cannotPay, heldCall, planHold, prepareCall, type PreparedCall } from '.
 import type { SpareHold } from './spare-holds.js';
 import { voidHold } from '../billing/spend.js';
 import { chatRequest, parseChatRequest, type ChatRequest } from './schema.js';
+import type { Lease } from './concurrency.js';
+import { chatLease } from './lease.js';
 
 // The short way in for POST /v1/chat/completions: when the caller is an `svc_` token and nothing else
 // names who acts (no x-svc-organisation header, no org_id), the token's live read and the call's hold go
@@ -31,6 +33,7 @@ import { chatRequest, parseChatRequest, type ChatRequest } from './schema.js';
 export interface AdmittedChat {
   actor: Actor;
   request: ChatRequest;
+  lease: Lease;
   call: PreparedCall;
 }
 
@@ -98,6 +101,9 @@ export function startSpareAdmission(deps: Deps, auth: Auth) {
       // The read the general way makes (actorOf), by the HMAC already worked out.
       const actor = spendingTokenHolder(auth, tokenHash);
       actor.catch(() => {}); // awaited by the handler; a request that never gets there must not leave it unhandled
+      // The call's slot, taken once its caller is known live and while the body is still read (the
+      // hold waits for it: src/models/lease.ts). Never before the read: a revoked token takes no slot.
+      void actor.then((a) => chatLease(deps, req, res, a.orgKey)).catch(() => {});
       const start: SpareStart = { orgKey, claimed, actor, used: false };
       chat.spare = start;
       res.once('close', () => {
@@ -117,20 +123,47 @@ function putBackClaimed(deps: Deps, start: SpareStart) {
   void start.claimed.then((spare) => spare && deps.models.spares.putBack(start.orgKey, spare));
 }
 
-export async function admitChat(deps: Deps, auth: Auth, req: ChatHttpRequest): Promise<AdmittedChat | null> {
+export async function admitChat(
+  deps: Deps,
+  auth: Auth,
+  req: ChatHttpRequest,
+  res: ServerResponse,
+): Promise<AdmittedChat | null> {
   const chat = (req as WithChatStart)[CHAT_START];
   if (chat?.spare) {
     chat.spare.used = true;
-    return withSpare(deps, req, chat.spare);
+    return withSpare(deps, req, res, chat.spare);
   }
   const tokenHash = chat ? chat.tokenHash : svcTokenAlone(deps, req);
   if (tokenHash === null) return null;
-  const { spares, tokenOrgs } = deps.models;
-  const knownOrg = tokenOrgs.get(tokenHash);
+  const knownOrg = deps.models.tokenOrgs.get(tokenHash);
+  // The slot before the hold (src/models/lease.ts); a round trip before the first byte only when this
+  // process has no idle slot of the org (src/models/concurrency.ts, slot reuse). An org not known yet
+  // takes the general way, whose caller read comes first (chat-credential.ts remembers the org, so this
+  // is rare).
+  if (knownOrg === undefined) return null;
   const parsed = chatRequest.safeParse(req.body);
   if (!parsed.success) return null;
   const request = parsed.data;
+  const lease = await chatLease(deps, req, res, knownOrg);
+  try {
+    const admitted = await admitWithLease(deps, auth, tokenHash, knownOrg, request);
+    return admitted && { ...admitted, lease };
+  } catch (err) {
+    await lease.release();
+    throw err;
+  }
+}
 
+/** The one-statement admission, once the call's slot in `knownOrg` is held. */
+async function admitWithLease(
+  deps: Deps,
+  auth: Auth,
+  tokenHash: string,
+  knownOrg: string,
+  request: ChatRequest,
+): Promise<Omit<AdmittedChat, 'lease'> | null> {
+  const { spares } = deps.models;
   const plan = planHold(deps, request);
   let admission: Admission;
   try {
@@ -145,11 +178,11 @@ export async function admitChat(deps: Deps, auth: Auth, req: ChatHttpRequest): P
     throw membershipUnavailable();
   }
   if (admission.tokenId !== null) auth.touchApiToken(admission.tokenId);
-  if (admission.orgKey !== null && knownOrg === undefined)
-    rememberTokenOrg(tokenOrgs, tokenHash, admission.orgKey);
   let actor: Actor;
   try {
     actor = actorOf(admission);
+    // A token's org never changes; were the hint wrong, the slot held is not this call's.
+    if (actor.orgKey !== knownOrg) throw membershipUnavailable();
   } catch (err) {
     // Never expected with a hold (the statement holds only for callers who pass these checks), but a
     // hold must not outlive a refused call.
@@ -196,12 +229,20 @@ function actorOf(a: Admission): Actor {
  * the general way makes (batched and prepared; no write), then prepareCall with the claimed spare: the
  * call's hold when it covers the call, else back on the shelf and the call holds its own.
  */
-async function withSpare(deps: Deps, req: ChatHttpRequest, start: SpareStart): Promise<AdmittedChat> {
+async function withSpare(
+  deps: Deps,
+  req: ChatHttpRequest,
+  res: ServerResponse,
+  start: SpareStart,
+): Promise<AdmittedChat> {
   let actor: Actor;
   let request: ChatRequest;
+  let lease: Lease;
   try {
     actor = await start.actor;
     request = parseChatRequest(req.body);
+    // Started as the request arrived (startSpareAdmission); a 429 puts the spare back, nothing written.
+    lease = await chatLease(deps, req, res, actor.orgKey);
   } catch (err) {
     putBackClaimed(deps, start);
     throw err;
@@ -209,15 +250,23 @@ async function withSpare(deps: Deps, req: ChatHttpRequest, start: SpareStart): P
   // A token's org never changes, so the claimed spare is the actor's org's; were it not, it goes back.
   const sameOrg = actor.orgKey === start.orgKey;
   if (!sameOrg) putBackClaimed(deps, start);
-  return {
-    actor,
-    request,
-    call: await prepareCall(deps, actor, request, !!request.stream, sameOrg ? start.claimed : undefined),
-  };
+  try {
+    const call = await prepareCall(
+      deps,
+      actor,
+      request,
+      !!request.stream,
+      sameOrg ? start.claimed : undefined,
+    );
+    return { actor, request, lease, call };
+  } catch (err) {
+    await lease.release();
+    throw err;
+  }
 }
 
 /** Bounded: a process serving very many tokens starts over rather than grow without end. */
-function rememberTokenOrg(map: Map<string, string>, tokenHash: string, orgKey: string) {
+export function rememberTokenOrg(map: Map<string, string>, tokenHash: string, orgKey: string) {
   if (map.size >= 10_000) map.clear();
   map.set(tokenHash, orgKey);
 }

@@ -3,7 +3,8 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { invalidToken } from '../http/errors.js';
 import { actorOf, type Actor } from './actor.js';
-import { startedTokenHash, type ChatHttpRequest } from './chat-admission.js';
+import { rememberTokenOrg, startedTokenHash, type ChatHttpRequest } from './chat-admission.js';
+import { chatLease } from './lease.js';
 
 // The chat call's credential is checked before its body is read (issue 22 item 2): a body is up to
 // 10 MB and parsing it costs far more than the check, so a caller with no valid credential must not get
@@ -24,20 +25,32 @@ const EARLY_ACTOR = Symbol('svc.chatEarlyActor');
 type WithEarlyActor = ChatHttpRequest & { [EARLY_ACTOR]?: Actor };
 
 export function credentialBeforeBody(deps: Deps, auth: Auth) {
-  return (req: ChatHttpRequest, _res: ServerResponse, next: (err?: unknown) => void) => {
+  return (req: ChatHttpRequest, res: ServerResponse, next: (err?: unknown) => void) => {
     const tokenHash = startedTokenHash(req);
     // The common call goes on at once, without a promise in between.
     if (tokenHash !== null && deps.models.tokenOrgs.has(tokenHash)) return next();
-    readCaller(deps, auth, req, tokenHash).then(() => next(), next);
+    readCaller(deps, auth, req, res, tokenHash).then(() => next(), next);
   };
 }
 
-async function readCaller(deps: Deps, auth: Auth, req: ChatHttpRequest, tokenHash: string | null) {
+async function readCaller(
+  deps: Deps,
+  auth: Auth,
+  req: ChatHttpRequest,
+  res: ServerResponse,
+  tokenHash: string | null,
+) {
   if (tokenHash !== null) {
-    if (!(await auth.resolveApiTokenHash(tokenHash))) throw invalidToken();
+    const principal = await auth.resolveApiTokenHash(tokenHash);
+    if (!principal) throw invalidToken();
+    // Its org, for the one-statement admission and the call's slot (chat-admission.ts).
+    if (principal.kind === 'api_token') rememberTokenOrg(deps.models.tokenOrgs, tokenHash, principal.orgKey);
     return;
   }
-  (req as WithEarlyActor)[EARLY_ACTOR] = await actorOf(deps, auth, req, { spend: true });
+  const actor = await actorOf(deps, auth, req, { spend: true });
+  (req as WithEarlyActor)[EARLY_ACTOR] = actor;
+  // The call's slot, taken while the body is read: its hold waits for it (src/models/lease.ts).
+  void chatLease(deps, req, res, actor.orgKey);
 }
 
 /** The caller as credentialBeforeBody read it, when it took the general way. */

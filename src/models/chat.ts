@@ -4,6 +4,7 @@ import { AppError } from '../http/errors.js';
 import { renderError, sendJson } from '../http/error-middleware.js';
 import type { Actor } from './actor.js';
 import type { Lease } from './concurrency.js';
+import { chatLease } from './lease.js';
 import {
   balanceOf,
   prepareCall,
@@ -32,20 +33,6 @@ const REQUEST_ID_HEADER = 'x-svc-request-id';
 /** Nobody reads it: it keeps a call the client left out of the error log (nginx's 499 convention). */
 const clientClosed = () => new AppError(499, 'client_closed_request', 'the client closed the connection');
 
-export async function acquireLease(deps: Deps, orgKey: string, kind: 'chat' | 'run'): Promise<Lease> {
-  try {
-    return await deps.models.limiter.acquire(orgKey, kind);
-  } catch (err) {
-    if (err instanceof AppError) throw err;
-    deps.log.error({ err }, 'concurrency store unavailable');
-    throw new AppError(
-      503,
-      'concurrency_unavailable',
-      'the concurrency limiter cannot be reached; try again',
-    );
-  }
-}
-
 export async function signOutcome(
   deps: Deps,
   actor: Actor,
@@ -54,34 +41,34 @@ export async function signOutcome(
   return deps.models.outcome.sign({ userId: actor.userId, orgKey: actor.orgKey, ...o });
 }
 
-/** `held`: the call's hold was already taken with its caller's read (chat-admission.ts). */
+/** `held`: the call's lease and hold, already taken with its caller's read (chat-admission.ts). */
 export async function chatCompletion(
   deps: Deps,
   actor: Actor,
   request: ChatRequest,
   req: IncomingMessage,
   res: ServerResponse,
-  held?: PreparedCall,
+  held?: { lease: Lease; call: PreparedCall },
 ) {
   const stream = !!request.stream;
-  // The lease and the hold are independent: taken together, one round trip sooner to the first byte.
-  // Whichever fails undoes the other (a 429 debits nothing; a 402 frees the slot).
-  const [leased, prepared] = await Promise.allSettled([
-    acquireLease(deps, actor.orgKey, 'chat'),
-    held ?? prepareCall(deps, actor, request, stream),
-  ]);
-  if (leased.status === 'rejected' || prepared.status === 'rejected') {
-    if (leased.status === 'fulfilled') await leased.value.release();
-    if (prepared.status === 'fulfilled') await voidCall(deps, prepared.value);
-    throw leased.status === 'rejected' ? leased.reason : (prepared as PromiseRejectedResult).reason;
+  // The slot first, then the hold (issue 14, item 9): a 429 writes nothing. The lease was started as
+  // soon as the caller was known (src/models/lease.ts), so waiting for it here rarely costs a round trip.
+  const lease = held?.lease ?? (await chatLease(deps, req, res, actor.orgKey));
+  let call: PreparedCall;
+  try {
+    call = held?.call ?? (await prepareCall(deps, actor, request, stream));
+  } catch (err) {
+    await lease.release();
+    throw err;
   }
-  const lease = leased.value;
-  const call = prepared.value;
   // The call's id, the outcome's request_id, on every answer from here on (JSON, stream or error).
   res.setHeader(REQUEST_ID_HEADER, call.requestId);
+  // The slot is free before the answer's last byte leaves: a client that has its whole answer may send its
+  // next call at once and find the slot (release is idempotent; the finally covers the error paths).
+  const freeSlot = () => lease.release();
   try {
-    if (stream) await streamCall(deps, call, req, res);
-    else await jsonCall(deps, call, res);
+    if (stream) await streamCall(deps, call, req, res, freeSlot);
+    else await jsonCall(deps, call, res, freeSlot);
   } finally {
     await lease.release();
   }
@@ -113,7 +100,7 @@ async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string 
   }
 }
 
-async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse) {
+async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse, freeSlot: () => Promise<void>) {
   const controller = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) controller.abort(clientClosed());
@@ -134,10 +121,17 @@ async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse) {
   );
   completion.model = deps.models.modelId;
   if (outcome) res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
+  await freeSlot();
   sendJson(res, 200, completion);
 }
 
-async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, res: ServerResponse) {
+async function streamCall(
+  deps: Deps,
+  call: PreparedCall,
+  req: IncomingMessage,
+  res: ServerResponse,
+  freeSlot: () => Promise<void>,
+) {
   const controller = new AbortController();
   let clientGone = false;
   res.on('close', () => {
@@ -221,6 +215,7 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
         ? failure
         : new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
     if (!(failure instanceof AppError)) deps.log.error({ err: failure }, 'stream failed');
+    await freeSlot();
     res.end(`data: ${JSON.stringify(renderError(appErr, 'openai'))}\n\n`);
     return;
   }
@@ -247,5 +242,6 @@ async function streamCall(deps: Deps, call: PreparedCall, req: IncomingMessage, 
     res.write(`: ${OUTCOME_HEADER} ${jws}\n\n`);
     res.addTrailers({ [OUTCOME_HEADER]: jws });
   }
+  await freeSlot();
   res.end('data: [DONE]\n\n');
 }

@@ -68,8 +68,8 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
 export function chatCompletionsRoute(deps: Deps, auth: Auth) {
   return async (req: ChatHttpRequest, res: ServerResponse) => {
     // An svc_ token alone: its read and the call's hold in one statement (chat-admission.ts).
-    const admitted = await admitChat(deps, auth, req);
-    if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted.call);
+    const admitted = await admitChat(deps, auth, req, res);
+    if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted);
     // The general way: its caller was read before the body (chat-credential.ts).
     const actor = callerReadEarly(req) ?? (await actorOf(deps, auth, req, { spend: true }));
     const request = parseChatRequest(req.body);

@@ -104,9 +104,15 @@ export function createModelServices(
       })
     : createLocalUpstream(config.model.id);
   const liveness = createLiveness(db, { deadAfterMs: config.reliability.processDeadAfterMs, log });
+  const newLeaseId = () => liveness.leaseId();
   const limiter = config.redisUrl
-    ? createRedisLimiter(config.redisUrl, { cap: config.orgMaxConcurrency })
-    : createPgLimiter(db, { cap: config.orgMaxConcurrency, newLeaseId: () => liveness.leaseId() });
+    ? createRedisLimiter(config.redisUrl, {
+        cap: config.orgMaxConcurrency,
+        newLeaseId,
+        // A dead process's Redis leases are dropped by the next acquire that needs them (concurrency-redis.ts).
+        process: { tag: liveness.tag, deadAfterMs: config.reliability.processDeadAfterMs },
+      })
+    : createPgLimiter(db, { cap: config.orgMaxConcurrency, newLeaseId });
   const spend = createSpendBatchers(db);
   const services: ModelServices = {
     modelId: config.model.id,

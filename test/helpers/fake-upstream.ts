@@ -36,6 +36,8 @@ export interface FakeUpstream {
   endDelayMs: number;
   /** Break the stream (destroy the socket) after this many content chunks. */
   breakAfterChunks: number | null;
+  /** Stop sending (the connection stays open, silent) after this many content chunks. */
+  stallAfterChunks: number | null;
   /** Answer without `usage` (JSON replies and streams), as some providers do. */
   omitUsage: boolean;
   /** Streams that were cut by the client before the end. */
@@ -74,6 +76,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     chunkDelayMs: 0,
     endDelayMs: 0,
     breakAfterChunks: null,
+    stallAfterChunks: null,
     omitUsage: false,
     abortedStreams: 0,
     connections: 0,
@@ -86,6 +89,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       state.chunkDelayMs = 0;
       state.endDelayMs = 0;
       state.breakAfterChunks = null;
+      state.stallAfterChunks = null;
       state.omitUsage = false;
     },
     env: (extra = {}) => ({
@@ -177,6 +181,11 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       }
       if (state.breakAfterChunks !== null && sent >= state.breakAfterChunks) {
         res.socket?.destroy();
+        return;
+      }
+      if (state.stallAfterChunks !== null && sent >= state.stallAfterChunks) {
+        await new Promise((r) => res.once('close', r)); // silent until the caller gives up
+        state.abortedStreams++;
         return;
       }
       send([{ index: 0, delta: { content: piece }, finish_reason: null }]);
