@@ -13,7 +13,7 @@ import {
   type Actor,
 } from './actor.js';
 import type { Admission } from './admit.js';
-import { cannotPay, heldCall, planHold, prepareCall, type PreparedCall } from './metered.js';
+import { cannotPay, heldCall, planHold, prepareCall, voidIfWritten, type PreparedCall } from './metered.js';
 import type { SpareHold } from './spare-holds.js';
 import { voidHold } from '../billing/spend.js';
 import { chatRequest, parseChatRequest, type ChatRequest } from './schema.js';
@@ -174,7 +174,9 @@ async function admitWithLease(
       maxCredits: plan.maxCredits,
     });
   } catch {
-    // Fail closed (Authentication 5): no membership read, no call.
+    // Fail closed (Authentication 5): no membership read, no call. The statement may have committed its
+    // hold all the same (the answer lost): voided once the database answers.
+    voidIfWritten(deps, plan.requestId);
     throw membershipUnavailable();
   }
   if (admission.tokenId !== null) auth.touchApiToken(admission.tokenId);

@@ -131,6 +131,7 @@ export async function prepareCall(
     }));
   } catch (err) {
     if (err instanceof AppError && err.status === 402) throw cannotPay();
+    if (!(err instanceof AppError)) voidIfWritten(deps, plan.requestId);
     throw err;
   }
   return heldCall(deps, actor, request, stream, plan, heldCredits);
@@ -309,6 +310,16 @@ export async function voidCall(deps: Deps, call: PreparedCall): Promise<void> {
     deps.log.warn({ err, requestId: call.requestId }, 'void not written; kept and retried');
     deps.models.settles.keep({ kind: 'void', requestId: call.requestId });
   });
+}
+
+/**
+ * A hold statement that failed without the database's answer (a connection cut, a timeout) may still
+ * have committed: its void is kept and retried like a failed call's (pending-settles.ts), so such a hold
+ * goes back once the database answers instead of waiting out its 15 minutes. Voiding a hold that was
+ * never written does nothing.
+ */
+export function voidIfWritten(deps: Deps, requestId: string): void {
+  deps.models.settles.keep({ kind: 'void', requestId });
 }
 
 export async function balanceOf(deps: Deps, orgKey: string): Promise<number> {
