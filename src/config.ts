@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import proxyaddr from 'proxy-addr';
 import { productionProblems } from './production.js';
@@ -113,6 +114,8 @@ const envSchema = z.object({
   // json (one object a line), pretty (one readable line a request), or auto: pretty on a terminal in
   // DEV_MODE, json otherwise.
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  // Worker processes sharing the port (src/cluster.ts, docs/operations.md): a number, or auto = the cores.
+  WEB_CONCURRENCY: z.union([z.literal('auto'), z.coerce.number().int().min(1).max(64)]).default(1),
 });
 
 /**
@@ -190,9 +193,27 @@ export interface Config {
   upstreamTimeouts: { connectMs: number; headersMs: number; bodyIdleMs: number };
   metricsToken: string | undefined;
   logFormat: 'auto' | 'json' | 'pretty';
+  /** How many worker processes serve the port (1: this process serves, no cluster). */
+  webConcurrency: number;
 }
 
 export class ConfigError extends Error {}
+
+/**
+ * WEB_CONCURRENCY resolved. The embedded PGlite database belongs to one process (it holds its data
+ * directory alone), so without DATABASE_URL `auto` means 1, and an explicit number above 1 is refused
+ * rather than silently lowered: the operator asked for something this storage cannot do.
+ */
+function workerCount(setting: 'auto' | number, databaseUrl: string | undefined): number {
+  if (!databaseUrl) {
+    if (setting === 'auto' || setting === 1) return 1;
+    throw new ConfigError(
+      `invalid configuration:\n  WEB_CONCURRENCY: ${setting} worker processes need PostgreSQL (DATABASE_URL); ` +
+        'the embedded database serves one process (use 1 or auto)',
+    );
+  }
+  return setting === 'auto' ? availableParallelism() : setting;
+}
 
 /** Parses the environment once; throws ConfigError naming every bad variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -271,6 +292,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     metricsToken: e.METRICS_TOKEN,
     logFormat: e.LOG_FORMAT,
+    webConcurrency: workerCount(e.WEB_CONCURRENCY, e.DATABASE_URL),
   };
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).
   const problems = production ? productionProblems(config) : [];

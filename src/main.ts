@@ -6,6 +6,8 @@ import { createLogger, resolveLogFormat } from './log.js';
 import { startServer } from './server.js';
 import { startBanner } from './banner.js';
 import { ServerSecretsError } from './crypto/server-secrets.js';
+import cluster from 'node:cluster';
+import { runPrimary } from './cluster.js';
 
 // The composition root (STYLE: one place reads config, opens the database, builds the services).
 
@@ -21,15 +23,34 @@ async function main() {
     throw err;
   }
   const log = createLogger(config.logLevel, resolveLogFormat(config.logFormat, config.devMode));
+  const where = config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`;
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     queryTimeoutMs: config.reliability.queryTimeoutMs,
   });
-  await runMigrations(database);
+  // One migration run: by the single process, or by the cluster's primary before any worker starts.
+  if (!cluster.isWorker) await runMigrations(database);
   if (process.argv.includes('--migrate-only')) {
     log.info({ storage: database.kind }, 'migrations applied');
     await database.close();
+    return;
+  }
+  if (cluster.isPrimary && config.webConcurrency > 1) {
+    // The primary serves nothing and keeps no connection (src/cluster.ts).
+    await database.close();
+    runPrimary({
+      workers: config.webConcurrency,
+      log,
+      graceMs: config.reliability.shutdownGraceMs,
+      onReady: () =>
+        process.stdout.write(
+          startBanner(config, {
+            storage: where,
+            listening: `${config.host}:${config.port}, ${config.webConcurrency} worker processes`,
+          }),
+        ),
+    });
     return;
   }
   let deps;
@@ -46,10 +67,10 @@ async function main() {
   }
   const server = await startServer(deps, [config.host], config.port);
 
-  const where =
-    database.kind === 'postgres' ? 'PostgreSQL (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`;
-  log.info({ url: config.baseUrl, storage: database.kind }, 'svc listening');
-  process.stdout.write(startBanner(config, { storage: where, listening: `${config.host}:${server.port}` }));
+  log.info({ url: config.baseUrl, storage: database.kind, worker: cluster.worker?.id }, 'svc listening');
+  // A worker leaves the banner to its primary, which prints it once all listen.
+  if (!cluster.isWorker)
+    process.stdout.write(startBanner(config, { storage: where, listening: `${config.host}:${server.port}` }));
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -63,6 +84,8 @@ async function main() {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+  // A worker whose primary is gone (killed with -9) gets no more connections: it shuts down too.
+  if (cluster.isWorker) process.on('disconnect', () => void stop('primary gone'));
 }
 
 main().catch((err: unknown) => {

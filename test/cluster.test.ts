@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { availableParallelism } from 'node:os';
+import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
+import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { setOrgBalance } from './helpers/billing.js';
+import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
+import { startChildSvc, type ChildSvc } from './helpers/child-svc.js';
+import { callChat, orgLedger, waitUntil, type CallResult } from './helpers/chat-load.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+// Issue 17 item 3: WEB_CONCURRENCY=2 runs two worker processes behind one port (src/cluster.ts). Billing
+// and the organization's cap stay exact across them — proved with the ledger and the provider's own count
+// of calls in flight —, a worker killed with -9 is replaced, and SIGTERM to the primary stops every worker
+// gracefully. PostgreSQL only: the workers and this process share the database (PGlite is one process's).
+
+const CAP = 4;
+
+/** The svc worker processes under the primary (its other children are tsx's esbuild services). */
+function workerPids(primary: number): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== primary) continue;
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('src/main.ts')) pids.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return pids;
+}
+
+/** The 8-character process tag in a request id (`req_<tag>…`, src/models/liveness.ts). */
+const tagOf = (r: { requestId: string | null }) => r.requestId?.slice(4, 12);
+
+/**
+ * One chat call on a connection of its own. The cluster hands out connections, not requests, so calls
+ * on a kept-alive connection all reach the same worker; a new connection may reach any.
+ */
+function callOnNewConnection(
+  base: string,
+  key: string,
+): Promise<{ status: number; requestId: string | null }> {
+  return new Promise((resolve) => {
+    const req = request(
+      `${base}/v1/chat/completions`,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', connection: 'close' },
+        timeout: 30_000,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            requestId: (res.headers['x-svc-request-id'] as string) ?? null,
+          }),
+        );
+      },
+    );
+    req.on('error', () => resolve({ status: 0, requestId: null }));
+    req.end(JSON.stringify({ model: 'any', messages: [{ role: 'user', content: 'hi' }] }));
+  });
+}
+
+describe('WEB_CONCURRENCY', () => {
+  it('auto is the cores on PostgreSQL and 1 on the embedded database; a number above 1 needs PostgreSQL', () => {
+    const pg = { DATABASE_URL: 'postgres://h/db' };
+    expect(loadConfig({}).webConcurrency).toBe(1);
+    expect(loadConfig({ ...pg, WEB_CONCURRENCY: '3' }).webConcurrency).toBe(3);
+    expect(loadConfig({ ...pg, WEB_CONCURRENCY: 'auto' }).webConcurrency).toBe(availableParallelism());
+    expect(loadConfig({ WEB_CONCURRENCY: 'auto' }).webConcurrency).toBe(1);
+    expect(() => loadConfig({ WEB_CONCURRENCY: '2' })).toThrow(
+      /WEB_CONCURRENCY: 2 worker processes need PostgreSQL/,
+    );
+    expect(() => loadConfig({ ...pg, WEB_CONCURRENCY: '0' })).toThrow(ConfigError);
+    expect(() => loadConfig({ ...pg, WEB_CONCURRENCY: 'many' })).toThrow(/WEB_CONCURRENCY/);
+  });
+});
+
+describe.runIf(storageMode() === 'postgres')('two worker processes on one port', { timeout: 180_000 }, () => {
+  let server: TestServer;
+  let fake: FakeUpstream;
+  let owner: TestUser;
+  let key: string;
+  let svc: ChildSvc;
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    server = await startTestServer({ env: fake.env() });
+    owner = await createUser(server);
+    key = (await createApiToken(server, owner, owner.orgKey)).secret;
+    await setOrgBalance(server, owner.orgKey, 10_000_000);
+    svc = await startChildSvc(
+      fake.env({
+        DATABASE_URL: server.databaseUrl!,
+        WEB_CONCURRENCY: '2',
+        ORG_MAX_CONCURRENCY: String(CAP),
+        SHUTDOWN_GRACE_SECONDS: '20',
+      }),
+    );
+  });
+  afterAll(async () => {
+    if (svc?.alive()) svc.proc.kill('SIGKILL');
+    for (const pid of svc ? workerPids(svc.proc.pid!) : []) process.kill(pid, 'SIGKILL');
+    await server?.close();
+    await fake?.close();
+  });
+
+  it('many concurrent calls over both workers: Σ usage == per-call debit × answered, the cap never exceeded', async () => {
+    expect(svc.output()).toContain('2 worker processes');
+    expect(workerPids(svc.proc.pid!)).toHaveLength(2);
+    const start = await orgLedger(server, owner.orgKey);
+    const one = await callChat(svc.url, key);
+    expect(one.answered).toBe(true);
+    // Its settle lands just after the answer.
+    await waitUntil(
+      async () => (await orgLedger(server, owner.orgKey)).usageRows === start.usageRows + 1,
+      10_000,
+    );
+    const perCall = (await orgLedger(server, owner.orgKey)).debited - start.debited;
+    expect(perCall).toBeGreaterThan(0);
+
+    const before = await orgLedger(server, owner.orgKey);
+    fake.headersDelayMs = 100; // calls overlap, so 12 lanes press on a cap of 4
+    const lanes = await Promise.all(
+      Array.from({ length: 12 }, async () => {
+        const results: CallResult[] = [];
+        for (let i = 0; i < 8; i++) results.push(await callChat(svc.url, key, { stream: i % 2 === 1 }));
+        return results;
+      }),
+    );
+    fake.headersDelayMs = 0;
+    const results = lanes.flat();
+    const answered = results.filter((r) => r.answered);
+    const refused = results.filter((r) => r.status === 429 && r.code === 'concurrency_limit');
+    // Every call either answered whole or was refused by the cap before reaching the provider.
+    expect(answered.length + refused.length).toBe(results.length);
+    expect(answered.length).toBeGreaterThan(0);
+    // Both processes answered (each stamps its tag on its request ids).
+    expect(new Set(answered.map(tagOf)).size).toBe(2);
+    // The organization's cap held across the two processes, at the provider.
+    expect(fake.maxInFlight).toBeLessThanOrEqual(CAP);
+
+    await waitUntil(async () => {
+      const now = await orgLedger(server, owner.orgKey);
+      return now.openHolds === before.openHolds && now.usageRows >= before.usageRows + answered.length;
+    }, 15_000);
+    const after = await orgLedger(server, owner.orgKey);
+    expect(after.debited - before.debited).toBe(perCall * answered.length);
+    expect(after.usageRows - before.usageRows).toBe(answered.length);
+    console.log(
+      `cluster: ${results.length} calls, ${answered.length} answered, ${refused.length} refused (cap ${CAP}); ` +
+        `Σ usage ${after.debited - before.debited} = ${perCall} × ${answered.length}; max in flight ${fake.maxInFlight}`,
+    );
+  });
+
+  it('a worker killed with -9 is replaced, and the new one serves', async () => {
+    const [victim, survivor] = workerPids(svc.proc.pid!);
+    const seen = new Set<string | undefined>();
+    for (let i = 0; i < 6; i++) seen.add(tagOf(await callOnNewConnection(svc.url, key)));
+    expect(seen.size).toBe(2);
+    process.kill(victim!, 'SIGKILL');
+    await waitUntil(() => {
+      const now = workerPids(svc.proc.pid!);
+      return now.length === 2 && !now.includes(victim!) && now.includes(survivor!);
+    }, 60_000);
+    // The replacement stamps a tag never seen before on the calls it answers.
+    await waitUntil(async () => {
+      const r = await callOnNewConnection(svc.url, key);
+      return r.status === 200 && !seen.has(tagOf(r));
+    }, 60_000);
+    expect(svc.alive()).toBe(true);
+  });
+
+  it('SIGTERM to the primary: the stream in flight finishes, new calls are refused, every worker exits, exit 0', async () => {
+    const workers = workerPids(svc.proc.pid!);
+    fake.chunkDelayMs = 300; // a stream of about 1.5 s
+    const stream = callChat(svc.url, key, { stream: true });
+    await waitUntil(() => fake.inFlight > 0, 10_000);
+    svc.proc.kill('SIGTERM');
+    await waitUntil(() => svc.output().includes('"signal":"SIGTERM"'), 10_000);
+    const late = await callOnNewConnection(svc.url, key);
+    expect(late.status === 0 || late.status === 503).toBe(true); // refused or closed: never served
+    const done = await stream;
+    expect([done.status, done.answered]).toEqual([200, true]);
+    expect(await svc.exited).toBe(0);
+    fake.reset();
+    for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
+  });
+});
