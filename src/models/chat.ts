@@ -61,6 +61,14 @@ export async function chatCompletion(
     await lease.release();
     throw err;
   }
+  // A client that left while its call was admitted: its 'close' has come and gone, so the steps below
+  // would never hear of it (a stream would wait on a dead socket, a JSON call run unseen). Nothing was
+  // sent and nothing is owed: the hold is voided, the slot given back.
+  if (res.closed) {
+    await voidCall(deps, call);
+    await lease.release();
+    return;
+  }
   // The call's id, the outcome's request_id, on every answer from here on (JSON, stream or error).
   res.setHeader(REQUEST_ID_HEADER, call.requestId);
   // The slot is free before the answer's last byte leaves: a client that has its whole answer may send its
