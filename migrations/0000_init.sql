@@ -54,6 +54,7 @@ CREATE TABLE "users" (
 	"totp_enabled_at" timestamp with time zone,
 	"totp_last_step" bigint,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"deleted_at" timestamp with time zone,
 	CONSTRAINT "users_email_unique" UNIQUE("email")
 );
 --> statement-breakpoint

@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as oauth from 'oauth4webapi';
-import { chromium, type Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { browserSuite, haveChromium } from './helpers/browser.js';
 import { createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 
 // One real browser (Debian's headless Chromium): a signed-out person opens an authorization URL, signs
@@ -13,26 +11,13 @@ import { createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 // CSRF cookie, the return_to round trip and the consent page's CSP form-action (which must let the
 // post-consent redirect through) work together in a browser.
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) {
-  // CI installs it (.ci/prepare) and requires the test; elsewhere it is skipped, saying why.
-  if (process.env.CI)
-    throw new Error(`${CHROMIUM} is missing: .ci/prepare should have installed Debian's chromium`);
-  console.warn(
-    `oauth-browser: ${CHROMIUM} not found (apt-get install chromium); the real-browser test is skipped`,
-  );
-}
-
-let server: TestServer;
-let browser: Browser;
+const suite = browserSuite();
 let callback: Server;
 let callbackUrl: string;
 const landed: string[] = [];
 
 beforeAll(async () => {
   if (!haveChromium) return;
-  server = await startTestServer();
   callback = createServer((req, res) => {
     if (req.url?.startsWith('/callback')) landed.push(req.url); // (not the favicon the browser also asks for)
     res.writeHead(200, { 'content-type': 'text/plain' });
@@ -40,30 +25,17 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => callback.listen(0, '127.0.0.1', resolve));
   callbackUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
-}, 60_000);
+});
 
 afterAll(async () => {
-  await browser?.close();
   await new Promise((resolve) => (callback ? callback.close(resolve) : resolve(undefined)));
-  await server?.close();
 });
 
 describe.skipIf(!haveChromium)('real browser: sign in, consent, redirect', () => {
   it('lands on the client redirect with a code and iss, and the code exchanges', async () => {
-    const user = await createUser(server);
+    const user = await createUser(suite.server);
     const verifier = oauth.generateRandomCodeVerifier();
-    const url = new URL('/oauth/authorize', server.v2Url);
+    const url = new URL('/oauth/authorize', suite.server.v2Url);
     url.search = new URLSearchParams({
       client_id: 'svc-cli',
       redirect_uri: callbackUrl,
@@ -73,7 +45,7 @@ describe.skipIf(!haveChromium)('real browser: sign in, consent, redirect', () =>
       code_challenge_method: 'S256',
     }).toString();
 
-    const context = await browser.newContext();
+    const context = await suite.browser.newContext();
     const page = await context.newPage();
     await page.goto(url.href);
     expect(new URL(page.url()).pathname).toBe('/account/login');
@@ -83,7 +55,7 @@ describe.skipIf(!haveChromium)('real browser: sign in, consent, redirect', () =>
       page.waitForURL((u) => u.pathname === '/oauth/authorize'),
       page.click('button[type="submit"]'),
     ]);
-    const cookies = await context.cookies(server.v2Url);
+    const cookies = await context.cookies(suite.server.v2Url);
     expect(cookies.find((c) => c.name === '__Host-svc_session')).toMatchObject({
       secure: true,
       httpOnly: true,
@@ -96,11 +68,11 @@ describe.skipIf(!haveChromium)('real browser: sign in, consent, redirect', () =>
     ]);
     const back = new URL(page.url());
     expect(back.searchParams.get('state')).toBe('browser-state');
-    expect(back.searchParams.get('iss')).toBe(server.v2Url);
+    expect(back.searchParams.get('iss')).toBe(suite.server.v2Url);
     expect(landed.length).toBe(1);
     await context.close();
 
-    const res = await fetch(`${server.v2Url}/oauth/token`, {
+    const res = await fetch(`${suite.server.v2Url}/oauth/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({

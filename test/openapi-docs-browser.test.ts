@@ -1,48 +1,19 @@
-import { existsSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { browserSuite, haveChromium } from './helpers/browser.js';
 
 // /docs in a real browser: Swagger UI, served from this origin, renders the document under the page's
 // Content-Security-Policy with no violation reported, and makes no request to another origin (no CDN).
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium)
-  console.warn(`openapi-docs-browser: ${CHROMIUM} is missing; skipped (apt-get install chromium)`);
-
-let server: TestServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  if (!haveChromium) return;
-  server = await startTestServer();
-  const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--no-first-run',
-    ],
-  });
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const suite = browserSuite();
 
 describe.skipIf(!haveChromium)('/docs in a real browser', () => {
   it('renders every operation offline, under its CSP, with no violation', async () => {
-    const context = await browser.newContext();
+    const context = await suite.browser.newContext();
     const page = await context.newPage();
     const foreign: string[] = [];
     const problems: string[] = [];
     page.on('request', (r) => {
-      if (!r.url().startsWith(server.url) && !r.url().startsWith('data:')) foreign.push(r.url());
+      if (!r.url().startsWith(suite.server.url) && !r.url().startsWith('data:')) foreign.push(r.url());
     });
     page.on('console', (m) => {
       if (m.type() === 'error') problems.push(m.text());
@@ -55,10 +26,10 @@ describe.skipIf(!haveChromium)('/docs in a real browser', () => {
     await page.addInitScript(
       "window.violations = []; document.addEventListener('securitypolicyviolation', (e) => window.violations.push(e.violatedDirective + ' ' + e.blockedURI));",
     );
-    await page.goto(`${server.url}/docs`);
+    await page.goto(`${suite.server.url}/docs`);
     await page.waitForSelector('.opblock', { timeout: 20_000 });
     const operations = await page.locator('.opblock').count();
-    const described = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
+    const described = (await (await fetch(`${suite.server.url}/openapi.json`)).json()) as {
       paths: Record<string, Record<string, unknown>>;
     };
     const operationCount = Object.values(described.paths).reduce(

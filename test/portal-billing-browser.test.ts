@@ -1,13 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
 import { client } from './helpers/http.js';
 import {
   expectAccessible,
   expectNoSidewaysScroll,
   haveChromium,
-  launchBrowser,
+  browserSuite,
   signedIn,
 } from './helpers/browser.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
@@ -18,40 +17,30 @@ import { ownerBalance } from '../src/billing/service.js';
 // paying) and sees the notice, subscribes to Pro and sees its status, and is told when a card is
 // declined; a member reads and cannot act. axe-core and the 390 px check on every state.
 
-// A browser on a shared two-core machine: each step can wait for a busy CPU.
-vi.setConfig({ testTimeout: 120_000 });
-
-let server: TestServer;
-let browser: Browser;
+const suite = browserSuite();
 let owner: TestUser;
 let member: TestUser;
 let team: { id: string; name: string };
 
 beforeAll(async () => {
   if (!haveChromium) return;
-  server = await startTestServer();
-  browser = await launchBrowser();
-  owner = await createUser(server, { name: 'Ada Owner' });
-  member = await createUser(server, { name: 'Bo Member' });
-  await addMember(server, owner.orgKey, member.userId, 'member');
-  const created = await client(server.url).post(
+  owner = await createUser(suite.server, { name: 'Ada Owner' });
+  member = await createUser(suite.server, { name: 'Bo Member' });
+  await addMember(suite.server, owner.orgKey, member.userId, 'member');
+  const created = await client(suite.server.url).post(
     '/v1/clients',
     { name: 'Research' },
     { token: owner.session },
   );
   team = { id: created.body.id, name: 'Research' };
 });
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
 
-const billingUrl = (clientId: string) => `${server.v2Url}/account/clients/${clientId}/billing`;
+const billingUrl = (clientId: string) => `${suite.server.v2Url}/account/clients/${clientId}/billing`;
 const status = (page: Page) => page.getByRole('status').first().textContent();
 
 describe.skipIf(!haveChromium)('the billing page', () => {
   it('allocates between two organizations in one form; too much is explained in words', async () => {
-    const { context, page } = await signedIn(browser, server.v2Url, owner);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, owner);
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Billing' }).click();
     await page.waitForURL((u) => u.pathname === `/account/clients/${owner.clientId}/billing`);
     await expectAccessible(page);
@@ -60,8 +49,8 @@ describe.skipIf(!haveChromium)('the billing page', () => {
     await page.getByRole('button', { name: 'Save allocations' }).click();
     await page.waitForURL((u) => u.searchParams.get('notice') === 'allocated');
     expect(await status(page)).toContain('Allocations saved');
-    expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(30_000);
-    expect(await orgBalanceCredits(server.deps.db, team.id.replace(/^client_/, ''))).toBe(20_000);
+    expect(await orgBalanceCredits(suite.server.deps.db, owner.orgKey)).toBe(30_000);
+    expect(await orgBalanceCredits(suite.server.deps.db, team.id.replace(/^client_/, ''))).toBe(20_000);
 
     await page.getByLabel(/^Research/).fill('90000');
     await page.getByRole('button', { name: 'Save allocations' }).click();
@@ -69,13 +58,13 @@ describe.skipIf(!haveChromium)('the billing page', () => {
     expect(await page.getByRole('alert').textContent()).toContain(
       'Not enough unallocated tokens to give Research 90,000',
     );
-    expect((await ownerBalance(server.deps.db, owner.userId)).global_credits).toBe(50_000);
+    expect((await ownerBalance(suite.server.deps.db, owner.userId)).global_credits).toBe(50_000);
     await expectAccessible(page);
     await context.close();
   });
 
   it('tops up through the dev checkout: the tokens are shown before paying, and the notice after', async () => {
-    const { context, page } = await signedIn(browser, server.v2Url, owner);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, owner);
     await page.goto(billingUrl(owner.clientId));
     await page.getByLabel(/Amount in US dollars/).fill('abc');
     await page.getByRole('button', { name: 'Review' }).click();
@@ -87,13 +76,13 @@ describe.skipIf(!haveChromium)('the billing page', () => {
     await page.waitForLoadState();
     expect(await page.locator('main').textContent()).toContain('12.50 USD buys 12,500 tokens');
     await expectAccessible(page);
-    const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
+    const before = await orgBalanceCredits(suite.server.deps.db, owner.orgKey);
     await page.getByRole('button', { name: 'Pay 12.50 USD' }).click();
     await page.waitForURL((u) => u.pathname.startsWith('/dev/checkout/'));
     await page.getByRole('button', { name: /^Pay/ }).click();
     await page.waitForURL((u) => u.searchParams.get('checkout') === 'success');
     expect(await status(page)).toContain('Payment received');
-    expect((await orgBalanceCredits(server.deps.db, owner.orgKey)) - before).toBe(12_500);
+    expect((await orgBalanceCredits(suite.server.deps.db, owner.orgKey)) - before).toBe(12_500);
     expect(await page.locator('section[aria-labelledby=h-tx]').textContent()).toContain('+12,500');
     expect(
       await page.locator('section[aria-labelledby=h-invoices]').getByRole('link').count(),
@@ -106,16 +95,16 @@ describe.skipIf(!haveChromium)('the billing page', () => {
     await page.getByRole('button', { name: 'Review' }).click();
     await page.getByRole('button', { name: 'Pay 5.00 USD' }).click();
     await page.waitForURL((u) => u.pathname.startsWith('/dev/checkout/'));
-    const afterPaid = await orgBalanceCredits(server.deps.db, owner.orgKey);
+    const afterPaid = await orgBalanceCredits(suite.server.deps.db, owner.orgKey);
     await page.getByRole('button', { name: 'Simulate a declined card' }).click();
     await page.waitForURL((u) => u.searchParams.get('checkout') === 'cancelled');
     expect(await page.getByRole('alert').textContent()).toContain('declined');
-    expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(afterPaid);
+    expect(await orgBalanceCredits(suite.server.deps.db, owner.orgKey)).toBe(afterPaid);
     await context.close();
   });
 
   it('subscribes to Pro and shows its status and period end; the portal button leads to the processor', async () => {
-    const { context, page } = await signedIn(browser, server.v2Url, owner);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, owner);
     await page.goto(billingUrl(team.id));
     await page.getByRole('button', { name: 'Subscribe to Pro' }).click();
     await page.waitForURL((u) => u.pathname.startsWith('/dev/checkout/'));
@@ -130,7 +119,7 @@ describe.skipIf(!haveChromium)('the billing page', () => {
   });
 
   it('a member reads the balance and transactions, with no forms; an outsider gets 404', async () => {
-    const { context, page } = await signedIn(browser, server.v2Url, member, 390);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, member, 390);
     await page.goto(billingUrl(owner.clientId));
     expect(await page.locator('section[aria-labelledby=h-balance]').textContent()).toContain('tokens left');
     expect(await page.locator('main form').count()).toBe(0);

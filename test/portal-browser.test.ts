@@ -1,7 +1,5 @@
-import { existsSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { browserSuite, haveChromium } from './helpers/browser.js';
 import { client } from './helpers/http.js';
 import { addMember, createUser } from './helpers/fixtures.js';
 import { orgIdOf } from '../src/ids.js';
@@ -12,46 +10,16 @@ import { orgIdOf } from '../src/ids.js';
 // http://127.0.0.x (a loopback origin counts as secure), the CSP lets our stylesheet apply and blocks
 // nothing we use. Screenshots go to /tmp for a look at the design.
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium)
-  console.warn(
-    `portal-browser: ${CHROMIUM} is missing; the real-browser tests are skipped (apt-get install chromium)`,
-  );
-
-let server: TestServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  if (!haveChromium) return;
-  server = await startTestServer();
-  const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const suite = browserSuite();
 
 describe.skipIf(!haveChromium)('in a real browser', () => {
   it('signs in from the device link, comes back, chooses the organization and approves; the poll completes', async () => {
-    const user = await createUser(server, { name: 'Ada Browser' });
-    const team = await createUser(server, { name: 'Research Team' });
-    await addMember(server, team.orgKey, user.userId, 'member');
-    const code = (await client(server.url).post('/v1/auth/device/code')).body;
+    const user = await createUser(suite.server, { name: 'Ada Browser' });
+    const team = await createUser(suite.server, { name: 'Research Team' });
+    await addMember(suite.server, team.orgKey, user.userId, 'member');
+    const code = (await client(suite.server.url).post('/v1/auth/device/code')).body;
 
-    const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+    const context = await suite.browser.newContext({ viewport: { width: 1100, height: 800 } });
     const page = await context.newPage();
     const cspViolations: string[] = [];
     page.on('console', (m) => {
@@ -89,14 +57,16 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     await page.waitForURL((u) => u.searchParams.get('done') === 'approved');
     expect(await page.locator('h1').textContent()).toBe('Device connected');
 
-    const polled = await client(server.url).post('/v1/auth/device/poll', { device_code: code.device_code });
+    const polled = await client(suite.server.url).post('/v1/auth/device/poll', {
+      device_code: code.device_code,
+    });
     expect(polled.body).toMatchObject({
       status: 'complete',
       client_id: orgIdOf(team.orgKey),
       email: user.email,
     });
 
-    await page.goto(`${server.v2Url}/account`);
+    await page.goto(`${suite.server.v2Url}/account`);
     await page.screenshot({ path: '/tmp/portal-dashboard.png', fullPage: true });
     await page.setViewportSize({ width: 380, height: 800 });
     await page.screenshot({ path: '/tmp/portal-dashboard-narrow.png', fullPage: true });
@@ -120,9 +90,12 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
   });
 
   it('has a dark palette for people who ask for one', async () => {
-    const context = await browser.newContext({ colorScheme: 'dark', viewport: { width: 700, height: 600 } });
+    const context = await suite.browser.newContext({
+      colorScheme: 'dark',
+      viewport: { width: 700, height: 600 },
+    });
     const page = await context.newPage();
-    await page.goto(`${server.url}/account/register`);
+    await page.goto(`${suite.server.url}/account/register`);
     expect(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor')).toBe(
       'rgb(17, 20, 24)',
     );
@@ -135,9 +108,9 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
   });
 
   it('cannot be framed by another site', async () => {
-    const context = await browser.newContext();
+    const context = await suite.browser.newContext();
     const page = await context.newPage();
-    await page.setContent(`<iframe src="${server.url}/account/login"></iframe>`);
+    await page.setContent(`<iframe src="${suite.server.url}/account/login"></iframe>`);
     await page.waitForTimeout(300);
     const frame = page.frames().find((f) => f.url().includes('/account/login'));
     // Blocked by frame-ancestors 'none': the frame never gets the page's content.

@@ -1,6 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { describe, expect, it } from 'vitest';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
 import { client } from './helpers/http.js';
@@ -8,7 +6,7 @@ import {
   expectAccessible,
   expectNoSidewaysScroll,
   haveChromium,
-  launchBrowser,
+  browserSuite,
   signedIn,
 } from './helpers/browser.js';
 
@@ -17,32 +15,18 @@ import {
 // session is signed out and this one stays; sign out one session; disconnect an app, whose tokens then
 // stop working. axe-core and the 390 px check.
 
-// A browser on a shared two-core machine: each step can wait for a busy CPU.
-vi.setConfig({ testTimeout: 120_000 });
+const suite = browserSuite();
 
-let server: TestServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  if (!haveChromium) return;
-  server = await startTestServer();
-  browser = await launchBrowser();
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
-
-const settings = () => `${server.v2Url}/account/settings`;
-const models = (token: string) => client(server.v2Url).get('/v1/models', { token });
+const settings = () => `${suite.server.v2Url}/account/settings`;
+const models = (token: string) => client(suite.server.v2Url).get('/v1/models', { token });
 
 describe.skipIf(!haveChromium)('the account page', () => {
   it('changes the name and the password; the other browser is signed out, an app disconnected', async () => {
-    const user: TestUser = await createUser(server, { name: 'Ada' });
-    const grants = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['model'] });
+    const user: TestUser = await createUser(suite.server, { name: 'Ada' });
+    const grants = await issueTestGrants(suite.server, user, { orgKey: user.orgKey, resources: ['model'] });
     expect((await models(grants.model!)).status).toBe(200);
-    const other = await signedIn(browser, server.v2Url, user);
-    const { context, page } = await signedIn(browser, server.v2Url, user);
+    const other = await signedIn(suite.browser, suite.server.v2Url, user);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, user);
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Account' }).click();
     await page.waitForURL((u) => u.pathname === '/account/settings');
     await expectAccessible(page);
@@ -74,13 +58,13 @@ describe.skipIf(!haveChromium)('the account page', () => {
     expect((await models(grants.model!)).status).toBe(401);
     await page.goto(settings());
     expect(new URL(page.url()).pathname).toBe('/account/settings');
-    const res = await other.page.goto(`${server.v2Url}/account`);
+    const res = await other.page.goto(`${suite.server.v2Url}/account`);
     expect(new URL(other.page.url()).pathname).toBe('/account/login');
     expect(res!.ok()).toBe(true);
     await other.context.close();
 
     // The new password signs in.
-    const again = await signedIn(browser, server.v2Url, {
+    const again = await signedIn(suite.browser, suite.server.v2Url, {
       email: user.email,
       password: 'a-Brand-new-pass-7',
     });
@@ -89,10 +73,10 @@ describe.skipIf(!haveChromium)('the account page', () => {
   });
 
   it('signs out one other session, and every other one; disconnects an app by its button', async () => {
-    const user = await createUser(server, { name: 'Bo' });
-    const a = await signedIn(browser, server.v2Url, user);
-    const b = await signedIn(browser, server.v2Url, user);
-    const { context, page } = await signedIn(browser, server.v2Url, user, 390);
+    const user = await createUser(suite.server, { name: 'Bo' });
+    const a = await signedIn(suite.browser, suite.server.v2Url, user);
+    const b = await signedIn(suite.browser, suite.server.v2Url, user);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, user, 390);
     await page.goto(settings());
     const rows = page.locator('section[aria-labelledby=h-sessions] tbody tr');
     expect(await rows.count()).toBe(4); // three browsers and the fixture's own session
@@ -107,11 +91,11 @@ describe.skipIf(!haveChromium)('the account page', () => {
     await page.waitForURL((u) => u.searchParams.get('notice') === 'others');
     expect(await rows.count()).toBe(1);
     for (const other of [a, b]) {
-      await other.page.goto(`${server.v2Url}/account`);
+      await other.page.goto(`${suite.server.v2Url}/account`);
       expect(new URL(other.page.url()).pathname).toBe('/account/login');
     }
 
-    const grants = await issueTestGrants(server, user, {
+    const grants = await issueTestGrants(suite.server, user, {
       orgKey: user.orgKey,
       resources: ['model', 'platform'],
     });
@@ -131,17 +115,20 @@ describe.skipIf(!haveChromium)('the account page', () => {
   });
 
   it("another person's session or app handle changes nothing", async () => {
-    const victim = await createUser(server);
-    const grants = await issueTestGrants(server, victim, { orgKey: victim.orgKey, resources: ['model'] });
-    const attacker = await createUser(server);
-    const { context, page } = await signedIn(browser, server.v2Url, attacker);
+    const victim = await createUser(suite.server);
+    const grants = await issueTestGrants(suite.server, victim, {
+      orgKey: victim.orgKey,
+      resources: ['model'],
+    });
+    const attacker = await createUser(suite.server);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, attacker);
     await page.goto(settings());
     const csrf = await page.locator('input[name=csrf_token]').first().getAttribute('value');
     const res = await context.request.post(
-      `${server.v2Url}/account/settings/apps/${grants.grantIds.model}/revoke`,
+      `${suite.server.v2Url}/account/settings/apps/${grants.grantIds.model}/revoke`,
       {
         form: { csrf_token: csrf! },
-        headers: { origin: server.v2Url },
+        headers: { origin: suite.server.v2Url },
       },
     );
     expect(res.status()).toBe(200); // followed to the page

@@ -1,14 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import type { Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import {
   expectAccessible,
   expectNoSidewaysScroll,
   haveChromium,
-  launchBrowser,
+  browserSuite,
   signedIn,
 } from './helpers/browser.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
@@ -17,12 +15,16 @@ import { orgBalanceCredits } from '../src/billing/spend.js';
 // by whom and with which credential, and downloads the CSV; a viewer sees the totals only. Every page
 // visited is checked with axe-core and at 390 px.
 
-// A browser on a shared two-core machine: each step can wait for a busy CPU.
-vi.setConfig({ testTimeout: 120_000 });
-
-let server: TestServer;
 let fake: FakeUpstream;
-let browser: Browser;
+beforeAll(async () => {
+  if (haveChromium) fake = await startFakeUpstream();
+});
+afterAll(async () => {
+  await fake?.close();
+});
+// Registered after the fake's hooks: the server starts after the fake (its env names the fake's URL)
+// and closes before it.
+const suite = browserSuite(() => ({ env: fake.env() }));
 let owner: TestUser;
 let member: TestUser;
 let viewer: TestUser;
@@ -30,34 +32,26 @@ let debited = 0;
 
 beforeAll(async () => {
   if (!haveChromium) return;
-  fake = await startFakeUpstream();
-  server = await startTestServer({ env: fake.env() });
-  browser = await launchBrowser();
-  owner = await createUser(server, { name: 'Ada Owner' });
-  member = await createUser(server, { name: 'Bo Member' });
-  viewer = await createUser(server, { name: 'Cy Viewer' });
-  await addMember(server, owner.orgKey, member.userId, 'member');
-  await addMember(server, owner.orgKey, viewer.userId, 'viewer');
-  const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
+  owner = await createUser(suite.server, { name: 'Ada Owner' });
+  member = await createUser(suite.server, { name: 'Bo Member' });
+  viewer = await createUser(suite.server, { name: 'Cy Viewer' });
+  await addMember(suite.server, owner.orgKey, member.userId, 'member');
+  await addMember(suite.server, owner.orgKey, viewer.userId, 'viewer');
+  const before = await orgBalanceCredits(suite.server.deps.db, owner.orgKey);
   for (const [who, name] of [
     [owner, 'laptop'],
     [member, 'ci-runner'],
   ] as const) {
-    const { secret } = await createApiToken(server, who, owner.orgKey, name);
-    const sdk = new OpenAI({ apiKey: secret, baseURL: `${server.url}/v1`, maxRetries: 0 });
+    const { secret } = await createApiToken(suite.server, who, owner.orgKey, name);
+    const sdk = new OpenAI({ apiKey: secret, baseURL: `${suite.server.url}/v1`, maxRetries: 0 });
     await sdk.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hello' }] });
   }
-  debited = before - (await orgBalanceCredits(server.deps.db, owner.orgKey));
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  await fake?.close();
+  debited = before - (await orgBalanceCredits(suite.server.deps.db, owner.orgKey));
 });
 
 describe.skipIf(!haveChromium)('the usage page', () => {
   it('an owner reads the totals, the chart, who spent with which token, the calls, and downloads the CSV', async () => {
-    const { context, page } = await signedIn(browser, server.v2Url, owner);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, owner);
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Usage' }).click();
     await page.waitForURL((u) => u.pathname === `/account/clients/${owner.clientId}/usage`);
     expect(await page.getByRole('heading', { level: 1 }).textContent()).toContain('Usage of');
@@ -75,7 +69,7 @@ describe.skipIf(!haveChromium)('the usage page', () => {
     await page.waitForURL((u) => u.searchParams.get('days') === '7');
     // The CSV link works with the page's own session.
     const href = await page.getByRole('link', { name: 'Download the calls (CSV)' }).getAttribute('href');
-    const csv = await context.request.get(new URL(href!, server.v2Url).toString());
+    const csv = await context.request.get(new URL(href!, suite.server.v2Url).toString());
     expect(csv.status()).toBe(200);
     expect((await csv.text()).trimEnd().split('\r\n')).toHaveLength(3);
     await page.screenshot({ path: '/tmp/portal-usage.png', fullPage: true });
@@ -85,8 +79,8 @@ describe.skipIf(!haveChromium)('the usage page', () => {
   });
 
   it('a viewer sees the totals and the chart, not who spent', async () => {
-    const { context, page } = await signedIn(browser, server.v2Url, viewer, 390);
-    await page.goto(`${server.v2Url}/account/clients/${owner.clientId}/usage`);
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, viewer, 390);
+    await page.goto(`${suite.server.v2Url}/account/clients/${owner.clientId}/usage`);
     expect(await page.locator('#h-daily + form + p').textContent()).toContain(`${debited} tokens debited`);
     expect(await page.locator('section[aria-labelledby=h-who]').count()).toBe(0);
     expect(await page.content()).not.toContain(member.email);

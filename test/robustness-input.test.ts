@@ -54,6 +54,8 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/v1/2fa/disable', auth: 'session' },
   { method: 'POST', path: '/v1/password/reset/request', auth: 'none' },
   { method: 'POST', path: '/v1/password/reset/confirm', auth: 'none' },
+  // Hostile bodies never carry the password, so the account survives them.
+  { method: 'POST', path: '/v1/account/delete', auth: 'session' },
   // clients and members
   { method: 'GET', path: '/v1/clients', auth: 'session' },
   { method: 'POST', path: '/v1/clients', auth: 'session' },
@@ -184,6 +186,8 @@ const ROUTES: Route[] = [
   // (test/portal-settings-browser.test.ts covers it).
   { method: 'POST', path: '/account/settings/sessions/:sessionId/revoke', auth: 'page', writes: true },
   { method: 'POST', path: '/account/settings/apps/:grantId/revoke', auth: 'page', writes: true },
+  // Hostile bodies never carry the password, so the account survives them.
+  { method: 'POST', path: '/account/settings/delete', auth: 'page' },
   { method: 'GET', path: '/account/no-such-page', auth: 'page' },
   { method: 'GET', path: '/v1/no-such-route', auth: 'session' },
 ];
@@ -560,7 +564,7 @@ describe('hostile input on every route', () => {
     [
       'accounts, clients, tokens, device',
       (r: Route) =>
-        /^\/v1\/(register|email|login|2fa|logout|password|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/(members|leave|invitations)|invitations|tokens|auth)/.test(
+        /^\/v1\/(register|email|login|2fa|logout|password|account\/|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/(members|leave|invitations)|invitations|tokens|auth)/.test(
           r.path,
         ),
     ],

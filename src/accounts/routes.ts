@@ -12,6 +12,7 @@ import { confirmPasswordReset, requestPasswordReset, RESET_REQUESTED_MESSAGE } f
 import { disableTwoFactor, enableTwoFactor, setupTwoFactor, twoFactorStatus } from './two-factor.js';
 import { ownedClientView, userView } from './views.js';
 import { passwordChangeConfirmation } from './credential-revocation.js';
+import { deleteAccount } from './account-deletion.js';
 import type { UserRow } from './service.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
@@ -25,6 +26,7 @@ export const PER_IP_PATHS = [
   '/v1/2fa',
   '/v1/password/reset',
   '/v1/email/verify',
+  '/v1/account/delete',
 ];
 
 // Bounded inputs: a megabyte password would make argon2 the attacker's tool.
@@ -40,6 +42,7 @@ export const codeBody = z.object({ code });
 export const tokenBody = z.object({ token });
 export const resetRequestBody = z.object({ email });
 export const resetConfirmBody = z.object({ token, password });
+export const deleteAccountBody = z.object({ password, code: code.optional() });
 
 /**
  * Routes that set the session cookie refuse a browser request from another site (login CSRF: a
@@ -163,6 +166,27 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
     const input = parse(resetConfirmBody, req.body);
     const { revoked } = await confirmPasswordReset(deps, input);
     res.json(passwordChangeConfirmation('reset', revoked));
+  });
+
+  // Deleting one's account (issue 16 item 4; docs/accounts.md "Deleting an account"): a session only, as
+  // for 2FA (a machine credential must not end its person), unverified accounts included (a person who
+  // mistyped their e-mail can leave). The password, and the 2FA code when on, are asked again.
+  router.post('/v1/account/delete', sessionUnverified, async (req, res) => {
+    const input = parse(deleteAccountBody, req.body);
+    const result = await deleteAccount(deps, { userId: principalOf(req).userId, ...input });
+    const { maxAge: _maxAge, ...cookie } = sessionCookieOptions(0);
+    res.clearCookie(SESSION_COOKIE, cookie);
+    res.json({
+      deleted: true,
+      deleted_clients: result.deletedOrganizations,
+      forfeited_credits: result.forfeitedCredits,
+      revoked: {
+        sessions: result.revoked.sessions,
+        oauth_grants: result.revoked.oauthGrants,
+        api_tokens: result.revoked.apiTokens,
+      },
+      message: 'account deleted; every session, app connection and API token was revoked',
+    });
   });
 
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).

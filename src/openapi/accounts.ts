@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import {
   codeBody,
+  deleteAccountBody,
   loginBody,
   registerBody,
   resetConfirmBody,
@@ -149,6 +150,25 @@ export const accountRoutes = [
       api_tokens: z.object({ active: z.number().int(), message }),
     }),
     errors: [429],
+  }),
+  route('post', '/v1/account/delete', {
+    summary: "Delete the caller's account (password, and the 2FA code when on, asked again)",
+    description:
+      'Refused with 409 ACCOUNT_DELETION_BLOCKED (detail.blockers lists why) while the caller owns an organization with other members, owes tokens, or has a Pro subscription that renews. Otherwise every owned organization is deleted, unspent tokens are forfeited, every session, OAuth grant and svc_ token is revoked and the account is anonymised; the ledger keeps its rows (docs/accounts.md).',
+    auth: ['session'],
+    body: deleteAccountBody,
+    response: z.object({
+      deleted: z.literal(true),
+      deleted_clients: z.number().int(),
+      forfeited_credits: z.number().int(),
+      revoked: z.object({
+        sessions: z.number().int(),
+        oauth_grants: z.number().int(),
+        api_tokens: z.number().int(),
+      }),
+      message,
+    }),
+    errors: [409, 429],
   }),
 
   route('get', '/v1/clients', {

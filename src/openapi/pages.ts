@@ -75,5 +75,11 @@ export const pageRoutes = [
   page('post', '/account/settings/sessions/revoke-others', 'Sign out every other session (form)', true),
   page('post', '/account/settings/sessions/:sessionId/revoke', 'Sign out one session (form)', true),
   page('post', '/account/settings/apps/:grantId/revoke', 'Disconnect an app (form)', true),
+  page(
+    'post',
+    '/account/settings/delete',
+    'Delete the account (form: password, and the 2FA code when on)',
+    true,
+  ),
   page('get', '/s/:token', 'A project shared by link (read-only page)'),
 ];

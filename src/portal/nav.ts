@@ -30,6 +30,11 @@ export function loadNavOrgs(deps: Deps) {
   };
 }
 
+/** The header of a page that signed the person out (an account just deleted) shows no organization. */
+export const forgetNavOrgs = (res: Response): void => {
+  res.locals[ORGS_LOCAL] = null;
+};
+
 export const navOrgs = (res: Response): LiveOrg[] | null =>
   (res.locals[ORGS_LOCAL] as LiveOrg[] | undefined) ?? null;
 

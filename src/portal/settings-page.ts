@@ -12,7 +12,11 @@ import {
   revokeConnectedApp,
   signOutSessions,
 } from '../accounts/self-service.js';
-import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
+import { deleteAccount, deletionPreview } from '../accounts/account-deletion.js';
+import { twoFactorStatus } from '../accounts/two-factor.js';
+import { SESSION_COOKIE, sessionCookieOptions } from '../auth/session.js';
+import { deleteAccountCard, showDeleted, type DeleteErrors } from './delete-account-card.js';
+import { html, requirePageSession, verifyCsrfField } from './html.js';
 import {
   alert,
   applyErrorHeaders,
@@ -48,7 +52,7 @@ const NOTICES: Record<string, Notice> = {
   app: { kind: 'ok', text: 'App disconnected. Its tokens stop working now.' },
 };
 
-interface Errors {
+interface Errors extends DeleteErrors {
   name?: string;
   current_password?: string;
   password?: string;
@@ -67,9 +71,22 @@ export function settingsPageRoutes(deps: Deps, auth: Auth): Router {
     const p = principalOf(req);
     if (p.kind !== 'session') throw new Error('pages run on sessions only');
     const errors = opts.errors ?? {};
-    const [list, apps] = await Promise.all([liveSessions(db, p.userId), connectedApps(db, p.userId)]);
+    const [list, apps, preview, twoFactor] = await Promise.all([
+      liveSessions(db, p.userId),
+      connectedApps(db, p.userId),
+      deletionPreview(db, p.userId),
+      twoFactorStatus(deps, p.userId),
+    ]);
     // The first field in error takes the focus (WCAG 3.3.1: the person lands where the problem is).
-    const first = (['name', 'current_password', 'password'] as const).find((k) => errors[k]);
+    const first = (['name', 'current_password', 'password', 'confirm_password', 'code'] as const).find(
+      (k) => errors[k],
+    );
+    const deleteCard = deleteAccountCard(req, res, {
+      preview,
+      twoFactor: twoFactor.enabled,
+      errors,
+      focus: first === 'confirm_password' || first === 'code' ? first : undefined,
+    });
 
     const nameCard = html`<section class="card" aria-labelledby="h-name"><h2 id="h-name">Name</h2>${postForm(
       req,
@@ -123,7 +140,7 @@ ${
       title: 'Account settings',
       status: opts.status ?? 200,
       body: html`<h1>Account settings</h1>${alert(opts.notice ?? NOTICES[queryValue(req, 'notice')] ?? null)}
-<div class="grid">${nameCard}${passwordCard}</div>${sessionsCard}${appsCard}${deleteNote()}`,
+<div class="grid">${nameCard}${passwordCard}</div>${sessionsCard}${appsCard}${deleteCard}`,
     });
   }
 
@@ -199,9 +216,28 @@ ${
     res.redirect(303, `${BASE}?notice=app`);
   });
 
-  return router;
-}
+  // Delete the account (docs/accounts.md "Deleting an account"): the password, and the 2FA code when on,
+  // asked again; a blocker (an organization shared with others, a debt, a renewing subscription) is
+  // shown in the card, which lists them before anything is asked.
+  action('/delete', async (req, res) => {
+    try {
+      const code = formValue(req, 'code', 64).trim();
+      const result = await deleteAccount(deps, {
+        userId: principalOf(req).userId,
+        password: formValue(req, 'confirm_password', 1024),
+        ...(code ? { code } : {}),
+      });
+      res.clearCookie(SESSION_COOKIE, { ...sessionCookieOptions(0), maxAge: undefined });
+      showDeleted(req, res, result.forfeitedCredits, result.deletedOrganizations);
+    } catch (caught) {
+      const err = clientError(caught);
+      if (err.code === 'WRONG_PASSWORD')
+        return page(req, res, { status: 400, errors: { confirm_password: 'That is not your password.' } });
+      if (err.code === 'CODE_REQUIRED' || err.code === 'INVALID_CODE')
+        return page(req, res, { status: 400, errors: { code: errorText(err) } });
+      throw err;
+    }
+  });
 
-function deleteNote(): SafeHtml {
-  return html``;
+  return router;
 }

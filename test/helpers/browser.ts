@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect, vi } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { AxeBuilder } from '@axe-core/playwright';
+import { startTestServer, type StartOptions, type TestServer } from './server.js';
 
 // Real Chromium (playwright-core) for the portal's page tests: launch, sign in through the form as a
 // person does, and the checks every page gets (issue 16): axe-core with zero serious or critical
@@ -9,6 +10,41 @@ import { AxeBuilder } from '@axe-core/playwright';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const haveChromium = existsSync(CHROMIUM);
+
+export interface BrowserSuite {
+  /** Set once the file's first beforeAll ran (undefined without Chromium: the describe is skipped). */
+  readonly server: TestServer;
+  readonly browser: Browser;
+}
+
+/**
+ * The set-up every browser test file shares: a test server and Chromium started before the file's
+ * tests and closed after, and a timeout a browser on a shared two-core machine needs. Without Chromium
+ * the files skip (`describe.skipIf(!haveChromium)`), saying why; in CI (.ci/prepare installs Debian's
+ * chromium) a missing browser fails the file instead. Call it at the top of the file, before the file's
+ * own beforeAll hooks, which then run after it (vitest runs hooks in order) and may use `suite.server`.
+ * `server` takes the test server's options, or a function that makes them (when they depend on
+ * something an earlier hook started, such as a fake upstream's URL).
+ */
+export function browserSuite(server: StartOptions | (() => StartOptions) = {}): BrowserSuite {
+  if (!haveChromium) {
+    if (process.env.CI) throw new Error(`${CHROMIUM} is missing: .ci/prepare should have installed chromium`);
+    console.warn(`${CHROMIUM} is missing; the real-browser tests are skipped (apt-get install chromium)`);
+  }
+  // Each step can wait for a busy CPU.
+  vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
+  const suite = {} as { server: TestServer; browser: Browser };
+  beforeAll(async () => {
+    if (!haveChromium) return;
+    suite.server = await startTestServer(typeof server === 'function' ? server() : server);
+    suite.browser = await launchBrowser();
+  });
+  afterAll(async () => {
+    await suite.browser?.close();
+    await suite.server?.close();
+  });
+  return suite;
+}
 
 export async function launchBrowser(): Promise<Browser> {
   const { chromium } = await import('playwright-core');

@@ -25,6 +25,11 @@ export const users = pgTable('users', {
   /** Last TOTP time step accepted: a step already used is refused (CONTRACT §4, no replay). */
   totpLastStep: bigint('totp_last_step', { mode: 'number' }),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  /**
+   * Set when the person deleted their account (src/accounts/account-deletion.ts): the row stays,
+   * anonymised, because the append-only ledger and the usage records name it.
+   */
+  deletedAt: timestamp('deleted_at', { withTimezone: true }),
 });
 
 export const sessions = pgTable(

@@ -1,0 +1,212 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { eq, sql } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { addMember, createApiToken, createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
+import { issueTestGrants } from './helpers/oauth.js';
+import { client } from './helpers/http.js';
+import { enableTwoFactor } from './accounts-support.js';
+import { queryRows } from '../src/db/client.js';
+import { billingSubscriptions, users } from '../src/db/schema.js';
+import { checkInvariants } from '../src/billing/invariants.js';
+import { reconcile } from '../src/billing/reconcile.js';
+import { recordDebt } from '../src/billing/debt.js';
+import { ensureDebtAccount, SOURCE_PURCHASES } from '../src/billing/ledger.js';
+import { orgBalanceCredits } from '../src/billing/spend.js';
+
+// Deleting one's account (issue 16 item 4; docs/accounts.md "Deleting an account") over real HTTP:
+// the password (and the 2FA code) asked again; refused while an owned organization has other members,
+// while tokens are owed, or while a Pro subscription renews; else every credential stops working (the
+// session, svc_ tokens, OAuth grants), every owned organization is deleted, the person's memberships
+// end, and the ledger keeps every row: the invariants hold and reconcile finds nothing wrong.
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+const api = () => client(server.url);
+const del = (session: string, body: unknown) => api().post('/v1/account/delete', body, { token: session });
+const entryCount = async () =>
+  Number(
+    (await queryRows<{ n: unknown }>(server.deps.db, sql`select count(*) as n from billing_entries`))[0]!.n,
+  );
+
+describe('POST /v1/account/delete', () => {
+  it('asks for the password again, takes a session only, and validates its body', async () => {
+    const user = await createUser(server);
+    expect((await api().post('/v1/account/delete', { password: STRONG_PASSWORD })).status).toBe(401);
+    const { secret } = await createApiToken(server, user, user.orgKey, 'ci');
+    expect((await del(secret, { password: STRONG_PASSWORD })).status).toBe(401);
+    const missing = await del(user.session, {});
+    expect(missing.status).toBe(400);
+    expect(missing.body.detail.code).toBe('VALIDATION_ERROR');
+    const wrong = await del(user.session, { password: 'not-the-Password-1' });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.detail.code).toBe('WRONG_PASSWORD');
+    expect((await api().get('/v1/clients', { token: user.session })).status).toBe(200);
+  });
+
+  it('with 2FA on, a code is needed too', async () => {
+    const user = await createUser(server);
+    const { recoveryCodes } = await enableTwoFactor(api(), user.session);
+    const noCode = await del(user.session, { password: STRONG_PASSWORD });
+    expect(noCode.status).toBe(400);
+    expect(noCode.body.detail.code).toBe('CODE_REQUIRED');
+    const badCode = await del(user.session, { password: STRONG_PASSWORD, code: '000000' });
+    expect(badCode.body.detail.code).toBe('INVALID_CODE');
+    const ok = await del(user.session, { password: STRONG_PASSWORD, code: recoveryCodes[0] });
+    expect(ok.status).toBe(200);
+  });
+
+  it('is refused, with every reason, while an owned organization has members, tokens are owed or Pro renews', async () => {
+    const owner = await createUser(server);
+    const teammate = await createUser(server);
+    await addMember(server, owner.orgKey, teammate.userId, 'viewer');
+    const db = server.deps.db;
+    await db.transaction(async (tx) => {
+      await ensureDebtAccount(tx, owner.userId);
+      await recordDebt(tx, {
+        key: `test-debt:${owner.userId}`,
+        ownerId: owner.userId,
+        to: SOURCE_PURCHASES,
+        amount: 700,
+        type: 'debt',
+        description: 'test debt',
+      });
+    });
+    await db.insert(billingSubscriptions).values({
+      id: `sub_test_${owner.userId}`,
+      orgKey: owner.orgKey,
+      customerId: 'cus_test',
+      status: 'active',
+    });
+    const refused = await del(owner.session, { password: STRONG_PASSWORD });
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail.code).toBe('ACCOUNT_DELETION_BLOCKED');
+    expect(refused.body.detail.blockers.map((b: { code: string }) => b.code).sort()).toEqual([
+      'ACTIVE_SUBSCRIPTION',
+      'OUTSTANDING_DEBT',
+      'OWNS_SHARED_ORGANIZATION',
+    ]);
+    expect(refused.body.detail.blockers[0].client_id).toBe(owner.clientId);
+    // Nothing changed: the account, its session and its organization are as they were.
+    expect((await api().get('/v1/clients', { token: owner.session })).body.data).toHaveLength(1);
+    // A subscription set to end at period end no longer blocks.
+    await db
+      .update(billingSubscriptions)
+      .set({ cancelAtPeriodEnd: true })
+      .where(eq(billingSubscriptions.orgKey, owner.orgKey));
+    const still = await del(owner.session, { password: STRONG_PASSWORD });
+    expect(still.body.detail.blockers.map((b: { code: string }) => b.code).sort()).toEqual([
+      'OUTSTANDING_DEBT',
+      'OWNS_SHARED_ORGANIZATION',
+    ]);
+  });
+
+  it('revokes every credential, deletes what the person owned, and leaves the ledger whole', async () => {
+    const person = await createUser(server, { name: 'Leaving Person' });
+    const other = await createUser(server, { name: 'Other Owner' });
+    await addMember(server, other.orgKey, person.userId, 'member');
+    const side = await api().post('/v1/clients', { name: 'Side project' }, { token: person.session });
+    const sideKey = (side.body.id as string).replace(/^client_/, '');
+    // 40,000 stay with the personal organization, 5,000 go to the side one, 5,000 stay in the pool.
+    for (const [id, target] of [
+      [person.clientId, 40_000],
+      [side.body.id as string, 5_000],
+    ] as const) {
+      const alloc = await api().put(
+        `/v1/owner/orgs/${id}/allocation`,
+        { target_credits: target },
+        { token: person.session },
+      );
+      expect(alloc.status).toBe(200);
+    }
+    // Spend in both organizations: the person's own and the other owner's.
+    const own = await createApiToken(server, person, person.orgKey, 'laptop');
+    const theirs = await createApiToken(server, person, other.orgKey, 'shared');
+    for (const key of [own.secret, theirs.secret]) {
+      const sdk = new OpenAI({ apiKey: key, baseURL: `${server.url}/v1`, maxRetries: 0 });
+      await sdk.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] });
+    }
+    const grants = await issueTestGrants(server, person, { orgKey: person.orgKey, resources: ['model'] });
+    expect((await client(server.v2Url).get('/v1/models', { token: grants.model! })).status).toBe(200);
+    const otherBalance = await orgBalanceCredits(server.deps.db, other.orgKey);
+    const entriesBefore = await entryCount();
+    const [pool] = await queryRows<{ balance: unknown }>(
+      server.deps.db,
+      sql`select balance from billing_accounts where id = ${`pool:${person.userId}`}`,
+    );
+    const unspent =
+      Number(pool!.balance) +
+      (await orgBalanceCredits(server.deps.db, person.orgKey)) +
+      (await orgBalanceCredits(server.deps.db, sideKey));
+
+    const res = await del(person.session, { password: STRONG_PASSWORD });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      deleted: true,
+      deleted_clients: 2,
+      forfeited_credits: unspent,
+      revoked: { sessions: 1, oauth_grants: 1, api_tokens: 2 },
+    });
+    expect(res.headers.getSetCookie().join(' ')).toMatch(/__Host-svc_session=;/);
+
+    // Every credential is dead.
+    for (const token of [person.session, own.secret, theirs.secret])
+      expect((await api().get('/v1/clients', { token })).status).toBe(401);
+    expect((await client(server.v2Url).get('/v1/models', { token: grants.model! })).status).toBe(401);
+    expect((await api().post('/v1/login', { email: person.email, password: STRONG_PASSWORD })).status).toBe(
+      401,
+    );
+
+    // The person's row stays, anonymised; the other owner's team no longer lists them.
+    const [row] = await server.deps.db.select().from(users).where(eq(users.id, person.userId));
+    expect(row).toMatchObject({ name: 'Deleted account', emailVerifiedAt: null, totpSecretEnc: null });
+    expect(row!.deletedAt).not.toBeNull();
+    expect(row!.email).not.toBe(person.email);
+    const members = await api().get(`/v1/clients/${other.clientId}/members`, { token: other.session });
+    expect(members.body.data.map((m: { user_id: string }) => m.user_id)).toEqual([other.userId]);
+
+    // The ledger: no row deleted; the two clients' balances went back to the pool (reclaim rows), the
+    // other owner's balance is untouched; the invariants hold and reconcile finds nothing.
+    const reclaims = await queryRows<{ org_key: string; type: string }>(
+      server.deps.db,
+      sql`select org_key, type from billing_entries where key like 'reclaim:deleted:%' and org_key in (${person.orgKey}, ${sideKey})`,
+    );
+    expect(reclaims).toHaveLength(2);
+    expect(await entryCount()).toBe(entriesBefore + 2);
+    const [after] = await queryRows<{ balance: unknown }>(
+      server.deps.db,
+      sql`select balance from billing_accounts where id = ${`pool:${person.userId}`}`,
+    );
+    expect(Number(after!.balance)).toBe(unspent);
+    expect(await orgBalanceCredits(server.deps.db, other.orgKey)).toBe(otherBalance);
+    const usage = await queryRows<{ n: unknown }>(
+      server.deps.db,
+      sql`select count(*) as n from usage_records where user_id = ${person.userId}`,
+    );
+    expect(Number(usage[0]!.n)).toBe(2);
+    // The other owner's usage page still counts the call, now under "Deleted account".
+    const byMember = await api().get(`/v1/clients/${other.clientId}/usage`, {
+      token: other.session,
+      query: { group_by: 'member' },
+    });
+    expect(byMember.status).toBe(200);
+    expect(JSON.stringify(byMember.body)).toContain(person.userId);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+    expect((await reconcile(server.deps.db, server.deps.log, null)).violations).toEqual([]);
+
+    // The e-mail address is free again: a new account, a new id.
+    const again = await api().post('/v1/register', {
+      email: person.email,
+      name: 'Back Again',
+      password: STRONG_PASSWORD,
+    });
+    expect(again.status).toBe(200);
+    expect(again.body.user.id).not.toBe(person.userId);
+  });
+});
