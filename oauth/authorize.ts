@@ -61,7 +61,7 @@ function formActionFor(redirectUri: string): string {
 }
 
 function errorPage(res: Response, status: number, message: string) {
-  const body = html`<h1>This sign-in link cannot be used</h1><p>${message}</p><p>Go back to the application and start again.</p>`;
+  const body = html`<div class="card"><h1>This sign-in link cannot be used</h1><p>${message}</p><p>Go back to the application and start again.</p></div>`;
   sendPage(res, renderPage({ title: 'Authorization error', body, narrow: true }), status);
 }
 
@@ -117,7 +117,8 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
     const orgs = await liveMemberships(deps.db, principal.userId);
     const name = request.client.clientName || request.client.clientId;
     const action = `/oauth/authorize${req.originalUrl.slice(req.originalUrl.indexOf('?'))}`;
-    const body = html`<h1>Allow ${name} to use your account?</h1>
+    // The card layout of the portal's other narrow pages (sign-in, device approval; issue 16 item 7).
+    const body = html`<div class="card"><h1>Allow ${name} to use your account?</h1>
 <p class="muted">${name} is ${provenance(request)}. After you decide, you will be sent to <strong>${formActionFor(request.redirectUri)}</strong>.</p>
 <form method="post" action="${action}" class="stack">
 ${csrfField(req, res)}
@@ -136,7 +137,7 @@ ${request.client.source === 'builtin' ? html`<p class="hint">The svc command-lin
 <button type="submit" name="decision" value="approve">Allow</button>
 <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
 </div>
-</form>`;
+</form></div>`;
     sendPage(res, renderPage({ title: `Allow ${name}?`, body, user: principal, narrow: true }), 200, {
       formAction: [formActionFor(request.redirectUri)],
     });

@@ -52,6 +52,8 @@ table.stack td[data-label]::before{content:attr(data-label);display:block;font-s
 .actions select{width:auto}
 .actions input[type=email]{width:auto;flex:1 1 14rem}
 .mail{white-space:pre-wrap;overflow-wrap:anywhere}
+.md{overflow-wrap:anywhere}.md pre{white-space:pre-wrap}.md img{max-width:100%}
+.report+.report{border-top:1px solid var(--line);margin-top:1rem;padding-top:.5rem}
 main{flex:1;width:100%;max-width:960px;margin:0 auto;padding:2rem 1.25rem}
 main.narrow{max-width:460px}
 h1{font-size:1.6rem;margin:0 0 1rem}
