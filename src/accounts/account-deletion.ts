@@ -12,6 +12,7 @@ import {
 } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { debtOf } from '../billing/debt.js';
+import { revokeOrgTokens } from '../tokens/service.js';
 import { acceptSecondFactor, invalidCode } from './two-factor.js';
 import { verifyPassword } from './password.js';
 import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js';
@@ -22,8 +23,9 @@ import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js
 // deleted: it is anonymised (e-mail, name, password, 2FA gone; `deleted_at` set), and every history row
 // keeps pointing at a row that exists. What the person owned ends:
 //   - every organization they own is soft-deleted exactly as DELETE /v1/clients/{id} does it (the
-//     orgDeleted hooks: holds voided, the balance back to the pool through a `reclaim` ledger row); the
-//     default one too, which only account deletion may delete;
+//     orgDeleted hooks: the balance back to the pool through a `reclaim` ledger row, calls in flight
+//     billed from the pool for what they ran); the default one too, which only account deletion may
+//     delete;
 //   - their memberships of other people's organizations end;
 //   - every credential is revoked: sessions, OAuth grants, codes and approvals not yet collected
 //     (revokeCredentialsAfterPasswordChange, keeping none) and, unlike a password change, every svc_
@@ -160,22 +162,25 @@ export async function deleteAccount(
         fields: { blockers: preview.blockers },
       });
     const now = new Date();
-    const deleted = await t
-      .update(orgs)
-      .set({ deletedAt: now })
-      .where(and(eq(orgs.ownerId, user.id), isNull(orgs.deletedAt)))
-      .returning({ id: orgs.id });
-    for (const org of deleted)
-      for (const hook of deps.hooks.orgDeleted) await hook(t, { orgKey: org.id, ownerId: user.id });
-    // Memberships of other people's organizations end (the owner memberships of the deleted ones stay
-    // with their soft-deleted organizations, as after DELETE /v1/clients/{id}).
-    await t.delete(memberships).where(and(eq(memberships.userId, user.id), ne(memberships.role, 'owner')));
-    const credentials = await revokeCredentialsAfterPasswordChange(t, user.id);
+    // The person's svc_ tokens, in every organization (counted in the answer).
     const tokens = await t
       .update(apiTokens)
       .set({ revokedAt: now })
       .where(and(eq(apiTokens.userId, user.id), isNull(apiTokens.revokedAt)))
       .returning({ id: apiTokens.id });
+    const deleted = await t
+      .update(orgs)
+      .set({ deletedAt: now })
+      .where(and(eq(orgs.ownerId, user.id), isNull(orgs.deletedAt)))
+      .returning({ id: orgs.id });
+    for (const org of deleted) {
+      await revokeOrgTokens(t, org.id);
+      for (const hook of deps.hooks.orgDeleted) await hook(t, { orgKey: org.id, ownerId: user.id });
+    }
+    // Memberships of other people's organizations end (the owner memberships of the deleted ones stay
+    // with their soft-deleted organizations, as after DELETE /v1/clients/{id}).
+    await t.delete(memberships).where(and(eq(memberships.userId, user.id), ne(memberships.role, 'owner')));
+    const credentials = await revokeCredentialsAfterPasswordChange(t, user.id);
     await t.delete(recoveryCodes).where(eq(recoveryCodes.userId, user.id));
     await t.delete(accountTokens).where(eq(accountTokens.userId, user.id));
     // Anonymised, not deleted (see the top of this file). The e-mail is freed for a new registration;
