@@ -4,6 +4,8 @@ import { modelSuite } from './helpers/model-suite.js';
 import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
 import { startTestServer } from './helpers/server.js';
 import { call } from './helpers/http.js';
+import { sql } from 'drizzle-orm';
+import { queryRows } from '../src/db/client.js';
 
 // GET /metrics: guarded by METRICS_TOKEN, in the Prometheus text format, counting what happened: requests
 // by route template, model calls by outcome with the credits debited equal to what the ledger lost.
@@ -96,5 +98,32 @@ describe('GET /metrics', () => {
     expect(after).toMatch(/^svc_process_cpu_user_seconds_total /m);
     expect(after).toMatch(/^svc_billing_holds_outstanding /m);
     expect(after).toMatch(/^svc_concurrency_leases_outstanding /m);
+  });
+
+  it('counts usage beyond the hold: calls, tokens debited and tokens owed, as the ledger recorded them', async () => {
+    await setOrgBalance(suite.server, suite.owner.orgKey, 3_000);
+    // A prompt reported at 5,000 tokens on a hold of about 2 + 2 × 10: 3,000 from the balance (the hold,
+    // then the excess), 2,010 owed.
+    suite.fake.reply = () => ({ content: 'one two three four five', promptTokens: 5_000 });
+    const before = await scrape();
+    const openai = new OpenAI({ apiKey: suite.key, baseURL: `${suite.server.url}/v1`, maxRetries: 0 });
+    const res = await openai.chat.completions
+      .create({ model: 'any', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+      .withResponse();
+    const requestId = res.response.headers.get('x-svc-request-id')!;
+    const after = await scrape();
+    const delta = (name: string) => sample(after, name) - sample(before, name);
+    const rows = await queryRows<{ key: string; amount: unknown }>(
+      suite.server.deps.db,
+      sql`select key, amount from billing_entries where key like ${`usage:${requestId}%`}`,
+    );
+    const row = (suffix: string) =>
+      Number(rows.find((r) => r.key === `usage:${requestId}${suffix}`)?.amount ?? 0);
+    expect(row(':excess')).toBeGreaterThan(0);
+    expect(row('') + row(':excess')).toBe(3_000);
+    expect(row(':debt')).toBe(5_010 - 3_000);
+    expect(delta('svc_billing_excess_calls_total')).toBe(1);
+    expect(delta('svc_billing_excess_debited_credits_total')).toBe(row(':excess'));
+    expect(delta('svc_billing_excess_debt_credits_total')).toBe(row(':debt'));
   });
 });

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import type { Logger } from '../log.js';
+import { excessCalls, excessDebitedCredits, excessDebtCredits } from '../metrics/registry.js';
 import {
   debtAccount,
   ensureDebtAccount,
@@ -54,9 +55,6 @@ export async function recordDebt(
     description: input.description,
   });
 }
-
-/** Calls whose provider reported more than their hold covered, and the tokens involved (this process). */
-export const excessCounters = { calls: 0, debitedCredits: 0, debtCredits: 0 };
 
 /**
  * A provider reported more than the call's hold covered (CONTRACT §8 "Should a provider still report
@@ -127,9 +125,10 @@ export async function chargeExcess(
     return { debited, debt, excess, orgKey: hold.org_key };
   });
   if (result.excess > 0) {
-    excessCounters.calls++;
-    excessCounters.debitedCredits += result.debited;
-    excessCounters.debtCredits += result.debt;
+    // This process's counters, at /metrics (docs/operations.md § Metrics).
+    excessCalls.inc();
+    excessDebitedCredits.inc(result.debited);
+    excessDebtCredits.inc(result.debt);
     log.warn(
       {
         requestId: input.requestId,

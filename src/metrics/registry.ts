@@ -89,3 +89,23 @@ export const leasesOutstanding = new client.Gauge({
   help: 'Concurrency leases not expired, in the database (none when Redis keeps them)',
   registers,
 });
+
+// Usage a provider reported beyond a call's hold (CONTRACT §8; src/billing/debt.ts chargeExcess): each
+// should be rare (the reserve is an upper bound), so any rise is worth an alert.
+export const excessCalls = new client.Counter({
+  name: 'svc_billing_excess_calls_total',
+  help: 'Model calls whose provider reported usage beyond the hold (the excess charged, once per call)',
+  registers,
+});
+
+export const excessDebitedCredits = new client.Counter({
+  name: 'svc_billing_excess_debited_credits_total',
+  help: 'Credits of usage beyond the hold debited from the balance the hold was on',
+  registers,
+});
+
+export const excessDebtCredits = new client.Counter({
+  name: 'svc_billing_excess_debt_credits_total',
+  help: "Credits of usage beyond the hold that no balance could pay, recorded as the owner's debt",
+  registers,
+});
