@@ -10,6 +10,7 @@ import { client } from './helpers/http.js';
 import { queryRows } from '../src/db/client.js';
 import { accountBalance, poolAccount } from '../src/billing/ledger.js';
 import { checkInvariants } from '../src/billing/invariants.js';
+import { setAllocation } from '../src/billing/service.js';
 import { countPrompt } from '../src/models/tokens.js';
 
 // Deleting a client with model calls in flight (CONTRACT §8 "A client is deleted only with its calls
@@ -178,6 +179,20 @@ describe('deleting a client with calls in flight (issue 21 item 1)', () => {
     expect(await usageOf(b.orgKey)).toEqual([]);
     const after = await pool();
     expect(after).toMatchObject({ balance: poolBefore.balance + 5_000, held: poolBefore.held });
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
+  it('an allocation that reaches a client deleted after the route looked is refused, never stranded there', async () => {
+    const b = await newClient('Deleted before its allocation');
+    await setOrgBalance(server, b.orgKey, 1_000);
+    expect(
+      (await client(server.url).delete(`/v1/clients/${b.clientId}`, { token: owner.session })).status,
+    ).toBe(200);
+    // PUT …/allocation checked the client live before the deletion committed; its transaction comes after.
+    await expect(
+      setAllocation(server.deps.db, { userId: owner.userId, orgKey: b.orgKey, target: 500 }),
+    ).rejects.toMatchObject({ status: 403, code: 'NO_ACCESS' });
+    expect(await orgAccountRow(server, b.orgKey)).toEqual({ balance: 0, held: 0 });
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 });

@@ -81,13 +81,17 @@ async function orgFor(tx: Db, customerId: string | null, metadata: StripeObject)
   return null;
 }
 
-/** Purchases for a client deleted meanwhile go to its owner's default client (its pool's home). */
+/**
+ * Purchases for a client deleted meanwhile go to its owner's default client (its pool's home). The client's
+ * row is locked (FOR SHARE, before any account, as a deletion locks it before its accounts): a deletion
+ * running now is waited for and seen, so a grant never lands in a client deleted after this read.
+ */
 async function grantTarget(tx: Db, org: OrgRef): Promise<string> {
   const [row] = await queryRows<{ id: string }>(
     tx,
     sql`select case when o.deleted_at is null then o.id
                     else (select d.id from orgs d where d.owner_id = o.owner_id and d.is_default) end as id
-        from orgs o where o.id = ${org.orgKey}`,
+        from orgs o where o.id = ${org.orgKey} for share`,
   );
   return row?.id ?? org.orgKey;
 }
