@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
+import { serveClusterMetrics } from './metrics/cluster.js';
 
 // WEB_CONCURRENCY > 1 (docs/operations.md, "Every core"): this process becomes the cluster's primary. It
 // serves nothing itself; node:cluster shares the port among the workers (on Linux the primary accepts
@@ -11,6 +12,7 @@ import type { Logger } from 'pino';
 //    signing key are made by one process and read by the rest;
 //  - replaces a worker that dies (after a back-off when it keeps dying young), except one that exits 2
 //    (a configuration problem, which a new worker would only repeat): then it stops them all and exits 2;
+//  - gathers every worker's metrics for the one that takes a /metrics scrape (src/metrics/cluster.ts);
 //  - on SIGTERM/SIGINT passes SIGTERM to every worker, whose own graceful shutdown runs
 //    (SHUTDOWN_GRACE_SECONDS), and exits when they all have: 0 when each exited 0.
 
@@ -110,5 +112,6 @@ export function runPrimary(opts: PrimaryOptions): void {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 
+  serveClusterMetrics();
   fork(0);
 }

@@ -8,6 +8,7 @@ import { startBanner } from './banner.js';
 import { ServerSecretsError } from './crypto/server-secrets.js';
 import cluster from 'node:cluster';
 import { runPrimary } from './cluster.js';
+import { joinClusterMetrics } from './metrics/cluster.js';
 
 // The composition root (STYLE: one place reads config, opens the database, builds the services).
 
@@ -84,8 +85,12 @@ async function main() {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  // A worker whose primary is gone (killed with -9) gets no more connections: it shuts down too.
-  if (cluster.isWorker) process.on('disconnect', () => void stop('primary gone'));
+  if (cluster.isWorker) {
+    // A worker whose primary is gone (killed with -9) gets no more connections: it shuts down too.
+    process.on('disconnect', () => void stop('primary gone'));
+    // Its metrics join the cluster's /metrics answer, whichever worker is scraped.
+    joinClusterMetrics();
+  }
 }
 
 main().catch((err: unknown) => {

@@ -69,6 +69,28 @@ function callOnNewConnection(
   });
 }
 
+const METRICS_TOKEN = 'metrics-token-for-the-cluster-test';
+
+/** GET /metrics on a connection of its own. */
+function scrapeOnNewConnection(base: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${base}/metrics`,
+      { agent: false, headers: { authorization: `Bearer ${METRICS_TOKEN}`, connection: 'close' } },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () =>
+          res.statusCode === 200 ? resolve(body) : reject(new Error(`${res.statusCode}`)),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 describe('WEB_CONCURRENCY', () => {
   it('auto is the cores on PostgreSQL and 1 on the embedded database; a number above 1 needs PostgreSQL', () => {
     const pg = { DATABASE_URL: 'postgres://h/db' };
@@ -90,6 +112,7 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
   let owner: TestUser;
   let key: string;
   let svc: ChildSvc;
+  let atStart: Awaited<ReturnType<typeof orgLedger>>;
   beforeAll(async () => {
     fake = await startFakeUpstream();
     server = await startTestServer({ env: fake.env() });
@@ -102,8 +125,10 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
         WEB_CONCURRENCY: '2',
         ORG_MAX_CONCURRENCY: String(CAP),
         SHUTDOWN_GRACE_SECONDS: '20',
+        METRICS_TOKEN,
       }),
     );
+    atStart = await orgLedger(server, owner.orgKey);
   }, 150_000); // three svc processes start (the primary, then two workers one after the other)
   afterAll(async () => {
     if (svc?.alive()) svc.proc.kill('SIGKILL');
@@ -158,6 +183,22 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
       `cluster: ${results.length} calls, ${answered.length} answered, ${refused.length} refused (cap ${CAP}); ` +
         `Σ usage ${after.debited - before.debited} = ${perCall} × ${answered.length}; max in flight ${fake.maxInFlight}`,
     );
+  });
+
+  it('/metrics answers for the whole cluster, whichever worker takes the scrape', async () => {
+    // Every call of the test above is settled, so the ledger's usage since start is the cluster's total.
+    const debited = (await orgLedger(server, owner.orgKey)).debited - atStart.debited;
+    expect(debited).toBeGreaterThan(0);
+    const seen: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      // A connection of its own each time: the cluster may hand any of them to either worker.
+      const text = await scrapeOnNewConnection(svc.url);
+      seen.push(Number(/^svc_model_credits_debited_total (\d+)$/m.exec(text)?.[1]));
+      // The database-wide gauges appear once, not once per worker.
+      expect(text.match(/^svc_billing_holds_outstanding /gm)).toHaveLength(1);
+    }
+    // Each worker alone debited only part of it: only the sum over both equals the ledger every time.
+    expect(seen).toEqual(Array(6).fill(debited));
   });
 
   it('a worker killed with -9 is replaced, and the new one serves', async () => {

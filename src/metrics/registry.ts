@@ -65,29 +65,46 @@ export const webhookEvents = new client.Counter({
   registers,
 });
 
+/** The pool the pool gauge describes (set by the metrics route; none with the embedded database). */
+let watchedPool: { totalCount: number; idleCount: number; waitingCount: number } | undefined;
+export const watchPool = (pool: typeof watchedPool) => {
+  watchedPool = pool;
+};
+
 export const poolConnections = new client.Gauge({
   name: 'svc_db_pool_connections',
   help: 'PostgreSQL pool connections by state (in_use, idle) and clients waiting for one (waiting)',
   labelNames: ['state'] as const,
   registers,
+  // Read whenever the registry is, so each worker of a cluster reports its own pool as it is now.
+  collect() {
+    if (!watchedPool) return;
+    this.set({ state: 'in_use' }, watchedPool.totalCount - watchedPool.idleCount);
+    this.set({ state: 'idle' }, watchedPool.idleCount);
+    this.set({ state: 'waiting' }, watchedPool.waitingCount);
+  },
 });
+
+// State of the whole database, not of one process: read once per scrape by the worker that takes it and
+// kept out of the cluster's aggregation (summing N workers' copies of one count would multiply it).
+export const stateRegistry = new client.Registry();
 
 export const holdsOutstanding = new client.Gauge({
   name: 'svc_billing_holds_outstanding',
   help: 'Credit holds not yet settled or voided (all processes: read from the database at scrape)',
-  registers,
+  registers: [stateRegistry],
 });
 
 export const heldCredits = new client.Gauge({
   name: 'svc_billing_held_credits',
   help: 'Credits held by outstanding holds',
-  registers,
+  registers: [stateRegistry],
 });
 
 export const leasesOutstanding = new client.Gauge({
   name: 'svc_concurrency_leases_outstanding',
   help: 'Concurrency leases not expired, in the database (none when Redis keeps them)',
-  registers,
+  registers: [stateRegistry],
 });
 
 // Usage a provider reported beyond a call's hold (CONTRACT §8; src/billing/debt.ts chargeExcess): each

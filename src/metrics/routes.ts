@@ -4,17 +4,27 @@ import { sql } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
 import { queryRows } from '../db/client.js';
-import { heldCredits, holdsOutstanding, leasesOutstanding, poolConnections, registry } from './registry.js';
+import { clusterMetricsText, inCluster } from './cluster.js';
+import {
+  heldCredits,
+  holdsOutstanding,
+  leasesOutstanding,
+  registry,
+  stateRegistry,
+  watchPool,
+} from './registry.js';
 
 // GET /metrics in the Prometheus text format (docs/operations.md § Metrics). Guarded by METRICS_TOKEN
 // (a bearer, compared in constant time); without it the route does not exist (404), so metrics are never
-// public by accident. The database gauges are read at scrape, one statement.
+// public by accident. The database gauges are read at scrape, one statement. In a cluster the answer is
+// every worker's, aggregated by the primary (./cluster.ts).
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
 export function metricsRoutes(deps: Deps): Router {
   const router = Router();
   const expected = deps.config.metricsToken ? digest(deps.config.metricsToken) : null;
+  watchPool(deps.database.pool ?? undefined);
 
   router.get('/metrics', async (req, res) => {
     if (!expected) throw new AppError(404, 'NOT_FOUND', 'no such route');
@@ -25,20 +35,20 @@ export function metricsRoutes(deps: Deps): Router {
       });
     }
     await readGauges(deps);
+    const processes = inCluster()
+      ? await clusterMetricsText().catch((err: Error) => {
+          deps.log.warn({ err }, 'metrics: the cluster did not answer');
+          throw new AppError(503, 'METRICS_UNAVAILABLE', 'the cluster did not answer; try again');
+        })
+      : await registry.metrics();
     res.set('Content-Type', registry.contentType);
     res.set('Cache-Control', 'no-store');
-    res.send(await registry.metrics());
+    res.send(processes + (await stateRegistry.metrics()));
   });
   return router;
 }
 
 async function readGauges(deps: Deps): Promise<void> {
-  const pool = deps.database.pool;
-  if (pool) {
-    poolConnections.set({ state: 'in_use' }, pool.totalCount - pool.idleCount);
-    poolConnections.set({ state: 'idle' }, pool.idleCount);
-    poolConnections.set({ state: 'waiting' }, pool.waitingCount);
-  }
   // A database that does not answer leaves the gauges at their last value; the scrape still succeeds.
   try {
     const [row] = await queryRows<{ holds: unknown; held: unknown; leases: unknown }>(
