@@ -415,6 +415,7 @@ CREATE TABLE "usage_records" (
 	"model" text NOT NULL,
 	"prompt_tokens" integer NOT NULL,
 	"completion_tokens" integer NOT NULL,
+	"cached_prompt_tokens" integer DEFAULT 0 NOT NULL,
 	"cost_cents" numeric NOT NULL,
 	"credits_debited" bigint NOT NULL,
 	"duration_ms" integer NOT NULL,

@@ -83,6 +83,9 @@ const envSchema = z.object({
   MODEL_ID: z.string().min(1).optional(),
   MODEL_PRICE_INPUT: nonNegative.default(300),
   MODEL_PRICE_OUTPUT: nonNegative.default(1500),
+  // Cents per million prompt tokens the provider served from its cache (issue 19 item 4); unset: the
+  // input price, so cached tokens cost what any prompt token costs.
+  MODEL_PRICE_CACHED_INPUT: nonNegative.optional(),
   // The most tokens one image / audio / file content part can cost at the provider (CONTRACT §8: the
   // reserve is an upper bound); unset: parts of that kind are refused with 400.
   MODEL_PART_TOKENS_IMAGE: positiveInt.optional(),
@@ -161,6 +164,8 @@ export interface Config {
     /** Cents per million input / output tokens (CONTRACT §9). */
     priceInput: number;
     priceOutput: number;
+    /** Cents per million cached prompt tokens (docs/models.md): at most priceInput, which is its default. */
+    priceCachedInput: number;
     partTokens: PartTokens;
   };
   orgMaxConcurrency: number;
@@ -257,6 +262,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       id: e.MODEL_ID ?? (e.MODEL_UPSTREAM_URL ? 'gpt-4o-mini' : 'svc-local'),
       priceInput: e.MODEL_PRICE_INPUT,
       priceOutput: e.MODEL_PRICE_OUTPUT,
+      priceCachedInput: e.MODEL_PRICE_CACHED_INPUT ?? e.MODEL_PRICE_INPUT,
       partTokens: {
         ...(e.MODEL_PART_TOKENS_IMAGE ? { image: e.MODEL_PART_TOKENS_IMAGE } : {}),
         ...(e.MODEL_PART_TOKENS_AUDIO ? { audio: e.MODEL_PART_TOKENS_AUDIO } : {}),
@@ -294,6 +300,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logFormat: e.LOG_FORMAT,
     webConcurrency: workerCount(e.WEB_CONCURRENCY, e.DATABASE_URL),
   };
+  // A hold prices the whole prompt at the input price (cached tokens are known only after the call): a
+  // cached price above it would let a debit exceed its hold (CONTRACT §8), so it is refused.
+  if (config.model.priceCachedInput > config.model.priceInput)
+    throw new ConfigError(
+      'invalid configuration:\n  MODEL_PRICE_CACHED_INPUT: must not exceed MODEL_PRICE_INPUT (a hold prices the prompt at the input price)',
+    );
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).
   const problems = production ? productionProblems(config) : [];
   if (problems.length)

@@ -13,17 +13,51 @@ import { setOrgBalance } from './helpers/billing.js';
 // affordableOutput stepped only down from an estimate made before rounding and refused ~41 % of prompt
 // sizes at max_tokens 5; the HTTP test below shows it through the real route.
 
-const prices = fc.record({
-  input: fc.integer({ min: 0, max: 2_000_000 }),
-  output: fc.integer({ min: 0, max: 8_000_000 }),
-});
+// The cached price is at most the input price (src/config.ts refuses more).
+const prices = fc
+  .record({
+    input: fc.integer({ min: 0, max: 2_000_000 }),
+    output: fc.integer({ min: 0, max: 8_000_000 }),
+    cachedShare: fc.integer({ min: 0, max: 100 }),
+  })
+  .map(({ input, output, cachedShare }) => ({
+    input,
+    output,
+    cachedInput: Math.floor((input * cachedShare) / 100),
+  }));
 
 /** planHold reads only the prices and the part bounds of the model services. */
 // planHold reads only the prices, the part sizes and a request id from the process's liveness.
-const depsWith = (p: { input: number; output: number }) =>
+const depsWith = (p: { input: number; output: number; cachedInput: number }) =>
   ({
     models: { prices: p, partTokens: {}, liveness: { requestId: () => 'req_property' } },
   }) as unknown as Deps;
+
+describe('cached prompt tokens (issue 19 item 4)', () => {
+  it('never cost more than the hold priced them at, nor less than the cached floor; unset prices change nothing', () => {
+    fc.assert(
+      fc.property(
+        prices,
+        fc.integer({ min: 0, max: 2_000_000 }),
+        fc.integer({ min: 0, max: 100 }),
+        fc.integer({ min: 0, max: 131_072 }),
+        (p, prompt, cachedShare, completion) => {
+          const cached = Math.floor((prompt * cachedShare) / 100);
+          const debit = creditsFor(p, prompt, completion, cached);
+          // The hold prices the whole prompt at the input price: an upper bound of every debit.
+          expect(debit).toBeLessThanOrEqual(creditsFor(p, prompt, completion));
+          expect(debit).toBeGreaterThanOrEqual(creditsFor(p, prompt, completion, prompt));
+          // Default cached price (= input): exactly the contract's formula, whatever the cached count.
+          const plain = { ...p, cachedInput: p.input };
+          expect(creditsFor(plain, prompt, completion, cached)).toBe(
+            Math.round((((prompt * p.input) / 1e6 + (completion * p.output) / 1e6) * 1000) / 90),
+          );
+        },
+      ),
+      { numRuns: 5_000 },
+    );
+  });
+});
 
 describe('affordableOutput', () => {
   it('is the largest output the hold pays for, at most what was wanted', () => {

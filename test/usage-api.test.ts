@@ -186,6 +186,7 @@ describe('usage totals', () => {
       calls: 0,
       prompt_tokens: 0,
       completion_tokens: 0,
+      cached_prompt_tokens: 0,
       credits_debited: 0,
       cost_cents: '0',
     });
@@ -200,7 +201,9 @@ describe('usage totals', () => {
       /attachment; filename="usage-client_.*-member\.csv"/,
     );
     const lines = (res.body as string).trimEnd().split('\r\n');
-    expect(lines[0]).toBe('key,label,calls,prompt_tokens,completion_tokens,credits_debited,cost_cents');
+    expect(lines[0]).toBe(
+      'key,label,calls,prompt_tokens,completion_tokens,credits_debited,cost_cents,cached_prompt_tokens',
+    );
     expect(lines).toHaveLength(4);
     const total = lines[3]!.split(',');
     expect(total[0]).toBe('total');

@@ -140,9 +140,15 @@ export interface UsageRecordInput {
   model: string;
   prompt_tokens: number;
   completion_tokens: number;
+  /**
+   * Of prompt_tokens, those the provider served from its cache (clamped: src/models/pricing.ts), priced
+   * at price_cached_input. Absent (a settle spooled by an older version): none, at price_input.
+   */
+  cached_prompt_tokens?: number;
   /** Cents per million tokens, as the call was priced: the exact cost is worked out in SQL numerics. */
   price_input: number;
   price_output: number;
+  price_cached_input?: number;
   duration_ms: number;
   outcome: 'completed' | 'estimated' | 'aborted';
 }

@@ -10,7 +10,7 @@ import {
 } from '../billing/spend.js';
 import type { Actor } from './actor.js';
 import type { SpareHold } from './spare-holds.js';
-import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
+import { affordableOutput, cachedPromptTokens, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
 import type { ChatRequest } from './schema.js';
 import { countPrompt, countText, promptUpperBound, type PartTokens } from './tokens.js';
 import type { ChatBody, ChatChunk, ChatCompletion, ToolCall, Usage } from './upstream/types.js';
@@ -208,12 +208,15 @@ export async function settleCall(
 ): Promise<CallOutcome> {
   const { note = '', outcome = 'completed', runId } = how;
   const { spares, spend, prices, modelId } = deps.models;
-  const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens);
+  // Cached prompt tokens at their own price (issue 19 item 4), clamped to what the prompt can hold.
+  const cached = cachedPromptTokens(usage);
+  const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens, cached);
+  const tokens = `${usage.prompt_tokens} in${cached ? ` (${cached} cached)` : ''}, ${usage.completion_tokens} out`;
   const input: SettleInput = {
     requestId: call.requestId,
     actualCredits: actual,
-    description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out${note ? ` (${note})` : ''} [${call.requestId}]`,
-    usage: usageRecord(deps, call, usage, { outcome, runId }),
+    description: `${modelId}: ${tokens}${note ? ` (${note})` : ''} [${call.requestId}]`,
+    usage: usageRecord(deps, call, usage, { outcome, runId, cached }),
   };
   built?.(input);
   // The org's next call here will likely look like this one: its hold is taken by this settle, off its path.
@@ -235,7 +238,7 @@ export async function settleCall(
     const excess = await chargeExcess(deps.db, deps.log, {
       requestId: call.requestId,
       actualCredits: actual,
-      description: `${modelId}: ${usage.prompt_tokens} in, ${usage.completion_tokens} out [${call.requestId}]`,
+      description: `${modelId}: ${tokens} [${call.requestId}]`,
     });
     settled = {
       ...settled,
@@ -256,7 +259,7 @@ function usageRecord(
   deps: Deps,
   call: PreparedCall,
   usage: Usage,
-  how: { outcome: UsageRecordInput['outcome']; runId: string | undefined },
+  how: { outcome: UsageRecordInput['outcome']; runId: string | undefined; cached: number },
 ): UsageRecordInput {
   const { actor } = call;
   const { prices, modelId } = deps.models;
@@ -271,8 +274,10 @@ function usageRecord(
     model: modelId,
     prompt_tokens: usage.prompt_tokens,
     completion_tokens: usage.completion_tokens,
+    cached_prompt_tokens: how.cached,
     price_input: prices.input,
     price_output: prices.output,
+    price_cached_input: prices.cachedInput,
     duration_ms: Math.max(0, Math.round(performance.now() - call.startedAt)),
     outcome: how.outcome,
   };

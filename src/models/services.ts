@@ -116,7 +116,11 @@ export function createModelServices(
   const spend = createSpendBatchers(db);
   const services: ModelServices = {
     modelId: config.model.id,
-    prices: { input: config.model.priceInput, output: config.model.priceOutput },
+    prices: {
+      input: config.model.priceInput,
+      output: config.model.priceOutput,
+      cachedInput: config.model.priceCachedInput,
+    },
     partTokens: config.model.partTokens,
     upstream,
     limiter,

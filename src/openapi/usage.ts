@@ -12,6 +12,10 @@ const totals = z.object({
   calls: z.number().int(),
   prompt_tokens: z.number().int(),
   completion_tokens: z.number().int(),
+  cached_prompt_tokens: z.number().int().meta({
+    description:
+      "Of prompt_tokens, those served from the provider's cache (priced at MODEL_PRICE_CACHED_INPUT)",
+  }),
   credits_debited: z.number().int(),
   cost_cents: z.string().meta({ description: 'Exact decimal, as a string', example: '12.6' }),
 });
@@ -40,6 +44,10 @@ const call = z
     model: z.string(),
     prompt_tokens: z.number().int(),
     completion_tokens: z.number().int(),
+    cached_prompt_tokens: z.number().int().meta({
+      description:
+        "Of prompt_tokens, those served from the provider's cache (priced at MODEL_PRICE_CACHED_INPUT)",
+    }),
     cost_cents: z.string(),
     credits_debited: z.number().int(),
     duration_ms: z.number().int(),

@@ -94,6 +94,8 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         'completion_tokens',
         'credits_debited',
         'cost_cents',
+        // Appended last: the columns before it keep their places for existing readers.
+        'cached_prompt_tokens',
       ];
       const rows = data.map((r) => [
         r.key,
@@ -103,6 +105,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         r.completion_tokens,
         r.credits_debited,
         r.cost_cents,
+        r.cached_prompt_tokens,
       ]);
       const t = totals;
       rows.push([
@@ -113,6 +116,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         t.completion_tokens,
         t.credits_debited,
         t.cost_cents,
+        t.cached_prompt_tokens,
       ]);
       return sendCsv(res, `usage-${clientIdOf(orgKey)}-${q.group_by}.csv`, toCsv(header, rows));
     }
@@ -153,6 +157,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         'credits_debited',
         'duration_ms',
         'outcome',
+        'cached_prompt_tokens',
       ];
       const rows = calls.map((c) => [
         c.id,
@@ -174,6 +179,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         c.credits_debited,
         c.duration_ms,
         c.outcome,
+        c.cached_prompt_tokens,
       ]);
       return sendCsv(res, `usage-calls-${clientIdOf(orgKey)}.csv`, toCsv(header, rows));
     }

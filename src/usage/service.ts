@@ -20,6 +20,8 @@ export interface UsageTotals {
   calls: number;
   prompt_tokens: number;
   completion_tokens: number;
+  /** Of prompt_tokens, those the provider served from its cache (priced at MODEL_PRICE_CACHED_INPUT). */
+  cached_prompt_tokens: number;
   credits_debited: number;
   /** Exact decimal (CONTRACT §9's formula, unrounded), as a string: a float would round it. */
   cost_cents: string;
@@ -38,12 +40,14 @@ interface TotalsRow {
   calls: unknown;
   prompt_tokens: unknown;
   completion_tokens: unknown;
+  cached_prompt_tokens: unknown;
   credits_debited: unknown;
   cost_cents: string | null;
 }
 
 const sums = sql`count(*) as calls, coalesce(sum(u.prompt_tokens), 0) as prompt_tokens,
-  coalesce(sum(u.completion_tokens), 0) as completion_tokens, coalesce(sum(u.credits_debited), 0) as credits_debited,
+  coalesce(sum(u.completion_tokens), 0) as completion_tokens,
+  coalesce(sum(u.cached_prompt_tokens), 0) as cached_prompt_tokens, coalesce(sum(u.credits_debited), 0) as credits_debited,
   coalesce(trim_scale(sum(u.cost_cents)), 0)::text as cost_cents`;
 
 const inPeriod = (p: UsagePeriod) =>
@@ -53,6 +57,7 @@ const totalsOf = (r: TotalsRow): UsageTotals => ({
   calls: Number(r.calls),
   prompt_tokens: Number(r.prompt_tokens),
   completion_tokens: Number(r.completion_tokens),
+  cached_prompt_tokens: Number(r.cached_prompt_tokens),
   credits_debited: Number(r.credits_debited),
   cost_cents: r.cost_cents ?? '0',
 });
@@ -112,6 +117,7 @@ export interface UsageCall {
   model: string;
   prompt_tokens: number;
   completion_tokens: number;
+  cached_prompt_tokens: number;
   cost_cents: string;
   credits_debited: number;
   duration_ms: number;
@@ -133,6 +139,7 @@ interface CallRow {
   model: string;
   prompt_tokens: unknown;
   completion_tokens: unknown;
+  cached_prompt_tokens: unknown;
   cost_cents: string;
   credits_debited: unknown;
   duration_ms: unknown;
@@ -149,7 +156,7 @@ export async function usageCalls(
     db,
     sql`select u.request_id, u.created_at, u.user_id, us.email, u.api_token_id, t.token_name, u.oauth_grant_id,
           u.oauth_client_id, c.client_name, u.source, u.run_id, u.model, u.prompt_tokens, u.completion_tokens,
-          trim_scale(u.cost_cents)::text as cost_cents, u.credits_debited, u.duration_ms, u.outcome
+          u.cached_prompt_tokens, trim_scale(u.cost_cents)::text as cost_cents, u.credits_debited, u.duration_ms, u.outcome
         from usage_records u
         left join users us on us.id = u.user_id
         left join api_tokens t on t.id = u.api_token_id
@@ -176,6 +183,7 @@ export async function usageCalls(
     model: r.model,
     prompt_tokens: Number(r.prompt_tokens),
     completion_tokens: Number(r.completion_tokens),
+    cached_prompt_tokens: Number(r.cached_prompt_tokens),
     cost_cents: r.cost_cents,
     credits_debited: Number(r.credits_debited),
     duration_ms: Number(r.duration_ms),

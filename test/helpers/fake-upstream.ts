@@ -7,12 +7,18 @@ import type { AddressInfo } from 'node:net';
 // include_usage, the provider key).
 //
 // Token accounting is simple and exact: completion_tokens = words streamed (one chunk per word) + 5 per
-// tool call; prompt_tokens = `promptTokens` (default 10).
+// tool call; prompt_tokens = `promptTokens` (default 10); prompt_tokens_details.cached_tokens =
+// `cachedTokens` when the reply sets it (else no prompt_tokens_details at all).
 
 export interface FakeReply {
   content?: string;
   toolCalls?: { name: string; arguments: string }[];
   promptTokens?: number;
+  /**
+   * Sent as usage.prompt_tokens_details.cached_tokens (OpenAI's cached prompt tokens), as given: a test of
+   * hostile providers passes negatives, fractions, strings or more than the prompt.
+   */
+  cachedTokens?: unknown;
 }
 
 export interface FakeRequest {
@@ -130,7 +136,14 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     }
     const prompt = reply.promptTokens ?? 10;
     const completion = pieces.length + 5 * (reply.toolCalls?.length ?? 0);
-    const usage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+    const usage = {
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: prompt + completion,
+      ...(reply.cachedTokens !== undefined
+        ? { prompt_tokens_details: { cached_tokens: reply.cachedTokens } }
+        : {}),
+    };
     const id = `chatcmpl-fake${state.requests.length}`;
     const created = Math.floor(Date.now() / 1000);
     const model = 'provider-model-2026-01-01';

@@ -38,7 +38,12 @@ export const usageRecords = pgTable(
     model: text('model').notNull(),
     promptTokens: integer('prompt_tokens').notNull(),
     completionTokens: integer('completion_tokens').notNull(),
-    /** The exact cost (CONTRACT §9: prompt × price_in / 1e6 + completion × price_out / 1e6), unrounded. */
+    /** Of prompt_tokens, those the provider served from its cache, priced at MODEL_PRICE_CACHED_INPUT. */
+    cachedPromptTokens: integer('cached_prompt_tokens').notNull().default(0),
+    /**
+     * The exact cost (CONTRACT §9: prompt × price_in / 1e6 + completion × price_out / 1e6, with the cached
+     * prompt tokens at price_cached_in instead of price_in: issue 19 item 4), unrounded.
+     */
     costCents: numeric('cost_cents').notNull(),
     /** What the settle debited: the `usage` ledger row's amount (0: no ledger row). */
     creditsDebited: bigint('credits_debited', { mode: 'number' }).notNull(),
