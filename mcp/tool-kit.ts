@@ -75,6 +75,12 @@ export const orgIdArg = z.string().max(80).describe('client_… or org_… id; d
 export const pageArgs = {
   limit: z.number().int().min(1).max(100).optional().describe('page size, default 20, max 100'),
   offset: z.number().int().min(0).optional().describe('items to skip, default 0'),
+  starting_after: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe('the id of the last item of the previous page: the page starts right after it'),
 };
 export const projectIdArg = projectIdIn.describe('prj_… id of the project');
 export const deletedOut = { deleted: z.literal(true) };

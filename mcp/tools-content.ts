@@ -58,7 +58,11 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
     },
     (a) =>
       runTool(ctx, async () => ({
-        data: await listReports(db, actor, a.project_id, { limit: a.limit ?? 20, offset: a.offset ?? 0 }),
+        data: await listReports(db, actor, a.project_id, {
+          limit: a.limit ?? 20,
+          offset: a.offset ?? 0,
+          startingAfter: a.starting_after,
+        }),
       })),
   );
 
@@ -129,7 +133,11 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
     },
     (a) =>
       runTool(ctx, async () => ({
-        data: await listFiles(db, actor, a.project_id, { limit: a.limit ?? 20, offset: a.offset ?? 0 }),
+        data: await listFiles(db, actor, a.project_id, {
+          limit: a.limit ?? 20,
+          offset: a.offset ?? 0,
+          startingAfter: a.starting_after,
+        }),
       })),
   );
 

@@ -39,7 +39,7 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
     'list_projects',
     {
       title: 'List projects',
-      description: 'Projects of a client (default: the acting client), oldest first.',
+      description: 'Projects of a client (default: the acting client), newest first.',
       inputSchema: { org_id: orgIdArg.optional(), ...pageArgs },
       outputSchema: listOf(projectOut).shape,
       annotations: READ_ONLY,
@@ -50,6 +50,7 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
           orgKey: ctx.orgKeyOf(a.org_id),
           limit: a.limit ?? 20,
           offset: a.offset ?? 0,
+          startingAfter: a.starting_after,
         }),
       })),
   );

@@ -472,11 +472,12 @@ CREATE INDEX "account_tokens_user_idx" ON "account_tokens" USING btree ("user_id
 CREATE UNIQUE INDEX "recovery_codes_user_code_idx" ON "recovery_codes" USING btree ("user_id","code_hash");--> statement-breakpoint
 CREATE INDEX "sessions_user_live_idx" ON "sessions" USING btree ("user_id") WHERE "sessions"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "memberships_user_idx" ON "memberships" USING btree ("user_id");--> statement-breakpoint
+CREATE INDEX "memberships_org_time_idx" ON "memberships" USING btree ("org_id","created_at","user_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "orgs_one_default_per_owner" ON "orgs" USING btree ("owner_id") WHERE "orgs"."is_default";--> statement-breakpoint
 CREATE INDEX "orgs_owner_idx" ON "orgs" USING btree ("owner_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "api_tokens_hash_idx" ON "api_tokens" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "api_tokens_one_active_per_org_user" ON "api_tokens" USING btree ("org_id","user_id") WHERE "api_tokens"."revoked_at" is null;--> statement-breakpoint
-CREATE INDEX "api_tokens_user_idx" ON "api_tokens" USING btree ("user_id");--> statement-breakpoint
+CREATE INDEX "api_tokens_user_idx" ON "api_tokens" USING btree ("user_id",("revoked_at" is not null),"id" DESC NULLS FIRST);--> statement-breakpoint
 CREATE INDEX "mail_outbox_to_idx" ON "mail_outbox" USING btree ("to","created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "device_codes_device_code_idx" ON "device_codes" USING btree ("device_code_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "device_codes_user_code_idx" ON "device_codes" USING btree ("user_code_hash");--> statement-breakpoint
@@ -484,27 +485,27 @@ CREATE INDEX "device_codes_expires_idx" ON "device_codes" USING btree ("expires_
 CREATE INDEX "billing_accounts_user_idx" ON "billing_accounts" USING btree ("user_id");--> statement-breakpoint
 CREATE INDEX "billing_checkout_sessions_org_idx" ON "billing_checkout_sessions" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "billing_disputes_payment_idx" ON "billing_disputes" USING btree ("payment_intent");--> statement-breakpoint
-CREATE INDEX "billing_entries_org_idx" ON "billing_entries" USING btree ("org_key","id");--> statement-breakpoint
+CREATE INDEX "billing_entries_org_shown_idx" ON "billing_entries" USING btree ("org_key",(-"id")) WHERE "billing_entries"."type" in ('trial', 'subscription_credit', 'topup', 'usage', 'refund');--> statement-breakpoint
 CREATE INDEX "billing_entries_from_idx" ON "billing_entries" USING btree ("from_account");--> statement-breakpoint
 CREATE INDEX "billing_entries_to_idx" ON "billing_entries" USING btree ("to_account");--> statement-breakpoint
 CREATE INDEX "billing_holds_open_idx" ON "billing_holds" USING btree ("account_id","expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
 CREATE INDEX "billing_holds_expiry_idx" ON "billing_holds" USING btree ("expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
-CREATE INDEX "billing_invoices_org_idx" ON "billing_invoices" USING btree ("org_key","created_at_unix");--> statement-breakpoint
+CREATE INDEX "billing_invoices_org_idx" ON "billing_invoices" USING btree ("org_key","created_at_unix","id");--> statement-breakpoint
 CREATE INDEX "billing_payments_invoice_idx" ON "billing_payments" USING btree ("invoice_id");--> statement-breakpoint
 CREATE INDEX "billing_refunds_payment_idx" ON "billing_refunds" USING btree ("payment_intent");--> statement-breakpoint
 CREATE INDEX "billing_subscriptions_org_idx" ON "billing_subscriptions" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "oauth_grants_org_user_live_idx" ON "oauth_grants" USING btree ("org","user_id") WHERE "oauth_grants"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "oauth_refresh_tokens_grant_idx" ON "oauth_refresh_tokens" USING btree ("grant_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "project_files_path_idx" ON "project_files" USING btree ("project_id","path");--> statement-breakpoint
-CREATE INDEX "project_reports_project_idx" ON "project_reports" USING btree ("project_id","created_at");--> statement-breakpoint
+CREATE INDEX "project_reports_project_idx" ON "project_reports" USING btree ("project_id","created_at","id");--> statement-breakpoint
 CREATE INDEX "project_shares_project_idx" ON "project_shares" USING btree ("project_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "project_shares_token_idx" ON "project_shares" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "project_shares_one_per_user" ON "project_shares" USING btree ("project_id","user_id") WHERE "project_shares"."kind" = 'user' and "project_shares"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "project_shares_user_idx" ON "project_shares" USING btree ("user_id");--> statement-breakpoint
-CREATE INDEX "projects_org_idx" ON "projects" USING btree ("org_id","created_at");--> statement-breakpoint
+CREATE INDEX "projects_org_idx" ON "projects" USING btree ("org_id","created_at","id");--> statement-breakpoint
 CREATE INDEX "concurrency_leases_lease_idx" ON "concurrency_leases" USING btree ("lease_id");--> statement-breakpoint
 CREATE INDEX "usage_records_org_time_idx" ON "usage_records" USING btree ("org_key","created_at");--> statement-breakpoint
-CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key","id");--> statement-breakpoint
+CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key",(-"id"));--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_token_idx" ON "org_invitations" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_one_open_per_email" ON "org_invitations" USING btree ("org_id","email") WHERE "org_invitations"."accepted_at" is null and "org_invitations"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "org_invitations_org_idx" ON "org_invitations" USING btree ("org_id","created_at");

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
+import { integerCursor, unknownCursor } from '../http/pagination.js';
 import { clientIdOf } from '../ids.js';
 import type { Billing } from './hooks.js';
 import type { PaymentMethodView, PaymentProcessor } from './processor.js';
@@ -170,10 +171,30 @@ export async function getSubscription(db: Db, orgKey: string) {
   };
 }
 
-export async function listInvoices(db: Db, orgKey: string, limit: number, offset: number) {
+/**
+ * A client's invoices, newest first (id breaking ties), read in the order of billing_invoices_org_idx;
+ * `startingAfter` is an invoice id of this client (CONTRACT §3).
+ */
+export async function listInvoices(
+  db: Db,
+  orgKey: string,
+  limit: number,
+  offset: number,
+  startingAfter?: string,
+) {
+  let after = sql``;
+  if (startingAfter !== undefined) {
+    const [c] = await queryRows<{ created_at_unix: unknown }>(
+      db,
+      sql`select created_at_unix from billing_invoices where id = ${startingAfter} and org_key = ${orgKey}`,
+    );
+    if (!c) throw unknownCursor();
+    after = sql`and (created_at_unix, id) < (${num(c.created_at_unix)}, ${startingAfter})`;
+  }
   const rows = await queryRows<Record<string, unknown>>(
     db,
-    sql`select * from billing_invoices where org_key = ${orgKey} order by created_at_unix desc, id limit ${limit} offset ${offset}`,
+    sql`select * from billing_invoices where org_key = ${orgKey} ${after}
+        order by created_at_unix desc, id desc limit ${limit} offset ${offset}`,
   );
   return rows.map((r) => ({
     id: String(r.id),
@@ -190,8 +211,31 @@ export async function listInvoices(db: Db, orgKey: string, limit: number, offset
   }));
 }
 
-/** The ledger rows a client's list shows (interface document: Transaction), newest first. */
-export async function listTransactions(db: Db, orgKey: string, limit: number, offset: number) {
+/** The types a client's list shows: billing_entries_org_shown_idx has this predicate, word for word. */
+const SHOWN = sql`type in ('trial', 'subscription_credit', 'topup', 'usage', 'refund')`;
+
+/**
+ * The ledger rows a client's list shows (interface document: Transaction), newest first (-id: the order
+ * of billing_entries_org_shown_idx, which says why), from the client's newest row or from `startingAfter`
+ * (a transaction id of this list: CONTRACT §3), so a page never reads another client's rows (issue 24).
+ */
+export async function listTransactions(
+  db: Db,
+  orgKey: string,
+  limit: number,
+  offset: number,
+  startingAfter?: string,
+) {
+  let after = sql``;
+  if (startingAfter !== undefined) {
+    const id = integerCursor(startingAfter);
+    const [c] = await queryRows<{ id: unknown }>(
+      db,
+      sql`select id from billing_entries where id = ${id} and org_key = ${orgKey} and ${SHOWN}`,
+    );
+    if (!c) throw unknownCursor();
+    after = sql`and -id > ${-id}`;
+  }
   // Amounts arrive as strings or numbers (bigint columns, by driver); description is text or null.
   const rows = await queryRows<{
     id: unknown;
@@ -203,8 +247,8 @@ export async function listTransactions(db: Db, orgKey: string, limit: number, of
   }>(
     db,
     sql`select id, org_amount, type, org_balance_after, description, created_at from billing_entries
-        where org_key = ${orgKey} and type in ('trial', 'subscription_credit', 'topup', 'usage', 'refund')
-        order by id desc limit ${limit} offset ${offset}`,
+        where org_key = ${orgKey} and ${SHOWN} ${after}
+        order by -id limit ${limit} offset ${offset}`,
   );
   return rows.map((r) => ({
     id: num(r.id),

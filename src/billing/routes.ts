@@ -94,8 +94,8 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients/:client_id/credits/transactions', signedIn, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
-    const { limit, offset } = parse(pageQuery, req.query);
-    res.json(await listTransactions(db, orgKey, limit, offset));
+    const { limit, offset, starting_after } = parse(pageQuery, req.query);
+    res.json(await listTransactions(db, orgKey, limit, offset, starting_after));
   });
 
   router.get('/v1/clients/:client_id/subscription', signedIn, async (req, res) => {
@@ -105,8 +105,8 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients/:client_id/invoices', signedIn, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
-    const { limit, offset } = parse(pageQuery, req.query);
-    res.json(await listInvoices(db, orgKey, limit, offset));
+    const { limit, offset, starting_after } = parse(pageQuery, req.query);
+    res.json(await listInvoices(db, orgKey, limit, offset, starting_after));
   });
 
   router.get('/v1/clients/:client_id/payment-methods', signedIn, async (req, res) => {

@@ -3,8 +3,8 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { parse } from '../http/validate.js';
-import { pageQuery } from '../http/pagination.js';
-import { clientIdOf, unix } from '../ids.js';
+import { pageOf, pageQuery, unknownCursor } from '../http/pagination.js';
+import { clientIdOf, parseOrgId, unix } from '../ids.js';
 import { liveMemberships, requireLiveCredential } from './membership.js';
 import { addMemberByEmail, createClient, deleteClient, listMembers, removeMember } from './service.js';
 import { databaseOutageAs503 } from '../db/outage.js';
@@ -27,8 +27,16 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients', ...signedIn, async (req, res) => {
     // A user belongs to few clients, read whole and ordered in liveMemberships (default client first).
-    const { limit, offset } = parse(pageQuery, req.query);
-    const orgs = (await liveMemberships(deps.db, principalOf(req).userId)).slice(offset, offset + limit);
+    const { limit, offset, starting_after } = parse(pageQuery, req.query);
+    const all = await liveMemberships(deps.db, principalOf(req).userId);
+    // The cursor is a client of this list (either spelling, CONTRACT §2); the page starts after it.
+    let start = 0;
+    if (starting_after !== undefined) {
+      const at = all.findIndex((o) => o.orgKey === parseOrgId(starting_after));
+      if (at < 0) throw unknownCursor();
+      start = at + 1;
+    }
+    const orgs = all.slice(start + offset, start + offset + limit);
     res.json({
       data: orgs.map((o) => ({
         id: clientIdOf(o.orgKey),
@@ -59,7 +67,7 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients/:client_id/members', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'viewer');
-    const page = parse(pageQuery, req.query);
+    const page = pageOf(parse(pageQuery, req.query));
     res.json({ data: (await listMembers(deps.db, org.id, page)).map(memberJson) });
   });
 

@@ -1,8 +1,9 @@
-import { and, eq, isNull } from 'drizzle-orm';
+import { and, asc, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
 import { AppError, membershipUnavailable } from '../http/errors.js';
+import { unknownCursor, type Page } from '../http/pagination.js';
 import { newOrgKey } from '../ids.js';
 import { normaliseEmail } from '../accounts/service.js';
 import { revokeOrgTokens } from '../tokens/service.js';
@@ -80,12 +81,23 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
   });
 }
 
-/** The org's members, oldest first; one page of them when `page` is given (CONTRACT §3), else all. */
-export async function listMembers(
-  db: Db,
-  orgKey: string,
-  page?: { limit: number; offset: number },
-): Promise<MemberRecord[]> {
+/**
+ * The org's members, oldest first (the owner first: docs/orgs-tokens-device.md; user id breaking ties),
+ * in memberships_org_time_idx's order so a page is read from the index; one page when `page` is given,
+ * else all. `startingAfter` is the user id of a member of this org (CONTRACT §3).
+ */
+export async function listMembers(db: Db, orgKey: string, page?: Page): Promise<MemberRecord[]> {
+  let after: SQL | undefined;
+  if (page?.startingAfter !== undefined) {
+    const [c] = await db
+      .select({ userId: memberships.userId })
+      .from(memberships)
+      .where(and(eq(memberships.orgId, orgKey), eq(memberships.userId, page.startingAfter)));
+    if (!c) throw unknownCursor();
+    // The cursor's time read in the statement (a JS Date would drop PostgreSQL's microseconds).
+    after = sql`(${memberships.createdAt}, ${memberships.userId}) > ((select c.created_at from memberships c
+      where c.org_id = ${orgKey} and c.user_id = ${c.userId}), ${c.userId})`;
+  }
   const members = db
     .select({
       userId: users.id,
@@ -96,8 +108,8 @@ export async function listMembers(
     })
     .from(memberships)
     .innerJoin(users, eq(users.id, memberships.userId))
-    .where(eq(memberships.orgId, orgKey))
-    .orderBy(memberships.createdAt, users.email, users.id);
+    .where(and(eq(memberships.orgId, orgKey), after))
+    .orderBy(asc(memberships.createdAt), asc(memberships.userId));
   return page ? members.limit(page.limit).offset(page.offset) : members;
 }
 

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq } from 'drizzle-orm';
+import { and, asc, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { projectFiles, projectReports } from '../db/schema.js';
 import { AppError, notFound } from '../http/errors.js';
 import { newId } from '../ids.js';
+import { unknownCursor, type Page } from '../http/pagination.js';
 import { requireProject, type Actor, type Need } from './access.js';
 import { fileMeta, filesBytesExcept, findProject } from './queries.js';
 import {
@@ -18,10 +19,22 @@ import {
 
 // Reports and files of a project (CONTRACT §10). Access is always decided on the owning project.
 
-type Page = { limit: number; offset: number };
-
+/**
+ * A project's reports, newest first (created_at, then id: project_reports_project_idx's order, CONTRACT
+ * §3); `startingAfter` is a report of this project.
+ */
 export async function listReports(db: Db, actor: Actor, projectId: string, page: Page) {
   await requireProject(db, actor, projectId, 'read');
+  let after: SQL | undefined;
+  if (page.startingAfter !== undefined) {
+    const [c] = await db
+      .select({ id: projectReports.id })
+      .from(projectReports)
+      .where(and(eq(projectReports.id, page.startingAfter), eq(projectReports.projectId, projectId)));
+    if (!c) throw unknownCursor();
+    // The cursor's time read in the statement (microseconds kept; see listProjectsInOrg).
+    after = sql`(${projectReports.createdAt}, ${projectReports.id}) < ((select c.created_at from project_reports c where c.id = ${c.id}), ${c.id})`;
+  }
   const rows = await db
     .select({
       id: projectReports.id,
@@ -31,8 +44,8 @@ export async function listReports(db: Db, actor: Actor, projectId: string, page:
       updatedAt: projectReports.updatedAt,
     })
     .from(projectReports)
-    .where(eq(projectReports.projectId, projectId))
-    .orderBy(asc(projectReports.createdAt), asc(projectReports.id))
+    .where(and(eq(projectReports.projectId, projectId), after))
+    .orderBy(desc(projectReports.createdAt), desc(projectReports.id))
     .limit(page.limit)
     .offset(page.offset);
   return rows.map(toReportSummary);
@@ -102,12 +115,25 @@ export async function deleteReport(
 
 // ---- Files ---------------------------------------------------------------------------------------
 
+/**
+ * A project's files by path (a directory listing, the one list not ordered by time: the path names the
+ * file, project_files_path_idx has that order); `startingAfter` is a file id of this project.
+ */
 export async function listFiles(db: Db, actor: Actor, projectId: string, page: Page): Promise<FileOut[]> {
   await requireProject(db, actor, projectId, 'read');
+  let after: SQL | undefined;
+  if (page.startingAfter !== undefined) {
+    const [c] = await db
+      .select({ path: projectFiles.path })
+      .from(projectFiles)
+      .where(and(eq(projectFiles.id, page.startingAfter), eq(projectFiles.projectId, projectId)));
+    if (!c) throw unknownCursor();
+    after = sql`${projectFiles.path} > ${c.path}`;
+  }
   const rows = await db
     .select(fileMeta)
     .from(projectFiles)
-    .where(eq(projectFiles.projectId, projectId))
+    .where(and(eq(projectFiles.projectId, projectId), after))
     .orderBy(asc(projectFiles.path))
     .limit(page.limit)
     .offset(page.offset);

@@ -1,7 +1,8 @@
-import { and, asc, count, desc, eq, inArray, isNull, like, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, isNull, like, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { projectFiles, projectReports, projects, projectShares, users } from '../db/schema.js';
 import { newId } from '../ids.js';
+import { unknownCursor, type Page } from '../http/pagination.js';
 
 // Drizzle queries of the project domain. Each takes `db` (or a transaction) first (STYLE: Shape).
 
@@ -48,35 +49,48 @@ export async function userShareRole(db: Db, projectId: string, userId: string) {
   return row?.role ?? null;
 }
 
-export function listProjectsInOrg(
-  db: Db,
-  orgKey: string,
-  page: { limit: number; offset: number },
-  sharedWith?: string,
-) {
-  const where = sharedWith
-    ? and(
-        eq(projects.orgId, orgKey),
-        inArray(
-          projects.id,
-          db
-            .select({ id: projectShares.projectId })
-            .from(projectShares)
-            .where(
-              and(
-                eq(projectShares.userId, sharedWith),
-                eq(projectShares.kind, 'user'),
-                isNull(projectShares.revokedAt),
-              ),
+/**
+ * One page of an organization's projects, newest first (created_at, then id), read in the order of
+ * projects_org_idx so no page sorts the organization's projects (issue 24). `startingAfter` is a
+ * project of that organization (CONTRACT §3); 400 when it is not.
+ */
+export async function listProjectsInOrg(db: Db, orgKey: string, page: Page, sharedWith?: string) {
+  const conditions: (SQL | undefined)[] = [eq(projects.orgId, orgKey)];
+  if (sharedWith)
+    conditions.push(
+      inArray(
+        projects.id,
+        db
+          .select({ id: projectShares.projectId })
+          .from(projectShares)
+          .where(
+            and(
+              eq(projectShares.userId, sharedWith),
+              eq(projectShares.kind, 'user'),
+              isNull(projectShares.revokedAt),
             ),
-        ),
-      )
-    : eq(projects.orgId, orgKey);
+          ),
+      ),
+    );
+  if (page.startingAfter !== undefined) {
+    // The cursor must be an item of this very list (a shared-with reader's cursor among their shares).
+    const [c] = await db
+      .select({ id: projects.id })
+      .from(projects)
+      .where(and(eq(projects.id, page.startingAfter), ...conditions));
+    if (!c) throw unknownCursor();
+    // Its time read by the statement itself (a JS Date would drop PostgreSQL's microseconds); as a
+    // subquery the planner estimates "a part of the list" and walks the index, where a literal time near
+    // the end of a short list made it sort (test/scale-plans.test.ts).
+    conditions.push(
+      sql`(${projects.createdAt}, ${projects.id}) < ((select c.created_at from projects c where c.id = ${c.id}), ${c.id})`,
+    );
+  }
   return db
     .select()
     .from(projects)
-    .where(where)
-    .orderBy(asc(projects.createdAt), asc(projects.id))
+    .where(and(...conditions))
+    .orderBy(desc(projects.createdAt), desc(projects.id))
     .limit(page.limit)
     .offset(page.offset);
 }

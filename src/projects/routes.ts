@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { forbidden } from '../http/errors.js';
 import { parse } from '../http/validate.js';
+import { pageOf } from '../http/pagination.js';
 import type { Actor } from './access.js';
 import { createBody, forkBody, listQuery, projectIdIn, transferBody, updateBody } from './schema.js';
 import {
@@ -43,7 +44,7 @@ export function projectRoutes(deps: Deps, auth: Auth): Router {
     // `org_id` is required; `client_id` is accepted as its other spelling (CONTRACT §2).
     const q = parse(listQuery, { ...req.query, org_id: req.query.org_id ?? req.query.client_id });
     res.json({
-      data: await listProjects(db, actorOf(req), { orgKey: q.org_id, limit: q.limit, offset: q.offset }),
+      data: await listProjects(db, actorOf(req), { orgKey: q.org_id, ...pageOf(q) }),
     });
   });
 

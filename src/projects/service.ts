@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { projects } from '../db/schema.js';
 import { noAccess, notFound } from '../http/errors.js';
+import type { Page } from '../http/pagination.js';
 import { canWriteOrg, orgRoleOf, requireProject, type Actor } from './access.js';
 import {
   contentCounts,
@@ -28,13 +29,14 @@ const inTx = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
 export async function listProjects(
   db: Db,
   actor: Actor,
-  input: { orgKey: string; limit: number; offset: number },
+  input: { orgKey: string } & Page,
 ): Promise<ProjectOut[]> {
   const role = await orgRoleOf(db, actor, input.orgKey);
   if (role) return (await listProjectsInOrg(db, input.orgKey, input)).map(toProject);
   if (actor.boundOrgKey) throw noAccess('this token acts only within its own client');
   const shared = await listProjectsInOrg(db, input.orgKey, input, actor.userId);
-  if (shared.length === 0 && input.offset === 0) throw noAccess('you do not belong to this client');
+  if (shared.length === 0 && input.offset === 0 && input.startingAfter === undefined)
+    throw noAccess('you do not belong to this client');
   return shared.map(toProject);
 }
 

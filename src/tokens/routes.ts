@@ -7,7 +7,7 @@ import { orgIdOf, unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
 import { DEFAULT_TOKEN_NAME, mintBody, revokeBody, tokenListItem } from './schema.js';
-import { pageQuery } from '../http/pagination.js';
+import { pageOf, pageQuery } from '../http/pagination.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
 // API tokens (interface document: Tokens, API token; CONTRACT §6). Minting, listing and revoking need a
@@ -38,7 +38,7 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
   });
 
   router.get('/v1/tokens', session, async (req, res) => {
-    const page = parse(pageQuery, req.query);
+    const page = pageOf(parse(pageQuery, req.query));
     const rows = await listOwnTokens(deps.db, principalOf(req).userId, page);
     res.json({ data: rows.map(tokenListItem) });
   });

@@ -1,6 +1,7 @@
-import { and, desc, eq, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { apiTokens } from '../db/schema.js';
+import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { generateApiTokenSecret, tokenPrefixOf } from '../auth/api-token-secret.js';
 
@@ -56,17 +57,31 @@ export async function mintApiToken(
   }
 }
 
-/** The caller's own tokens, active first, newest first (principal-scoped: CONTRACT §6 "own tokens only"). */
-export async function listOwnTokens(
-  db: Db,
-  userId: string,
-  page: { limit: number; offset: number },
-): Promise<ApiTokenRow[]> {
+/**
+ * The caller's own tokens, active first, newest first (principal-scoped: CONTRACT §6 "own tokens only"),
+ * in api_tokens_user_idx's order so a page is read from the index; `startingAfter` is one of those
+ * tokens' ids (CONTRACT §3).
+ */
+export async function listOwnTokens(db: Db, userId: string, page: Page): Promise<ApiTokenRow[]> {
+  const revoked = sql`(${apiTokens.revokedAt} is not null)`;
+  let after: SQL | undefined;
+  if (page.startingAfter !== undefined) {
+    const id = integerCursor(page.startingAfter);
+    const [c] = await db
+      .select({ revoked: sql<boolean>`${revoked}` })
+      .from(apiTokens)
+      .where(and(eq(apiTokens.id, id), eq(apiTokens.userId, userId)));
+    if (!c) throw unknownCursor();
+    // (revoked asc, id desc) after the cursor: later in the same group, or any row of a later group.
+    after = c.revoked
+      ? sql`${revoked} and ${apiTokens.id} < ${id}`
+      : sql`(${revoked} or ${apiTokens.id} < ${id})`;
+  }
   return db
     .select()
     .from(apiTokens)
-    .where(eq(apiTokens.userId, userId))
-    .orderBy(sql`${apiTokens.revokedAt} is not null`, desc(apiTokens.id))
+    .where(and(eq(apiTokens.userId, userId), after))
+    .orderBy(revoked, desc(apiTokens.id))
     .limit(page.limit)
     .offset(page.offset);
 }

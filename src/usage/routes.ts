@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { assertCredentialReaches, principalOf, type Auth } from '../auth/principal.js';
 import { noAccess } from '../http/errors.js';
-import { pageFields } from '../http/pagination.js';
+import { pageFields, pageOf } from '../http/pagination.js';
 import { parse } from '../http/validate.js';
 import { clientIdOf, parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
@@ -187,7 +187,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
       client_id: clientIdOf(orgKey),
       from: period.from,
       to: period.to,
-      data: await usageCalls(db, period, { limit: q.limit, offset: q.offset }),
+      data: await usageCalls(db, period, pageOf(q)),
     });
   });
 

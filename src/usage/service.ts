@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
+import { unknownCursor, type Page } from '../http/pagination.js';
 
 // Reading usage records (src/db/tables/usage.ts) for the usage API and the portal's usage page. The
 // records are written by the settles; these are plain reads of one organization's rows in a period
@@ -146,12 +147,20 @@ interface CallRow {
   outcome: string;
 }
 
-/** The period's calls, newest first. */
-export async function usageCalls(
-  db: Db,
-  period: UsagePeriod,
-  page: { limit: number; offset: number },
-): Promise<UsageCall[]> {
+/**
+ * The period's calls, newest first (-id: usage_records_org_id_idx's order, never the primary key's, issue
+ * 24), from the organization's newest call or from `startingAfter` (a call's request id here: CONTRACT §3).
+ */
+export async function usageCalls(db: Db, period: UsagePeriod, page: Page): Promise<UsageCall[]> {
+  let after = sql``;
+  if (page.startingAfter !== undefined) {
+    const [c] = await queryRows<{ id: unknown }>(
+      db,
+      sql`select id from usage_records where request_id = ${page.startingAfter} and org_key = ${period.orgKey}`,
+    );
+    if (!c) throw unknownCursor();
+    after = sql`and -u.id > ${-Number(c.id)}`;
+  }
   const rows = await queryRows<CallRow>(
     db,
     sql`select u.request_id, u.created_at, u.user_id, us.email, u.api_token_id, t.token_name, u.oauth_grant_id,
@@ -161,8 +170,8 @@ export async function usageCalls(
         left join users us on us.id = u.user_id
         left join api_tokens t on t.id = u.api_token_id
         left join oauth_clients c on c.client_id = u.oauth_client_id
-        where ${inPeriod(period)}
-        order by u.id desc limit ${page.limit} offset ${page.offset}`,
+        where ${inPeriod(period)} ${after}
+        order by -u.id limit ${page.limit} offset ${page.offset}`,
   );
   return rows.map((r) => ({
     id: r.request_id,

@@ -41,5 +41,10 @@ export const memberships = pgTable(
     role: text('role', { enum: ROLES }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.orgId, t.userId] }), index('memberships_user_idx').on(t.userId)],
+  (t) => [
+    primaryKey({ columns: [t.orgId, t.userId] }),
+    index('memberships_user_idx').on(t.userId),
+    // The member list's order (oldest first, user id breaking ties: orgs/service.ts listMembers).
+    index('memberships_org_time_idx').on(t.orgId, t.createdAt, t.userId),
+  ],
 );

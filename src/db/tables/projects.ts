@@ -28,7 +28,9 @@ export const projects = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('projects_org_idx').on(t.orgId, t.createdAt)],
+  // The list's order with its tie-break (newest first: created_at, id), so a deep page is an index walk,
+  // not a sort of every project of the organization (issue 24).
+  (t) => [index('projects_org_idx').on(t.orgId, t.createdAt, t.id)],
 );
 
 export const projectReports = pgTable(
@@ -43,7 +45,7 @@ export const projectReports = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('project_reports_project_idx').on(t.projectId, t.createdAt)],
+  (t) => [index('project_reports_project_idx').on(t.projectId, t.createdAt, t.id)],
 );
 
 export const projectFiles = pgTable(

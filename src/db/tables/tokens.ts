@@ -29,6 +29,8 @@ export const apiTokens = pgTable(
     uniqueIndex('api_tokens_one_active_per_org_user')
       .on(t.orgId, t.userId)
       .where(sql`${t.revokedAt} is null`),
-    index('api_tokens_user_idx').on(t.userId),
+    // The caller's token list in its order (active first, then newest: tokens/service.ts listOwnTokens),
+    // so a page is read from the index without a sort; also every lookup by user.
+    index('api_tokens_user_idx').on(t.userId, sql`(${t.revokedAt} is not null)`, t.id.desc().nullsFirst()),
   ],
 );

@@ -53,7 +53,9 @@ export const usageRecords = pgTable(
   },
   (t) => [
     index('usage_records_org_time_idx').on(t.orgKey, t.createdAt),
-    index('usage_records_org_id_idx').on(t.orgKey, t.id),
+    // The call log's order as -id (usage/service.ts usageCalls): see billing_entries_org_shown_idx for why
+    // the primary key must not be able to give that order (issue 24).
+    index('usage_records_org_id_idx').on(t.orgKey, sql`(-${t.id})`),
     // No check constraints beyond these: a row that broke one would fail its call's settle, and the
     // debit matters more than the record.
     check('usage_records_amounts', sql`${t.creditsDebited} >= 0`),
