@@ -439,6 +439,19 @@ CREATE TABLE "org_invitations" (
 	"revoked_at" timestamp with time zone
 );
 --> statement-breakpoint
+CREATE TABLE "billing_reconcile_checkpoint" (
+	"id" integer PRIMARY KEY DEFAULT 1 NOT NULL,
+	"last_entry_id" bigint NOT NULL,
+	"last_usage_record_id" bigint NOT NULL,
+	"taken_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "billing_reconcile_checkpoint_one_row" CHECK ("billing_reconcile_checkpoint"."id" = 1)
+);
+--> statement-breakpoint
+CREATE TABLE "billing_reconcile_sums" (
+	"account_id" text PRIMARY KEY NOT NULL,
+	"ledger_sum" bigint NOT NULL
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint

@@ -4,9 +4,12 @@ import { createLogger } from '../log.js';
 import { createStripeClient } from './stripe-processor.js';
 import { reconcile } from './reconcile.js';
 
-// `npm run billing:reconcile`: checks every ledger invariant against the database (DATABASE_URL, or the
-// PGlite in DATA_DIR: stop the server first, PGlite is single-process) and, when STRIPE_SECRET_KEY is
-// set, grants anything a lost webhook missed. Prints what is wrong; exits 1 if anything is.
+// `npm run billing:reconcile [-- --full]`: checks every ledger invariant against the database
+// (DATABASE_URL, or the PGlite in DATA_DIR: stop the server first, PGlite is single-process) and, when
+// STRIPE_SECRET_KEY is set, grants anything a lost webhook missed. Prints what is wrong; exits 1 if
+// anything is. From a stored checkpoint it checks only what was written since; the first run, or
+// `--full`, checks the whole ledger and stores the checkpoint (docs/scale.md). Then deletes holds closed
+// longer ago than the retention (src/billing/hold-retention.ts).
 
 async function main(): Promise<number> {
   let config;
@@ -31,11 +34,21 @@ async function main(): Promise<number> {
     const stripe = config.stripe.secretKey
       ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase)
       : null;
-    const report = await reconcile(database.db, log, stripe, { proPriceId: config.stripe.pricePro });
+    const full = process.argv.includes('--full');
+    const started = Date.now();
+    const report = await reconcile(database.db, log, stripe, { proPriceId: config.stripe.pricePro, full });
     const out = process.stdout;
     out.write(
       `billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`,
     );
+    const { from, to } = report.checkpoint;
+    out.write(
+      report.mode === 'incremental'
+        ? `  ledger checked from the checkpoint (rows after ${from}; checkpoint now ${to}) in ${Date.now() - started} ms\n`
+        : `  whole ledger checked in ${Date.now() - started} ms${to !== null ? `; checkpoint stored at row ${to}` : ''}\n`,
+    );
+    if (report.prunedHolds > 0)
+      out.write(`  deleted ${report.prunedHolds} holds closed over the retention\n`);
     for (const g of report.granted) out.write(`  granted missed ${g}\n`);
     for (const r of report.refunded) out.write(`  applied missed ${r}\n`);
     for (const r of report.refunds.shortfalls) {

@@ -10,3 +10,4 @@ export * from './tables/projects.js';
 export * from './tables/models.js';
 export * from './tables/usage.js';
 export * from './tables/invitations.js';
+export * from './tables/reconcile.js';

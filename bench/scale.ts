@@ -1,0 +1,292 @@
+// `npm run bench -- scale [--ledger-rows N] [--smoke]`: the hot routes on an empty database beside the
+// same routes on one seeded to issue 24's shape (bench/scale-seed.ts: a million users and ten million
+// ledger rows at `--ledger-rows 10000000`; default 1,000,000; 5,000 in --smoke), in the same run, as
+// ratios (big / empty). Then reconciliation on both: the full check, and the incremental check after
+// the routes' own writes (docs/scale.md).
+//
+// Each svc runs in its own process (this file with BENCH_ROLE=svc) on its own PostgreSQL database
+// (BENCH_DATABASE_URL, TEST_DATABASE_URL or DATABASE_URL as the admin URL; default
+// postgres://postgres@127.0.0.1:5432/test; both databases are dropped afterwards). The measured person
+// registers through svc's own services and signs in with a session and an `svc_` token; the seed then
+// adds everyone else's rows around theirs. Knobs: BENCH_SECONDS per route (default 10; --smoke 0.5),
+// BENCH_CONNECTIONS (10).
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { announce, startChild, stopChild } from './children.js';
+import { knob, smoke } from './knobs.js';
+import { openDatabase, type Db } from '../src/db/client.js';
+import { reconcile } from '../src/billing/reconcile.js';
+import { createLogger } from '../src/log.js';
+
+const role = process.env.BENCH_ROLE;
+const here = fileURLToPath(import.meta.url);
+const ADMIN =
+  process.env.BENCH_DATABASE_URL ||
+  process.env.TEST_DATABASE_URL ||
+  process.env.DATABASE_URL ||
+  'postgres://postgres@127.0.0.1:5432/test';
+
+function flag(name: string, normal: number, inSmoke: number): number {
+  const at = process.argv.indexOf(name);
+  if (at < 0) return smoke ? inSmoke : normal;
+  const value = Number(process.argv[at + 1]);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} takes a whole number`);
+  return value;
+}
+
+if (role === 'svc') {
+  process.env.TEST_DATABASE_URL = ADMIN;
+  const { startTestServer } = await import('../test/helpers/server.js');
+  const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
+  const { seedScale } = await import('./scale-seed.js');
+  const server = await startTestServer({
+    // Priced like a real model so each chat call writes its `usage` ledger row.
+    env: {
+      MODEL_PRICE_INPUT: '100000',
+      MODEL_PRICE_OUTPUT: '100000',
+      RATE_LIMIT_IP_PER_MIN: '1000000',
+      // The chat route is measured at BENCH_CONNECTIONS calls at once, all in one client.
+      ORG_MAX_CONCURRENCY: '64',
+    },
+  });
+  const user = await createUser(server);
+  const { secret } = await createApiToken(server, user, user.orgKey, 'bench');
+  // A few projects of their own on both sides, so every list has a page to start after.
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${server.url}/v1/projects`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.session}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ org_id: user.clientId, name: `bench ${i}` }),
+    });
+    if (res.status !== 200) throw new Error(`POST /v1/projects answered ${res.status}`);
+  }
+  // And a few calls, so the call log has them too.
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 }),
+    });
+    if (res.status !== 200) throw new Error(`POST /v1/chat/completions answered ${res.status}`);
+    await res.text();
+  }
+  const users = Number(process.env.BENCH_SEED_USERS ?? 0);
+  let counts = null;
+  if (users > 0) {
+    const c = new pg.Client({ connectionString: server.databaseUrl });
+    await c.connect();
+    try {
+      counts = await seedScale(c, {
+        users,
+        measured: { userId: user.userId, orgKey: user.orgKey },
+        progress: (line) => process.stderr.write(`  [big] ${line}\n`),
+      });
+    } finally {
+      await c.end();
+    }
+  }
+  announce({
+    url: server.url,
+    databaseUrl: server.databaseUrl,
+    token: secret,
+    session: user.session,
+    clientId: user.clientId,
+    counts,
+  });
+  process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
+} else {
+  await main();
+}
+
+interface Figures {
+  rps: number;
+  p50: number;
+  errors: number;
+}
+
+interface Side {
+  url: string;
+  databaseUrl: string;
+  token: string;
+  session: string;
+  clientId: string;
+}
+
+async function load(
+  side: Side,
+  route: Route,
+  seconds: number,
+  connections: number,
+  cursor: string,
+): Promise<Figures> {
+  const { default: autocannon } = await import('autocannon');
+  const path = route.path(side).replace('{cursor}', encodeURIComponent(cursor));
+  const result = await autocannon({
+    url: `${side.url}${path}`,
+    method: route.body ? 'POST' : 'GET',
+    headers: {
+      'accept-encoding': 'identity',
+      authorization: `Bearer ${route.auth === 'token' ? side.token : side.session}`,
+      ...(route.body ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(route.body ? { body: JSON.stringify(route.body) } : {}),
+    connections,
+    duration: seconds,
+  });
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    errors: result.errors + result.timeouts + result.non2xx,
+  };
+}
+
+interface Route {
+  name: string;
+  path: (s: Side) => string;
+  auth: 'token' | 'session';
+  body?: unknown;
+  /** A list whose `starting_after` page is measured from an item this deep (found before timing). */
+  cursorAt?: { list: (s: Side) => string; depth: number; id: string };
+}
+
+async function cursorFor(side: Side, route: Route): Promise<string> {
+  if (!route.cursorAt) return '';
+  const { list, depth, id } = route.cursorAt;
+  // The item `depth` deep, or the last one of a shorter list (the empty database's lists are short).
+  for (let offset = depth; offset >= 0; offset = offset === 0 ? -1 : Math.floor(offset / 10)) {
+    const res = await fetch(`${side.url}${list(side)}&limit=1&offset=${offset}`, {
+      headers: { authorization: `Bearer ${side.session}` },
+    });
+    const body = (await res.json()) as { data?: Record<string, unknown>[] } | Record<string, unknown>[];
+    const items = Array.isArray(body) ? body : (body.data ?? []);
+    if (items[0]) return String(items[0][id]);
+  }
+  throw new Error(`${route.name}: the list is empty`);
+}
+
+async function withDatabase<T>(databaseUrl: string, fn: (db: Db) => Promise<T>): Promise<T> {
+  const database = await openDatabase({ databaseUrl, poolSize: 2, queryTimeoutMs: 0 });
+  try {
+    return await fn(database.db);
+  } finally {
+    await database.close();
+  }
+}
+
+/** One reconcile run: how long, how far, and that it found the ledger sound. */
+async function timedReconcile(databaseUrl: string, full: boolean) {
+  return withDatabase(databaseUrl, async (db) => {
+    const t = Date.now();
+    const report = await reconcile(db, createLogger('silent'), null, { full, settleWindowSeconds: 0 });
+    const ms = Date.now() - t;
+    if (report.violations.length)
+      throw new Error(`reconcile found violations: ${JSON.stringify(report.violations).slice(0, 2000)}`);
+    return { ms, mode: report.mode, rows: (report.checkpoint.to ?? 0) - (report.checkpoint.from ?? 0) };
+  });
+}
+
+async function main() {
+  const ledgerRows = flag('--ledger-rows', 1_000_000, 5_000);
+  const users = Math.max(100, Math.floor(ledgerRows / 10));
+  const seconds = knob('BENCH_SECONDS', 10, 0.5);
+  const connections = knob('BENCH_CONNECTIONS', 10, 4);
+  const out = (s: string) => process.stdout.write(`${s}\n`);
+  const deep = Math.min(100_000, users);
+  const routes: Route[] = [
+    {
+      name: 'transactions, first page',
+      path: (s) => `/v1/clients/${s.clientId}/credits/transactions`,
+      auth: 'session',
+    },
+    {
+      name: `transactions, starting_after ${deep} deep`,
+      path: (s) => `/v1/clients/${s.clientId}/credits/transactions?starting_after={cursor}`,
+      auth: 'session',
+      cursorAt: { list: (s) => `/v1/clients/${s.clientId}/credits/transactions?x=1`, depth: deep, id: 'id' },
+    },
+    {
+      name: `transactions, offset ${Math.floor(deep / 10)}`,
+      path: (s) => `/v1/clients/${s.clientId}/credits/transactions?offset=${Math.floor(deep / 10)}`,
+      auth: 'session',
+    },
+    { name: 'projects, first page', path: (s) => `/v1/projects?org_id=${s.clientId}`, auth: 'session' },
+    {
+      name: `projects, starting_after ${Math.floor(users / 40)} deep`,
+      path: (s) => `/v1/projects?org_id=${s.clientId}&starting_after={cursor}`,
+      auth: 'session',
+      cursorAt: { list: (s) => `/v1/projects?org_id=${s.clientId}`, depth: Math.floor(users / 40), id: 'id' },
+    },
+    {
+      name: 'usage calls, first page',
+      path: (s) => `/v1/clients/${s.clientId}/usage/calls`,
+      auth: 'session',
+    },
+    {
+      name: `usage calls, starting_after ${deep} deep`,
+      path: (s) => `/v1/clients/${s.clientId}/usage/calls?starting_after={cursor}`,
+      auth: 'session',
+      cursorAt: { list: (s) => `/v1/clients/${s.clientId}/usage/calls?x=1`, depth: deep, id: 'id' },
+    },
+    { name: 'GET /v1/auth/verify', path: () => '/v1/auth/verify', auth: 'token' },
+    { name: 'GET /v1/owner/balance', path: () => '/v1/owner/balance', auth: 'session' },
+    {
+      name: 'credits/balance',
+      path: (s) => `/v1/clients/${s.clientId}/credits/balance`,
+      auth: 'session',
+    },
+    { name: 'GET /v1/clients', path: () => '/v1/clients', auth: 'session' },
+    {
+      name: 'POST /v1/chat/completions',
+      path: () => '/v1/chat/completions',
+      auth: 'token',
+      body: { model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 },
+    },
+  ];
+
+  out(
+    `bench scale: ${ledgerRows} ledger rows requested (${users} other users), PostgreSQL ${new URL(ADMIN).host}`,
+  );
+  const started = Date.now();
+  const empty = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', BENCH_SEED_USERS: '0' });
+  let big: Awaited<ReturnType<typeof startChild>> | undefined;
+  try {
+    big = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', BENCH_SEED_USERS: String(users) });
+    out(`  seeded in ${((Date.now() - started) / 1000).toFixed(1)} s: ${JSON.stringify(big.info.counts)}`);
+    const sides = { empty: empty.info as Side, big: big.info as Side };
+    out(
+      `  ${'route'.padEnd(40)} ${'empty req/s'.padStart(11)} ${'big req/s'.padStart(10)} ${'ratio'.padStart(7)}   p50 empty → big   errors`,
+    );
+    // The full check first (it stores the checkpoint); the incremental one after the routes' writes.
+    const full = {
+      empty: await timedReconcile(sides.empty.databaseUrl, true),
+      big: await timedReconcile(sides.big.databaseUrl, true),
+    };
+    let failed = false;
+    for (const route of routes) {
+      const cursors = { empty: await cursorFor(sides.empty, route), big: await cursorFor(sides.big, route) };
+      const e = await load(sides.empty, route, seconds, connections, cursors.empty);
+      const b = await load(sides.big, route, seconds, connections, cursors.big);
+      if (e.errors || b.errors) failed = true;
+      out(
+        `  ${route.name.padEnd(40)} ${e.rps.toFixed(0).padStart(11)} ${b.rps.toFixed(0).padStart(10)} ${(b.rps / Math.max(e.rps, 1e-9)).toFixed(2).padStart(6)}×   ${String(e.p50).padStart(5)} → ${String(b.p50).padEnd(5)} ms   ${e.errors}/${b.errors}`,
+      );
+    }
+    const inc = {
+      empty: await timedReconcile(sides.empty.databaseUrl, false),
+      big: await timedReconcile(sides.big.databaseUrl, false),
+    };
+    if (inc.empty.mode !== 'incremental' || inc.big.mode !== 'incremental')
+      throw new Error('reconcile was not incremental');
+    out(`  reconcile --full:      ${full.empty.ms} → ${full.big.ms} ms (empty → big)`);
+    out(
+      `  reconcile incremental: ${inc.empty.ms} → ${inc.big.ms} ms, after ${inc.empty.rows} / ${inc.big.rows} new ledger rows (the chat route's)`,
+    );
+    if (failed) {
+      out('  some requests failed (errors column): the run does not count');
+      process.exitCode = 1;
+    }
+  } finally {
+    if (big) await stopChild(big.child);
+    await stopChild(empty.child);
+  }
+}
