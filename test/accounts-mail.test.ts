@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
-import { STRONG_PASSWORD } from './helpers/fixtures.js';
+import { createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 import { mails, newEmail } from './accounts-support.js';
 
 // With SMTP_URL the account mails leave through SMTP (nodemailer) instead of the dev outbox
@@ -104,6 +104,17 @@ describe('SMTP delivery (SMTP_URL)', () => {
       const unknown = await api.post('/v1/password/reset/request', { email: newEmail('ghost') });
       expect(known.status).toBe(200);
       expect(known.body).toEqual(unknown.body);
+      // A mail the caller is waiting for (an invitation) is 503 with Retry-After: the relay's outage, never 500.
+      const owner = await createUser(down);
+      const team = await api.post('/v1/clients', { name: 'Team' }, { token: owner.session });
+      const invited = await api.post(
+        `/v1/clients/${team.body.id as string}/invitations`,
+        { email: newEmail('invitee') },
+        { token: owner.session },
+      );
+      expect(invited.status, JSON.stringify(invited.body)).toBe(503);
+      expect(invited.body.detail.code).toBe('MAIL_UNAVAILABLE');
+      expect(invited.headers.get('retry-after')).toBe('5');
     } finally {
       await down.close();
     }

@@ -1,6 +1,7 @@
 import nodemailer from 'nodemailer';
 import type { Db } from '../db/client.js';
 import { mailOutbox } from '../db/schema.js';
+import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../http/errors.js';
 
 // Mail goes to the dev outbox unless SMTP_URL is configured (STYLE: optional parts get a real default).
 
@@ -34,7 +35,21 @@ export function createSmtpMailer(smtpUrl: string, from: string): Mailer {
   });
   return {
     async send(message) {
-      await transport.sendMail({ from, ...message });
+      try {
+        await transport.sendMail({ from, ...message });
+      } catch (err) {
+        // The relay refused or did not answer: not the caller's fault, and worth a retry (503 with
+        // Retry-After, as every outage of a part svc depends on), never a 500. Callers that must not reveal
+        // whether a mail was sent (password reset) catch this themselves.
+        const unavailable = new AppError(
+          503,
+          'MAIL_UNAVAILABLE',
+          'the mail relay did not take the message; try again',
+          { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } },
+        );
+        // Kept for the log line (pino prints an error's cause): why the relay refused.
+        throw Object.assign(unavailable, { cause: err });
+      }
     },
   };
 }
