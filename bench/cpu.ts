@@ -10,7 +10,7 @@
 import { execSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { startChild, stopChild } from './children.js';
+import { startChild, stopChild, type ProxySvcInfo } from './children.js';
 
 const databaseUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
@@ -47,7 +47,7 @@ const transactions = () =>
 
 const fake = await startChild(['--import', 'tsx', proxyBench], { BENCH_ROLE: 'fake' });
 const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=bench-profiles'] : [];
-const svc = await startChild([...profile, '--import', 'tsx', proxyBench], {
+const svc = await startChild<ProxySvcInfo>([...profile, '--import', 'tsx', proxyBench], {
   BENCH_ROLE: 'svc',
   FAKE_URL: fake.info.url,
   TEST_DATABASE_URL: databaseUrl,

@@ -13,7 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { announce, startChild } from './children.js';
+import { announce, startChild, type ProxySvcInfo } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
 
 const role = process.env.BENCH_ROLE;
@@ -103,7 +103,7 @@ async function main() {
     const databaseUrl = await benchDatabaseUrl();
     const fake = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'fake' });
     children.push(fake.child);
-    const svc = await startChild(['--import', 'tsx', here], {
+    const svc = await startChild<ProxySvcInfo>(['--import', 'tsx', here], {
       BENCH_ROLE: 'svc',
       FAKE_URL: fake.info.url,
       // An empty value keeps svc on PGlite (test/helpers/server.ts reads a non-empty URL as PostgreSQL).

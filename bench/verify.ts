@@ -117,8 +117,16 @@ async function main() {
   const seconds = knob('BENCH_SECONDS', 10, 1);
   const warmup = knob('BENCH_WARMUP', 2, 0);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
-  const svc = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc' });
-  let bare: Awaited<ReturnType<typeof startChild>> | undefined;
+  const svc = await startChild<{
+    url: string;
+    token: string;
+    session: string;
+    storage: string;
+    body: unknown;
+  }>(['--import', 'tsx', here], {
+    BENCH_ROLE: 'svc',
+  });
+  let bare: Awaited<ReturnType<typeof startChild<{ url: string }>>> | undefined;
   try {
     bare = await startChild(['--import', 'tsx', here], {
       BENCH_ROLE: 'bare',

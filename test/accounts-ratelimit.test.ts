@@ -6,6 +6,7 @@ import { startTestServer, storageMode, type TestServer } from './helpers/server.
 import { client } from './helpers/http.js';
 import { queryRows } from '../src/db/client.js';
 import { sql } from 'drizzle-orm';
+import { detailError, readJson } from './helpers/json.js';
 
 // Rate limits of CONTRACT §1 on the real store of each storage mode (PostgreSQL table or memory).
 
@@ -76,7 +77,7 @@ describe('per-address limit (CONTRACT §1: RATE_LIMIT_IP_PER_MIN)', () => {
       expect(statuses).not.toContain(429);
       const limited = await api.post('/v1/register', { email: 'b@example.test', name: 'B', password: 'x' });
       expect(limited.status).toBe(429);
-      expect(limited.body.detail.code).toBe('RATE_LIMITED');
+      expect(readJson(detailError, limited.body).detail.code).toBe('RATE_LIMITED');
       expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
       // Routes outside the list are not counted.
       expect((await api.get('/healthz')).status).toBe(200);
@@ -105,7 +106,7 @@ describe('stores shared by several processes (CONTRACT §1)', () => {
           password: user.password,
         });
         expect(res.status).toBe(429);
-        expect(res.body.detail.code).toBe('RATE_LIMITED');
+        expect(readJson(detailError, res.body).detail.code).toBe('RATE_LIMITED');
       } finally {
         await second.close();
       }

@@ -187,10 +187,10 @@ describe('batched reserve and settle', () => {
         const waiting = async () =>
           Number(
             (
-              await other.query(
+              await other.query<{ count: string }>(
                 `select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
               )
-            ).rows[0].count,
+            ).rows[0]!.count,
           );
         for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
         expect(await waiting()).toBe(1);

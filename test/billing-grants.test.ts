@@ -166,7 +166,7 @@ describe('webhook signature timestamps', () => {
     for (const ahead of [365 * 24 * 3600, 301 + 5]) {
       const res = await deliverWebhook(server.url, payload, signatureFor(payload, SECRET, now + ahead));
       expect(res.status, `${ahead}s ahead`).toBe(400);
-      expect(res.body.detail.code).toBe('INVALID_SIGNATURE');
+      expect(res.body?.detail?.code).toBe('INVALID_SIGNATURE');
     }
     expect(await balance(u)).toBe(50_000);
     // Within the tolerance (a clock a little ahead) it is accepted.

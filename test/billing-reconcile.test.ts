@@ -63,7 +63,7 @@ describe('billing reconciliation', () => {
     const first = await reconcile(server.deps.db, log, server.deps.billing.stripe, {
       proPriceId: server.deps.billing.proPriceId,
     });
-    expect(first.granted.sort()).toEqual([`checkout session ${session.id}`, 'invoice in_lost']);
+    expect(first.granted.sort()).toEqual([`checkout session ${String(session.id)}`, 'invoice in_lost']);
     expect(first.violations).toEqual([]);
     const second = await reconcile(server.deps.db, log, server.deps.billing.stripe, {
       proPriceId: server.deps.billing.proPriceId,

@@ -8,6 +8,7 @@ import { modelSuite } from './helpers/model-suite.js';
 import { CLI_TEST_TIMEOUT_MS, type CliHome, cliHome, runCli, startCli } from './helpers/cli.js';
 import { orgAccountRow } from './helpers/billing.js';
 import { billingEntries } from '../src/db/schema.js';
+import type { ChatRequest } from './helpers/fake-upstream.js';
 
 // `svc run`: the run WebSocket driven by the real CLI process, the agent's tools executed in a temporary
 // working directory. The fake provider decides the tool calls from the conversation it is sent, so each
@@ -50,10 +51,11 @@ const usageAmounts = async () =>
       .where(and(eq(billingEntries.orgKey, suite.owner.orgKey), eq(billingEntries.type, 'usage')))
   ).map((r) => Number(r.amount));
 
-type Msg = { role: string; content?: string; tool_calls?: unknown[] };
 /** The tool results the provider was sent, in order. */
-const toolResults = (body: { messages: Msg[] }) =>
-  body.messages.filter((m) => m.role === 'tool').map((m) => String(m.content));
+const toolResults = (body: ChatRequest) =>
+  body.messages
+    .filter((m) => m.role === 'tool')
+    .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)));
 
 describe('svc run', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('two tool round trips really read and write files here; steps and the exact debit are shown', async () => {

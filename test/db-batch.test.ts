@@ -32,11 +32,14 @@ describe('createBatcher', () => {
     );
     const results = await Promise.allSettled([pick(1), pick(-1), pick(2)]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
-    expect((results[1] as PromiseRejectedResult).reason.message).toBe('negative -1');
+    expect((results[1] as PromiseRejectedResult).reason).toEqual(new Error('negative -1'));
 
     const broken = createBatcher<number, number>(() => Promise.reject(new Error('database gone')));
     const all = await Promise.allSettled([broken(1), broken(2)]);
-    expect(all.every((r) => r.status === 'rejected' && r.reason.message === 'database gone')).toBe(true);
+    expect(all).toEqual([
+      { status: 'rejected', reason: new Error('database gone') },
+      { status: 'rejected', reason: new Error('database gone') },
+    ]);
   });
 
   it('keeps batches within maxBatch and runs up to maxInFlight at once', async () => {

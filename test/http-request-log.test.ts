@@ -5,16 +5,18 @@ import type { Server } from 'node:http';
 import express from 'express';
 import { pino } from 'pino';
 import { requestLogger } from '../src/http/request-log.js';
+import { parseAs } from './helpers/json.js';
 
 // The request log (src/http/request-log.ts): one line per request with id, method, path, the client's
 // address (behind a proxy: test/proxy-trust.test.ts), status and duration; never the query string or a
 // credential (STYLE: Edges). A real pino logger writes into memory here, behind a real express app on
 // 127.0.0.1.
 
-const lines: Record<string, any>[] = [];
+const lines: Record<string, unknown>[] = [];
 const sink = new Writable({
   write(chunk, _enc, done) {
-    for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line));
+    for (const line of String(chunk).split('\n'))
+      if (line) lines.push(parseAs<Record<string, unknown>>(line));
     done();
   },
 });

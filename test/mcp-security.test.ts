@@ -9,6 +9,10 @@ import { addMember, createApiToken, createUser, type TestUser } from './helpers/
 import { issueTestGrants } from './helpers/oauth.js';
 import { memberships } from '../src/db/schema.js';
 import { SESSION_COOKIE } from '../src/auth/session.js';
+import { anyOf, jsonAs } from './helpers/json.js';
+
+/** A JSON-RPC answer to tools/call (MCP 2025-06-18, structured tool output). */
+type ToolAnswer = { result: { structuredContent: { data: unknown } } };
 
 // /mcp/platform as a protected resource (MCP Authorization 2025-06-18 / 2025-11-25, RFC 6750 §3,
 // RFC 9728 §5.1, CONTRACT §3, §7) and the project rules on every tool (CONTRACT §10).
@@ -173,7 +177,7 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
     expect((await rpc(toolCall('list_projects'), { origin: 'https://evil.example' })).status).toBe(403);
     const own = await rpc(toolCall('list_projects'), { ...auth, origin: server.v2Url });
     expect(own.status).toBe(200);
-    expect(((await own.json()) as any).result.structuredContent.data).toEqual(expect.any(Array));
+    expect((await jsonAs<ToolAnswer>(own)).result.structuredContent.data).toEqual(anyOf(Array));
   });
 
   it('answers GET 405 (stateless server, no stream)', async () => {

@@ -87,7 +87,7 @@ describe('POST /v1/chat/completions (JSON)', () => {
     expect(res.choices[0]!.finish_reason).toBe('length');
     const after = await balance();
     expect(after).toBeGreaterThanOrEqual(0);
-    expect(120 - after).toBe(10 + 2 * sent.max_tokens);
+    expect(120 - after).toBe(10 + 2 * sent.max_tokens!);
   });
 
   it('passes max_completion_tokens through in the same field, capped', async () => {
@@ -121,7 +121,8 @@ describe('POST /v1/chat/completions (JSON)', () => {
       name: 'read_file',
       arguments: '{"path":"README.md"}',
     });
-    expect(fake.requests.at(-1)!.body.tools[0].function.name).toBe('read_file');
+    const sentTool = fake.requests.at(-1)!.body.tools?.[0];
+    expect(sentTool?.type === 'function' && sentTool.function.name).toBe('read_file');
   });
 });
 

@@ -126,7 +126,10 @@ describe('the reserve bounds every kind of input (item 3)', () => {
       model: 'm',
       max_tokens: 10,
       messages: [
-        { role: 'user', content: [{ type: 'text', text: 'Describe these' }, ...Array(100).fill(image)] },
+        {
+          role: 'user',
+          content: [{ type: 'text', text: 'Describe these' }, ...Array<typeof image>(100).fill(image)],
+        },
       ],
     });
     expect(res.usage).toMatchObject({ prompt_tokens: 153_020, completion_tokens: 5 });

@@ -11,6 +11,7 @@ import { orgBalanceCredits } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { planHold } from '../src/models/metered.js';
 import { createSpareHolds, SPARE_HEADROOM, SPARE_IDLE_MS, SPARE_MARGIN } from '../src/models/spare-holds.js';
+import { openAiError, readJson } from './helpers/json.js';
 
 // Holds taken ahead (src/models/spare-holds.ts, docs/models.md): the statement that settles a call also
 // takes the org's next call's hold, and that call adopts it. Prices as in models-chat: a call
@@ -118,7 +119,7 @@ describe('holds taken ahead', () => {
     await server.deps.db.update(apiTokens).set({ revokedAt: new Date() }).where(eq(apiTokens.id, id));
     const refused = await chat(secret);
     expect(refused.status).toBe(401);
-    expect(refused.body.error.code).toBe('invalid_token');
+    expect(readJson(openAiError, refused.body).error.code).toBe('invalid_token');
     const [still] = await server.deps.db
       .select()
       .from(billingHolds)

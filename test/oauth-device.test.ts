@@ -4,6 +4,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { approveUserCode } from '../src/device/store.js';
 import type { AppError } from '../src/http/errors.js';
+import { jsonAs, type JsonObject } from './helpers/json.js';
 
 // The device authorization grant (RFC 8628) through oauth4webapi: authorization_pending, slow_down,
 // approval on the shared device store, exactly-once exchange, client binding, resources named, and
@@ -27,7 +28,7 @@ afterAll(async () => {
   await server?.close();
 });
 
-const json = async (res: Response): Promise<Record<string, any>> => (await res.json()) as Record<string, any>;
+const json = (res: Response) => jsonAs<JsonObject>(res);
 
 describe('device grant (RFC 8628)', () => {
   it('polls authorization_pending, slow_down, then issues both grants once approved', async () => {

@@ -4,6 +4,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
 import { driveConsent } from './helpers/oauth.js';
 import { verifyAccessToken } from '../oauth/verify.js';
+import { jsonAs, type JsonObject } from './helpers/json.js';
 
 // The authorization server through oauth4webapi, a strict independent client, over real HTTP on the
 // V2 and LIGHT origins (CONTRACT §7): discovery, DCR, code + PKCE per resource and for both, the two
@@ -18,7 +19,7 @@ afterAll(async () => {
 });
 
 /** A response body as loosely typed JSON (assertions check its shape). */
-const json = async (res: Response): Promise<Record<string, any>> => (await res.json()) as Record<string, any>;
+const json = (res: Response) => jsonAs<JsonObject>(res);
 
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
 const REDIRECT = 'http://127.0.0.1:9/callback';

@@ -12,6 +12,7 @@ import {
   registerPublicClient,
 } from './helpers/oauth.js';
 import { PageClient, csrfOf } from './helpers/page-client.js';
+import { jsonAs, type JsonObject } from './helpers/json.js';
 
 // The organization boundary of third-party grants (CONTRACT §7; issue 22 item 11), and device codes
 // bound to their origin (item 12). Real HTTP with oauth4webapi as the app, the MCP SDK client on
@@ -24,7 +25,7 @@ let ada: TestUser;
 let bo: TestUser;
 const insecure = insecureRequests;
 const REDIRECT = 'http://127.0.0.1:9/callback';
-const json = async (res: Response): Promise<Record<string, any>> => (await res.json()) as Record<string, any>;
+const json = (res: Response) => jsonAs<JsonObject>(res);
 
 beforeAll(async () => {
   server = await startTestServer();

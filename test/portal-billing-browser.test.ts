@@ -27,7 +27,7 @@ beforeAll(async () => {
   owner = await createUser(suite.server, { name: 'Ada Owner' });
   member = await createUser(suite.server, { name: 'Bo Member' });
   await addMember(suite.server, owner.orgKey, member.userId, 'member');
-  const created = await client(suite.server.url).post(
+  const created = await client(suite.server.url).post<{ id: string }>(
     '/v1/clients',
     { name: 'Research' },
     { token: owner.session },

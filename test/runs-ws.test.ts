@@ -142,7 +142,7 @@ describe('/v1/runs/ws', () => {
     expect((await usageRows()).length).toBe(rowsBefore + 3);
     // The provider saw the agent's tools and the tool results in order.
     const last = fake.requests.at(-1)!.body;
-    expect(last.tools.map((t: any) => t.function.name)).toEqual([
+    expect(last.tools!.map((t) => (t.type === 'function' ? t.function.name : t.type))).toEqual([
       'read_file',
       'write_file',
       'list_directory',

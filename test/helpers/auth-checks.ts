@@ -5,6 +5,7 @@ import { call, type CallResult } from './http.js';
 import { createApiToken, createUser } from './fixtures.js';
 import { revokeOwnToken } from '../../src/tokens/service.js';
 import type { TestServer } from './server.js';
+import type { DetailError } from './json.js';
 
 // The common authentication checks every protected /v1 route must pass (STYLE: "one shared helper runs
 // the common auth checks against every protected route"; CONTRACT §3, §4; Authentication 1–5):
@@ -31,8 +32,10 @@ export interface AuthCheckOptions {
 }
 
 const COOKIE = '__Host-svc_session';
+/** Any answer of a protected route: a refusal carries the detail envelope (CONTRACT §3). */
+type MaybeDetail = Partial<DetailError> | undefined;
 
-function expectInvalidToken(res: CallResult, what: string) {
+function expectInvalidToken(res: CallResult<MaybeDetail>, what: string) {
   expect(res.status, `${what}: status`).toBe(401);
   expect(res.headers.get('www-authenticate'), `${what}: WWW-Authenticate`).toMatch(/^Bearer\b/);
   expect(res.body?.detail?.code, `${what}: code`).toBe('INVALID_TOKEN');
@@ -45,7 +48,7 @@ export async function assertAuthChecks(
 ): Promise<void> {
   const accepts = options.accepts ?? 'both';
   const send = (opts: { token?: string; cookie?: string; headers?: Record<string, string> }) =>
-    call(server.url, route.method, route.path, {
+    call<MaybeDetail>(server.url, route.method, route.path, {
       ...opts,
       ...(route.body !== undefined ? { body: route.body } : {}),
     });

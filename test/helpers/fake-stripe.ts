@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
+import { parseAs, type DetailError } from './json.js';
 
 // A small node:http fake of the Stripe endpoints svc calls, for the real `stripe` SDK pointed at it
 // through STRIPE_API_BASE (host, port, protocol). It records every request so tests can assert what
@@ -14,7 +15,7 @@ export interface FakeRequest {
   idempotencyKey: string | undefined;
 }
 
-type Obj = Record<string, any>;
+type Obj = Record<string, unknown>;
 
 export interface FakeStripe {
   url: string;
@@ -144,7 +145,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
             {
               error: {
                 type: 'invalid_request_error',
-                message: `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${s.status}".`,
+                message: `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${String(s.status)}".`,
               },
             },
           ];
@@ -229,6 +230,9 @@ export function signatureFor(payload: string, secret: string, timestamp?: number
   return signer.webhooks.generateTestHeaderString({ payload, secret, ...(timestamp ? { timestamp } : {}) });
 }
 
+/** The webhook's answer (src/openapi/billing.ts), or the detail envelope when it refuses (CONTRACT §3). */
+export type WebhookAnswer = { received?: true; duplicate?: boolean } & Partial<DetailError>;
+
 /** POSTs a signed event to the server's webhook; returns status and body. */
 export async function deliverWebhook(baseUrl: string, payload: string, signature: string) {
   const res = await fetch(`${baseUrl}/v1/webhooks/stripe`, {
@@ -237,7 +241,7 @@ export async function deliverWebhook(baseUrl: string, payload: string, signature
     body: payload,
   });
   const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
+  return { status: res.status, body: text ? parseAs<WebhookAnswer>(text) : null };
 }
 
 /** The Pro price the Stripe test files configure (STRIPE_PRICE_PRO). */

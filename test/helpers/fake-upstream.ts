@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions/completions';
 
 // A local OpenAI-compatible provider over real HTTP (node:http) for the model suites and the proxy bench.
 // It speaks POST /v1/chat/completions, JSON and SSE, with knobs for delays, failures and usage, and
@@ -21,9 +22,12 @@ export interface FakeReply {
   cachedTokens?: unknown;
 }
 
+/** What a client sends to POST /v1/chat/completions, as the openai SDK types it. */
+export type ChatRequest = ChatCompletionCreateParamsBase;
+
 export interface FakeRequest {
   headers: IncomingMessage['headers'];
-  body: any;
+  body: ChatRequest;
 }
 
 export interface FakeUpstream {
@@ -31,7 +35,7 @@ export interface FakeUpstream {
   url: string;
   requests: FakeRequest[];
   /** What to answer (default: "Hello from the fake upstream"). */
-  reply: (body: any) => FakeReply;
+  reply: (body: ChatRequest) => FakeReply;
   /** Answer with this HTTP status and an OpenAI error body instead. */
   failStatus: number | null;
   /** Wait this long before the response headers. */
@@ -115,7 +119,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
       return;
     }
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatRequest;
     state.requests.push({ headers: req.headers, body });
     await sleep(state.headersDelayMs);
     if (state.failStatus) {

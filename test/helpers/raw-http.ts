@@ -67,7 +67,7 @@ export function rawRequest(
 
 /** Runs `tasks` with at most `width` in flight. */
 export async function pool<T>(tasks: (() => Promise<T>)[], width = 6): Promise<T[]> {
-  const out: T[] = new Array(tasks.length);
+  const out = new Array<T>(tasks.length);
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(width, tasks.length) }, async () => {

@@ -39,7 +39,11 @@ export function useStripeServer(secret: string) {
     await world.fake?.close();
   });
   /** Delivers a signed event to the server's webhook. */
-  const send = (type: string, object: object, opts: { id?: string; created?: number } = {}) => {
+  const send = (
+    type: string,
+    object: Record<string, unknown>,
+    opts: { id?: string; created?: number } = {},
+  ) => {
     const payload = stripeEvent(type, object, opts);
     return deliverWebhook(world.server.url, payload, signatureFor(payload, secret));
   };
