@@ -14,6 +14,8 @@ import { signUp, tokenFromMail } from './accounts-support.js';
 import { revokeCredentialsAfterPasswordChange } from '../src/accounts/credential-revocation.js';
 import { sessionSecretHash } from '../src/auth/session.js';
 import { sessions } from '../src/db/schema.js';
+import { matching } from './helpers/json.js';
+import type { ClientRow, Page } from './helpers/answers.js';
 
 /** The secret `sid` claim of a session JWT. */
 const sidOf = (jwt: string): string =>
@@ -124,7 +126,7 @@ describe('a password reset takes the account back', () => {
       await exchange(app, await approve(app, user.session)),
     );
     const pendingCode = await approve(app, user.session);
-    const orgKey = (await api.get('/v1/clients', { token: user.session })).body.data[0].id as string;
+    const orgKey = (await api.get<Page<ClientRow>>('/v1/clients', { token: user.session })).body.data[0]!.id;
     const apiToken = await createApiToken(server, user, orgKey.replace(/^client_/, ''));
 
     expect(await mcpStatus(tokens.access_token)).toBe(200);
@@ -149,9 +151,9 @@ describe('a password reset takes the account back', () => {
     });
     expect(confirmed.status).toBe(200);
     expect(confirmed.body).toEqual({
-      message: expect.stringMatching(/every session was signed out/),
+      message: matching(/every session was signed out/),
       revoked: { sessions: 1, oauth_grants: 1 },
-      api_tokens: { active: 1, message: expect.stringMatching(/POST \/v1\/tokens\/revoke/) },
+      api_tokens: { active: 1, message: matching(/POST \/v1\/tokens\/revoke/) },
     });
 
     expect((await api.get('/v1/2fa/status', { token: user.session })).status).toBe(401);
@@ -167,7 +169,8 @@ describe('a password reset takes the account back', () => {
 
   it('the reset page sends the person to sign in with the count of svc_ tokens still active', async () => {
     const user = await signUp(server);
-    const orgKey = (await user.api.get('/v1/clients', { token: user.session })).body.data[0].id as string;
+    const orgKey = (await user.api.get<Page<ClientRow>>('/v1/clients', { token: user.session })).body.data[0]!
+      .id;
     await createApiToken(server, user, orgKey.replace(/^client_/, ''));
     await user.api.post('/v1/password/reset/request', { email: user.email });
     const resetToken = await tokenFromMail(user.api, user.email, server.v2Url, '/account/reset');
@@ -198,8 +201,12 @@ describe('a password reset takes the account back', () => {
 describe('a password change (the portal route calls revokeCredentialsAfterPasswordChange)', () => {
   it('keeps the session that made it, revokes every other and every grant', async () => {
     const user = await signUp(server);
-    const other = (await user.api.post('/v1/login', { email: user.email, password: user.password })).body
-      .session_token as string;
+    const other = (
+      await user.api.post<{ session_token: string }>('/v1/login', {
+        email: user.email,
+        password: user.password,
+      })
+    ).body.session_token;
     const app = await thirdPartyApp();
     const tokens = await oauth.processAuthorizationCodeResponse(
       app.as,

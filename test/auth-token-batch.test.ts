@@ -5,6 +5,7 @@ import { client } from './helpers/http.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { createAuth } from '../src/auth/principal.js';
 import type { Request } from 'express';
+import { detailError, openAiError, readJson } from './helpers/json.js';
 
 // `svc_` token lookups are group-committed (src/auth/principal.ts, src/db/batch.ts): the lookups that
 // arrive while one is in flight share one statement. Under real concurrent HTTP, each caller must still
@@ -44,7 +45,7 @@ describe('batched svc_ token lookups', () => {
       const h = callers[i]!;
       if (h === revoked) {
         expect(res.status, `caller ${i}`).toBe(401);
-        expect(res.body.detail.code).toBe('INVALID_TOKEN');
+        expect(readJson(detailError, res.body).detail.code).toBe('INVALID_TOKEN');
       } else {
         expect(res.status, `caller ${i}`).toBe(200);
         expect(res.body).toMatchObject({
@@ -107,11 +108,11 @@ describe('batched svc_ token lookups', () => {
       ]);
       for (const res of accountSide) {
         expect(res.status).toBe(503);
-        expect(res.body.detail.code).toBe('MEMBERSHIP_UNAVAILABLE');
+        expect(readJson(detailError, res.body).detail.code).toBe('MEMBERSHIP_UNAVAILABLE');
       }
       for (const res of modelSide) {
         expect(res.status).toBe(503);
-        expect(res.body.error.code).toBe('membership_unavailable');
+        expect(readJson(openAiError, res.body).error.code).toBe('membership_unavailable');
       }
     } finally {
       await server.deps.db.execute(sql`alter table api_tokens_unavailable rename to api_tokens`);

@@ -36,7 +36,7 @@ describe('billing reconciliation', () => {
   it('grants paid invoices and sessions whose webhooks were lost, once', async () => {
     const u = await createUser(server);
     const api = client(server.url);
-    const res = await api.post(
+    const res = await api.post<{ session_id: string }>(
       `/v1/clients/${u.clientId}/credits/topup`,
       { amount_usd: 700, success_url: 'https://a.example/ok', cancel_url: 'https://a.example/no' },
       { token: u.session },
@@ -69,7 +69,9 @@ describe('billing reconciliation', () => {
       proPriceId: server.deps.billing.proPriceId,
     });
     expect(second.granted).toEqual([]);
-    const bal = await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session });
+    const bal = await api.get<{ balance_credits: number }>(`/v1/clients/${u.clientId}/credits/balance`, {
+      token: u.session,
+    });
     expect(bal.body.balance_credits).toBe(50_000 + 7_000 + 210_000);
     expect(fake.requests.some((r) => r.path === '/v1/invoices' && r.params.get('status') === 'paid')).toBe(
       true,

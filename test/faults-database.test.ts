@@ -10,6 +10,7 @@ import { checkInvariants } from '../src/billing/invariants.js';
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseAs } from './helpers/json.js';
 
 // Issue 14, items 1, 3, 4 and 8: svc (its own process, src/main.ts) reaches PostgreSQL through a TCP
 // proxy of the test's own, which resets or black-holes the path under load. The process must not exit,
@@ -185,7 +186,7 @@ describe.runIf(storageMode() === 'postgres')(
       const spooled = readFileSync(spoolFile, 'utf8')
         .trim()
         .split('\n')
-        .map((l) => JSON.parse(l))
+        .map((l) => parseAs<{ kind: string; input: { requestId: string } }>(l))
         .filter((w) => w.kind === 'settle');
       expect(spooled).toHaveLength(3);
       expect(spooled.map((w) => w.input.requestId).sort()).toEqual(results.map((r) => r.requestId).sort());

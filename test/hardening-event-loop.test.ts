@@ -5,6 +5,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startChildServer, type ChildServer } from './helpers/child-server.js';
 import { textPieces, countText } from '../src/models/tokens.js';
+import { openAiError, readJson } from './helpers/json.js';
 
 // Issue 22, "one request must never stall everyone". svc runs in a child process: on the old code each
 // hostile request below froze its event loop for minutes or hours, which in-process would have frozen
@@ -106,6 +107,7 @@ describe('token counting is linear (issue 22 item 1)', () => {
     while (!received.endsWith('tail')) {
       const next = await chunks.next();
       expect(next.done).toBe(false);
+      if (next.done) break;
       received += next.value.choices[0]?.delta?.content ?? '';
     }
     expect(received.length).toBe(hostileText().length + ' tail'.length);
@@ -151,12 +153,14 @@ function heldUpload(
     path,
     headers: { 'content-type': 'application/json', 'content-length': String(declared), ...headers },
   });
-  const answer = new Promise<{ status: number; json: any; complete: boolean }>((resolve, reject) => {
+  const answer = new Promise<{ status: number; json: unknown; complete: boolean }>((resolve, reject) => {
     req.on('response', (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text), complete }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as unknown, complete }),
+      );
     });
     req.on('error', reject);
   });
@@ -196,7 +200,7 @@ describe('credential before body, nesting limit (issue 22 item 2)', () => {
       const answers = await Promise.all(uploads.map((u) => u.answer));
       for (const a of answers) {
         expect(a.status).toBe(401);
-        expect(a.json.error).toMatchObject({ type: 'authentication_error' });
+        expect(readJson(openAiError, a.json).error).toMatchObject({ type: 'authentication_error' });
         // Answered while the rest of the body was still withheld: it was never read, let alone parsed.
         expect(a.complete).toBe(false);
       }
@@ -236,8 +240,9 @@ describe('credential before body, nesting limit (issue 22 item 2)', () => {
     const answers = await Promise.all(uploads.map((u) => u.answer));
     for (const a of answers) {
       expect(a.status).toBe(400);
-      expect(a.json.error).toMatchObject({ code: 'validation_error', type: 'invalid_request_error' });
-      expect(a.json.error.message).toMatch(/nested deeper than 64 levels/);
+      const refused = readJson(openAiError, a.json).error;
+      expect(refused).toMatchObject({ code: 'validation_error', type: 'invalid_request_error' });
+      expect(refused.message).toMatch(/nested deeper than 64 levels/);
     }
     expect(await probe).toBe(200);
   });

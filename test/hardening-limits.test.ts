@@ -10,6 +10,8 @@ import { issueTestGrants } from './helpers/oauth.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { rawRequest } from './helpers/raw-http.js';
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../src/http/json-body.js';
+import { detailError, matching, oauthError, openAiError, parseAs, readJson } from './helpers/json.js';
+import type { ServerFrame } from '../src/runs/frames.js';
 
 // Issue 22, part A: request-level limits that need no frozen event loop to show (those are in
 // hardening-event-loop.test.ts, against a server in a child process).
@@ -63,7 +65,7 @@ describe('JSON nesting limit on every body (issue 22 item 2)', () => {
     base: () => string;
     headers: () => Record<string, string>;
     body: (extra: unknown) => unknown;
-    refused: (r: { status: number; json: any }) => void;
+    refused: (r: { status: number; json: unknown }) => void;
   }[] = [
     {
       name: 'chat (OpenAI error)',
@@ -72,7 +74,7 @@ describe('JSON nesting limit on every body (issue 22 item 2)', () => {
       headers: () => ({ authorization: `Bearer ${key}` }),
       body: (extra) => ({ model: 'x', messages: [{ role: 'user', content: 'hi' }], metadata: { extra } }),
       refused: (r) =>
-        expect(r.json.error).toMatchObject({
+        expect(readJson(openAiError, r.json).error).toMatchObject({
           code: 'validation_error',
           type: 'invalid_request_error',
           message: `(root): nested deeper than ${MAX_JSON_DEPTH} levels`,
@@ -84,7 +86,7 @@ describe('JSON nesting limit on every body (issue 22 item 2)', () => {
       base: () => server.url,
       headers: () => ({ authorization: `Bearer ${key}` }),
       body: (extra) => ({ model: 'x', messages: [{ role: 'user', content: 'hi' }], metadata: { extra } }),
-      refused: (r) => expect(r.json.error).toMatchObject({ code: 'validation_error' }),
+      refused: (r) => expect(readJson(openAiError, r.json).error).toMatchObject({ code: 'validation_error' }),
     },
     {
       name: '/v1 account routes (detail envelope)',
@@ -93,7 +95,7 @@ describe('JSON nesting limit on every body (issue 22 item 2)', () => {
       headers: () => ({}),
       body: (extra) => ({ email: owner.email, password: 'wrong', extra }),
       refused: (r) =>
-        expect(r.json.detail).toMatchObject({
+        expect(readJson(detailError, r.json).detail).toMatchObject({
           code: 'VALIDATION_ERROR',
           errors: [{ path: '(root)', message: `nested deeper than ${MAX_JSON_DEPTH} levels` }],
         }),
@@ -118,7 +120,7 @@ describe('JSON nesting limit on every body (issue 22 item 2)', () => {
       refused: (r) =>
         expect(r.json).toMatchObject({
           jsonrpc: '2.0',
-          error: { message: expect.stringMatching(/nested deeper/) },
+          error: { message: matching(/nested deeper/) },
         }),
     },
   ];
@@ -185,14 +187,15 @@ describe('a body that stops arriving (issue 22 item 4)', () => {
     try {
       expect((await fetch(`${idle.url}/healthz`)).status).toBe(200);
       const answers = await Promise.all(stalled.map((s) => s.closed));
-      const bodyOf = (text: string) => JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4));
+      const bodyOf = (text: string): unknown => JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4));
       answers.forEach((text, i) => {
         const path = paths[i % paths.length]!;
         // Every connection was closed (the await above); how it was answered depends on the route: a chat
         // or MCP call without a credential is refused before its body is read (401), then the rest of
         // its body is drained under the same limit.
-        if (path === '/v1/login') expect(bodyOf(text).detail.code).toBe('REQUEST_TIMEOUT');
-        if (path === '/oauth/token') expect(bodyOf(text).error).toBe('invalid_request');
+        if (path === '/v1/login')
+          expect(readJson(detailError, bodyOf(text)).detail.code).toBe('REQUEST_TIMEOUT');
+        if (path === '/oauth/token') expect(readJson(oauthError, bodyOf(text)).error).toBe('invalid_request');
         expect(text).toMatch(
           path === '/v1/login' || path === '/oauth/token' ? /^HTTP\/1\.1 408 / : /^HTTP\/1\.1 401 /,
         );
@@ -247,9 +250,9 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
 
   async function socket() {
     const ws = new WebSocket(`${capped.url.replace('http', 'ws')}/v1/runs/ws`);
-    const frames: any[] = [];
+    const frames: ServerFrame[] = [];
     let pongs = 0;
-    ws.on('message', (d) => frames.push(JSON.parse((d as Buffer).toString())));
+    ws.on('message', (d) => frames.push(parseAs<ServerFrame>((d as Buffer).toString())));
     ws.on('pong', () => pongs++);
     const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
     await new Promise<void>((resolve, reject) => {
@@ -258,7 +261,7 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
     });
     const frame = async () => {
       while (frames.length === 0) await new Promise((r) => setTimeout(r, 10));
-      return frames.shift();
+      return frames.shift()!;
     };
     return { ws, frame, closed, pongs: () => pongs };
   }

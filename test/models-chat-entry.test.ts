@@ -7,6 +7,7 @@ import type { TestServer } from './helpers/server.js';
 import { issueTestGrants } from './helpers/oauth.js';
 import { createAuth } from '../src/auth/principal.js';
 import { chatEntry } from '../src/models/chat-entry.js';
+import { openAiError, readJson, type OpenAiError } from './helpers/json.js';
 
 // The chat call's own entry (src/models/chat-entry.ts) serves POST /v1/chat/completions without a query
 // string, without Express; Express serves a chat call with a query with the same steps. Here: which
@@ -40,9 +41,9 @@ async function post(
     body,
   });
   const text = await res.text();
-  let json: any = null;
+  let json: unknown = null;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(text) as unknown;
   } catch {
     // not JSON
   }
@@ -53,7 +54,7 @@ async function post(
 const shape = (r: Awaited<ReturnType<typeof post>>) => ({
   status: r.status,
   contentType: r.headers.get('content-type'),
-  error: r.json?.error ?? null,
+  error: (r.json as Partial<OpenAiError> | null)?.error ?? null,
   shouldRetry: r.headers.get('x-should-retry'),
   requestId: r.headers.get('x-request-id') !== null,
 });
@@ -151,7 +152,7 @@ describe('the chat call’s own entry', () => {
       expect(entry.status, name).not.toBe(500);
     }
     // The statuses themselves, so that "alike" cannot mean "alike and wrong".
-    expect((await post(PATH, '{"messages": [', {})).json.error).toMatchObject({
+    expect(readJson(openAiError, (await post(PATH, '{"messages": [', {})).json).error).toMatchObject({
       code: 'validation_error',
       type: 'invalid_request_error',
     });
@@ -159,7 +160,9 @@ describe('the chat call’s own entry', () => {
     // The credential is judged before the body is read (issue 22 item 2): a bad body with a bad token is 401.
     expect((await post(PATH, '{', {}, unknownKey)).status).toBe(401);
     expect((await post(PATH, '{}', {}, unknownKey)).status).toBe(401);
-    expect((await post(PATH, okBody, {}, viewerKey)).json.error.code).toBe('viewer_cannot_spend');
+    expect(readJson(openAiError, (await post(PATH, okBody, {}, viewerKey)).json).error.code).toBe(
+      'viewer_cannot_spend',
+    );
     expect((await post(PATH, okBody, {}, grants.model, server.v2Url)).status).toBe(200);
     expect((await post(PATH, okBody, {}, grants.model, server.url)).status).toBe(401);
     expect((await post(PATH, okBody, {}, null)).status).toBe(401);

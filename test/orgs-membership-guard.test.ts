@@ -6,6 +6,8 @@ import { client } from './helpers/http.js';
 import { addMember, createApiToken, createUser } from './helpers/fixtures.js';
 import { liveRole, requireLiveMembership } from '../src/orgs/membership.js';
 import { AppError } from '../src/http/errors.js';
+import { detailError, readJson } from './helpers/json.js';
+import type { DeviceCode } from './helpers/answers.js';
 
 // The membership guard (Authentication 5, 6; issue item 8): 403 when the user is gone, 503 when the
 // membership authority cannot answer — and then the request fails closed, never 200 and never 401.
@@ -22,9 +24,9 @@ afterAll(async () => {
   await server?.close();
 });
 
-const expect503 = (res: { status: number; body: any }, what: string) => {
+const expect503 = (res: { status: number; body: unknown }, what: string) => {
   expect(res.status, what).toBe(503);
-  expect(res.body.detail.code, what).toBe('MEMBERSHIP_UNAVAILABLE');
+  expect(readJson(detailError, res.body).detail.code, what).toBe('MEMBERSHIP_UNAVAILABLE');
 };
 
 describe('membership guard', () => {
@@ -46,7 +48,7 @@ describe('membership guard', () => {
     const user = await createUser(server);
     await addMember(server, owner.orgKey, user.userId);
     const token = await createApiToken(server, user, owner.orgKey);
-    const { user_code } = (await api.post('/v1/auth/device/code')).body;
+    const { user_code } = (await api.post<DeviceCode>('/v1/auth/device/code')).body;
 
     await server.deps.db.execute(sql`alter table memberships rename to memberships_unavailable`);
     try {

@@ -3,6 +3,7 @@ import { browserSuite, haveChromium } from './helpers/browser.js';
 import { client } from './helpers/http.js';
 import { addMember, createUser } from './helpers/fixtures.js';
 import { orgIdOf } from '../src/ids.js';
+import type { DeviceCode, DevicePoll } from './helpers/answers.js';
 
 // A real browser (headless Chromium driven by playwright-core) through the pages: a signed-out person
 // opens the device link, is sent to sign-in, comes back, picks an organization and approves; the
@@ -17,7 +18,7 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     const user = await createUser(suite.server, { name: 'Ada Browser' });
     const team = await createUser(suite.server, { name: 'Research Team' });
     await addMember(suite.server, team.orgKey, user.userId, 'member');
-    const code = (await client(suite.server.url).post('/v1/auth/device/code')).body;
+    const code = (await client(suite.server.url).post<DeviceCode>('/v1/auth/device/code')).body;
 
     const context = await suite.browser.newContext({ viewport: { width: 1100, height: 800 } });
     const page = await context.newPage();
@@ -57,7 +58,7 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
     await page.waitForURL((u) => u.searchParams.get('done') === 'approved');
     expect(await page.locator('h1').textContent()).toBe('Device connected');
 
-    const polled = await client(suite.server.url).post('/v1/auth/device/poll', {
+    const polled = await client(suite.server.url).post<DevicePoll>('/v1/auth/device/poll', {
       device_code: code.device_code,
     });
     expect(polled.body).toMatchObject({

@@ -5,6 +5,7 @@ import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
 import { PageClient, csrfOf, hiddenOf } from './helpers/page-client.js';
 import { registerAccount } from '../src/accounts/service.js';
 import { orgIdOf } from '../src/ids.js';
+import type { DeviceCode, DevicePoll } from './helpers/answers.js';
 
 // /account/device (CONTRACT §4, §6): enter or confirm the user code, choose the organization, approve or
 // deny; the terminal's poll then completes (or is denied) through the real API.
@@ -24,13 +25,13 @@ function signedIn(user: TestUser): PageClient {
 }
 
 async function newDeviceCode() {
-  const res = await client(server.url).post('/v1/auth/device/code');
+  const res = await client(server.url).post<DeviceCode>('/v1/auth/device/code');
   expect(res.status).toBe(200);
-  return res.body as { device_code: string; user_code: string; verification_uri_complete: string };
+  return res.body;
 }
 
 const poll = (deviceCode: string) =>
-  client(server.url).post('/v1/auth/device/poll', { device_code: deviceCode });
+  client(server.url).post<DevicePoll>('/v1/auth/device/poll', { device_code: deviceCode });
 
 describe('device approval page', () => {
   it('sends a signed-out visitor to sign-in with return_to, keeping the user code', async () => {

@@ -3,6 +3,8 @@ import type { Browser } from 'playwright-core';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { expectAccessible, expectNoSidewaysScroll, haveChromium, launchBrowser } from './helpers/browser.js';
+import { detailError, readJson } from './helpers/json.js';
+import type { DevMail, Page } from './helpers/answers.js';
 
 // First run and errors (issue 16 item 6): `/` leads to the account page or sign-in; /dev/mail is a page
 // for a browser and JSON for an API client; an unknown page or a bad dev checkout is an HTML error page
@@ -52,17 +54,17 @@ describe('first run and errors over HTTP', () => {
     expect([page.status, page.headers.get('content-type')?.split(';')[0]]).toEqual([404, 'text/html']);
     const api = await client(server.v2Url).get('/dev/checkout/cs_nope');
     expect(api.status).toBe(404);
-    expect(api.body.detail.code).toBe('NOT_FOUND');
+    expect(readJson(detailError, api.body).detail.code).toBe('NOT_FOUND');
   });
 
   it('/dev/mail: JSON stays for API clients (to required), a page for browsers', async () => {
     const email = `first-run-${Date.now()}@example.test`;
     await client(server.url).post('/v1/register', { email, password: 'correct-Horse-9', name: 'Ada' });
-    const json = await client(server.url).get('/dev/mail', {
+    const json = await client(server.url).get<Page<DevMail>>('/dev/mail', {
       query: { to: email },
       headers: { accept: 'application/json' },
     });
-    expect(json.body.data[0].subject).toMatch(/./);
+    expect(json.body.data[0]!.subject).toMatch(/./);
     expect((await client(server.url).get('/dev/mail')).status).toBe(400);
     const page = await client(server.url).get('/dev/mail', {
       query: { to: email },
@@ -71,7 +73,7 @@ describe('first run and errors over HTTP', () => {
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     expect(page.body).toMatch(/<a href="http:\/\/127\.0\.0\.2:\d+\/account\/verify\?token=[^"]+">/);
     // The mail's own HTML is never rendered as markup on our page.
-    expect(page.body).not.toContain(json.body.data[0].html);
+    expect(page.body).not.toContain(json.body.data[0]!.html);
   });
 });
 

@@ -5,6 +5,7 @@ import { client } from './helpers/http.js';
 import { createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 import { PageClient, csrfOf, hiddenOf } from './helpers/page-client.js';
 import { randomToken } from '../src/ids.js';
+import type { DevMail, Page } from './helpers/answers.js';
 
 // The people's flows through the pages, over real HTTP, against the real services: register → verify
 // link from /dev/mail → sign in → dashboard; sign-in with 2FA (otplib codes, recovery codes); password
@@ -21,8 +22,8 @@ afterAll(async () => {
 const newEmail = () => `page-${randomToken(6)}@example.test`;
 
 async function mailLink(to: string, path: string): Promise<string> {
-  const res = await client(server.url).get('/dev/mail', { query: { to } });
-  const text: string = res.body.data[0]?.text ?? '';
+  const res = await client(server.url).get<Page<DevMail>>('/dev/mail', { query: { to } });
+  const text = res.body.data[0]?.text ?? '';
   const m = new RegExp(`https?://[^\\s"<>]+${path.replace('/', '\\/')}\\?token=[^\\s"<>]+`).exec(text);
   if (!m) throw new Error(`no ${path} link in the mail to ${to}`);
   return m[0];
@@ -140,13 +141,14 @@ describe('register → verify → sign in → dashboard', () => {
     });
     const dash = await browser.follow(await signIn(browser, email, STRONG_PASSWORD));
     expect(dash.text).toContain('not verified');
-    const before = (await client(server.url).get('/dev/mail', { query: { to: email } })).body.data.length;
+    const before = (await client(server.url).get<Page<DevMail>>('/dev/mail', { query: { to: email } })).body
+      .data.length;
     const res = await browser.post('/account/verify/resend', { csrf_token: csrfOf(dash.text) });
     expect(res.status).toBe(303);
     expect((await browser.follow(res)).text).toContain('new verification link');
-    expect((await client(server.url).get('/dev/mail', { query: { to: email } })).body.data.length).toBe(
-      before + 1,
-    );
+    expect(
+      (await client(server.url).get<Page<DevMail>>('/dev/mail', { query: { to: email } })).body.data.length,
+    ).toBe(before + 1);
   });
 });
 

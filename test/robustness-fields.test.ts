@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { pool, rawRequest, type RawResult } from './helpers/raw-http.js';
+import type { DetailError, OpenAiError } from './helpers/json.js';
 
 // One hostile field at a time on an otherwise valid body (CONTRACT §3): the every-field bodies of
 // test/robustness-input.test.ts stop at the first invalid field; here each field meets validation (and
@@ -77,11 +78,12 @@ async function sweep(
   return findings;
 }
 
-const openai = (r: RawResult) =>
-  r.json?.error && typeof r.json.error.message === 'string' && 'param' in r.json.error
-    ? null
-    : 'not OpenAI shape';
-const detail = (r: RawResult) => (typeof r.json?.detail?.code === 'string' ? null : 'not {detail}');
+const openai = (r: RawResult) => {
+  const error = (r.json as Partial<OpenAiError> | undefined)?.error;
+  return error && typeof error.message === 'string' && 'param' in error ? null : 'not OpenAI shape';
+};
+const detail = (r: RawResult) =>
+  typeof (r.json as Partial<DetailError> | undefined)?.detail?.code === 'string' ? null : 'not {detail}';
 
 describe('one hostile field at a time', () => {
   it('chat completions', async () => {

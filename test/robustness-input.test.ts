@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import { randomBytes } from 'node:crypto';
@@ -8,6 +9,7 @@ import { pool, rawRequest, type RawResult } from './helpers/raw-http.js';
 import { issueSession } from '../src/auth/session.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { at, detailError, has, readJson } from './helpers/json.js';
 
 // "Bad input gets a clear 4xx in the contract's error shape, never a 500, and loses nothing"
 // (CONTRACT §3; STYLE: Errors). Every route in one table, driven with hostile path parameters, bodies,
@@ -390,7 +392,7 @@ beforeAll(async () => {
     body: JSON.stringify({ org_id: user.orgId, name: 'robustness' }),
   });
   expect(project.status).toBe(200);
-  projectId = project.json.id;
+  projectId = readJson(z.object({ id: z.string() }), project.json).id;
   balanceBefore = (
     await rawRequest(server.url, 'GET', `/v1/clients/${user.clientId}/credits/balance`, {
       headers: { authorization: `Bearer ${user.session}` },
@@ -419,32 +421,39 @@ export function violation(path: string, res: RawResult): string | null {
   if (res.status < 400) return null;
   const b = res.json;
   // CONTRACT §6: a terminal poll's refusals are 400 {status: access_denied | expired_token}.
-  if (path.startsWith('/v1/auth/device/poll') && ['access_denied', 'expired_token'].includes(b?.status))
+  const status = at(b, 'status');
+  if (path.startsWith('/v1/auth/device/poll') && (status === 'access_denied' || status === 'expired_token'))
     return null;
   switch (surfaceOf(path)) {
     case 'detail':
-      return typeof b?.detail?.code === 'string' && typeof b.detail.message === 'string'
+      return typeof at(b, 'detail', 'code') === 'string' && typeof at(b, 'detail', 'message') === 'string'
         ? null
         : 'not {detail:{code,message}}';
-    case 'openai':
-      return b?.error &&
-        typeof b.error.message === 'string' &&
-        typeof b.error.type === 'string' &&
-        'code' in b.error &&
-        'param' in b.error
+    case 'openai': {
+      const error = at(b, 'error');
+      return error &&
+        typeof at(error, 'message') === 'string' &&
+        typeof at(error, 'type') === 'string' &&
+        has(error, 'code') &&
+        has(error, 'param')
         ? null
         : 'not OpenAI {error:{message,type,code,param}}';
-    case 'oauth':
-      return typeof b?.error === 'string' &&
-        (b.error_description === undefined || typeof b.error_description === 'string')
+    }
+    case 'oauth': {
+      const description = at(b, 'error_description');
+      return typeof at(b, 'error') === 'string' &&
+        (description === undefined || typeof description === 'string')
         ? null
         : 'not RFC 6749 {error, error_description}';
+    }
     case 'authorize':
-      return res.contentType.includes('text/html') || typeof b?.error === 'string'
+      return res.contentType.includes('text/html') || typeof at(b, 'error') === 'string'
         ? null
         : 'neither a page nor an OAuth error';
     case 'mcp':
-      return b?.jsonrpc === '2.0' && typeof b.error?.code === 'number' ? null : 'not a JSON-RPC error';
+      return at(b, 'jsonrpc') === '2.0' && typeof at(b, 'error', 'code') === 'number'
+        ? null
+        : 'not a JSON-RPC error';
     case 'html':
       return res.contentType.includes('text/html') ? null : 'not an HTML page';
     default:
@@ -747,7 +756,10 @@ describe('regressions found by the table', () => {
       body: '{"email":"a\\u0000@b.c","password":"x\\u0000"}',
     });
     expect(login.status).toBe(400);
-    expect(login.json.detail).toMatchObject({ code: 'VALIDATION_ERROR', errors: [{ path: 'body' }] });
+    expect(readJson(detailError, login.json).detail).toMatchObject({
+      code: 'VALIDATION_ERROR',
+      errors: [{ path: 'body' }],
+    });
     const created = await rawRequest(server.url, 'POST', '/v1/clients', {
       headers: h,
       body: '{"name":"a\\u0000b"}',
@@ -781,7 +793,7 @@ describe('regressions found by the table', () => {
         body: `{"target_credits":${raw}}`,
       });
       expect(put.status, raw).toBe(400);
-      expect(put.json.detail.code, raw).toBe('VALIDATION_ERROR');
+      expect(readJson(detailError, put.json).detail.code, raw).toBe('VALIDATION_ERROR');
       const topup = await rawRequest(server.url, 'POST', `/v1/clients/${user.clientId}/credits/topup`, {
         headers: h,
         body: `{"amount_usd":${raw}}`,

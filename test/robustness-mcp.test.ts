@@ -87,12 +87,13 @@ describe('MCP tools under hostile arguments', () => {
             params: { name: tool, arguments: args },
           }),
         });
-        if (res.status === 200 && res.json?.result?.isError === true) toolErrors++;
+        const answer = res.json as { result?: { isError?: boolean }; error?: unknown } | undefined;
+        if (res.status === 200 && answer?.result?.isError === true) toolErrors++;
         const what = `${tool} ${JSON.stringify(args).slice(0, 80)}`;
         if (res.status >= 500) findings.push(`${res.status} ${what}: ${res.text.slice(0, 160)}`);
         else if (/internal error/i.test(res.text))
           findings.push(`internal ${what}: ${res.text.slice(0, 160)}`);
-        else if (res.status === 200 && !(res.json?.result || res.json?.error))
+        else if (res.status === 200 && !(answer?.result || answer?.error))
           findings.push(`not JSON-RPC ${what}: ${res.text.slice(0, 160)}`);
       }),
     );

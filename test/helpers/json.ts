@@ -50,3 +50,20 @@ export const anything = (): unknown => expect.anything();
 export const containing = (expected: object): unknown => expect.objectContaining(expected);
 export const arrayContaining = (expected: unknown[]): unknown => expect.arrayContaining(expected);
 export const matching = (re: RegExp | string): unknown => expect.stringMatching(re);
+
+/**
+ * `value[k1][k2]…` of a JSON value of unknown shape: undefined where a step is not an object. For
+ * checks that an answer has some shape, where the check itself is what the test asserts.
+ */
+export function at(value: unknown, ...path: string[]): unknown {
+  let here = value;
+  for (const key of path) {
+    if (here === null || typeof here !== 'object') return undefined;
+    here = (here as Record<string, unknown>)[key];
+  }
+  return here;
+}
+
+/** Whether a JSON value is an object that has `key` (the `in` operator, false for non-objects). */
+export const has = (value: unknown, key: string): boolean =>
+  value !== null && typeof value === 'object' && key in value;

@@ -7,8 +7,9 @@ export interface RawResult {
   status: number;
   contentType: string;
   text: string;
-  /** Parsed JSON when the answer says it is JSON (undefined when it does not parse). */
-  json: any;
+  /** Parsed JSON when the answer says it is JSON (undefined when it does not parse); read it with
+   * helpers/json.ts. */
+  json: unknown;
   headers: http.IncomingHttpHeaders;
 }
 
