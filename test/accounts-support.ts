@@ -4,6 +4,7 @@ import { randomToken } from '../src/ids.js';
 import { client } from './helpers/http.js';
 import type { TestServer } from './helpers/server.js';
 import { STRONG_PASSWORD } from './helpers/fixtures.js';
+import type { DevMail, Page, UserRow } from './helpers/answers.js';
 
 // Shared steps of the account tests, all over real HTTP (the account routes are what is under test).
 
@@ -15,7 +16,7 @@ export async function mails(
   api: Api,
   to: string,
 ): Promise<{ to: string; subject: string; text: string; html: string }[]> {
-  const res = await api.get('/dev/mail', { query: { to } });
+  const res = await api.get<Page<DevMail>>('/dev/mail', { query: { to } });
   expect(res.status).toBe(200);
   return res.body.data;
 }
@@ -34,20 +35,24 @@ export async function tokenFromMail(api: Api, to: string, origin: string, path: 
 export async function signUp(server: TestServer, opts: { verify?: boolean; email?: string } = {}) {
   const api = client(server.url);
   const email = opts.email ?? newEmail();
-  const reg = await api.post('/v1/register', { email, name: 'Ada Example', password: STRONG_PASSWORD });
+  const reg = await api.post<{ user: UserRow }>('/v1/register', {
+    email,
+    name: 'Ada Example',
+    password: STRONG_PASSWORD,
+  });
   expect(reg.status).toBe(200);
   if (opts.verify !== false) {
     const token = await tokenFromMail(api, email, server.v2Url, '/account/verify');
     expect((await api.post('/v1/email/verify', { token })).status).toBe(200);
   }
-  const login = await api.post('/v1/login', { email, password: STRONG_PASSWORD });
+  const login = await api.post<{ session_token: string }>('/v1/login', { email, password: STRONG_PASSWORD });
   expect(login.status).toBe(200);
   return {
     api,
     email,
     password: STRONG_PASSWORD,
-    userId: reg.body.user.id as string,
-    session: login.body.session_token as string,
+    userId: reg.body.user.id,
+    session: login.body.session_token,
   };
 }
 
@@ -57,20 +62,23 @@ export const totp = (secret: string, offset = 0): Promise<string> =>
 
 /** Turns 2FA on for a signed-in user; the enabling code uses the current step. */
 export async function enableTwoFactor(api: Api, session: string) {
-  const setup = await api.post('/v1/2fa/setup', undefined, { token: session });
+  const setup = await api.post<{ secret: string }>('/v1/2fa/setup', undefined, { token: session });
   expect(setup.status).toBe(200);
-  const enable = await api.post(
+  const enable = await api.post<{ recovery_codes: string[] }>(
     '/v1/2fa/enable',
     { code: await totp(setup.body.secret) },
     { token: session },
   );
   expect(enable.status).toBe(200);
-  return { secret: setup.body.secret as string, recoveryCodes: enable.body.recovery_codes as string[] };
+  return { secret: setup.body.secret, recoveryCodes: enable.body.recovery_codes };
 }
 
 /** Password step of a 2FA sign-in: returns the challenge token. */
 export async function startChallenge(api: Api, email: string, password = STRONG_PASSWORD): Promise<string> {
-  const res = await api.post('/v1/login', { email, password });
+  const res = await api.post<{ requires_2fa?: boolean; challenge_token: string }>('/v1/login', {
+    email,
+    password,
+  });
   expect(res.status).toBe(200);
   expect(res.body.requires_2fa).toBe(true);
   return res.body.challenge_token;

@@ -31,9 +31,14 @@ beforeAll(() => {
 const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const send = stripe.send;
 const balance = async (u: TestUser) =>
-  (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body.balance_credits;
+  (
+    await api.get<{ balance_credits: number }>(`/v1/clients/${u.clientId}/credits/balance`, {
+      token: u.session,
+    })
+  ).body.balance_credits;
 const lifetime = async (u: TestUser) =>
-  (await api.get('/v1/owner/balance', { token: u.session })).body.lifetime_granted_credits;
+  (await api.get<{ lifetime_granted_credits: number }>('/v1/owner/balance', { token: u.session })).body
+    .lifetime_granted_credits;
 const outcome = async (eventId: string) =>
   (
     await queryRows<{ outcome: string }>(
@@ -43,7 +48,7 @@ const outcome = async (eventId: string) =>
   )[0]?.outcome;
 
 async function topupSession(u: TestUser, cents: number) {
-  const res = await api.post(
+  const res = await api.post<{ session_id: string }>(
     `/v1/clients/${u.clientId}/credits/topup`,
     { amount_usd: cents, ...checkoutUrls },
     { token: u.session },

@@ -13,6 +13,9 @@ import { createPgLimiter, DEFAULT_SLOT_REUSE_MS } from '../src/models/concurrenc
 import { leaseRows, waitForNoLeases } from './helpers/leases.js';
 import { createRedisLimiter } from '../src/models/concurrency-redis.js';
 import { execFileSync } from 'node:child_process';
+import { rejectionOf } from './helpers/json.js';
+import type { AppError } from '../src/http/errors.js';
+import { queryRows } from '../src/db/client.js';
 
 // The per-org concurrency cap (CONTRACT §9) with a slow fake provider: in one process, across two
 // server processes on one PostgreSQL, and after a process holding leases is killed. Then the billing
@@ -206,10 +209,11 @@ describe('billing race', () => {
             .where(and(eq(billingEntries.orgKey, raceOrg), eq(billingEntries.type, 'usage')));
           expect(rows.length - rowsBefore).toBe(statuses.filter((s) => s.ok).length);
           // No hold left behind.
-          const held = (await race.deps.db.execute(
+          const held = await queryRows<{ h: number }>(
+            race.deps.db,
             sql`select coalesce(sum(held), 0)::int as h from billing_accounts where id like ${'org:' + raceOrg + '%'}`,
-          )) as any;
-          expect(held.rows[0].h).toBe(0);
+          );
+          expect(held[0]!.h).toBe(0);
         },
       ),
       { numRuns: 4 },
@@ -239,8 +243,8 @@ describe.runIf(hasRedis)('concurrency cap on Redis (REDIS_URL)', () => {
       const b = createRedisLimiter(url, { cap: 2, ttlMs: 600 }); // a second process
       const l1 = await a.acquire('org1', 'chat');
       await b.acquire('org1', 'run');
-      const refused = await a.acquire('org1', 'chat').catch((e) => e);
-      expect([refused.status, refused.code, refused.extra.headers['Retry-After']]).toEqual([
+      const refused = await rejectionOf<AppError>(a.acquire('org1', 'chat'));
+      expect([refused.status, refused.code, refused.extra.headers?.['Retry-After']]).toEqual([
         429,
         'concurrency_limit',
         '1',
@@ -250,7 +254,7 @@ describe.runIf(hasRedis)('concurrency cap on Redis (REDIS_URL)', () => {
       await a.acquire('org1', 'chat');
       // Leases kept alive by heartbeats outlive their TTL...
       await new Promise((r) => setTimeout(r, 800));
-      expect((await b.acquire('org1', 'chat').catch((e) => e)).status).toBe(429);
+      expect((await rejectionOf<AppError>(b.acquire('org1', 'chat'))).status).toBe(429);
       // ...and those of a holder that stopped beating (b, killed) expire.
       await b.close();
       await a.close();

@@ -7,6 +7,7 @@ import { driveConsent, sessionCookie } from './helpers/oauth.js';
 import { verifyAccessToken } from '../oauth/verify.js';
 import { oauthCodes } from '../src/db/schema.js';
 import { AppError } from '../src/http/errors.js';
+import { anyOf, jsonAs, type JsonObject } from './helpers/json.js';
 
 // The RFC 9700 (OAuth security BCP) list as tests, plus the consent page's own rules (CONTRACT §4) and
 // token-endpoint error paths. The device grant is in oauth-device.test.ts.
@@ -30,7 +31,12 @@ afterAll(async () => {
   await server?.close();
 });
 
-const json = async (res: Response): Promise<Record<string, any>> => (await res.json()) as Record<string, any>;
+const json = (res: Response) => jsonAs<JsonObject>(res);
+/** A token endpoint answer that carries both tokens (RFC 6749 §5.1). */
+const tokensOf = (res: Response) =>
+  jsonAs<{ access_token: string; refresh_token: string; grants?: unknown }>(res);
+/** A dynamic registration answer (RFC 7591 §3.2.1). */
+const registered = (res: Response) => jsonAs<{ client_id: string }>(res);
 
 function authorizeUrl(params: Record<string, string | undefined>, origin = server.v2Url): string {
   const url = new URL('/oauth/authorize', origin);
@@ -119,7 +125,7 @@ describe('redirect URIs (RFC 9700 §4.1, §4.11)', () => {
       const { code } = await approvedCode({ redirectUri: redirect });
       expect(code).toBeTruthy();
     }
-    const reg = await json(
+    const reg = await registered(
       await fetch(`${server.v2Url}/oauth/register`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
@@ -190,7 +196,7 @@ describe('PKCE (RFC 7636; RFC 9700 §2.1.1)', () => {
 describe('authorization codes', () => {
   it('revokes what a code issued when the code is replayed (RFC 9700 §4.5)', async () => {
     const { code, verifier } = await approvedCode();
-    const first = await json(await exchange(code, verifier));
+    const first = await tokensOf(await exchange(code, verifier));
     expect(first.access_token).toBeTruthy();
     const opts = { resource: 'platform' as const, origin: server.v2Url };
     expect((await verifyAccessToken(server.deps, first.access_token, opts)).userId).toBe(user.userId);
@@ -211,14 +217,16 @@ describe('authorization codes', () => {
   it('treats two racing exchanges of one code as a replay: nothing usable comes out', async () => {
     const { code, verifier } = await approvedCode();
     const responses = await Promise.all([exchange(code, verifier), exchange(code, verifier)]);
-    const bodies = await Promise.all(responses.map((r) => json(r)));
+    const bodies = await Promise.all(
+      responses.map((r) => jsonAs<{ error?: string; access_token?: string }>(r)),
+    );
     // At most one exchange is answered with tokens, and since the code was presented twice, whatever
     // it issued is dead (revoked, or never committed when the replay landed mid-issuance).
     expect(responses.filter((r) => r.status === 200).length).toBeLessThanOrEqual(1);
     expect(bodies.some((b) => b.error === 'invalid_grant')).toBe(true);
     for (const b of bodies.filter((b) => b.access_token)) {
       await expect(
-        verifyAccessToken(server.deps, b.access_token, { resource: 'platform', origin: server.v2Url }),
+        verifyAccessToken(server.deps, b.access_token!, { resource: 'platform', origin: server.v2Url }),
       ).rejects.toMatchObject({ status: 401 });
     }
   });
@@ -263,7 +271,7 @@ describe('mix-up defence (RFC 9207)', () => {
 describe('refresh token reuse (RFC 9700 §4.14)', () => {
   it('gives two parallel refreshes of one token the same successor, and revokes the grant on a later replay', async () => {
     const { code, verifier } = await approvedCode();
-    const first = await json(await exchange(code, verifier));
+    const first = await tokensOf(await exchange(code, verifier));
     const refresh = (rt: string) =>
       fetch(`${server.v2Url}/oauth/token`, {
         method: 'POST',
@@ -272,10 +280,10 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
       });
     const [a, b] = await Promise.all([refresh(first.refresh_token), refresh(first.refresh_token)]);
     expect([a.status, b.status]).toEqual([200, 200]);
-    const [ja, jb] = [await json(a), await json(b)];
+    const [ja, jb] = [await tokensOf(a), await tokensOf(b)];
     expect(ja.refresh_token).toBe(jb.refresh_token);
     // The successor moves on; the first token coming back now is theft: the whole grant goes.
-    const next = await json(await refresh(ja.refresh_token));
+    const next = await tokensOf(await refresh(ja.refresh_token));
     expect(next.refresh_token).toBeTruthy();
     const replay = await refresh(first.refresh_token);
     expect(replay.status).toBe(400);
@@ -416,7 +424,7 @@ describe('endpoint error paths (RFC 6749 §5.2 shapes)', () => {
     expect(unsupported.headers.get('cache-control')).toBe('no-store');
     expect(await json(unsupported)).toMatchObject({
       error: 'unsupported_grant_type',
-      error_description: expect.any(String),
+      error_description: anyOf(String),
     });
     expect((await json(await form('/oauth/token', { client_id: 'svc-cli' }))).error).toBe('invalid_request');
     const asJson = await fetch(`${server.v2Url}/oauth/token`, {
@@ -459,7 +467,7 @@ describe('endpoint error paths (RFC 6749 §5.2 shapes)', () => {
     expect(await json(await form('/oauth/introspect', { client_id: 'svc-cli' }))).toMatchObject({
       error: 'invalid_request',
     });
-    const reg = await json(
+    const reg = await registered(
       await fetch(`${server.v2Url}/oauth/register`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

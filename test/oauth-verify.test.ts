@@ -8,6 +8,10 @@ import { client } from './helpers/http.js';
 import { resolveActingOrg, resourceUrl, verifyAccessToken } from '../oauth/verify.js';
 import { memberships, oauthGrants } from '../src/db/schema.js';
 import { AppError } from '../src/http/errors.js';
+import { anyOf } from './helpers/json.js';
+
+/** A JWK Set (RFC 7517 §5): a private member such as `d` must never be published. */
+type Jwks = { keys: ({ kid: string; d?: string } & Record<string, unknown>)[] };
 
 // The verifier the MCP server and the model routes use (CONTRACT §7), and the keys behind it.
 
@@ -37,7 +41,7 @@ describe('access tokens (RFC 9068)', () => {
       resources: ['platform', 'model'],
     });
     const header = decodeProtectedHeader(platform!);
-    expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: expect.any(String) });
+    expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: anyOf(String) });
     const claims = decodeJwt(platform!);
     expect(claims).toMatchObject({
       iss: server.v2Url,
@@ -46,7 +50,7 @@ describe('access tokens (RFC 9068)', () => {
       client_id: 'svc-cli',
       scope: 'platform',
       org: user.orgId,
-      jti: expect.any(String),
+      jti: anyOf(String),
     });
     expect(claims.exp! - claims.iat!).toBe(900);
     const ok = await verifyAccessToken(server.deps, platform!, {
@@ -228,15 +232,15 @@ describe('concurrent verifications (one batched read of grant and membership)', 
     results.forEach((r, i) => {
       const who = people[order[i]!]!;
       if (who === revokedHolder)
-        expect(r.status === 'rejected' && [r.reason.status, r.reason.code], `call ${i}`).toEqual([
-          401,
-          'invalid_token',
-        ]);
+        expect(
+          r.status === 'rejected' && [(r.reason as AppError).status, (r.reason as AppError).code],
+          `call ${i}`,
+        ).toEqual([401, 'invalid_token']);
       else if (who === removedHolder)
-        expect(r.status === 'rejected' && [r.reason.status, r.reason.code], `call ${i}`).toEqual([
-          403,
-          'NOT_A_MEMBER',
-        ]);
+        expect(
+          r.status === 'rejected' && [(r.reason as AppError).status, (r.reason as AppError).code],
+          `call ${i}`,
+        ).toEqual([403, 'NOT_A_MEMBER']);
       else
         expect(r.status === 'fulfilled' && r.value, `call ${i}`).toMatchObject({
           userId: who.userId,
@@ -266,10 +270,9 @@ describe('concurrent verifications (one batched read of grant and membership)', 
         [...tokens, ...tokens].map((t) => verifyAccessToken(server.deps, t, opts)),
       );
       for (const r of results)
-        expect(r.status === 'rejected' && [r.reason.status, r.reason.code]).toEqual([
-          503,
-          'MEMBERSHIP_UNAVAILABLE',
-        ]);
+        expect(
+          r.status === 'rejected' && [(r.reason as AppError).status, (r.reason as AppError).code],
+        ).toEqual([503, 'MEMBERSHIP_UNAVAILABLE']);
     } finally {
       await server.deps.db.execute(sql`alter table oauth_grants_unavailable rename to oauth_grants`);
     }
@@ -306,17 +309,17 @@ describe('signing keys', () => {
   it('publishes the JWKS on every origin and keeps the previous key through a rotation', async () => {
     const user = await createUser(server);
     const before = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform'] });
-    const jwks = await client(server.lightUrl).get('/.well-known/jwks.json');
+    const jwks = await client(server.lightUrl).get<Jwks>('/.well-known/jwks.json');
     expect(jwks.status).toBe(200);
     const oldKid = decodeProtectedHeader(before.platform!).kid;
-    expect(jwks.body.keys.map((k: { kid: string }) => k.kid)).toContain(oldKid);
+    expect(jwks.body.keys.map((k) => k.kid)).toContain(oldKid);
     expect(jwks.body.keys[0]).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig' });
-    expect(jwks.body.keys[0].d).toBeUndefined();
+    expect(jwks.body.keys[0]!.d).toBeUndefined();
     const newKid = await server.deps.signingKeys.rotate();
     const after = await issueTestGrants(server, user, { orgKey: user.orgKey, resources: ['platform'] });
     expect(decodeProtectedHeader(after.platform!).kid).toBe(newKid);
-    const listed = (await client(server.v2Url).get('/.well-known/jwks.json')).body.keys.map(
-      (k: { kid: string }) => k.kid,
+    const listed = (await client(server.v2Url).get<Jwks>('/.well-known/jwks.json')).body.keys.map(
+      (k) => k.kid,
     );
     expect(listed).toEqual([newKid, oldKid]);
     // Both verify; after a second rotation the oldest is retired and its tokens stop verifying.

@@ -67,3 +67,13 @@ export function at(value: unknown, ...path: string[]): unknown {
 /** Whether a JSON value is an object that has `key` (the `in` operator, false for non-objects). */
 export const has = (value: unknown, key: string): boolean =>
   value !== null && typeof value === 'object' && key in value;
+
+/** What `promise` rejects with, read as `T` (a promise that fulfils fails the test here). */
+export async function rejectionOf<T = Error>(promise: Promise<unknown>): Promise<T> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as T;
+  }
+  throw new Error('expected a rejection, but the promise fulfilled');
+}
