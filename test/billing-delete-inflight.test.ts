@@ -12,6 +12,7 @@ import { accountBalance, poolAccount } from '../src/billing/ledger.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { setAllocation } from '../src/billing/service.js';
 import { countPrompt } from '../src/models/tokens.js';
+import type { CreatedClient } from './helpers/answers.js';
 
 // Deleting a client with model calls in flight (CONTRACT §8 "A client is deleted only with its calls
 // settled"; issue 21 item 1). Before: the deletion voided every hold, so the calls that ran on were free
@@ -39,9 +40,9 @@ async function waitFor(what: string, check: () => Promise<boolean> | boolean, ms
 }
 
 async function newClient(name: string): Promise<{ orgKey: string; clientId: string; key: string }> {
-  const res = await client(server.url).post('/v1/clients', { name }, { token: owner.session });
+  const res = await client(server.url).post<CreatedClient>('/v1/clients', { name }, { token: owner.session });
   expect(res.status).toBe(200);
-  const clientId = res.body.id as string;
+  const clientId = res.body.id;
   const orgKey = clientId.slice('client_'.length);
   return { orgKey, clientId, key: (await createApiToken(server, owner, orgKey)).secret };
 }
@@ -92,9 +93,9 @@ describe('deleting a client with calls in flight (issue 21 item 1)', () => {
     // 60 words, one chunk each, 40 ms apart: each stream runs ~2.4 s. The fourth call's provider reports a
     // prompt far beyond its hold (an excess, charged from the pool since its client is gone).
     fake.chunkDelayMs = 40;
-    fake.reply = (body: { messages: { content: string }[] }) => ({
+    fake.reply = (body) => ({
       content: words(60),
-      promptTokens: body.messages[0]!.content.includes('huge') ? 3_000 : 10,
+      promptTokens: JSON.stringify(body.messages[0]!.content).includes('huge') ? 3_000 : 10,
     });
     const prompts = ['first', 'second', 'third', 'huge prompt'];
     const seen: Seen[] = prompts.map(() => ({ delivered: 0, usage: null, error: null }));
