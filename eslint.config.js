@@ -80,6 +80,7 @@ export default defineConfig(
       'test/helpers/http.ts',
       'test/mcp-tools.test.ts',
       'test/models-auth.test.ts',
+      'test/models-cached-pricing.test.ts',
       'test/models-chat.test.ts',
       'test/models-local.test.ts',
       'test/openapi-responses.test.ts',
