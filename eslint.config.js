@@ -78,6 +78,7 @@ export default defineConfig(
       'test/device-flow.test.ts',
       'test/helpers/cli.ts',
       'test/helpers/http.ts',
+      'test/list-cursors.test.ts',
       'test/mcp-tools.test.ts',
       'test/models-auth.test.ts',
       'test/models-cached-pricing.test.ts',

@@ -248,11 +248,14 @@ async function main() {
   );
   const started = Date.now();
   const empty = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', BENCH_SEED_USERS: '0' });
-  let big: Awaited<ReturnType<typeof startChild>> | undefined;
+  let big: Awaited<ReturnType<typeof startChild<Side & { counts: unknown }>>> | undefined;
   try {
-    big = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', BENCH_SEED_USERS: String(users) });
+    big = await startChild<Side & { counts: unknown }>(['--import', 'tsx', here], {
+      BENCH_ROLE: 'svc',
+      BENCH_SEED_USERS: String(users),
+    });
     out(`  seeded in ${((Date.now() - started) / 1000).toFixed(1)} s: ${JSON.stringify(big.info.counts)}`);
-    const sides = { empty: empty.info as Side, big: big.info as Side };
+    const sides = { empty: empty.info as Side, big: big.info };
     out(
       `  ${'route'.padEnd(40)} ${'empty req/s'.padStart(11)} ${'big req/s'.padStart(10)} ${'ratio'.padStart(7)}   p50 empty → big   errors`,
     );
