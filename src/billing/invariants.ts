@@ -52,11 +52,14 @@ export const CHECKS: Check[] = [
   {
     // Closed holds are deleted after HOLD_RETENTION_DAYS (hold-retention.ts): older usage rows had theirs.
     name: 'usage row without a settled hold',
+    // The hold is looked up by its primary key, read off the entry's key (`usage:<request id>` or
+    // `usage:<request id>:excess`): matching the keys as expressions of every hold planned as a nested
+    // loop over all usage rows × all settled holds, and hung past a few hundred thousand rows.
     query: sql`select e.key from billing_entries e
                where e.type = 'usage' and e.created_at > now() - make_interval(days => ${HOLD_RETENTION_DAYS - 1})
                  and not exists (
                  select 1 from billing_holds h where h.status = 'settled'
-                   and e.key in ('usage:' || h.request_id, 'usage:' || h.request_id || ':excess'))`,
+                   and h.request_id in (substr(e.key, 7), regexp_replace(substr(e.key, 7), ':excess$', '')))`,
   },
   {
     name: 'deleted client still holds tokens',
