@@ -38,7 +38,8 @@ const usage = (orgKey: string) =>
   suite.server.deps.db
     .select()
     .from(billingEntries)
-    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
+    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')))
+    .orderBy(billingEntries.id); // in the order written, whatever the plan
 
 describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('signs in through the authorization code flow with a loopback redirect on a random port', async () => {

@@ -36,7 +36,8 @@ const usageRows = (orgKey: string) =>
   suite.server.deps.db
     .select()
     .from(billingEntries)
-    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
+    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')))
+    .orderBy(billingEntries.id); // in the order written, whatever the plan
 
 async function introspect(token: string) {
   const as = await oauth.processDiscoveryResponse(

@@ -49,6 +49,8 @@ const usageAmounts = async () =>
       .select()
       .from(billingEntries)
       .where(and(eq(billingEntries.orgKey, suite.owner.orgKey), eq(billingEntries.type, 'usage')))
+      // In the order written: a query without ORDER BY returns whatever order its plan gives.
+      .orderBy(billingEntries.id)
   ).map((r) => Number(r.amount));
 
 /** The tool results the provider was sent, in order. */

@@ -80,7 +80,9 @@ const usage = async () =>
       .select()
       .from(billingEntries)
       .where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')))
-  ).map((r) => Number(r.amount));
+      .orderBy(billingEntries.id)
+  ) // in the order written, whatever the plan
+    .map((r) => Number(r.amount));
 
 describe('svc in a real terminal', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('asks before a write; "n" refuses it and the run goes on; colour only on the terminal', async () => {

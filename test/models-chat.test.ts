@@ -31,7 +31,8 @@ const usageRows = (orgKey = owner.orgKey) =>
   server.deps.db
     .select()
     .from(billingEntries)
-    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')));
+    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')))
+    .orderBy(billingEntries.id); // in the order written, whatever the plan
 
 const suite = modelSuite();
 beforeAll(() => void ({ server, fake, owner, key } = suite));

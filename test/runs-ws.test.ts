@@ -71,7 +71,8 @@ const usageRows = () =>
   server.deps.db
     .select()
     .from(billingEntries)
-    .where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')));
+    .where(and(eq(billingEntries.orgKey, owner.orgKey), eq(billingEntries.type, 'usage')))
+    .orderBy(billingEntries.id); // in the order written, whatever the plan
 const leaseCount = async () => (await leaseRows(server, owner.orgKey)).length;
 
 beforeAll(async () => {
