@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { pgCode, retryOnDeadlock } from '../db/deadlock.js';
 import { queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
 import { accountBalance, orgAccount, sinkAccount } from './ledger.js';
@@ -227,25 +228,12 @@ function settleStatement(db: Db, inputs: SettleInput[]) {
   );
 }
 
-/** node-postgres and PGlite put the SQLSTATE in `code`; drizzle wraps driver errors in `cause`. */
-function pgCode(err: unknown): string | undefined {
-  const e = err as { code?: string; cause?: { code?: string } } | null;
-  return e?.code ?? e?.cause?.code;
-}
-
 /**
  * A deadlock (40P01) can only meet a batch when a settle redeems a hold that a reserve is expiring at the
  * same moment (hold rows locked in different orders, or the reserve's release under its account lock:
- * svc_reserve_holds). PostgreSQL rolled the victim back whole, so running it once more is safe.
+ * svc_reserve_holds); retryOnDeadlock (src/db/deadlock.ts) runs the rolled-back batch once more.
  */
-export async function retryOnDeadlock<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    if (pgCode(err) !== '40P01') throw err;
-    return run();
-  }
-}
+export { retryOnDeadlock };
 
 /** settleMany for one call: its result, or the AppError thrown. */
 export async function settleCredits(db: Db, input: SettleInput): Promise<SettleResult> {

@@ -1,6 +1,7 @@
 import { and, asc, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
+import { retryOnDeadlock } from '../db/deadlock.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
 import { AppError, membershipUnavailable } from '../http/errors.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
@@ -68,17 +69,23 @@ export async function createClient(db: Db, ownerId: string, name: string): Promi
 export async function deleteClient(deps: Deps, userId: string, orgKey: string): Promise<OrgRow> {
   const { org } = await requireOrgRole(deps.db, userId, orgKey, 'owner');
   if (org.isDefault) throw new AppError(400, 'CANNOT_DELETE_DEFAULT', 'the default client cannot be deleted');
-  return deps.db.transaction(async (tx) => {
-    const [deleted] = await tx
-      .update(orgs)
-      .set({ deletedAt: new Date() })
-      .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
-      .returning();
-    if (!deleted) throw new AppError(404, 'NOT_FOUND', 'no such client');
-    await revokeOrgTokens(tx, orgKey);
-    for (const hook of deps.hooks.orgDeleted) await hook(tx, { orgKey, ownerId: deleted.ownerId });
-    return deleted;
-  });
+  // The billing hook locks the client's live holds, then its account and the pool; a settle running at
+  // that moment may hold the account and want a hold row (svc_settle_and_hold_next), so PostgreSQL can pick
+  // this transaction as a deadlock's victim: it was rolled back whole and is run again (the property test's
+  // concurrent deletes met it).
+  return retryOnDeadlock(() =>
+    deps.db.transaction(async (tx) => {
+      const [deleted] = await tx
+        .update(orgs)
+        .set({ deletedAt: new Date() })
+        .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
+        .returning();
+      if (!deleted) throw new AppError(404, 'NOT_FOUND', 'no such client');
+      await revokeOrgTokens(tx, orgKey);
+      for (const hook of deps.hooks.orgDeleted) await hook(tx, { orgKey, ownerId: deleted.ownerId });
+      return deleted;
+    }),
+  );
 }
 
 /**
