@@ -137,6 +137,7 @@ CREATE TABLE "billing_accounts" (
 	"balance" bigint DEFAULT 0 NOT NULL,
 	"held" bigint DEFAULT 0 NOT NULL,
 	"allocation" bigint DEFAULT 0 NOT NULL,
+	"watch_thresholds" bigint[],
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	CONSTRAINT "billing_accounts_inside_non_negative" CHECK ("billing_accounts"."kind" not in ('org', 'pool') or ("billing_accounts"."held" >= 0 and "billing_accounts"."balance" >= "billing_accounts"."held")),
 	CONSTRAINT "billing_accounts_held_only_inside" CHECK ("billing_accounts"."kind" in ('org', 'pool') or "billing_accounts"."held" = 0)
@@ -452,6 +453,25 @@ CREATE TABLE "billing_reconcile_sums" (
 	"ledger_sum" bigint NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE "balance_crossings" (
+	"id" bigserial PRIMARY KEY NOT NULL,
+	"org_key" text NOT NULL,
+	"purpose" text NOT NULL,
+	"threshold" bigint NOT NULL,
+	"balance_before" bigint NOT NULL,
+	"balance_after" bigint NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"handled_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "balance_watches" (
+	"org_key" text NOT NULL,
+	"purpose" text NOT NULL,
+	"threshold" bigint NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "balance_watches_org_key_purpose_pk" PRIMARY KEY("org_key","purpose")
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -521,4 +541,6 @@ CREATE INDEX "usage_records_org_time_idx" ON "usage_records" USING btree ("org_k
 CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key",(-"id"));--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_token_idx" ON "org_invitations" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_one_open_per_email" ON "org_invitations" USING btree ("org_id","email") WHERE "org_invitations"."accepted_at" is null and "org_invitations"."revoked_at" is null;--> statement-breakpoint
-CREATE INDEX "org_invitations_org_idx" ON "org_invitations" USING btree ("org_id","created_at");
+CREATE INDEX "org_invitations_org_idx" ON "org_invitations" USING btree ("org_id","created_at");--> statement-breakpoint
+CREATE INDEX "balance_crossings_pending_idx" ON "balance_crossings" USING btree ("purpose","id") WHERE "balance_crossings"."handled_at" is null;--> statement-breakpoint
+CREATE INDEX "balance_crossings_org_idx" ON "balance_crossings" USING btree ("org_key","id");

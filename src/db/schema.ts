@@ -11,3 +11,4 @@ export * from './tables/models.js';
 export * from './tables/usage.js';
 export * from './tables/invitations.js';
 export * from './tables/reconcile.js';
+export * from './tables/balance-watches.js';

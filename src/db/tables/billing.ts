@@ -38,6 +38,11 @@ export const billingAccounts = pgTable(
     held: bigint('held', { mode: 'number' }).notNull().default(0),
     /** allocation_credits: the budget the owner last allocated to the client (interface document). */
     allocation: bigint('allocation', { mode: 'number' }).notNull().default(0),
+    /**
+     * The thresholds watched on this org account, ascending, or null (src/db/tables/balance-watches.ts):
+     * a copy kept by a trigger, so that the balance's own update can tell a crossing with one comparison.
+     */
+    watchThresholds: bigint('watch_thresholds', { mode: 'number' }).array(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
