@@ -198,6 +198,25 @@ export async function seedScale(c: pg.ClientBase, o: SeedOptions): Promise<SeedC
     (from, to) => [from, to, span],
   );
 
+  say('seed: the hourly usage rollup of those records');
+  // What svc_record_usage keeps with each settle (src/db/custom/usage-records.sql), summed once here.
+  await c.query(
+    `insert into usage_rollup (org_key, hour, user_id, credential, model, api_token_id, oauth_client_id, calls,
+                               prompt_tokens, completion_tokens, cached_prompt_tokens, credits_debited, cost_cents)
+     select org_key, date_trunc('hour', created_at, 'UTC'), user_id,
+            case when api_token_id is not null then 'token:' || api_token_id else 'grant:' || coalesce(oauth_grant_id, '') end,
+            model, max(api_token_id), max(oauth_client_id), count(*), sum(prompt_tokens), sum(completion_tokens),
+            sum(cached_prompt_tokens), sum(credits_debited), sum(cost_cents)
+     from usage_records where oauth_grant_id = 'grant_seed'
+     group by 1, 2, 3, 4, 5
+     on conflict (org_key, hour, user_id, credential, model) do update set
+       calls = usage_rollup.calls + excluded.calls, prompt_tokens = usage_rollup.prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = usage_rollup.completion_tokens + excluded.completion_tokens,
+       cached_prompt_tokens = usage_rollup.cached_prompt_tokens + excluded.cached_prompt_tokens,
+       credits_debited = usage_rollup.credits_debited + excluded.credits_debited,
+       cost_cents = usage_rollup.cost_cents + excluded.cost_cents`,
+  );
+
   say('seed: vacuum analyze');
   for (const t of [
     'users',
@@ -209,6 +228,7 @@ export async function seedScale(c: pg.ClientBase, o: SeedOptions): Promise<SeedC
     'billing_entries',
     'billing_holds',
     'usage_records',
+    'usage_rollup',
   ])
     await c.query(`vacuum analyze ${t}`);
   return {

@@ -426,6 +426,23 @@ CREATE TABLE "usage_records" (
 	CONSTRAINT "usage_records_amounts" CHECK ("usage_records"."credits_debited" >= 0)
 );
 --> statement-breakpoint
+CREATE TABLE "usage_rollup" (
+	"org_key" text NOT NULL,
+	"hour" timestamp with time zone NOT NULL,
+	"user_id" text NOT NULL,
+	"credential" text NOT NULL,
+	"model" text NOT NULL,
+	"api_token_id" bigint,
+	"oauth_client_id" text,
+	"calls" bigint NOT NULL,
+	"prompt_tokens" bigint NOT NULL,
+	"completion_tokens" bigint NOT NULL,
+	"cached_prompt_tokens" bigint NOT NULL,
+	"credits_debited" bigint NOT NULL,
+	"cost_cents" numeric NOT NULL,
+	CONSTRAINT "usage_rollup_org_key_hour_user_id_credential_model_pk" PRIMARY KEY("org_key","hour","user_id","credential","model")
+);
+--> statement-breakpoint
 CREATE TABLE "org_invitations" (
 	"id" text PRIMARY KEY NOT NULL,
 	"org_id" text NOT NULL,

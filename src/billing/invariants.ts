@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { HOLD_RETENTION_DAYS } from './hold-retention.js';
+import { rollupDiffersFull } from './usage-rollup-check.js';
 
 // The ledger invariants of issue 5, checked against the database (reconciliation and tests share it).
 // Each query returns the offending rows; an empty result means the invariant holds.
@@ -148,6 +149,11 @@ export const CHECKS: Check[] = [
                           group by payment_intent) d on d.payment_intent = p.payment_intent
                where p.refunded_credits > p.credits or p.refunded_cents > p.amount_cents
                   or p.refunded_credits <> coalesce(s.credits, 0) + coalesce(d.credits, 0)`,
+  },
+  {
+    // The usage API's totals read the rollup (docs/usage.md "The rollup"): it must sum the records.
+    name: 'usage rollup differs from its usage records',
+    query: rollupDiffersFull,
   },
 ];
 

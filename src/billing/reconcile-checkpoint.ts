@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { CHECKS, type Violation } from './invariants.js';
+import { rollupDiffersSince } from './usage-rollup-check.js';
 
 // Incremental reconciliation (issue 24 item 3; docs/scale.md). The full check (invariants.ts) reads the
 // whole ledger and every hold: 71 s at 10M rows. This one reads what was written since a stored
@@ -14,6 +15,7 @@ import { CHECKS, type Violation } from './invariants.js';
 //   usage record since the checkpoint (one per settled call, written by the settle) its hold and ledger
 //   row: matched by the stored request_id, through primary keys and unique indexes;
 // - grants, refund and dispute rows since the checkpoint have their other halves and their records;
+// - the usage rollup's hours that new usage records fell in equal those hours' records;
 // - every check that reads neither the ledger nor the holds (accounts, payments, invoices, sessions,
 //   refunds, disputes: tables that grow with customers, not with calls) runs as in the full check.
 //
@@ -47,6 +49,7 @@ const REPLACED_CHECKS = [
   'allocation half of a grant missing or different',
   'refund row without an applied refund',
   'dispute row without its dispute',
+  'usage rollup differs from its usage records',
 ];
 
 export interface Checkpoint {
@@ -116,6 +119,11 @@ function sinceChecks(cp: Checkpoint): { name: string; query: ReturnType<typeof s
                    select 1 from billing_disputes d
                    where e.key in ('dispute:' || d.id, 'dispute:' || d.id || ':pool',
                                    'dispute:' || d.id || ':reinstated', 'dispute:' || d.id || ':reinstated:pool'))`,
+    },
+    {
+      // The hours new records fell in: their rollup rows against all their records.
+      name: 'usage rollup differs from its usage records',
+      query: rollupDiffersSince(cp.lastUsageRecordId),
     },
   ];
 }

@@ -1,10 +1,11 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
+import { planPeriod, signedRows } from './rollup.js';
 
 // Reading usage records (src/db/tables/usage.ts) for the usage API and the portal's usage page. The
-// records are written by the settles; these are plain reads of one organization's rows in a period
-// [from, to), keyed by the index on (org_key, created_at).
+// records and their hourly rollup are written by the settles; the totals read the rollup (rollup.ts),
+// the call log one client's records newest first.
 
 export const USAGE_GROUPS = ['day', 'member', 'credential', 'model'] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
@@ -46,10 +47,10 @@ interface TotalsRow {
   cost_cents: string | null;
 }
 
-const sums = sql`count(*) as calls, coalesce(sum(u.prompt_tokens), 0) as prompt_tokens,
-  coalesce(sum(u.completion_tokens), 0) as completion_tokens,
-  coalesce(sum(u.cached_prompt_tokens), 0) as cached_prompt_tokens, coalesce(sum(u.credits_debited), 0) as credits_debited,
-  coalesce(trim_scale(sum(u.cost_cents)), 0)::text as cost_cents`;
+const sums = sql`coalesce(sum(x.calls), 0) as calls, coalesce(sum(x.prompt_tokens), 0) as prompt_tokens,
+  coalesce(sum(x.completion_tokens), 0) as completion_tokens,
+  coalesce(sum(x.cached_prompt_tokens), 0) as cached_prompt_tokens, coalesce(sum(x.credits_debited), 0) as credits_debited,
+  coalesce(trim_scale(sum(x.cost_cents)), 0)::text as cost_cents`;
 
 const inPeriod = (p: UsagePeriod) =>
   sql`u.org_key = ${p.orgKey} and u.created_at >= to_timestamp(${p.from}) and u.created_at < to_timestamp(${p.to})`;
@@ -63,45 +64,65 @@ const totalsOf = (r: TotalsRow): UsageTotals => ({
   cost_cents: r.cost_cents ?? '0',
 });
 
-/** The key and its label (an aggregate, so that only the key is grouped) for each way of grouping. */
+/**
+ * The key and its label (an aggregate, so that only the key is grouped) for each way of grouping, over
+ * the period's signed rows `x` (rollup.ts signedRows).
+ */
 const GROUPING: Record<UsageGroup, { key: SQL; label: SQL; joins: SQL }> = {
   day: {
-    key: sql`to_char(u.created_at at time zone 'UTC', 'YYYY-MM-DD')`,
-    label: sql`max(to_char(u.created_at at time zone 'UTC', 'YYYY-MM-DD'))`,
+    key: sql`to_char(x.hour at time zone 'UTC', 'YYYY-MM-DD')`,
+    label: sql`max(to_char(x.hour at time zone 'UTC', 'YYYY-MM-DD'))`,
     joins: sql``,
   },
   member: {
-    key: sql`u.user_id`,
-    label: sql`max(coalesce(us.email, u.user_id))`,
-    joins: sql`left join users us on us.id = u.user_id`,
+    key: sql`x.user_id`,
+    label: sql`max(coalesce(us.email, x.user_id))`,
+    joins: sql`left join users us on us.id = x.user_id`,
   },
   credential: {
-    key: sql`case when u.api_token_id is not null then 'token:' || u.api_token_id else 'grant:' || u.oauth_grant_id end`,
-    label: sql`max(case when u.api_token_id is not null then 'API token ' || coalesce(t.token_name, '#' || u.api_token_id)
-      else 'App ' || coalesce(c.client_name, u.oauth_client_id, u.oauth_grant_id) end)`,
-    joins: sql`left join api_tokens t on t.id = u.api_token_id left join oauth_clients c on c.client_id = u.oauth_client_id`,
+    key: sql`x.credential`,
+    label: sql`max(case when x.api_token_id is not null then 'API token ' || coalesce(t.token_name, '#' || x.api_token_id)
+      else 'App ' || coalesce(c.client_name, x.oauth_client_id, substr(x.credential, 7)) end)`,
+    joins: sql`left join api_tokens t on t.id = x.api_token_id left join oauth_clients c on c.client_id = x.oauth_client_id`,
   },
-  model: { key: sql`u.model`, label: sql`max(u.model)`, joins: sql`` },
+  model: { key: sql`x.model`, label: sql`max(x.model)`, joins: sql`` },
 };
 
-/** Totals per group in the period (ordered by key), and over all of it. */
+/**
+ * Totals per group in the period (ordered by key), and over all of it: one statement over the rollup's
+ * whole hours and the records of the partial hours at its ends (rollup.ts), grouped both ways at once
+ * (GROUPING SETS), so groups and totals come from one snapshot. A group whose rows cancel out (its calls
+ * all lay outside the period, in a partial hour read as the hour minus its outside) has no calls and is
+ * not listed.
+ */
 export async function usageSummary(
   db: Db,
   period: UsagePeriod,
   groupBy: UsageGroup,
 ): Promise<{ data: UsageGroupRow[]; totals: UsageTotals }> {
   const g = GROUPING[groupBy];
-  const [rows, [all]] = await Promise.all([
-    queryRows<TotalsRow>(
-      db,
-      sql`select ${g.key} as key, ${g.label} as label, ${sums} from usage_records u ${g.joins}
-          where ${inPeriod(period)} group by 1 order by 1`,
-    ),
-    queryRows<TotalsRow>(db, sql`select ${sums} from usage_records u where ${inPeriod(period)}`),
-  ]);
+  const rows = await queryRows<TotalsRow & { total: unknown }>(
+    db,
+    sql`select ${g.key} as key, ${g.label} as label, grouping(${g.key}) as total, ${sums}
+        from (${signedRows(period.orgKey, planPeriod(period.from, period.to))}) x ${g.joins}
+        group by grouping sets ((${g.key}), ())
+        having sum(x.calls) <> 0 or grouping(${g.key}) = 1
+        order by 1`,
+  );
+  const groups = rows.filter((r) => Number(r.total) === 0);
+  const all = rows.find((r) => Number(r.total) === 1);
   return {
-    data: rows.map((r) => ({ key: String(r.key), label: String(r.label ?? r.key), ...totalsOf(r) })),
-    totals: totalsOf(all!),
+    data: groups.map((r) => ({ key: String(r.key), label: String(r.label ?? r.key), ...totalsOf(r) })),
+    totals: totalsOf(
+      all ?? {
+        calls: 0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        cached_prompt_tokens: 0,
+        credits_debited: 0,
+        cost_cents: '0',
+      },
+    ),
   };
 }
 

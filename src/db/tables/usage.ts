@@ -6,6 +6,7 @@ import {
   integer,
   numeric,
   pgTable,
+  primaryKey,
   text,
   timestamp,
 } from 'drizzle-orm/pg-core';
@@ -60,4 +61,35 @@ export const usageRecords = pgTable(
     // debit matters more than the record.
     check('usage_records_amounts', sql`${t.creditsDebited} >= 0`),
   ],
+);
+
+/**
+ * The usage records summed per hour (UTC) and per member, credential and model: what the usage API's
+ * totals read (src/usage/service.ts; docs/usage.md "The rollup"), so a period costs its hours, not its
+ * calls (issue 24). Kept by svc_record_usage (src/db/custom/usage-records.sql) in the statement that
+ * writes the records, so the two commit together; reconciliation checks the two agree
+ * (src/billing/invariants.ts "usage rollup differs from its usage records").
+ */
+export const usageRollup = pgTable(
+  'usage_rollup',
+  {
+    orgKey: text('org_key').notNull(),
+    /** The hour the calls were recorded in: date_trunc('hour', created_at, 'UTC'). */
+    hour: timestamp('hour', { withTimezone: true }).notNull(),
+    userId: text('user_id').notNull(),
+    /** The usage API's credential key: `token:<id>` or `grant:<grant id>` (usage/service.ts). */
+    credential: text('credential').notNull(),
+    model: text('model').notNull(),
+    /** For the credential's label: the token's id, or the OAuth client the grant was issued to. */
+    apiTokenId: bigint('api_token_id', { mode: 'number' }),
+    oauthClientId: text('oauth_client_id'),
+    calls: bigint('calls', { mode: 'number' }).notNull(),
+    promptTokens: bigint('prompt_tokens', { mode: 'number' }).notNull(),
+    completionTokens: bigint('completion_tokens', { mode: 'number' }).notNull(),
+    cachedPromptTokens: bigint('cached_prompt_tokens', { mode: 'number' }).notNull(),
+    creditsDebited: bigint('credits_debited', { mode: 'number' }).notNull(),
+    costCents: numeric('cost_cents').notNull(),
+  },
+  // A period's rows of one client are one range of this key (org, hour, …).
+  (t) => [primaryKey({ columns: [t.orgKey, t.hour, t.userId, t.credential, t.model] })],
 );
