@@ -8,11 +8,18 @@
 -- 'sink:…').
 
 -- Marks the expired holds of one account released; returns the tokens they held (the caller takes them
--- off the account's `held`).
+-- off the account's `held`). A hold another transaction has locked is skipped, never waited for: that
+-- transaction is closing it (a settle, a void) or moving it (a client's deletion, deleted-client.ts), and
+-- a reserve calls this while it holds the account's lock, so waiting for a hold row there would be the
+-- one wait against the lock order (hold rows, then accounts) and could close a deadlock.
 CREATE OR REPLACE FUNCTION svc_release_expired_holds(p_account text) RETURNS bigint LANGUAGE sql AS $$
-  WITH e AS (
-    UPDATE billing_holds h SET status = 'expired', closed_at = now()
+  WITH c AS (
+    SELECT h.request_id FROM billing_holds h
     WHERE h.account_id = p_account AND h.status = 'held' AND h.expires_at < now()
+    FOR UPDATE SKIP LOCKED),
+  e AS (
+    UPDATE billing_holds h SET status = 'expired', closed_at = now()
+    FROM c WHERE h.request_id = c.request_id
     RETURNING h.amount)
   SELECT coalesce(sum(e.amount), 0)::bigint FROM e;
 $$;
@@ -59,9 +66,9 @@ BEGIN
     END IF;
     SELECT b.balance - b.held + v_released INTO v_available FROM billing_accounts b WHERE b.id = v_account FOR UPDATE;
     IF v_available < v_need AND NOT v_expired_released THEN
-      -- Another batch took from the account between the look and the lock. Released under the lock now,
-      -- out of the usual order: a settle redeeming one of these very holds at this moment may deadlock
-      -- with this batch, and PostgreSQL then rolls one back (src/billing/spend.ts retries it once).
+      -- Another batch took from the account between the look and the lock. Released under the lock now:
+      -- svc_release_expired_holds skips the hold rows others have locked, so this never waits for one
+      -- while it holds the account (the lock order stays hold rows, then accounts).
       v_released := svc_release_expired_holds(v_account);
       v_available := v_available + v_released;
     END IF;

@@ -4,7 +4,7 @@
 -- is taken for no user (svc_reserve_holds), for that org's next call. One round trip and one commit where
 -- there were two, and nothing left for the database to do once the call's last byte has left.
 -- next_held: the tokens held for input i's next call (0: none taken). Locks: the next holds' accounts are
--- org accounts this statement's settle already locked. The settle commits synchronously, and the hold
+-- org accounts this statement's settle already locked (a hold moved to the owner's pool takes none). The settle commits synchronously, and the hold
 -- would not change that: svc_reserve_holds turns synchronous_commit off for its transaction, so the
 -- setting found on entry is put back. p_usage: each input's usage record (svc_record_usage), written for
 -- the calls that settled here.
@@ -35,7 +35,12 @@ BEGIN
     v_debited[r.i] := r.d;
     v_balance[r.i] := r.b;
     v_settled[r.i] := r.ok;
-    IF r.ok AND p_next_ids[r.i] IS NOT NULL AND r.b >= p_next_floor[r.i] THEN
+    -- Only for a hold still on its org's account: one a client's deletion re-pointed at the owner's pool
+    -- (src/billing/deleted-client.ts) had this settle lock `pool:…`, and taking the org's next hold would
+    -- then lock `org:…` after it, against the ascending order (and the org is gone: nothing to hold).
+    IF r.ok AND p_next_ids[r.i] IS NOT NULL AND r.b >= p_next_floor[r.i]
+       AND EXISTS (SELECT 1 FROM billing_holds h
+                   WHERE h.request_id = p_request_ids[r.i] AND h.account_id = 'org:' || p_next_orgs[r.i]) THEN
       v_pick := v_pick || r.i;
       v_ids := v_ids || p_next_ids[r.i];
       v_orgs := v_orgs || p_next_orgs[r.i];

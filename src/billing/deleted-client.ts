@@ -1,5 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
+import { pgCode } from '../db/deadlock.js';
+import { AppError } from '../http/errors.js';
 import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, transfer } from './ledger.js';
 
 // Deleting a client with calls in flight (CONTRACT §8 "A client is deleted only with its calls settled";
@@ -19,19 +21,53 @@ import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, transfer } fr
 // left at 0, as the invariant "a deleted client holds no tokens" says. No step waits and nothing is
 // swept later: the balance is in the pool, available as each call settles.
 
-/** Org-deleted hook (inside the deletion's transaction; src/orgs/service.ts deleteClient). */
+/** Attempts at a consistent set of the client's holds before the deletion gives up (409, try again). */
+const RECLAIM_ATTEMPTS = 20;
+
+/**
+ * Org-deleted hook (inside the deletion's transaction; src/orgs/service.ts deleteClient).
+ *
+ * Lock order as every billing path takes it (docs/billing.md "Lock order"): hold rows first, then the
+ * accounts ascending. The client's live holds are locked, then its account and the pool. A reserve may
+ * have committed a hold between the two (a reserve inserts under the account's lock, so none can come
+ * once this holds it): such late holds are locked without waiting (NOWAIT). When one is already locked, a
+ * settle or void of it is waiting for the account this holds, and waiting for it in turn would be the
+ * deadlock the concurrent property test met (issue 21): instead the attempt is rolled back to its
+ * savepoint, which releases its locks, and the next attempt waits for that hold in the right order.
+ */
 export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: string }): Promise<void> {
+  await ensureOrgAccounts(tx, org.orgKey, org.ownerId);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await tx.transaction((sp) => reclaim(sp as unknown as Db, org));
+      return;
+    } catch (err) {
+      // 55P03 lock_not_available: a late hold is being settled right now.
+      if (pgCode(err) !== '55P03') throw err;
+      if (attempt >= RECLAIM_ATTEMPTS)
+        throw new AppError(409, 'CREDITS_IN_USE', "the client's calls are settling right now; try again");
+    }
+  }
+}
+
+/** One attempt, inside its own savepoint. */
+async function reclaim(tx: Db, org: { orgKey: string; ownerId: string }): Promise<void> {
   const account = orgAccount(org.orgKey);
   const pool = poolAccount(org.ownerId);
-  await ensureOrgAccounts(tx, org.orgKey, org.ownerId);
-  // Lock order as everywhere: hold rows first (request-id order), then the accounts ascending.
-  await tx.execute(
+  const first = await queryRows<{ request_id: string }>(
+    tx,
     sql`select request_id from billing_holds where account_id = ${account} and status = 'held'
         order by request_id for update`,
   );
   const locked = await lockAccounts(tx, [account, pool]);
+  await tx.execute(
+    sql`select request_id from billing_holds
+        where account_id = ${account} and status = 'held'
+          and request_id <> all(${sql.param(first.map((h) => h.request_id))}::text[])
+        order by request_id for update nowait`,
+  );
   const balance = locked.get(account)!.balance;
-  // Re-pointed under the account's lock: a hold whose reserve committed while this waited is moved too.
+  // Every live hold of the client is locked by now, and no reserve can add one: re-point them all.
   const moved = await queryRows<{ amount: unknown }>(
     tx,
     sql`update billing_holds set account_id = ${pool} where account_id = ${account} and status = 'held'

@@ -194,11 +194,15 @@ export async function giveBack(
     sql`select * from billing_payments where payment_intent = ${input.paymentIntent}`,
   );
   const { fromClient, fromPool, credits, reversedCents } = input.taken;
+  // The client's row locked (FOR SHARE, before any account, as a deletion locks it before its accounts;
+  // webhooks.ts grantTarget): a deletion running now is waited for and seen, so the give-back never lands
+  // in a client deleted after this read (the concurrent property test saw a deleted client left holding
+  // 37,530 tokens that way: issue 21).
   const [target] = await queryRows<{ id: string }>(
     tx,
     sql`select case when o.deleted_at is null then o.id
                     else (select d.id from orgs d where d.owner_id = o.owner_id and d.is_default) end as id
-        from orgs o where o.id = ${p!.org_key}`,
+        from orgs o where o.id = ${p!.org_key} for share`,
   );
   const orgKey = target?.id ?? p!.org_key!;
   await ensureOrgAccounts(tx, orgKey, p!.owner_id!);

@@ -89,15 +89,15 @@ export async function setAllocation(
 ): Promise<void> {
   await db.transaction(async (tx) => {
     const t = tx as unknown as Db;
-    await ensureOrgAccounts(t, input.orgKey, input.userId);
     // The caller found the client live, but a deletion may have committed since: re-read under a lock of
-    // the client's row (taken before the accounts, as a deletion takes it), so tokens are never allocated
-    // to a deleted client (they would be stranded there; deleted-client.ts).
+    // the client's row (taken before the accounts, and before creating them, as a deletion takes it), so
+    // tokens are never allocated to a deleted client (they would be stranded there; deleted-client.ts).
     const [live] = await queryRows<{ id: string }>(
       t,
       sql`select id from orgs where id = ${input.orgKey} and deleted_at is null for share`,
     );
     if (!live) throw new AppError(403, 'NO_ACCESS', "only the client's owner may set its allocation");
+    await ensureOrgAccounts(t, input.orgKey, input.userId);
     const org = orgAccount(input.orgKey);
     const pool = poolAccount(input.userId);
     const locked = await lockAccounts(t, [debtAccount(input.userId), org, pool]);

@@ -69,10 +69,9 @@ export async function createClient(db: Db, ownerId: string, name: string): Promi
 export async function deleteClient(deps: Deps, userId: string, orgKey: string): Promise<OrgRow> {
   const { org } = await requireOrgRole(deps.db, userId, orgKey, 'owner');
   if (org.isDefault) throw new AppError(400, 'CANNOT_DELETE_DEFAULT', 'the default client cannot be deleted');
-  // The billing hook locks the client's live holds, then its account and the pool; a settle running at
-  // that moment may hold the account and want a hold row (svc_settle_and_hold_next), so PostgreSQL can pick
-  // this transaction as a deadlock's victim: it was rolled back whole and is run again (the property test's
-  // concurrent deletes met it).
+  // The billing hook takes its locks in the one order every billing path takes (hold rows, then accounts:
+  // src/billing/deleted-client.ts), so no deadlock is expected; the retry stays as a guard, because a
+  // victim of one is rolled back whole and can simply run again.
   return retryOnDeadlock(() =>
     deps.db.transaction(async (tx) => {
       const [deleted] = await tx
