@@ -7,7 +7,13 @@ import { createOutboxMailer, createSmtpMailer } from './mail/mailer.js';
 import { createSigningKeys } from '../oauth/keys.js';
 import { revokeMemberGrants } from '../oauth/grants.js';
 import { createLimits } from './ratelimit/limits.js';
-import { createBilling, grantTrial, reclaimDeletedOrg } from './billing/hooks.js';
+import {
+  announceDeletedOrg,
+  createBilling,
+  createLiveCalls,
+  grantTrial,
+  reclaimDeletedOrg,
+} from './billing/hooks.js';
 import { createModelServices } from './models/services.js';
 
 // The composition root: builds the Deps (src/deps.ts) once, for src/main.ts and for the test harness
@@ -27,6 +33,8 @@ export async function createDeps(config: Config, database: Database, log: Logger
   // Settles the last run could not write (its spool): replayed in the background, exactly once each.
   models.settles.replaySpool();
   onClose(() => models.close());
+  // Before the server listens: a client deleted from now on has its calls here ended (CONTRACT §8).
+  const liveCalls = await createLiveCalls(database, log);
   return {
     config,
     database,
@@ -38,10 +46,11 @@ export async function createDeps(config: Config, database: Database, log: Logger
     limits,
     hooks: {
       accountCreated: [grantTrial],
-      orgDeleted: [reclaimDeletedOrg],
+      // The reclaim, then the notice that ends the client's calls in every process once this commits.
+      orgDeleted: [reclaimDeletedOrg, announceDeletedOrg],
       memberRemoved: [revokeMemberGrants],
     },
-    billing: createBilling({ config, db: database.db, keys, log, onClose }),
+    billing: createBilling({ config, db: database.db, keys, log, liveCalls, onClose }),
     models,
     lifecycle: { draining: false },
     onClose: (fn) => void closers.push(fn),

@@ -8,9 +8,11 @@ import { expireStaleHolds } from './spend.js';
 import type { PaymentProcessor } from './processor.js';
 import { createStripeClient, createStripeProcessor } from './stripe-processor.js';
 import { createDevProcessor } from './dev-processor.js';
+import type { LiveCalls } from './live-calls.js';
 
 export { grantTrial } from './service.js';
 export { reclaimDeletedOrg } from './deleted-client.js';
+export { announceDeletedOrg, createLiveCalls } from './live-calls.js';
 
 /** How often the sweep releases holds left by crashed processes (reserve also releases them per org). */
 export const HOLD_SWEEP_INTERVAL_MS = 60_000;
@@ -20,6 +22,8 @@ export interface BillingParts {
   db: Db;
   keys: Keys;
   log: Logger;
+  /** This process's calls and runs in flight per client, ended when the client is deleted (live-calls.ts). */
+  liveCalls: LiveCalls;
   onClose(fn: () => Promise<void> | void): void;
 }
 
@@ -34,6 +38,8 @@ export interface Billing {
   webhookSecret: string | undefined;
   /** STRIPE_PRICE_PRO: the only price whose paid invoices grant a Pro period (CONTRACT §8). */
   proPriceId: string;
+  /** This process's calls and runs in flight per client, ended when the client is deleted (live-calls.ts). */
+  liveCalls: LiveCalls;
 }
 
 /**
@@ -58,6 +64,7 @@ export function createBilling(parts: BillingParts): Billing {
   }, HOLD_SWEEP_INTERVAL_MS);
   timer.unref();
   parts.onClose(() => clearInterval(timer));
+  parts.onClose(() => parts.liveCalls.close());
 
   const stripe = config.stripe.secretKey
     ? createStripeClient(config.stripe.secretKey, config.stripe.apiBase)
@@ -74,5 +81,6 @@ export function createBilling(parts: BillingParts): Billing {
     verifier: stripe ?? new Stripe('sk_unused_for_webhook_verification'),
     webhookSecret: config.stripe.webhookSecret ?? (dev ? devSecret : undefined),
     proPriceId: config.stripe.pricePro,
+    liveCalls: parts.liveCalls,
   };
 }

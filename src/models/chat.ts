@@ -74,10 +74,13 @@ export async function chatCompletion(
   // The slot is free before the answer's last byte leaves: a client that has its whole answer may send its
   // next call at once and find the slot (release is idempotent; the finally covers the error paths).
   const freeSlot = () => lease.release();
+  // Deleting the client ends the call (CONTRACT §8; src/billing/live-calls.ts): aborted with `client_deleted`.
+  const deleted = deps.billing.liveCalls.watch(actor.orgKey);
   try {
-    if (stream) await streamCall(deps, call, req, res, freeSlot);
-    else await jsonCall(deps, call, res, freeSlot);
+    if (stream) await streamCall(deps, call, req, res, freeSlot, deleted.signal);
+    else await jsonCall(deps, call, res, freeSlot, deleted.signal);
   } finally {
+    deleted.done();
     await lease.release();
   }
 }
@@ -108,14 +111,21 @@ async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string 
   }
 }
 
-async function jsonCall(deps: Deps, call: PreparedCall, res: ServerResponse, freeSlot: () => Promise<void>) {
+async function jsonCall(
+  deps: Deps,
+  call: PreparedCall,
+  res: ServerResponse,
+  freeSlot: () => Promise<void>,
+  deleted: AbortSignal,
+) {
   const controller = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) controller.abort(clientClosed());
   };
   res.on('close', onClose);
+  // Ended by a deletion before its answer: nothing was delivered, so nothing is debited (its 403 is the answer).
   const completion = await withVoidOnError(deps, call, () =>
-    deps.models.upstream.complete(call.body, controller.signal),
+    deps.models.upstream.complete(call.body, AbortSignal.any([controller.signal, deleted])),
   );
   // A reply without usage is billed for what it delivered (CONTRACT §8), counted as the stream meter counts.
   const usage = completion.usage ?? countedUsage(call.promptEstimate(), completionTokensOf(completion));
@@ -139,6 +149,7 @@ async function streamCall(
   req: IncomingMessage,
   res: ServerResponse,
   freeSlot: () => Promise<void>,
+  deleted: AbortSignal,
 ) {
   const controller = new AbortController();
   let clientGone = false;
@@ -148,6 +159,8 @@ async function streamCall(
       controller.abort(clientClosed());
     }
   });
+  const endOnDelete = () => controller.abort(deleted.reason);
+  deleted.addEventListener('abort', endOnDelete, { once: true });
   const meter = new StreamMeter(deps.models.modelId);
   const iterator = deps.models.upstream.stream(call.body, controller.signal)[Symbol.asyncIterator]();
 
@@ -199,6 +212,10 @@ async function streamCall(
   } catch (err) {
     if (!clientGone) failure = err;
   }
+  deleted.removeEventListener('abort', endOnDelete);
+  // A deleted client's call ends as a provider failing mid-stream does (an upstream may end its stream
+  // quietly on abort): billed for what it delivered, an error event, no [DONE].
+  if (deleted.aborted && !clientGone) failure = deleted.reason;
   if (clientGone) {
     // Billed for what was generated (CONTRACT §8): the provider was aborted; settle what streamed.
     await iterator.return?.(undefined).catch(() => {});

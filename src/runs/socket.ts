@@ -16,7 +16,7 @@ import {
   type Actor,
   type ModelRequest,
 } from '../models/actor.js';
-import { CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
+import { CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
 import { CLOSE_TOO_MANY_SOCKETS, createSocketCaps, type SocketCaps } from './socket-caps.js';
 
@@ -121,6 +121,7 @@ function handleConnection(
   let actor: Actor | null = null;
   let run: { id: string; controller: AbortController } | null = null;
   let releaseCap: (() => void) | null = null;
+  let unwatch: (() => void) | null = null;
   const pending = new Map<
     string,
     {
@@ -214,6 +215,26 @@ function handleConnection(
     }
   }
 
+  /**
+   * Deleting the client ends its runs (CONTRACT §8; src/billing/live-calls.ts): the run is aborted and
+   * billed for what it generated (runAgent), an `error client_deleted` frame ends it, and the socket,
+   * whose credential the deletion revoked, is closed 4403.
+   */
+  function watchDeletion(orgKey: string) {
+    const { signal, done } = deps.billing.liveCalls.watch(orgKey);
+    unwatch = done;
+    signal.addEventListener(
+      'abort',
+      () => {
+        const runId = run?.id;
+        abortRun('client deleted');
+        send(errorFrame(signal.reason, runId));
+        ws.close(CLOSE_FORBIDDEN, 'client deleted');
+      },
+      { once: true },
+    );
+  }
+
   /** Before authentication a frame that is not a well-formed `auth` frame ends the socket (auth "must be the first frame"). */
   function refuseUnauthenticated(err: AppError) {
     send(errorFrame(err));
@@ -254,6 +275,7 @@ function handleConnection(
           return;
         }
         actor = resolved;
+        watchDeletion(actor.orgKey);
         clearTimeout(authTimer);
         send({ type: 'authenticated', client_id: orgIdOf(actor.orgKey) });
       } catch (err) {
@@ -311,6 +333,7 @@ function handleConnection(
   });
   ws.on('close', () => {
     releaseCap?.();
+    unwatch?.();
     clearTimeout(authTimer);
     abortRun('socket closed');
   });
