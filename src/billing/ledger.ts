@@ -152,8 +152,21 @@ export async function grantToOrg(
 ): Promise<boolean> {
   await ensureOrgAccounts(tx, g.orgKey, g.ownerId);
   await ensureDebtAccount(tx, g.ownerId);
-  // All rows up front, in the global order, so the movements never lock out of order.
-  await lockAccounts(tx, [debtAccount(g.ownerId), g.source, poolAccount(g.ownerId), orgAccount(g.orgKey)]);
+  // All rows up front, in the global order, so the movements never lock out of order. The owner's other
+  // live clients too: a take-back applied in this same transaction (a refund or dispute that arrived
+  // before its payment: refunds.ts recordPayment) takes from them, and locking them only then would lock
+  // `org:` rows after this `pool:` row (a deadlock the property test met with a concurrent deletion).
+  const others = await queryRows<{ id: string }>(
+    tx,
+    sql`select id from orgs where owner_id = ${g.ownerId} and deleted_at is null`,
+  );
+  await lockAccounts(tx, [
+    debtAccount(g.ownerId),
+    g.source,
+    poolAccount(g.ownerId),
+    orgAccount(g.orgKey),
+    ...others.map((o) => orgAccount(o.id)),
+  ]);
   const granted = await transfer(tx, {
     key: g.key,
     from: g.source,

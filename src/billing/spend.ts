@@ -229,9 +229,9 @@ function settleStatement(db: Db, inputs: SettleInput[]) {
 }
 
 /**
- * A deadlock (40P01) can only meet a batch when a settle redeems a hold that a reserve is expiring at the
- * same moment (hold rows locked in different orders, or the reserve's release under its account lock:
- * svc_reserve_holds); retryOnDeadlock (src/db/deadlock.ts) runs the rolled-back batch once more.
+ * Every billing path locks in one order (docs/billing.md "Lock order"; a reserve's release of expired holds
+ * skips rows others have locked), so no deadlock (40P01) is expected; retryOnDeadlock (src/db/deadlock.ts)
+ * stays as a guard and runs a rolled-back batch once more.
  */
 export { retryOnDeadlock };
 
