@@ -1,6 +1,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import { serveClusterMetrics } from './metrics/cluster.js';
+import { serveClusterSocketCaps } from './runs/cluster-socket-caps.js';
+import type { SocketCapLimits } from './runs/socket-caps.js';
 
 // WEB_CONCURRENCY > 1 (docs/operations.md, "Every core"): this process becomes the cluster's primary. It
 // serves nothing itself; node:cluster shares the port among the workers (on Linux the primary accepts
@@ -13,6 +15,8 @@ import { serveClusterMetrics } from './metrics/cluster.js';
 //  - replaces a worker that dies (after a back-off when it keeps dying young), except one that exits 2
 //    (a configuration problem, which a new worker would only repeat): then it stops them all and exits 2;
 //  - gathers every worker's metrics for the one that takes a /metrics scrape (src/metrics/cluster.ts);
+//  - keeps the one count of run sockets per organization and user for every worker
+//    (src/runs/cluster-socket-caps.ts), so RUN_SOCKETS_PER_* hold for the server, not per worker;
 //  - on SIGTERM/SIGINT passes SIGTERM to every worker, whose own graceful shutdown runs
 //    (SHUTDOWN_GRACE_SECONDS), and exits when they all have: 0 when each exited 0.
 
@@ -28,6 +32,8 @@ export interface PrimaryOptions {
   log: Logger;
   /** SHUTDOWN_GRACE_SECONDS in ms: each worker's own bound; the primary waits that plus AFTER_GRACE_MS. */
   graceMs: number;
+  /** RUN_SOCKETS_PER_ORG / RUN_SOCKETS_PER_USER, counted here for every worker. */
+  socketCaps: SocketCapLimits;
   /** Called once, when every worker of the first start listens (the banner is printed then). */
   onReady(): void;
 }
@@ -113,5 +119,6 @@ export function runPrimary(opts: PrimaryOptions): void {
   process.on('SIGINT', () => stop('SIGINT'));
 
   serveClusterMetrics();
+  serveClusterSocketCaps(opts.socketCaps);
   fork(0);
 }

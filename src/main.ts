@@ -44,6 +44,7 @@ async function main() {
       workers: config.webConcurrency,
       log,
       graceMs: config.reliability.shutdownGraceMs,
+      socketCaps: { perOrg: config.limits.runSocketsPerOrg, perUser: config.limits.runSocketsPerUser },
       onReady: () =>
         process.stdout.write(
           startBanner(config, {

@@ -9,6 +9,7 @@ import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js
 import { startChildSvc, type ChildSvc } from './helpers/child-svc.js';
 import { callChat, orgLedger, waitUntil, type CallResult } from './helpers/chat-load.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { authenticateRunSocket } from './helpers/run-socket.js';
 
 // Issue 17 item 3: WEB_CONCURRENCY=2 runs two worker processes behind one port (src/cluster.ts). Billing
 // and the organization's cap stay exact across them — proved with the ledger and the provider's own count
@@ -16,6 +17,8 @@ import { ConfigError, loadConfig } from '../src/config.js';
 // gracefully. PostgreSQL only: the workers and this process share the database (PGlite is one process's).
 
 const CAP = 4;
+/** RUN_SOCKETS_PER_USER of the two-worker server: counted once for both workers. */
+const SOCKETS = 2;
 
 /** The svc worker processes under the primary (its other children are tsx's esbuild services). */
 function workerPids(primary: number): number[] {
@@ -126,6 +129,7 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
         ORG_MAX_CONCURRENCY: String(CAP),
         SHUTDOWN_GRACE_SECONDS: '20',
         METRICS_TOKEN,
+        RUN_SOCKETS_PER_USER: String(SOCKETS),
       }),
     );
     atStart = await orgLedger(server, owner.orgKey);
@@ -201,7 +205,38 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
     expect(seen).toEqual(Array(6).fill(debited));
   });
 
-  it('a worker killed with -9 is replaced, and the new one serves', async () => {
+  it('run sockets: the per-user cap holds for the whole cluster, not per worker', async () => {
+    // Each socket is a connection of its own, and the cluster hands connections out in turn: four
+    // sockets reach both workers, so per-worker counting would admit all four.
+    const sockets = [];
+    for (let i = 0; i < 2 * SOCKETS; i++) sockets.push(await authenticateRunSocket(svc.url, key));
+    const admitted = sockets.filter((s) => s.answer.type === 'authenticated');
+    const refused = sockets.filter((s) => s.answer.type === 'error');
+    expect(admitted).toHaveLength(SOCKETS);
+    expect(refused.map((s) => s.answer)).toEqual(
+      Array(SOCKETS).fill(expect.objectContaining({ code: 'too_many_sockets' })),
+    );
+    expect(await Promise.all(refused.map((s) => s.closed))).toEqual(Array(SOCKETS).fill(4429));
+    // A close frees a place for whichever worker takes the next socket (the count is the primary's).
+    admitted[0]!.ws.close();
+    await admitted[0]!.closed;
+    let next = await authenticateRunSocket(svc.url, key);
+    for (let i = 0; i < 50 && next.answer.type !== 'authenticated'; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      next = await authenticateRunSocket(svc.url, key);
+    }
+    expect(next.answer.type).toBe('authenticated');
+    for (const s of [admitted[1]!, next]) {
+      s.ws.close();
+      await s.closed;
+    }
+  });
+
+  it('a worker killed with -9 is replaced, and the new one serves; its run sockets stop counting', async () => {
+    // The cap is full, with sockets on either worker or both.
+    const held = [];
+    for (let i = 0; i < SOCKETS; i++) held.push(await authenticateRunSocket(svc.url, key));
+    expect(held.map((s) => s.answer.type)).toEqual(Array(SOCKETS).fill('authenticated'));
     const [victim, survivor] = workerPids(svc.proc.pid!);
     const seen = new Set<string | undefined>();
     for (let i = 0; i < 6; i++) seen.add(tagOf(await callOnNewConnection(svc.url, key)));
@@ -217,6 +252,25 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
       return r.status === 200 && !seen.has(tagOf(r));
     }, 60_000);
     expect(svc.alive()).toBe(true);
+    // The dead worker's sockets were cut; the primary counted them out with it, so as many new ones fit.
+    const cut = await Promise.race([
+      Promise.any(held.map((s) => s.closed)),
+      new Promise<null>((r) => setTimeout(() => r(null), 5_000)),
+    ]);
+    const survivors = held.filter((s) => s.ws.readyState === s.ws.OPEN);
+    if (cut === null) {
+      // Both sockets were on the survivor: nothing was cut, and the cap is still full.
+      expect(survivors).toHaveLength(SOCKETS);
+    } else {
+      for (let i = survivors.length; i < SOCKETS; i++) {
+        const fresh = await authenticateRunSocket(svc.url, key);
+        expect(fresh.answer.type).toBe('authenticated');
+        survivors.push(fresh);
+      }
+    }
+    const over = await authenticateRunSocket(svc.url, key);
+    expect(over.answer).toMatchObject({ type: 'error', code: 'too_many_sockets' });
+    for (const s of survivors) s.ws.close();
   });
 
   it('SIGTERM to the primary: the stream in flight finishes, every worker exits, exit 0', async () => {

@@ -2,16 +2,15 @@ import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
+import { authenticateRunSocket, openRunSocket } from './helpers/run-socket.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { rawRequest } from './helpers/raw-http.js';
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../src/http/json-body.js';
-import { detailError, matching, oauthError, openAiError, parseAs, readJson } from './helpers/json.js';
-import type { ServerFrame } from '../src/runs/frames.js';
+import { detailError, matching, oauthError, openAiError, readJson } from './helpers/json.js';
 
 // Issue 22, part A: request-level limits that need no frozen event loop to show (those are in
 // hardening-event-loop.test.ts, against a server in a child process).
@@ -248,28 +247,8 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
     await capped?.close();
   });
 
-  async function socket() {
-    const ws = new WebSocket(`${capped.url.replace('http', 'ws')}/v1/runs/ws`);
-    const frames: ServerFrame[] = [];
-    let pongs = 0;
-    ws.on('message', (d) => frames.push(parseAs<ServerFrame>((d as Buffer).toString())));
-    ws.on('pong', () => pongs++);
-    const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
-    const frame = async () => {
-      while (frames.length === 0) await new Promise((r) => setTimeout(r, 10));
-      return frames.shift()!;
-    };
-    return { ws, frame, closed, pongs: () => pongs };
-  }
-  const authenticate = async (token: string) => {
-    const s = await socket();
-    s.ws.send(JSON.stringify({ type: 'auth', token }));
-    return { ...s, answer: await s.frame() };
-  };
+  const socket = () => openRunSocket(capped.url);
+  const authenticate = (token: string) => authenticateRunSocket(capped.url, token);
 
   it('answers no WebSocket ping before auth, and pings after it', async () => {
     const s = await socket();

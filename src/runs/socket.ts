@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket, type RawData } from 'ws';
@@ -18,7 +19,8 @@ import {
 } from '../models/actor.js';
 import { CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
-import { CLOSE_TOO_MANY_SOCKETS, createSocketCaps, type SocketCaps } from './socket-caps.js';
+import { CLOSE_TOO_MANY_SOCKETS, localSocketCaps, type SocketCaps } from './socket-caps.js';
+import { clusterSocketCaps } from './cluster-socket-caps.js';
 
 // The run WebSocket /v1/runs/ws (interface document: Run WebSocket frames; CONTRACT §9), on the HTTP
 // server's `upgrade` event (other upgrade paths are left to their owners). The first frame must be
@@ -53,10 +55,13 @@ export function attachRunSocket(server: Server, deps: Deps): () => void {
   // autoPong off: a peer's WebSocket ping is answered only once it has authenticated (handleConnection).
   const wss = new WebSocketServer({ noServer: true, maxPayload: options().maxPayloadBytes, autoPong: false });
   const auth = createAuth(deps);
-  const caps = createSocketCaps({
-    perOrg: deps.config.limits.runSocketsPerOrg,
-    perUser: deps.config.limits.runSocketsPerUser,
-  });
+  // A worker of a cluster asks its primary, which counts for every worker (cluster-socket-caps.ts).
+  const caps = cluster.isWorker
+    ? clusterSocketCaps()
+    : localSocketCaps({
+        perOrg: deps.config.limits.runSocketsPerOrg,
+        perUser: deps.config.limits.runSocketsPerUser,
+      });
   const closeAll = () => {
     for (const ws of wss.clients) ws.close(1001, 'server shutting down');
     // Peers that do not answer the close handshake are cut.
@@ -260,7 +265,9 @@ function handleConnection(
         orgHeader = frame.organisation ?? orgHeader;
         const resolved = await actorFromToken(deps, auth, { token, origin, orgHeader });
         checkOrgQuery(httpLike, resolved);
-        releaseCap = caps.take(resolved);
+        const release = await caps.take(resolved);
+        if (release && ws.readyState !== ws.OPEN) return release(); // it closed while the count was asked
+        releaseCap = release;
         if (!releaseCap) {
           send(
             errorFrame(
