@@ -33,6 +33,7 @@ if (role === 'fake') {
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
   const { setOrgBalance } = await import('../test/helpers/billing.js');
+  const { setBalanceWatch } = await import('../src/billing/balance-crossings.js');
   const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
   const server = await startTestServer({
     env: {
@@ -49,6 +50,10 @@ if (role === 'fake') {
     const user = await createUser(server);
     tokens.push((await createApiToken(server, user, user.orgKey)).secret);
     await setOrgBalance(server, user.orgKey, 1_000_000_000);
+    // BENCH_BALANCE_WATCH=1: each org watches a low-balance threshold (issue 19), so every settle pays the
+    // crossing check over a watched account (never crossed here).
+    if (process.env.BENCH_BALANCE_WATCH === '1')
+      await setBalanceWatch(server.deps.db, user.orgKey, 'alert.low', 1_000);
   }
   announce({ url: server.url, token: tokens[0], spread: tokens.slice(1), storage: server.database.kind });
   process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));

@@ -1,12 +1,14 @@
-import { lookup } from 'node:dns';
-import { BlockList, isIP } from 'node:net';
 import { eq } from 'drizzle-orm';
-import { Agent, fetch } from 'undici';
+import { fetch } from 'undici';
 import { z } from 'zod';
 import type { Deps } from '../src/deps.js';
 import { oauthClients } from '../src/db/schema.js';
+import { guardedAgent, isForbiddenAddress, isLoopback, literalAddress } from '../src/http/outbound-guard.js';
 import { redirectUriProblem } from './redirect-uris.js';
 import type { OAuthClient } from './client-record.js';
+
+/** The guard moved below both fetchers (src/http/outbound-guard.ts); named here too for its tests. */
+export { isForbiddenAddress };
 
 // Client ID metadata documents (draft-ietf-oauth-client-id-metadata-document; MCP authorization
 // 2025-11-25 "Client ID Metadata Documents"): the client_id is an https URL and the document it serves
@@ -58,70 +60,6 @@ export function isMetadataDocumentUrl(clientId: string, devMode: boolean): boole
   return devMode && url.protocol === 'http:' && DEV_HOSTS.has(url.hostname);
 }
 
-/** Address ranges a fetched client_id may never reach (RFC 6890 special-purpose registries). */
-const blocked = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.0.2.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['198.51.100.0', 24],
-  ['203.0.113.0', 24],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-] as const)
-  blocked.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-  ['64:ff9b::', 96],
-  ['2001:db8::', 32],
-] as const)
-  blocked.addSubnet(net, prefix, 'ipv6');
-
-export function isForbiddenAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 0) return true;
-  if (family === 6 && address.toLowerCase().startsWith('::ffff:'))
-    return isForbiddenAddress(address.slice(7));
-  return blocked.check(address, family === 4 ? 'ipv4' : 'ipv6');
-}
-
-function guardedAgent(allowLoopback: boolean): Agent {
-  return new Agent({
-    connect: {
-      timeout: FETCH_TIMEOUT_MS,
-      // Runs for every connection, after DNS: the address actually dialled is the one checked.
-      lookup(hostname, options, callback) {
-        lookup(hostname, { ...options, all: true }, (err, addresses) => {
-          if (err) return callback(err, '', 4);
-          const list = addresses as unknown as { address: string; family: number }[];
-          const bad = list.find(
-            (a) => isForbiddenAddress(a.address) && !(allowLoopback && isLoopback(a.address)),
-          );
-          if (bad || list.length === 0)
-            return callback(new Error(`refusing to fetch from ${bad?.address ?? hostname}`), '', 4);
-          if ((options as { all?: boolean }).all)
-            return (callback as unknown as (e: null, a: typeof list) => void)(null, list);
-          callback(null, list[0]!.address, list[0]!.family);
-        });
-      },
-    },
-  });
-}
-
-const isLoopback = (address: string): boolean =>
-  address === '::1' || address.startsWith('127.') || address === '::ffff:127.0.0.1';
-
 const documentSchema = z.object({
   client_id: z.string(),
   client_name: z.string().max(200).optional(),
@@ -160,13 +98,12 @@ async function readLimited(body: ReadableStream<Uint8Array> | null): Promise<str
 async function download(url: string, devMode: boolean): Promise<unknown> {
   const parsed = new URL(url);
   const dev = devMode && parsed.protocol === 'http:' && DEV_HOSTS.has(parsed.hostname);
-  if (
-    !dev &&
-    isIP(parsed.hostname.replace(/^\[|\]$/g, '')) &&
-    isForbiddenAddress(parsed.hostname.replace(/^\[|\]$/g, ''))
-  )
-    return null;
-  const dispatcher = guardedAgent(dev);
+  const literal = literalAddress(parsed);
+  if (!dev && literal && isForbiddenAddress(literal)) return null;
+  const dispatcher = guardedAgent({
+    connectTimeoutMs: FETCH_TIMEOUT_MS,
+    allow: dev ? isLoopback : undefined,
+  });
   try {
     const res = await fetch(url, {
       dispatcher,

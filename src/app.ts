@@ -11,6 +11,7 @@ import { orgRoutes } from './orgs/routes.js';
 import { tokenRoutes } from './tokens/routes.js';
 import { deviceRoutes } from './device/routes.js';
 import { billingRoutes } from './billing/routes.js';
+import { eventRoutes } from './events/routes.js';
 import { usageRoutes } from './usage/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import { chatCompletionsRoute, modelRoutes } from './models/routes.js';
@@ -86,6 +87,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(tokenRoutes(deps, auth));
   app.use(deviceRoutes(deps, auth));
   app.use(billingRoutes(deps, auth));
+  app.use(eventRoutes(deps, auth));
   app.use(usageRoutes(deps, auth));
   app.use(projectRoutes(deps, auth));
   app.use(portalRoutes(deps, auth));

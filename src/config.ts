@@ -117,6 +117,8 @@ const envSchema = z.object({
   // json (one object a line), pretty (one readable line a request), or auto: pretty on a terminal in
   // DEV_MODE, json otherwise.
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  // Outbound events (issue 19 item 5, docs/billing.md): the first retry's delay; each later one is 3× the last.
+  WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(10).max(3_600_000).default(30_000),
   // Worker processes sharing the port (src/cluster.ts, docs/operations.md): a number, or auto = the cores.
   WEB_CONCURRENCY: z.union([z.literal('auto'), z.coerce.number().int().min(1).max(64)]).default(1),
 });
@@ -200,6 +202,8 @@ export interface Config {
   logFormat: 'auto' | 'json' | 'pretty';
   /** How many worker processes serve the port (1: this process serves, no cluster). */
   webConcurrency: number;
+  /** Outbound event deliveries (src/events/delivery.ts): the first retry's delay, ×3 for each next one. */
+  webhookRetryBaseMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -298,6 +302,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     metricsToken: e.METRICS_TOKEN,
     logFormat: e.LOG_FORMAT,
+    webhookRetryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
     webConcurrency: workerCount(e.WEB_CONCURRENCY, e.DATABASE_URL),
   };
   // A hold prices the whole prompt at the input price (cached tokens are known only after the call): a

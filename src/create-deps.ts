@@ -15,6 +15,8 @@ import {
   reclaimDeletedOrg,
 } from './billing/hooks.js';
 import { createModelServices } from './models/services.js';
+import { startBalanceAlerts } from './billing/balance-alerts.js';
+import { startEventDelivery } from './events/delivery.js';
 
 // The composition root: builds the Deps (src/deps.ts) once, for src/main.ts and for the test harness
 // (test/helpers/server.ts) alike, so tests run the real wiring. It may import any domain; nothing but
@@ -35,6 +37,16 @@ export async function createDeps(config: Config, database: Database, log: Logger
   onClose(() => models.close());
   // Before the server listens: a client deleted from now on has its calls here ended (CONTRACT §8).
   const liveCalls = await createLiveCalls(database, log);
+  // Issue 19: alerts on balance crossings, and the delivery of outbound events, in every process.
+  startBalanceAlerts({ db: database.db, mailer, portalUrl: config.v2Url, log, onClose });
+  startEventDelivery({
+    db: database.db,
+    encryptionKey: keys.encryption,
+    devMode: config.devMode,
+    retryBaseMs: config.webhookRetryBaseMs,
+    log,
+    onClose,
+  });
   return {
     config,
     database,

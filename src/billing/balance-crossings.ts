@@ -83,18 +83,25 @@ const toCrossing = (r: CrossingRow): BalanceCrossing => ({
 });
 
 /**
+ * Handles one crossing inside `tx`. It may return a step to run once `tx` has committed (a mail, a call to
+ * the processor): that step runs at most once, and is lost if the process dies between the two.
+ */
+export type CrossingHandler = (tx: Db, crossing: BalanceCrossing) => Promise<void | (() => Promise<void>)>;
+
+/**
  * Handles the unhandled crossings of `purposes`, oldest first, at most `limit`: each in a transaction of its
  * own that claims the row (FOR UPDATE SKIP LOCKED: another process handling it at the moment is skipped,
  * not waited for), runs `handle(tx, crossing)` and marks the row handled. A handler that throws rolls its
  * own effect back with it, and the crossing is tried again on a later pass; so the handler's effect
- * happens exactly once when it is written in `tx` (an outbox row), at least once when it reaches outside
- * (a mail over SMTP, a processor call: give those an idempotency key derived from the crossing id).
+ * happens exactly once when it is written in `tx` (an outbox row). An effect outside the database (a mail
+ * over SMTP, a processor call) is the handler's after-commit step; a processor call keyed by the crossing
+ * id can instead be made inside, where a failure rolls back and retries it (at least once).
  * Returns how many were handled.
  */
 export async function handleCrossings(
   db: Db,
   purposes: readonly string[],
-  handle: (tx: Db, crossing: BalanceCrossing) => Promise<void>,
+  handle: CrossingHandler,
   limit = 50,
   onFailure?: (err: unknown) => void,
 ): Promise<number> {
@@ -102,6 +109,8 @@ export async function handleCrossings(
   let after = 0;
   for (let n = 0; n < limit; n++) {
     let claimed = false;
+    // Set inside the transaction's callback (so TypeScript's narrowing cannot see it: read through a cast).
+    let afterCommit = null as (() => Promise<void>) | null;
     const found = await db
       .transaction(async (tx) => {
         const t = tx as unknown as Db;
@@ -110,13 +119,13 @@ export async function handleCrossings(
           sql`select id, org_key, purpose, threshold, balance_before, balance_after, created_at
             from balance_crossings
             where purpose = any(${sql.param([...purposes])}::text[]) and handled_at is null and id > ${after}
-            order by purpose, id limit 1 for update skip locked`,
+            order by id limit 1 for update skip locked`,
         );
         if (!row) return false;
         const crossing = toCrossing(row);
         after = crossing.id;
         claimed = true;
-        await handle(t, crossing);
+        afterCommit = (await handle(t, crossing)) ?? null;
         await t.execute(sql`update balance_crossings set handled_at = now() where id = ${crossing.id}`);
         return true;
       })
@@ -128,7 +137,10 @@ export async function handleCrossings(
         return 'failed' as const;
       });
     if (found === false) break;
-    if (found === true) handled++;
+    if (found === true) {
+      handled++;
+      if (afterCommit) await afterCommit().catch((err: unknown) => onFailure?.(err));
+    }
   }
   return handled;
 }
@@ -142,7 +154,7 @@ export function startCrossingWorker(parts: {
   log: Logger;
   name: string;
   purposes: readonly string[];
-  handle: (tx: Db, crossing: BalanceCrossing) => Promise<void>;
+  handle: CrossingHandler;
   intervalMs: number;
   onClose(fn: () => Promise<void> | void): void;
 }): { kick(): void } {

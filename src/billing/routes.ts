@@ -18,6 +18,7 @@ import {
 } from './payments.js';
 import { receiveWebhook } from './webhooks.js';
 import { devBillingRoutes } from './dev-routes.js';
+import { balanceAlertRoutes } from './alert-routes.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 import { webhookEvents } from '../metrics/registry.js';
 
@@ -164,6 +165,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     res.json({ received: true, duplicate: result.duplicate });
   });
 
+  router.use(balanceAlertRoutes(deps, auth));
   router.use(devBillingRoutes(deps));
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
   router.use('/v1', databaseOutageAs503(deps.db));

@@ -16,6 +16,7 @@ import { lockPayment } from './payment-reversals.js';
 import { receiveDispute } from './disputes.js';
 import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
+import { emitEvent } from '../events/outbox.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
 // event applies exactly once: its id is inserted in the same transaction as its effect, and every
@@ -146,6 +147,13 @@ async function grantTopup(tx: Db, session: StripeObject, log: Logger): Promise<s
       amountCents: paidCents,
     });
   }
+  // Issue 19 item 5: the owner's endpoints hear of it, in this transaction (once, with the grant).
+  if (granted)
+    await emitEvent(tx, {
+      orgKey: target,
+      type: 'topup.succeeded',
+      data: { amount_usd: paidCents, credits_granted: credits },
+    });
   return granted ? 'granted' : 'already_granted';
 }
 
@@ -270,7 +278,13 @@ async function syncSubscription(tx: Db, sub: StripeObject, eventCreated: number)
   const start = item.current_period_start ?? sub.current_period_start ?? null;
   const end = item.current_period_end ?? sub.current_period_end ?? null;
   // An older event delivered late never overwrites a newer state.
-  await tx.execute(sql`
+  const [stored] = await queryRows<{
+    status: string;
+    current_period_end: unknown;
+    cancel_at_period_end: boolean;
+  }>(
+    tx,
+    sql`
     insert into billing_subscriptions (id, org_key, customer_id, status, current_period_start, current_period_end,
                                        cancel_at_period_end, event_created, updated_at)
     values (${sub.id}, ${org.orgKey}, ${idOf(sub.customer) ?? ''}, ${textAt(sub, 'status') ?? 'active'}, ${start}, ${end},
@@ -282,14 +296,36 @@ async function syncSubscription(tx: Db, sub: StripeObject, eventCreated: number)
       cancel_at_period_end = excluded.cancel_at_period_end,
       event_created = excluded.event_created,
       updated_at = now()
-    where billing_subscriptions.event_created <= excluded.event_created`);
+    where billing_subscriptions.event_created <= excluded.event_created
+    returning status, current_period_end, cancel_at_period_end`,
+  );
+  // Issue 19 item 5: a state that was stored (not an older event delivered late) is told to the endpoints.
+  if (stored)
+    await emitEvent(tx, {
+      orgKey: org.orgKey,
+      type: 'subscription.updated',
+      data: {
+        status: stored.status,
+        current_period_end: stored.current_period_end === null ? null : Number(stored.current_period_end),
+        cancel_at_period_end: stored.cancel_at_period_end,
+      },
+    });
   return 'synced';
 }
 
 async function sessionClosed(tx: Db, session: StripeObject, status: string): Promise<string> {
-  await tx.execute(
-    sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')`,
+  const closed = await queryRows<{ org_key: string; kind: string }>(
+    tx,
+    sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')
+        returning org_key, kind`,
   );
+  // Issue 19 item 5: a top-up whose payment failed (not one left to expire) is told to the endpoints.
+  if (status === 'failed' && closed[0]?.kind === 'topup')
+    await emitEvent(tx, {
+      orgKey: closed[0].org_key,
+      type: 'topup.failed',
+      data: { amount_usd: Number(session.amount_total ?? 0) },
+    });
   return status;
 }
 

@@ -12,3 +12,4 @@ export * from './tables/usage.js';
 export * from './tables/invitations.js';
 export * from './tables/reconcile.js';
 export * from './tables/balance-watches.js';
+export * from './tables/events.js';

@@ -2,6 +2,7 @@ import { createDocument, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { openApiPath, operationOf, securitySchemes, type DescribedRoute } from './describe.js';
 import { accountRoutes } from './accounts.js';
 import { billingRoutes } from './billing.js';
+import { eventRoutes } from './events.js';
 import { modelRoutes } from './models.js';
 import { oauthRoutes } from './oauth.js';
 import { pageRoutes } from './pages.js';
@@ -18,6 +19,7 @@ export const describedRoutes: DescribedRoute[] = [
   ...accountRoutes,
   ...peopleRoutes,
   ...billingRoutes,
+  ...eventRoutes,
   ...usageRoutes,
   ...projectRoutes,
   ...modelRoutes,

@@ -1,0 +1,182 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { queryRows, type Db } from '../db/client.js';
+import { encrypt } from '../crypto/hash.js';
+import { AppError, conflict, notFound } from '../http/errors.js';
+import { isForbiddenAddress, literalAddress } from '../http/outbound-guard.js';
+import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
+import { clientIdOf, newId, unix } from '../ids.js';
+import {
+  MAX_ENDPOINTS_PER_CLIENT,
+  type createdEndpointAnswer,
+  type deliveryAnswer,
+  type endpointAnswer,
+  type endpointBody,
+} from './schema.js';
+import type { EventType } from './types.js';
+
+// An organization's webhook endpoints and their delivery log (issue 19 item 5). The routes check that the
+// caller owns the organization; every query here is scoped by it, so an endpoint of another organization
+// answers exactly like one that does not exist (STYLE: a row in another tenant).
+
+type Endpoint = z.infer<typeof endpointAnswer>;
+
+interface EndpointRow {
+  id: string;
+  org_key: string;
+  url: string;
+  events: string[];
+  created_at: Date | string;
+}
+
+const toEndpoint = (r: EndpointRow): Endpoint => ({
+  id: r.id,
+  client_id: clientIdOf(r.org_key),
+  url: r.url,
+  events: r.events as EventType[],
+  created_at: unix(new Date(r.created_at)),
+});
+
+const badUrl = (message: string) =>
+  new AppError(400, 'VALIDATION_ERROR', `url: ${message}`, {
+    errors: [{ path: 'url', message }],
+    param: 'url',
+  });
+
+/**
+ * The URL rules besides its syntax: https outside DEV_MODE; no credentials or fragment; an address literal
+ * of a private, loopback or other special range only in DEV_MODE. A name is checked when svc connects
+ * (src/http/outbound-guard.ts), every time, so a name that resolves there later is refused too.
+ */
+function checkUrl(raw: string, devMode: boolean): void {
+  const url = new URL(raw);
+  if (url.protocol !== 'https:' && !devMode) throw badUrl('must be https');
+  if (url.username || url.password) throw badUrl('must not carry a user name or password');
+  if (url.hash) throw badUrl('must not have a fragment');
+  const literal = literalAddress(url);
+  if (!devMode && literal && isForbiddenAddress(literal))
+    throw badUrl('must not be a private, loopback or otherwise special address');
+}
+
+export async function listEndpoints(db: Db, orgKey: string): Promise<{ data: Endpoint[] }> {
+  const rows = await queryRows<EndpointRow>(
+    db,
+    sql`select id, org_key, url, events, created_at from webhook_endpoints
+        where org_key = ${orgKey} order by created_at desc, id desc`,
+  );
+  return { data: rows.map(toEndpoint) };
+}
+
+/**
+ * Registers an endpoint; the answer carries its signing secret this once. The secret is kept sealed with
+ * the server's encryption key (issue 22: server secrets), since svc must read it back to sign.
+ */
+export async function createEndpoint(
+  db: Db,
+  encryptionKey: Buffer,
+  devMode: boolean,
+  orgKey: string,
+  body: z.infer<typeof endpointBody>,
+): Promise<z.infer<typeof createdEndpointAnswer>> {
+  checkUrl(body.url, devMode);
+  const secret = `whsec_${randomBytes(32).toString('base64url')}`;
+  const id = newId('we');
+  return db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    // The organization's endpoints are counted under a lock on its first one's key: two creations
+    // racing for the last place serialise (an advisory lock of the transaction, keyed by the org).
+    await t.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhook_endpoints:${orgKey}`}))`);
+    const [count] = await queryRows<{ n: unknown }>(
+      t,
+      sql`select count(*) as n from webhook_endpoints where org_key = ${orgKey}`,
+    );
+    if (Number(count?.n) >= MAX_ENDPOINTS_PER_CLIENT)
+      throw conflict(
+        'TOO_MANY_ENDPOINTS',
+        `a client has at most ${MAX_ENDPOINTS_PER_CLIENT} webhook endpoints`,
+      );
+    const [row] = await queryRows<EndpointRow>(
+      t,
+      sql`insert into webhook_endpoints (id, org_key, url, events, secret_sealed)
+          values (${id}, ${orgKey}, ${body.url}, ${sql.param(body.events)}::text[], ${encrypt(encryptionKey, secret)})
+          returning id, org_key, url, events, created_at`,
+    );
+    return { ...toEndpoint(row!), secret };
+  });
+}
+
+const endpointNotFound = () => notFound('no such webhook endpoint');
+
+/** Deletes an endpoint and its pending deliveries (its log goes with it). */
+export async function deleteEndpoint(db: Db, orgKey: string, endpointId: string): Promise<{ deleted: true }> {
+  const rows = await queryRows<{ id: string }>(
+    db,
+    sql`delete from webhook_endpoints where id = ${endpointId} and org_key = ${orgKey} returning id`,
+  );
+  if (rows.length === 0) throw endpointNotFound();
+  return { deleted: true };
+}
+
+interface DeliveryRow {
+  id: unknown;
+  endpoint_id: string;
+  event_id: string;
+  type: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: unknown;
+  last_status: unknown;
+  last_error: string | null;
+  next_attempt_at: Date | string;
+  delivered_at: Date | string | null;
+  created_at: Date | string;
+}
+
+const when = (v: Date | string | null) => (v === null ? null : unix(new Date(v)));
+
+/** An endpoint's delivery log, newest first (CONTRACT §3 paging, `starting_after` a delivery id). */
+export async function listDeliveries(
+  db: Db,
+  orgKey: string,
+  endpointId: string,
+  page: Page,
+): Promise<{ data: z.infer<typeof deliveryAnswer>[] }> {
+  const [endpoint] = await queryRows<{ id: string }>(
+    db,
+    sql`select id from webhook_endpoints where id = ${endpointId} and org_key = ${orgKey}`,
+  );
+  if (!endpoint) throw endpointNotFound();
+  let after = sql``;
+  if (page.startingAfter !== undefined) {
+    const id = integerCursor(page.startingAfter);
+    const [c] = await queryRows<{ id: unknown }>(
+      db,
+      sql`select id from webhook_deliveries where id = ${id} and endpoint_id = ${endpointId}`,
+    );
+    if (!c) throw unknownCursor();
+    after = sql`and -d.id > ${-id}`;
+  }
+  const rows = await queryRows<DeliveryRow>(
+    db,
+    sql`select d.id, d.endpoint_id, d.event_id, e.type, d.status, d.attempts, d.last_status, d.last_error,
+               d.next_attempt_at, d.delivered_at, d.created_at
+        from webhook_deliveries d join outbound_events e on e.id = d.event_id
+        where d.endpoint_id = ${endpointId} ${after}
+        order by -d.id limit ${page.limit} offset ${page.offset}`,
+  );
+  return {
+    data: rows.map((r) => ({
+      id: Number(r.id),
+      endpoint_id: r.endpoint_id,
+      event_id: r.event_id,
+      event_type: r.type as EventType,
+      status: r.status,
+      attempts: Number(r.attempts),
+      last_status_code: r.last_status === null ? null : Number(r.last_status),
+      last_error: r.last_error,
+      next_attempt_at: r.status === 'pending' ? when(r.next_attempt_at) : null,
+      delivered_at: when(r.delivered_at),
+      created_at: unix(new Date(r.created_at)),
+    })),
+  };
+}

@@ -1,0 +1,12 @@
+// The outbound event types (issue 19 item 5; docs/billing.md "Outbound events"). An endpoint subscribes
+// to some of them; an event of another type is not delivered to it.
+export const EVENT_TYPES = [
+  'balance.low',
+  'balance.exhausted',
+  'topup.succeeded',
+  'topup.failed',
+  'subscription.updated',
+  'member_budget.exhausted',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];

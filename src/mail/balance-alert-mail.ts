@@ -1,0 +1,45 @@
+import type { MailMessage } from './mailer.js';
+
+// The low-balance and exhausted alerts to an organization's owner (issue 19 item 1). Plain text first,
+// like the account mails (./templates.ts); the HTML part escapes everything it interpolates (the
+// organization's name is written by people).
+
+const escapeHtml = (s: string): string =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+export interface BalanceAlertMailInput {
+  to: string;
+  orgName: string;
+  kind: 'low' | 'exhausted';
+  threshold: number;
+  balance: number;
+  /** The organization's billing page. */
+  link: string;
+}
+
+const tokens = (n: number) => n.toLocaleString('en-US');
+
+export function balanceAlertMail(m: BalanceAlertMailInput): MailMessage {
+  const lines =
+    m.kind === 'low'
+      ? [
+          `The token balance of “${m.orgName}” fell below ${tokens(m.threshold)} tokens: ${tokens(m.balance)} tokens are left.`,
+          'Top up or raise its allocation before it runs out: at 0, model calls fail with 402 insufficient_credits.',
+        ]
+      : [
+          `“${m.orgName}” has run out of tokens (balance ${tokens(m.balance)}): model calls now fail with 402 insufficient_credits.`,
+          'Top up or raise its allocation to resume.',
+        ];
+  const subject =
+    m.kind === 'low'
+      ? `${m.orgName}: below ${tokens(m.threshold)} tokens`
+      : `${m.orgName}: out of tokens, calls now fail with 402`;
+  const text = ['Hello,', '', ...lines, '', m.link, ''].join('\n');
+  const html = [
+    '<p>Hello,</p>',
+    ...lines.map((l) => `<p>${escapeHtml(l)}</p>`),
+    `<p><a href="${escapeHtml(m.link)}">Open billing</a></p>`,
+    `<p style="color:#666">${escapeHtml(m.link)}</p>`,
+  ].join('\n');
+  return { to: m.to, subject, text, html };
+}
