@@ -592,7 +592,7 @@ CREATE INDEX "usage_records_org_time_idx" ON "usage_records" USING btree ("org_k
 CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key",(-"id"));--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_token_idx" ON "org_invitations" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_one_open_per_email" ON "org_invitations" USING btree ("org_id","email") WHERE "org_invitations"."accepted_at" is null and "org_invitations"."revoked_at" is null;--> statement-breakpoint
-CREATE INDEX "org_invitations_org_idx" ON "org_invitations" USING btree ("org_id","created_at");--> statement-breakpoint
+CREATE INDEX "org_invitations_org_idx" ON "org_invitations" USING btree ("org_id","created_at","id");--> statement-breakpoint
 CREATE INDEX "balance_crossings_pending_idx" ON "balance_crossings" USING btree ("purpose","id") WHERE "balance_crossings"."handled_at" is null;--> statement-breakpoint
 CREATE INDEX "balance_crossings_org_idx" ON "balance_crossings" USING btree ("org_key","id");--> statement-breakpoint
 CREATE INDEX "outbound_events_org_idx" ON "outbound_events" USING btree ("org_key","created_at");--> statement-breakpoint

@@ -194,6 +194,43 @@ describe('starting_after on every list (CONTRACT §3)', () => {
     await expectBadCursor(`/v1/clients/${owner.clientId}/invoices`, owner.session, ['in_nope']);
   });
 
+  it('invitations: newest first, id breaking ties, by cursor as by offset', async () => {
+    const invite = async (u: TestUser, email: string) => {
+      const res = await api().post(
+        `/v1/clients/${u.clientId}/invitations`,
+        { email, role: 'member' },
+        { token: u.session },
+      );
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return String(res.body.id);
+    };
+    const created: string[] = [];
+    for (let i = 0; i < 6; i++) created.push(await invite(owner, `invitee${i}@example.com`));
+    // Two pairs with the same time: the id decides within each.
+    await server.deps.db.execute(
+      sql`update org_invitations set created_at = (select created_at from org_invitations where id = ${created[1]!})
+          where id = ${created[2]!}`,
+    );
+    await server.deps.db.execute(
+      sql`update org_invitations set created_at = (select created_at from org_invitations where id = ${created[4]!})
+          where id = ${created[5]!}`,
+    );
+    const path = `/v1/clients/${owner.clientId}/invitations`;
+    const all = await checkList(
+      rest(path, () => owner.session),
+      (i) => String(i.id),
+    );
+    const byTime = (a: string, b: string) => (a < b ? 1 : -1);
+    expect(all).toEqual([
+      ...[created[4]!, created[5]!].sort(byTime),
+      created[3],
+      ...[created[1]!, created[2]!].sort(byTime),
+      created[0],
+    ]);
+    const foreign = await invite(other, 'someone@example.com');
+    await expectBadCursor(path, owner.session, [foreign, 'inv_nope']);
+  });
+
   it('a malformed or overlong cursor is 400, never a 500', async () => {
     await expectBadCursor(`/v1/clients/${owner.clientId}/credits/transactions`, owner.session, [
       '-1',

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { and, count, desc, eq, gt, isNull } from 'drizzle-orm';
+import { and, count, desc, eq, gt, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { memberships, orgInvitations, orgs, users, type Role } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
+import { unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { newId } from '../ids.js';
 import { normaliseEmail } from '../accounts/users.js';
@@ -117,16 +118,28 @@ export async function createInvitation(
   return row;
 }
 
-/** The org's invitations, newest first, one page (CONTRACT §3), every status. */
-export async function listInvitations(
-  db: Db,
-  orgKey: string,
-  page: { limit: number; offset: number },
-): Promise<InvitationRow[]> {
+/**
+ * The org's invitations, newest first (created_at, then id: org_invitations_org_idx's order), one page
+ * (CONTRACT §3), every status. `startingAfter` is an invitation of this org (`inv_…`); 400 when not.
+ */
+export async function listInvitations(db: Db, orgKey: string, page: Page): Promise<InvitationRow[]> {
+  const conditions: SQL[] = [eq(orgInvitations.orgId, orgKey)];
+  if (page.startingAfter !== undefined) {
+    const [c] = await db
+      .select({ id: orgInvitations.id })
+      .from(orgInvitations)
+      .where(and(eq(orgInvitations.id, page.startingAfter), eq(orgInvitations.orgId, orgKey)));
+    if (!c) throw unknownCursor();
+    // Its time read by the statement itself (a JS Date would drop PostgreSQL's microseconds), as the
+    // projects list does (projects/queries.ts).
+    conditions.push(
+      sql`(${orgInvitations.createdAt}, ${orgInvitations.id}) < ((select c.created_at from org_invitations c where c.id = ${c.id}), ${c.id})`,
+    );
+  }
   return db
     .select()
     .from(orgInvitations)
-    .where(eq(orgInvitations.orgId, orgKey))
+    .where(and(...conditions))
     .orderBy(desc(orgInvitations.createdAt), desc(orgInvitations.id))
     .limit(page.limit)
     .offset(page.offset);

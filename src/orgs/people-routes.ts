@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { parse } from '../http/validate.js';
-import { pageQuery } from '../http/pagination.js';
+import { pageOf, pageQuery } from '../http/pagination.js';
 import { clientIdOf, unix } from '../ids.js';
 import { requireLiveCredential } from './membership.js';
 import { callerRole, memberJson } from './caller.js';
@@ -76,7 +76,7 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
 
   router.get('/v1/clients/:client_id/invitations', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
-    const page = parse(pageQuery, req.query);
+    const page = pageOf(parse(pageQuery, req.query));
     res.json({ data: (await listInvitations(deps.db, org.id, page)).map(invitationJson) });
   });
 

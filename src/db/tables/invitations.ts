@@ -34,6 +34,8 @@ export const orgInvitations = pgTable(
     uniqueIndex('org_invitations_one_open_per_email')
       .on(t.orgId, t.email)
       .where(sql`${t.acceptedAt} is null and ${t.revokedAt} is null`),
-    index('org_invitations_org_idx').on(t.orgId, t.createdAt),
+    // The list's order, newest first with the id breaking ties (orgs/invitations.ts listInvitations):
+    // a page, at any offset or cursor, is one walk of this index (issue 24).
+    index('org_invitations_org_idx').on(t.orgId, t.createdAt, t.id),
   ],
 );
