@@ -227,6 +227,17 @@ async function main() {
       auth: 'session',
       cursorAt: { list: (s) => `/v1/clients/${s.clientId}/usage/calls?x=1`, depth: deep, id: 'id' },
     },
+    {
+      // The totals of the default period (30 days up to now): the hourly rollup (docs/usage.md).
+      name: 'usage totals by day, 30 days',
+      path: (s) => `/v1/clients/${s.clientId}/usage`,
+      auth: 'session',
+    },
+    {
+      name: 'usage totals by member, 30 days',
+      path: (s) => `/v1/clients/${s.clientId}/usage?group_by=member`,
+      auth: 'session',
+    },
     { name: 'GET /v1/auth/verify', path: () => '/v1/auth/verify', auth: 'token' },
     { name: 'GET /v1/owner/balance', path: () => '/v1/owner/balance', auth: 'session' },
     {
