@@ -9,6 +9,13 @@ import { cutConnection } from './cut.js';
 // open and idle, the statement is written at once, and its round trip runs while the body is read.
 // The statement's rows come back as arrays, with no ORM mapping between them and the caller.
 //
+// The lane runs each statement's generic plan, planned once per connection (plan_cache_mode): a prepared
+// statement is otherwise re-planned on every run while PostgreSQL's estimate for the generic plan is the
+// higher (`token_hash = any($1)`: the generic plan assumes ten hashes, the custom one knows there is
+// one), and on an analyzed database of issue 24's size that planning cost ~9× the statement's execution
+// (0.43 ms vs 0.05 ms; verify at 0.65× of an empty database's throughput). The lane's statements are
+// key lookups whose generic plan is the same index walk (docs/scale.md "Verify").
+//
 // Its only caller group-commits (src/db/batch.ts: one statement in flight at a time), so one connection
 // is enough. A connection that fails is dropped and the next read opens another; until then reads fail,
 // and their callers fail closed (503). On the embedded PGlite, reads go to the engine itself.
@@ -37,7 +44,7 @@ export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): 
 
   function open(): Promise<pg.Client> {
     connecting ??= (async () => {
-      const c = new pg.Client({ ...options });
+      const c = new pg.Client({ ...options, options: '-c plan_cache_mode=force_generic_plan' });
       const drop = () => {
         if (client === c) client = null;
         c.end().catch(() => {});
