@@ -440,7 +440,7 @@ CREATE TABLE "usage_rollup" (
 	"cached_prompt_tokens" bigint NOT NULL,
 	"credits_debited" bigint NOT NULL,
 	"cost_cents" numeric NOT NULL,
-	CONSTRAINT "usage_rollup_org_key_hour_user_id_credential_model_pk" PRIMARY KEY("org_key","hour","user_id","credential","model")
+	CONSTRAINT "usage_rollup_pkey" PRIMARY KEY("org_key","hour","user_id","credential","model")
 );
 --> statement-breakpoint
 CREATE TABLE "org_invitations" (

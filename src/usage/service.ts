@@ -65,27 +65,24 @@ const totalsOf = (r: TotalsRow): UsageTotals => ({
 });
 
 /**
- * The key and its label (an aggregate, so that only the key is grouped) for each way of grouping, over
- * the period's signed rows `x` (rollup.ts signedRows).
+ * The key of each way of grouping, over the period's signed rows `x` (rollup.ts signedRows); and its
+ * label, looked up by key for each grouped row `g` (a few rows), never joined before grouping (which
+ * planned as a scan of every user at a million users).
  */
-const GROUPING: Record<UsageGroup, { key: SQL; label: SQL; joins: SQL }> = {
-  day: {
-    key: sql`to_char(x.hour at time zone 'UTC', 'YYYY-MM-DD')`,
-    label: sql`max(to_char(x.hour at time zone 'UTC', 'YYYY-MM-DD'))`,
-    joins: sql``,
-  },
+const GROUPING: Record<UsageGroup, { key: SQL; label: SQL }> = {
+  day: { key: sql`to_char(x.hour at time zone 'UTC', 'YYYY-MM-DD')`, label: sql`g.key` },
   member: {
     key: sql`x.user_id`,
-    label: sql`max(coalesce(us.email, x.user_id))`,
-    joins: sql`left join users us on us.id = x.user_id`,
+    label: sql`coalesce((select us.email from users us where us.id = g.key), g.key)`,
   },
   credential: {
     key: sql`x.credential`,
-    label: sql`max(case when x.api_token_id is not null then 'API token ' || coalesce(t.token_name, '#' || x.api_token_id)
-      else 'App ' || coalesce(c.client_name, x.oauth_client_id, substr(x.credential, 7)) end)`,
-    joins: sql`left join api_tokens t on t.id = x.api_token_id left join oauth_clients c on c.client_id = x.oauth_client_id`,
+    label: sql`case when g.api_token_id is not null
+        then 'API token ' || coalesce((select t.token_name from api_tokens t where t.id = g.api_token_id), '#' || g.api_token_id)
+      else 'App ' || coalesce((select c.client_name from oauth_clients c where c.client_id = g.oauth_client_id),
+                              g.oauth_client_id, substr(g.key, 7)) end`,
   },
-  model: { key: sql`x.model`, label: sql`max(x.model)`, joins: sql`` },
+  model: { key: sql`x.model`, label: sql`g.key` },
 };
 
 /**
@@ -103,11 +100,14 @@ export async function usageSummary(
   const g = GROUPING[groupBy];
   const rows = await queryRows<TotalsRow & { total: unknown }>(
     db,
-    sql`select ${g.key} as key, ${g.label} as label, grouping(${g.key}) as total, ${sums}
-        from (${signedRows(period.orgKey, planPeriod(period.from, period.to))}) x ${g.joins}
-        group by grouping sets ((${g.key}), ())
-        having sum(x.calls) <> 0 or grouping(${g.key}) = 1
-        order by 1`,
+    sql`select g.key, ${g.label} as label, g.total, g.calls, g.prompt_tokens, g.completion_tokens,
+          g.cached_prompt_tokens, g.credits_debited, g.cost_cents
+        from (select ${g.key} as key, grouping(${g.key}) as total, max(x.api_token_id) as api_token_id,
+                max(x.oauth_client_id) as oauth_client_id, ${sums}
+              from (${signedRows(period.orgKey, planPeriod(period.from, period.to))}) x
+              group by grouping sets ((${g.key}), ())
+              having sum(x.calls) <> 0 or grouping(${g.key}) = 1) g
+        order by g.key`,
   );
   const groups = rows.filter((r) => Number(r.total) === 0);
   const all = rows.find((r) => Number(r.total) === 1);

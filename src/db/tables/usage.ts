@@ -91,5 +91,7 @@ export const usageRollup = pgTable(
     costCents: numeric('cost_cents').notNull(),
   },
   // A period's rows of one client are one range of this key (org, hour, …).
-  (t) => [primaryKey({ columns: [t.orgKey, t.hour, t.userId, t.credential, t.model] })],
+  (t) => [
+    primaryKey({ name: 'usage_rollup_pkey', columns: [t.orgKey, t.hour, t.userId, t.credential, t.model] }),
+  ],
 );
