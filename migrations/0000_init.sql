@@ -521,6 +521,39 @@ CREATE TABLE "webhook_endpoints" (
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE "member_budget_holds" (
+	"request_id" text NOT NULL,
+	"usage_id" bigint NOT NULL,
+	CONSTRAINT "member_budget_holds_request_id_usage_id_pk" PRIMARY KEY("request_id","usage_id")
+);
+--> statement-breakpoint
+CREATE TABLE "member_budget_returns" (
+	"id" bigserial PRIMARY KEY NOT NULL,
+	"usage_id" bigint NOT NULL,
+	"amount" bigint NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "member_budget_usage" (
+	"id" bigserial PRIMARY KEY NOT NULL,
+	"budget_id" bigint NOT NULL,
+	"period_start" timestamp with time zone NOT NULL,
+	"used" bigint DEFAULT 0 NOT NULL,
+	CONSTRAINT "member_budget_usage_used" CHECK ("member_budget_usage"."used" >= 0)
+);
+--> statement-breakpoint
+CREATE TABLE "member_budgets" (
+	"id" bigserial PRIMARY KEY NOT NULL,
+	"org_key" text NOT NULL,
+	"user_id" text NOT NULL,
+	"api_token_id" integer,
+	"period" text NOT NULL,
+	"limit_credits" bigint NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"cleared_at" timestamp with time zone,
+	CONSTRAINT "member_budgets_limit" CHECK ("member_budgets"."limit_credits" >= 0)
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -598,4 +631,9 @@ CREATE INDEX "balance_crossings_org_idx" ON "balance_crossings" USING btree ("or
 CREATE INDEX "outbound_events_org_idx" ON "outbound_events" USING btree ("org_key","created_at");--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_due_idx" ON "webhook_deliveries" USING btree ("next_attempt_at") WHERE "webhook_deliveries"."status" = 'pending';--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_endpoint_idx" ON "webhook_deliveries" USING btree ("endpoint_id",(-"id"));--> statement-breakpoint
-CREATE INDEX "webhook_endpoints_org_idx" ON "webhook_endpoints" USING btree ("org_key","created_at");
+CREATE INDEX "webhook_endpoints_org_idx" ON "webhook_endpoints" USING btree ("org_key","created_at");--> statement-breakpoint
+CREATE INDEX "member_budget_returns_usage_idx" ON "member_budget_returns" USING btree ("usage_id");--> statement-breakpoint
+CREATE UNIQUE INDEX "member_budget_usage_period_uq" ON "member_budget_usage" USING btree ("budget_id","period_start");--> statement-breakpoint
+CREATE UNIQUE INDEX "member_budgets_member_uq" ON "member_budgets" USING btree ("org_key","user_id") WHERE "member_budgets"."api_token_id" is null;--> statement-breakpoint
+CREATE UNIQUE INDEX "member_budgets_token_uq" ON "member_budgets" USING btree ("api_token_id") WHERE "member_budgets"."api_token_id" is not null;--> statement-breakpoint
+CREATE INDEX "member_budgets_org_idx" ON "member_budgets" USING btree ("org_key");

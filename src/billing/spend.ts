@@ -39,6 +39,8 @@ export interface ReserveInput {
   orgKey: string;
   /** Who makes the call. */
   userId: string;
+  /** The `svc_` token it is made with (null: another credential): that token's budget applies too. */
+  apiTokenId?: number | null;
   requestId: string;
   minCredits: number;
   maxCredits: number;
@@ -47,6 +49,11 @@ export interface ReserveInput {
 
 const insufficientCredits = () =>
   new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
+/** Issue 19 item 3: the member's (or the token's) budget for this period cannot cover the call. */
+export const memberBudgetExhausted = () =>
+  new AppError(402, 'member_budget_exhausted', "this member's token budget for the period is used up", {
+    headers: { 'x-should-retry': 'false' },
+  });
 const duplicateRequest = () =>
   new AppError(409, 'duplicate_request', 'this request id already holds credits');
 
@@ -69,15 +76,21 @@ export async function reserveMany(
   inputs: ReserveInput[],
 ): Promise<({ heldCredits: number } | AppError)[]> {
   const bounds = inputs.map(holdBounds);
-  let rows: { ord: number; take: unknown; outcome: 'held' | 'insufficient' | 'duplicate' }[];
+  let rows: {
+    ord: number;
+    take: unknown;
+    outcome: 'held' | 'insufficient' | 'duplicate' | 'budget_exhausted';
+  }[];
   try {
     rows = await retryOnDeadlock(() =>
       queryRows(
         db,
-        sql`select ord, take, outcome from svc_reserve_holds(
+        // svc_reserve_holds with the members' budgets (src/db/custom/member-budgets.sql).
+        sql`select ord, take, outcome from svc_reserve_budgeted(
               ${sql.param(inputs.map((i) => i.requestId))}::text[],
               ${sql.param(inputs.map((i) => i.orgKey))}::text[],
               ${sql.param(inputs.map((i) => i.userId))}::text[],
+              ${sql.param(inputs.map((i) => i.apiTokenId ?? null))}::int[],
               ${sql.param(bounds.map((b) => b.lo))}::bigint[],
               ${sql.param(bounds.map((b) => b.hi))}::bigint[],
               ${sql.param(inputs.map((i) => i.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
@@ -99,7 +112,9 @@ export async function reserveMany(
         ? { heldCredits: num(row.take) }
         : row.outcome === 'duplicate'
           ? duplicateRequest()
-          : insufficientCredits();
+          : row.outcome === 'budget_exhausted'
+            ? memberBudgetExhausted()
+            : insufficientCredits();
   }
   return Array.from(out, (r) => r ?? insufficientCredits());
 }

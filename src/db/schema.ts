@@ -13,3 +13,4 @@ export * from './tables/invitations.js';
 export * from './tables/reconcile.js';
 export * from './tables/balance-watches.js';
 export * from './tables/events.js';
+export * from './tables/budgets.js';

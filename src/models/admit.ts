@@ -18,7 +18,7 @@ export interface AdmitInput {
 
 export interface Admission {
   /** no_token: unknown or revoked; refused: read, but may not spend (nothing held); else the hold's outcome. */
-  outcome: 'no_token' | 'refused' | 'held' | 'insufficient' | 'duplicate';
+  outcome: 'no_token' | 'refused' | 'held' | 'insufficient' | 'duplicate' | 'budget_exhausted';
   tokenId: number | null;
   userId: string | null;
   orgKey: string | null;

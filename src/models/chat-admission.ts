@@ -15,7 +15,7 @@ import {
 import type { Admission } from './admit.js';
 import { cannotPay, heldCall, planHold, prepareCall, voidIfWritten, type PreparedCall } from './metered.js';
 import type { SpareHold } from './spare-holds.js';
-import { voidHold } from '../billing/spend.js';
+import { memberBudgetExhausted, voidHold } from '../billing/spend.js';
 import { chatRequest, parseChatRequest, type ChatRequest } from './schema.js';
 import type { Lease } from './concurrency.js';
 import { chatLease } from './lease.js';
@@ -197,6 +197,7 @@ async function admitWithLease(
     if (await spares.release(admission.orgKey!)) return null;
     throw cannotPay();
   }
+  if (admission.outcome === 'budget_exhausted') throw memberBudgetExhausted();
   if (admission.outcome !== 'held') {
     // Nothing was held: a caller the statement refused that the checks above let through would be a bug
     // in one of the two; refuse rather than run an unbilled call.

@@ -117,6 +117,7 @@ export async function prepareCall(
     deps.models.spend.reserve({
       orgKey: actor.orgKey,
       userId: actor.userId,
+      apiTokenId: actor.credential.apiTokenId,
       requestId: plan.requestId,
       minCredits: plan.minCredits,
       maxCredits: plan.maxCredits,
@@ -125,12 +126,17 @@ export async function prepareCall(
   try {
     ({ heldCredits } = await reserve().catch(async (err: unknown) => {
       // A spare of ours too small for this call may hold the very tokens it needs: give it back, once.
-      if (err instanceof AppError && err.status === 402 && (await spares.release(actor.orgKey)))
+      if (
+        err instanceof AppError &&
+        err.code === 'insufficient_credits' &&
+        (await spares.release(actor.orgKey))
+      )
         return reserve();
       throw err;
     }));
   } catch (err) {
-    if (err instanceof AppError && err.status === 402) throw cannotPay();
+    // A member's budget (member_budget_exhausted) answers as the hold said; the allocation in our words.
+    if (err instanceof AppError && err.code === 'insufficient_credits') throw cannotPay();
     if (!(err instanceof AppError)) voidIfWritten(deps, plan.requestId);
     throw err;
   }

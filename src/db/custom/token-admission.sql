@@ -6,7 +6,8 @@
 -- round trip instead of following each other. A call whose caller may not spend holds nothing; the
 -- caller's code turns the returned row into the same 401/403 as the account auth.
 -- Outcome per input: 'no_token' (unknown or revoked), 'refused' (read, but may not spend), or
--- svc_reserve_holds' 'held' / 'insufficient' / 'duplicate'.
+-- svc_reserve_holds' 'held' / 'insufficient' / 'duplicate', or 'budget_exhausted' (the member's or the
+-- token's budget: svc_reserve_budgeted, member-budgets.sql).
 CREATE OR REPLACE FUNCTION svc_admit_api_calls(
   p_token_hashes text[], p_request_ids text[], p_min bigint[], p_max bigint[], p_ttl_secs double precision[]
 ) RETURNS TABLE (
@@ -70,7 +71,7 @@ BEGIN
   IF coalesce(array_length(v_ords, 1), 0) = 0 THEN
     RETURN;
   END IF;
-  FOR r IN SELECT h.ord AS j, h.take AS held, h.outcome AS result FROM svc_reserve_holds(v_rids, v_orgs, v_users, v_lo, v_hi, v_ttl) AS h LOOP
+  FOR r IN SELECT h.ord AS j, h.take AS held, h.outcome AS result FROM svc_reserve_budgeted(v_rids, v_orgs, v_users, v_tids, v_lo, v_hi, v_ttl) AS h LOOP
     ord := v_ords[r.j];
     token_id := v_tids[r.j];
     user_id := v_users[r.j];

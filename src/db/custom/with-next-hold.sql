@@ -38,9 +38,12 @@ BEGIN
     -- Only for a hold still on its org's account: one a client's deletion re-pointed at the owner's pool
     -- (src/billing/deleted-client.ts) had this settle lock `pool:…`, and taking the org's next hold would
     -- then lock `org:…` after it, against the ascending order (and the org is gone: nothing to hold).
+    -- And none for an org with member budgets (member-budgets.sql): adopting one would skip the budget's
+    -- check, which a hold of the call's own makes.
     IF r.ok AND p_next_ids[r.i] IS NOT NULL AND r.b >= p_next_floor[r.i]
        AND EXISTS (SELECT 1 FROM billing_holds h
-                   WHERE h.request_id = p_request_ids[r.i] AND h.account_id = 'org:' || p_next_orgs[r.i]) THEN
+                   WHERE h.request_id = p_request_ids[r.i] AND h.account_id = 'org:' || p_next_orgs[r.i])
+       AND NOT EXISTS (SELECT 1 FROM member_budgets b WHERE b.org_key = p_next_orgs[r.i] AND b.cleared_at IS NULL) THEN
       v_pick := v_pick || r.i;
       v_ids := v_ids || p_next_ids[r.i];
       v_orgs := v_orgs || p_next_orgs[r.i];

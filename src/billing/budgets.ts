@@ -1,0 +1,134 @@
+import { sql } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.js';
+import type { BudgetPeriod } from '../db/tables/budgets.js';
+import { AppError } from '../http/errors.js';
+import { clientIdOf } from '../ids.js';
+
+// Member budgets (issue 19 item 3; docs/billing.md, "Member budgets"): the owner sets and clears them
+// here; the hold enforces them (svc_reserve_budgeted, src/db/custom/member-budgets.sql). A budget of a
+// member applies to every call the member makes in the org; a budget of a token to the calls made with
+// that `svc_` token, on top of the member's.
+
+export interface BudgetTarget {
+  orgKey: string;
+  userId: string;
+  /** Set: the budget of this token of the member. */
+  apiTokenId: number | null;
+}
+
+/** A budget as the API shows it. */
+export interface BudgetJson {
+  client_id: string;
+  user_id: string;
+  token_id: number | null;
+  period: BudgetPeriod;
+  budget_credits: number;
+  /** Used this period: what settled calls debited plus what calls in flight hold. */
+  spent_credits: number;
+  remaining_credits: number;
+  /** This period's start and end (unix seconds, UTC boundaries): the budget resets at period_end. */
+  period_start: number;
+  period_end: number;
+}
+
+interface BudgetRow {
+  org_key: string;
+  user_id: string;
+  api_token_id: number | null;
+  period: BudgetPeriod;
+  limit_credits: unknown;
+  spent: unknown;
+  period_start: unknown;
+  period_end: unknown;
+}
+
+const unixOf = (v: unknown) => Math.floor(new Date(v as string | Date).getTime() / 1000);
+
+function budgetJson(r: BudgetRow): BudgetJson {
+  const budget = Number(r.limit_credits);
+  const spent = Math.max(0, Number(r.spent ?? 0));
+  return {
+    client_id: clientIdOf(r.org_key),
+    user_id: r.user_id,
+    token_id: r.api_token_id === null ? null : Number(r.api_token_id),
+    period: r.period,
+    budget_credits: budget,
+    spent_credits: spent,
+    remaining_credits: Math.max(0, budget - spent),
+    period_start: unixOf(r.period_start),
+    period_end: unixOf(r.period_end),
+  };
+}
+
+/**
+ * The live budgets of an org (of one user when `userId` is given), each with this period's use. The
+ * period is the database's: the same clock the holds count with.
+ */
+export async function listBudgets(db: Db, orgKey: string, userId?: string): Promise<BudgetJson[]> {
+  const rows = await queryRows<BudgetRow>(
+    db,
+    sql`with b as (
+          select b.*, svc_budget_period_start(b.period, now()) as period_start
+          from member_budgets b
+          where b.org_key = ${orgKey} and b.cleared_at is null
+            ${userId === undefined ? sql`` : sql`and b.user_id = ${userId}`})
+        select b.org_key, b.user_id, b.api_token_id, b.period, b.limit_credits, b.period_start,
+               b.period_start + ('1 ' || b.period)::interval as period_end,
+               u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as spent
+        from b left join member_budget_usage u on u.budget_id = b.id and u.period_start = b.period_start
+        order by b.user_id, b.api_token_id nulls first`,
+  );
+  return rows.map(budgetJson);
+}
+
+const noSuchMember = () => new AppError(404, 'NOT_FOUND', 'no such member of this client');
+const noSuchToken = () => new AppError(404, 'NOT_FOUND', 'no such active token of this client');
+
+/** The member a token budget belongs to: the token's holder, the token active and of this org. */
+export async function tokenHolder(db: Db, orgKey: string, apiTokenId: number): Promise<string> {
+  const [row] = await queryRows<{ user_id: string }>(
+    db,
+    sql`select t.user_id from api_tokens t join memberships m on m.org_id = t.org_id and m.user_id = t.user_id
+        where t.id = ${apiTokenId} and t.org_id = ${orgKey} and t.revoked_at is null`,
+  );
+  if (!row) throw noSuchToken();
+  return row.user_id;
+}
+
+/** Sets (or replaces) a budget; the period's use so far stays (a new limit is not a fresh period). */
+export async function setBudget(
+  db: Db,
+  target: BudgetTarget,
+  period: BudgetPeriod,
+  limitCredits: number,
+): Promise<BudgetJson> {
+  const [member] = await queryRows<{ user_id: string }>(
+    db,
+    sql`select user_id from memberships where org_id = ${target.orgKey} and user_id = ${target.userId}`,
+  );
+  if (!member) throw noSuchMember();
+  const conflict =
+    target.apiTokenId === null
+      ? sql`(org_key, user_id) where api_token_id is null`
+      : sql`(api_token_id) where api_token_id is not null`;
+  await db.execute(
+    sql`insert into member_budgets (org_key, user_id, api_token_id, period, limit_credits)
+        values (${target.orgKey}, ${target.userId}, ${target.apiTokenId}, ${period}, ${limitCredits})
+        on conflict ${conflict} do update
+          set period = excluded.period, limit_credits = excluded.limit_credits, updated_at = now(), cleared_at = null`,
+  );
+  const budgets = await listBudgets(db, target.orgKey, target.userId);
+  return budgets.find((b) => b.token_id === target.apiTokenId)!;
+}
+
+/** Clears a budget: calls are limited by the allocation alone again. 404 when there is none. */
+export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
+  const rows = await queryRows<{ id: unknown }>(
+    db,
+    sql`update member_budgets set cleared_at = now(), updated_at = now()
+        where org_key = ${target.orgKey} and user_id = ${target.userId} and cleared_at is null
+          and ${target.apiTokenId === null ? sql`api_token_id is null` : sql`api_token_id = ${target.apiTokenId}`}
+        returning id`,
+  );
+  if (rows.length === 0) throw new AppError(404, 'NOT_FOUND', 'no budget is set here');
+}
