@@ -21,6 +21,7 @@ import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
 import { processEvent } from '../src/billing/webhooks.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { createLogger } from '../src/log.js';
+import { setBudget } from '../src/billing/budgets.js';
 
 // Property test of the ledger (issue 5): random sequences of grant, allocate, reclaim, reserve, settle,
 // void, expire and webhook replay, spread over six connections running at once on the real
@@ -33,6 +34,10 @@ import { createLogger } from '../src/log.js';
 // accounts sum to zero, a deleted client holds nothing…) each run checks, per owner:
 // global = unallocated + Σ allocations, every grant paid min(grant, debt) of the debt before anything
 // else, and no allocation was raised while there was debt (debtOrder below).
+// Issue 19 item 3 added member budgets: the owner sets a member's monthly budget, members make calls
+// (settled, voided, or crashed), a period ends (its row aged, as a month boundary would); each run checks
+// that every budget period's use is exactly what its holds hold and debited, and that a member's debits
+// in a period never exceed the largest budget the member had (budgetRules below).
 // PGlite is one connection in one process, so there the lanes run one after another (smaller version).
 
 const concurrent = storageMode() === 'postgres';
@@ -47,6 +52,8 @@ let server: TestServer;
 let pool: pg.Pool | undefined;
 let db: Db;
 let owners: TestUser[];
+/** Two members of every client of a run: calls in their name count against their budgets. */
+let members: TestUser[];
 
 beforeAll(async () => {
   server = await startTestServer();
@@ -63,6 +70,7 @@ beforeAll(async () => {
     db = server.deps.db;
   }
   owners = [await createUser(server), await createUser(server)];
+  members = [await createUser(server), await createUser(server)];
   if (concurrent) deadlocksBefore = await deadlocks();
 });
 
@@ -97,7 +105,19 @@ type Op =
   | { k: 'refund'; session: number; cents: number; id: number }
   | { k: 'dispute'; session: number; cents: number; id: number; won: boolean }
   | { k: 'excess'; org: number; req: number; max: number; actual: number }
-  | { k: 'callAcrossDelete'; org: number; req: number; max: number; actual: number };
+  | { k: 'callAcrossDelete'; org: number; req: number; max: number; actual: number }
+  | { k: 'budget'; org: number; member: number; limit: number }
+  | {
+      k: 'memberCall';
+      org: number;
+      member: number;
+      req: number;
+      min: number;
+      max: number;
+      actual: number;
+      end: 'settle' | 'void' | 'crash';
+    }
+  | { k: 'periodEnds'; org: number };
 
 const ORGS = 4; // two per owner
 
@@ -209,6 +229,28 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     }),
     weight: 2,
   },
+  // Issue 19 item 3: member budgets.
+  fc.record({
+    k: fc.constant('budget' as const),
+    org: fc.nat(ORGS - 1),
+    member: fc.nat(1),
+    limit: fc.integer({ min: 0, max: 20_000 }),
+  }),
+  {
+    arbitrary: fc.record({
+      k: fc.constant('memberCall' as const),
+      org: fc.nat(ORGS - 1),
+      member: fc.nat(1),
+      req: fc.integer({ min: 60_000, max: 70_000 }),
+      // The least a call needs (its prompt): a budget with less left refuses it.
+      min: fc.integer({ min: 1, max: 3_000 }),
+      max: fc.integer({ min: 3_000, max: 15_000 }),
+      actual: fc.integer({ min: 0, max: 20_000 }),
+      end: fc.constantFrom('settle' as const, 'settle' as const, 'void' as const, 'crash' as const),
+    }),
+    weight: 6,
+  },
+  fc.record({ k: fc.constant('periodEnds' as const), org: fc.nat(ORGS - 1) }),
 );
 
 /** Errors the rules produce on purpose; anything else (a deadlock, a CHECK violation) fails the property. */
@@ -216,6 +258,7 @@ const expected = (err: unknown) =>
   err instanceof AppError &&
   [
     'insufficient_credits',
+    'member_budget_exhausted',
     'duplicate_request',
     'hold_not_found',
     'INSUFFICIENT_UNALLOCATED',
@@ -234,6 +277,8 @@ async function world() {
     const orgKey = newOrgKey();
     await server.deps.db.insert(orgs).values({ id: orgKey, name: `prop ${i}`, ownerId: owner.userId });
     await server.deps.db.insert(memberships).values({ orgId: orgKey, userId: owner.userId, role: 'owner' });
+    for (const m of members)
+      await server.deps.db.insert(memberships).values({ orgId: orgKey, userId: m.userId, role: 'member' });
     const customer = `cus_prop_${orgKey}`;
     await server.deps.db.insert(billingCustomers).values({ orgKey, customerId: customer });
     // A starting balance (through the real grant code) so that calls have something to spend.
@@ -263,10 +308,20 @@ async function allocate(org: { orgKey: string; ownerId: string }, target: number
 }
 
 /** What the runs exercised, so a generator that stopped reaching the interesting paths fails the test. */
-const seen = { debited: 0, granted: 0, refused: 0, released: 0, duplicates: 0 };
+const seen = { debited: 0, granted: 0, refused: 0, released: 0, duplicates: 0, overBudget: 0 };
 
 async function execute(ops: Op[]) {
   const { run, keys } = await world();
+  /** Per budget (org and member): the largest limit set this run. */
+  const largest = new Map<string, number>();
+  /** Per member call that held: the budget period rows its hold counts against, read after its hold. */
+  const counted = new Map<string, number[]>();
+  // Every run starts with a small budget for the first member of each client, so that budgets run out.
+  for (const { orgKey } of keys) {
+    const userId = members[0]!.userId;
+    largest.set(`${orgKey}/${userId}`, 4_000);
+    await setBudget(db, { orgKey, userId, apiTokenId: null }, 'month', 4_000);
+  }
   const events: Stripe.Event[] = [];
   const event = (type: string, object: object): Stripe.Event => {
     const e = {
@@ -427,6 +482,52 @@ async function execute(ops: Op[]) {
         if (o.end === 'void') return voidHold(db, requestId);
         return undefined;
       }
+      case 'budget': {
+        const userId = members[o.member]!.userId;
+        const key = `${org!.orgKey}/${userId}`;
+        // Recorded first: a call racing the change may already count against the new limit.
+        largest.set(key, Math.max(largest.get(key) ?? 0, o.limit));
+        return setBudget(db, { orgKey: org!.orgKey, userId, apiTokenId: null }, 'month', o.limit);
+      }
+      case 'memberCall': {
+        const requestId = `r_${run}_${o.req}`;
+        await reserveCredits(db, {
+          orgKey: org!.orgKey,
+          userId: members[o.member]!.userId,
+          requestId,
+          minCredits: o.min,
+          maxCredits: o.max,
+          ...(o.end === 'crash' ? { ttlSeconds: 0 } : {}),
+        }).catch((err: unknown) => {
+          if (err instanceof AppError && err.code === 'member_budget_exhausted') seen.overBudget++;
+          throw err;
+        });
+        const rows = await queryRows<{ usage_id: unknown }>(
+          db,
+          sql`select usage_id from member_budget_holds where request_id = ${requestId}`,
+        );
+        counted.set(
+          requestId,
+          rows.map((r) => Number(r.usage_id)),
+        );
+        if (o.end === 'settle')
+          return settleCredits(db, {
+            requestId,
+            actualCredits: o.actual,
+            description: 'property member call',
+          });
+        if (o.end === 'void') return voidHold(db, requestId);
+        return undefined;
+      }
+      case 'periodEnds':
+        // The month ends: this period's row becomes one before the oldest (what the clock would do).
+        return db.execute(sql`
+          update member_budget_usage u
+          set period_start = (select min(v.period_start) from member_budget_usage v where v.budget_id = u.budget_id)
+                             - interval '1 month'
+          from member_budgets b
+          where b.id = u.budget_id and b.org_key = ${org!.orgKey}
+            and u.period_start = svc_budget_period_start(b.period, now())`);
       case 'sweep':
         return expireStaleHolds(db);
       case 'replay': {
@@ -467,7 +568,67 @@ async function execute(ops: Op[]) {
     if (Number(row!.total) !== actual)
       unexpected.push(`${requestId}: cost ${actual}, charged ${Number(row!.total)} (debt included)`);
   }
+  unexpected.push(...(await budgetRules(keys, largest, counted)));
   return unexpected;
+}
+
+/**
+ * Member budgets (issue 19 item 3), per budget period row of the run's clients: what it counts (used,
+ * less what settles gave back and no hold folded in yet) is exactly what the holds counted in it hold
+ * (live or expired: their whole amount) or debited (settled); and their debits never exceed the
+ * largest budget the member had this run.
+ */
+async function budgetRules(
+  keys: { orgKey: string }[],
+  largest: Map<string, number>,
+  counted: Map<string, number[]>,
+): Promise<string[]> {
+  const out: string[] = [];
+  const periods = await queryRows<{ id: unknown; org_key: string; user_id: string; net: unknown }>(
+    db,
+    sql`select u.id, b.org_key, b.user_id,
+               u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as net
+        from member_budget_usage u join member_budgets b on b.id = u.budget_id
+        where b.org_key in (${sql.join(
+          keys.map((k) => sql`${k.orgKey}`),
+          sql`, `,
+        )})`,
+  );
+  const holds = new Map<string, { status: string; amount: number; debited: number }>();
+  if (counted.size > 0) {
+    const rows = await queryRows<{ request_id: string; status: string; amount: unknown; debited: unknown }>(
+      db,
+      sql`select request_id, status, amount, debited from billing_holds
+          where request_id in (${sql.join(
+            [...counted.keys()].map((r) => sql`${r}`),
+            sql`, `,
+          )})`,
+    );
+    for (const r of rows)
+      holds.set(r.request_id, { status: r.status, amount: Number(r.amount), debited: Number(r.debited) });
+  }
+  for (const p of periods) {
+    const id = Number(p.id);
+    let expected = 0;
+    let debits = 0;
+    for (const [requestId, ids] of counted) {
+      if (!ids.includes(id)) continue;
+      const h = holds.get(requestId);
+      if (!h) {
+        out.push(`${requestId}: counted in period ${id} but has no hold`);
+        continue;
+      }
+      if (h.status === 'held' || h.status === 'expired') expected += h.amount;
+      if (h.status === 'settled') {
+        expected += h.debited;
+        debits += h.debited;
+      }
+    }
+    if (Number(p.net) !== expected) out.push(`period ${id}: counts ${Number(p.net)}, its holds ${expected}`);
+    const limit = largest.get(`${p.org_key}/${p.user_id}`) ?? 0;
+    if (debits > limit) out.push(`period ${id}: debits ${debits} over the budget ${limit}`);
+  }
+  return out;
 }
 
 const GRANT_TYPES = new Set(['topup', 'subscription_credit', 'trial']);

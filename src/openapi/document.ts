@@ -3,6 +3,7 @@ import { openApiPath, operationOf, securitySchemes, type DescribedRoute } from '
 import { accountRoutes } from './accounts.js';
 import { billingRoutes } from './billing.js';
 import { eventRoutes } from './events.js';
+import { budgetRoutes } from './budgets.js';
 import { modelRoutes } from './models.js';
 import { oauthRoutes } from './oauth.js';
 import { pageRoutes } from './pages.js';
@@ -20,6 +21,7 @@ export const describedRoutes: DescribedRoute[] = [
   ...peopleRoutes,
   ...billingRoutes,
   ...eventRoutes,
+  ...budgetRoutes,
   ...usageRoutes,
   ...projectRoutes,
   ...modelRoutes,
