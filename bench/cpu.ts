@@ -10,6 +10,7 @@
 import { execSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import type { Result } from 'autocannon';
 import { startChild, stopChild, type ProxySvcInfo } from './children.js';
 
 const databaseUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -57,7 +58,7 @@ try {
   const tokens: string[] = process.env.BENCH_ORGS ? svc.info.spread : [svc.info.token];
   let n = 0;
   const load = (duration: number) =>
-    new Promise<any>((resolve, reject) =>
+    new Promise<Result>((resolve, reject) =>
       autocannon(
         {
           url: `${svc.info.url}/v1/chat/completions`,
@@ -79,7 +80,7 @@ try {
             },
           ],
         } as never,
-        (err: Error | null, result: unknown) => (err ? reject(err) : resolve(result)),
+        (err: Error | null, result: Result) => (err ? reject(err) : resolve(result)),
       ),
     );
   await load(2); // warm-up
@@ -95,7 +96,7 @@ try {
     ...Object.fromEntries(Object.entries(processes).map(([k, pid]) => [k, cpuSeconds(pid)])),
     postgres: postgresCpu(),
   };
-  const calls = result.requests.total as number;
+  const calls = result.requests.total;
   const out = (s: string) => process.stdout.write(`${s}\n`);
   out(
     `bench cpu: ${Math.round(result.requests.average)} chat calls/s over ${seconds}s, ${tokens.length} org(s), non-2xx ${result.non2xx}, errors ${result.errors}`,

@@ -37,7 +37,7 @@ if (role === 'svc') {
   process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
 } else if (role === 'bare') {
   const { default: express } = await import('express');
-  const body = JSON.parse(process.env.BENCH_BODY!);
+  const body: unknown = JSON.parse(process.env.BENCH_BODY!);
   const app = express();
   app.disable('x-powered-by');
   app.get('/v1/auth/verify', (_req, res) => {

@@ -13,6 +13,9 @@ import { reconcile } from '../src/billing/reconcile.js';
 import { recordDebt } from '../src/billing/debt.js';
 import { ensureDebtAccount, SOURCE_PURCHASES } from '../src/billing/ledger.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
+import { detailOf, type DetailError } from './helpers/json.js';
+import type { ClientRow, CreatedClient, MemberRow, Page, Registered } from './helpers/answers.js';
+import type { DeletionBlocker } from '../src/accounts/account-deletion.js';
 
 // Deleting one's account (issue 16 item 4; docs/accounts.md "Deleting an account") over real HTTP:
 // the password (and the 2FA code) asked again; refused while an owned organization has other members,
@@ -29,7 +32,10 @@ afterAll(async () => {
 });
 
 const api = () => client(server.url);
-const del = (session: string, body: unknown) => api().post('/v1/account/delete', body, { token: session });
+const del = <T = unknown>(session: string, body: unknown) =>
+  api().post<T>('/v1/account/delete', body, { token: session });
+/** 409 ACCOUNT_DELETION_BLOCKED: the DetailError with every reason (src/accounts/account-deletion.ts). */
+type Blocked = { detail: DetailError['detail'] & { blockers: DeletionBlocker[] } };
 const entryCount = async () =>
   Number(
     (await queryRows<{ n: unknown }>(server.deps.db, sql`select count(*) as n from billing_entries`))[0]!.n,
@@ -43,10 +49,10 @@ describe('POST /v1/account/delete', () => {
     expect((await del(secret, { password: STRONG_PASSWORD })).status).toBe(401);
     const missing = await del(user.session, {});
     expect(missing.status).toBe(400);
-    expect(missing.body.detail.code).toBe('VALIDATION_ERROR');
+    expect(detailOf(missing.body).code).toBe('VALIDATION_ERROR');
     const wrong = await del(user.session, { password: 'not-the-Password-1' });
     expect(wrong.status).toBe(400);
-    expect(wrong.body.detail.code).toBe('WRONG_PASSWORD');
+    expect(detailOf(wrong.body).code).toBe('WRONG_PASSWORD');
     expect((await api().get('/v1/clients', { token: user.session })).status).toBe(200);
   });
 
@@ -55,9 +61,9 @@ describe('POST /v1/account/delete', () => {
     const { recoveryCodes } = await enableTwoFactor(api(), user.session);
     const noCode = await del(user.session, { password: STRONG_PASSWORD });
     expect(noCode.status).toBe(400);
-    expect(noCode.body.detail.code).toBe('CODE_REQUIRED');
+    expect(detailOf(noCode.body).code).toBe('CODE_REQUIRED');
     const badCode = await del(user.session, { password: STRONG_PASSWORD, code: '000000' });
-    expect(badCode.body.detail.code).toBe('INVALID_CODE');
+    expect(detailOf(badCode.body).code).toBe('INVALID_CODE');
     const ok = await del(user.session, { password: STRONG_PASSWORD, code: recoveryCodes[0] });
     expect(ok.status).toBe(200);
   });
@@ -84,24 +90,26 @@ describe('POST /v1/account/delete', () => {
       customerId: 'cus_test',
       status: 'active',
     });
-    const refused = await del(owner.session, { password: STRONG_PASSWORD });
+    const refused = await del<Blocked>(owner.session, { password: STRONG_PASSWORD });
     expect(refused.status).toBe(409);
-    expect(refused.body.detail.code).toBe('ACCOUNT_DELETION_BLOCKED');
-    expect(refused.body.detail.blockers.map((b: { code: string }) => b.code).sort()).toEqual([
+    expect(detailOf(refused.body).code).toBe('ACCOUNT_DELETION_BLOCKED');
+    expect(refused.body.detail.blockers.map((b) => b.code).sort()).toEqual([
       'ACTIVE_SUBSCRIPTION',
       'OUTSTANDING_DEBT',
       'OWNS_SHARED_ORGANIZATION',
     ]);
-    expect(refused.body.detail.blockers[0].client_id).toBe(owner.clientId);
+    expect(refused.body.detail.blockers[0]).toMatchObject({ client_id: owner.clientId });
     // Nothing changed: the account, its session and its organization are as they were.
-    expect((await api().get('/v1/clients', { token: owner.session })).body.data).toHaveLength(1);
+    expect(
+      (await api().get<Page<ClientRow>>('/v1/clients', { token: owner.session })).body.data,
+    ).toHaveLength(1);
     // A subscription set to end at period end no longer blocks.
     await db
       .update(billingSubscriptions)
       .set({ cancelAtPeriodEnd: true })
       .where(eq(billingSubscriptions.orgKey, owner.orgKey));
-    const still = await del(owner.session, { password: STRONG_PASSWORD });
-    expect(still.body.detail.blockers.map((b: { code: string }) => b.code).sort()).toEqual([
+    const still = await del<Blocked>(owner.session, { password: STRONG_PASSWORD });
+    expect(still.body.detail.blockers.map((b) => b.code).sort()).toEqual([
       'OUTSTANDING_DEBT',
       'OWNS_SHARED_ORGANIZATION',
     ]);
@@ -111,12 +119,16 @@ describe('POST /v1/account/delete', () => {
     const person = await createUser(server, { name: 'Leaving Person' });
     const other = await createUser(server, { name: 'Other Owner' });
     await addMember(server, other.orgKey, person.userId, 'member');
-    const side = await api().post('/v1/clients', { name: 'Side project' }, { token: person.session });
-    const sideKey = (side.body.id as string).replace(/^client_/, '');
+    const side = await api().post<CreatedClient>(
+      '/v1/clients',
+      { name: 'Side project' },
+      { token: person.session },
+    );
+    const sideKey = side.body.id.replace(/^client_/, '');
     // 40,000 stay with the personal organization, 5,000 go to the side one, 5,000 stay in the pool.
     for (const [id, target] of [
       [person.clientId, 40_000],
-      [side.body.id as string, 5_000],
+      [side.body.id, 5_000],
     ] as const) {
       const alloc = await api().put(
         `/v1/owner/orgs/${id}/allocation`,
@@ -168,8 +180,10 @@ describe('POST /v1/account/delete', () => {
     expect(row).toMatchObject({ name: 'Deleted account', emailVerifiedAt: null, totpSecretEnc: null });
     expect(row!.deletedAt).not.toBeNull();
     expect(row!.email).not.toBe(person.email);
-    const members = await api().get(`/v1/clients/${other.clientId}/members`, { token: other.session });
-    expect(members.body.data.map((m: { user_id: string }) => m.user_id)).toEqual([other.userId]);
+    const members = await api().get<Page<MemberRow>>(`/v1/clients/${other.clientId}/members`, {
+      token: other.session,
+    });
+    expect(members.body.data.map((m) => m.user_id)).toEqual([other.userId]);
 
     // The ledger: no row deleted; the two clients' balances went back to the pool (reclaim rows), the
     // other owner's balance is untouched; the invariants hold and reconcile finds nothing.
@@ -201,7 +215,7 @@ describe('POST /v1/account/delete', () => {
     expect((await reconcile(server.deps.db, server.deps.log, null)).violations).toEqual([]);
 
     // The e-mail address is free again: a new account, a new id.
-    const again = await api().post('/v1/register', {
+    const again = await api().post<Registered>('/v1/register', {
       email: person.email,
       name: 'Back Again',
       password: STRONG_PASSWORD,

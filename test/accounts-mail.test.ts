@@ -2,6 +2,8 @@ import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
+import { detailError, readJson } from './helpers/json.js';
+import type { CreatedClient } from './helpers/answers.js';
 import { createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 import { mails, newEmail } from './accounts-support.js';
 
@@ -106,14 +108,14 @@ describe('SMTP delivery (SMTP_URL)', () => {
       expect(known.body).toEqual(unknown.body);
       // A mail the caller is waiting for (an invitation) is 503 with Retry-After: the relay's outage, never 500.
       const owner = await createUser(down);
-      const team = await api.post('/v1/clients', { name: 'Team' }, { token: owner.session });
+      const team = await api.post<CreatedClient>('/v1/clients', { name: 'Team' }, { token: owner.session });
       const invited = await api.post(
-        `/v1/clients/${team.body.id as string}/invitations`,
+        `/v1/clients/${team.body.id}/invitations`,
         { email: newEmail('invitee') },
         { token: owner.session },
       );
       expect(invited.status, JSON.stringify(invited.body)).toBe(503);
-      expect(invited.body.detail.code).toBe('MAIL_UNAVAILABLE');
+      expect(readJson(detailError, invited.body).detail.code).toBe('MAIL_UNAVAILABLE');
       expect(invited.headers.get('retry-after')).toBe('5');
     } finally {
       await down.close();

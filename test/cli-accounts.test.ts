@@ -7,6 +7,8 @@ import {
   CLI_TEST_TIMEOUT_MS,
   type CliHome,
   cliHome,
+  type CliBalance,
+  type WhoAmI,
   runCli,
   startCli,
 } from './helpers/cli.js';
@@ -14,6 +16,8 @@ import { addMember, createApiToken, createUser, type TestUser } from './helpers/
 import { setOrgBalance } from './helpers/billing.js';
 import { client } from './helpers/http.js';
 import { billingEntries } from '../src/db/schema.js';
+import { parseAs } from './helpers/json.js';
+import type { Verified } from './helpers/answers.js';
 
 // `svc login --browser` (code + PKCE, loopback redirect), `svc login --api-key` (the /v1/auth/device
 // flow, replacing the previous key), and what an account looks like from the terminal: whoami with role,
@@ -47,8 +51,8 @@ describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     const login = await browserLogin(url, home.env, suite.owner);
     expect(login.stdout()).toContain(`Signed in to ${url} as ${suite.owner.userId}`);
     const entry = (await home.credentials()).servers[url];
-    expect(entry.grants.model.scope).toBe('model');
-    expect(entry.grants.platform.scope).toBe('platform');
+    expect(entry!.grants!.model!.scope).toBe('model');
+    expect(entry!.grants!.platform!.scope).toBe('platform');
     const chat = await runCli(['chat', '--url', url, 'hi'], { env: home.env });
     expect(chat.code).toBe(0);
     expect(chat.stdout).toBe('Hello from the fake upstream\n');
@@ -67,7 +71,7 @@ describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(chat.code, chat.stderr).toBe(0);
     expect(chat.stderr).toMatch(/20 tokens debited · balance 4,980/);
     expect((await usage(team.orgKey)).length).toBe(before + 1);
-    const who = JSON.parse((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
+    const who = parseAs<WhoAmI>((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
     expect(who.org).toBe(team.clientId);
   });
 });
@@ -86,17 +90,17 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(await login.exit).toBe(0);
     expect(login.stdout()).toContain(`as ${suite.owner.email} with an API key for ${suite.owner.orgId}`);
     expect((await client(url).get('/v1/auth/verify', { token: previous.secret })).status).toBe(401);
-    const key = (await home.credentials()).servers[url].api_key;
+    const key = (await home.credentials()).servers[url]!.api_key!;
     expect(key.token).toMatch(/^svc_/);
     expect(login.stdout() + login.stderr()).not.toContain(key.token);
-    expect((await client(url).get('/v1/auth/verify', { token: key.token })).body.email).toBe(
+    expect((await client(url).get<Verified>('/v1/auth/verify', { token: key.token })).body.email).toBe(
       suite.owner.email,
     );
   });
 
   it('whoami shows the e-mail and role; orgs lists memberships; balance shows the org and the owner’s pool', async () => {
     const url = suite.server.url;
-    const who = JSON.parse((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
+    const who = parseAs<WhoAmI>((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
     expect(who).toMatchObject({ email: suite.owner.email, org: suite.owner.orgId, role: 'owner' });
 
     const orgs = await runCli(['orgs', '--url', url], { env: home.env });
@@ -107,10 +111,10 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     await setOrgBalance(suite.server, suite.owner.orgKey, 7_000);
     const balance = await runCli(['balance', '--json', '--url', url], { env: home.env });
     expect(balance.code, balance.stderr).toBe(0);
-    const b = JSON.parse(balance.stdout);
+    const b = parseAs<CliBalance>(balance.stdout);
     expect(b.balance.balance_credits).toBe(7_000);
     expect(b.role).toBe('owner');
-    expect(typeof b.owner.unallocated_credits).toBe('number');
+    expect(typeof b.owner!.unallocated_credits).toBe('number');
     const text = await runCli(['balance', '--url', url], { env: home.env });
     expect(text.stdout).toContain(`${suite.owner.orgId}: 7,000 tokens`);
     expect(text.stdout).toContain('Your pool (unallocated)');

@@ -8,6 +8,8 @@ import { modelSuite } from './helpers/model-suite.js';
 import { browserLogin, CLI_TEST_TIMEOUT_MS, cliHome, type CliHome, runCli } from './helpers/cli.js';
 import { addMember, createApiToken, createUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
+import { parseAs } from './helpers/json.js';
+import type { ServerFrame } from '../src/runs/frames.js';
 
 // Every error of issue 15 item 6, met for real: what the person reads, the next step, and the exit code
 // (docs/cli.md). svc runs with a concurrency cap of 1 so a run in flight makes the next call 429.
@@ -72,12 +74,15 @@ describe('errors a person understands, with the next step', { timeout: CLI_TEST_
     const ws = new WebSocket(`${suite.server.url.replace('http', 'ws')}/v1/runs/ws`);
     const toolCall = new Promise<{ tool_call_id: string }>((resolve) =>
       ws.on('message', (d) => {
-        const f = JSON.parse((d as Buffer).toString());
+        const f = parseAs<ServerFrame>((d as Buffer).toString());
         if (f.type === 'tool_call') resolve(f);
       }),
     );
     const completed = new Promise<void>((resolve) =>
-      ws.on('message', (d) => JSON.parse((d as Buffer).toString()).type === 'run_completed' && resolve()),
+      ws.on(
+        'message',
+        (d) => parseAs<ServerFrame>((d as Buffer).toString()).type === 'run_completed' && resolve(),
+      ),
     );
     await new Promise((r) => ws.on('open', r));
     ws.send(JSON.stringify({ type: 'auth', token: suite.key }));
@@ -157,7 +162,7 @@ describe('errors a person understands, with the next step', { timeout: CLI_TEST_
     await home.writeCredentials({ version: 1, servers: {} });
     await browserLogin(url, home.env, suite.owner);
     const stored = await home.credentials();
-    const grant = stored.servers[url].grants.model;
+    const grant = stored.servers[url]!.grants!.model!;
     // The grant is revoked elsewhere (another device's logout, an admin), then the access token expires.
     const insecure = { [oauth.allowInsecureRequests]: true };
     const as = await oauth.processDiscoveryResponse(
@@ -173,7 +178,7 @@ describe('errors a person understands, with the next step', { timeout: CLI_TEST_
         insecure,
       ),
     );
-    stored.servers[url].grants.model.expires_at = 0;
+    stored.servers[url]!.grants!.model!.expires_at = 0;
     await home.writeCredentials(stored);
     const res = await chat(url);
     expect(res.code).toBe(3);

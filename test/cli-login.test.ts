@@ -8,10 +8,13 @@ import {
   CLI_TEST_TIMEOUT_MS,
   type CliHome,
   cliHome,
+  type CliChat,
+  type WhoAmI,
   runCli,
   startCli,
 } from './helpers/cli.js';
 import { billingEntries } from '../src/db/schema.js';
+import { parseAs } from './helpers/json.js';
 
 // `svc login` by the OAuth device grant, approved by a signed-in person on /account/device; then whoami,
 // chat with the exact debit, refresh (by expiry and after a 401), and logout revoking both grants. The
@@ -71,11 +74,11 @@ describe(
       expect((await stat(file)).mode & 0o777).toBe(0o600);
       const entry = (await home.credentials()).servers[url];
       expect(entry).toMatchObject({ issuer: url, user: suite.owner.userId, grant_org: suite.owner.orgId });
-      expect(entry.grants.model.scope).toBe('model');
-      expect(entry.grants.platform.scope).toBe('platform');
-      expect((await introspect(entry.grants.model.access_token)).active).toBe(true);
+      expect(entry!.grants!.model!.scope).toBe('model');
+      expect(entry!.grants!.platform!.scope).toBe('platform');
+      expect((await introspect(entry!.grants!.model!.access_token)).active).toBe(true);
       // The secret is in the file only, never on the terminal.
-      expect(login.stdout() + login.stderr()).not.toContain(entry.grants.model.refresh_token);
+      expect(login.stdout() + login.stderr()).not.toContain(entry!.grants!.model!.refresh_token);
     });
 
     it('whoami names the user, organization and both grants with their expiry', async () => {
@@ -84,11 +87,11 @@ describe(
       expect(text.stdout).toContain(suite.owner.userId);
       expect(text.stdout).toContain(suite.owner.orgId);
       const json = await cli('whoami', '--json');
-      const who = JSON.parse(json.stdout);
+      const who = parseAs<WhoAmI>(json.stdout);
       expect(who).toMatchObject({ server: url, user: suite.owner.userId, org: suite.owner.orgId });
-      const expiry = Date.parse(who.grants.model.expires_at);
+      const expiry = Date.parse(who.grants.model!.expires_at);
       expect(expiry).toBeGreaterThan(Date.now() + 10 * 60_000);
-      expect(Date.parse(who.grants.platform.expires_at)).toBeGreaterThan(Date.now());
+      expect(Date.parse(who.grants.platform!.expires_at)).toBeGreaterThan(Date.now());
     });
 
     it('chat one-shot streams the answer and shows the exact debit, as the ledger has it', async () => {
@@ -109,9 +112,9 @@ describe(
     it('chat reads the prompt from stdin; --json prints the response object with the verified outcome', async () => {
       const res = await runCli(['chat', '--json', '--url', url], { env: home.env, input: 'What is up?\n' });
       expect(res.code).toBe(0);
-      const body = JSON.parse(res.stdout);
+      const body = parseAs<CliChat>(res.stdout);
       expect(body.object).toBe('chat.completion');
-      expect(body.choices[0].message.content).toBe('Hello from the fake upstream');
+      expect(body.choices[0]!.message.content).toBe('Hello from the fake upstream');
       expect(body.svc_outcome).toMatchObject({
         credits_debited: 20,
         balance_credits: 9_980,
@@ -122,13 +125,13 @@ describe(
 
     it('refreshes an expired access token before the call, and rotates the refresh token', async () => {
       const stored = await home.credentials();
-      const old = stored.servers[url].grants.model;
-      stored.servers[url].grants.model.expires_at = Math.floor(Date.now() / 1000) - 1;
+      const old = stored.servers[url]!.grants!.model!;
+      stored.servers[url]!.grants!.model!.expires_at = Math.floor(Date.now() / 1000) - 1;
       await home.writeCredentials(stored);
       const res = await cli('chat', '--no-stream', 'again');
       expect(res.code).toBe(0);
       expect(res.stdout).toBe('Hello from the fake upstream\n');
-      const fresh = (await home.credentials()).servers[url].grants.model;
+      const fresh = (await home.credentials()).servers[url]!.grants!.model!;
       expect(fresh.access_token).not.toBe(old.access_token);
       expect(fresh.refresh_token).not.toBe(old.refresh_token);
       expect(fresh.expires_at).toBeGreaterThan(Date.now() / 1000 + 800);
@@ -137,14 +140,14 @@ describe(
 
     it('refreshes and repeats the call once when the server refuses the stored access token (401)', async () => {
       const stored = await home.credentials();
-      const good = stored.servers[url].grants.model.access_token as string;
+      const good = stored.servers[url]!.grants!.model!.access_token;
       // A token the server's verifier refuses (bad signature), still "valid" by the stored expiry.
-      stored.servers[url].grants.model.access_token = `${good.slice(0, -4)}AAAA`;
+      stored.servers[url]!.grants!.model!.access_token = `${good.slice(0, -4)}AAAA`;
       await home.writeCredentials(stored);
       const res = await cli('chat', 'once more');
       expect(res.code).toBe(0);
       expect(res.stdout).toBe('Hello from the fake upstream\n');
-      const fresh = (await home.credentials()).servers[url].grants.model.access_token;
+      const fresh = (await home.credentials()).servers[url]!.grants!.model!.access_token;
       expect(fresh).not.toBe(good);
     });
 
@@ -153,7 +156,7 @@ describe(
       const res = await cli('logout');
       expect(res.code).toBe(0);
       expect(res.stdout).toContain('revoked the');
-      for (const g of [entry.grants.model, entry.grants.platform]) {
+      for (const g of [entry!.grants!.model!, entry!.grants!.platform!]) {
         expect((await introspect(g.refresh_token)).active).toBe(false);
         expect((await introspect(g.access_token)).active).toBe(false);
       }

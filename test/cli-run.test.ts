@@ -9,6 +9,7 @@ import { CLI_TEST_TIMEOUT_MS, type CliHome, cliHome, runCli, startCli } from './
 import { orgAccountRow } from './helpers/billing.js';
 import { billingEntries } from '../src/db/schema.js';
 import type { ChatRequest } from './helpers/fake-upstream.js';
+import { parseAs } from './helpers/json.js';
 
 // `svc run`: the run WebSocket driven by the real CLI process, the agent's tools executed in a temporary
 // working directory. The fake provider decides the tool calls from the conversation it is sent, so each
@@ -54,6 +55,14 @@ const usageAmounts = async () =>
   ).map((r) => Number(r.amount));
 
 /** The tool results the provider was sent, in order. */
+/** What run_command answers the model (src/cli/tools.ts). */
+interface CommandResult {
+  exit_code: number | null;
+  output: string;
+  timed_out: boolean;
+  truncated: boolean;
+}
+
 const toolResults = (body: ChatRequest) =>
   body.messages
     .filter((m) => m.role === 'tool')
@@ -159,10 +168,12 @@ describe('svc run', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     const res = await run(['--yes', '--output-cap', '1000', '--command-timeout', '1', 'do', 'it']);
     expect(res.code, res.stderr).toBe(0);
     expect(Date.now() - started).toBeLessThan(15_000);
-    const [capped, slow] = toolResults(suite.fake.requests.at(-1)!.body).map((r) => JSON.parse(r));
+    const [capped, slow] = toolResults(suite.fake.requests.at(-1)!.body).map((r) =>
+      parseAs<CommandResult>(r),
+    );
     expect(capped).toMatchObject({ exit_code: 0, truncated: true, timed_out: false });
-    expect(capped.output).toHaveLength(1000);
-    expect(capped.output.startsWith(`${work}\n`)).toBe(true);
+    expect(capped!.output).toHaveLength(1000);
+    expect(capped!.output.startsWith(`${work}\n`)).toBe(true);
     expect(slow).toMatchObject({ timed_out: true, exit_code: null });
     expect(existsSync(join(work, 'late.txt'))).toBe(false);
   });

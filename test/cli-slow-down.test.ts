@@ -113,8 +113,8 @@ describe(
       expect(gapMs(3)).toBeGreaterThanOrEqual(slowed);
 
       const entry = (await home.credentials()).servers[origin];
-      expect(entry.grants.model.refresh_token).toBe('rt-model');
-      expect(entry.grants.platform.refresh_token).toBe('rt-platform');
+      expect(entry!.grants!.model!.refresh_token).toBe('rt-model');
+      expect(entry!.grants!.platform!.refresh_token).toBe('rt-platform');
     });
   },
 );

@@ -5,6 +5,8 @@ import { client } from './helpers/http.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { apiTokens, deviceCodes } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
+import { anyOf, detailOf, matching } from './helpers/json.js';
+import type { DeviceCode, DevicePoll } from './helpers/answers.js';
 
 // Terminal device flow (interface document: Device flow, Device login row; CONTRACT §6).
 
@@ -18,13 +20,9 @@ afterAll(async () => {
   await server?.close();
 });
 
-const startLogin = async () =>
-  (await api.post('/v1/auth/device/code')).body as {
-    device_code: string;
-    user_code: string;
-    interval: number;
-  };
-const poll = (deviceCode: string) => api.post('/v1/auth/device/poll', { device_code: deviceCode });
+const startLogin = async () => (await api.post<DeviceCode>('/v1/auth/device/code')).body;
+const poll = (deviceCode: string) =>
+  api.post<DevicePoll>('/v1/auth/device/poll', { device_code: deviceCode });
 const approve = (user: TestUser, userCode: string, clientId?: string) =>
   api.post(
     '/v1/auth/device/authorize',
@@ -41,11 +39,11 @@ async function activeTokens(orgKey: string, userId: string) {
 
 describe('POST /v1/auth/device/code', () => {
   it('issues a device code and an XXXX-XXXX user code with the contract fields', async () => {
-    const res = await api.post('/v1/auth/device/code');
+    const res = await api.post<DeviceCode>('/v1/auth/device/code');
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      device_code: expect.any(String),
-      user_code: expect.stringMatching(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/),
+      device_code: anyOf(String),
+      user_code: matching(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/),
       verification_uri: `${server.v2Url}/account/device`,
       verification_uri_complete: `${server.v2Url}/account/device?user_code=${res.body.user_code}`,
       expires_in: 600,
@@ -76,14 +74,14 @@ describe('device login, end to end', () => {
     expect(done.status).toBe(200);
     expect(done.body).toEqual({
       status: 'complete',
-      token: expect.stringMatching(/^svc_[A-Za-z0-9_-]{43}$/),
+      token: matching(/^svc_[A-Za-z0-9_-]{43}$/),
       client_id: user.orgId,
       email: user.email,
     });
     expect(done.headers.get('cache-control')).toBe('no-store');
     const [row] = await activeTokens(user.orgKey, user.userId);
     expect(row?.tokenName).toBe('Device login');
-    expect(row?.tokenHash).toBe(hmacSecret(server.deps.keys.hmac, done.body.token));
+    expect(row?.tokenHash).toBe(hmacSecret(server.deps.keys.hmac, done.body.token!));
 
     expect(await poll(device_code)).toMatchObject({ status: 400, body: { status: 'expired_token' } });
   });
@@ -132,7 +130,7 @@ describe('device login, end to end', () => {
   it('validates the poll body', async () => {
     const res = await api.post('/v1/auth/device/poll', {});
     expect(res.status).toBe(400);
-    expect(res.body.detail.code).toBe('VALIDATION_ERROR');
+    expect(detailOf(res.body).code).toBe('VALIDATION_ERROR');
   });
 });
 
@@ -157,18 +155,18 @@ describe('POST /v1/auth/device/authorize', () => {
     const { device_code, user_code } = await startLogin();
     const foreign = await approve(user, user_code, stranger.orgId);
     expect(foreign.status).toBe(403);
-    expect(foreign.body.detail.code).toBe('NO_ACCESS');
+    expect(detailOf(foreign.body).code).toBe('NO_ACCESS');
     for (const bad of [stranger.email, 'garbage', stranger.orgKey]) {
       const res = await approve(user, user_code, bad);
       expect(res.status).toBe(400);
-      expect(res.body.detail.code).toBe('VALIDATION_ERROR');
+      expect(detailOf(res.body).code).toBe('VALIDATION_ERROR');
     }
     // Nothing above approved the code.
     expect((await poll(device_code)).body.status).toBe('authorization_pending');
 
     const wrong = await approve(user, 'BBBB-BBBB');
     expect(wrong.status).toBe(400);
-    expect(wrong.body.detail.code).toBe('INVALID_USER_CODE');
+    expect(detailOf(wrong.body).code).toBe('INVALID_USER_CODE');
   });
 
   it('refuses an org the user has left (403) and a code approved twice (400)', async () => {
@@ -186,7 +184,7 @@ describe('POST /v1/auth/device/authorize', () => {
     const next = await startLogin();
     const left = await approve(user, next.user_code, owner.orgId);
     expect(left.status).toBe(403);
-    expect(left.body.detail.code).toBe('NO_ACCESS');
+    expect(detailOf(left.body).code).toBe('NO_ACCESS');
   });
 
   it('limits wrong user codes per user: ten in 10 minutes, then 429 with Retry-After even for a right code', async () => {
@@ -196,7 +194,7 @@ describe('POST /v1/auth/device/authorize', () => {
     for (let i = 0; i < 10; i++) expect((await approve(user, 'BBBB-BBB' + 'CDFGHJKLMN'[i])).status).toBe(400);
     const blocked = await approve(user, user_code);
     expect(blocked.status).toBe(429);
-    expect(blocked.body.detail.code).toBe('RATE_LIMITED');
+    expect(detailOf(blocked.body).code).toBe('RATE_LIMITED');
     expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
     // Per user, not global: someone else can still approve.
     expect((await approve(other, user_code)).status).toBe(200);
@@ -223,7 +221,7 @@ describe('per-address limit on the device routes (CONTRACT §1)', () => {
       expect(statuses).toEqual([200, 200, 200, 429]);
       const res = await client(limited.url).post('/v1/auth/device/poll', { device_code: 'x' });
       expect(res.status).toBe(429);
-      expect(res.body.detail.code).toBe('RATE_LIMITED');
+      expect(detailOf(res.body).code).toBe('RATE_LIMITED');
       expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
     } finally {
       await limited.close();
@@ -241,10 +239,10 @@ describe('credential rotation and races (Authentication 3; CONTRACT §6)', () =>
 
     const first = await startLogin();
     await approve(owner, first.user_code);
-    const firstToken = (await poll(first.device_code)).body.token as string;
+    const firstToken = (await poll(first.device_code)).body.token!;
     const second = await startLogin();
     await approve(owner, second.user_code);
-    const secondToken = (await poll(second.device_code)).body.token as string;
+    const secondToken = (await poll(second.device_code)).body.token!;
 
     const active = await activeTokens(owner.orgKey, owner.userId);
     expect(active.map((t) => t.tokenHash)).toEqual([hmacSecret(server.deps.keys.hmac, secondToken)]);

@@ -3,6 +3,9 @@ import OpenAI from 'openai';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
+import { detailError, readJson } from './helpers/json.js';
+import type { Page } from './helpers/answers.js';
+import { projectOut } from '../src/projects/schema.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 
 // Cursor paging on every list (CONTRACT §3, issue 24): `starting_after` names the last item of the
@@ -31,9 +34,11 @@ type Lister = (query: string) => Promise<Item[]>;
 const rest =
   (path: string, token: () => string): Lister =>
   async (query) => {
-    const res = await api().get(`${path}${path.includes('?') ? '&' : '?'}${query}`, { token: token() });
+    const res = await api().get<Item[] | Page<Item>>(`${path}${path.includes('?') ? '&' : '?'}${query}`, {
+      token: token(),
+    });
     expect(res.status, `${path}?${query}: ${JSON.stringify(res.body)}`).toBe(200);
-    return (Array.isArray(res.body) ? res.body : res.body.data) as Item[];
+    return Array.isArray(res.body) ? res.body : res.body.data;
   };
 
 /** Every id, page by page of `size`, following starting_after from each page's last item. */
@@ -79,8 +84,9 @@ async function expectBadCursor(path: string, token: string, cursors: string[]) {
     const sep = path.includes('?') ? '&' : '?';
     const res = await api().get(`${path}${sep}starting_after=${encodeURIComponent(cursor)}`, { token });
     expect(res.status, `${path} starting_after=${cursor}`).toBe(400);
-    expect(res.body.detail.code).toBe('VALIDATION_ERROR');
-    expect(res.body.detail.errors[0].path).toBe('starting_after');
+    const { detail } = readJson(detailError, res.body);
+    expect(detail.code).toBe('VALIDATION_ERROR');
+    expect(detail.errors![0]!.path).toBe('starting_after');
   }
 }
 
@@ -122,7 +128,7 @@ describe('starting_after on every list (CONTRACT §3)', () => {
         { token: owner.session },
       );
       expect(res.status).toBe(200);
-      created.push(res.body.id);
+      created.push(readJson(projectOut, res.body).id);
     }
     const list = rest(`/v1/projects?org_id=${owner.clientId}`, () => owner.session);
     const all = await checkList(list, (p) => String(p.id));
@@ -133,7 +139,7 @@ describe('starting_after on every list (CONTRACT §3)', () => {
       { token: other.session },
     );
     await expectBadCursor(`/v1/projects?org_id=${owner.clientId}`, owner.session, [
-      foreign.body.id,
+      readJson(projectOut, foreign.body).id,
       'prj_nope',
     ]);
   });
@@ -240,6 +246,6 @@ describe('starting_after on every list (CONTRACT §3)', () => {
     ]);
     const res = await api().get(`/v1/tokens?starting_after=${'x'.repeat(201)}`, { token: owner.session });
     expect(res.status).toBe(400);
-    expect(res.body.detail.errors[0].path).toBe('starting_after');
+    expect(readJson(detailError, res.body).detail.errors![0]!.path).toBe('starting_after');
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
+import type { CreatedClient, OwnerBalance } from './helpers/answers.js';
 import { addMember, createUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
 import { verifyAccessToken } from '../oauth/verify.js';
@@ -22,13 +23,13 @@ afterAll(async () => {
 describe('client deletion and billing', () => {
   it('returns the deleted client’s allocation to the owner’s pool', async () => {
     const owner = await createUser(server);
-    const created = (await api.post('/v1/clients', { name: 'Temp' }, { token: owner.session })).body
-      .id as string;
+    const created = (await api.post<CreatedClient>('/v1/clients', { name: 'Temp' }, { token: owner.session }))
+      .body.id;
     const key = created.slice('client_'.length);
     // The trial is allocated to the default client at once (CONTRACT §8): free some of it first.
-    const dflt = (await api.get('/v1/owner/balance', { token: owner.session })).body.allocations.find(
-      (a: { is_default: boolean }) => a.is_default,
-    );
+    const dflt = (
+      await api.get<OwnerBalance>('/v1/owner/balance', { token: owner.session })
+    ).body.allocations.find((a) => a.is_default)!;
     expect(
       (
         await api.put(
@@ -38,8 +39,8 @@ describe('client deletion and billing', () => {
         )
       ).status,
     ).toBe(200);
-    const before = (await api.get('/v1/owner/balance', { token: owner.session })).body;
-    const funded = await api.put(
+    const before = (await api.get<OwnerBalance>('/v1/owner/balance', { token: owner.session })).body;
+    const funded = await api.put<OwnerBalance>(
       `/v1/owner/orgs/${created}/allocation`,
       { target_credits: 10_000 },
       { token: owner.session },
@@ -48,13 +49,11 @@ describe('client deletion and billing', () => {
     expect(funded.body.unallocated_credits).toBe(before.unallocated_credits - 10_000);
 
     expect((await api.delete(`/v1/clients/${created}`, { token: owner.session })).status).toBe(200);
-    const after = (await api.get('/v1/owner/balance', { token: owner.session })).body;
+    const after = (await api.get<OwnerBalance>('/v1/owner/balance', { token: owner.session })).body;
     expect(after.unallocated_credits).toBe(before.unallocated_credits);
     expect(after.global_credits).toBe(before.global_credits);
-    expect(after.allocations.map((a: { org_id: string }) => a.org_id)).not.toContain(created);
-    expect(
-      after.allocations.map((a: { org_id: string }) => a.org_id.replace(/^(client|org)_/, '')),
-    ).not.toContain(key);
+    expect(after.allocations.map((a) => a.org_id)).not.toContain(created);
+    expect(after.allocations.map((a) => a.org_id.replace(/^(client|org)_/, ''))).not.toContain(key);
   });
 });
 

@@ -22,8 +22,10 @@ const suite = browserSuite();
 
 /** The page's headings, in order, as "h2 Brief". */
 const outline = (page: Page) =>
-  page.$$eval('main h1, main h2, main h3, main h4, main h5, main h6', (els) =>
-    els.map((e) => `${e.tagName.toLowerCase()} ${e.textContent?.trim()}`),
+  page.$$eval(
+    'main h1, main h2, main h3, main h4, main h5, main h6',
+    (els: { tagName: string; textContent: string | null }[]) =>
+      els.map((e) => `${e.tagName.toLowerCase()} ${e.textContent?.trim()}`),
   );
 
 describe.skipIf(!haveChromium)('consent and share pages', () => {

@@ -3,6 +3,14 @@ import type { Browser, Page } from 'playwright-core';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 import { client } from './helpers/http.js';
+import type {
+  ClientRow,
+  CreatedClient,
+  DevMail,
+  MemberRow,
+  OwnerBalance,
+  Page as List,
+} from './helpers/answers.js';
 import {
   expectAccessible,
   expectNoSidewaysScroll,
@@ -52,17 +60,14 @@ async function checkPage(page: Page) {
 }
 
 async function teamOf(owner: { session: string; clientId: string }, name: string) {
-  const created = await api.post('/v1/clients', { name }, { token: owner.session });
-  return { clientId: created.body.id as string, orgKey: (created.body.id as string).slice(7) };
+  const created = await api.post<CreatedClient>('/v1/clients', { name }, { token: owner.session });
+  return { clientId: created.body.id, orgKey: created.body.id.slice(7) };
 }
 
 const pool = async (session: string) =>
-  (await api.get('/v1/owner/balance', { token: session })).body.unallocated_credits as number;
+  (await api.get<OwnerBalance>('/v1/owner/balance', { token: session })).body.unallocated_credits;
 const membersOf = async (clientId: string, session: string) =>
-  (await api.get(`/v1/clients/${clientId}/members`, { token: session })).body.data as {
-    email: string;
-    role: string;
-  }[];
+  (await api.get<List<MemberRow>>(`/v1/clients/${clientId}/members`, { token: session })).body.data;
 
 describe.skipIf(!haveChromium)('organizations in a real browser', () => {
   it('the owner changes a role, removes someone after confirming, renames, and deletes (balance to the pool)', async () => {
@@ -170,7 +175,9 @@ describe.skipIf(!haveChromium)('organizations in a real browser', () => {
       },
     );
     expect(forged.status()).toBe(404);
-    expect((await api.get('/v1/clients', { token: owner.session })).body.data[1].name).toBe('Team');
+    expect((await api.get<List<ClientRow>>('/v1/clients', { token: owner.session })).body.data[1]!.name).toBe(
+      'Team',
+    );
 
     await page.getByRole('link', { name: 'Organization settings' }).click();
     await checkPage(page);
@@ -206,9 +213,9 @@ describe.skipIf(!haveChromium)('organizations in a real browser', () => {
     expect(await openList.count()).toBe(1);
     await context.close();
 
-    const [mail] = (await api.get('/dev/mail', { query: { to: email } })).body.data;
-    expect(mail.subject).toBe('Invitation to join Team on svc');
-    const link = /(http\S+\/account\/invitations\/accept\?token=\S+)/.exec(mail.text)![1]!;
+    const [mail] = (await api.get<List<DevMail>>('/dev/mail', { query: { to: email } })).body.data;
+    expect(mail!.subject).toBe('Invitation to join Team on svc');
+    const link = /(http\S+\/account\/invitations\/accept\?token=\S+)/.exec(mail!.text)![1]!;
 
     // The invited person, on a phone, with no account.
     const guest = await browser.newContext({ viewport: { width: 390, height: 844 } });
@@ -222,10 +229,10 @@ describe.skipIf(!haveChromium)('organizations in a real browser', () => {
     await p.getByLabel(/^Password/).fill(STRONG_PASSWORD);
     await p.getByRole('button', { name: 'Create account' }).click();
     await p.waitForURL((u) => u.pathname === '/account/login');
-    const verify = (await api.get('/dev/mail', { query: { to: email } })).body.data.find(
-      (m: { subject: string }) => /verify/i.test(m.subject),
+    const verify = (await api.get<List<DevMail>>('/dev/mail', { query: { to: email } })).body.data.find((m) =>
+      /verify/i.test(m.subject),
     );
-    await p.goto(/(http\S+\/account\/verify\?token=\S+)/.exec(verify.text)![1]!);
+    await p.goto(/(http\S+\/account\/verify\?token=\S+)/.exec(verify!.text)![1]!);
     expect(await p.getByRole('status').textContent()).toContain('verified');
 
     // Back to the invitation: sign in (return_to brings them back), then join.

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
-import { client } from './helpers/http.js';
+import { client, type CallResult } from './helpers/http.js';
+import type { DeviceCode, DevicePoll } from './helpers/answers.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { sessionCookie } from './helpers/oauth.js';
 import { signatureFor, stripeEvent } from './helpers/fake-stripe.js';
 import { queryRows } from '../src/db/client.js';
+import { anyOf, detailOf, type JsonObject } from './helpers/json.js';
 
 // Server faults in the surface's own words (CONTRACT §3; interface document: Authentication 6). The
 // database really fails under the running server (a table renamed away, as in
@@ -35,12 +37,12 @@ async function withoutTable(table: string, body: () => Promise<void>) {
 
 describe('device user-code lookup while the database cannot answer', () => {
   it('answers 503 fail-closed (API and page), counts no wrong code, and works again afterwards', async () => {
-    const { user_code } = (await api.post('/v1/auth/device/code')).body;
+    const { user_code } = (await api.post<DeviceCode>('/v1/auth/device/code')).body;
     await withoutTable('device_codes', async () => {
       for (const path of ['/v1/auth/device/authorize', '/v1/auth/device/deny']) {
         const res = await api.post(path, { user_code }, { token: user.session });
         expect(res.status, path).toBe(503);
-        expect(res.body.detail.code, path).toBe('DEVICE_CODES_UNAVAILABLE');
+        expect(detailOf(res.body).code, path).toBe('DEVICE_CODES_UNAVAILABLE');
         expect(res.headers.get('retry-after'), path).toBe('5');
       }
       const page = await fetch(`${server.url}/account/device?user_code=${encodeURIComponent(user_code)}`, {
@@ -60,11 +62,11 @@ describe('device user-code lookup while the database cannot answer', () => {
 describe('device poll while the database cannot answer', () => {
   /** A code approved by `user`, ready to be handed out on the next poll. */
   async function approvedCode() {
-    const { device_code, user_code } = (await api.post('/v1/auth/device/code')).body;
+    const { device_code, user_code } = (await api.post<DeviceCode>('/v1/auth/device/code')).body;
     expect((await api.post('/v1/auth/device/authorize', { user_code }, { token: user.session })).status).toBe(
       200,
     );
-    return device_code as string;
+    return device_code;
   }
   const consumedCodes = async () =>
     (
@@ -73,9 +75,9 @@ describe('device poll while the database cannot answer', () => {
         sql`select count(*)::int as n from device_codes where consumed_at is not null and user_id = ${user.userId}`,
       )
     )[0]!.n;
-  const expectDeviceCodesUnavailable = (res: { status: number; body: any; headers: Headers }) => {
+  const expectDeviceCodesUnavailable = (res: CallResult) => {
     expect(res.status).toBe(503);
-    expect(res.body).toEqual({ detail: { code: 'DEVICE_CODES_UNAVAILABLE', message: expect.any(String) } });
+    expect(res.body).toEqual({ detail: { code: 'DEVICE_CODES_UNAVAILABLE', message: anyOf(String) } });
     expect(res.headers.get('retry-after')).toBe('5');
   };
 
@@ -100,9 +102,9 @@ describe('device poll while the database cannot answer', () => {
       expectDeviceCodesUnavailable(await api.post('/v1/auth/device/poll', { device_code }));
     });
     const consumedBefore = await consumedCodes();
-    const handed = await api.post('/v1/auth/device/poll', { device_code });
+    const handed = await api.post<DevicePoll>('/v1/auth/device/poll', { device_code });
     expect(handed.body).toMatchObject({ status: 'complete' });
-    const verify = await api.get('/v1/auth/verify', { token: handed.body.token });
+    const verify = await api.get('/v1/auth/verify', { token: handed.body.token! });
     expect(verify.status).toBe(200);
     expect(await consumedCodes()).toBe(consumedBefore + 1);
   });
@@ -118,7 +120,7 @@ describe('every /v1 route while the database is stopped under the running server
     stopped = await startTestServer({ env: { STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET } });
     down = client(stopped.url);
     token = (await createUser(stopped)).session;
-    pending = (await down.post('/v1/auth/device/code')).body;
+    pending = (await down.post<DeviceCode>('/v1/auth/device/code')).body;
     await stopped.database.close();
   });
   afterAll(async () => {
@@ -153,10 +155,10 @@ describe('every /v1 route while the database is stopped under the running server
       ['/v1/webhooks/stripe', event, { 'stripe-signature': signatureFor(event, WEBHOOK_SECRET) }],
     ];
     for (const [path, body, headers] of calls) {
-      const res = await down.post(path, body, headers ? { headers } : {});
+      const res = await down.post<JsonObject>(path, body, headers ? { headers } : {});
       expect(res.status, path).toBe(503);
       expect(Object.keys(res.body), path).toEqual(['detail']);
-      expect(res.body.detail.code, path).toMatch(/^(DATABASE|DEVICE_CODES)_UNAVAILABLE$/);
+      expect(detailOf(res.body).code, path).toMatch(/^(DATABASE|DEVICE_CODES)_UNAVAILABLE$/);
       expect(res.headers.get('retry-after'), path).toBe('5');
     }
   });
@@ -171,7 +173,7 @@ describe('every /v1 route while the database is stopped under the running server
     ] as const) {
       const res = method === 'GET' ? await down.get(path, { token }) : await down.post(path, body, { token });
       expect(res.status, path).toBe(503);
-      expect(res.body.detail.code, path).toBe('MEMBERSHIP_UNAVAILABLE');
+      expect(detailOf(res.body).code, path).toBe('MEMBERSHIP_UNAVAILABLE');
     }
   });
 });
@@ -181,8 +183,8 @@ describe('a real fault while the database answers', () => {
     await withoutTable('users', async () => {
       const res = await api.post('/v1/login', { email: user.email, password: user.password });
       expect(res.status).toBe(500);
-      expect(res.body.detail.code).toBe('INTERNAL');
-      expect(res.body.detail.message).toMatch(/^internal error \(request [\w-]+\)$/);
+      expect(detailOf(res.body).code).toBe('INTERNAL');
+      expect(detailOf(res.body).message).toMatch(/^internal error \(request [\w-]+\)$/);
     });
     expect((await api.post('/v1/login', { email: user.email, password: user.password })).status).toBe(200);
   });
@@ -229,7 +231,7 @@ describe('a database failure inside the OAuth token endpoint', () => {
       expect(res.headers.get('retry-after')).toBe('5');
       expect((await res.json()) as Record<string, unknown>).toEqual({
         error: 'temporarily_unavailable',
-        error_description: expect.any(String),
+        error_description: anyOf(String),
       });
     } finally {
       // close() cannot end the pool twice and stops before dropping the database: drop it here.

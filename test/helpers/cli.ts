@@ -7,6 +7,12 @@ import { expect } from 'vitest';
 import { PageClient, csrfOf } from './page-client.js';
 import { driveConsent } from './oauth.js';
 import type { TestUser } from './fixtures.js';
+import { parseAs } from './json.js';
+import type { ServerEntry } from '../../src/cli/credentials.js';
+import type { Summary } from '../../src/cli/commands/whoami.js';
+import type { Outcome } from '../../src/cli/outcome.js';
+import type { ChatCompletion } from 'openai/resources/chat/completions';
+import type { ClientBalance, OwnerBalance } from './answers.js';
 
 // The `svc` terminal client as a real child process (node + tsx on src/cli/cli.ts, the same code bin/svc.mjs
 // runs compiled), with its own config folder, so credentials.json is the real file a person would have.
@@ -24,10 +30,30 @@ export interface CliRun {
   exit: Promise<number>;
 }
 
+/** credentials.json as the CLI writes it (src/cli/credentials.ts). */
+export interface CredentialsFile {
+  version: number;
+  servers: Record<string, ServerEntry>;
+}
+
+/** `svc whoami --json` (src/cli/commands/whoami.ts). */
+export type WhoAmI = Summary;
+
+/** `svc chat --json`: the completion with the verified outcome (src/cli/commands/chat.ts). */
+export type CliChat = ChatCompletion & { svc_outcome: Outcome };
+
+/** `svc balance --json` (src/cli/commands/balance.ts). */
+export interface CliBalance {
+  org: string;
+  role?: string;
+  balance: ClientBalance;
+  owner?: OwnerBalance;
+}
+
 export interface CliHome {
   dir: string;
   env: Record<string, string>;
-  credentials(): Promise<any>;
+  credentials(): Promise<CredentialsFile>;
   writeCredentials(value: unknown): Promise<void>;
   cleanup(): Promise<void>;
 }
@@ -38,7 +64,7 @@ export async function cliHome(): Promise<CliHome> {
   return {
     dir,
     env: { XDG_CONFIG_HOME: join(dir, 'config'), HOME: dir },
-    credentials: async () => JSON.parse(await readFile(file, 'utf8')),
+    credentials: async () => parseAs<CredentialsFile>(await readFile(file, 'utf8')),
     async writeCredentials(value) {
       await mkdir(dirname(file), { recursive: true, mode: 0o700 });
       await writeFile(file, JSON.stringify(value), { mode: 0o600 });

@@ -77,3 +77,10 @@ export async function rejectionOf<T = Error>(promise: Promise<unknown>): Promise
   }
   throw new Error('expected a rejection, but the promise fulfilled');
 }
+
+/** The `detail` of a /v1 error answer (checked against the DetailError schema). */
+export const detailOf = (body: unknown): DetailError['detail'] => readJson(detailError, body).detail;
+/** The `error` of a model-route error answer (checked against the OpenAI error schema). */
+export const openAiErrorOf = (body: unknown): OpenAiError['error'] => readJson(openAiError, body).error;
+/** An /oauth/* error answer (RFC 6749 §5.2; checked against the OAuth error schema). */
+export const oauthErrorOf = (body: unknown): OAuthError => readJson(oauthError, body);
