@@ -5,6 +5,9 @@ import { modelSuite } from './helpers/model-suite.js';
 import { createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 import { call, type CallOptions } from './helpers/http.js';
 import { documentValidator } from './helpers/openapi.js';
+import type { CreatedClient, DeviceCode, MintedToken, Page, SignedIn } from './helpers/answers.js';
+import type { ProjectOut } from '../src/projects/schema.js';
+import type { Model } from 'openai/resources/models';
 
 // Real answers of the main flows validate against the document's response schemas (the schema of that
 // route, that status and that content type), with @hyperjump/json-schema's OpenAPI 3.1 dialect. Output
@@ -19,13 +22,13 @@ beforeAll(async () => {
 });
 
 /** Calls `method path` (the route's Express path in `route`, filled in `path`) and checks the answer. */
-async function checked(
+async function checked<T = unknown>(
   method: string,
   route: string,
   expected: number,
   opts: CallOptions & { path?: string; base?: string } = {},
 ) {
-  const res = await call(opts.base ?? suite.server.url, method.toUpperCase(), opts.path ?? route, opts);
+  const res = await call<T>(opts.base ?? suite.server.url, method.toUpperCase(), opts.path ?? route, opts);
   expect(res.status, `${method} ${route}: ${JSON.stringify(res.body)}`).toBe(expected);
   const type = (res.headers.get('content-type') ?? '').split(';')[0]!;
   if (type === 'application/json') {
@@ -45,8 +48,10 @@ describe('real answers match the OpenAPI document', () => {
     await checked('post', '/v1/register', 200, {
       body: { email, name: 'Doc Reader', password: STRONG_PASSWORD },
     });
-    const login = await checked('post', '/v1/login', 200, { body: { email, password: STRONG_PASSWORD } });
-    const session = login.body.session_token as string;
+    const login = await checked<SignedIn>('post', '/v1/login', 200, {
+      body: { email, password: STRONG_PASSWORD },
+    });
+    const session = login.body.session_token;
     await checked('get', '/v1/2fa/status', 200, { token: session });
     await checked('post', '/v1/2fa/setup', 403, { token: session }); // unverified e-mail
     await checked('post', '/v1/email/verify', 400, { body: { token: 'not-a-token' } });
@@ -59,8 +64,11 @@ describe('real answers match the OpenAPI document', () => {
     const { owner } = suite;
     const token = owner.session;
     await checked('get', '/v1/clients', 200, { token });
-    const created = await checked('post', '/v1/clients', 200, { token, body: { name: 'Docs team' } });
-    const id = created.body.id as string;
+    const created = await checked<CreatedClient>('post', '/v1/clients', 200, {
+      token,
+      body: { name: 'Docs team' },
+    });
+    const id = created.body.id;
     const other = await createUser(suite.server);
     await checked('post', '/v1/clients/:client_id/members', 200, {
       token,
@@ -72,7 +80,7 @@ describe('real answers match the OpenAPI document', () => {
       token,
       path: `/v1/clients/${id}/members/${other.userId}`,
     });
-    const minted = await checked('post', '/v1/tokens', 200, {
+    const minted = await checked<MintedToken>('post', '/v1/tokens', 200, {
       token,
       body: { token_name: 'docs', client_id: id },
     });
@@ -87,7 +95,7 @@ describe('real answers match the OpenAPI document', () => {
   it('device flow', async () => {
     // Its own user: the credential handed out replaces the user's token in that organization.
     const person = await createUser(suite.server);
-    const code = await checked('post', '/v1/auth/device/code', 200);
+    const code = await checked<DeviceCode>('post', '/v1/auth/device/code', 200);
     await checked('post', '/v1/auth/device/poll', 200, { body: { device_code: code.body.device_code } });
     await checked('post', '/v1/auth/device/authorize', 200, {
       token: person.session,
@@ -133,7 +141,7 @@ describe('real answers match the OpenAPI document', () => {
 
   it('projects', async () => {
     const token = suite.key;
-    const p = await checked('post', '/v1/projects', 200, {
+    const p = await checked<ProjectOut>('post', '/v1/projects', 200, {
       token,
       body: { org_id: suite.owner.clientId, name: 'Docs' },
     });
@@ -152,8 +160,8 @@ describe('real answers match the OpenAPI document', () => {
 
   it('models: catalog, agents, a chat call, and OpenAI-shaped errors', async () => {
     const token = suite.key;
-    const list = await checked('get', '/v1/models', 200, { token });
-    await checked('get', '/v1/models/:id', 200, { token, path: `/v1/models/${list.body.data[0].id}` });
+    const list = await checked<Page<Model>>('get', '/v1/models', 200, { token });
+    await checked('get', '/v1/models/:id', 200, { token, path: `/v1/models/${list.body.data[0]!.id}` });
     await checked('get', '/v1/models/:id', 404, { token, path: '/v1/models/nope' });
     await checked('get', '/v1/agents', 200, { token });
     const body = { messages: [{ role: 'user', content: 'hello' }], max_tokens: 16 };

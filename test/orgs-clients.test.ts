@@ -5,6 +5,8 @@ import { client } from './helpers/http.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { assertAuthChecks } from './helpers/auth-checks.js';
 import { orgs } from '../src/db/schema.js';
+import { anyOf, detailOf, matching } from './helpers/json.js';
+import type { ClientRow, CreatedClient, MemberRow, Page, Verified } from './helpers/answers.js';
 
 // Clients (interface document: Clients, Client; CONTRACT §2, §5).
 
@@ -19,13 +21,8 @@ afterAll(async () => {
 });
 
 const createClient = async (user: TestUser, name = 'Side project') =>
-  (await api.post('/v1/clients', { name }, { token: user.session })).body as {
-    id: string;
-    name: string;
-    owner_id: string;
-    created_at: number;
-  };
-const verify = (secret: string) => api.get('/v1/auth/verify', { token: secret });
+  (await api.post<CreatedClient>('/v1/clients', { name }, { token: user.session })).body;
+const verify = (secret: string) => api.get<Verified>('/v1/auth/verify', { token: secret });
 
 describe('auth checks on the client routes', () => {
   it.each([
@@ -47,32 +44,34 @@ describe('GET /v1/clients', () => {
         id: user.clientId,
         name: "Ann's personal organization",
         role: 'owner',
-        created_at: expect.any(Number),
+        created_at: anyOf(Number),
       },
       {
         id: owner.clientId,
         name: "Owner's personal organization",
         role: 'viewer',
-        created_at: expect.any(Number),
+        created_at: anyOf(Number),
       },
     ];
-    const res = await api.get('/v1/clients', { token: user.session });
+    const res = await api.get<Page<ClientRow>>('/v1/clients', { token: user.session });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ data: expected });
     const { secret } = await createApiToken(server, user, user.orgKey);
-    expect((await api.get('/v1/clients', { token: secret })).body).toEqual({ data: expected });
+    expect((await api.get<Page<ClientRow>>('/v1/clients', { token: secret })).body).toEqual({
+      data: expected,
+    });
   });
 
   it('pages by limit and offset (CONTRACT §3), in the same order; a limit or offset outside the rule is 400', async () => {
     const user = await createUser(server);
     const made = [];
     for (const name of ['B', 'C', 'D'])
-      made.push((await api.post('/v1/clients', { name }, { token: user.session })).body.id);
-    const all = (await api.get('/v1/clients', { token: user.session })).body.data.map(
+      made.push((await api.post<CreatedClient>('/v1/clients', { name }, { token: user.session })).body.id);
+    const all = (await api.get<Page<ClientRow>>('/v1/clients', { token: user.session })).body.data.map(
       (c: { id: string }) => c.id,
     );
     expect(all).toEqual([user.clientId, ...made]);
-    const page = (q: string) => api.get(`/v1/clients?${q}`, { token: user.session });
+    const page = (q: string) => api.get<Page<ClientRow>>(`/v1/clients?${q}`, { token: user.session });
     expect((await page('limit=2')).body.data.map((c: { id: string }) => c.id)).toEqual(all.slice(0, 2));
     expect((await page('limit=2&offset=2')).body.data.map((c: { id: string }) => c.id)).toEqual(
       all.slice(2, 4),
@@ -81,7 +80,7 @@ describe('GET /v1/clients', () => {
     for (const q of ['limit=0', 'limit=101', 'offset=-1', 'limit=abc']) {
       const res = await page(q);
       expect(res.status, q).toBe(400);
-      expect(res.body.detail.code, q).toBe('VALIDATION_ERROR');
+      expect(detailOf(res.body).code, q).toBe('VALIDATION_ERROR');
     }
   });
 });
@@ -90,19 +89,19 @@ describe('POST /v1/clients', () => {
   it('creates a client owned by the caller (owner_id from the credential, never the body)', async () => {
     const user = await createUser(server);
     const other = await createUser(server);
-    const res = await api.post(
+    const res = await api.post<CreatedClient>(
       '/v1/clients',
       { name: '  Acme  ', owner_id: other.userId },
       { token: user.session },
     );
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      id: expect.stringMatching(/^client_[a-z0-9]+$/),
+      id: matching(/^client_[a-z0-9]+$/),
       name: 'Acme',
       owner_id: user.userId,
-      created_at: expect.any(Number),
+      created_at: anyOf(Number),
     });
-    const list = (await api.get('/v1/clients', { token: user.session })).body.data;
+    const list = (await api.get<Page<ClientRow>>('/v1/clients', { token: user.session })).body.data;
     expect(list).toContainEqual({
       id: res.body.id,
       name: 'Acme',
@@ -114,13 +113,13 @@ describe('POST /v1/clients', () => {
   it('works with an svc_ token and refuses a missing or empty name (400)', async () => {
     const user = await createUser(server);
     const { secret } = await createApiToken(server, user, user.orgKey);
-    expect((await api.post('/v1/clients', { name: 'From CLI' }, { token: secret })).body.owner_id).toBe(
-      user.userId,
-    );
+    expect(
+      (await api.post<CreatedClient>('/v1/clients', { name: 'From CLI' }, { token: secret })).body.owner_id,
+    ).toBe(user.userId);
     for (const body of [{}, { name: '' }, { name: '   ' }, { name: 7 }]) {
-      const res = await api.post('/v1/clients', body, { token: user.session });
+      const res = await api.post<CreatedClient>('/v1/clients', body, { token: user.session });
       expect(res.status).toBe(400);
-      expect(res.body.detail.code).toBe('VALIDATION_ERROR');
+      expect(detailOf(res.body).code).toBe('VALIDATION_ERROR');
     }
   });
 });
@@ -151,13 +150,17 @@ describe('DELETE /v1/clients/{id}', () => {
     expect(seen).toEqual([key]);
     expect((await verify(mateToken.secret)).status).toBe(401);
     expect(
-      (await api.get('/v1/clients', { token: mate.session })).body.data.map((c: { id: string }) => c.id),
+      (await api.get<Page<ClientRow>>('/v1/clients', { token: mate.session })).body.data.map(
+        (c: { id: string }) => c.id,
+      ),
     ).not.toContain(created.id);
     const [row] = await server.deps.db.select().from(orgs).where(eq(orgs.id, key));
     expect(row?.deletedAt).toBeInstanceOf(Date);
     // Deleted: gone for every later request.
     expect((await api.delete(`/v1/clients/${created.id}`, { token: owner.session })).status).toBe(404);
-    expect((await api.get(`/v1/clients/${created.id}/members`, { token: owner.session })).status).toBe(404);
+    expect(
+      (await api.get<Page<MemberRow>>(`/v1/clients/${created.id}/members`, { token: owner.session })).status,
+    ).toBe(404);
   });
 
   it('rolls everything back when a hook fails (one transaction)', async () => {
@@ -187,22 +190,24 @@ describe('DELETE /v1/clients/{id}', () => {
 
     const dflt = await api.delete(`/v1/clients/${owner.clientId}`, { token: owner.session });
     expect(dflt.status).toBe(400);
-    expect(dflt.body.detail.code).toBe('CANNOT_DELETE_DEFAULT');
+    expect(detailOf(dflt.body).code).toBe('CANNOT_DELETE_DEFAULT');
     for (const who of [member, stranger]) {
       const res = await api.delete(`/v1/clients/${created.id}`, { token: who.session });
       expect(res.status).toBe(403);
-      expect(res.body.detail.code).toBe('NO_ACCESS');
+      expect(detailOf(res.body).code).toBe('NO_ACCESS');
     }
     for (const id of ['client_doesnotexist', 'garbage', owner.email]) {
       const res = await api.delete(`/v1/clients/${encodeURIComponent(id)}`, { token: owner.session });
       expect(res.status).toBe(404);
-      expect(res.body.detail.code).toBe('NOT_FOUND');
+      expect(detailOf(res.body).code).toBe('NOT_FOUND');
     }
     // A token bound to the owner's default client cannot reach the other client.
     const { secret } = await createApiToken(server, owner, owner.orgKey);
     expect((await api.delete(`/v1/clients/${created.id}`, { token: secret })).status).toBe(403);
     expect(
-      (await api.get('/v1/clients', { token: owner.session })).body.data.map((c: { id: string }) => c.id),
+      (await api.get<Page<ClientRow>>('/v1/clients', { token: owner.session })).body.data.map(
+        (c: { id: string }) => c.id,
+      ),
     ).toContain(created.id);
   });
 });

@@ -7,6 +7,17 @@ import { assertAuthChecks } from './helpers/auth-checks.js';
 import { mails, newEmail, signUp, tokenFromMail } from './accounts-support.js';
 import { orgInvitations } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
+import { anyOf, detailOf, matching, openAiErrorOf } from './helpers/json.js';
+import type {
+  ClientRow,
+  CreatedClient,
+  MemberRow,
+  Page,
+  Registered,
+  Verified,
+  InvitationAccepted,
+  InvitationRow,
+} from './helpers/answers.js';
 
 // An organization's people (issue 16 item 5): rename, change a member's role, leave, and invitations
 // by e-mail (single-use, expiring, revocable, hashed at rest, wrong tokens limited). Each rule for the
@@ -25,8 +36,8 @@ afterAll(async () => {
 /** An owner with a second (non-default) org holding a member and a viewer, and an outsider. */
 async function team() {
   const owner = await createUser(server, { name: 'Olga' });
-  const created = await api.post('/v1/clients', { name: 'Team' }, { token: owner.session });
-  const org = { clientId: created.body.id as string, orgKey: (created.body.id as string).slice(7) };
+  const created = await api.post<CreatedClient>('/v1/clients', { name: 'Team' }, { token: owner.session });
+  const org = { clientId: created.body.id, orgKey: created.body.id.slice(7) };
   const member = await createUser(server, { name: 'Mia' });
   const viewer = await createUser(server, { name: 'Vic' });
   const outsider = await createUser(server, { name: 'Otto' });
@@ -36,9 +47,9 @@ async function team() {
 }
 
 const invite = (clientId: string, as: TestUser, body: Record<string, unknown>) =>
-  api.post(`/v1/clients/${clientId}/invitations`, body, { token: as.session });
+  api.post<InvitationRow>(`/v1/clients/${clientId}/invitations`, body, { token: as.session });
 const accept = (session: string, token: string) =>
-  api.post('/v1/invitations/accept', { token }, { token: session });
+  api.post<InvitationAccepted>('/v1/invitations/accept', { token }, { token: session });
 const inviteToken = (email: string) => tokenFromMail(api, email, server.v2Url, '/account/invitations/accept');
 
 describe('auth checks on the people routes', () => {
@@ -74,10 +85,10 @@ describe('PATCH /v1/clients/{id}: rename', () => {
       id: org.clientId,
       name: 'Research',
       owner_id: owner.userId,
-      created_at: expect.any(Number),
+      created_at: anyOf(Number),
     });
-    const list = await api.get('/v1/clients', { token: member.session });
-    expect(list.body.data.find((c: { id: string }) => c.id === org.clientId).name).toBe('Research');
+    const list = await api.get<Page<ClientRow>>('/v1/clients', { token: member.session });
+    expect(list.body.data.find((c) => c.id === org.clientId)!.name).toBe('Research');
     for (const who of [member, viewer, outsider]) {
       const refused = await api.patch(
         `/v1/clients/${org.clientId}`,
@@ -85,7 +96,7 @@ describe('PATCH /v1/clients/{id}: rename', () => {
         { token: who.session },
       );
       expect(refused.status).toBe(403);
-      expect(refused.body.detail.code).toBe('NO_ACCESS');
+      expect(detailOf(refused.body).code).toBe('NO_ACCESS');
     }
     expect(
       (await api.patch(`/v1/clients/${owner.clientId}`, { name: 'Home' }, { token: owner.session })).status,
@@ -93,7 +104,7 @@ describe('PATCH /v1/clients/{id}: rename', () => {
     for (const body of [{}, { name: '' }, { name: '   ' }, { name: 'x'.repeat(101) }, { name: 7 }]) {
       const bad = await api.patch(`/v1/clients/${org.clientId}`, body, { token: owner.session });
       expect(bad.status, JSON.stringify(body)).toBe(400);
-      expect(bad.body.detail.code).toBe('VALIDATION_ERROR');
+      expect(detailOf(bad.body).code).toBe('VALIDATION_ERROR');
     }
     expect(
       (await api.patch('/v1/clients/client_nosuchorg', { name: 'x' }, { token: owner.session })).status,
@@ -101,7 +112,7 @@ describe('PATCH /v1/clients/{id}: rename', () => {
   });
 
   it("the registration's default client says it is personal", async () => {
-    const reg = await api.post('/v1/register', {
+    const reg = await api.post<Registered>('/v1/register', {
       email: newEmail(),
       name: 'Grace',
       password: 'correct-Horse-9',
@@ -124,7 +135,7 @@ describe('PATCH /v1/clients/{id}/members/{user_id}: role', () => {
       email: member.email,
       name: 'Mia',
       role: 'viewer',
-      created_at: expect.any(Number),
+      created_at: anyOf(Number),
     });
     // Spending reads the role live (CONTRACT §7): the member's own token stops spending at once.
     const key = await createApiToken(server, member, org.orgKey);
@@ -134,8 +145,8 @@ describe('PATCH /v1/clients/{id}/members/{user_id}: role', () => {
       { token: key.secret },
     );
     expect(chat.status).toBe(403);
-    expect(chat.body.error.code).toBe('viewer_cannot_spend');
-    const back = await api.patch(
+    expect(openAiErrorOf(chat.body).code).toBe('viewer_cannot_spend');
+    const back = await api.patch<MemberRow>(
       `/v1/clients/${org.clientId}/members/${member.userId}`,
       { role: 'member' },
       { token: owner.session },
@@ -149,7 +160,7 @@ describe('PATCH /v1/clients/{id}/members/{user_id}: role', () => {
     for (const who of [member, viewer, outsider]) {
       const refused = await api.patch(path, { role: 'member' }, { token: who.session });
       expect(refused.status).toBe(403);
-      expect(refused.body.detail.code).toBe('NO_ACCESS');
+      expect(detailOf(refused.body).code).toBe('NO_ACCESS');
     }
     const ownRole = await api.patch(
       `/v1/clients/${org.clientId}/members/${owner.userId}`,
@@ -157,7 +168,7 @@ describe('PATCH /v1/clients/{id}/members/{user_id}: role', () => {
       { token: owner.session },
     );
     expect(ownRole.status).toBe(400);
-    expect(ownRole.body.detail.code).toBe('CANNOT_CHANGE_OWNER');
+    expect(detailOf(ownRole.body).code).toBe('CANNOT_CHANGE_OWNER');
     expect((await api.patch(path, { role: 'owner' }, { token: owner.session })).status).toBe(400);
     expect((await api.patch(path, {}, { token: owner.session })).status).toBe(400);
     const stranger = await api.patch(
@@ -173,12 +184,14 @@ describe('POST /v1/clients/{id}/leave', () => {
   it('a member leaves: membership gone, their token for that client revoked; the owner cannot leave', async () => {
     const { owner, member, viewer, outsider, org } = await team();
     const key = await createApiToken(server, member, org.orgKey);
-    expect((await api.get('/v1/auth/verify', { token: key.secret })).status).toBe(200);
+    expect((await api.get<Verified>('/v1/auth/verify', { token: key.secret })).status).toBe(200);
     const res = await api.post(`/v1/clients/${org.clientId}/leave`, undefined, { token: member.session });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ left: true });
-    expect((await api.get('/v1/auth/verify', { token: key.secret })).status).toBe(401);
-    const members = await api.get(`/v1/clients/${org.clientId}/members`, { token: owner.session });
+    expect((await api.get<Verified>('/v1/auth/verify', { token: key.secret })).status).toBe(401);
+    const members = await api.get<Page<MemberRow>>(`/v1/clients/${org.clientId}/members`, {
+      token: owner.session,
+    });
     expect(members.body.data.map((m: { user_id: string }) => m.user_id)).toEqual([
       owner.userId,
       viewer.userId,
@@ -197,7 +210,7 @@ describe('POST /v1/clients/{id}/leave', () => {
       token: owner.session,
     });
     expect(ownerLeaves.status).toBe(400);
-    expect(ownerLeaves.body.detail.code).toBe('OWNER_CANNOT_LEAVE');
+    expect(detailOf(ownerLeaves.body).code).toBe('OWNER_CANNOT_LEAVE');
   });
 });
 
@@ -206,19 +219,23 @@ describe('invitations', () => {
     const { owner, org } = await team();
     const email = newEmail('invitee');
     // The document's rule stays: POST …/members takes only a registered account.
-    const direct = await api.post(`/v1/clients/${org.clientId}/members`, { email }, { token: owner.session });
+    const direct = await api.post<MemberRow>(
+      `/v1/clients/${org.clientId}/members`,
+      { email },
+      { token: owner.session },
+    );
     expect(direct.status).toBe(404);
-    expect(direct.body.detail.code).toBe('USER_NOT_FOUND');
+    expect(detailOf(direct.body).code).toBe('USER_NOT_FOUND');
 
     const res = await invite(org.clientId, owner, { email: `  ${email.toUpperCase()} `, role: 'viewer' });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      id: expect.stringMatching(/^inv_[a-z2-7]{26}$/),
+      id: matching(/^inv_[a-z2-7]{26}$/),
       client_id: org.clientId,
       email,
       role: 'viewer',
       status: 'pending',
-      created_at: expect.any(Number),
+      created_at: anyOf(Number),
       expires_at: res.body.created_at + 7 * 24 * 3600,
       accepted_at: null,
       revoked_at: null,
@@ -234,23 +251,27 @@ describe('invitations', () => {
       .where(eq(orgInvitations.id, res.body.id));
     expect(row!.tokenHash).toBe(hmacSecret(server.deps.keys.hmac, token));
     expect(JSON.stringify(row)).not.toContain(token);
-    const listed = await api.get(`/v1/clients/${org.clientId}/invitations`, { token: owner.session });
+    const listed = await api.get<Page<InvitationRow>>(`/v1/clients/${org.clientId}/invitations`, {
+      token: owner.session,
+    });
     expect(listed.body.data).toEqual([res.body]);
 
     const invitee = await signUp(server, { email });
     const accepted = await accept(invitee.session, token);
     expect(accepted.status).toBe(200);
     expect(accepted.body).toEqual({ client: { id: org.clientId, name: 'Team', role: 'viewer' } });
-    const clients = await api.get('/v1/clients', { token: invitee.session });
+    const clients = await api.get<Page<ClientRow>>('/v1/clients', { token: invitee.session });
     expect(clients.body.data.map((c: { id: string; role: string }) => [c.id, c.role])).toContainEqual([
       org.clientId,
       'viewer',
     ]);
     const reuse = await accept(invitee.session, token);
     expect(reuse.status).toBe(409);
-    expect(reuse.body.detail.code).toBe('INVITATION_USED');
-    const after = await api.get(`/v1/clients/${org.clientId}/invitations`, { token: owner.session });
-    expect(after.body.data[0]).toMatchObject({ status: 'accepted', accepted_at: expect.any(Number) });
+    expect(detailOf(reuse.body).code).toBe('INVITATION_USED');
+    const after = await api.get<Page<InvitationRow>>(`/v1/clients/${org.clientId}/invitations`, {
+      token: owner.session,
+    });
+    expect(after.body.data[0]).toMatchObject({ status: 'accepted', accepted_at: anyOf(Number) });
     // An accepted invitation is not revoked (the member is removed instead).
     const late = await api.delete(`/v1/clients/${org.clientId}/invitations/${res.body.id}`, {
       token: owner.session,
@@ -264,9 +285,13 @@ describe('invitations', () => {
     const created = await invite(org.clientId, owner, { email });
     for (const who of [member, viewer, outsider]) {
       expect((await invite(org.clientId, who, { email: newEmail() })).status).toBe(403);
-      expect((await api.get(`/v1/clients/${org.clientId}/invitations`, { token: who.session })).status).toBe(
-        403,
-      );
+      expect(
+        (
+          await api.get<Page<InvitationRow>>(`/v1/clients/${org.clientId}/invitations`, {
+            token: who.session,
+          })
+        ).status,
+      ).toBe(403);
       const del = await api.delete(`/v1/clients/${org.clientId}/invitations/${created.body.id}`, {
         token: who.session,
       });
@@ -282,14 +307,15 @@ describe('invitations', () => {
       token: owner.session,
     });
     expect(revoked.status).toBe(200);
-    expect(revoked.body).toMatchObject({ status: 'revoked', revoked_at: expect.any(Number) });
+    expect(revoked.body).toMatchObject({ status: 'revoked', revoked_at: anyOf(Number) });
     const invitee = await signUp(server, { email });
     const res = await accept(invitee.session, token);
     expect(res.status).toBe(410);
-    expect(res.body.detail.code).toBe('INVITATION_REVOKED');
-    expect((await api.get(`/v1/clients/${org.clientId}/members`, { token: invitee.session })).status).toBe(
-      403,
-    );
+    expect(detailOf(res.body).code).toBe('INVITATION_REVOKED');
+    expect(
+      (await api.get<Page<MemberRow>>(`/v1/clients/${org.clientId}/members`, { token: invitee.session }))
+        .status,
+    ).toBe(403);
   });
 
   it('an expired link answers 410; inviting again replaces the old link', async () => {
@@ -304,19 +330,21 @@ describe('invitations', () => {
     const invitee = await signUp(server, { email });
     const expired = await accept(invitee.session, oldToken);
     expect(expired.status).toBe(410);
-    expect(expired.body.detail.code).toBe('INVITATION_EXPIRED');
+    expect(detailOf(expired.body).code).toBe('INVITATION_EXPIRED');
 
     const second = await invite(org.clientId, owner, { email, role: 'member' });
     expect(second.status).toBe(200);
     const newToken = await inviteToken(email);
     expect(newToken).not.toBe(oldToken);
-    const listed = await api.get(`/v1/clients/${org.clientId}/invitations`, { token: owner.session });
-    expect(listed.body.data.map((i: { status: string }) => i.status)).toEqual(['pending', 'revoked']);
+    const listed = await api.get<Page<InvitationRow>>(`/v1/clients/${org.clientId}/invitations`, {
+      token: owner.session,
+    });
+    expect(listed.body.data.map((i) => i.status)).toEqual(['pending', 'revoked']);
     expect((await accept(invitee.session, newToken)).body.client.role).toBe('member');
     // Now a member: inviting the address again is 409.
     const again = await invite(org.clientId, owner, { email });
     expect(again.status).toBe(409);
-    expect(again.body.detail.code).toBe('ALREADY_MEMBER');
+    expect(detailOf(again.body).code).toBe('ALREADY_MEMBER');
   });
 
   it('the account must have the invited address; wrong tokens are limited per person (429)', async () => {
@@ -327,18 +355,18 @@ describe('invitations', () => {
     const someoneElse = await signUp(server);
     const wrongPerson = await accept(someoneElse.session, token);
     expect(wrongPerson.status).toBe(403);
-    expect(wrongPerson.body.detail.code).toBe('INVITATION_FOR_ANOTHER_EMAIL');
+    expect(detailOf(wrongPerson.body).code).toBe('INVITATION_FOR_ANOTHER_EMAIL');
 
     const guesser = await signUp(server);
     const forged = token.slice(0, -2) + (token.endsWith('AA') ? 'BB' : 'AA');
     for (let i = 0; i < 10; i++) {
       const wrong = await accept(guesser.session, i % 2 ? forged : 'not-a-token');
       expect(wrong.status).toBe(404);
-      expect(wrong.body.detail.code).toBe('INVITATION_NOT_FOUND');
+      expect(detailOf(wrong.body).code).toBe('INVITATION_NOT_FOUND');
     }
     const blocked = await accept(guesser.session, forged);
     expect(blocked.status).toBe(429);
-    expect(blocked.body.detail.code).toBe('RATE_LIMITED');
+    expect(detailOf(blocked.body).code).toBe('RATE_LIMITED');
     expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
     // The right person is not blocked by someone else's guesses.
     const invitee = await signUp(server, { email });
@@ -350,9 +378,9 @@ describe('invitations', () => {
     for (const body of [{}, { email: 'not-an-email' }, { email: 'a@example.test', role: 'owner' }]) {
       const bad = await invite(org.clientId, owner, body);
       expect(bad.status, JSON.stringify(body)).toBe(400);
-      expect(bad.body.detail.code).toBe('VALIDATION_ERROR');
+      expect(detailOf(bad.body).code).toBe('VALIDATION_ERROR');
     }
-    expect((await invite(org.clientId, owner, { email: member.email })).body.detail.code).toBe(
+    expect(detailOf((await invite(org.clientId, owner, { email: member.email })).body).code).toBe(
       'ALREADY_MEMBER',
     );
     for (const q of ['limit=0', 'limit=101', 'offset=-1'])
@@ -368,6 +396,6 @@ describe('invitations', () => {
     const invitee = await signUp(server, { email });
     const res = await accept(invitee.session, token);
     expect(res.status).toBe(404);
-    expect(res.body.detail.code).toBe('INVITATION_NOT_FOUND');
+    expect(detailOf(res.body).code).toBe('INVITATION_NOT_FOUND');
   });
 });

@@ -5,6 +5,9 @@ import { addMember, createApiToken, createUser, type TestUser } from './helpers/
 import { memberships, orgs } from '../src/db/schema.js';
 import { clientIdOf, newOrgKey, orgIdOf } from '../src/ids.js';
 import { nextForkName } from '../src/projects/service.js';
+import { anyOf, detailOf, matching, readJson } from './helpers/json.js';
+import type { Page } from './helpers/answers.js';
+import { projectOut, type ProjectDetailOut, type ProjectOut } from '../src/projects/schema.js';
 
 // /v1/projects against the interface document (Projects, rules 1–5) and CONTRACT §10.
 
@@ -25,9 +28,9 @@ async function createOrg(owner: TestUser, name = 'Second'): Promise<string> {
 }
 
 async function create(user: TestUser, body: Record<string, unknown>) {
-  const res = await api.post('/v1/projects', body, { token: user.session });
+  const res = await api.post<ProjectOut>('/v1/projects', body, { token: user.session });
   expect(res.status).toBe(200);
-  return res.body;
+  return readJson(projectOut, res.body);
 }
 
 beforeAll(async () => {
@@ -51,18 +54,21 @@ describe('create, list, get, update, delete', () => {
   it('creates a project (either org id spelling) and emits client_… ids', async () => {
     const p = await create(alice, { org_id: alice.orgId, name: 'Alpha', description: 'first' });
     expect(p).toEqual({
-      id: expect.stringMatching(/^prj_[a-z2-7]{26}$/),
+      id: matching(/^prj_[a-z2-7]{26}$/),
       org_id: alice.clientId,
       name: 'Alpha',
       description: 'first',
-      created_at: expect.any(Number),
-      updated_at: expect.any(Number),
+      created_at: anyOf(Number),
+      updated_at: anyOf(Number),
       forked_from_id: null,
     });
-    const listed = await api.get('/v1/projects', { token: alice.session, query: { org_id: alice.orgId } });
+    const listed = await api.get<Page<ProjectOut>>('/v1/projects', {
+      token: alice.session,
+      query: { org_id: alice.orgId },
+    });
     expect(listed.status).toBe(200);
-    expect(listed.body.data.map((x: { id: string }) => x.id)).toContain(p.id);
-    const bySpelling = await api.get('/v1/projects', {
+    expect(listed.body.data.map((x) => x.id)).toContain(p.id);
+    const bySpelling = await api.get<Page<ProjectOut>>('/v1/projects', {
       token: alice.session,
       query: { org_id: alice.clientId },
     });
@@ -70,39 +76,49 @@ describe('create, list, get, update, delete', () => {
   });
 
   it('requires org_id on the list (400) and validates paging (CONTRACT §3)', async () => {
-    const missing = await api.get('/v1/projects', { token: alice.session });
+    const missing = await api.get<Page<ProjectOut>>('/v1/projects', { token: alice.session });
     expect(missing.status).toBe(400);
-    expect(missing.body.detail.code).toBe('VALIDATION_ERROR');
-    const big = await api.get('/v1/projects', {
+    expect(detailOf(missing.body).code).toBe('VALIDATION_ERROR');
+    const big = await api.get<Page<ProjectOut>>('/v1/projects', {
       token: alice.session,
       query: { org_id: alice.clientId, limit: 101 },
     });
     expect(big.status).toBe(400);
-    const bad = await api.post('/v1/projects', { org_id: alice.clientId }, { token: alice.session });
+    const bad = await api.post<ProjectOut>(
+      '/v1/projects',
+      { org_id: alice.clientId },
+      { token: alice.session },
+    );
     expect(bad.status).toBe(400);
-    expect(bad.body.detail.errors[0].path).toBe('name');
+    expect(detailOf(bad.body).errors![0]!.path).toBe('name');
   });
 
   it('GET /{id} answers the Project plus brief, report_count, file_count', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Detail', brief: '# Goal' });
-    const res = await api.get(`/v1/projects/${p.id}`, { token: bob.session });
+    const res = await api.get<ProjectDetailOut>(`/v1/projects/${p.id}`, { token: bob.session });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ ...p, brief: '# Goal', report_count: 0, file_count: 0 });
   });
 
   it('PATCH changes name, description and brief; a viewer cannot', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Patchable' });
-    const res = await api.patch(
+    const res = await api.patch<ProjectDetailOut>(
       `/v1/projects/${p.id}`,
       { name: 'Patched', description: null, brief: 'new brief' },
       { token: bob.session },
     );
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ name: 'Patched', description: null, brief: 'new brief' });
-    const viewer = await api.patch(`/v1/projects/${p.id}`, { name: 'nope' }, { token: vera.session });
+    const viewer = await api.patch<ProjectDetailOut>(
+      `/v1/projects/${p.id}`,
+      { name: 'nope' },
+      { token: vera.session },
+    );
     expect(viewer.status).toBe(403);
-    expect(viewer.body.detail.code).toBe('NO_ACCESS');
-    expect((await api.patch(`/v1/projects/${p.id}`, {}, { token: bob.session })).status).toBe(400);
+    expect(detailOf(viewer.body).code).toBe('NO_ACCESS');
+    expect(
+      (await api.patch<ProjectDetailOut>(`/v1/projects/${p.id}`, {}, { token: bob.session })).status,
+    ).toBe(400);
   });
 
   it('DELETE answers {deleted: true}; the project is gone afterwards (404)', async () => {
@@ -111,9 +127,9 @@ describe('create, list, get, update, delete', () => {
     const res = await api.delete(`/v1/projects/${p.id}`, { token: bob.session });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ deleted: true });
-    const after = await api.get(`/v1/projects/${p.id}`, { token: alice.session });
+    const after = await api.get<ProjectDetailOut>(`/v1/projects/${p.id}`, { token: alice.session });
     expect(after.status).toBe(404);
-    expect(after.body.detail.code).toBe('NOT_FOUND');
+    expect(detailOf(after.body).code).toBe('NOT_FOUND');
   });
 });
 
@@ -122,25 +138,29 @@ describe('rule 1: 403 NO_ACCESS for another client, 404 NOT_FOUND for an unknown
     const p = await create(alice, { org_id: alice.clientId, name: 'Private' });
     const t = { token: mallory.session };
     const attempts = [
-      api.get(`/v1/projects/${p.id}`, t),
-      api.patch(`/v1/projects/${p.id}`, { name: 'x' }, t),
+      api.get<ProjectDetailOut>(`/v1/projects/${p.id}`, t),
+      api.patch<ProjectDetailOut>(`/v1/projects/${p.id}`, { name: 'x' }, t),
       api.delete(`/v1/projects/${p.id}`, t),
-      api.post(`/v1/projects/${p.id}/fork`, undefined, t),
-      api.post(`/v1/projects/${p.id}/transfer`, { target_org_id: mallory.clientId }, t),
-      api.get('/v1/projects', { ...t, query: { org_id: alice.clientId } }),
-      api.post('/v1/projects', { org_id: alice.clientId, name: 'intruder' }, t),
-      api.post('/v1/projects', { org_id: alice.clientId, name: 'viewer' }, { token: vera.session }),
+      api.post<ProjectOut>(`/v1/projects/${p.id}/fork`, undefined, t),
+      api.post<ProjectOut>(`/v1/projects/${p.id}/transfer`, { target_org_id: mallory.clientId }, t),
+      api.get<Page<ProjectOut>>('/v1/projects', { ...t, query: { org_id: alice.clientId } }),
+      api.post<ProjectOut>('/v1/projects', { org_id: alice.clientId, name: 'intruder' }, t),
+      api.post<ProjectOut>(
+        '/v1/projects',
+        { org_id: alice.clientId, name: 'viewer' },
+        { token: vera.session },
+      ),
     ];
     for (const res of await Promise.all(attempts)) {
       expect(res.status).toBe(403);
-      expect(res.body.detail.code).toBe('NO_ACCESS');
+      expect(detailOf(res.body).code).toBe('NO_ACCESS');
     }
   });
 
   it('answers 404 NOT_FOUND for an unknown id and 400 for a malformed one', async () => {
     const res = await api.get('/v1/projects/prj_doesnotexist', { token: alice.session });
     expect(res.status).toBe(404);
-    expect(res.body.detail).toEqual({ code: 'NOT_FOUND', message: expect.any(String) });
+    expect(detailOf(res.body)).toEqual({ code: 'NOT_FOUND', message: anyOf(String) });
     expect(
       (await api.post('/v1/projects/prj_doesnotexist/fork', undefined, { token: alice.session })).status,
     ).toBe(404);
@@ -148,9 +168,9 @@ describe('rule 1: 403 NO_ACCESS for another client, 404 NOT_FOUND for an unknown
   });
 
   it('needs a credential (401 INVALID_TOKEN with WWW-Authenticate)', async () => {
-    const res = await api.get('/v1/projects', { query: { org_id: alice.clientId } });
+    const res = await api.get<Page<ProjectOut>>('/v1/projects', { query: { org_id: alice.clientId } });
     expect(res.status).toBe(401);
-    expect(res.body.detail.code).toBe('INVALID_TOKEN');
+    expect(detailOf(res.body).code).toBe('INVALID_TOKEN');
     expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
   });
 });
@@ -158,15 +178,19 @@ describe('rule 1: 403 NO_ACCESS for another client, 404 NOT_FOUND for an unknown
 describe('svc_ tokens act within their own client', () => {
   it('lists and creates in the token’s client, and gets 403 elsewhere', async () => {
     const { secret } = await createApiToken(server, alice, alice.orgKey);
-    const p = await api.post('/v1/projects', { org_id: alice.orgId, name: 'By token' }, { token: secret });
+    const p = await api.post<ProjectOut>(
+      '/v1/projects',
+      { org_id: alice.orgId, name: 'By token' },
+      { token: secret },
+    );
     expect(p.status).toBe(200);
-    const inSecond = await api.post(
+    const inSecond = await api.post<ProjectOut>(
       '/v1/projects',
       { org_id: clientIdOf(second), name: 'x' },
       { token: secret },
     );
     expect(inSecond.status).toBe(403);
-    const fork = await api.post(
+    const fork = await api.post<ProjectOut>(
       `/v1/projects/${p.body.id}/fork`,
       { target_org_id: orgIdOf(second) },
       { token: secret },
@@ -178,14 +202,18 @@ describe('svc_ tokens act within their own client', () => {
     const temp = await createUser(server);
     await addMember(server, alice.orgKey, temp.userId, 'member');
     const { secret } = await createApiToken(server, temp, alice.orgKey);
-    expect((await api.get('/v1/projects', { token: secret, query: { org_id: alice.clientId } })).status).toBe(
-      200,
-    );
+    expect(
+      (await api.get<Page<ProjectOut>>('/v1/projects', { token: secret, query: { org_id: alice.clientId } }))
+        .status,
+    ).toBe(200);
     const { and, eq } = await import('drizzle-orm');
     await server.deps.db
       .delete(memberships)
       .where(and(eq(memberships.orgId, alice.orgKey), eq(memberships.userId, temp.userId)));
-    const res = await api.get('/v1/projects', { token: secret, query: { org_id: alice.clientId } });
+    const res = await api.get<Page<ProjectOut>>('/v1/projects', {
+      token: secret,
+      query: { org_id: alice.clientId },
+    });
     expect(res.status).toBe(403);
   });
 });
@@ -198,10 +226,12 @@ describe('rules 2–4: fork', () => {
       description: 'd',
       brief: 'the brief',
     });
-    const before = await api.get(`/v1/projects/${src.id}`, { token: alice.session });
+    const before = await api.get<ProjectDetailOut>(`/v1/projects/${src.id}`, { token: alice.session });
     const names: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const res = await api.post(`/v1/projects/${src.id}/fork`, undefined, { token: bob.session });
+      const res = await api.post<ProjectOut>(`/v1/projects/${src.id}/fork`, undefined, {
+        token: bob.session,
+      });
       expect(res.status).toBe(200);
       expect(res.body.forked_from_id).toBe(src.id);
       expect(res.body.org_id).toBe(alice.clientId);
@@ -209,23 +239,32 @@ describe('rules 2–4: fork', () => {
     }
     expect(names).toEqual(['Base (fork)', 'Base (fork 2)', 'Base (fork 3)']);
     const fork = (
-      await api.get('/v1/projects', { token: alice.session, query: { org_id: alice.clientId, limit: 100 } })
-    ).body.data.find((x: { name: string }) => x.name === 'Base (fork)');
-    const copy = await api.get(`/v1/projects/${fork.id}`, { token: alice.session });
+      await api.get<Page<ProjectOut>>('/v1/projects', {
+        token: alice.session,
+        query: { org_id: alice.clientId, limit: 100 },
+      })
+    ).body.data.find((x) => x.name === 'Base (fork)');
+    const copy = await api.get<ProjectDetailOut>(`/v1/projects/${fork!.id}`, { token: alice.session });
     expect(copy.body).toMatchObject({ brief: 'the brief', description: 'd' });
-    expect((await api.get(`/v1/projects/${src.id}`, { token: alice.session })).body).toEqual(before.body);
+    expect(
+      (await api.get<ProjectDetailOut>(`/v1/projects/${src.id}`, { token: alice.session })).body,
+    ).toEqual(before.body);
   });
 
   it('takes the first free number after a deletion, and a supplied name as is', async () => {
     expect(nextForkName('N', new Set(['N (fork)', 'N (fork 3)']))).toBe('N (fork 2)');
     const src = await create(alice, { org_id: alice.clientId, name: 'Named' });
-    const res = await api.post(`/v1/projects/${src.id}/fork`, { name: 'My copy' }, { token: alice.session });
+    const res = await api.post<ProjectOut>(
+      `/v1/projects/${src.id}/fork`,
+      { name: 'My copy' },
+      { token: alice.session },
+    );
     expect(res.body).toMatchObject({ name: 'My copy', forked_from_id: src.id });
   });
 
   it('forks into another of the caller’s clients with target_org_id, not into a foreign one', async () => {
     const src = await create(alice, { org_id: alice.clientId, name: 'Travel' });
-    const res = await api.post(
+    const res = await api.post<ProjectOut>(
       `/v1/projects/${src.id}/fork`,
       { target_org_id: orgIdOf(second) },
       { token: alice.session },
@@ -236,18 +275,18 @@ describe('rules 2–4: fork', () => {
       name: 'Travel (fork)',
       forked_from_id: src.id,
     });
-    const foreign = await api.post(
+    const foreign = await api.post<ProjectOut>(
       `/v1/projects/${src.id}/fork`,
       { target_org_id: mallory.clientId },
       { token: alice.session },
     );
     expect(foreign.status).toBe(403);
     // A viewer reads the source but cannot write in its client.
-    expect((await api.post(`/v1/projects/${src.id}/fork`, undefined, { token: vera.session })).status).toBe(
-      403,
-    );
+    expect(
+      (await api.post<ProjectOut>(`/v1/projects/${src.id}/fork`, undefined, { token: vera.session })).status,
+    ).toBe(403);
     // ... and can fork into a client of their own.
-    const own = await api.post(
+    const own = await api.post<ProjectOut>(
       `/v1/projects/${src.id}/fork`,
       { target_org_id: vera.clientId },
       { token: vera.session },
@@ -260,7 +299,7 @@ describe('rules 2–4: fork', () => {
     const src = await create(alice, { org_id: alice.clientId, name: 'Race' });
     const results = await Promise.all(
       Array.from({ length: 4 }, () =>
-        api.post(`/v1/projects/${src.id}/fork`, undefined, { token: alice.session }),
+        api.post<ProjectOut>(`/v1/projects/${src.id}/fork`, undefined, { token: alice.session }),
       ),
     );
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
@@ -273,7 +312,7 @@ describe('rules 2–4: fork', () => {
 describe('rule 5: transfer', () => {
   it('moves the project when the caller owns both clients', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Mover' });
-    const res = await api.post(
+    const res = await api.post<ProjectOut>(
       `/v1/projects/${p.id}/transfer`,
       { target_org_id: orgIdOf(second) },
       { token: alice.session },
@@ -281,35 +320,39 @@ describe('rule 5: transfer', () => {
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ id: p.id, org_id: clientIdOf(second), name: 'Mover' });
     // Now outside bob's client: 403 for him.
-    expect((await api.get(`/v1/projects/${p.id}`, { token: bob.session })).status).toBe(403);
+    expect((await api.get<ProjectDetailOut>(`/v1/projects/${p.id}`, { token: bob.session })).status).toBe(
+      403,
+    );
   });
 
   it('refuses a member (not owner) and a target the caller does not own', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Stay' });
-    const byMember = await api.post(
+    const byMember = await api.post<ProjectOut>(
       `/v1/projects/${p.id}/transfer`,
       { target_org_id: bob.clientId },
       { token: bob.session },
     );
     expect(byMember.status).toBe(403);
-    expect(byMember.body.detail.code).toBe('NO_ACCESS');
-    const foreign = await api.post(
+    expect(detailOf(byMember.body).code).toBe('NO_ACCESS');
+    const foreign = await api.post<ProjectOut>(
       `/v1/projects/${p.id}/transfer`,
       { target_org_id: mallory.clientId },
       { token: alice.session },
     );
     expect(foreign.status).toBe(403);
-    expect((await api.post(`/v1/projects/${p.id}/transfer`, {}, { token: alice.session })).status).toBe(400);
-    expect((await api.get(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id).toBe(
-      alice.clientId,
-    );
+    expect(
+      (await api.post<ProjectOut>(`/v1/projects/${p.id}/transfer`, {}, { token: alice.session })).status,
+    ).toBe(400);
+    expect(
+      (await api.get<ProjectDetailOut>(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id,
+    ).toBe(alice.clientId);
   });
 
   it('a transfer racing a fork leaves a consistent state', async () => {
     const p = await create(alice, { org_id: alice.clientId, name: 'Contested', brief: 'b' });
     const [fork, transfer] = await Promise.all([
-      api.post(`/v1/projects/${p.id}/fork`, undefined, { token: alice.session }),
-      api.post(
+      api.post<ProjectOut>(`/v1/projects/${p.id}/fork`, undefined, { token: alice.session }),
+      api.post<ProjectOut>(
         `/v1/projects/${p.id}/transfer`,
         { target_org_id: clientIdOf(second) },
         { token: alice.session },
@@ -320,10 +363,10 @@ describe('rule 5: transfer', () => {
     expect(fork.body.forked_from_id).toBe(p.id);
     // The fork landed in one of the two clients with a full copy; the original is in the target.
     expect([alice.clientId, clientIdOf(second)]).toContain(fork.body.org_id);
-    const copy = await api.get(`/v1/projects/${fork.body.id}`, { token: alice.session });
+    const copy = await api.get<ProjectDetailOut>(`/v1/projects/${fork.body.id}`, { token: alice.session });
     expect(copy.body.brief).toBe('b');
-    expect((await api.get(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id).toBe(
-      clientIdOf(second),
-    );
+    expect(
+      (await api.get<ProjectDetailOut>(`/v1/projects/${p.id}`, { token: alice.session })).body.org_id,
+    ).toBe(clientIdOf(second));
   });
 });

@@ -3,6 +3,8 @@ import WebSocket from 'ws';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
+import type { ServerFrame } from '../src/runs/frames.js';
+import { at, parseAs } from './helpers/json.js';
 
 // The run WebSocket under hostile frames (CONTRACT §3, §9): every bad frame is answered with an `error`
 // frame naming the client's mistake (never `internal`), and the socket keeps serving afterwards.
@@ -23,10 +25,10 @@ afterAll(async () => {
 /** A socket with a queue of received frames. */
 async function open() {
   const ws = new WebSocket(`${server.url.replace('http', 'ws')}/v1/runs/ws`);
-  const frames: any[] = [];
-  const waiters: ((f: any) => void)[] = [];
+  const frames: ServerFrame[] = [];
+  const waiters: ((f: ServerFrame) => void)[] = [];
   ws.on('message', (data) => {
-    const f = JSON.parse((data as Buffer).toString());
+    const f = parseAs<ServerFrame>((data as Buffer).toString());
     const w = waiters.shift();
     if (w) w(f);
     else frames.push(f);
@@ -38,8 +40,8 @@ async function open() {
   });
   const next = () =>
     frames.length
-      ? Promise.resolve(frames.shift())
-      : new Promise<any>((resolve, reject) => {
+      ? Promise.resolve(frames.shift()!)
+      : new Promise<ServerFrame>((resolve, reject) => {
           const t = setTimeout(() => reject(new Error('no frame within 5 s')), 5000);
           waiters.push((f) => {
             clearTimeout(t);
@@ -83,7 +85,7 @@ describe('run socket: hostile frames', () => {
       c.send(first);
       const frame = await c.next();
       expect(frame.type, first.slice(0, 60)).toBe('error');
-      expect(frame.code, first.slice(0, 60)).not.toBe('internal');
+      expect(at(frame, 'code'), first.slice(0, 60)).not.toBe('internal');
       // At once, not when the 10 s auth deadline runs out.
       const closedSoon = await Promise.race([
         c.closed,
@@ -102,7 +104,7 @@ describe('run socket: hostile frames', () => {
       const answer = await c.next();
       const what = String(frame).slice(0, 80);
       expect(answer.type, what).toBe('error');
-      expect(answer.code, what).not.toBe('internal');
+      expect(at(answer, 'code'), what).not.toBe('internal');
       c.send('{"type":"ping"}');
       expect((await c.next()).type, `alive after ${what}`).toBe('pong');
     }
@@ -117,7 +119,7 @@ describe('run socket: hostile frames', () => {
     c.send(
       JSON.stringify({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'a\u0000b' }] }),
     );
-    const seen: any[] = [];
+    const seen: ServerFrame[] = [];
     for (let i = 0; i < 50; i++) {
       const f = await c.next();
       seen.push(f);
@@ -126,9 +128,9 @@ describe('run socket: hostile frames', () => {
         c.send(JSON.stringify({ type: 'tool_result', tool_call_id: f.tool_call_id, result: 'x\u0000y' }));
       if (f.type === 'error' || f.type === 'run_completed') break;
     }
-    const last = seen.at(-1);
+    const last = seen.at(-1)!;
     expect(['run_completed', 'error'], JSON.stringify(seen.slice(-2))).toContain(last.type);
-    expect(last.code, JSON.stringify(last)).not.toBe('internal');
+    expect(at(last, 'code'), JSON.stringify(last)).not.toBe('internal');
     c.ws.close();
   });
 });

@@ -10,6 +10,8 @@ import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js
 import { billingEntries, memberships } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { runSocketOptions } from '../src/runs/socket.js';
+import type { ServerFrame } from '../src/runs/frames.js';
+import { at, parseAs } from './helpers/json.js';
 
 // The run WebSocket with a real `ws` client against a fake provider. Prices: a model call debits
 // prompt + 2 × completion tokens (see models-chat.test.ts).
@@ -22,11 +24,11 @@ let key: string;
 /** A ws client that queues frames so a test can await them in order. */
 async function connect(base = server.url, query = '') {
   const ws = new WebSocket(`${base.replace('http', 'ws')}/v1/runs/ws${query}`);
-  const frames: any[] = [];
+  const frames: ServerFrame[] = [];
   const waiters: (() => void)[] = [];
   let closed: { code: number; reason: string } | null = null;
   ws.on('message', (d) => {
-    frames.push(JSON.parse((d as Buffer).toString()));
+    frames.push(parseAs<ServerFrame>((d as Buffer).toString()));
     waiters.splice(0).forEach((w) => w());
   });
   ws.on('close', (code, reason) => {
@@ -42,11 +44,18 @@ async function connect(base = server.url, query = '') {
     frames,
     send: (frame: unknown) => ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame)),
     /** The next frame (of `type` when given), skipping others. */
-    async next(type?: string, timeoutMs = 5000): Promise<any> {
+    async next<K extends ServerFrame['type'] = ServerFrame['type']>(
+      type?: K,
+      timeoutMs = 5000,
+    ): Promise<Extract<ServerFrame, { type: K }>> {
       const deadline = Date.now() + timeoutMs;
+      const wanted = (f: ServerFrame): f is Extract<ServerFrame, { type: K }> => !type || f.type === type;
       for (;;) {
-        const i = frames.findIndex((f) => !type || f.type === type);
-        if (i >= 0) return frames.splice(i, 1)[0];
+        const found = frames.find(wanted);
+        if (found) {
+          frames.splice(frames.indexOf(found), 1);
+          return found;
+        }
         if (closed)
           throw new Error(
             `socket closed ${closed.code} before a ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`,
@@ -112,7 +121,7 @@ describe('/v1/runs/ws', () => {
     c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'Look at the readme' }] });
 
     const m1 = await c.next('assistant_message');
-    expect(m1.message.tool_calls[0].function.name).toBe('read_file');
+    expect(at(m1.message.tool_calls, '0', 'function', 'name')).toBe('read_file');
     const t1 = await c.next('tool_call');
     expect(t1).toMatchObject({ name: 'read_file', arguments: '{"path":"README.md"}' });
     expect(await leaseCount()).toBe(1); // the run holds a lease
@@ -149,7 +158,7 @@ describe('/v1/runs/ws', () => {
       'list_directory',
       'run_command',
     ]);
-    expect(last.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content)).toEqual([
+    expect(last.messages.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual([
       '# svc',
       '{"entries":["README.md"]}',
     ]);

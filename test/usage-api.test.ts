@@ -10,6 +10,9 @@ import { type FakeUpstream } from './helpers/fake-upstream.js';
 import { expireStaleHolds, orgBalanceCredits, reserveCredits, settleCredits } from '../src/billing/spend.js';
 import { queryRows } from '../src/db/client.js';
 import { client } from './helpers/http.js';
+import { anything, containing, detailOf, parseAs } from './helpers/json.js';
+import type { ServerFrame } from '../src/runs/frames.js';
+import type { UsageCalls, UsageSummary } from './helpers/answers.js';
 
 // The usage API (issue 16: docs/usage.md) against real calls through the openai SDK and the run socket,
 // with a fake provider. The truth is the ledger: the usage rows (`billing_entries` of type usage) and the
@@ -57,9 +60,9 @@ async function chat(who: TestUser, credential: string, token: string, base = ser
 async function run(token: string) {
   const before = await balance();
   const ws = new WebSocket(`${server.url.replace('http', 'ws')}/v1/runs/ws`);
-  const done = new Promise<any>((resolve, reject) => {
+  const done = new Promise<Extract<ServerFrame, { type: 'run_completed' }>>((resolve, reject) => {
     ws.on('message', (d) => {
-      const frame = JSON.parse((d as Buffer).toString());
+      const frame = parseAs<ServerFrame>((d as Buffer).toString());
       if (frame.type === 'authenticated')
         ws.send(
           JSON.stringify({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'go' }] }),
@@ -130,8 +133,9 @@ async function ledgerUsageTotal(orgKey: string): Promise<number> {
   return Number(row!.total);
 }
 
-const usage = (who: TestUser, query: Record<string, string | number> = {}, path = '') =>
-  api().get(`/v1/clients/${owner.clientId}/usage${path}`, { token: who.session, query });
+/** GET …/usage (a summary by default; `UsageCalls` with path '/calls'; `string` with format=csv). */
+const usage = <T = UsageSummary>(who: TestUser, query: Record<string, string | number> = {}, path = '') =>
+  api().get<T>(`/v1/clients/${owner.clientId}/usage${path}`, { token: who.session, query });
 
 describe('usage totals', () => {
   it('the totals equal the ledger usage rows and what each call took, the zero-cost call counted', async () => {
@@ -153,31 +157,29 @@ describe('usage totals', () => {
   it('by member, by credential (token and OAuth grant) and by model, each group as the calls show', async () => {
     const byMember = (await usage(owner, { group_by: 'member' })).body;
     for (const who of [owner, member]) {
-      const row = byMember.data.find((r: any) => r.key === who.userId);
+      const row = byMember.data.find((r) => r.key === who.userId);
       expect(row).toMatchObject({ ...sumOf(spent.filter((s) => s.who === who.userId)), label: who.email });
     }
     expect(byMember.data).toHaveLength(2);
 
     const byCredential = (await usage(owner, { group_by: 'credential' })).body;
     const keys = [...new Set(spent.map((s) => s.credential))].sort();
-    expect(byCredential.data.map((r: any) => r.key).sort()).toEqual(keys);
+    expect(byCredential.data.map((r) => r.key).sort()).toEqual(keys);
     for (const k of keys) {
-      const row = byCredential.data.find((r: any) => r.key === k);
+      const row = byCredential.data.find((r) => r.key === k);
       expect(row).toMatchObject(sumOf(spent.filter((s) => s.credential === k)));
     }
-    expect(byCredential.data.find((r: any) => r.key === `token:${memberTokenId}`).label).toBe(
+    expect(byCredential.data.find((r) => r.key === `token:${memberTokenId}`)!.label).toBe(
       'API token member-ci',
     );
-    expect(byCredential.data.find((r: any) => r.key === `grant:${grantId}`).label).toMatch(/^App /);
+    expect(byCredential.data.find((r) => r.key === `grant:${grantId}`)!.label).toMatch(/^App /);
 
     const byModel = (await usage(owner, { group_by: 'model' })).body;
-    expect(byModel.data).toEqual([expect.objectContaining({ key: 'svc-test-model', ...sumOf(spent) })]);
+    expect(byModel.data).toEqual([containing({ key: 'svc-test-model', ...sumOf(spent) })]);
 
     const byDay = (await usage(owner, { group_by: 'day' })).body;
-    expect(byDay.data.reduce((s: number, r: any) => s + r.credits_debited, 0)).toBe(
-      sumOf(spent).credits_debited,
-    );
-    expect(byDay.data[0].key).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+    expect(byDay.data.reduce((s, r) => s + r.credits_debited, 0)).toBe(sumOf(spent).credits_debited);
+    expect(byDay.data[0]!.key).toMatch(/^\d{4}-\d{2}-\d{2}$/);
   });
 
   it('a period before the calls is empty', async () => {
@@ -194,13 +196,13 @@ describe('usage totals', () => {
   });
 
   it('CSV export: the same groups and a total line', async () => {
-    const res = await usage(owner, { group_by: 'member', format: 'csv' });
+    const res = await usage<string>(owner, { group_by: 'member', format: 'csv' });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/csv/);
     expect(res.headers.get('content-disposition')).toMatch(
       /attachment; filename="usage-client_.*-member\.csv"/,
     );
-    const lines = (res.body as string).trimEnd().split('\r\n');
+    const lines = res.body.trimEnd().split('\r\n');
     expect(lines[0]).toBe(
       'key,label,calls,prompt_tokens,completion_tokens,credits_debited,cost_cents,cached_prompt_tokens',
     );
@@ -213,30 +215,30 @@ describe('usage totals', () => {
 
 describe('the call log', () => {
   it('lists every call newest first with who, which credential, tokens, cost, debit and outcome', async () => {
-    const res = await usage(owner, {}, '/calls');
+    const res = await usage<UsageCalls>(owner, {}, '/calls');
     expect(res.status).toBe(200);
     const calls = res.body.data;
     expect(calls).toHaveLength(6);
-    expect(calls.map((c: any) => c.credits_debited)).toEqual(spent.map((s) => s.debit).reverse());
+    expect(calls.map((c) => c.credits_debited)).toEqual(spent.map((s) => s.debit).reverse());
     const [runStep, zero] = calls;
     expect(runStep).toMatchObject({ source: 'run', user_id: member.userId, outcome: 'completed' });
-    expect(runStep.run_id).toMatch(/./);
+    expect(runStep!.run_id).toMatch(/./);
     expect(zero).toMatchObject({
       credits_debited: 0,
       prompt_tokens: 0,
       completion_tokens: 0,
       cost_cents: '0',
     });
-    const viaGrant = calls.find((c: any) => c.credential.type === 'oauth_grant');
-    expect(viaGrant.credential).toMatchObject({ grant_id: grantId, client_id: 'svc-cli' });
-    expect(calls[5].credential).toEqual({ type: 'api_token', token_id: ownerTokenId, token_name: 'test' });
+    const viaGrant = calls.find((c) => c.credential.type === 'oauth_grant');
+    expect(viaGrant!.credential).toMatchObject({ grant_id: grantId, client_id: 'svc-cli' });
+    expect(calls[5]!.credential).toEqual({ type: 'api_token', token_id: ownerTokenId, token_name: 'test' });
     expect(calls[5]).toMatchObject({
       source: 'chat',
       model: 'svc-test-model',
       prompt_tokens: 7,
       completion_tokens: 3,
     });
-    expect(calls[5].duration_ms).toBeGreaterThanOrEqual(0);
+    expect(calls[5]!.duration_ms).toBeGreaterThanOrEqual(0);
     // Each record's debit is its call's usage ledger row (usage:<request id>), or none for 0.
     const rows = await queryRows<{ key: string; amount: unknown }>(
       server.deps.db,
@@ -247,21 +249,21 @@ describe('the call log', () => {
   });
 
   it('pages by limit and offset; the pages together are the whole log', async () => {
-    const all = (await usage(owner, {}, '/calls')).body.data.map((c: any) => c.id);
+    const all = (await usage<UsageCalls>(owner, {}, '/calls')).body.data.map((c) => c.id);
     const pages: string[] = [];
     for (let offset = 0; offset < 8; offset += 4) {
-      const res = await usage(owner, { limit: 4, offset }, '/calls');
+      const res = await usage<UsageCalls>(owner, { limit: 4, offset }, '/calls');
       expect(res.status).toBe(200);
-      pages.push(...res.body.data.map((c: any) => c.id));
+      pages.push(...res.body.data.map((c) => c.id));
     }
     expect(pages).toEqual(all);
-    expect((await usage(owner, { limit: 2, offset: 6 }, '/calls')).body.data).toEqual([]);
+    expect((await usage<UsageCalls>(owner, { limit: 2, offset: 6 }, '/calls')).body.data).toEqual([]);
   });
 
   it('CSV export of the calls', async () => {
-    const res = await usage(owner, { format: 'csv' }, '/calls');
+    const res = await usage<string>(owner, { format: 'csv' }, '/calls');
     expect(res.status).toBe(200);
-    const lines = (res.body as string).trimEnd().split('\r\n');
+    const lines = res.body.trimEnd().split('\r\n');
     expect(lines).toHaveLength(7);
     expect(lines[0]!.split(',')).toContain('credits_debited');
     expect(lines.slice(1).some((l) => l.includes(`grant:${grantId}`))).toBe(true);
@@ -285,7 +287,7 @@ describe('who may read', () => {
       await usage(outsider, {}, '/calls'),
     ]) {
       expect(res.status).toBe(403);
-      expect(res.body.detail.code).toBe('NO_ACCESS');
+      expect(detailOf(res.body).code).toBe('NO_ACCESS');
     }
   });
 
@@ -296,7 +298,7 @@ describe('who may read', () => {
     expect((await api().get(`/v1/clients/${owner.clientId}/usage`, { token: outsiderKey })).status).toBe(403);
     const anon = await api().get(`/v1/clients/${owner.clientId}/usage`);
     expect(anon.status).toBe(401);
-    expect(anon.body.detail.code).toBe('INVALID_TOKEN');
+    expect(detailOf(anon.body).code).toBe('INVALID_TOKEN');
   });
 });
 
@@ -315,7 +317,7 @@ describe('bad input', () => {
   ])('%j on usage%s: 400 VALIDATION_ERROR', async (query, path) => {
     const res = await usage(owner, query, path);
     expect(res.status).toBe(400);
-    expect(res.body.detail.code).toBe('VALIDATION_ERROR');
+    expect(detailOf(res.body).code).toBe('VALIDATION_ERROR');
   });
 
   it('an unknown client id: 403, never 500', async () => {
@@ -340,7 +342,7 @@ describe.runIf(storageMode() === 'postgres')('across models', () => {
       });
       const debit = before - (await balance());
       const byModel = (await usage(owner, { group_by: 'model' })).body;
-      expect(byModel.data.map((r: any) => r.key)).toEqual(['svc-other-model', 'svc-test-model']);
+      expect(byModel.data.map((r) => r.key)).toEqual(['svc-other-model', 'svc-test-model']);
       expect(byModel.data[0]).toMatchObject({
         calls: 1,
         credits_debited: debit,
@@ -396,7 +398,7 @@ describe('records written by the settle', () => {
       server.deps.db,
       sql`select credits_debited, trim_scale(cost_cents)::text as cost_cents from usage_records where request_id = ${requestId}`,
     );
-    expect(rows).toEqual([{ credits_debited: expect.anything(), cost_cents: '1.8' }]);
+    expect(rows).toEqual([{ credits_debited: anything(), cost_cents: '1.8' }]);
     expect(Number(rows[0]!.credits_debited)).toBe(20);
   });
 });

@@ -219,3 +219,52 @@ export interface InvitationRow {
 export interface InvitationAccepted {
   client: { id: string; name: string; role: 'member' | 'viewer' };
 }
+
+/** Totals of usage (src/openapi/usage.ts). */
+export interface UsageTotals {
+  calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_prompt_tokens: number;
+  credits_debited: number;
+  cost_cents: string;
+}
+
+/** GET /v1/clients/{id}/usage (JSON; src/openapi/usage.ts). */
+export interface UsageSummary {
+  client_id: string;
+  from: number;
+  to: number;
+  group_by: string;
+  data: (UsageTotals & { key: string; label: string })[];
+  totals: UsageTotals;
+}
+
+/** One call of GET /v1/clients/{id}/usage/calls (the schema `UsageCall` of src/openapi/usage.ts). */
+export interface UsageCall {
+  id: string;
+  created_at: number;
+  user_id: string;
+  email: string | null;
+  credential:
+    | { type: 'api_token'; token_id: number; token_name: string | null }
+    | { type: 'oauth_grant'; grant_id: string; client_id: string | null; client_name: string | null };
+  source: string;
+  run_id: string | null;
+  model: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_prompt_tokens: number;
+  cost_cents: string;
+  credits_debited: number;
+  duration_ms: number;
+  outcome: string;
+}
+
+/** GET /v1/clients/{id}/usage/calls (JSON; src/openapi/usage.ts). */
+export interface UsageCalls {
+  client_id: string;
+  from: number;
+  to: number;
+  data: UsageCall[];
+}
