@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Deps } from '../src/deps.js';
+import type { Role } from '../src/db/schema.js';
 import { AppError } from '../src/http/errors.js';
 import { configuredOrigins, requestOrigin } from '../src/http/origin.js';
 import { resolveActingOrg, verifyAccessToken } from '../oauth/verify.js';
@@ -24,6 +25,8 @@ export interface McpGrant {
   grantOrgKey: string;
   /** The organization this request acts for (x-svc-organisation or the grant's). */
   actingOrgKey: string;
+  /** The user's live role there, read by this request's verification. */
+  actingRole: Role;
   /**
    * Set when the grant acts only in its own organization (CONTRACT §7): tools then refuse any other
    * org_id and any project outside it with NO_ACCESS (src/projects/access.ts boundOrgKey).
@@ -94,14 +97,17 @@ export function requirePlatformGrant(deps: Deps) {
         },
       });
     }
-    // Without x-svc-organisation the grant's org acts; the verifier has just checked that membership
-    // live, so it is not read a second time. With the header, it must be a live membership too.
+    // Without x-svc-organisation the grant's org acts; the verifier has just read that membership live,
+    // so it is not read a second time. With the header, it must be a live membership too.
     const named = req.get('x-svc-organisation');
-    const actingOrgKey = named?.trim() ? (await resolveActingOrg(deps, access, named)).orgKey : access.orgKey;
+    const acting = named?.trim()
+      ? await resolveActingOrg(deps, access, named)
+      : { orgKey: access.orgKey, role: access.role };
     req.mcpGrant = {
       userId: access.userId,
       grantOrgKey: access.orgKey,
-      actingOrgKey,
+      actingOrgKey: acting.orgKey,
+      actingRole: acting.role,
       boundOrgKey: access.orgBound ? access.orgKey : undefined,
       clientId: access.clientId,
       origin,

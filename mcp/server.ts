@@ -1,53 +1,43 @@
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
 import { parseOrgId } from '../src/ids.js';
 import { getReport } from '../src/projects/content.js';
 import { listReportsInOrg } from '../src/projects/queries.js';
 import type { McpGrant } from './guard.js';
-import { toolError, type ToolContext, type ToolRegistry } from './tool-kit.js';
-import { registerProjectTools } from './tools-projects.js';
-import { registerContentTools } from './tools-content.js';
-import { registerShareTools } from './tools-shares.js';
+import { toolError, type PlatformTool, type ToolContext } from './tool-kit.js';
+import { projectTools } from './tools-projects.js';
+import { contentTools } from './tools-content.js';
+import { shareTools } from './tools-shares.js';
 
 // The platform MCP server, built per request from the verified grant (stateless Streamable HTTP: no
 // session, nothing kept in this process, so any process sharing the database can answer).
 
-/** The twenty tools of CONTRACT §10. */
-export const TOOL_NAMES = new Set([
-  'list_projects',
-  'get_project',
-  'create_project',
-  'update_project',
-  'delete_project',
-  'fork_project',
-  'transfer_project',
-  'list_reports',
-  'get_report',
-  'create_report',
-  'update_report',
-  'delete_report',
-  'list_files',
-  'read_file',
-  'write_file',
-  'delete_file',
-  'share_project',
-  'create_share_link',
-  'list_shares',
-  'revoke_share',
-]);
+/** The twenty tools of CONTRACT §10, defined once per process (mcp/tool-kit.ts defineTool). */
+const TOOLS: PlatformTool[] = [...projectTools, ...contentTools, ...shareTools];
+
+export const TOOL_NAMES = new Set(TOOLS.map((t) => t.name));
+
+/**
+ * What the per-request servers share: the JSON Schema validator the SDK would otherwise build per server
+ * (an Ajv instance with its formats: most of a server's construction cost; the SDK uses it only to check
+ * elicitation answers, which this server never requests). It holds no request or caller state.
+ */
+const jsonSchemaValidator = new AjvJsonSchemaValidator();
 
 export const REPORT_URI_PREFIX = 'svc://reports/';
 
 /**
  * @param onlyTool when the request is a single `tools/call` of a known tool, only that tool is
- *   registered: the per-request server then skips building 19 schemas it would never use.
+ *   registered: the per-request server then skips registering 19 tools it would never use.
  */
 export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: string): McpServer {
   const server = new McpServer(
     { name: 'svc-platform', title: 'svc platform: projects, reports, files and sharing', version: '1.0.0' },
     {
+      jsonSchemaValidator,
       capabilities: { tools: {}, resources: {} },
       instructions:
         'Projects of your svc clients: briefs, markdown reports, files and sharing. org_id defaults to the acting client ' +
@@ -62,7 +52,11 @@ export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: stri
 
   const ctx: ToolContext = {
     deps,
-    actor: { userId: grant.userId, boundOrgKey: grant.boundOrgKey },
+    actor: {
+      userId: grant.userId,
+      boundOrgKey: grant.boundOrgKey,
+      readRole: { orgKey: grant.actingOrgKey, role: grant.actingRole },
+    },
     grant,
     orgKeyOf(orgId) {
       if (orgId === undefined) return grant.actingOrgKey;
@@ -71,15 +65,7 @@ export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: stri
       return key;
     },
   };
-  const tools: ToolRegistry = onlyTool
-    ? {
-        registerTool: ((name, config, cb) =>
-          name === onlyTool ? server.registerTool(name, config, cb) : undefined) as McpServer['registerTool'],
-      }
-    : server;
-  registerProjectTools(tools, ctx);
-  registerContentTools(tools, ctx);
-  registerShareTools(tools, ctx);
+  for (const tool of TOOLS) if (!onlyTool || tool.name === onlyTool) tool.register(server, ctx);
   if (!onlyTool) registerReportResources(server, ctx);
   return server;
 }

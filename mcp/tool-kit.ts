@@ -1,5 +1,5 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
@@ -67,8 +67,38 @@ export const ADDITIVE_IDEMPOTENT = {
   openWorldHint: false,
 } as const;
 
-/** Where the tool modules register (the server itself, or a filter that keeps one tool). */
-export type ToolRegistry = Pick<McpServer, 'registerTool'>;
+/**
+ * A platform tool: its MCP definition, whose zod schemas are built once when the module loads, and the
+ * step that registers it on a request's server with that request's context. Building the schemas per
+ * request cost more than the call itself (docs/platform.md, Benchmark).
+ */
+export interface PlatformTool {
+  name: string;
+  register(server: McpServer, ctx: ToolContext): void;
+}
+
+export function defineTool<In extends z.ZodRawShape, Out extends z.ZodRawShape>(
+  name: string,
+  config: {
+    title: string;
+    description: string;
+    inputSchema: In;
+    outputSchema: Out;
+    annotations: ToolAnnotations;
+  },
+  run: (ctx: ToolContext, args: z.output<z.ZodObject<In>>) => Promise<Record<string, unknown>>,
+): PlatformTool {
+  const inputSchema = z.object(config.inputSchema);
+  const definition = { ...config, inputSchema, outputSchema: z.object(config.outputSchema) };
+  return {
+    name,
+    register(server, ctx) {
+      server.registerTool<z.ZodObject<Out>, typeof inputSchema>(name, definition, (args) =>
+        runTool(ctx, () => run(ctx, args)),
+      );
+    },
+  };
+}
 
 /** Tool arguments are plain strings in the schema (JSON Schema cannot express our id transform). */
 export const orgIdArg = z.string().max(80).describe('client_… or org_… id; default: the acting client');

@@ -29,9 +29,8 @@ import {
   CREATES,
   OVERWRITES,
   READ_ONLY,
-  runTool,
-  type ToolContext,
-  type ToolRegistry,
+  defineTool,
+  type PlatformTool,
   pageArgs,
   projectIdArg,
   deletedOut,
@@ -43,11 +42,8 @@ const reportIdArg = reportIdIn.describe('rpt_… id of the report');
 const fileIdArg = fileIdIn.describe('fil_… id of the file');
 const pathArg = pathIn.describe('file name within the project, e.g. notes/plan.md');
 
-export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
-  const { db } = ctx.deps;
-  const actor = ctx.actor;
-
-  server.registerTool(
+export const contentTools: PlatformTool[] = [
+  defineTool(
     'list_reports',
     {
       title: 'List reports',
@@ -56,17 +52,16 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: listOf(reportSummaryOut).shape,
       annotations: READ_ONLY,
     },
-    (a) =>
-      runTool(ctx, async () => ({
-        data: await listReports(db, actor, a.project_id, {
-          limit: a.limit ?? 20,
-          offset: a.offset ?? 0,
-          startingAfter: a.starting_after,
-        }),
-      })),
-  );
+    async ({ deps, actor }, a) => ({
+      data: await listReports(deps.db, actor, a.project_id, {
+        limit: a.limit ?? 20,
+        offset: a.offset ?? 0,
+        startingAfter: a.starting_after,
+      }),
+    }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'get_report',
     {
       title: 'Get a report',
@@ -75,10 +70,10 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: reportOut.shape,
       annotations: READ_ONLY,
     },
-    (a) => runTool(ctx, () => getReport(db, actor, a.report_id, a.project_id)),
-  );
+    ({ deps, actor }, a) => getReport(deps.db, actor, a.report_id, a.project_id),
+  ),
 
-  server.registerTool(
+  defineTool(
     'create_report',
     {
       title: 'Create a report',
@@ -87,10 +82,11 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: reportOut.shape,
       annotations: CREATES,
     },
-    (a) => runTool(ctx, () => createReport(db, actor, a.project_id, { title: a.title, body: a.body ?? '' })),
-  );
+    ({ deps, actor }, a) =>
+      createReport(deps.db, actor, a.project_id, { title: a.title, body: a.body ?? '' }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'update_report',
     {
       title: 'Update a report',
@@ -104,13 +100,11 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: reportOut.shape,
       annotations: OVERWRITES,
     },
-    (a) =>
-      runTool(ctx, () =>
-        updateReport(db, actor, a.report_id, { title: a.title, body: a.body, projectId: a.project_id }),
-      ),
-  );
+    ({ deps, actor }, a) =>
+      updateReport(deps.db, actor, a.report_id, { title: a.title, body: a.body, projectId: a.project_id }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'delete_report',
     {
       title: 'Delete a report',
@@ -119,10 +113,10 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: deletedOut,
       annotations: OVERWRITES,
     },
-    (a) => runTool(ctx, () => deleteReport(db, actor, a.report_id, a.project_id)),
-  );
+    ({ deps, actor }, a) => deleteReport(deps.db, actor, a.report_id, a.project_id),
+  ),
 
-  server.registerTool(
+  defineTool(
     'list_files',
     {
       title: 'List files',
@@ -131,17 +125,16 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: listOf(fileOut).shape,
       annotations: READ_ONLY,
     },
-    (a) =>
-      runTool(ctx, async () => ({
-        data: await listFiles(db, actor, a.project_id, {
-          limit: a.limit ?? 20,
-          offset: a.offset ?? 0,
-          startingAfter: a.starting_after,
-        }),
-      })),
-  );
+    async ({ deps, actor }, a) => ({
+      data: await listFiles(deps.db, actor, a.project_id, {
+        limit: a.limit ?? 20,
+        offset: a.offset ?? 0,
+        startingAfter: a.starting_after,
+      }),
+    }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'read_file',
     {
       title: 'Read a file',
@@ -151,10 +144,10 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: fileContentOut.shape,
       annotations: READ_ONLY,
     },
-    (a) => runTool(ctx, () => readFile(db, actor, a.project_id, { fileId: a.file_id, path: a.path })),
-  );
+    ({ deps, actor }, a) => readFile(deps.db, actor, a.project_id, { fileId: a.file_id, path: a.path }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'write_file',
     {
       title: 'Write a file',
@@ -170,19 +163,18 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: fileOut.shape,
       annotations: OVERWRITES,
     },
-    (a) =>
-      runTool(ctx, async () => {
-        const encoding = a.encoding ?? 'utf8';
-        const bytes = decodeContent(a.content, encoding);
-        return writeFile(db, actor, a.project_id, {
-          path: a.path,
-          bytes,
-          mediaType: a.media_type ?? guessMediaType(a.path, encoding),
-        });
-      }),
-  );
+    ({ deps, actor }, a) => {
+      const encoding = a.encoding ?? 'utf8';
+      const bytes = decodeContent(a.content, encoding);
+      return writeFile(deps.db, actor, a.project_id, {
+        path: a.path,
+        bytes,
+        mediaType: a.media_type ?? guessMediaType(a.path, encoding),
+      });
+    },
+  ),
 
-  server.registerTool(
+  defineTool(
     'delete_file',
     {
       title: 'Delete a file',
@@ -191,6 +183,6 @@ export function registerContentTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: deletedOut,
       annotations: OVERWRITES,
     },
-    (a) => runTool(ctx, () => deleteFile(db, actor, a.project_id, { fileId: a.file_id, path: a.path })),
-  );
-}
+    ({ deps, actor }, a) => deleteFile(deps.db, actor, a.project_id, { fileId: a.file_id, path: a.path }),
+  ),
+];

@@ -20,9 +20,8 @@ import {
   CREATES,
   OVERWRITES,
   READ_ONLY,
-  runTool,
-  type ToolContext,
-  type ToolRegistry,
+  defineTool,
+  type PlatformTool,
   orgIdArg,
   pageArgs,
   projectIdArg,
@@ -31,11 +30,8 @@ import {
 
 // Project tools (CONTRACT §10): same services, same rules and same fields as /v1/projects.
 
-export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
-  const { db } = ctx.deps;
-  const actor = ctx.actor;
-
-  server.registerTool(
+export const projectTools: PlatformTool[] = [
+  defineTool(
     'list_projects',
     {
       title: 'List projects',
@@ -44,18 +40,17 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: listOf(projectOut).shape,
       annotations: READ_ONLY,
     },
-    (a) =>
-      runTool(ctx, async () => ({
-        data: await listProjects(db, actor, {
-          orgKey: ctx.orgKeyOf(a.org_id),
-          limit: a.limit ?? 20,
-          offset: a.offset ?? 0,
-          startingAfter: a.starting_after,
-        }),
-      })),
-  );
+    async (ctx, a) => ({
+      data: await listProjects(ctx.deps.db, ctx.actor, {
+        orgKey: ctx.orgKeyOf(a.org_id),
+        limit: a.limit ?? 20,
+        offset: a.offset ?? 0,
+        startingAfter: a.starting_after,
+      }),
+    }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'get_project',
     {
       title: 'Get a project',
@@ -64,10 +59,10 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: projectDetailOut.shape,
       annotations: READ_ONLY,
     },
-    (a) => runTool(ctx, () => getProject(db, actor, a.project_id)),
-  );
+    (ctx, a) => getProject(ctx.deps.db, ctx.actor, a.project_id),
+  ),
 
-  server.registerTool(
+  defineTool(
     'create_project',
     {
       title: 'Create a project',
@@ -81,18 +76,16 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: projectOut.shape,
       annotations: CREATES,
     },
-    (a) =>
-      runTool(ctx, () =>
-        createProject(db, actor, {
-          orgKey: ctx.orgKeyOf(a.org_id),
-          name: a.name,
-          description: a.description,
-          brief: a.brief,
-        }),
-      ),
-  );
+    (ctx, a) =>
+      createProject(ctx.deps.db, ctx.actor, {
+        orgKey: ctx.orgKeyOf(a.org_id),
+        name: a.name,
+        description: a.description,
+        brief: a.brief,
+      }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'update_project',
     {
       title: 'Update a project',
@@ -106,13 +99,15 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: projectDetailOut.shape,
       annotations: OVERWRITES,
     },
-    (a) =>
-      runTool(ctx, () =>
-        updateProject(db, actor, a.project_id, { name: a.name, description: a.description, brief: a.brief }),
-      ),
-  );
+    (ctx, a) =>
+      updateProject(ctx.deps.db, ctx.actor, a.project_id, {
+        name: a.name,
+        description: a.description,
+        brief: a.brief,
+      }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'delete_project',
     {
       title: 'Delete a project',
@@ -121,10 +116,10 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: deletedOut,
       annotations: OVERWRITES,
     },
-    (a) => runTool(ctx, () => deleteProject(db, actor, a.project_id)),
-  );
+    (ctx, a) => deleteProject(ctx.deps.db, ctx.actor, a.project_id),
+  ),
 
-  server.registerTool(
+  defineTool(
     'fork_project',
     {
       title: 'Fork a project',
@@ -135,16 +130,14 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: projectOut.shape,
       annotations: CREATES,
     },
-    (a) =>
-      runTool(ctx, () =>
-        forkProject(db, actor, a.project_id, {
-          name: a.name,
-          targetOrgKey: a.target_org_id === undefined ? undefined : ctx.orgKeyOf(a.target_org_id),
-        }),
-      ),
-  );
+    (ctx, a) =>
+      forkProject(ctx.deps.db, ctx.actor, a.project_id, {
+        name: a.name,
+        targetOrgKey: a.target_org_id === undefined ? undefined : ctx.orgKeyOf(a.target_org_id),
+      }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'transfer_project',
     {
       title: 'Transfer a project',
@@ -153,6 +146,6 @@ export function registerProjectTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: projectOut.shape,
       annotations: { ...ADDITIVE_IDEMPOTENT, destructiveHint: true },
     },
-    (a) => runTool(ctx, () => transferProject(db, actor, a.project_id, ctx.orgKeyOf(a.target_org_id))),
-  );
-}
+    (ctx, a) => transferProject(ctx.deps.db, ctx.actor, a.project_id, ctx.orgKeyOf(a.target_org_id)),
+  ),
+];

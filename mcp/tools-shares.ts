@@ -6,20 +6,16 @@ import {
   CREATES,
   OVERWRITES,
   READ_ONLY,
-  runTool,
-  type ToolContext,
-  type ToolRegistry,
+  defineTool,
+  type PlatformTool,
   projectIdArg,
 } from './tool-kit.js';
 
 // Sharing tools (CONTRACT §10): a registered e-mail as viewer or editor, or a read-only public link
 // `{V2_URL}/s/<token>` shown once.
 
-export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
-  const { db, keys, config } = ctx.deps;
-  const actor = ctx.actor;
-
-  server.registerTool(
+export const shareTools: PlatformTool[] = [
+  defineTool(
     'share_project',
     {
       title: 'Share a project with a person',
@@ -29,10 +25,10 @@ export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: shareOut.shape,
       annotations: ADDITIVE_IDEMPOTENT,
     },
-    (a) => runTool(ctx, () => shareWithUser(db, actor, a.project_id, { email: a.email, role: a.role })),
-  );
+    (ctx, a) => shareWithUser(ctx.deps.db, ctx.actor, a.project_id, { email: a.email, role: a.role }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'create_share_link',
     {
       title: 'Create a public link',
@@ -42,10 +38,10 @@ export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: shareOut.shape,
       annotations: CREATES,
     },
-    (a) => runTool(ctx, () => createShareLink(db, keys.hmac, config.v2Url, actor, a.project_id)),
-  );
+    ({ deps, actor }, a) => createShareLink(deps.db, deps.keys.hmac, deps.config.v2Url, actor, a.project_id),
+  ),
 
-  server.registerTool(
+  defineTool(
     'list_shares',
     {
       title: 'List shares',
@@ -54,10 +50,10 @@ export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: listOf(shareOut).shape,
       annotations: READ_ONLY,
     },
-    (a) => runTool(ctx, async () => ({ data: await listShares(db, actor, a.project_id) })),
-  );
+    async (ctx, a) => ({ data: await listShares(ctx.deps.db, ctx.actor, a.project_id) }),
+  ),
 
-  server.registerTool(
+  defineTool(
     'revoke_share',
     {
       title: 'Revoke a share',
@@ -66,6 +62,6 @@ export function registerShareTools(server: ToolRegistry, ctx: ToolContext) {
       outputSchema: shareOut.shape,
       annotations: OVERWRITES,
     },
-    (a) => runTool(ctx, () => revokeShare(db, actor, a.share_id)),
-  );
-}
+    (ctx, a) => revokeShare(ctx.deps.db, ctx.actor, a.share_id),
+  ),
+];

@@ -7,7 +7,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
-import { memberships } from '../src/db/schema.js';
+import { memberships, oauthGrants } from '../src/db/schema.js';
 import { SESSION_COOKIE } from '../src/auth/session.js';
 import { anyOf, jsonAs } from './helpers/json.js';
 
@@ -211,6 +211,52 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
       .where(and(eq(memberships.orgId, alice.orgKey), eq(memberships.userId, temp.userId)));
     const res = await rpc(toolCall('list_projects'), { authorization: `Bearer ${platform}` });
     expect([401, 403]).toContain(res.status);
+  });
+
+  // The per-request work is shared where it holds no caller state (mcp/server.ts, docs/platform.md
+  // Benchmark); what a call may do is still read on that call.
+  it('refuses the second of two calls when the grant was revoked between them', async () => {
+    const temp = await createUser(server);
+    await addMember(server, alice.orgKey, temp.userId, 'member');
+    const { platform, grantIds } = await issueTestGrants(server, temp, {
+      orgKey: alice.orgKey,
+      resources: ['platform'],
+    });
+    const auth = { authorization: `Bearer ${platform}` };
+    expect((await rpc(toolCall('list_projects'), auth)).status).toBe(200);
+    await server.deps.db
+      .update(oauthGrants)
+      .set({ revokedAt: new Date() })
+      .where(eq(oauthGrants.id, grantIds.platform!));
+    const res = await rpc(toolCall('list_projects'), auth);
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toMatch(/error="invalid_token"/);
+  });
+
+  it('acts with the role read on each call: a member demoted between two calls can no longer write', async () => {
+    const temp = await createUser(server);
+    await addMember(server, alice.orgKey, temp.userId, 'member');
+    const { platform } = await issueTestGrants(server, temp, {
+      orgKey: alice.orgKey,
+      resources: ['platform'],
+    });
+    const auth = { authorization: `Bearer ${platform}` };
+    const first = await rpc(toolCall('create_project', { name: 'Before the demotion' }), auth);
+    expect((await jsonAs<{ result: CallToolResult }>(first)).result.isError).toBeFalsy();
+    await server.deps.db
+      .update(memberships)
+      .set({ role: 'viewer' })
+      .where(and(eq(memberships.orgId, alice.orgKey), eq(memberships.userId, temp.userId)));
+    const second = (
+      await jsonAs<{ result: CallToolResult }>(
+        await rpc(toolCall('create_project', { name: 'After the demotion' }), auth),
+      )
+    ).result;
+    expect(second.isError).toBe(true);
+    expect(text(second)).toMatch(/^NO_ACCESS: /);
+    // Reading is still allowed to a viewer.
+    const read = await rpc(toolCall('list_projects'), auth);
+    expect((await jsonAs<{ result: CallToolResult }>(read)).result.isError).toBeFalsy();
   });
 
   it('honours x-svc-organisation for a live membership and refuses another', async () => {

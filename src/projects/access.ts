@@ -22,6 +22,13 @@ export interface Actor {
    * organizations act across the user's live memberships.
    */
   boundOrgKey?: string | undefined;
+  /**
+   * The caller's role in one organization as this request's own authentication has just read it live
+   * (the MCP guard: the acting organization, read with the grant). orgRoleOf answers that organization
+   * from it instead of reading the same membership twice in one request; nothing outlives the request,
+   * so a removal still takes effect on the next one (docs/platform.md, Benchmark).
+   */
+  readRole?: { orgKey: string; role: Role } | undefined;
 }
 
 export type Need = 'read' | 'write' | 'manage';
@@ -36,6 +43,7 @@ export interface ProjectAccess {
 /** The caller's live role in an org, honouring a token's bound org (null: no access). */
 export async function orgRoleOf(db: Db, actor: Actor, orgKey: string): Promise<Role | null> {
   if (actor.boundOrgKey && actor.boundOrgKey !== orgKey) return null;
+  if (actor.readRole?.orgKey === orgKey) return actor.readRole.role;
   return liveRole(db, actor.userId, orgKey);
 }
 
