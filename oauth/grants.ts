@@ -94,7 +94,7 @@ export interface AccessToken {
 /** An RFC 9068 access token for one grant, issued by `issuer` (the origin the request arrived on). */
 export async function issueAccessToken(
   deps: Pick<Deps, 'signingKeys'>,
-  grant: GrantRow,
+  grant: Pick<GrantRow, 'id' | 'clientId' | 'userId' | 'org' | 'resource' | 'scope'>,
   issuer: string,
 ): Promise<AccessToken> {
   const key = await deps.signingKeys.current();

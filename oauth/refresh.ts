@@ -1,6 +1,7 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Deps } from '../src/deps.js';
-import { oauthGrants, oauthRefreshTokens } from '../src/db/schema.js';
+import { oauthRefreshTokens, type OAuthResource } from '../src/db/schema.js';
+import { queryRows } from '../src/db/client.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } from './grants.js';
 
@@ -12,29 +13,109 @@ import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } f
 
 export const REUSE_GRACE_SECONDS = 10;
 
-export type RefreshLookup =
-  { kind: 'ok'; grant: GrantRow; expiresAt: Date; tokenHash: string } | { kind: 'invalid' };
+/** What a refresh needs of the grant: whose it is and what its access token says. */
+export type RefreshGrant = Pick<GrantRow, 'id' | 'clientId' | 'userId' | 'org' | 'resource' | 'scope'>;
 
-/** Finds a presented refresh token; detects reuse (and then revokes the grant). */
-export async function lookupRefreshToken(deps: Deps, token: string, issuer: string): Promise<RefreshLookup> {
-  const tokenHash = hmacSecret(deps.keys.hmac, token);
-  const [row] = await deps.db
-    .select({ rt: oauthRefreshTokens, grant: oauthGrants })
-    .from(oauthRefreshTokens)
-    .innerJoin(oauthGrants, eq(oauthGrants.id, oauthRefreshTokens.grantId))
-    .where(eq(oauthRefreshTokens.tokenHash, tokenHash));
-  if (!row || row.grant.revokedAt || row.rt.expiresAt <= new Date()) return { kind: 'invalid' };
-  // A grant answers only to the issuer that granted it (mix-up defence: RFC 9700 §4.4).
-  if (row.grant.issuer !== issuer) return { kind: 'invalid' };
-  if (row.rt.rotatedAt && !(await withinGrace(deps, token, row.rt.rotatedAt))) {
-    await revokeGrants(deps.db, [row.grant.id]);
-    return { kind: 'invalid' };
-  }
-  return { kind: 'ok', grant: row.grant, expiresAt: row.rt.expiresAt, tokenHash };
+export type RefreshLookup =
+  | {
+      kind: 'ok';
+      grant: RefreshGrant;
+      expiresAt: Date;
+      /** The lookup itself rotated the token and stored its successor (see redeemRefreshToken). */
+      rotated: boolean;
+    }
+  | { kind: 'invalid' };
+
+/** The request as the rotation in the lookup must match it; `rotate: false` makes the lookup a pure read. */
+export interface RefreshRequest {
+  issuer: string;
+  clientId: string;
+  /** The one resource the request named, or null when it named none. */
+  resource: OAuthResource | null;
+  rotate: boolean;
 }
 
-async function withinGrace(deps: Deps, token: string, rotatedAt: Date): Promise<boolean> {
-  if (Date.now() - rotatedAt.getTime() > REUSE_GRACE_SECONDS * 1000) return false;
+interface RedeemRow {
+  grant_id: string;
+  client_id: string;
+  user_id: string;
+  org: string;
+  resource: OAuthResource;
+  scope: string;
+  issuer: string;
+  revoked: boolean;
+  expired: boolean;
+  expires_at_ms: number;
+  rotated_at_ms: number | null;
+  rotated_now: boolean;
+}
+
+/**
+ * Finds a presented refresh token with its grant and, in the same statement, redeems it when the request
+ * can only succeed: the token unrotated and unexpired, its grant live, granted by this issuer to this
+ * client, for the resource named. Redeeming marks it rotated (a guarded UPDATE: of two racing requests
+ * only one matches) and stores its successor, so a refresh costs one round trip (docs/oauth.md,
+ * Benchmark). Everything else is decided from what the statement found, as the two-step code did: a
+ * token already rotated is a race inside the grace window or a replay, and a replay revokes the grant.
+ */
+export async function redeemRefreshToken(
+  deps: Deps,
+  token: string,
+  request: RefreshRequest,
+): Promise<RefreshLookup> {
+  const tokenHash = hmacSecret(deps.keys.hmac, token);
+  const successorHash = hmacSecret(deps.keys.hmac, successorOf(deps.keys.hmac, token));
+  const successorExpiry = new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000).toISOString();
+  // The presented row is read from the statement's snapshot, before `rotated` changed it: rotated_now
+  // says whether this statement rotated it, rotated_at_ms whether an earlier request had.
+  const [row] = await queryRows<RedeemRow>(
+    deps.db,
+    sql`with presented as (
+        select grant_id, expires_at, rotated_at from oauth_refresh_tokens where token_hash = ${tokenHash}
+      ), rotated as (
+        update oauth_refresh_tokens t set rotated_at = now()
+        from oauth_grants g
+        where ${request.rotate} and t.token_hash = ${tokenHash} and t.rotated_at is null
+          and t.expires_at > now() and g.id = t.grant_id and g.revoked_at is null
+          and g.issuer = ${request.issuer} and g.client_id = ${request.clientId}
+          and g.resource = coalesce(${request.resource}::text, g.resource)
+        returning t.grant_id
+      ), successor as (
+        insert into oauth_refresh_tokens (token_hash, grant_id, expires_at)
+        select ${successorHash}, grant_id, ${successorExpiry} from rotated
+        on conflict do nothing
+      )
+      select g.id as grant_id, g.client_id, g.user_id, g.org, g.resource, g.scope, g.issuer,
+        g.revoked_at is not null as revoked, p.expires_at <= now() as expired,
+        (extract(epoch from p.expires_at) * 1000)::float8 as expires_at_ms,
+        (extract(epoch from p.rotated_at) * 1000)::float8 as rotated_at_ms,
+        exists (select 1 from rotated) as rotated_now
+      from presented p join oauth_grants g on g.id = p.grant_id`,
+  );
+  if (!row || row.revoked || row.expired) return { kind: 'invalid' };
+  // A grant answers only to the issuer that granted it (mix-up defence: RFC 9700 §4.4).
+  if (row.issuer !== request.issuer) return { kind: 'invalid' };
+  if (row.rotated_at_ms !== null && !(await withinGrace(deps, token, row.rotated_at_ms))) {
+    await revokeGrants(deps.db, [row.grant_id]);
+    return { kind: 'invalid' };
+  }
+  return {
+    kind: 'ok',
+    grant: {
+      id: row.grant_id,
+      clientId: row.client_id,
+      userId: row.user_id,
+      org: row.org,
+      resource: row.resource,
+      scope: row.scope,
+    },
+    expiresAt: new Date(row.expires_at_ms),
+    rotated: row.rotated_now,
+  };
+}
+
+async function withinGrace(deps: Deps, token: string, rotatedAtMs: number): Promise<boolean> {
+  if (Date.now() - rotatedAtMs > REUSE_GRACE_SECONDS * 1000) return false;
   const [successor] = await deps.db
     .select({ rotatedAt: oauthRefreshTokens.rotatedAt })
     .from(oauthRefreshTokens)
@@ -44,8 +125,9 @@ async function withinGrace(deps: Deps, token: string, rotatedAt: Date): Promise<
 }
 
 /**
- * Rotates: marks the token used (one guarded UPDATE) and stores its successor. Losing the race to a
- * parallel refresh of the same token is fine — both return the same successor.
+ * Rotates a token the lookup did not: one inside the grace window, one whose lookup lost a race to a
+ * parallel refresh, or one looked up without rotating. Marks it used (only if it is not yet) and stores
+ * its successor (a no-op when it is stored already); every such request gets the same successor.
  */
 export async function rotateRefreshToken(deps: Deps, token: string, grantId: string): Promise<string> {
   const tokenHash = hmacSecret(deps.keys.hmac, token);

@@ -3,9 +3,9 @@ import type { Deps } from '../src/deps.js';
 import type { OAuthResource } from '../src/db/schema.js';
 import { clientAuthenticates, findClient } from './clients.js';
 import { consumeCode, findCode, hashCode, revokeReplayedCode, type CodeRow } from './codes.js';
-import { issueAccessToken, type GrantRow } from './grants.js';
+import { issueAccessToken, successorOf } from './grants.js';
 import { namedAmongApproved, OAuthProtocolError, parseResources } from './params.js';
-import { lookupRefreshToken, rotateRefreshToken } from './refresh.js';
+import { redeemRefreshToken, rotateRefreshToken, type RefreshGrant } from './refresh.js';
 import { resourceUrl } from './resources.js';
 import { CodeReplayedError, issueApproval, type IssuedApproval } from './token-issue.js';
 
@@ -64,7 +64,7 @@ export function createTokenModel(ctx: RequestContext) {
   const { deps, issuer } = ctx;
   let code: CodeRow | null = null;
   let codeResources: OAuthResource[] = [];
-  let refreshed: { grant: GrantRow; token: string } | null = null;
+  let refreshed: { grant: RefreshGrant; token: string; rotated: boolean } | null = null;
 
   return {
     getClient: (clientId: string, secret?: string) => libraryClient(ctx, clientId, secret),
@@ -114,15 +114,26 @@ export function createTokenModel(ctx: RequestContext) {
     },
 
     async getRefreshToken(plain: string) {
-      const found = await lookupRefreshToken(deps, plain, issuer);
+      // The lookup rotates the token at once when nothing checked after it can still refuse the request:
+      // the client (getClient authenticated body.client_id), the one resource named, and no `scope`
+      // (which the library checks afterwards). Otherwise it only reads, and saveToken rotates.
+      let named: OAuthResource[] | null = null;
+      let namedError: unknown = null;
+      try {
+        named = parseResources(issuer, ctx.body.resource);
+      } catch (err) {
+        namedError = err;
+      }
+      const clientId = typeof ctx.body.client_id === 'string' ? ctx.body.client_id : '';
+      const oneResource = namedError === null && (named === null || named.length === 1);
+      const found = await redeemRefreshToken(deps, plain, {
+        issuer,
+        clientId,
+        resource: named?.length === 1 ? named[0]! : null,
+        rotate: clientId !== '' && oneResource && ctx.body.scope === undefined,
+      });
       if (found.kind !== 'ok') return null;
-      const named = (() => {
-        try {
-          return parseResources(issuer, ctx.body.resource);
-        } catch (err) {
-          throw asLibraryError(err);
-        }
-      })();
+      if (namedError) throw asLibraryError(namedError);
       // A refresh token belongs to one grant, hence one resource: only that one may be named (RFC 8707 §2.2).
       if (named && (named.length !== 1 || named[0] !== found.grant.resource)) {
         throw libraryError(
@@ -130,7 +141,7 @@ export function createTokenModel(ctx: RequestContext) {
           `this refresh token is for ${resourceUrl(issuer, found.grant.resource)}`,
         );
       }
-      refreshed = { grant: found.grant, token: plain };
+      refreshed = { grant: found.grant, token: plain, rotated: found.rotated };
       return {
         refreshToken: plain,
         refreshTokenExpiresAt: found.expiresAt,
@@ -147,7 +158,9 @@ export function createTokenModel(ctx: RequestContext) {
 
     async saveToken(_token: unknown, client: LibraryClient, user: { id: string }) {
       if (refreshed) {
-        const successor = await rotateRefreshToken(deps, refreshed.token, refreshed.grant.id);
+        const successor = refreshed.rotated
+          ? successorOf(deps.keys.hmac, refreshed.token)
+          : await rotateRefreshToken(deps, refreshed.token, refreshed.grant.id);
         const access = await issueAccessToken(deps, refreshed.grant, issuer);
         const entry = {
           resource: resourceUrl(issuer, refreshed.grant.resource),

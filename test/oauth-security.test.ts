@@ -5,7 +5,9 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { driveConsent, sessionCookie } from './helpers/oauth.js';
 import { verifyAccessToken } from '../oauth/verify.js';
-import { oauthCodes } from '../src/db/schema.js';
+import { oauthCodes, oauthRefreshTokens } from '../src/db/schema.js';
+import { hmacSecret } from '../src/crypto/hash.js';
+import { REUSE_GRACE_SECONDS } from '../oauth/refresh.js';
 import { AppError } from '../src/http/errors.js';
 import { anyOf, jsonAs, type JsonObject } from './helpers/json.js';
 
@@ -289,6 +291,79 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
     expect(replay.status).toBe(400);
     expect((await json(replay)).error).toBe('invalid_grant');
     expect((await refresh(next.refresh_token)).status).toBe(400);
+    await expect(
+      verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url }),
+    ).rejects.toMatchObject({ status: 401 });
+  });
+
+  // The lookup rotates the token in the same statement when the request can only succeed (oauth/refresh.ts
+  // redeemRefreshToken). A request refused after it must leave the token as it was: used up, it would make
+  // the rightful client's next refresh (after the grace window) look like a replay.
+  const refreshWith = (rt: string, extra: Record<string, string> = {}, origin = server.v2Url) =>
+    fetch(`${origin}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'refresh_token',
+        refresh_token: rt,
+        client_id: 'svc-cli',
+        ...extra,
+      }),
+    });
+  const rotatedAt = async (rt: string) => {
+    const [row] = await server.deps.db
+      .select({ rotatedAt: oauthRefreshTokens.rotatedAt })
+      .from(oauthRefreshTokens)
+      .where(eq(oauthRefreshTokens.tokenHash, hmacSecret(server.deps.keys.hmac, rt)));
+    return row?.rotatedAt;
+  };
+
+  it('leaves a refresh token unused when the request is refused for its client, resource, scope or issuer', async () => {
+    const { code, verifier } = await approvedCode();
+    const first = await tokensOf(await exchange(code, verifier));
+    const other = await registered(
+      await fetch(`${server.v2Url}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          client_name: 'Other',
+          redirect_uris: ['http://127.0.0.1/cb'],
+          token_endpoint_auth_method: 'none',
+          grant_types: ['authorization_code', 'refresh_token'],
+        }),
+      }),
+    );
+    const refused = [
+      await refreshWith(first.refresh_token, { client_id: other.client_id }),
+      await refreshWith(first.refresh_token, { resource: `${server.v2Url}/v1` }),
+      await refreshWith(first.refresh_token, { scope: 'model' }),
+      await refreshWith(first.refresh_token, {}, server.lightUrl),
+    ];
+    expect(await Promise.all(refused.map(async (r) => [r.status, (await json(r)).error]))).toEqual([
+      [400, 'invalid_grant'],
+      [400, 'invalid_target'],
+      [400, 'invalid_scope'],
+      [400, 'invalid_grant'],
+    ]);
+    expect(await rotatedAt(first.refresh_token)).toBeNull();
+    const ok = await refreshWith(first.refresh_token);
+    expect(ok.status).toBe(200);
+    expect(await rotatedAt(first.refresh_token)).toBeInstanceOf(Date);
+  });
+
+  it('revokes the grant when a token rotated longer ago than the grace window comes back, its successor unused', async () => {
+    const { code, verifier } = await approvedCode();
+    const first = await tokensOf(await exchange(code, verifier));
+    const next = await tokensOf(await refreshWith(first.refresh_token));
+    // Inside the window the same successor comes back (a retry); past it, the old token is a replay.
+    expect((await tokensOf(await refreshWith(first.refresh_token))).refresh_token).toBe(next.refresh_token);
+    await server.deps.db
+      .update(oauthRefreshTokens)
+      .set({ rotatedAt: new Date(Date.now() - (REUSE_GRACE_SECONDS + 1) * 1000) })
+      .where(eq(oauthRefreshTokens.tokenHash, hmacSecret(server.deps.keys.hmac, first.refresh_token)));
+    const replay = await refreshWith(first.refresh_token);
+    expect([replay.status, (await json(replay)).error]).toEqual([400, 'invalid_grant']);
+    expect((await refreshWith(next.refresh_token)).status).toBe(400);
     await expect(
       verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url }),
     ).rejects.toMatchObject({ status: 401 });
