@@ -41,6 +41,22 @@ export async function signOutcome(
   return deps.models.outcome.sign({ userId: actor.userId, orgKey: actor.orgKey, ...o });
 }
 
+/**
+ * A settled call's signed outcome, or null when it cannot be signed now: a process that has not read its
+ * signing keys yet needs the database for them, and an outage may come between the settle and the
+ * signature. The call was delivered and billed, so its answer still goes out (CONTRACT §8; issue 14,
+ * item 3), without the outcome, as when its settle is pending. Seen in faults-database: a JSON call
+ * billed while its client got 503.
+ */
+async function settledOutcome(deps: Deps, call: PreparedCall, outcome: CallOutcome): Promise<string | null> {
+  try {
+    return await signOutcome(deps, call.actor, outcome);
+  } catch (err) {
+    deps.log.warn({ err, requestId: call.requestId }, 'outcome not signed; answered without it');
+    return null;
+  }
+}
+
 /** `held`: the call's lease and hold, already taken with its caller's read (chat-admission.ts). */
 export async function chatCompletion(
   deps: Deps,
@@ -138,7 +154,8 @@ async function jsonCall(
     completion.usage ? {} : { note: 'usage estimated', outcome: 'estimated' },
   );
   completion.model = deps.models.modelId;
-  if (outcome) res.setHeader(OUTCOME_HEADER, await signOutcome(deps, call.actor, outcome));
+  const jws = outcome && (await settledOutcome(deps, call, outcome));
+  if (jws) res.setHeader(OUTCOME_HEADER, jws);
   await freeSlot();
   sendJson(res, 200, completion);
 }
@@ -262,8 +279,8 @@ async function streamCall(
   }
   // A settle kept for later (the database did not answer): the stream was delivered whole and ends as
   // one, without the outcome, whose debit is not known yet.
-  if (outcome) {
-    const jws = await signOutcome(deps, call.actor, outcome);
+  const jws = outcome && (await settledOutcome(deps, call, outcome));
+  if (jws) {
     res.write(`: ${OUTCOME_HEADER} ${jws}\n\n`);
     res.addTrailers({ [OUTCOME_HEADER]: jws });
   }

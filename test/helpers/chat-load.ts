@@ -89,6 +89,37 @@ export async function orgLedger(server: TestServer, orgKey: string) {
   };
 }
 
+/** The id of the newest ledger entry: `billedCalls` after it sees only what came later. */
+export async function lastEntryId(server: TestServer): Promise<number> {
+  const [row] = await queryRows<{ id: unknown }>(
+    server.deps.db,
+    sql`select coalesce(max(id), 0) as id from billing_entries`,
+  );
+  return Number(row!.id);
+}
+
+/**
+ * The org's `usage` debits after ledger entry `afterId`, by request id (read off each entry's key,
+ * `usage:<request id>`, or `usage:<request id>:excess` for a charge beyond the hold: summed with it).
+ */
+export async function billedCalls(
+  server: TestServer,
+  orgKey: string,
+  afterId: number,
+): Promise<Map<string, number>> {
+  const rows = await queryRows<{ key: string; amount: unknown }>(
+    server.deps.db,
+    sql`select key, amount from billing_entries
+        where type = 'usage' and from_account = ${orgAccount(orgKey)} and id > ${afterId} order by id`,
+  );
+  const billed = new Map<string, number>();
+  for (const { key, amount } of rows) {
+    const id = key.split(':')[1]!;
+    billed.set(id, (billed.get(id) ?? 0) + Number(amount));
+  }
+  return billed;
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `check` every 50 ms until it is true; resolves with the milliseconds it took, or throws. */
