@@ -31,7 +31,10 @@ export async function createDeps(config: Config, database: Database, log: Logger
   const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
   const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
   const signingKeys = createSigningKeys(database.db, keys.encryption);
-  const models = createModelServices(config, database.db, signingKeys, log, keys.hmac);
+  const models = createModelServices(config, database.db, signingKeys, log, keys.hmac, {
+    // Only a database server can have peers (an embedded PGlite belongs to one process): no self-fencing.
+    fence: database.kind === 'postgres',
+  });
   // Settles the last run could not write (its spool): replayed in the background, exactly once each.
   models.settles.replaySpool();
   onClose(() => models.close());

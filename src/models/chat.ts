@@ -93,8 +93,10 @@ export async function chatCompletion(
   // Deleting the client ends the call (CONTRACT §8; src/billing/live-calls.ts): aborted with `client_deleted`.
   const deleted = deps.billing.liveCalls.watch(actor.orgKey);
   try {
-    if (stream) await streamCall(deps, call, req, res, freeSlot, deleted.signal);
-    else await jsonCall(deps, call, res, freeSlot, deleted.signal);
+    // Its lease taken back (self-fencing, src/models/liveness.ts) ends it the same way, with 503.
+    const ended = AbortSignal.any([deleted.signal, lease.signal]);
+    if (stream) await streamCall(deps, call, req, res, freeSlot, ended);
+    else await jsonCall(deps, call, res, freeSlot, ended);
   } finally {
     deleted.done();
     await lease.release();

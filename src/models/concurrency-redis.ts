@@ -100,6 +100,9 @@ export function createRedisLimiter(url: string, options: RedisLimiterOptions): C
         });
       });
     },
+    // Redis leases outlive a PostgreSQL partition (this process still beats in Redis, so no peer frees
+    // its slots): nothing to take back.
+    revoke() {},
     async close() {
       if (beating) clearInterval(beating);
       book.stop();

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { queryRows } from '../db/client.js';
-import { AppError } from '../http/errors.js';
+import { AppError, databaseUnavailable } from '../http/errors.js';
 import { createBatcher } from '../db/batch.js';
 
 // The per-organization cap on model calls and runs in flight (CONTRACT §9), shared by every process on
@@ -13,12 +13,23 @@ export type LeaseKind = 'chat' | 'run';
 
 export interface Lease {
   readonly orgKey: string;
+  /**
+   * Fires when the slot is taken back from this process (revoke): its call must end now, since its peers
+   * are about to count the slot free (src/models/liveness.ts, self-fencing).
+   */
+  readonly signal: AbortSignal;
   release(): Promise<void>;
 }
 
 export interface ConcurrencyLimiter {
   /** Takes a lease or throws 429 concurrency_limit with Retry-After. */
   acquire(orgKey: string, kind: LeaseKind): Promise<Lease>;
+  /**
+   * Every lease this process holds is taken back: their signals fire, none is kept for reuse (its row may
+   * be gone already: a peer declared this process dead). Their releases still delete by lease id, which
+   * can only remove this process's own rows.
+   */
+  revoke(): void;
   close(): Promise<void>;
 }
 
@@ -45,19 +56,26 @@ export const concurrencyLimited = () =>
     },
   );
 
+/** What a call whose lease was revoked ends with (src/models/liveness.ts): the client may retry at once elsewhere. */
+export const leasesRevoked = () => databaseUnavailable();
+
 export const newLeaseId = (): string => randomBytes(12).toString('base64url');
 
 /**
  * The leases this process holds, for either store: beaten for in one statement a third of the TTL apart
- * (`beat` gets the live lease ids), each released at most once (`drop` removes it from the store).
+ * (`beat` gets the live lease ids), each released at most once (`drop` removes it from the store; told
+ * whether the lease was revoked meanwhile).
  */
 export function leaseBook(intervalMs: number, beat: (ids: string[]) => Promise<void>) {
   const live = new Map<string, string>(); // leaseId → orgKey
+  const signals = new Map<string, AbortController>();
   let timer: NodeJS.Timeout | null = null;
   return {
     live,
-    hand(orgKey: string, leaseId: string, drop: (leaseId: string) => Promise<void>): Lease {
+    hand(orgKey: string, leaseId: string, drop: (leaseId: string, revoked: boolean) => Promise<void>): Lease {
       live.set(leaseId, orgKey);
+      const controller = new AbortController();
+      signals.set(leaseId, controller);
       timer ??= setInterval(() => {
         if (live.size === 0) return;
         beat([...live.keys()]).catch(() => {
@@ -67,13 +85,21 @@ export function leaseBook(intervalMs: number, beat: (ids: string[]) => Promise<v
       let released = false;
       return {
         orgKey,
+        signal: controller.signal,
         async release() {
           if (released) return;
           released = true;
           live.delete(leaseId);
-          await drop(leaseId);
+          signals.delete(leaseId);
+          await drop(leaseId, controller.signal.aborted);
         },
       };
+    },
+    /** Fires every live lease's signal with `reason`; they are beaten for no more. */
+    revoke(reason: unknown) {
+      for (const controller of signals.values()) controller.abort(reason);
+      signals.clear();
+      live.clear();
     },
     stop() {
       if (timer) clearInterval(timer);
@@ -204,8 +230,8 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
     }, reuseMs).unref();
   }
 
-  const park = (key: string) => async (leaseId: string) => {
-    if (closed) return drop(leaseId);
+  const park = (key: string) => async (leaseId: string, revoked: boolean) => {
+    if (closed || revoked) return drop(leaseId);
     const slots = parked.get(key) ?? [];
     slots.push({ leaseId, at: Date.now() });
     parked.set(key, slots);
@@ -219,6 +245,12 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
       const leaseId = reused ?? (options.newLeaseId ?? newLeaseId)();
       if (!reused && !(await take({ orgKey, kind, leaseId }))) throw concurrencyLimited();
       return book.hand(orgKey, leaseId, park(key));
+    },
+    revoke() {
+      book.revoke(leasesRevoked());
+      // Idle slots too: a peer may have deleted their rows, and reusing one would run a call with no
+      // row counted against the cap. Their deletes go out like any release.
+      void freeIdle(true);
     },
     async close() {
       closed = true;

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Deps } from '../deps.js';
-import { AppError } from '../http/errors.js';
+import { AppError, databaseUnavailable } from '../http/errors.js';
 import type { Lease } from './concurrency.js';
 
 // A chat call's slot (CONTRACT §9) is held before its hold is written (issue 14, item 9): a call refused
@@ -13,6 +13,9 @@ import type { Lease } from './concurrency.js';
 // route, a client gone), and by the route when the call ends; Lease.release is idempotent.
 
 export async function acquireLease(deps: Deps, orgKey: string, kind: 'chat' | 'run'): Promise<Lease> {
+  // Self-fencing (src/models/liveness.ts): a process whose heartbeat has not landed for a while may be
+  // declared dead by its peers, who would then count its slots free; it admits nothing until it beats.
+  if (deps.models.liveness.fenced()) throw databaseUnavailable();
   try {
     return await deps.models.limiter.acquire(orgKey, kind);
   } catch (err) {

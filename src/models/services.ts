@@ -94,6 +94,7 @@ export function createModelServices(
   signingKeys: SigningKeys,
   log: Logger,
   hmacKey: Buffer | string,
+  options: { fence?: boolean } = {},
 ): ModelServices {
   const upstream = config.model.upstreamUrl
     ? createOpenAICompatibleUpstream({
@@ -103,7 +104,12 @@ export function createModelServices(
         timeouts: config.upstreamTimeouts,
       })
     : createLocalUpstream(config.model.id);
-  const liveness = createLiveness(db, { deadAfterMs: config.reliability.processDeadAfterMs, log });
+  const liveness = createLiveness(db, {
+    deadAfterMs: config.reliability.processDeadAfterMs,
+    log,
+    // Self-fencing (liveness.ts): calls in flight end before a peer may count their slots free.
+    ...(options.fence ? { onRevoke: () => limiter.revoke() } : {}),
+  });
   const newLeaseId = () => liveness.leaseId();
   const limiter = config.redisUrl
     ? createRedisLimiter(config.redisUrl, {
