@@ -24,6 +24,7 @@ import {
   startCheckout,
 } from '../billing/payments.js';
 import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
+import { billingEventsCards } from './billing-events-card.js';
 import {
   alert,
   applyErrorHeaders,
@@ -79,6 +80,8 @@ const CHECKOUT_NOTICES: Record<string, Notice> = {
 };
 const NOTICES: Record<string, Notice> = {
   allocated: { kind: 'ok', text: 'Allocations saved.' },
+  alert_saved: { kind: 'ok', text: 'Low-balance alert saved.' },
+  endpoint_removed: { kind: 'ok', text: 'Webhook endpoint removed.' },
 };
 
 interface BillingOrg {
@@ -155,6 +158,7 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
 <p class="muted">Model calls of this organization's members are paid from this balance. One US dollar buys ${n(100 * CREDITS_PER_CENT)} tokens.</p></section>`;
 
     const poolCard = owner ? await allocationCard(req, res, opts.allocationError) : html``;
+    const eventsCards = owner ? await billingEventsCards(req, res, deps, org.orgKey) : html``;
 
     const topupCard = owner
       ? html`<section class="card" aria-labelledby="h-topup"><h2 id="h-topup">Buy tokens</h2>
@@ -209,7 +213,7 @@ ${
       status: opts.status ?? 200,
       formAction: owner ? processorOrigins(deps) : undefined,
       body: html`<h1>Billing of ${org.name}</h1>${alert(notice)}
-<div class="grid">${balanceCard}${proCard}</div>${poolCard}${topupCard}${invoicesCard}${transactionsCard}`,
+<div class="grid">${balanceCard}${proCard}</div>${poolCard}${topupCard}${eventsCards}${invoicesCard}${transactionsCard}`,
     });
   }
 
