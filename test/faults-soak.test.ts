@@ -132,8 +132,27 @@ describe.runIf(storageMode() === 'postgres' && SOAK_SECONDS > 0)(
       const statuses = [...new Set(results.map((r) => r.status))].sort();
       expect(statuses.filter((s) => ![0, 200, 402, 429, 502, 503, 504].includes(s))).toEqual([]);
 
-      // Let kept settles land (retried with backoff up to 5 s) and holds taken ahead go back (2 s idle).
-      await sleep(8_000);
+      // Every kept settle and void has landed and every hold taken ahead has gone back (2 s idle) once no
+      // hold of the org is open: a hold stays open until its settle or void is written. Waited for, not
+      // slept on (it was a fixed 8 s).
+      await waitUntil(async () => (await orgLedger(server, owner.orgKey)).openHolds === 0, 30_000).catch(
+        async (err: unknown) => {
+          const open = await queryRows(
+            server.deps.db,
+            sql`select request_id, amount, created_at, expires_at from billing_holds
+                where org_key = ${owner.orgKey} and status = 'held'`,
+          );
+          const ids = new Set(open.map((h) => (h as { request_id: string }).request_id));
+          console.log(
+            'soak: open holds',
+            JSON.stringify(open),
+            JSON.stringify(results.filter((r) => ids.has(r.requestId!))),
+          );
+          console.log(procs.map((p) => p.output().slice(-3000)).join('\n----\n'));
+          throw err;
+        },
+      );
+
       await waitUntil(async () => (await orgLedger(server, owner.orgKey)).liveLeases === 0, 10_000);
 
       const rows = await queryRows<{ request_id: string; credits_debited: unknown }>(
@@ -152,25 +171,6 @@ describe.runIf(storageMode() === 'postgres' && SOAK_SECONDS > 0)(
       const recorded = rows.reduce((s, r) => s + Number(r.credits_debited), 0);
       expect(after.debited - before.debited).toBe(recorded);
       expect(await checkInvariants(server.deps.db)).toEqual([]);
-
-      // Nothing left held.
-      await waitUntil(async () => (await orgLedger(server, owner.orgKey)).openHolds === 0, 30_000).catch(
-        async (err: unknown) => {
-          const open = await queryRows(
-            server.deps.db,
-            sql`select request_id, amount, created_at, expires_at from billing_holds
-                where org_key = ${owner.orgKey} and status = 'held'`,
-          );
-          const ids = new Set(open.map((h) => (h as { request_id: string }).request_id));
-          console.log(
-            'soak: open holds',
-            JSON.stringify(open),
-            JSON.stringify(results.filter((r) => ids.has(r.requestId!))),
-          );
-          console.log(procs.map((p) => p.output().slice(-3000)).join('\n----\n'));
-          throw err;
-        },
-      );
 
       // Memory and descriptors bounded: what grew over the soak is small against a running process.
       const MB = 1024 * 1024;
