@@ -538,6 +538,7 @@ CREATE TABLE "member_budget_usage" (
 	"budget_id" bigint NOT NULL,
 	"period_start" timestamp with time zone NOT NULL,
 	"used" bigint DEFAULT 0 NOT NULL,
+	"exhausted_at" timestamp with time zone,
 	CONSTRAINT "member_budget_usage_used" CHECK ("member_budget_usage"."used" >= 0)
 );
 --> statement-breakpoint
@@ -552,6 +553,33 @@ CREATE TABLE "member_budgets" (
 	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"cleared_at" timestamp with time zone,
 	CONSTRAINT "member_budgets_limit" CHECK ("member_budgets"."limit_credits" >= 0)
+);
+--> statement-breakpoint
+CREATE TABLE "auto_topup_charges" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_key" text NOT NULL,
+	"crossing_id" bigint NOT NULL,
+	"customer_id" text,
+	"amount_cents" integer NOT NULL,
+	"payment_intent" text,
+	"status" text DEFAULT 'pending' NOT NULL,
+	"failure" text,
+	"attempts" integer DEFAULT 0 NOT NULL,
+	"claimed_at" timestamp with time zone,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "auto_topup_charges_crossing_id_unique" UNIQUE("crossing_id"),
+	CONSTRAINT "auto_topup_charges_payment_intent_unique" UNIQUE("payment_intent")
+);
+--> statement-breakpoint
+CREATE TABLE "auto_topups" (
+	"org_key" text PRIMARY KEY NOT NULL,
+	"enabled" boolean DEFAULT true NOT NULL,
+	"trigger_credits" bigint NOT NULL,
+	"amount_cents" integer NOT NULL,
+	"monthly_cap_cents" integer NOT NULL,
+	"disabled_reason" text,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "auto_topups_amounts" CHECK ("auto_topups"."trigger_credits" >= 0 and "auto_topups"."amount_cents" > 0 and "auto_topups"."monthly_cap_cents" >= 0)
 );
 --> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -636,4 +664,5 @@ CREATE INDEX "member_budget_returns_usage_idx" ON "member_budget_returns" USING 
 CREATE UNIQUE INDEX "member_budget_usage_period_uq" ON "member_budget_usage" USING btree ("budget_id","period_start");--> statement-breakpoint
 CREATE UNIQUE INDEX "member_budgets_member_uq" ON "member_budgets" USING btree ("org_key","user_id") WHERE "member_budgets"."api_token_id" is null;--> statement-breakpoint
 CREATE UNIQUE INDEX "member_budgets_token_uq" ON "member_budgets" USING btree ("api_token_id") WHERE "member_budgets"."api_token_id" is not null;--> statement-breakpoint
-CREATE INDEX "member_budgets_org_idx" ON "member_budgets" USING btree ("org_key");
+CREATE INDEX "member_budgets_org_idx" ON "member_budgets" USING btree ("org_key");--> statement-breakpoint
+CREATE INDEX "auto_topup_charges_org_idx" ON "auto_topup_charges" USING btree ("org_key","created_at");

@@ -17,6 +17,8 @@ import {
 import { createModelServices } from './models/services.js';
 import { startBalanceAlerts } from './billing/balance-alerts.js';
 import { startEventDelivery } from './events/delivery.js';
+import { startAutoTopups } from './billing/auto-topup.js';
+import { devEvents } from './billing/dev-events.js';
 
 // The composition root: builds the Deps (src/deps.ts) once, for src/main.ts and for the test harness
 // (test/helpers/server.ts) alike, so tests run the real wiring. It may import any domain; nothing but
@@ -50,7 +52,7 @@ export async function createDeps(config: Config, database: Database, log: Logger
     log,
     onClose,
   });
-  return {
+  const deps: Deps = {
     config,
     database,
     db: database.db,
@@ -73,4 +75,7 @@ export async function createDeps(config: Config, database: Database, log: Logger
       for (const fn of closers.reverse()) await fn();
     },
   };
+  // Auto top-up's worker (issue 19 item 2); the dev processor's charges arrive as its signed events.
+  startAutoTopups(deps, deps.billing.processor?.kind === 'dev' ? devEvents(deps).deliver : undefined);
+  return deps;
 }

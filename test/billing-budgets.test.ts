@@ -9,7 +9,7 @@ import { orgBalanceCredits } from '../src/billing/spend.js';
 import { modelSuite } from './helpers/model-suite.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
-import { callChat } from './helpers/chat-load.js';
+import { callChat, waitUntil } from './helpers/chat-load.js';
 import { client } from './helpers/http.js';
 import { detailError, readJson } from './helpers/json.js';
 import type { TestServer } from './helpers/server.js';
@@ -167,6 +167,21 @@ describe('member budgets: the hold enforces them', () => {
     expect(spent).toBeLessThanOrEqual(100);
     expect(spent).toBe(20 * answered);
     expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBeGreaterThan(5_000);
+    // The owner's endpoints hear of it once for the period, however many calls were refused.
+    const exhaustedEvents = async () =>
+      Number(
+        (
+          await queryRows<{ n: unknown }>(
+            server.deps.db,
+            sql`select count(*) as n from outbound_events where org_key = ${owner.orgKey}
+                and type = 'member_budget.exhausted' and data->>'user_id' = ${user.userId}`,
+          )
+        )[0]!.n,
+      );
+    await waitUntil(async () => (await exhaustedEvents()) > 0, 10_000);
+    expect((await callChat(server.url, key)).code).toBe('member_budget_exhausted');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await exhaustedEvents()).toBe(1);
     // The owner, who has no budget, still spends.
     expect((await callChat(server.url, suite.key)).status).toBe(200);
     // The member sees what the ledger says.

@@ -3,6 +3,7 @@ import { queryRows, type Db } from '../db/client.js';
 import type { BudgetPeriod } from '../db/tables/budgets.js';
 import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
+import { emitEvent } from '../events/outbox.js';
 
 // Member budgets (issue 19 item 3; docs/billing.md, "Member budgets"): the owner sets and clears them
 // here; the hold enforces them (svc_reserve_budgeted, src/db/custom/member-budgets.sql). A budget of a
@@ -131,4 +132,48 @@ export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
         returning id`,
   );
   if (rows.length === 0) throw new AppError(404, 'NOT_FOUND', 'no budget is set here');
+}
+
+/**
+ * A call was refused 402 member_budget_exhausted: the first refusal of a period marks the budget's period
+ * row (whichever of the member's and the token's budget could not pay `least`) and emits
+ * `member_budget.exhausted` in the same transaction, so the owner's endpoints hear of it once per period.
+ * Off the call's path (its refusal is already decided); a failure here is tried again by the next refusal.
+ */
+export async function noteBudgetExhausted(
+  db: Db,
+  call: { orgKey: string; userId: string; apiTokenId: number | null; least: number },
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    const rows = await queryRows<{
+      user_id: string;
+      api_token_id: number | null;
+      period: BudgetPeriod;
+      limit_credits: unknown;
+      period_end: unknown;
+    }>(
+      t,
+      sql`update member_budget_usage u set exhausted_at = now()
+          from member_budgets b
+          where b.id = u.budget_id and b.org_key = ${call.orgKey} and b.cleared_at is null
+            and ((b.api_token_id is null and b.user_id = ${call.userId}) or b.api_token_id = ${call.apiTokenId})
+            and u.period_start = svc_budget_period_start(b.period, now()) and u.exhausted_at is null
+            and svc_budget_room(u.id, null) < ${call.least}
+          returning b.user_id, b.api_token_id, b.period, b.limit_credits,
+                    u.period_start + ('1 ' || b.period)::interval as period_end`,
+    );
+    for (const r of rows)
+      await emitEvent(t, {
+        orgKey: call.orgKey,
+        type: 'member_budget.exhausted',
+        data: {
+          user_id: r.user_id,
+          token_id: r.api_token_id === null ? null : Number(r.api_token_id),
+          period: r.period,
+          budget_credits: Number(r.limit_credits),
+          period_end: unixOf(r.period_end),
+        },
+      });
+  });
 }

@@ -25,6 +25,25 @@ export interface PaymentMethodView {
   is_default: boolean;
 }
 
+/** An off-session charge of a customer's saved card (auto top-up, issue 19 item 2). */
+export interface OffSessionCharge {
+  customerId: string;
+  amountCents: number;
+  /** Derived from the organization and the balance crossing: a retry returns the same PaymentIntent. */
+  idempotencyKey: string;
+  metadata: Record<string, string>;
+}
+
+/**
+ * What the processor answered: `succeeded` and `processing` await the webhook (the grant comes only from
+ * payment_intent.succeeded); `failed`: declined, or no saved card (`id` null when no intent was made).
+ */
+export interface OffSessionResult {
+  id: string | null;
+  status: 'succeeded' | 'processing' | 'failed';
+  failure?: string;
+}
+
 export interface PaymentProcessor {
   readonly kind: 'stripe' | 'dev';
   createCustomer(input: { orgKey: string; email: string | undefined }): Promise<string>;
@@ -36,4 +55,6 @@ export interface PaymentProcessor {
   expireCheckoutSession(sessionId: string): Promise<'expired' | 'complete'>;
   createPortalSession(input: { customerId: string; returnUrl: string }): Promise<string>;
   listPaymentMethods(customerId: string): Promise<PaymentMethodView[]>;
+  /** A PaymentIntent confirmed off-session on the customer's default card (Stripe: confirm + off_session). */
+  chargeOffSession(input: OffSessionCharge): Promise<OffSessionResult>;
 }

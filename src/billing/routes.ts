@@ -20,6 +20,7 @@ import { receiveWebhook } from './webhooks.js';
 import { devBillingRoutes } from './dev-routes.js';
 import { balanceAlertRoutes } from './alert-routes.js';
 import { budgetRoutes } from './budget-routes.js';
+import { autoTopupRoutes } from './auto-topup-routes.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 import { webhookEvents } from '../metrics/registry.js';
 
@@ -168,6 +169,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
 
   router.use(balanceAlertRoutes(deps, auth));
   router.use(budgetRoutes(deps, auth));
+  router.use(autoTopupRoutes(deps, auth));
   router.use(devBillingRoutes(deps));
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
   router.use('/v1', databaseOutageAs503(deps.db));

@@ -3,6 +3,7 @@ import { pgCode, retryOnDeadlock } from '../db/deadlock.js';
 import { queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
 import { accountBalance, orgAccount, sinkAccount } from './ledger.js';
+import { noteBudgetExhausted } from './budgets.js';
 
 // Spending primitives for the model routes (CONTRACT §8: reserve-then-settle; a balance never goes
 // below zero, streaming included; a failed upstream call debits nothing; one `usage` transaction per
@@ -116,6 +117,16 @@ export async function reserveMany(
             ? memberBudgetExhausted()
             : insufficientCredits();
   }
+  // Issue 19 items 3 and 5: a budget's first refusal of a period is told to the owner's endpoints.
+  inputs.forEach((input, n) => {
+    if (out[n] instanceof AppError && out[n].code === 'member_budget_exhausted')
+      void noteBudgetExhausted(db, {
+        orgKey: input.orgKey,
+        userId: input.userId,
+        apiTokenId: input.apiTokenId ?? null,
+        least: bounds[n]!.lo,
+      }).catch(() => {}); // the next refusal tries again (the period stays unmarked)
+  });
   return Array.from(out, (r) => r ?? insufficientCredits());
 }
 

@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import { AppError } from '../http/errors.js';
-import type { CheckoutInput, PaymentMethodView, PaymentProcessor } from './processor.js';
+import type { CheckoutInput, OffSessionResult, PaymentMethodView, PaymentProcessor } from './processor.js';
 
 // Stripe through its SDK (pinned API version of stripe 23: 2026-10-28). STRIPE_API_BASE is the API's
 // origin, used as the SDK's host, port and protocol (CONTRACT §8), so tests point it at a local fake.
@@ -36,7 +36,7 @@ async function call<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
-  return {
+  const processor: PaymentProcessor = {
     kind: 'stripe',
     async createCustomer({ orgKey, email }) {
       // The idempotency key makes two racing first checkouts of one client create one customer.
@@ -106,6 +106,37 @@ export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
       );
       return portal.url;
     },
+    async chargeOffSession({ customerId, amountCents, idempotencyKey, metadata }): Promise<OffSessionResult> {
+      const methods = await processor.listPaymentMethods(customerId);
+      const card = methods.find((m) => m.is_default) ?? methods[0];
+      if (!card) return { id: null, status: 'failed', failure: 'no saved payment method' };
+      try {
+        const intent = await stripe.paymentIntents.create(
+          {
+            amount: amountCents,
+            currency: 'usd',
+            customer: customerId,
+            payment_method: card.id,
+            confirm: true,
+            off_session: true,
+            metadata,
+          },
+          { idempotencyKey },
+        );
+        if (intent.status === 'succeeded') return { id: intent.id, status: 'succeeded' };
+        if (intent.status === 'processing') return { id: intent.id, status: 'processing' };
+        // requires_action (authentication needed) and the like: the owner is not there to act.
+        return { id: intent.id, status: 'failed', failure: `payment ${intent.status.replace(/_/g, ' ')}` };
+      } catch (err) {
+        if (err instanceof Stripe.errors.StripeCardError)
+          return {
+            id: err.payment_intent?.id ?? null,
+            status: 'failed',
+            failure: err.message || 'the card was declined',
+          };
+        throw processorError(err);
+      }
+    },
     async listPaymentMethods(customerId): Promise<PaymentMethodView[]> {
       const [customer, methods] = await call(() =>
         Promise.all([
@@ -129,4 +160,5 @@ export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
       }));
     },
   };
+  return processor;
 }

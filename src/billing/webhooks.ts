@@ -13,6 +13,8 @@ import {
   recordPayment,
 } from './refunds.js';
 import { lockPayment } from './payment-reversals.js';
+import { grantTarget, type OrgRef } from './grant-target.js';
+import { autoTopupPaid } from './auto-topup.js';
 import { receiveDispute } from './disputes.js';
 import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
 import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
@@ -57,11 +59,6 @@ function signedAt(signature: string): number {
   return t ? Number(t.trim().slice(2)) : Number.NaN;
 }
 
-interface OrgRef {
-  orgKey: string;
-  ownerId: string;
-}
-
 /** The client a processor object belongs to: our customer mapping first, then the metadata we set. */
 async function orgFor(tx: Db, customerId: string | null, metadata: StripeObject): Promise<OrgRef | null> {
   if (customerId) {
@@ -80,21 +77,6 @@ async function orgFor(tx: Db, customerId: string | null, metadata: StripeObject)
     if (row) return { orgKey: row.id, ownerId: row.owner_id };
   }
   return null;
-}
-
-/**
- * Purchases for a client deleted meanwhile go to its owner's default client (its pool's home). The client's
- * row is locked (FOR SHARE, before any account, as a deletion locks it before its accounts): a deletion
- * running now is waited for and seen, so a grant never lands in a client deleted after this read.
- */
-async function grantTarget(tx: Db, org: OrgRef): Promise<string> {
-  const [row] = await queryRows<{ id: string }>(
-    tx,
-    sql`select case when o.deleted_at is null then o.id
-                    else (select d.id from orgs d where d.owner_id = o.owner_id and d.is_default) end as id
-        from orgs o where o.id = ${org.orgKey} for share`,
-  );
-  return row?.id ?? org.orgKey;
 }
 
 /**
@@ -378,6 +360,9 @@ async function apply(tx: Db, log: Logger, event: Stripe.Event, rules: GrantRules
       return receiveRefund(tx, object, null);
     case 'charge.refunded':
       return chargeRefunded(tx, object);
+    // Auto top-up's off-session charges (auto-topup.ts); a checkout's intent grants through its session.
+    case 'payment_intent.succeeded':
+      return autoTopupPaid(tx, object, log);
     case 'invoice_payment.paid':
       return invoicePaymentPaid(tx, object);
     case 'charge.dispute.created':

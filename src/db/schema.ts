@@ -14,3 +14,4 @@ export * from './tables/reconcile.js';
 export * from './tables/balance-watches.js';
 export * from './tables/events.js';
 export * from './tables/budgets.js';
+export * from './tables/auto-topups.js';

@@ -16,6 +16,7 @@ import type { Admission } from './admit.js';
 import { cannotPay, heldCall, planHold, prepareCall, voidIfWritten, type PreparedCall } from './metered.js';
 import type { SpareHold } from './spare-holds.js';
 import { memberBudgetExhausted, voidHold } from '../billing/spend.js';
+import { noteBudgetExhausted } from '../billing/budgets.js';
 import { chatRequest, parseChatRequest, type ChatRequest } from './schema.js';
 import type { Lease } from './concurrency.js';
 import { chatLease } from './lease.js';
@@ -197,7 +198,16 @@ async function admitWithLease(
     if (await spares.release(admission.orgKey!)) return null;
     throw cannotPay();
   }
-  if (admission.outcome === 'budget_exhausted') throw memberBudgetExhausted();
+  if (admission.outcome === 'budget_exhausted') {
+    // Issue 19 item 5: the period's first refusal is told to the owner's endpoints (off the call's path).
+    void noteBudgetExhausted(deps.db, {
+      orgKey: actor.orgKey,
+      userId: actor.userId,
+      apiTokenId: actor.credential.apiTokenId,
+      least: Math.ceil(plan.minCredits),
+    }).catch(() => {}); // the next refusal tries again
+    throw memberBudgetExhausted();
+  }
   if (admission.outcome !== 'held') {
     // Nothing was held: a caller the statement refused that the checks above let through would be a bug
     // in one of the two; refuse rather than run an unbilled call.

@@ -26,6 +26,10 @@ export interface FakeStripe {
   refunds: Map<string, Obj>;
   disputes: Map<string, Obj>;
   paymentMethods: Obj[];
+  /** PaymentIntents created (auto top-up's off-session charges), by id. */
+  paymentIntents: Map<string, Obj>;
+  /** Payment methods whose off-session charges are declined (Stripe's card_declined), by id. */
+  declinedMethods: Set<string>;
   /** The next API call answers with this Stripe error (status and error object). */
   failNext: { status: number; error: Obj } | null;
   close(): Promise<void>;
@@ -55,6 +59,8 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     refunds: new Map(),
     disputes: new Map(),
     paymentMethods: [],
+    paymentIntents: new Map(),
+    declinedMethods: new Set(),
     failNext: null,
     close: async () => {},
   };
@@ -152,6 +158,47 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         s.status = 'expired';
         return [200, s];
       }
+    }
+    if (method === 'POST' && path === '/v1/payment_intents') {
+      // As Stripe: a repeated idempotency key answers the first result (a decline included).
+      if (idem && byIdempotencyKey.has(idem)) {
+        const first = byIdempotencyKey.get(idem)!;
+        return first.object === 'error' ? [402, { error: first.error }] : [200, first];
+      }
+      const pm = params.get('payment_method');
+      const declined = !!pm && state.declinedMethods.has(pm);
+      const pi = {
+        id: id('pi'),
+        object: 'payment_intent',
+        amount: Number(params.get('amount')),
+        amount_received: declined ? 0 : Number(params.get('amount')),
+        currency: params.get('currency'),
+        customer: params.get('customer'),
+        payment_method: pm,
+        confirm: params.get('confirm'),
+        off_session: params.get('off_session'),
+        status: declined ? 'requires_payment_method' : 'succeeded',
+        metadata: Object.fromEntries(
+          [...params.entries()]
+            .filter(([k]) => k.startsWith('metadata['))
+            .map(([k, v]) => [k.slice('metadata['.length, -1), v]),
+        ),
+        created: now(),
+      };
+      state.paymentIntents.set(pi.id, pi);
+      if (declined) {
+        const error = {
+          type: 'card_error',
+          code: 'card_declined',
+          decline_code: 'generic_decline',
+          message: 'Your card was declined.',
+          payment_intent: pi,
+        };
+        if (idem) byIdempotencyKey.set(idem, { object: 'error', error });
+        return [402, { error }];
+      }
+      if (idem) byIdempotencyKey.set(idem, pi);
+      return [200, pi];
     }
     if (method === 'GET' && path === '/v1/invoices') return [200, list([...state.invoices.values()], path)];
     if (method === 'GET' && path === '/v1/refunds') return [200, list([...state.refunds.values()], path)];

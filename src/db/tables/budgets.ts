@@ -65,6 +65,8 @@ export const memberBudgetUsage = pgTable(
     budgetId: bigint('budget_id', { mode: 'number' }).notNull(),
     periodStart: timestamp('period_start', { withTimezone: true }).notNull(),
     used: bigint('used', { mode: 'number' }).notNull().default(0),
+    /** When a call was first refused for this period (member_budget.exhausted is sent once per period). */
+    exhaustedAt: timestamp('exhausted_at', { withTimezone: true }),
   },
   (t) => [
     uniqueIndex('member_budget_usage_period_uq').on(t.budgetId, t.periodStart),

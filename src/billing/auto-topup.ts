@@ -1,0 +1,330 @@
+import { sql } from 'drizzle-orm';
+import type { Deps } from '../deps.js';
+import { queryRows, type Db } from '../db/client.js';
+import type { Logger } from '../log.js';
+import { clientIdOf } from '../ids.js';
+import { handleCrossings, setBalanceWatch, type BalanceCrossing } from './balance-crossings.js';
+import { grantTarget } from './grant-target.js';
+import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
+import { lockPayment } from './payment-reversals.js';
+import { recordPayment } from './refunds.js';
+import { CREDITS_PER_CENT } from './service.js';
+import { idOf, textAt, type StripeObject } from './stripe-object.js';
+import { emitEvent } from '../events/outbox.js';
+
+// Auto top-up (issue 19 item 2; docs/billing.md, "Auto top-up"). The owner opts in per organization with
+// a trigger balance, an amount and a monthly cap. Three steps, each exactly once:
+//  1. the fall below the trigger is recorded once, in the transaction that moved the balance
+//     (balance-crossings.ts, purpose WATCH_AUTO_TOPUP);
+//  2. the crossing's handler (claimed SKIP LOCKED by one process) writes one charge row keyed by the
+//     crossing, under the org's auto-top-up row lock, where the monthly cap is checked (queueCharge);
+//  3. one process claims the charge and asks the processor for a PaymentIntent confirmed off-session, with
+//     an idempotency key derived from the org and the crossing: a retry (a lost answer, a crashed process)
+//     gets the same intent (chargePending).
+// The tokens come only from the processor's payment_intent.succeeded, through the webhook like any
+// top-up: the amount received, at par, for an intent svc asked for (autoTopupPaid). A decline turns auto
+// top-up off and mails the owner.
+
+export const WATCH_AUTO_TOPUP = 'auto_topup';
+/** A charge claimed this long ago and not answered (its process died) is tried again, with the same key. */
+export const CHARGE_RECLAIM_SECONDS = 120;
+/** How often each process looks for crossings and charges to handle. */
+export const AUTO_TOPUP_POLL_MS = 2_000;
+
+export interface AutoTopupSettings {
+  trigger_credits: number;
+  amount_usd: number;
+  monthly_cap_usd: number;
+}
+
+export interface AutoTopupJson extends AutoTopupSettings {
+  client_id: string;
+  enabled: boolean;
+  /** Why svc turned it off (a declined charge); null otherwise. */
+  disabled_reason: string | null;
+  /** Cents charged or being charged this UTC month (counted against the cap). */
+  charged_this_month_usd: number;
+}
+
+/** Charges that count against the month's cap: all but the failed and the skipped. */
+const COUNTED = sql`status in ('pending', 'charging', 'charged', 'succeeded')`;
+const MONTH_START = sql`(date_trunc('month', now() at time zone 'UTC') at time zone 'UTC')`;
+
+export async function getAutoTopup(db: Db, orgKey: string): Promise<AutoTopupJson | null> {
+  const [row] = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select a.*, (select coalesce(sum(c.amount_cents), 0) from auto_topup_charges c
+                     where c.org_key = a.org_key and c.status in ('pending', 'charging', 'charged', 'succeeded')
+                       and c.created_at >= ${MONTH_START}) as charged
+        from auto_topups a where a.org_key = ${orgKey}`,
+  );
+  if (!row) return null;
+  return {
+    client_id: clientIdOf(orgKey),
+    enabled: Boolean(row.enabled),
+    trigger_credits: Number(row.trigger_credits),
+    amount_usd: Number(row.amount_cents),
+    monthly_cap_usd: Number(row.monthly_cap_cents),
+    disabled_reason: (row.disabled_reason as string | null) ?? null,
+    charged_this_month_usd: Number(row.charged),
+  };
+}
+
+/** Opts in (or changes the settings): watches the balance for falls below the trigger. */
+export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings): Promise<AutoTopupJson> {
+  await db.execute(
+    sql`insert into auto_topups (org_key, enabled, trigger_credits, amount_cents, monthly_cap_cents)
+        values (${orgKey}, true, ${s.trigger_credits}, ${s.amount_usd}, ${s.monthly_cap_usd})
+        on conflict (org_key) do update set enabled = true, trigger_credits = excluded.trigger_credits,
+          amount_cents = excluded.amount_cents, monthly_cap_cents = excluded.monthly_cap_cents,
+          disabled_reason = null, updated_at = now()`,
+  );
+  await setBalanceWatch(db, orgKey, WATCH_AUTO_TOPUP, s.trigger_credits);
+  return (await getAutoTopup(db, orgKey))!;
+}
+
+/** Opts out (the owner, or svc after a decline with its reason). */
+export async function disableAutoTopup(db: Db, orgKey: string, reason: string | null): Promise<void> {
+  await db.execute(
+    sql`update auto_topups set enabled = false, disabled_reason = ${reason}, updated_at = now() where org_key = ${orgKey}`,
+  );
+  await setBalanceWatch(db, orgKey, WATCH_AUTO_TOPUP, null);
+}
+
+/**
+ * Step 2, in the crossing's own transaction: one charge row per crossing (`atu_<crossing id>`), pending,
+ * or skipped when the month's cap would be passed. The org's row is locked first, so two crossings of
+ * one org handled at once by two processes see each other's charges.
+ */
+export async function queueCharge(tx: Db, crossing: BalanceCrossing): Promise<void> {
+  const [cfg] = await queryRows<{ amount_cents: unknown; monthly_cap_cents: unknown }>(
+    tx,
+    sql`select amount_cents, monthly_cap_cents from auto_topups where org_key = ${crossing.orgKey} and enabled for update`,
+  );
+  if (!cfg) return; // turned off since: the crossing is handled with nothing to do
+  const amount = Number(cfg.amount_cents);
+  const [month] = await queryRows<{ charged: unknown }>(
+    tx,
+    sql`select coalesce(sum(amount_cents), 0) as charged from auto_topup_charges
+        where org_key = ${crossing.orgKey} and ${COUNTED} and created_at >= ${MONTH_START}`,
+  );
+  const [customer] = await queryRows<{ customer_id: string }>(
+    tx,
+    sql`select customer_id from billing_customers where org_key = ${crossing.orgKey}`,
+  );
+  const overCap = Number(month!.charged) + amount > Number(cfg.monthly_cap_cents);
+  const status = overCap ? 'skipped' : 'pending';
+  await tx.execute(
+    sql`insert into auto_topup_charges (id, org_key, crossing_id, customer_id, amount_cents, status, failure)
+        values (${`atu_${crossing.id}`}, ${crossing.orgKey}, ${crossing.id}, ${customer?.customer_id ?? null},
+                ${amount}, ${status}, ${overCap ? 'monthly cap reached' : null})
+        on conflict (crossing_id) do nothing`,
+  );
+}
+
+interface ChargeRow {
+  id: string;
+  org_key: string;
+  crossing_id: unknown;
+  customer_id: string | null;
+  amount_cents: unknown;
+}
+
+/** Step 3: claims and charges the pending charges, one at a time; returns how many were sent. */
+export async function chargePending(deps: Deps, deliverDev?: DeliverDev): Promise<number> {
+  const processor = deps.billing.processor;
+  if (!processor) return 0;
+  let sent = 0;
+  for (let n = 0; n < 20; n++) {
+    // A guarded claim, committed before the processor is asked: another process skips it, and a
+    // webhook arriving meanwhile finds the row.
+    const [charge] = await queryRows<ChargeRow>(
+      deps.db,
+      sql`update auto_topup_charges set status = 'charging', attempts = attempts + 1, claimed_at = now()
+          where id = (select id from auto_topup_charges
+                      where status = 'pending'
+                         or (status = 'charging' and claimed_at < now() - make_interval(secs => ${CHARGE_RECLAIM_SECONDS}))
+                      order by created_at limit 1 for update skip locked)
+          returning id, org_key, crossing_id, customer_id, amount_cents`,
+    );
+    if (!charge) return sent;
+    sent++;
+    if (!charge.customer_id) {
+      await declined(deps, charge, null, 'no saved payment method');
+      continue;
+    }
+    const result = await processor
+      .chargeOffSession({
+        customerId: charge.customer_id,
+        amountCents: Number(charge.amount_cents),
+        idempotencyKey: `auto-topup:${charge.org_key}:${String(charge.crossing_id)}`,
+        metadata: { org_key: charge.org_key, auto_topup_charge: charge.id },
+      })
+      .catch((err: unknown) => {
+        // The processor unreachable: the claim lapses and the same key is tried again.
+        deps.log.warn({ err, charge: charge.id }, 'auto top-up charge not sent; tried again later');
+        return null;
+      });
+    if (!result) continue;
+    if (result.status === 'failed') {
+      await declined(deps, charge, result.id, result.failure ?? 'the card was declined');
+      continue;
+    }
+    await deps.db.execute(
+      sql`update auto_topup_charges set payment_intent = coalesce(payment_intent, ${result.id}),
+            status = case when status = 'charging' then 'charged' else status end
+          where id = ${charge.id}`,
+    );
+    // The dev processor has no webhook of its own: it delivers the signed event as its pages do.
+    if (deliverDev && result.id && result.status === 'succeeded')
+      await deliverDev('payment_intent.succeeded', {
+        id: result.id,
+        object: 'payment_intent',
+        amount: Number(charge.amount_cents),
+        amount_received: Number(charge.amount_cents),
+        currency: 'usd',
+        customer: charge.customer_id,
+        status: 'succeeded',
+        metadata: { org_key: charge.org_key, auto_topup_charge: charge.id },
+      });
+  }
+  return sent;
+}
+
+export type DeliverDev = (type: string, object: Record<string, unknown>) => Promise<unknown>;
+
+/** A declined charge: recorded, auto top-up turned off, the owner told (by mail). */
+async function declined(deps: Deps, charge: ChargeRow, intent: string | null, reason: string) {
+  const owner = await deps.db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    await t.execute(
+      sql`update auto_topup_charges set status = 'failed', failure = ${reason},
+            payment_intent = coalesce(payment_intent, ${intent})
+          where id = ${charge.id} and status in ('charging', 'charged')`,
+    );
+    await disableAutoTopup(t, charge.org_key, `charge declined: ${reason}`);
+    // Issue 19 item 5: the owner's endpoints hear of it with the decline, in its transaction.
+    await emitEvent(t, {
+      orgKey: charge.org_key,
+      type: 'topup.failed',
+      data: { amount_usd: Number(charge.amount_cents), auto_topup: true, reason },
+    });
+    const [row] = await queryRows<{ email: string; name: string }>(
+      t,
+      sql`select u.email, o.name from orgs o join users u on u.id = o.owner_id where o.id = ${charge.org_key}`,
+    );
+    return row;
+  });
+  if (!owner) return;
+  const dollars = (Number(charge.amount_cents) / 100).toFixed(2);
+  const text =
+    `The automatic top-up of ${dollars} USD for "${owner.name}" was not paid: ${reason}.\n\n` +
+    'Auto top-up is now off for this client. Update the payment method, then turn it on again on the ' +
+    `billing page: ${deps.config.v2Url}/account/billing\n`;
+  await deps.mailer
+    .send({ to: owner.email, subject: 'Auto top-up failed', text, html: `<p>${escapeHtml(text)}</p>` })
+    .catch((err: unknown) => deps.log.warn({ err, charge: charge.id }, 'auto top-up failure mail not sent'));
+}
+
+const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`).replace(/\n/g, '<br>');
+
+/**
+ * The webhook's payment_intent.succeeded: the tokens of an auto top-up svc asked for (its charge row,
+ * found by the intent or by the charge id svc put in its metadata, for the same customer), the amount
+ * received at par, once per charge (grant key `grant:autotopup:<charge id>`). Any other intent (a
+ * checkout's, which grants through its session) is not ours here.
+ */
+export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): Promise<string> {
+  const intentId = String(intent.id);
+  const chargeId = textAt(intent, 'metadata', 'auto_topup_charge');
+  const [charge] = await queryRows<{
+    id: string;
+    org_key: string;
+    customer_id: string | null;
+    payment_intent: string | null;
+    owner_id: string;
+  }>(
+    tx,
+    sql`select c.id, c.org_key, c.customer_id, c.payment_intent, o.owner_id
+        from auto_topup_charges c join orgs o on o.id = c.org_key
+        where c.payment_intent = ${intentId} or c.id = ${chargeId ?? ''}
+        order by (c.payment_intent = ${intentId}) desc nulls last limit 1 for update of c`,
+  );
+  if (!charge) return 'not_auto_topup';
+  if (
+    charge.customer_id !== idOf(intent.customer) ||
+    (charge.payment_intent !== null && charge.payment_intent !== intentId)
+  ) {
+    log.warn(
+      { intentId, charge: charge.id },
+      'payment intent does not match the auto top-up svc made: nothing granted',
+    );
+    return 'unknown_intent';
+  }
+  const paidCents = Number(intent.amount_received ?? 0);
+  const currency = (textAt(intent, 'currency') ?? 'usd').toLowerCase();
+  const credits =
+    Number.isSafeInteger(paidCents) && paidCents > 0 && currency === 'usd' ? paidCents * CREDITS_PER_CENT : 0;
+  await tx.execute(
+    sql`update auto_topup_charges set status = ${credits > 0 ? 'succeeded' : 'failed'}, payment_intent = ${intentId}
+        where id = ${charge.id}`,
+  );
+  if (!(credits > 0)) return 'no_amount';
+  await lockPayment(tx, intentId);
+  const org = { orgKey: charge.org_key, ownerId: charge.owner_id };
+  const target = await grantTarget(tx, org);
+  const grantKey = `grant:autotopup:${charge.id}`;
+  const granted = await grantToOrg(tx, {
+    key: grantKey,
+    source: SOURCE_PURCHASES,
+    ownerId: org.ownerId,
+    orgKey: target,
+    amount: credits,
+    type: 'topup',
+    description: `Auto top-up: ${(paidCents / 100).toFixed(2)} USD`,
+  });
+  await recordPayment(tx, {
+    paymentIntent: intentId,
+    grantKey,
+    orgKey: target,
+    ownerId: org.ownerId,
+    credits,
+    amountCents: paidCents,
+  });
+  if (granted)
+    await emitEvent(tx, {
+      orgKey: target,
+      type: 'topup.succeeded',
+      data: { amount_usd: paidCents, credits_granted: credits, auto_topup: true },
+    });
+  return granted ? 'granted' : 'already_granted';
+}
+
+/** One pass of both steps (the worker's, and what tests run on two connections at once). */
+export async function runAutoTopups(deps: Deps, deliverDev?: DeliverDev): Promise<void> {
+  await handleCrossings(deps.db, [WATCH_AUTO_TOPUP], queueCharge, 50, (err) =>
+    deps.log.warn({ err }, 'auto top-up crossing not handled; tried again later'),
+  );
+  await chargePending(deps, deliverDev);
+}
+
+/** Each process runs the passes every AUTO_TOPUP_POLL_MS until shutdown. */
+export function startAutoTopups(deps: Deps, deliverDev?: DeliverDev): void {
+  let running: Promise<void> | null = null;
+  let closed = false;
+  const timer = setInterval(() => {
+    if (running || closed) return;
+    running = runAutoTopups(deps, deliverDev)
+      .catch((err: unknown) => deps.log.warn({ err }, 'auto top-up pass failed'))
+      .finally(() => {
+        running = null;
+      });
+  }, AUTO_TOPUP_POLL_MS);
+  timer.unref();
+  deps.onClose(async () => {
+    closed = true;
+    clearInterval(timer);
+    await running;
+  });
+}
