@@ -38,6 +38,26 @@ export interface AdmittedChat {
   call: PreparedCall;
 }
 
+/**
+ * How a front-end (chat completions, Responses, Messages) turns its request body into the internal
+ * request, a chat completions request (src/models/call.ts).
+ */
+export interface Intake {
+  /** Without the caller: the request when the body translates alone and is valid, else null. */
+  quick(body: unknown): ChatRequest | null;
+  /** With the caller (a stored response of its org, say): the request, or the 400 for a bad body. */
+  full(body: unknown, actor: Actor): ChatRequest | Promise<ChatRequest>;
+}
+
+/** The chat completions front-end's intake: the body is the internal request, allow-listed (schema.ts). */
+export const chatIntake: Intake = {
+  quick(body) {
+    const parsed = chatRequest.safeParse(body);
+    return parsed.success ? parsed.data : null;
+  },
+  full: (body) => parseChatRequest(body),
+};
+
 const SVC_BEARER = /^Bearer\s+(svc_\S+)\s*$/i;
 
 /** A request as these steps read it: Express's, or a plain one on the chat call's own entry (no query). */
@@ -124,16 +144,18 @@ function putBackClaimed(deps: Deps, start: SpareStart) {
   void start.claimed.then((spare) => spare && deps.models.spares.putBack(start.orgKey, spare));
 }
 
+/** The one-statement admission (or a claimed spare's), else null: the caller then takes the general way. */
 export async function admitChat(
   deps: Deps,
   auth: Auth,
   req: ChatHttpRequest,
   res: ServerResponse,
+  intake: Intake,
 ): Promise<AdmittedChat | null> {
   const chat = (req as WithChatStart)[CHAT_START];
   if (chat?.spare) {
     chat.spare.used = true;
-    return withSpare(deps, req, res, chat.spare);
+    return withSpare(deps, req, res, chat.spare, intake);
   }
   const tokenHash = chat ? chat.tokenHash : svcTokenAlone(deps, req);
   if (tokenHash === null) return null;
@@ -143,9 +165,8 @@ export async function admitChat(
   // takes the general way, whose caller read comes first (chat-credential.ts remembers the org, so this
   // is rare).
   if (knownOrg === undefined) return null;
-  const parsed = chatRequest.safeParse(req.body);
-  if (!parsed.success) return null;
-  const request = parsed.data;
+  const request = intake.quick(req.body);
+  if (!request) return null;
   const lease = await chatLease(deps, req, res, knownOrg);
   try {
     const admitted = await admitWithLease(deps, auth, tokenHash, knownOrg, request);
@@ -247,13 +268,14 @@ async function withSpare(
   req: ChatHttpRequest,
   res: ServerResponse,
   start: SpareStart,
+  intake: Intake,
 ): Promise<AdmittedChat> {
   let actor: Actor;
   let request: ChatRequest;
   let lease: Lease;
   try {
     actor = await start.actor;
-    request = parseChatRequest(req.body);
+    request = await intake.full(req.body, actor);
     // Started as the request arrived (startSpareAdmission); a 429 puts the spare back, nothing written.
     lease = await chatLease(deps, req, res, actor.orgKey);
   } catch (err) {

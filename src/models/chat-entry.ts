@@ -9,7 +9,7 @@ import { devHostGuard } from '../http/host-guard.js';
 import { jsonBody } from '../http/json-body.js';
 import { startSpareAdmission, type ChatHttpRequest } from './chat-admission.js';
 import { credentialBeforeBody } from './chat-credential.js';
-import { chatCompletionsRoute } from './routes.js';
+import { chatCompletionsRoute } from './chat.js';
 
 // The chat call's own HTTP entry, ahead of Express: nearly all the model traffic is
 // POST /v1/chat/completions, and Express cost it about 0.3 ms of its first streamed byte (A/B in

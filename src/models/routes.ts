@@ -1,4 +1,3 @@
-import type { ServerResponse } from 'node:http';
 import { Router, type Request, type Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
@@ -8,10 +7,6 @@ import { resolveActingOrg } from '../../oauth/verify.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { publicAgent } from './agents.js';
-import { chatCompletion } from './chat.js';
-import { admitChat, type ChatHttpRequest } from './chat-admission.js';
-import { callerReadEarly } from './chat-credential.js';
-import { parseChatRequest } from './schema.js';
 import { RUNS_PATH } from '../runs/socket.js';
 
 // The model routes (interface document: Model and run endpoints; CONTRACT §9). Errors render in the
@@ -58,23 +53,6 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
   });
 
   return router;
-}
-
-/**
- * POST /v1/chat/completions, after its own steps (chatSteps: the spare's early read, the credential, the
- * body parser, the NUL guard): run by the chat call's own entry (src/models/chat-entry.ts), or by Express for a call with
- * a query string (src/app.ts, ahead of every other layer).
- */
-export function chatCompletionsRoute(deps: Deps, auth: Auth) {
-  return async (req: ChatHttpRequest, res: ServerResponse) => {
-    // An svc_ token alone: its read and the call's hold in one statement (chat-admission.ts).
-    const admitted = await admitChat(deps, auth, req, res);
-    if (admitted) return chatCompletion(deps, admitted.actor, admitted.request, req, res, admitted);
-    // The general way: its caller was read before the body (chat-credential.ts).
-    const actor = callerReadEarly(req) ?? (await actorOf(deps, auth, req, { spend: true }));
-    const request = parseChatRequest(req.body);
-    await chatCompletion(deps, actor, request, req, res);
-  };
 }
 
 const modelEntry = (deps: Deps) => ({

@@ -3,9 +3,11 @@ import { AppError } from '../http/errors.js';
 import { newId } from '../ids.js';
 import type { Actor } from '../models/actor.js';
 import { openAiTools, type Agent } from '../models/agents.js';
-import { signOutcome } from '../models/chat.js';
+import { signOutcome } from '../models/settle.js';
 import { acquireLease } from '../models/lease.js';
-import { prepareCall, settleOrKeep, StreamMeter, voidCall, balanceOf } from '../models/metered.js';
+import { prepareCall } from '../models/metered.js';
+import { balanceOf, settleOrKeep, voidCall } from '../models/settle.js';
+import { StreamMeter } from '../models/stream-meter.js';
 import type { ChatMessage } from '../models/upstream/types.js';
 import type { ServerFrame } from './frames.js';
 

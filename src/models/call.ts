@@ -1,0 +1,328 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Deps } from '../deps.js';
+import type { Auth } from '../auth/principal.js';
+import { AppError } from '../http/errors.js';
+import { sendJson } from '../http/error-middleware.js';
+import { actorOf, type Actor } from './actor.js';
+import { admitChat, type ChatHttpRequest, type Intake } from './chat-admission.js';
+import { callerReadEarly } from './chat-credential.js';
+import type { Lease } from './concurrency.js';
+import { chatLease } from './lease.js';
+import { prepareCall, type PreparedCall } from './metered.js';
+import { OUTCOME_HEADER } from './outcome.js';
+import type { ChatRequest } from './schema.js';
+import { balanceOf, settleOrKeep, signOutcome, voidCall, type CallOutcome } from './settle.js';
+import { completionTokensOf, countedUsage, StreamMeter } from './stream-meter.js';
+import type { ChatChunk, ChatCompletion, Usage } from './upstream/types.js';
+import { recordFirstByte } from '../metrics/models.js';
+
+// The one model call behind every front-end (issue 18 item 6): POST /v1/chat/completions (chat.ts),
+// POST /v1/responses (responses/) and POST /v1/messages (messages/) each turn their body into a chat
+// completions request (their Intake) and the provider's answer into their own wire format (their
+// CallWriter). Everything else happens here, once, in this order (CONTRACT §8–§9):
+//
+//   admission (who acts: chat-admission.ts, chat-credential.ts) → the slot (lease.ts) → the hold
+//   (metered.ts) → the provider (deps.models.upstream) → the settle (settle.ts) → the signed outcome.
+//
+// The outcome of a stream: its debit is only known at the end, after the headers left. It goes (a) as an
+// SSE comment line `: x-svc-outcome <jws>` just before the stream's last event (comments are ignored by
+// every SSE client, the OpenAI and Anthropic SDKs included), and (b) as the HTTP trailer `x-svc-outcome`
+// (declared in `Trailer`), for clients that read trailers. JSON answers carry it as a header.
+
+const REQUEST_ID_HEADER = 'x-svc-request-id';
+
+/** A front-end's wire format: what the call hands it, and what it gives back to send. */
+export interface CallWriter {
+  /** The JSON answer's body, from the provider's answer (model forced) and the usage it was billed for. */
+  json(completion: ChatCompletion, usage: Usage): unknown;
+  /** Text that opens a stream, sent with its first chunk ('' for none). */
+  open(): string;
+  /** One provider chunk (model forced, already counted) as the text to send ('' for nothing). */
+  chunk(chunk: ChatChunk): string;
+  /** The last text of a stream that ended, once settled (after the outcome comment, when there is one). */
+  end(usage: Usage): string | Promise<string>;
+  /** The last text of a stream that failed. */
+  fail(err: AppError): string;
+}
+
+export interface FrontEnd {
+  intake: Intake;
+  /** The writer for this request, once it is admitted. */
+  writer(request: ChatRequest, call: PreparedCall): CallWriter;
+}
+
+/** Nobody reads it: it keeps a call the client left out of the error log (nginx's 499 convention). */
+const clientClosed = () => new AppError(499, 'client_closed_request', 'the client closed the connection');
+
+/** One model call, from its admission to its last byte. Errors before the answer starts are thrown. */
+export async function modelCall(
+  deps: Deps,
+  auth: Auth,
+  req: ChatHttpRequest,
+  res: ServerResponse,
+  frontEnd: FrontEnd,
+): Promise<void> {
+  const { actor, request, held } = await admit(deps, auth, req, res, frontEnd.intake);
+  const stream = !!request.stream;
+  // The slot first, then the hold (issue 14, item 9): a 429 writes nothing. The lease was started as
+  // soon as the caller was known (src/models/lease.ts), so waiting for it here rarely costs a round trip.
+  const lease = held?.lease ?? (await chatLease(deps, req, res, actor.orgKey));
+  let call: PreparedCall;
+  try {
+    call = held?.call ?? (await prepareCall(deps, actor, request, stream));
+  } catch (err) {
+    await lease.release();
+    throw err;
+  }
+  // A client that left while its call was admitted: its 'close' has come and gone, so the steps below
+  // would never hear of it (a stream would wait on a dead socket, a JSON call run unseen). Nothing was
+  // sent and nothing is owed: the hold is voided, the slot given back.
+  if (res.closed) {
+    await voidCall(deps, call);
+    await lease.release();
+    return;
+  }
+  // The call's id, the outcome's request_id, on every answer from here on (JSON, stream or error).
+  res.setHeader(REQUEST_ID_HEADER, call.requestId);
+  const writer = frontEnd.writer(request, call);
+  // The slot is free before the answer's last byte leaves: a client that has its whole answer may send its
+  // next call at once and find the slot (release is idempotent; the finally covers the error paths).
+  const freeSlot = () => lease.release();
+  // Deleting the client ends the call (CONTRACT §8; src/billing/live-calls.ts): aborted with `client_deleted`.
+  const deleted = deps.billing.liveCalls.watch(actor.orgKey);
+  try {
+    // Its lease taken back (self-fencing, src/models/liveness.ts) ends it the same way, with 503.
+    const ended = AbortSignal.any([deleted.signal, lease.signal]);
+    if (stream) await streamCall(deps, call, req, res, writer, freeSlot, ended);
+    else await jsonCall(deps, call, res, writer, freeSlot, ended);
+  } finally {
+    deleted.done();
+    await lease.release();
+  }
+}
+
+/**
+ * Who acts, and the internal request. An `svc_` token alone: its read and the call's hold in one
+ * statement (chat-admission.ts). The general way: the caller was read before the body
+ * (chat-credential.ts), then the body is taken in.
+ */
+async function admit(
+  deps: Deps,
+  auth: Auth,
+  req: ChatHttpRequest,
+  res: ServerResponse,
+  intake: Intake,
+): Promise<{ actor: Actor; request: ChatRequest; held?: { lease: Lease; call: PreparedCall } }> {
+  const admitted = await admitChat(deps, auth, req, res, intake);
+  if (admitted) return { actor: admitted.actor, request: admitted.request, held: admitted };
+  const actor = callerReadEarly(req) ?? (await actorOf(deps, auth, req, { spend: true }));
+  return { actor, request: await intake.full(req.body, actor) };
+}
+
+async function withVoidOnError<T>(deps: Deps, call: PreparedCall, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    await voidCall(deps, call);
+    if (err instanceof AppError) {
+      const outcome = await outcomeAfterVoid(deps, call);
+      if (outcome) err.extra.headers = { ...err.extra.headers, [OUTCOME_HEADER]: outcome };
+    }
+    throw err;
+  }
+}
+
+async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string | null> {
+  try {
+    const balance = await balanceOf(deps, call.actor.orgKey);
+    return await signOutcome(deps, call.actor, {
+      requestId: call.requestId,
+      creditsDebited: 0,
+      balanceCredits: balance,
+    });
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A settled call's signed outcome, or null when it cannot be signed now: a process that has not read its
+ * signing keys yet needs the database for them, and an outage may come between the settle and the
+ * signature. The call was delivered and billed, so its answer still goes out (CONTRACT §8; issue 14,
+ * item 3), without the outcome, as when its settle is pending. Seen in faults-database: a JSON call
+ * billed while its client got 503.
+ */
+async function settledOutcome(deps: Deps, call: PreparedCall, outcome: CallOutcome): Promise<string | null> {
+  try {
+    return await signOutcome(deps, call.actor, outcome);
+  } catch (err) {
+    deps.log.warn({ err, requestId: call.requestId }, 'outcome not signed; answered without it');
+    return null;
+  }
+}
+
+async function jsonCall(
+  deps: Deps,
+  call: PreparedCall,
+  res: ServerResponse,
+  writer: CallWriter,
+  freeSlot: () => Promise<void>,
+  deleted: AbortSignal,
+) {
+  const controller = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) controller.abort(clientClosed());
+  };
+  res.on('close', onClose);
+  // Ended by a deletion before its answer: nothing was delivered, so nothing is debited (its 403 is the answer).
+  const completion = await withVoidOnError(deps, call, () =>
+    deps.models.upstream.complete(call.body, AbortSignal.any([controller.signal, deleted])),
+  );
+  // A reply without usage is billed for what it delivered (CONTRACT §8), counted as the stream meter counts.
+  const usage = completion.usage ?? countedUsage(call.promptEstimate(), completionTokensOf(completion));
+  // The work was done: the answer goes out even when its settle must wait for the database (then
+  // without the outcome header, whose debit is not known yet; docs/operations.md).
+  const outcome = await settleOrKeep(
+    deps,
+    call,
+    usage,
+    completion.usage ? {} : { note: 'usage estimated', outcome: 'estimated' },
+  );
+  completion.model = deps.models.modelId;
+  const jws = outcome && (await settledOutcome(deps, call, outcome));
+  if (jws) res.setHeader(OUTCOME_HEADER, jws);
+  const body = await writer.json(completion, usage);
+  await freeSlot();
+  sendJson(res, 200, body);
+}
+
+async function streamCall(
+  deps: Deps,
+  call: PreparedCall,
+  req: IncomingMessage,
+  res: ServerResponse,
+  writer: CallWriter,
+  freeSlot: () => Promise<void>,
+  deleted: AbortSignal,
+) {
+  const controller = new AbortController();
+  let clientGone = false;
+  res.on('close', () => {
+    if (!res.writableFinished) {
+      clientGone = true;
+      controller.abort(clientClosed());
+    }
+  });
+  const endOnDelete = () => controller.abort(deleted.reason);
+  deleted.addEventListener('abort', endOnDelete, { once: true });
+  const meter = new StreamMeter(deps.models.modelId);
+  const iterator = deps.models.upstream.stream(call.body, controller.signal)[Symbol.asyncIterator]();
+
+  // The first chunk decides between an HTTP error (nothing sent yet) and a 200 stream.
+  const first = await withVoidOnError(deps, call, () => iterator.next());
+  res.statusCode = 200;
+  res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+  res.setHeader('cache-control', 'no-cache');
+  res.setHeader('x-accel-buffering', 'no');
+  res.setHeader('trailer', OUTCOME_HEADER);
+  // The headers leave with the first chunk, in one write (Node sends a response's header with its first
+  // body write): the client then reads one packet instead of two before its first byte.
+
+  const write = async (text: string) => {
+    if (!text || clientGone) return;
+    if (!res.write(text)) {
+      await new Promise<void>((resolve) => {
+        // A client that stops reading holds its slot and hold no longer than STREAM_STALL_TIMEOUT_MS: its
+        // connection is closed, and the call is settled as one the client left (billed for what it got).
+        const stalled = setTimeout(() => res.destroy(), deps.config.reliability.streamStallMs);
+        const done = () => {
+          clearTimeout(stalled);
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
+    }
+  };
+  // Every chunk is counted (and its model forced) whether or not its text is sent.
+  const relay = (chunk: ChatChunk) => writer.chunk(meter.observe(chunk, true)!);
+
+  let failure: unknown = null;
+  try {
+    const opening = writer.open();
+    if (!first.done) {
+      await write(opening + relay(first.value));
+      // Node holds a response's writes until the next tick (each write corks the socket), and that tick
+      // comes only once every chunk the provider already sent has been relayed: the first one leaves now.
+      res.uncork();
+      // After the byte left: measuring it never delays it.
+      recordFirstByte(performance.now() - call.startedAt);
+    } else await write(opening);
+    while (!clientGone) {
+      const next = await iterator.next();
+      if (next.done) break;
+      await write(relay(next.value));
+    }
+  } catch (err) {
+    if (!clientGone) failure = err;
+  }
+  deleted.removeEventListener('abort', endOnDelete);
+  // A deleted client's call ends as a provider failing mid-stream does (an upstream may end its stream
+  // quietly on abort): billed for what it delivered, an error event, no [DONE].
+  if (deleted.aborted && !clientGone) failure = deleted.reason;
+  if (clientGone) {
+    // Billed for what was generated (CONTRACT §8): the provider was aborted; settle what streamed.
+    await iterator.return?.(undefined).catch(() => {});
+    const { usage } = meter.finalUsage(call.promptEstimate);
+    await settleOrKeep(deps, call, usage, { note: 'client disconnected', outcome: 'aborted' }).catch(
+      (err: unknown) => deps.log.error({ err }, 'settle after disconnect refused'),
+    );
+    return;
+  }
+  if (failure) {
+    // A provider failing mid-stream: the client gets its surface's error event (and, on chat, no [DONE]),
+    // and is billed for the output it was delivered (CONTRACT §8), counted by the meter; nothing
+    // delivered, nothing debited.
+    if (meter.generated > 0) {
+      const { usage } = meter.finalUsage(call.promptEstimate);
+      await settleOrKeep(deps, call, usage, { note: 'provider failed mid-stream', outcome: 'aborted' }).catch(
+        (err: unknown) =>
+          deps.log.error({ err, requestId: call.requestId }, 'settle after a provider failure refused'),
+      );
+    } else await voidCall(deps, call);
+    const appErr =
+      failure instanceof AppError
+        ? failure
+        : new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+    if (!(failure instanceof AppError)) deps.log.error({ err: failure }, 'stream failed');
+    await freeSlot();
+    res.end(writer.fail(appErr));
+    return;
+  }
+  const { usage, estimated } = meter.finalUsage(call.promptEstimate);
+  let outcome: CallOutcome | null;
+  try {
+    outcome = await settleOrKeep(
+      deps,
+      call,
+      usage,
+      estimated ? { note: 'usage estimated', outcome: 'estimated' } : {},
+    );
+  } catch (err) {
+    deps.log.error({ err }, 'settle refused');
+    res.end(writer.fail(new AppError(500, 'internal', `internal error (request ${String(req.id)})`)));
+    return;
+  }
+  // A settle kept for later (the database did not answer): the stream was delivered whole and ends as
+  // one, without the outcome, whose debit is not known yet.
+  const jws = outcome && (await settledOutcome(deps, call, outcome));
+  if (jws) {
+    res.write(`: ${OUTCOME_HEADER} ${jws}\n\n`);
+    res.addTrailers({ [OUTCOME_HEADER]: jws });
+  }
+  const last = await writer.end(usage);
+  await freeSlot();
+  res.end(last);
+}
