@@ -582,6 +582,16 @@ CREATE TABLE "auto_topups" (
 	CONSTRAINT "auto_topups_amounts" CHECK ("auto_topups"."trigger_credits" >= 0 and "auto_topups"."amount_cents" > 0 and "auto_topups"."monthly_cap_cents" >= 0)
 );
 --> statement-breakpoint
+CREATE TABLE "stored_responses" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_id" text NOT NULL,
+	"user_id" text NOT NULL,
+	"messages" jsonb NOT NULL,
+	"response" jsonb NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -613,6 +623,7 @@ ALTER TABLE "org_invitations" ADD CONSTRAINT "org_invitations_invited_by_users_i
 ALTER TABLE "org_invitations" ADD CONSTRAINT "org_invitations_accepted_by_users_id_fk" FOREIGN KEY ("accepted_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_event_id_outbound_events_id_fk" FOREIGN KEY ("event_id") REFERENCES "public"."outbound_events"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_endpoint_id_webhook_endpoints_id_fk" FOREIGN KEY ("endpoint_id") REFERENCES "public"."webhook_endpoints"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "stored_responses" ADD CONSTRAINT "stored_responses_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "account_tokens_user_idx" ON "account_tokens" USING btree ("user_id","purpose");--> statement-breakpoint
 CREATE UNIQUE INDEX "recovery_codes_user_code_idx" ON "recovery_codes" USING btree ("user_id","code_hash");--> statement-breakpoint
 CREATE INDEX "sessions_user_live_idx" ON "sessions" USING btree ("user_id") WHERE "sessions"."revoked_at" is null;--> statement-breakpoint
@@ -665,4 +676,5 @@ CREATE UNIQUE INDEX "member_budget_usage_period_uq" ON "member_budget_usage" USI
 CREATE UNIQUE INDEX "member_budgets_member_uq" ON "member_budgets" USING btree ("org_key","user_id") WHERE "member_budgets"."api_token_id" is null;--> statement-breakpoint
 CREATE UNIQUE INDEX "member_budgets_token_uq" ON "member_budgets" USING btree ("api_token_id") WHERE "member_budgets"."api_token_id" is not null;--> statement-breakpoint
 CREATE INDEX "member_budgets_org_idx" ON "member_budgets" USING btree ("org_key");--> statement-breakpoint
-CREATE INDEX "auto_topup_charges_org_idx" ON "auto_topup_charges" USING btree ("org_key","created_at");
+CREATE INDEX "auto_topup_charges_org_idx" ON "auto_topup_charges" USING btree ("org_key","created_at");--> statement-breakpoint
+CREATE INDEX "stored_responses_org_expiry_idx" ON "stored_responses" USING btree ("org_id","expires_at");

@@ -16,6 +16,8 @@ import { usageRoutes } from './usage/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import { modelRoutes } from './models/routes.js';
 import { chatCompletionsRoute } from './models/chat.js';
+import { RESPONSES_PATH, responsesRoute } from './models/responses/route.js';
+import { apiKeyAsBearer, MESSAGES_PATH, messagesRoute } from './models/messages/route.js';
 import { CHAT_PATH, chatSteps } from './models/chat-entry.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
@@ -58,6 +60,18 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
     CHAT_PATH,
     ...(chatSteps(deps, auth) as express.RequestHandler[]),
     chatCompletionsRoute(deps, auth),
+  );
+  // The other front-ends of the same model call (src/models/call.ts), with the same steps.
+  app.post(
+    RESPONSES_PATH,
+    ...(chatSteps(deps, auth) as express.RequestHandler[]),
+    responsesRoute(deps, auth),
+  );
+  app.post(
+    MESSAGES_PATH,
+    apiKeyAsBearer,
+    ...(chatSteps(deps, auth) as express.RequestHandler[]),
+    messagesRoute(deps, auth),
   );
 
   // Body parsers (every JSON body nesting-limited: src/http/json-body.ts). MCP reads its own body (10 MB,

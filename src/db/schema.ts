@@ -15,3 +15,4 @@ export * from './tables/balance-watches.js';
 export * from './tables/events.js';
 export * from './tables/budgets.js';
 export * from './tables/auto-topups.js';
+export * from './tables/responses.js';

@@ -6,12 +6,21 @@ import type { Logger } from '../log.js';
 // Renders every error in the shape of its surface (STYLE: Errors):
 //   /v1 account, billing, project routes  {detail: {code, message, …}}
 //   model routes                          OpenAI {error: {message, type, code, param}}
+//   /v1/messages (Anthropic Messages API) {type: "error", error: {type, message}}
 //   /oauth/*                              RFC 6749 {error, error_description}
 // A 500 says "internal error" and the request id; the log has the rest.
 
-export type Surface = 'detail' | 'openai' | 'oauth';
+export type Surface = 'detail' | 'openai' | 'anthropic' | 'oauth';
 
-const OPENAI_PATHS = [/^\/v1\/chat\//, /^\/v1\/models(\/|$)/, /^\/v1\/agents(\/|$)/, /^\/v1\/runs(\/|$)/];
+// Model routes, and the OpenAI API's other model paths svc does not serve (an unknown one is a 404 an
+// OpenAI client can read).
+const OPENAI_PATHS = [
+  /^\/v1\/chat\//,
+  /^\/v1\/models(\/|$)/,
+  /^\/v1\/agents(\/|$)/,
+  /^\/v1\/runs(\/|$)/,
+  /^\/v1\/(responses|completions|embeddings|moderations|audio|images)(\/|$)/,
+];
 
 export function surfaceOf(req: Request): Surface {
   return surfaceOfPath(req.path);
@@ -20,6 +29,7 @@ export function surfaceOf(req: Request): Surface {
 /** The surface of a request path (without its query), for answers given outside Express. */
 export function surfaceOfPath(path: string): Surface {
   if (path.startsWith('/oauth/')) return 'oauth';
+  if (/^\/v1\/messages(\/|$)/.test(path)) return 'anthropic';
   if (OPENAI_PATHS.some((re) => re.test(path))) return 'openai';
   return 'detail';
 }
@@ -34,6 +44,18 @@ const OPENAI_TYPES: Record<number, string> = {
   413: 'invalid_request_error',
   429: 'rate_limit_error',
   503: 'service_unavailable',
+};
+
+/** Anthropic's error types by status (its API reference, "Errors"); a 5xx of ours is `api_error`. */
+const ANTHROPIC_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  503: 'overloaded_error',
 };
 
 /** Body-parser and other http-errors carry a status and a type; map the client ones to AppError. */
@@ -83,6 +105,10 @@ function oauthErrorCode(err: AppError): string {
 export function renderError(err: AppError, surface: Surface): unknown {
   if (surface === 'oauth') {
     return { error: oauthErrorCode(err), error_description: err.message };
+  }
+  if (surface === 'anthropic') {
+    const type = ANTHROPIC_TYPES[err.status] ?? (err.status >= 500 ? 'api_error' : 'invalid_request_error');
+    return { type: 'error', error: { type, message: err.message } };
   }
   if (surface === 'openai') {
     return {

@@ -8,6 +8,7 @@ import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { publicAgent } from './agents.js';
 import { RUNS_PATH } from '../runs/socket.js';
+import { deleteStoredResponse, getStoredResponse, RESPONSES_PATH } from './responses/route.js';
 
 // The model routes (interface document: Model and run endpoints; CONTRACT §9). Errors render in the
 // OpenAI shape (src/http/error-middleware.ts); auth is a `svc_` token or a model grant, never a cookie.
@@ -32,6 +33,10 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
     }
     res.json(modelEntry(deps));
   });
+
+  // Stored responses (POST /v1/responses is mounted ahead, with the chat call's steps: src/app.ts).
+  router.get(`${RESPONSES_PATH}/:id`, getStoredResponse(deps, auth));
+  router.delete(`${RESPONSES_PATH}/:id`, deleteStoredResponse(deps, auth));
 
   // S|B, or a model grant (CONTRACT §9): reading the catalog spends nothing, so cookies are fine here.
   router.get('/v1/agents', async (req, res) => {

@@ -51,7 +51,7 @@ const tool = z.looseObject({
 const passThrough = z.unknown().optional();
 
 /** OpenAI's three output formats; svc-local honours all three (src/models/upstream/local-structured.ts). */
-const responseFormat = z.discriminatedUnion('type', [
+export const responseFormat = z.discriminatedUnion('type', [
   z.looseObject({ type: z.literal('text') }),
   z.looseObject({ type: z.literal('json_object') }),
   z.looseObject({
@@ -114,9 +114,8 @@ const ALLOWED_PARAMETERS = new Set(Object.keys(chatRequest.shape));
 function unsupportedParameter(body: unknown): { param: string; why: string } | null {
   if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
   const record = body as Record<string, unknown>;
-  for (const key of Object.keys(record)) {
-    if (!ALLOWED_PARAMETERS.has(key)) return { param: key, why: 'is not supported by this server' };
-  }
+  const unknown = firstUnknownKey(record, ALLOWED_PARAMETERS);
+  if (unknown !== null) return { param: unknown, why: 'is not supported by this server' };
   if (record.store != null && record.store !== false)
     return { param: 'store', why: 'may only be false: conversations are not stored at the provider' };
   const m = record.modalities;
@@ -128,15 +127,25 @@ function unsupportedParameter(body: unknown): { param: string; why: string } | n
 /** Parses a chat request: 400 `unsupported_parameter` naming a parameter off the allow-list, else zod. */
 export function parseChatRequest(body: unknown): ChatRequest {
   const unsupported = unsupportedParameter(body);
-  if (unsupported) {
-    throw new AppError(
-      400,
-      'unsupported_parameter',
-      `Unsupported parameter: '${unsupported.param}' ${unsupported.why}.`,
-      { param: unsupported.param },
-    );
-  }
+  if (unsupported) throw unsupportedParameterError(unsupported);
   return parse(chatRequest, body);
+}
+
+/** The 400 every model front-end answers for a parameter it does not pass on (as OpenAI answers it). */
+export function unsupportedParameterError(unsupported: { param: string; why: string }): AppError {
+  return new AppError(
+    400,
+    'unsupported_parameter',
+    `Unsupported parameter: '${unsupported.param}' ${unsupported.why}.`,
+    { param: unsupported.param },
+  );
+}
+
+/** The first key of a request body outside `allowed` (an allow-list), or null. */
+export function firstUnknownKey(body: unknown, allowed: ReadonlySet<string>): string | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  for (const key of Object.keys(body)) if (!allowed.has(key)) return key;
+  return null;
 }
 
 export type ChatRequest = z.output<typeof chatRequest>;

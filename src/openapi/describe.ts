@@ -19,7 +19,7 @@ export type Credential =
   | 'clientAuth'; // OAuth client authentication at the token endpoint (or none for public clients)
 
 /** The error shape of a surface (src/http/error-middleware.ts; CONTRACT §3). */
-export type Surface = 'detail' | 'openai' | 'oauth' | 'jsonrpc' | 'page' | 'plain';
+export type Surface = 'detail' | 'openai' | 'anthropic' | 'oauth' | 'jsonrpc' | 'page' | 'plain';
 
 export interface RouteSpec {
   summary: string;
@@ -62,11 +62,18 @@ export function route(method: Method, path: string, spec: RouteSpec): DescribedR
 export const openApiPath = (expressPath: string): string =>
   expressPath.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}');
 
-const OPENAI_PATHS = [/^\/v1\/chat\//, /^\/v1\/models(\/|$)/, /^\/v1\/agents(\/|$)/, /^\/v1\/runs(\/|$)/];
+const OPENAI_PATHS = [
+  /^\/v1\/chat\//,
+  /^\/v1\/models(\/|$)/,
+  /^\/v1\/agents(\/|$)/,
+  /^\/v1\/runs(\/|$)/,
+  /^\/v1\/(responses|completions|embeddings|moderations|audio|images)(\/|$)/,
+];
 
 /** The surface a path belongs to, as the error middleware decides it. */
 export function surfaceOfPath(path: string): Surface {
   if (path.startsWith('/oauth/')) return 'oauth';
+  if (/^\/v1\/messages(\/|$)/.test(path)) return 'anthropic';
   if (OPENAI_PATHS.some((re) => re.test(path))) return 'openai';
   if (path.startsWith('/mcp/')) return 'jsonrpc';
   if (path === '/account' || path.startsWith('/account/') || path.startsWith('/s/')) return 'page';
@@ -119,6 +126,17 @@ export const openAiError = z
     },
   });
 
+export const anthropicError = z
+  .object({
+    type: z.literal('error'),
+    error: z.object({ type: z.string(), message: z.string() }),
+  })
+  .meta({
+    id: 'AnthropicError',
+    description: 'The error shape of POST /v1/messages (Anthropic Messages API)',
+    example: { type: 'error', error: { type: 'billing_error', message: 'not enough credits' } },
+  });
+
 export const oauthError = z.object({ error: z.string(), error_description: z.string().optional() }).meta({
   id: 'OAuthError',
   description: 'RFC 6749 §5.2 error response of /oauth/*',
@@ -155,6 +173,8 @@ function errorResponse(surface: Surface, status: number) {
       return { description, content: { 'application/json': { schema: detailError } } };
     case 'openai':
       return { description, content: { 'application/json': { schema: openAiError } } };
+    case 'anthropic':
+      return { description, content: { 'application/json': { schema: anthropicError } } };
     case 'oauth':
       return { description, content: { 'application/json': { schema: oauthError } } };
     case 'jsonrpc':

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { chatRequest } from '../models/schema.js';
+import { responsesRequest } from '../models/responses/schema.js';
+import { messagesRequest } from '../models/messages/schema.js';
 import { ORG_HEADER } from '../models/actor.js';
 import { route } from './describe.js';
 
@@ -47,6 +49,24 @@ const completion = z
   })
   .meta({ id: 'ChatCompletion' });
 
+const responseObject = z
+  .looseObject({
+    id: z.string(),
+    object: z.literal('response'),
+    created_at: z.number().int(),
+    status: z.enum(['completed', 'incomplete', 'failed', 'in_progress']),
+    model: z.string(),
+    output: z.array(z.looseObject({ type: z.string(), id: z.string() })),
+    usage: z
+      .looseObject({
+        input_tokens: z.number().int(),
+        output_tokens: z.number().int(),
+        total_tokens: z.number().int(),
+      })
+      .nullable(),
+  })
+  .meta({ id: 'Response' });
+
 export const modelRoutes = [
   route('post', '/v1/chat/completions', {
     summary: 'Chat completion through the model provider, debited exactly in credits',
@@ -67,6 +87,73 @@ export const modelRoutes = [
       },
     },
     errors: [402, 403, 404, 413, 429, 503],
+  }),
+  route('post', '/v1/responses', {
+    summary: 'OpenAI Responses API: the same model call as chat, debited exactly in credits',
+    description:
+      'Translated to a chat completion (docs/models.md "POST /v1/responses"). `stream: true` answers the ' +
+      'Responses event stream (`event: response.created` … `response.completed` with usage). With ' +
+      '`store` (the default) the response is kept 30 days for GET, DELETE and `previous_response_id`, ' +
+      'within the acting organization only.',
+    auth: [...spenders],
+    headers: orgHeader,
+    query: orgQuery,
+    body: responsesRequest,
+    response: {
+      '200': {
+        description: 'The Response (JSON), or with stream: true a text/event-stream of Responses events',
+        content: {
+          'application/json': { schema: responseObject },
+          'text/event-stream': { schema: z.string() },
+        },
+      },
+    },
+    errors: [402, 403, 404, 413, 429, 503],
+  }),
+  route('post', '/v1/messages', {
+    summary: 'Anthropic Messages API: the same model call as chat, debited exactly in credits',
+    description:
+      'Translated to a chat completion (docs/models.md "POST /v1/messages"). The key goes in `x-api-key` ' +
+      'or as a bearer. `stream: true` answers the Messages event stream (`message_start` … ' +
+      "`message_delta` with usage, `message_stop`). Errors take Anthropic's shape.",
+    auth: [...spenders],
+    headers: orgHeader,
+    body: messagesRequest,
+    response: {
+      '200': {
+        description: 'The message (JSON), or with stream: true a text/event-stream of Messages events',
+        content: {
+          'application/json': {
+            schema: z.looseObject({
+              id: z.string(),
+              type: z.literal('message'),
+              role: z.literal('assistant'),
+              content: z.array(z.looseObject({ type: z.string() })),
+              stop_reason: z.string().nullable(),
+              usage: z.looseObject({ input_tokens: z.number().int(), output_tokens: z.number().int() }),
+            }),
+          },
+          'text/event-stream': { schema: z.string() },
+        },
+      },
+    },
+    errors: [402, 403, 413, 429, 503],
+  }),
+  route('get', '/v1/responses/:id', {
+    summary: 'A stored response of the acting organization',
+    auth: [...spenders],
+    headers: orgHeader,
+    params: z.object({ id: z.string() }),
+    response: responseObject,
+    errors: [403, 404],
+  }),
+  route('delete', '/v1/responses/:id', {
+    summary: 'Deletes a stored response of the acting organization',
+    auth: [...spenders],
+    headers: orgHeader,
+    params: z.object({ id: z.string() }),
+    response: z.object({ id: z.string(), object: z.literal('response'), deleted: z.literal(true) }),
+    errors: [403, 404],
   }),
   route('get', '/v1/models', {
     summary: 'The model catalog',

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { parse } from '../../http/validate.js';
+import { firstUnknownKey, unsupportedParameterError } from '../schema.js';
+
+// The body of POST /v1/messages (Anthropic Messages API), as far as svc serves it: text and image
+// content, tools and their results, streaming. The same rule as chat (docs/billing.md "Request
+// parameters"): only the parameters of this allow-list are taken; any other is 400 naming it — among
+// them `thinking` (extended thinking), `service_tier`, `top_k` (no chat completions equivalent: not
+// silently dropped), `mcp_servers` and `container` (run at the provider), server tools (`web_search_…`,
+// refused as a tool without `input_schema`).
+
+const cacheControl = z.unknown().optional();
+const textBlock = z.looseObject({ type: z.literal('text'), text: z.string(), cache_control: cacheControl });
+const imageBlock = z.looseObject({
+  type: z.literal('image'),
+  source: z.discriminatedUnion('type', [
+    z.looseObject({
+      type: z.literal('base64'),
+      media_type: z.string().max(100),
+      data: z.string().max(20_000_000),
+    }),
+    z.looseObject({ type: z.literal('url'), url: z.string().max(20_000) }),
+  ]),
+  cache_control: cacheControl,
+});
+const toolUseBlock = z.looseObject({
+  type: z.literal('tool_use'),
+  id: z.string().min(1).max(256),
+  name: z.string().min(1).max(64),
+  input: z.record(z.string(), z.unknown()),
+  cache_control: cacheControl,
+});
+const toolResultBlock = z.looseObject({
+  type: z.literal('tool_result'),
+  tool_use_id: z.string().min(1).max(256),
+  content: z
+    .union([z.string(), z.array(z.discriminatedUnion('type', [textBlock, imageBlock])).max(1_000)])
+    .optional(),
+  is_error: z.boolean().optional(),
+  cache_control: cacheControl,
+});
+export const block = z.discriminatedUnion('type', [textBlock, imageBlock, toolUseBlock, toolResultBlock]);
+export type Block = z.output<typeof block>;
+export type ImageBlock = z.output<typeof imageBlock>;
+
+const message = z.looseObject({
+  role: z.enum(['user', 'assistant']),
+  content: z.union([z.string(), z.array(block).max(1_000)]),
+});
+
+const tool = z.looseObject({
+  type: z.literal('custom').optional(),
+  name: z.string().min(1).max(64),
+  description: z.string().optional(),
+  input_schema: z.record(z.string(), z.unknown()),
+  cache_control: cacheControl,
+});
+
+const toolChoice = z.discriminatedUnion('type', [
+  z.looseObject({ type: z.enum(['auto', 'any']), disable_parallel_tool_use: z.boolean().optional() }),
+  z.looseObject({ type: z.literal('none') }),
+  z.looseObject({
+    type: z.literal('tool'),
+    name: z.string().min(1).max(64),
+    disable_parallel_tool_use: z.boolean().optional(),
+  }),
+]);
+
+export const messagesRequest = z.strictObject({
+  model: z.string(),
+  messages: z.array(message).min(1).max(10_000),
+  system: z.union([z.string(), z.array(textBlock).max(1_000)]).optional(),
+  max_tokens: z.number().int().positive(),
+  tools: z.array(tool).max(128).optional(),
+  tool_choice: toolChoice.optional(),
+  stream: z.boolean().optional(),
+  temperature: z.number().min(0).max(1).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  stop_sequences: z.array(z.string().max(256)).max(4).optional(),
+  // Read but never passed on: the provider gets svc's own opaque id of the acting user (as on chat).
+  metadata: z.looseObject({ user_id: z.string().max(256).nullish() }).optional(),
+});
+export type MessagesRequest = z.output<typeof messagesRequest>;
+
+const ALLOWED = new Set(Object.keys(messagesRequest.shape));
+
+/** 400 naming a parameter off the allow-list, else zod's 400. */
+export function parseMessagesRequest(body: unknown): MessagesRequest {
+  const unknown = firstUnknownKey(body, ALLOWED);
+  if (unknown !== null)
+    throw unsupportedParameterError({ param: unknown, why: 'is not supported by this server' });
+  return parse(messagesRequest, body);
+}
