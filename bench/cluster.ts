@@ -10,6 +10,7 @@
 // none, the bench says so and exits 0 — there is nothing it could measure.
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { Result } from 'autocannon';
 import { startChild, stopChild } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
 
@@ -78,7 +79,7 @@ const body = JSON.stringify({
   messages: [{ role: 'user', content: 'Tell me about foxes.' }],
 });
 const run = (url: string, opts: Record<string, unknown>) =>
-  new Promise<any>((resolve, reject) =>
+  new Promise<Result>((resolve, reject) =>
     autocannon(
       {
         url: `${url}/v1/chat/completions`,
@@ -88,7 +89,7 @@ const run = (url: string, opts: Record<string, unknown>) =>
         duration: seconds,
         ...opts,
       } as never,
-      (err: Error | null, r: unknown) => (err ? reject(err) : resolve(r)),
+      (err: Error | null, r: Result) => (err ? reject(err) : resolve(r)),
     ),
   );
 

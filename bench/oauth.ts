@@ -10,7 +10,7 @@
 // with its built-in in-memory adapter (its default), so it does no I/O at all: the ratio is against an
 // in-memory ceiling, and svc pays for a database round trip per refresh (read, rotate, insert successor).
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
@@ -159,11 +159,22 @@ async function benchSvc(): Promise<Result & { storage: string }> {
   }
 }
 
+/** The part of oidc-provider's API this bench uses (no type declarations ship with it). */
+interface OidcProvider {
+  callback(): (req: IncomingMessage, res: ServerResponse) => void;
+  Client: { find(id: string): Promise<unknown> };
+  Grant: new (init: { accountId: string; clientId: string }) => {
+    addOIDCScope(scope: string): void;
+    addResourceScope(resource: string, scope: string): void;
+    save(): Promise<string>;
+  };
+  RefreshToken: new (init: Record<string, unknown>) => { save(): Promise<string> };
+}
+
 async function benchOidcProvider(): Promise<Result> {
-  // No type declarations ship with oidc-provider; its API is used loosely here.
   const peerModule = 'oidc-provider';
   const { default: Provider } = (await import(peerModule)) as {
-    default: new (issuer: string, config: unknown) => any;
+    default: new (issuer: string, config: unknown) => OidcProvider;
   };
   const { privateKey } = await generateKeyPair('ES256', { extractable: true });
   const jwk = { ...(await exportJWK(privateKey)), alg: 'ES256', use: 'sig', kid: 'bench' };

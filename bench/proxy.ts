@@ -13,6 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
+import type { Result } from 'autocannon';
 import { announce, startChild, type ProxySvcInfo } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
 
@@ -195,7 +196,7 @@ async function main() {
     const seconds = knob('BENCH_SECONDS', 5, 1);
     const warmup = knob('BENCH_WARMUP', 1, 0);
     const run = (t: Target, opts: Record<string, unknown>) =>
-      new Promise<any>((resolve, reject) => {
+      new Promise<Result>((resolve, reject) => {
         let n = 0;
         const rotate = t.rotate;
         const requests = rotate
@@ -218,7 +219,7 @@ async function main() {
             ...(requests ? { requests } : {}),
             ...opts,
           } as never,
-          (err: Error | null, r: unknown) => (err ? reject(err) : resolve(r)),
+          (err: Error | null, r: Result) => (err ? reject(err) : resolve(r)),
         );
       });
 
@@ -234,6 +235,7 @@ async function main() {
       const res = await request(t.url, { method: 'POST', headers: headersOf(t), body: body(true) });
       let first = 0;
       for await (const chunk of res.body) {
+        // eslint-disable-next-line @typescript-eslint/no-unsafe-member-access -- undici's body is a Readable, whose iterator yields `any` (Buffers here)
         if (!first && chunk.length) first = performance.now();
       }
       if (res.statusCode !== 200) throw new Error(`${t.name} stream: ${res.statusCode}`);

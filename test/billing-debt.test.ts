@@ -7,6 +7,8 @@ import { createUser, type TestUser } from './helpers/fixtures.js';
 import type { FakeStripe } from './helpers/fake-stripe.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { reserveCredits, settleCredits } from '../src/billing/spend.js';
+import { detailOf } from './helpers/json.js';
+import type { Checkout, ClientBalance, CreatedClient, OwnerBalance } from './helpers/answers.js';
 
 // Take-back across clients and the owner's debt (CONTRACT §8 "Debt", issue 21 item 2): a refund or a lost
 // dispute takes back from the client it was bought through, then the pool, then the owner's other
@@ -25,12 +27,17 @@ beforeAll(() => {
 
 const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const send = stripe.send;
-const owner = async (u: TestUser) => (await api.get('/v1/owner/balance', { token: u.session })).body;
+const owner = async (u: TestUser) =>
+  (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body;
 const allocate = (u: TestUser, clientId: string, target: number) =>
-  api.put(`/v1/owner/orgs/${clientId}/allocation`, { target_credits: target }, { token: u.session });
+  api.put<OwnerBalance>(
+    `/v1/owner/orgs/${clientId}/allocation`,
+    { target_credits: target },
+    { token: u.session },
+  );
 
 async function paidTopup(u: TestUser, cents: number) {
-  const res = await api.post(
+  const res = await api.post<Checkout>(
     `/v1/clients/${u.clientId}/credits/topup`,
     { amount_usd: cents, ...checkoutUrls },
     { token: u.session },
@@ -61,7 +68,9 @@ const dispute = (pi: string, amount: number) => ({
 describe('take-back across clients, and debt', () => {
   it('a dispute takes back tokens moved to another client of the owner first (issue 21 item 2 as reported)', async () => {
     const u = await createUser(server);
-    const b = (await api.post('/v1/clients', { name: 'B' }, { token: u.session })).body as { id: string };
+    const b = (await api.post<CreatedClient>('/v1/clients', { name: 'B' }, { token: u.session })).body as {
+      id: string;
+    };
     const pi = await paidTopup(u, 100_000); // $1,000 through client A: 1,000,000 tokens
     expect((await allocate(u, u.clientId, 0)).status).toBe(200);
     expect((await allocate(u, b.id, 1_050_000)).status).toBe(200);
@@ -70,15 +79,13 @@ describe('take-back across clients, and debt', () => {
     const after = await owner(u);
     // Before: global stayed 1,050,000 with shortfall=1000000.
     expect(after).toMatchObject({ global_credits: 50_000, debt_credits: 0 });
-    expect(after.allocations.find((a: { org_id: string }) => a.org_id === b.id).allocated_credits).toBe(
-      50_000,
-    );
+    expect(after.allocations.find((a) => a.org_id === b.id)!.allocated_credits).toBe(50_000);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
   it('what no balance can give is debt: shown, blocks raises, paid first by the next grant, cancelled by a win', async () => {
     const u = await createUser(server);
-    const b = (await api.post('/v1/clients', { name: 'B' }, { token: u.session })).body as {
+    const b = (await api.post<CreatedClient>('/v1/clients', { name: 'B' }, { token: u.session })).body as {
       id: string;
     };
     const bKey = b.id.replace(/^client_/, '');
@@ -104,7 +111,7 @@ describe('take-back across clients, and debt', () => {
     // While in debt: no raise (409), a lowering still works.
     const raise = await allocate(u, b.id, 1);
     expect(raise.status).toBe(409);
-    expect(raise.body.detail.code).toBe('OWNER_IN_DEBT');
+    expect(detailOf(raise.body).code).toBe('OWNER_IN_DEBT');
     expect((await allocate(u, b.id, 0)).status).toBe(200);
 
     // A $100 top-up (100,000 tokens) pays the debt first: nothing reaches the client.
@@ -149,7 +156,9 @@ describe('take-back across clients, and debt', () => {
     await paidTopup(u, 2_000); // 20,000 tokens: 8,000 pay the debt, 12,000 reach the client
     const o = await owner(u);
     expect(o).toMatchObject({ global_credits: 12_000, debt_credits: 0 });
-    const bal = await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session });
+    const bal = await api.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, {
+      token: u.session,
+    });
     expect(bal.body).toMatchObject({ balance_credits: 12_000 });
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });

@@ -6,6 +6,8 @@ import { orgBalanceCredits } from '../src/billing/spend.js';
 import { queryRows } from '../src/db/client.js';
 import { client } from './helpers/http.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import type { CompletionUsage } from 'openai/resources/completions';
+import type { UsageCalls, UsageSummary } from './helpers/answers.js';
 
 // Cached-token pricing (issue 19 item 4; docs/billing.md "Cached prompt tokens"): the fake provider reports
 // usage.prompt_tokens_details.cached_tokens in JSON replies and in the stream's usage chunk; svc prices
@@ -32,7 +34,7 @@ interface Observed {
     cost_cents: string;
     credits_debited: number;
   };
-  clientUsage: any;
+  clientUsage: CompletionUsage | undefined;
 }
 
 /** One call with the provider reporting (prompt, cached, completion); what the ledger and record say. */
@@ -49,7 +51,7 @@ async function call(
   const before = await balance();
   const messages = [{ role: 'user' as const, content: 'hi' }];
   let requestId: string;
-  let clientUsage: any;
+  let clientUsage: CompletionUsage | undefined;
   if (stream) {
     const { data, response } = await sdk.chat.completions
       .create({ model: 'x', messages, stream: true, stream_options: { include_usage: true } })
@@ -66,12 +68,12 @@ async function call(
     s.server.deps.db,
     sql`select amount, description from billing_entries where key = ${`usage:${requestId}`}`,
   );
-  const calls = await client(s.server.url).get(`/v1/clients/${s.owner.clientId}/usage/calls`, {
+  const calls = await client(s.server.url).get<UsageCalls>(`/v1/clients/${s.owner.clientId}/usage/calls`, {
     token: s.owner.session,
     query: { limit: 100 },
   });
   expect(calls.status).toBe(200);
-  const record = calls.body.data.find((c: any) => c.id === requestId);
+  const record = calls.body.data.find((c) => c.id === requestId)!;
   return {
     requestId,
     debit,
@@ -111,7 +113,7 @@ describe('with MODEL_PRICE_CACHED_INPUT set', () => {
         if (cached) expect(o.ledger.description).toContain(`${prompt} in (${cached} cached)`);
         else expect(o.ledger.description).not.toContain('cached');
         // The client sees the provider's usage, details included.
-        expect(o.clientUsage.prompt_tokens_details?.cached_tokens).toBe(cached);
+        expect(o.clientUsage!.prompt_tokens_details?.cached_tokens).toBe(cached);
       }
     });
 
@@ -135,7 +137,7 @@ describe('with MODEL_PRICE_CACHED_INPUT set', () => {
   });
 
   it('the usage totals add up the cached prompt tokens', async () => {
-    const res = await client(s.server.url).get(`/v1/clients/${s.owner.clientId}/usage`, {
+    const res = await client(s.server.url).get<UsageSummary>(`/v1/clients/${s.owner.clientId}/usage`, {
       token: s.owner.session,
       query: { group_by: 'model' },
     });
