@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { detailError, readJson } from './helpers/json.js';
-import type { Page } from './helpers/answers.js';
+import type { InvitationRow, Page } from './helpers/answers.js';
 import { projectOut } from '../src/projects/schema.js';
 import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 
@@ -202,13 +202,13 @@ describe('starting_after on every list (CONTRACT §3)', () => {
 
   it('invitations: newest first, id breaking ties, by cursor as by offset', async () => {
     const invite = async (u: TestUser, email: string) => {
-      const res = await api().post(
+      const res = await api().post<InvitationRow>(
         `/v1/clients/${u.clientId}/invitations`,
         { email, role: 'member' },
         { token: u.session },
       );
       expect(res.status, JSON.stringify(res.body)).toBe(200);
-      return String(res.body.id);
+      return res.body.id;
     };
     const created: string[] = [];
     for (let i = 0; i < 6; i++) created.push(await invite(owner, `invitee${i}@example.com`));
