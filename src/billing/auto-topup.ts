@@ -4,11 +4,7 @@ import { queryRows, type Db } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { clientIdOf } from '../ids.js';
 import { handleCrossings, setBalanceWatch, type BalanceCrossing } from './balance-crossings.js';
-import { grantTarget } from './grant-target.js';
-import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
-import { lockPayment } from './payment-reversals.js';
-import { recordPayment } from './refunds.js';
-import { CREDITS_PER_CENT } from './service.js';
+import { creditsPaidFor, grantPaidTopup } from './paid-grant.js';
 import { idOf, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 
@@ -263,41 +259,21 @@ export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): 
     return 'unknown_intent';
   }
   const paidCents = Number(intent.amount_received ?? 0);
-  const currency = (textAt(intent, 'currency') ?? 'usd').toLowerCase();
-  const credits =
-    Number.isSafeInteger(paidCents) && paidCents > 0 && currency === 'usd' ? paidCents * CREDITS_PER_CENT : 0;
+  const credits = creditsPaidFor(paidCents, textAt(intent, 'currency') ?? 'usd');
   await tx.execute(
     sql`update auto_topup_charges set status = ${credits > 0 ? 'succeeded' : 'failed'}, payment_intent = ${intentId}
         where id = ${charge.id}`,
   );
   if (!(credits > 0)) return 'no_amount';
-  await lockPayment(tx, intentId);
-  const org = { orgKey: charge.org_key, ownerId: charge.owner_id };
-  const target = await grantTarget(tx, org);
-  const grantKey = `grant:autotopup:${charge.id}`;
-  const granted = await grantToOrg(tx, {
-    key: grantKey,
-    source: SOURCE_PURCHASES,
-    ownerId: org.ownerId,
-    orgKey: target,
-    amount: credits,
-    type: 'topup',
-    description: `Auto top-up: ${(paidCents / 100).toFixed(2)} USD`,
-  });
-  await recordPayment(tx, {
+  const granted = await grantPaidTopup(tx, {
+    org: { orgKey: charge.org_key, ownerId: charge.owner_id },
+    grantKey: `grant:autotopup:${charge.id}`,
     paymentIntent: intentId,
-    grantKey,
-    orgKey: target,
-    ownerId: org.ownerId,
+    paidCents,
     credits,
-    amountCents: paidCents,
+    description: `Auto top-up: ${(paidCents / 100).toFixed(2)} USD`,
+    event: { auto_topup: true },
   });
-  if (granted)
-    await emitEvent(tx, {
-      orgKey: target,
-      type: 'topup.succeeded',
-      data: { amount_usd: paidCents, credits_granted: credits, auto_topup: true },
-    });
   return granted ? 'granted' : 'already_granted';
 }
 

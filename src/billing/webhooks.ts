@@ -13,10 +13,11 @@ import {
   recordPayment,
 } from './refunds.js';
 import { lockPayment } from './payment-reversals.js';
+import { creditsPaidFor, grantPaidTopup } from './paid-grant.js';
 import { grantTarget, type OrgRef } from './grant-target.js';
 import { autoTopupPaid } from './auto-topup.js';
 import { receiveDispute } from './disputes.js';
-import { CREDITS_PER_CENT, PRO_PERIOD_CREDITS } from './service.js';
+import { PRO_PERIOD_CREDITS } from './service.js';
 import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 
@@ -98,44 +99,20 @@ async function grantTopup(tx: Db, session: StripeObject, log: Logger): Promise<s
   }
   const org: OrgRef = { orgKey: known.org_key, ownerId: known.owner_id };
   const paidCents = Number(session.amount_total ?? 0);
-  const currency = (textAt(session, 'currency') ?? 'usd').toLowerCase();
-  const credits =
-    Number.isSafeInteger(paidCents) && paidCents > 0 && currency === 'usd' ? paidCents * CREDITS_PER_CENT : 0;
+  const credits = creditsPaidFor(paidCents, textAt(session, 'currency') ?? 'usd');
   // A session paid nothing (a 100%-off coupon) is closed as `paid_nothing`: "complete" means granted.
   await tx.execute(
     sql`update billing_checkout_sessions set status = ${credits > 0 ? 'complete' : 'paid_nothing'} where id = ${sessionId}`,
   );
   if (!(credits > 0)) return 'no_amount';
-  const paymentIntent = idOf(session.payment_intent);
-  // The payment's row first (refunds.ts lock order), so a refund racing this grant waits or is seen.
-  if (paymentIntent) await lockPayment(tx, paymentIntent);
-  const target = await grantTarget(tx, org);
-  const granted = await grantToOrg(tx, {
-    key: `grant:session:${sessionId}`,
-    source: SOURCE_PURCHASES,
-    ownerId: org.ownerId,
-    orgKey: target,
-    amount: credits,
-    type: 'topup',
+  const granted = await grantPaidTopup(tx, {
+    org,
+    grantKey: `grant:session:${sessionId}`,
+    paymentIntent: idOf(session.payment_intent),
+    paidCents,
+    credits,
     description: `Top-up: ${(paidCents / 100).toFixed(2)} USD`,
   });
-  if (paymentIntent) {
-    await recordPayment(tx, {
-      paymentIntent,
-      grantKey: `grant:session:${sessionId}`,
-      orgKey: target,
-      ownerId: org.ownerId,
-      credits,
-      amountCents: paidCents,
-    });
-  }
-  // Issue 19 item 5: the owner's endpoints hear of it, in this transaction (once, with the grant).
-  if (granted)
-    await emitEvent(tx, {
-      orgKey: target,
-      type: 'topup.succeeded',
-      data: { amount_usd: paidCents, credits_granted: credits },
-    });
   return granted ? 'granted' : 'already_granted';
 }
 
