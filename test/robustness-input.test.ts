@@ -99,6 +99,18 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/v1/clients/:client_id/billing/portal', auth: 'session' },
   { method: 'GET', path: '/v1/clients/:client_id/usage', auth: 'session' },
   { method: 'GET', path: '/v1/clients/:client_id/usage/calls', auth: 'session' },
+  // the owner's alerts, auto top-up and member budgets (issue 19)
+  { method: 'GET', path: '/v1/clients/:client_id/balance-alert', auth: 'session' },
+  { method: 'PUT', path: '/v1/clients/:client_id/balance-alert', auth: 'session', writes: true },
+  { method: 'GET', path: '/v1/clients/:client_id/auto-topup', auth: 'session' },
+  { method: 'PUT', path: '/v1/clients/:client_id/auto-topup', auth: 'session', writes: true },
+  { method: 'DELETE', path: '/v1/clients/:client_id/auto-topup', auth: 'session', writes: true },
+  { method: 'GET', path: '/v1/clients/:client_id/budget', auth: 'session' },
+  { method: 'GET', path: '/v1/clients/:client_id/budgets', auth: 'session' },
+  { method: 'PUT', path: '/v1/clients/:client_id/members/:user_id/budget', auth: 'session', writes: true },
+  { method: 'DELETE', path: '/v1/clients/:client_id/members/:user_id/budget', auth: 'session', writes: true },
+  { method: 'PUT', path: '/v1/clients/:client_id/tokens/:token_id/budget', auth: 'session', writes: true },
+  { method: 'DELETE', path: '/v1/clients/:client_id/tokens/:token_id/budget', auth: 'session', writes: true },
   { method: 'POST', path: '/v1/webhooks/stripe', auth: 'none' },
   { method: 'GET', path: '/dev/checkout/:session_id', auth: 'none' },
   { method: 'POST', path: '/dev/checkout/:session_id', auth: 'none', writes: true },
@@ -580,7 +592,7 @@ describe('hostile input on every route', () => {
     [
       'billing and dev processor',
       (r: Route) =>
-        /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing|usage)|webhooks)|^\/dev\//.test(
+        /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing|usage|balance-alert|auto-topup|budget|tokens\/:token_id\/budget)|webhooks)|^\/dev\//.test(
           r.path,
         ),
     ],
