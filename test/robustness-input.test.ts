@@ -111,6 +111,19 @@ const ROUTES: Route[] = [
   { method: 'DELETE', path: '/v1/clients/:client_id/members/:user_id/budget', auth: 'session', writes: true },
   { method: 'PUT', path: '/v1/clients/:client_id/tokens/:token_id/budget', auth: 'session', writes: true },
   { method: 'DELETE', path: '/v1/clients/:client_id/tokens/:token_id/budget', auth: 'session', writes: true },
+  { method: 'GET', path: '/v1/clients/:client_id/webhook-endpoints', auth: 'session' },
+  { method: 'POST', path: '/v1/clients/:client_id/webhook-endpoints', auth: 'session', writes: true },
+  {
+    method: 'DELETE',
+    path: '/v1/clients/:client_id/webhook-endpoints/:endpoint_id',
+    auth: 'session',
+    writes: true,
+  },
+  {
+    method: 'GET',
+    path: '/v1/clients/:client_id/webhook-endpoints/:endpoint_id/deliveries',
+    auth: 'session',
+  },
   { method: 'POST', path: '/v1/webhooks/stripe', auth: 'none' },
   { method: 'GET', path: '/dev/checkout/:session_id', auth: 'none' },
   { method: 'POST', path: '/dev/checkout/:session_id', auth: 'none', writes: true },
@@ -133,6 +146,9 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/v1/models/:id', auth: 'model' },
   { method: 'GET', path: '/v1/agents', auth: 'model' },
   { method: 'POST', path: '/v1/chat/completions', auth: 'model' },
+  { method: 'POST', path: '/v1/responses', auth: 'model' },
+  { method: 'GET', path: '/v1/responses/:response_id', auth: 'model' },
+  { method: 'DELETE', path: '/v1/responses/:response_id', auth: 'model', writes: true },
   { method: 'GET', path: '/v1/runs/ws', auth: 'model' },
   // OAuth
   { method: 'GET', path: '/oauth/authorize', auth: 'page' },
@@ -419,7 +435,7 @@ function surfaceOf(path: string): 'detail' | 'openai' | 'oauth' | 'authorize' | 
   const p = path.split('?')[0]!;
   if (p.startsWith('/oauth/authorize')) return 'authorize';
   if (p.startsWith('/oauth/')) return 'oauth';
-  if (/^\/v1\/(chat\/|models(\/|$)|agents(\/|$)|runs(\/|$))/.test(p)) return 'openai';
+  if (/^\/v1\/(chat\/|responses(\/|$)|models(\/|$)|agents(\/|$)|runs(\/|$))/.test(p)) return 'openai';
   if (p.startsWith('/mcp/')) return 'mcp';
   if (p.startsWith('/account') || p.startsWith('/s/')) return 'html';
   if (p.startsWith('/dev/') || p.startsWith('/.well-known') || p === '/healthz' || p === '/readyz')
@@ -592,7 +608,7 @@ describe('hostile input on every route', () => {
     [
       'billing and dev processor',
       (r: Route) =>
-        /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing|usage|balance-alert|auto-topup|budget|tokens\/:token_id\/budget)|webhooks)|^\/dev\//.test(
+        /^\/v1\/(owner|clients\/:client_id\/(credits|subscription|invoices|payment|billing|usage|balance-alert|auto-topup|budget|tokens\/:token_id\/budget|webhook-endpoints)|webhooks)|^\/dev\//.test(
           r.path,
         ),
     ],
