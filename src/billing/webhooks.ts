@@ -20,6 +20,7 @@ import { receiveDispute } from './disputes.js';
 import { PRO_PERIOD_CREDITS } from './service.js';
 import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
+import { verifyEvent } from './webhook-signature.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
 // event applies exactly once: its id is inserted in the same transaction as its effect, and every
@@ -29,36 +30,7 @@ import { emitEvent } from '../events/outbox.js';
 // Refunds (refunds.ts) take back a payment's tokens once per refund id, whichever comes first; disputes
 // (disputes.ts) once per dispute id when the funds are withdrawn, and give them back once if won.
 
-/** Seconds a signed timestamp may be old (Stripe's default tolerance). */
-export const SIGNATURE_TOLERANCE_SECONDS = 300;
-
 const SUBSCRIPTION_GRANT_REASONS = new Set(['subscription_create', 'subscription_cycle']);
-
-/** Verifies the `stripe-signature` header over the raw body; 400 on a bad or stale signature. */
-export function verifyEvent(
-  verifier: Stripe,
-  rawBody: Buffer | undefined,
-  signature: string | undefined,
-  secret: string,
-): Stripe.Event {
-  if (!rawBody || !signature)
-    throw new AppError(400, 'INVALID_SIGNATURE', 'missing body or stripe-signature header');
-  try {
-    const event = verifier.webhooks.constructEvent(rawBody, signature, secret, SIGNATURE_TOLERANCE_SECONDS);
-    // The SDK refuses only timestamps too old; one too far ahead is refused alike (CONTRACT §8), else a
-    // signature made for a future moment could be replayed until that moment is 5 minutes past.
-    if (signedAt(signature) > Date.now() / 1000 + SIGNATURE_TOLERANCE_SECONDS) throw new Error('future');
-    return event;
-  } catch {
-    throw new AppError(400, 'INVALID_SIGNATURE', 'webhook signature verification failed');
-  }
-}
-
-/** The `t=` of a `stripe-signature` header (seconds); NaN when absent, which constructEvent refuses first. */
-function signedAt(signature: string): number {
-  const t = signature.split(',').find((part) => part.trim().startsWith('t='));
-  return t ? Number(t.trim().slice(2)) : Number.NaN;
-}
 
 /** The client a processor object belongs to: our customer mapping first, then the metadata we set. */
 async function orgFor(tx: Db, customerId: string | null, metadata: StripeObject): Promise<OrgRef | null> {
