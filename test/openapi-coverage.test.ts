@@ -69,6 +69,24 @@ describe('OpenAPI coverage', () => {
     ]);
   });
 
+  // The schema check above does not see what lies between the document's parts: a path template whose
+  // `{param}` no parameter declares (or the reverse), a duplicated operationId, a dangling $ref. Each of
+  // these passes it; @readme/openapi-parser checks them (and the schema again, with ajv).
+  it('passes @readme/openapi-parser (path parameters, operationIds, $refs)', async () => {
+    const { validate } = await import('@readme/openapi-parser');
+    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as Record<string, unknown>;
+    const result = await validate(structuredClone(doc) as never);
+    expect(result).toMatchObject({ valid: true, warnings: [], specification: 'OpenAPI' });
+    // and it does see what the schema check misses: a path parameter dropped from one operation.
+    const broken = structuredClone(doc) as {
+      paths: Record<string, Record<string, { parameters?: unknown[] }>>;
+    };
+    broken.paths['/v1/clients/{client_id}/credits/balance']!.get!.parameters = [];
+    expect(await (await documentValidator(broken)).validateDocument()).toEqual({ valid: true });
+    const refused = await validate(broken as never);
+    expect(refused.valid).toBe(false);
+  });
+
   it('is served on every origin, naming that origin as its server', async () => {
     for (const origin of [server.url, server.v2Url, server.lightUrl]) {
       const doc = (await (await fetch(`${origin}/openapi.json`)).json()) as { servers: unknown };
