@@ -3,10 +3,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import {
+  fileContentOut,
+  fileOut,
+  listOf,
+  projectDetailOut,
+  projectOut,
+  reportOut,
+  reportSummaryOut,
+  shareOut,
+} from '../src/projects/schema.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
+import { anyOf, matching } from './helpers/json.js';
 
 // Every platform tool through the MCP SDK Client over Streamable HTTP, with a real platform access
 // token, against the real server and database (CONTRACT §10).
@@ -25,12 +37,49 @@ async function connect(token: string, headers: Record<string, string> = {}): Pro
   return c;
 }
 
-/** Calls a tool and returns its structuredContent; fails the test on an isError result. */
-async function ok(c: Client, name: string, args: Record<string, unknown> = {}): Promise<any> {
+// Each tool's output schema, the same zod objects mcp/tools-*.ts declare as outputSchema.
+const deleted = z.object({ deleted: z.literal(true) });
+const OUTPUT = {
+  list_projects: listOf(projectOut),
+  get_project: projectDetailOut,
+  create_project: projectOut,
+  update_project: projectDetailOut,
+  delete_project: deleted,
+  fork_project: projectOut,
+  transfer_project: projectOut,
+  list_reports: listOf(reportSummaryOut),
+  get_report: reportOut,
+  create_report: reportOut,
+  update_report: reportOut,
+  delete_report: deleted,
+  list_files: listOf(fileOut),
+  read_file: fileContentOut,
+  write_file: fileOut,
+  delete_file: deleted,
+  share_project: shareOut,
+  create_share_link: shareOut,
+  list_shares: listOf(shareOut),
+  revoke_share: shareOut,
+};
+type ToolName = keyof typeof OUTPUT;
+type Outputs = { [K in ToolName]: z.infer<(typeof OUTPUT)[K]> };
+
+/**
+ * Calls a tool and returns its structuredContent, checked against the tool's output schema; fails the
+ * test on an isError result.
+ */
+async function ok<N extends ToolName>(
+  c: Client,
+  name: N,
+  args: Record<string, unknown> = {},
+): Promise<Outputs[N]> {
   const res = (await c.callTool({ name, arguments: args })) as CallToolResult;
   if (res.isError) throw new Error(`${name} failed: ${JSON.stringify(res.content)}`);
   expect(JSON.parse((res.content[0] as { text: string }).text)).toEqual(res.structuredContent);
-  return res.structuredContent;
+  // readJson's check, spelled out: TypeScript cannot resolve a schema indexed by a generic name.
+  const schema: z.ZodType = OUTPUT[name];
+  schema.parse(res.structuredContent);
+  return res.structuredContent as Outputs[N];
 }
 
 async function fails(c: Client, name: string, args: Record<string, unknown> = {}): Promise<string> {
@@ -140,12 +189,12 @@ describe('report tools and resources', () => {
       body: '# Heading\n\ntext',
     });
     expect(r).toEqual({
-      id: expect.stringMatching(/^rpt_/),
+      id: matching(/^rpt_/),
       project_id: p.id,
       title: 'Findings',
       body: '# Heading\n\ntext',
-      created_at: expect.any(Number),
-      updated_at: expect.any(Number),
+      created_at: anyOf(Number),
+      updated_at: anyOf(Number),
     });
     expect(await ok(mcp, 'get_report', { report_id: r.id })).toEqual(r);
     expect((await ok(mcp, 'list_reports', { project_id: p.id })).data).toEqual([
@@ -275,7 +324,7 @@ describe('share tools', () => {
     expect(listed.data.every((s: { url?: string }) => s.url === undefined)).toBe(true);
 
     // The public page: brief and reports, markdown rendered without raw HTML or script URLs.
-    const page = await fetch(link.url);
+    const page = await fetch(link.url!);
     expect(page.status).toBe(200);
     const html = await page.text();
     expect(html).toContain('<strong>bold</strong>');
@@ -286,8 +335,8 @@ describe('share tools', () => {
     expect(page.headers.get('content-security-policy')).toContain("script-src 'none'");
 
     const revoked = await ok(mcp, 'revoke_share', { share_id: link.id });
-    expect(revoked.revoked_at).toEqual(expect.any(Number));
-    expect((await fetch(link.url)).status).toBe(404);
+    expect(revoked.revoked_at).toEqual(anyOf(Number));
+    expect((await fetch(link.url!)).status).toBe(404);
     expect((await fetch(`${server.v2Url}/s/not-a-real-token-at-all-xxxxxxxxxxxxxxx`)).status).toBe(404);
     expect(await fails(mcp, 'revoke_share', { share_id: 'shr_unknown' })).toMatch(/^NOT_FOUND: /);
   });
@@ -297,9 +346,9 @@ describe('share tools', () => {
     const r = await ok(mcp, 'create_report', { project_id: p.id, title: 'R' });
     await ok(mcp, 'write_file', { project_id: p.id, path: 'x.txt', content: 'x' });
     const link = await ok(mcp, 'create_share_link', { project_id: p.id });
-    expect((await fetch(link.url)).status).toBe(200);
+    expect((await fetch(link.url!)).status).toBe(200);
     await ok(mcp, 'delete_project', { project_id: p.id });
-    expect((await fetch(link.url)).status).toBe(404);
+    expect((await fetch(link.url!)).status).toBe(404);
     expect(await fails(mcp, 'get_report', { report_id: r.id })).toMatch(/^NOT_FOUND: /);
     const { queryRows } = await import('../src/db/client.js');
     const { sql } = await import('drizzle-orm');

@@ -9,6 +9,7 @@ import { type FakeUpstream } from './helpers/fake-upstream.js';
 import { apiTokens, memberships } from '../src/db/schema.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { client } from './helpers/http.js';
+import { anyOf, at, openAiErrorOf, rejectionOf } from './helpers/json.js';
 
 // Who may use the model routes (interface document: Authentication 4–8; CONTRACT §7, §9) and the two
 // catalogs, with the official openai SDK against a fake provider. A call debits prompt + 2 × completion
@@ -18,6 +19,16 @@ let server: TestServer;
 let fake: FakeUpstream;
 let owner: TestUser;
 let key: string;
+
+/** GET /v1/agents (the response schema of src/openapi/models.ts). */
+interface Agents {
+  data: {
+    name: string;
+    description: string;
+    tools: { name: string; description: string; parameters: unknown }[];
+  }[];
+}
+type ApiError = InstanceType<typeof OpenAI.APIError>;
 
 const sdk = (apiKey: string, base = server.url) =>
   new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
@@ -37,16 +48,16 @@ describe('who acts', () => {
       cookie: `__Host-svc_session=${owner.session}`,
     });
     expect(res.status).toBe(401);
-    expect(res.body.error.type).toBe('authentication_error');
+    expect(openAiErrorOf(res.body).type).toBe('authentication_error');
   });
 
   it('a revoked token: 401', async () => {
     const other = await createUser(server);
     const t = await createApiToken(server, other, other.orgKey);
     await server.deps.db.update(apiTokens).set({ revokedAt: new Date() }).where(eq(apiTokens.id, t.id));
-    const err = await sdk(t.secret)
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-      .catch((e) => e);
+    const err = await rejectionOf<ApiError>(
+      sdk(t.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect(err.status).toBe(401);
   });
 
@@ -55,9 +66,9 @@ describe('who acts', () => {
     await addMember(server, owner.orgKey, viewer.userId, 'viewer');
     const vt = await createApiToken(server, viewer, owner.orgKey);
     const before = await balance();
-    const e1 = await sdk(vt.secret)
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-      .catch((e) => e);
+    const e1 = await rejectionOf<ApiError>(
+      sdk(vt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect([e1.status, e1.code]).toEqual([403, 'viewer_cannot_spend']);
     // A viewer may still read the catalog.
     expect((await sdk(vt.secret).models.list()).data[0]!.id).toBe('svc-test-model');
@@ -69,9 +80,9 @@ describe('who acts', () => {
     await server.deps.db
       .delete(memberships)
       .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
-    const e2 = await sdk(mt.secret)
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-      .catch((e) => e);
+    const e2 = await rejectionOf<ApiError>(
+      sdk(mt.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect([e2.status, e2.code]).toEqual([403, 'not_a_member']);
     expect(before - (await balance())).toBe(20); // only the member's one call
   });
@@ -83,12 +94,12 @@ describe('who acts', () => {
       { query: { org_id: owner.clientId } },
     );
     expect(ok.choices[0]!.message.content).toBeTruthy();
-    const err = await sdk(key)
-      .chat.completions.create(
+    const err = await rejectionOf<ApiError>(
+      sdk(key).chat.completions.create(
         { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
         { query: { org_id: other.orgId } },
-      )
-      .catch((e) => e);
+      ),
+    );
     expect([err.status, err.code]).toEqual([403, 'org_mismatch']);
     const res = await client(server.url).get('/v1/models', { token: key, query: { org_id: other.clientId } });
     expect(res.status).toBe(403);
@@ -123,24 +134,30 @@ describe('who acts', () => {
     expect(ownerBefore - (await balance())).toBe(20);
 
     const stranger = await createUser(server);
-    const e1 = await new OpenAI({
-      apiKey: grants.model!,
-      baseURL: `${server.v2Url}/v1`,
-      maxRetries: 0,
-      defaultHeaders: { 'x-svc-organisation': stranger.orgId },
-    }).chat.completions
-      .create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-      .catch((e) => e);
+    const e1 = await rejectionOf<ApiError>(
+      new OpenAI({
+        apiKey: grants.model!,
+        baseURL: `${server.v2Url}/v1`,
+        maxRetries: 0,
+        defaultHeaders: { 'x-svc-organisation': stranger.orgId },
+      }).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect(e1.status).toBe(403);
 
-    const e2 = await sdk(grants.platform!, server.v2Url)
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-      .catch((e) => e);
+    const e2 = await rejectionOf<ApiError>(
+      sdk(grants.platform!, server.v2Url).chat.completions.create({
+        model: 'x',
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    );
     expect(e2.status).toBe(401);
     // A grant issued for V2 is not valid on the account origin (audience is the origin's /v1).
-    const e3 = await sdk(grants.model!, server.url)
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-      .catch((e) => e);
+    const e3 = await rejectionOf<ApiError>(
+      sdk(grants.model!, server.url).chat.completions.create({
+        model: 'x',
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    );
     expect(e3.status).toBe(401);
   });
 });
@@ -149,7 +166,7 @@ describe('catalogs', () => {
   it('GET /v1/models lists the forced model; needs a credential', async () => {
     const list = await sdk(key).models.list();
     expect(list.data).toEqual([
-      { id: 'svc-test-model', object: 'model', created: expect.any(Number), owned_by: 'svc' },
+      { id: 'svc-test-model', object: 'model', created: anyOf(Number), owned_by: 'svc' },
     ]);
     expect((await client(server.url).get('/v1/models')).status).toBe(401);
     const res = await client(server.url).get('/v1/models', { token: owner.session });
@@ -167,16 +184,16 @@ describe('catalogs', () => {
       [server.url, owner.session],
       [server.lightUrl, grants.model!],
     ] as const) {
-      const res = await client(base).get('/v1/agents', { token });
+      const res = await client(base).get<Agents>('/v1/agents', { token });
       expect(res.status).toBe(200);
-      const agent = res.body.data.find((a: { name: string }) => a.name === 'default');
-      expect(agent.tools.map((t: { name: string }) => t.name)).toEqual([
+      const agent = res.body.data.find((a) => a.name === 'default');
+      expect(agent?.tools.map((t) => t.name)).toEqual([
         'read_file',
         'write_file',
         'list_directory',
         'run_command',
       ]);
-      expect(agent.tools[0].parameters).toMatchObject({ type: 'object', required: ['path'] });
+      expect(agent?.tools[0]?.parameters).toMatchObject({ type: 'object', required: ['path'] });
     }
     expect((await client(server.url).get('/v1/agents')).status).toBe(401);
     // A removed member's token cannot read it either.
@@ -187,7 +204,7 @@ describe('catalogs', () => {
       .delete(memberships)
       .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, gone.userId)));
     const res = await client(server.url).get('/v1/agents', { token: gt.secret });
-    expect([res.status, res.body.error?.code]).toEqual([403, 'not_a_member']);
+    expect([res.status, openAiErrorOf(res.body).code]).toEqual([403, 'not_a_member']);
   });
 
   it('GET /v1/agents checks x-svc-organisation and org_id as GET /v1/models does, for every kind of caller', async () => {
@@ -198,7 +215,7 @@ describe('catalogs', () => {
       headers: Record<string, string> = {},
       query: Record<string, string> = {},
     ) => client(server.url).get(path, { token, headers, query });
-    const answer = (r: { status: number; body: any }) => [r.status, r.body.error?.code ?? null];
+    const answer = (r: { status: number; body: unknown }) => [r.status, at(r.body, 'error', 'code') ?? null];
     // An svc_ token is bound to its org: a header naming another is 403 on both catalogs alike.
     const foreign = { 'x-svc-organisation': stranger.clientId };
     expect(answer(await get('/v1/models', key, foreign))).toEqual([403, 'org_mismatch']);
@@ -240,9 +257,9 @@ describe('membership cannot be established', () => {
     // The membership authority cannot answer (its table is unreadable for a moment).
     await server.deps.db.execute(sql`alter table memberships rename to memberships_away`);
     try {
-      const err = await sdk(t.secret)
-        .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-        .catch((e) => e);
+      const err = await rejectionOf<ApiError>(
+        sdk(t.secret).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }),
+      );
       expect([err.status, err.code]).toEqual([503, 'membership_unavailable']);
     } finally {
       await server.deps.db.execute(sql`alter table memberships_away rename to memberships`);

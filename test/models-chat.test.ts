@@ -12,6 +12,7 @@ import { orgBalanceCredits } from '../src/billing/spend.js';
 import { accountBalance, poolAccount } from '../src/billing/ledger.js';
 import { createOpenAICompatibleUpstream } from '../src/models/upstream/openai-compatible.js';
 import { client } from './helpers/http.js';
+import { parseAs, rejectionOf, type OpenAiError } from './helpers/json.js';
 
 // The OpenAI-compatible proxy against a fake provider over HTTP, with the official openai SDK as the
 // client. Prices make the arithmetic visible: 90,000 ¢/M input and 180,000 ¢/M output, so a call debits
@@ -21,6 +22,8 @@ let server: TestServer;
 let fake: FakeUpstream;
 let owner: TestUser;
 let key: string;
+
+type ApiError = InstanceType<typeof OpenAI.APIError>;
 
 const sdk = (apiKey: string, base = server.url) =>
   new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 });
@@ -147,7 +150,9 @@ describe('POST /v1/chat/completions (streaming)', () => {
     expect(events.at(-1)).toBe('data: [DONE]');
     const outcomeLine = events.at(-2)!;
     expect(outcomeLine).toMatch(/^: x-svc-outcome [\w-]+\.[\w-]+\.[\w-]+$/);
-    const chunks = events.filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)));
+    const chunks = events
+      .filter((e) => e.startsWith('data: {'))
+      .map((e) => parseAs<OpenAI.ChatCompletionChunk>(e.slice(6)));
     expect(chunks.every((c) => c.model === 'svc-test-model')).toBe(true);
     expect(chunks.some((c) => 'usage' in c)).toBe(false);
     expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe(
@@ -285,13 +290,13 @@ describe('POST /v1/chat/completions (streaming)', () => {
 describe('billing refusals and upstream failures', () => {
   it('402 insufficient_credits with x-should-retry: false while the owner still holds unallocated tokens', async () => {
     await setOrgBalance(server, owner.orgKey, 0);
-    const err = await sdk(key)
-      .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-      .catch((e) => e);
+    const err = await rejectionOf<ApiError>(
+      sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect(err.status).toBe(402);
     expect(err.code).toBe('insufficient_credits');
-    expect(err.headers.get('x-should-retry')).toBe('false');
+    expect(err.headers?.get('x-should-retry')).toBe('false');
     // The owner's unallocated pool still holds tokens (the trial went back to it): still 402.
     expect((await accountBalance(server.deps.db, poolAccount(owner.userId)))!.balance).toBeGreaterThan(0);
   });
@@ -299,7 +304,7 @@ describe('billing refusals and upstream failures', () => {
   it('upstream 500: 502 in the OpenAI shape, no debit, no provider key or address', async () => {
     fake.failStatus = 500;
     const before = await balance();
-    const res = await client(server.url).post(
+    const res = await client(server.url).post<OpenAiError>(
       '/v1/chat/completions',
       { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
       { token: key },
@@ -330,7 +335,7 @@ describe('billing refusals and upstream failures', () => {
       const events = (await res.text()).split('\n\n').filter(Boolean);
       expect(events.length).toBeGreaterThan(2);
       expect(events).not.toContain('data: [DONE]');
-      expect(JSON.parse(events.at(-1)!.slice(6)).error.code).toMatch(/^upstream_/);
+      expect(parseAs<OpenAiError>(events.at(-1)!.slice(6)).error.code).toMatch(/^upstream_/);
       // CONTRACT §8: billed for what was delivered: svc's count of the prompt (7) and 2 content chunks at 2 each.
       expect(before - (await balance())).toBe(7 + 2 * 2);
       // The SDK surfaces it as an error.
@@ -339,9 +344,11 @@ describe('billing refusals and upstream failures', () => {
         stream: true,
         messages: [{ role: 'user', content: 'hi' }],
       });
-      const err = await (async () => {
-        for await (const _ of stream);
-      })().catch((e) => e);
+      const err = await rejectionOf(
+        (async () => {
+          for await (const _ of stream);
+        })(),
+      );
       expect(err).toBeInstanceOf(Error);
     } finally {
       fake.breakAfterChunks = null;
@@ -351,7 +358,7 @@ describe('billing refusals and upstream failures', () => {
   it('upstream 429: passed on as 429 upstream_rate_limited, no debit', async () => {
     fake.failStatus = 429;
     const before = await balance();
-    const res = await client(server.url).post(
+    const res = await client(server.url).post<OpenAiError>(
       '/v1/chat/completions',
       { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
       { token: key },
@@ -364,7 +371,7 @@ describe('billing refusals and upstream failures', () => {
 
   it('upstream 400: a fixed message, never the provider text (its key or address included)', async () => {
     fake.failStatus = 400;
-    const res = await client(server.url).post(
+    const res = await client(server.url).post<OpenAiError>(
       '/v1/chat/completions',
       { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
       { token: key },
@@ -386,9 +393,9 @@ describe('billing refusals and upstream failures', () => {
     fake.headersDelayMs = 3000;
     try {
       const before = await balance();
-      const err = await sdk(key)
-        .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
-        .catch((e) => e);
+      const err = await rejectionOf<ApiError>(
+        sdk(key).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }),
+      );
       expect(err.status).toBe(504);
       expect(err.code).toBe('upstream_timeout');
       expect(await balance()).toBe(before);
@@ -399,7 +406,11 @@ describe('billing refusals and upstream failures', () => {
   });
 
   it('validation: messages are required (400 in the OpenAI shape)', async () => {
-    const res = await client(server.url).post('/v1/chat/completions', { model: 'x' }, { token: key });
+    const res = await client(server.url).post<OpenAiError>(
+      '/v1/chat/completions',
+      { model: 'x' },
+      { token: key },
+    );
     expect(res.status).toBe(400);
     expect(res.body.error.type).toBe('invalid_request_error');
   });
@@ -425,13 +436,13 @@ describe('billing refusals and upstream failures', () => {
       ],
     ];
     for (const [body, param] of cases) {
-      const err = await new OpenAI({
-        apiKey: key,
-        baseURL: `${server.url}/v1`,
-        maxRetries: 0,
-      }).chat.completions
-        .create(body as never)
-        .catch((e) => e);
+      const err = await rejectionOf<ApiError>(
+        new OpenAI({
+          apiKey: key,
+          baseURL: `${server.url}/v1`,
+          maxRetries: 0,
+        }).chat.completions.create(body as never),
+      );
       expect([err.status, err.code, err.type, err.param], JSON.stringify(body)).toEqual([
         400,
         'validation_error',
@@ -441,12 +452,12 @@ describe('billing refusals and upstream failures', () => {
     }
     // Content is a string, an array of typed parts, or null: nothing else reaches a provider.
     for (const bad of [5, { text: 'hi' }, [1, 2], ['hi'], true]) {
-      const res = await client(server.url).post(
+      const res = await client(server.url).post<OpenAiError>(
         '/v1/chat/completions',
         { messages: [{ role: 'user', content: bad }] },
         { token: key },
       );
-      expect([res.status, res.body.error?.param], JSON.stringify(bad)).toEqual([400, 'messages.0.content']);
+      expect([res.status, res.body.error.param], JSON.stringify(bad)).toEqual([400, 'messages.0.content']);
     }
     const seen = fake.requests.length;
     for (const good of ['hi', [{ type: 'text', text: 'hi' }], null]) {
@@ -459,7 +470,7 @@ describe('billing refusals and upstream failures', () => {
     }
     expect(fake.requests.length).toBe(seen + 3);
     // A body that is not an object names no field.
-    const res = await client(server.url).post('/v1/chat/completions', [1], { token: key });
+    const res = await client(server.url).post<OpenAiError>('/v1/chat/completions', [1], { token: key });
     expect([res.status, res.body.error.param]).toEqual([400, null]);
   });
 });

@@ -7,6 +7,8 @@ import { setOrgBalance } from './helpers/billing.js';
 import { TEST_PRICES } from './helpers/fake-upstream.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { loadAgentCatalog } from '../src/models/agents.js';
+import type { ServerFrame } from '../src/runs/frames.js';
+import { parseAs } from './helpers/json.js';
 import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -156,9 +158,9 @@ describe('svc-local', () => {
   it('runs the default agent over the WebSocket: a tool call, then the answer', async () => {
     const { secret } = await createApiToken(server, owner, owner.orgKey, 'ws');
     const ws = new WebSocket(`${server.url.replace('http', 'ws')}/v1/runs/ws`);
-    const frames: any[] = [];
+    const frames: ServerFrame[] = [];
     ws.on('message', (d) => {
-      const f = JSON.parse((d as Buffer).toString());
+      const f = parseAs<ServerFrame>((d as Buffer).toString());
       frames.push(f);
       if (f.type === 'authenticated')
         ws.send(
@@ -180,7 +182,7 @@ describe('svc-local', () => {
     });
     await new Promise((r) => ws.once('open', r));
     ws.send(JSON.stringify({ type: 'auth', token: secret }));
-    const done = await new Promise<any>((resolve, reject) => {
+    const done = await new Promise<ServerFrame>((resolve, reject) => {
       const t = setInterval(() => {
         const f = frames.find((x) => x.type === 'run_completed' || x.type === 'error');
         if (f) {
@@ -192,9 +194,10 @@ describe('svc-local', () => {
     });
     ws.close();
     expect(done.type).toBe('run_completed');
+    if (done.type !== 'run_completed') throw new Error(JSON.stringify(done)); // narrows the type
     const call = frames.find((f) => f.type === 'tool_call');
     expect(call).toMatchObject({ name: 'list_directory', arguments: '{"path":"."}' });
-    expect(frames.filter((f) => f.type === 'assistant_message').at(-1).message.content).toContain(
+    expect(frames.filter((f) => f.type === 'assistant_message').at(-1)!.message.content).toContain(
       'a.txt b.txt',
     );
     expect(done.steps).toBe(2);
