@@ -3,6 +3,15 @@ import { startTestServer, type TestServer, PRODUCTION_ENV } from './helpers/serv
 import { client } from './helpers/http.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { checkInvariants } from '../src/billing/invariants.js';
+import type {
+  Checkout,
+  ClientBalance,
+  Invoice,
+  LedgerEntry,
+  PaymentMethod,
+  Subscription,
+} from './helpers/answers.js';
+import { containing, matching, type DetailError } from './helpers/json.js';
 
 // The dev processor end to end (CONTRACT §8): checkout_url → a plain HTML form → decision=pay|fail →
 // signed events through the webhook code → redirect to success_url / cancel_url.
@@ -55,14 +64,14 @@ async function submit(checkoutUrl: string, decision: string) {
 }
 
 async function balance(u: TestUser) {
-  return (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body
-    .balance_credits as number;
+  return (await api.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session }))
+    .body.balance_credits;
 }
 
 describe('dev checkout', () => {
   it('buys tokens end to end: top-up form, signed webhook, grant, invoice, card, redirect', async () => {
     const u = await createUser(server);
-    const start = await api.post(
+    const start = await api.post<Checkout>(
       `/v1/clients/${u.clientId}/credits/topup`,
       { amount_usd: 2_000, ...urls },
       { token: u.session },
@@ -77,25 +86,27 @@ describe('dev checkout', () => {
     expect(done.status).toBe(303);
     expect(done.headers.get('location')).toBe(`https://app.example/ok?session=${start.body.session_id}`);
     expect(await balance(u)).toBe(70_000);
-    const tx = await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session });
+    const tx = await api.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, {
+      token: u.session,
+    });
     expect(tx.body[0]).toMatchObject({
       transaction_type: 'topup',
       amount_credits: 20_000,
       balance_after_credits: 70_000,
     });
-    const invoices = await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session });
+    const invoices = await api.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session });
     expect(invoices.body).toEqual([
-      expect.objectContaining({
+      containing({
         amount_paid_cents: 2_000,
         status: 'paid',
         currency: 'usd',
         org_id: u.clientId,
       }),
     ]);
-    const pms = await api.get(`/v1/clients/${u.clientId}/payment-methods`, { token: u.session });
-    expect(pms.body).toEqual([
-      expect.objectContaining({ type: 'card', brand: 'visa', last4: '4242', is_default: true }),
-    ]);
+    const pms = await api.get<PaymentMethod[]>(`/v1/clients/${u.clientId}/payment-methods`, {
+      token: u.session,
+    });
+    expect(pms.body).toEqual([containing({ type: 'card', brand: 'visa', last4: '4242', is_default: true })]);
     // The session is single-use: a second submission (even two at once) changes nothing.
     const again = await Promise.all([post(form, 'pay'), post(form, 'pay')]);
     expect(again.map((r) => r.status)).toEqual([409, 409]);
@@ -106,11 +117,11 @@ describe('dev checkout', () => {
 
   it('a new Pro checkout closes the older one still open, so that only one can be paid (one subscription, one charge)', async () => {
     const u = await createUser(server);
-    const first = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, {
+    const first = await api.post<Checkout>(`/v1/clients/${u.clientId}/subscription/checkout`, urls, {
       token: u.session,
     });
     const firstPage = await openForm(first.body.checkout_url); // left open in a tab
-    const second = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, {
+    const second = await api.post<Checkout>(`/v1/clients/${u.clientId}/subscription/checkout`, urls, {
       token: u.session,
     });
     expect([first.status, second.status]).toEqual([200, 200]);
@@ -119,15 +130,16 @@ describe('dev checkout', () => {
     expect(await balance(u)).toBe(50_000);
     expect((await submit(second.body.checkout_url, 'pay')).status).toBe(303);
     expect(await balance(u)).toBe(260_000);
-    expect((await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session })).body.status).toBe(
-      'active',
-    );
+    expect(
+      (await api.get<Subscription>(`/v1/clients/${u.clientId}/subscription`, { token: u.session })).body
+        .status,
+    ).toBe('active');
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
   it('starts a Pro subscription: 210,000 tokens, subscription state, portal page', async () => {
     const u = await createUser(server);
-    const start = await api.post(
+    const start = await api.post<Checkout>(
       `/v1/clients/${u.clientId}/subscription/checkout`,
       { price_id: 'price_pro', ...urls },
       { token: u.session },
@@ -135,20 +147,20 @@ describe('dev checkout', () => {
     expect(start.status).toBe(200);
     expect((await submit(start.body.checkout_url, 'pay')).status).toBe(303);
     expect(await balance(u)).toBe(260_000);
-    const sub = await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session });
+    const sub = await api.get<Subscription>(`/v1/clients/${u.clientId}/subscription`, { token: u.session });
     expect(sub.body).toMatchObject({
       org_id: u.clientId,
       plan_name: 'pro',
       status: 'active',
       cancel_at_period_end: false,
-      payment_subscription_id: expect.stringMatching(/^sub_dev_/),
+      payment_subscription_id: matching(/^sub_dev_/),
     });
     expect(sub.body.current_period_end - sub.body.current_period_start).toBe(30 * 24 * 3600);
-    const again = await api.post(`/v1/clients/${u.clientId}/subscription/checkout`, urls, {
+    const again = await api.post<Checkout>(`/v1/clients/${u.clientId}/subscription/checkout`, urls, {
       token: u.session,
     });
     expect(again.status).toBe(409);
-    const portal = await api.post(
+    const portal = await api.post<{ portal_url: string }>(
       `/v1/clients/${u.clientId}/billing/portal`,
       { return_url: 'https://app.example/b' },
       { token: u.session },
@@ -175,20 +187,24 @@ describe('dev checkout', () => {
       });
     expect((await act('renew')).status).toBe(303);
     expect(await balance(u)).toBe(470_000);
-    const renewed = await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session });
+    const renewed = await api.get<Subscription>(`/v1/clients/${u.clientId}/subscription`, {
+      token: u.session,
+    });
     expect(renewed.body.current_period_start).toBe(sub.body.current_period_end);
     expect((await act('cancel')).status).toBe(303);
     expect(
-      (await api.get(`/v1/clients/${u.clientId}/subscription`, { token: u.session })).body
+      (await api.get<Subscription>(`/v1/clients/${u.clientId}/subscription`, { token: u.session })).body
         .cancel_at_period_end,
     ).toBe(true);
-    expect((await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session })).body).toHaveLength(2);
+    expect(
+      (await api.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session })).body,
+    ).toHaveLength(2);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
   it('a declined card grants nothing, records the failed invoice and goes to cancel_url', async () => {
     const u = await createUser(server);
-    const start = await api.post(
+    const start = await api.post<Checkout>(
       `/v1/clients/${u.clientId}/credits/topup`,
       { amount_usd: 500, ...urls },
       { token: u.session },
@@ -197,15 +213,15 @@ describe('dev checkout', () => {
     expect(res.status).toBe(303);
     expect(res.headers.get('location')).toBe('https://app.example/cancel');
     expect(await balance(u)).toBe(50_000);
-    const invoices = await api.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session });
+    const invoices = await api.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session });
     expect(invoices.body).toEqual([
-      expect.objectContaining({ status: 'open', amount_paid_cents: 0, payment_failed: true }),
+      containing({ status: 'open', amount_paid_cents: 0, payment_failed: true }),
     ]);
   });
 
   it('refuses a form without its CSRF pair and an unknown session', async () => {
     const u = await createUser(server);
-    const start = await api.post(
+    const start = await api.post<Checkout>(
       `/v1/clients/${u.clientId}/credits/topup`,
       { amount_usd: 500, ...urls },
       { token: u.session },
@@ -234,7 +250,7 @@ describe('dev checkout', () => {
     try {
       expect((await fetch(`${prod.url}/dev/checkout/cs_dev_x`)).status).toBe(404);
       const u = await createUser(prod);
-      const res = await client(prod.url).post(
+      const res = await client(prod.url).post<DetailError>(
         `/v1/clients/${u.clientId}/credits/topup`,
         { amount_usd: 500, ...urls },
         { token: u.session },

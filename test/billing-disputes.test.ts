@@ -10,6 +10,15 @@ import { queryRows } from '../src/db/client.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { reconcile } from '../src/billing/reconcile.js';
 import { reserveCredits, settleCredits, voidHold } from '../src/billing/spend.js';
+import type {
+  Checkout,
+  ClientBalance,
+  CreatedClient,
+  Invoice,
+  LedgerEntry,
+  OwnerBalance,
+} from './helpers/answers.js';
+import { containing } from './helpers/json.js';
 
 // Disputes (src/billing/disputes.ts): the funds leaving take back the payment's tokens in proportion to
 // the disputed amount, once per dispute; a win gives exactly that back, once; in any delivery order.
@@ -28,11 +37,11 @@ const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const urls = checkoutUrls;
 const send = stripe.send;
 const balance = async (u: TestUser) =>
-  (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
+  (await api.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
 const pool = async (u: TestUser) =>
-  (await api.get('/v1/owner/balance', { token: u.session })).body.unallocated_credits as number;
+  (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.unallocated_credits;
 const transactions = async (u: TestUser) =>
-  (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
+  (await api.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body;
 const disputeRow = async (id: string) =>
   (
     await queryRows<Record<string, unknown>>(
@@ -66,7 +75,7 @@ async function expectReinstated(u: TestUser, disputeId: string) {
 }
 
 async function topup(u: TestUser, cents: number) {
-  const res = await api.post(
+  const res = await api.post<Checkout>(
     `/v1/clients/${u.clientId}/credits/topup`,
     { amount_usd: cents, ...urls },
     { token: u.session },
@@ -115,7 +124,7 @@ describe('disputes', () => {
       balance_after_credits: 50_000,
       org_id: u.clientId,
     });
-    expect(latest.description).toMatch(/^Dispute: 10\.00 USD withdrawn/);
+    expect(latest?.description).toMatch(/^Dispute: 10\.00 USD withdrawn/);
     const closed = rid('evt');
     await send('charge.dispute.closed', { ...d, status: 'lost' }, { id: closed });
     expect(await outcome(closed)).toBe('dispute_already_withdrawn');
@@ -194,7 +203,7 @@ describe('disputes', () => {
     expect(await outcome(early)).toBe('dispute_awaiting_payment');
     expect((await balance(u)).balance_credits).toBe(50_000);
     expect((await reconcile(server.deps.db, server.deps.log, null)).disputes.awaiting).toContainEqual(
-      expect.objectContaining({ payment_intent: first.pi, amount_cents: 400 }),
+      containing({ payment_intent: first.pi, amount_cents: 400 }),
     );
     await first.grant();
     expect((await balance(u)).balance_credits).toBe(60_000 - 4_000);
@@ -224,10 +233,10 @@ describe('disputes', () => {
     expect(await outcome(reinstated)).toBe('dispute_reinstated');
     const latest = await expectReinstated(u, d.id);
     // Nothing was granted anew: lifetime_granted_credits is the trial and the purchase, as before.
-    expect((await api.get('/v1/owner/balance', { token: u.session })).body.lifetime_granted_credits).toBe(
-      60_000,
-    );
-    expect(latest.description).toMatch(/^Dispute won: 10\.00 USD reinstated, 10,000 tokens given back/);
+    expect(
+      (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.lifetime_granted_credits,
+    ).toBe(60_000);
+    expect(latest?.description).toMatch(/^Dispute won: 10\.00 USD reinstated, 10,000 tokens given back/);
     // The close as won, a repeat under a new id and a stray late withdrawal: nothing moves again.
     for (const [type, status] of [
       ['charge.dispute.closed', 'won'],
@@ -255,10 +264,9 @@ describe('disputes', () => {
 
   it("a close as prevented gives back what was taken; to the owner's default client when the disputed one was deleted", async () => {
     const u = await createUser(server);
-    const second = (await api.post('/v1/clients', { name: 'Second' }, { token: u.session })).body as {
-      id: string;
-    };
-    const res = await api.post(
+    const second = (await api.post<CreatedClient>('/v1/clients', { name: 'Second' }, { token: u.session }))
+      .body;
+    const res = await api.post<Checkout>(
       `/v1/clients/${second.id}/credits/topup`,
       { amount_usd: 1_000, ...urls },
       { token: u.session },
@@ -271,7 +279,7 @@ describe('disputes', () => {
       payment_intent: pi,
     });
     const secondBalance = async () =>
-      (await api.get(`/v1/clients/${second.id}/credits/balance`, { token: u.session })).body;
+      (await api.get<ClientBalance>(`/v1/clients/${second.id}/credits/balance`, { token: u.session })).body;
     expect((await secondBalance()).balance_credits).toBe(10_000);
     const d = dispute(pi, 1_000);
     await send('charge.dispute.funds_withdrawn', d);
@@ -372,7 +380,7 @@ describe('disputes', () => {
     // 5,000 left: 4,000 stay with the client, 1,000 go back to the pool; 500 of the client's are held.
     expect(
       (
-        await api.put(
+        await api.put<OwnerBalance>(
           `/v1/owner/orgs/${u.clientId}/allocation`,
           { target_credits: 4_000 },
           { token: u.session },
@@ -401,21 +409,25 @@ describe('disputes', () => {
     expect((await balance(u)).balance_credits).toBe(500); // exactly the hold: never below zero
     expect(await pool(u)).toBe(0);
     // The shortfall is the owner's debt (CONTRACT §8), until the win below cancels it.
-    expect((await api.get('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(5_500);
+    expect((await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(
+      5_500,
+    );
     const report = await reconcile(server.deps.db, server.deps.log, null);
     expect(report.violations).toEqual([]);
     expect(report.disputes.shortfalls).toContainEqual(
-      expect.objectContaining({ id: d.id, shortfall: 5_500, org_key: u.orgKey }),
+      containing({ id: d.id, shortfall: 5_500, org_key: u.orgKey }),
     );
     await voidHold(server.deps.db, hold);
     await send('charge.dispute.closed', { ...d, status: 'won' });
     expect((await balance(u)).balance_credits).toBe(4_000);
     expect(await pool(u)).toBe(1_000);
-    expect((await api.get('/v1/owner/balance', { token: u.session })).body.lifetime_granted_credits).toBe(
-      60_000,
-    );
+    expect(
+      (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.lifetime_granted_credits,
+    ).toBe(60_000);
     expect(await disputeRow(d.id)).toMatchObject({ state: 'reinstated' });
-    expect((await api.get('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(0);
+    expect((await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(
+      0,
+    );
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
@@ -535,7 +547,7 @@ describe('dev processor: the Dispute action on /dev/invoices/{id}', () => {
 
   it('a lost dispute takes back its share, a won one takes and gives back; CSRF and amount are checked', async () => {
     const u = await createUser(dev);
-    const start = await devApi.post(
+    const start = await devApi.post<Checkout>(
       `/v1/clients/${u.clientId}/credits/topup`,
       { amount_usd: 1_000, ...urls },
       { token: u.session },
@@ -543,10 +555,11 @@ describe('dev processor: the Dispute action on /dev/invoices/{id}', () => {
     const checkout = await openPage(start.body.checkout_url, '');
     expect((await post(checkout, { csrf_token: checkout.csrf!, decision: 'pay' })).status).toBe(303);
     const devBalance = async () =>
-      (await devApi.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body
-        .balance_credits;
+      (await devApi.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session }))
+        .body.balance_credits;
     expect(await devBalance()).toBe(60_000);
-    const [invoice] = (await devApi.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session })).body;
+    const invoice = (await devApi.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session }))
+      .body[0]!; // the top-up's invoice
     const page = await openPage(invoice.invoice_pdf, '/dispute');
     expect(page.text).toContain('>Dispute</button>');
     expect(page.action!.pathname).toBe(`/dev/invoices/${invoice.id}/dispute`);
@@ -562,8 +575,9 @@ describe('dev processor: the Dispute action on /dev/invoices/{id}', () => {
       303,
     );
     expect(await devBalance()).toBe(56_000);
-    const tx = (await devApi.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session }))
-      .body as any[];
+    const tx = (
+      await devApi.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })
+    ).body;
     expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([
       6_000, -6_000, -4_000,
     ]);

@@ -10,6 +10,15 @@ import { queryRows } from '../src/db/client.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { reconcile } from '../src/billing/reconcile.js';
 import { reserveCredits, settleCredits, voidHold } from '../src/billing/spend.js';
+import type {
+  Checkout,
+  ClientBalance,
+  CreatedClient,
+  Invoice,
+  LedgerEntry,
+  OwnerBalance,
+} from './helpers/answers.js';
+import { containing } from './helpers/json.js';
 
 // Refunds (src/billing/refunds.ts): a refunded payment takes back its tokens in proportion, once per
 // refund id, never below zero, whatever the delivery order; signed webhooks against the real server,
@@ -28,11 +37,11 @@ const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const urls = checkoutUrls;
 const send = stripe.send;
 const balance = async (u: TestUser) =>
-  (await api.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
+  (await api.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
 const pool = async (u: TestUser) =>
-  (await api.get('/v1/owner/balance', { token: u.session })).body.unallocated_credits as number;
+  (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.unallocated_credits;
 const transactions = async (u: TestUser) =>
-  (await api.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body as any[];
+  (await api.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body;
 const refundRow = async (id: string) =>
   (
     await queryRows<Record<string, unknown>>(
@@ -50,7 +59,7 @@ const outcome = async (eventId: string) =>
 
 /** A top-up session made through the SDK, and its completion event object (paid by `pi`). */
 async function topup(u: TestUser, cents: number) {
-  const res = await api.post(
+  const res = await api.post<Checkout>(
     `/v1/clients/${u.clientId}/credits/topup`,
     { amount_usd: cents, ...urls },
     { token: u.session },
@@ -58,7 +67,7 @@ async function topup(u: TestUser, cents: number) {
   expect(res.status).toBe(200);
   const s = fake.sessions.get(res.body.session_id)!;
   const pi = rid('pi');
-  const completed: Record<string, any> = {
+  const completed: Record<string, unknown> = {
     ...s,
     status: 'complete',
     payment_status: 'paid',
@@ -250,17 +259,17 @@ describe('refunds', () => {
     // 5,000 left: 2,000 stay with the client, 2,000 go to a second client, 1,000 stay in the pool.
     expect(
       (
-        await api.put(
+        await api.put<OwnerBalance>(
           `/v1/owner/orgs/${u.clientId}/allocation`,
           { target_credits: 2_000 },
           { token: u.session },
         )
       ).status,
     ).toBe(200);
-    const other = await api.post('/v1/clients', { name: 'second' }, { token: u.session });
+    const other = await api.post<CreatedClient>('/v1/clients', { name: 'second' }, { token: u.session });
     expect(
       (
-        await api.put(
+        await api.put<OwnerBalance>(
           `/v1/owner/orgs/${other.body.id}/allocation`,
           { target_credits: 2_000 },
           { token: u.session },
@@ -288,10 +297,12 @@ describe('refunds', () => {
     expect((await balance(u)).balance_credits).toBe(500); // exactly the hold
     expect(await pool(u)).toBe(0);
     expect(
-      (await api.get(`/v1/clients/${other.body.id}/credits/balance`, { token: u.session })).body
-        .balance_credits,
+      (await api.get<ClientBalance>(`/v1/clients/${other.body.id}/credits/balance`, { token: u.session }))
+        .body.balance_credits,
     ).toBe(0);
-    expect((await api.get('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(5_500);
+    expect((await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.debt_credits).toBe(
+      5_500,
+    );
     expect((await transactions(u))[0]).toMatchObject({
       transaction_type: 'refund',
       amount_credits: -1_500,
@@ -302,7 +313,7 @@ describe('refunds', () => {
     const report = await reconcile(server.deps.db, server.deps.log, null);
     expect(report.violations).toEqual([]);
     expect(report.refunds.shortfalls).toContainEqual(
-      expect.objectContaining({ id: r.id, shortfall: 5_500, org_key: u.orgKey }),
+      containing({ id: r.id, shortfall: 5_500, org_key: u.orgKey }),
     );
   });
 
@@ -315,7 +326,7 @@ describe('refunds', () => {
     expect(await outcome(early)).toBe('refund_awaiting_payment');
     expect((await balance(u)).balance_credits).toBe(50_000);
     expect((await reconcile(server.deps.db, server.deps.log, null)).refunds.awaiting).toContainEqual(
-      expect.objectContaining({ id: r.id }),
+      containing({ id: r.id }),
     );
     await send('checkout.session.completed', completed);
     expect((await balance(u)).balance_credits).toBe(60_000 - 4_000);
@@ -433,7 +444,7 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
 
   it('refunds part, then the rest, through signed events; too much is refused; the form then disappears', async () => {
     const u = await createUser(dev);
-    const start = await devApi.post(
+    const start = await devApi.post<Checkout>(
       `/v1/clients/${u.clientId}/credits/topup`,
       { amount_usd: 2_000, ...urls },
       { token: u.session },
@@ -441,10 +452,11 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
     const checkout = await openPage(start.body.checkout_url);
     expect((await post(checkout, { csrf_token: checkout.csrf!, decision: 'pay' })).status).toBe(303);
     const devBalance = async () =>
-      (await devApi.get(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body
-        .balance_credits;
+      (await devApi.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session }))
+        .body.balance_credits;
     expect(await devBalance()).toBe(70_000);
-    const [invoice] = (await devApi.get(`/v1/clients/${u.clientId}/invoices`, { token: u.session })).body;
+    const invoice = (await devApi.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session }))
+      .body[0]!; // the top-up's invoice
     const page = await openPage(invoice.invoice_pdf);
     expect(page.text).toContain('>Refund</button>');
     expect(page.action!.pathname).toBe(`/dev/invoices/${invoice.id}/refund`);
@@ -456,8 +468,9 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
     expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1501' })).status).toBe(400);
     expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1500' })).status).toBe(303);
     expect(await devBalance()).toBe(50_000);
-    const tx = (await devApi.get(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session }))
-      .body as any[];
+    const tx = (
+      await devApi.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })
+    ).body;
     expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([
       -15_000, -5_000,
     ]);
