@@ -50,31 +50,6 @@ export default defineConfig(
     },
   },
   {
-    // Tests and benches read JSON answers through the typed readers of test/helpers/json.ts (a zod
-    // schema, the service's own where there is one, or a named shape), so `any` and the rules that track
-    // it hold there as everywhere (issue 23). The files below still read answers as `any` and are being
-    // converted; this list only shrinks: a new file is checked in full.
-    files: [
-      'test/billing-dev-checkout.test.ts',
-      'test/billing-disputes.test.ts',
-      'test/billing-refunds.test.ts',
-      'test/billing-stripe.test.ts',
-      'test/helpers/http.ts',
-      'test/mcp-tools.test.ts',
-      'test/models-auth.test.ts',
-      'test/models-chat.test.ts',
-      'test/models-local.test.ts',
-    ],
-    rules: {
-      '@typescript-eslint/no-explicit-any': 'off',
-      '@typescript-eslint/no-unsafe-argument': 'off',
-      '@typescript-eslint/no-unsafe-assignment': 'off',
-      '@typescript-eslint/no-unsafe-call': 'off',
-      '@typescript-eslint/no-unsafe-member-access': 'off',
-      '@typescript-eslint/no-unsafe-return': 'off',
-    },
-  },
-  {
     files: ['**/*.{js,mjs,cjs}'],
     languageOptions: { globals: { ...globals.node } },
   },

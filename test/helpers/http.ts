@@ -1,4 +1,6 @@
 // A small JSON client over real HTTP (fetch), for routes that have no official client.
+// A body is `unknown` unless the call names its shape (`api.get<ClientBalance>(…)`, test/helpers/answers.ts)
+// or the test reads it through test/helpers/json.ts: the lint's no-unsafe-* rules hold in tests too.
 
 export interface CallOptions {
   body?: unknown;
@@ -10,13 +12,13 @@ export interface CallOptions {
   query?: Record<string, string | number>;
 }
 
-export interface CallResult<T = any> {
+export interface CallResult<T = unknown> {
   status: number;
   body: T;
   headers: Headers;
 }
 
-export async function call<T = any>(
+export async function call<T = unknown>(
   base: string,
   method: string,
   path: string,
@@ -42,13 +44,13 @@ export async function call<T = any>(
 /** A client bound to one origin. */
 export function client(base: string) {
   return {
-    get: <T = any>(path: string, opts?: CallOptions) => call<T>(base, 'GET', path, opts),
-    post: <T = any>(path: string, body?: unknown, opts?: CallOptions) =>
+    get: <T = unknown>(path: string, opts?: CallOptions) => call<T>(base, 'GET', path, opts),
+    post: <T = unknown>(path: string, body?: unknown, opts?: CallOptions) =>
       call<T>(base, 'POST', path, { ...opts, body }),
-    put: <T = any>(path: string, body?: unknown, opts?: CallOptions) =>
+    put: <T = unknown>(path: string, body?: unknown, opts?: CallOptions) =>
       call<T>(base, 'PUT', path, { ...opts, body }),
-    patch: <T = any>(path: string, body?: unknown, opts?: CallOptions) =>
+    patch: <T = unknown>(path: string, body?: unknown, opts?: CallOptions) =>
       call<T>(base, 'PATCH', path, { ...opts, body }),
-    delete: <T = any>(path: string, opts?: CallOptions) => call<T>(base, 'DELETE', path, opts),
+    delete: <T = unknown>(path: string, opts?: CallOptions) => call<T>(base, 'DELETE', path, opts),
   };
 }
