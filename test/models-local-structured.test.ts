@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 import { registerSchema, validate } from '@hyperjump/json-schema/draft-2020-12';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
-import { setOrgBalance } from './helpers/billing.js';
-import { TEST_PRICES } from './helpers/fake-upstream.js';
+import type { TestServer } from './helpers/server.js';
+import type { TestUser } from './helpers/fixtures.js';
+import { localModelSuite } from './helpers/model-suite.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 
 // Structured output on the built-in model (issue 18 item 3): `response_format` json_object and json_schema
@@ -17,17 +16,8 @@ let server: TestServer;
 let owner: TestUser;
 let openai: OpenAI;
 
-beforeAll(async () => {
-  server = await startTestServer({ env: TEST_PRICES });
-  owner = await createUser(server);
-  const { secret } = await createApiToken(server, owner, owner.orgKey);
-  openai = new OpenAI({ apiKey: secret, baseURL: `${server.url}/v1`, maxRetries: 0 });
-  await setOrgBalance(server, owner.orgKey, 50_000);
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const suite = localModelSuite(50_000);
+beforeAll(() => void ({ server, owner, openai } = suite));
 
 const user = (content: string) => [{ role: 'user' as const, content }];
 

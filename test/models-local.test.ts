@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import WebSocket from 'ws';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
-import { setOrgBalance } from './helpers/billing.js';
-import { TEST_PRICES } from './helpers/fake-upstream.js';
+import type { TestServer } from './helpers/server.js';
+import { createApiToken, type TestUser } from './helpers/fixtures.js';
+import { localModelSuite } from './helpers/model-suite.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { loadAgentCatalog } from '../src/models/agents.js';
 import type { ServerFrame } from '../src/runs/frames.js';
@@ -20,17 +19,8 @@ let server: TestServer;
 let owner: TestUser;
 let openai: OpenAI;
 
-beforeAll(async () => {
-  server = await startTestServer({ env: TEST_PRICES });
-  owner = await createUser(server);
-  const { secret } = await createApiToken(server, owner, owner.orgKey);
-  openai = new OpenAI({ apiKey: secret, baseURL: `${server.url}/v1`, maxRetries: 0 });
-  await setOrgBalance(server, owner.orgKey, 20_000);
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const suite = localModelSuite(20_000);
+beforeAll(() => void ({ server, owner, openai } = suite));
 
 const TOOLS = [
   {
