@@ -9,11 +9,15 @@
 // not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
 // TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite: it needs no
 // database variable and no server.
+// Beside the throughput it prints what a request cost each server (bench/mcp-cost.ts): CPU µs of the
+// server process, and on PostgreSQL its backends' CPU and the statements sent — figures that a loaded
+// machine moves far less than req/s.
 // Knobs: BENCH_SECONDS (default 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (16); --smoke: short phases, no
-// warm-up (bench/knobs.ts).
+// warm-up (bench/knobs.ts); BENCH_PROFILE=1 writes a V8 CPU profile of svc into ./bench-profiles.
 import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
+import { costLine, countStatements, perRequest, readCost, serveCost } from './mcp-cost.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -35,6 +39,7 @@ if (role === 'svc') {
   const named = namedDatabaseUrl();
   if (named) process.env.TEST_DATABASE_URL = named;
   else delete process.env.TEST_DATABASE_URL;
+  countStatements();
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser } = await import('../test/helpers/fixtures.js');
   const { issueTestGrants } = await import('../test/helpers/oauth.js');
@@ -61,6 +66,7 @@ if (role === 'svc') {
     token: platform,
     storage: server.database.kind,
     structured: body.result.structuredContent,
+    cost: await serveCost(server.databaseUrl),
   });
   process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
 } else if (role === 'bare') {
@@ -98,9 +104,10 @@ if (role === 'svc') {
     await server.connect(transport);
     await transport.handleRequest(req, res, req.body);
   });
+  const cost = await serveCost(undefined);
   const listener = app.listen(0, '127.0.0.1', () => {
     const { port } = listener.address() as { port: number };
-    announce({ url: `http://127.0.0.1:${port}/mcp` });
+    announce({ url: `http://127.0.0.1:${port}/mcp`, cost });
   });
   process.on('SIGTERM', () => listener.close(() => process.exit(0)));
 } else {
@@ -113,6 +120,7 @@ interface Figures {
   p50: number;
   p99: number;
   errors: number;
+  requests: number;
 }
 
 async function load(
@@ -137,6 +145,7 @@ async function load(
     p50: result.latency.p50,
     p99: result.latency.p99,
     errors: result.errors + result.timeouts + result.non2xx,
+    requests: result.requests.total,
   };
 }
 
@@ -144,11 +153,15 @@ async function main() {
   const seconds = knob('BENCH_SECONDS', 10, 1);
   const warmup = knob('BENCH_WARMUP', 2, 0);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
-  const svc = await startChild<{ url: string; token: string; storage: string; structured: unknown }>(
-    ['--import', 'tsx', here],
-    { BENCH_ROLE: 'svc' },
-  );
-  let bare: Awaited<ReturnType<typeof startChild<{ url: string }>>> | undefined;
+  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=bench-profiles'] : [];
+  const svc = await startChild<{
+    url: string;
+    token: string;
+    storage: string;
+    structured: unknown;
+    cost: string;
+  }>([...profile, '--import', 'tsx', here], { BENCH_ROLE: 'svc' });
+  let bare: Awaited<ReturnType<typeof startChild<{ url: string; cost: string }>>> | undefined;
   try {
     bare = await startChild(['--import', 'tsx', here], {
       BENCH_ROLE: 'bare',
@@ -159,8 +172,12 @@ async function main() {
       await load('warm-up', svc.info.url, auth, warmup, connections);
       await load('warm-up', bare.info.url, {}, warmup, connections);
     }
+    const svc0 = await readCost(svc.info.cost);
     const a = await load('svc list_projects', svc.info.url, auth, seconds, connections);
+    const svcCost = perRequest(svc0, await readCost(svc.info.cost), a.requests);
+    const bare0 = await readCost(bare.info.cost);
     const b = await load('SDK bare, constant tool', bare.info.url, {}, seconds, connections);
+    const bareCost = perRequest(bare0, await readCost(bare.info.cost), b.requests);
     const row = (f: Figures) =>
       `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}`;
     process.stdout.write(
@@ -170,6 +187,8 @@ async function main() {
         row(b),
         `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}×, p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
         `time per request at saturation: svc ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms → auth + database + 20-tool server ≈ ${(1000 / a.rps - 1000 / b.rps).toFixed(3)} ms`,
+        costLine(a.name, svcCost, svc.info.storage),
+        costLine(b.name, bareCost, 'memory'),
       ].join('\n') + '\n',
     );
     if (a.errors > 0 || b.errors > 0) process.exitCode = 1;

@@ -9,6 +9,10 @@
 // postgres://postgres@127.0.0.1:5432/test), or on PGlite when that is unreachable. oidc-provider runs
 // with its built-in in-memory adapter (its default), so it does no I/O at all: the ratio is against an
 // in-memory ceiling, and svc pays for a database round trip per refresh (read, rotate, insert successor).
+// Both servers share this process with the load loop, one after the other: beside each one's throughput
+// the bench prints the process's CPU per refresh over its phase (server and load loop: the loop is the
+// same for both, so the difference is the servers'), and svc's statements and PostgreSQL backend CPU
+// per refresh (bench/mcp-cost.ts) — figures a loaded machine moves far less than req/s.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,6 +29,7 @@ import { registerAccount } from '../src/accounts/service.js';
 import { randomToken } from '../src/ids.js';
 import { issueApproval } from '../oauth/token-issue.js';
 import { knob } from './knobs.js';
+import { countStatements, perRequest, readCost, serveCost, type Cost } from './mcp-cost.js';
 
 const SECONDS = knob('BENCH_SECONDS', 5, 1);
 const WARMUP = knob('BENCH_WARMUP', 1, 0);
@@ -34,6 +39,8 @@ const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5
 interface Result {
   name: string;
   requests: number;
+  /** Per refresh over the measured phase: process CPU µs, PostgreSQL backend CPU µs, statements. */
+  cost: ReturnType<typeof perRequest>;
   errors: number;
   perSecond: number;
   p50: number;
@@ -44,7 +51,13 @@ const quantile = (sorted: number[], q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 
 /** The load loop: each worker refreshes its own token chain. */
-async function load(name: string, tokenUrl: string, tokens: string[], clientId: string): Promise<Result> {
+async function load(
+  name: string,
+  tokenUrl: string,
+  tokens: string[],
+  clientId: string,
+  costUrl: string,
+): Promise<Result> {
   const refreshOnce = async (i: number) => {
     const res = await fetch(tokenUrl, {
       method: 'POST',
@@ -78,13 +91,16 @@ async function load(name: string, tokenUrl: string, tokens: string[], clientId: 
     return { latencies, errors };
   };
   if (WARMUP) await phase(WARMUP, false);
+  const before: Cost = await readCost(costUrl);
   const started = performance.now();
   const { latencies, errors } = await phase(SECONDS, true);
   const elapsed = (performance.now() - started) / 1000;
+  const cost = perRequest(before, await readCost(costUrl), latencies.length);
   latencies.sort((a, b) => a - b);
   return {
     name,
     requests: latencies.length,
+    cost,
     errors,
     perSecond: latencies.length / elapsed,
     p50: quantile(latencies, 0.5),
@@ -149,7 +165,8 @@ async function benchSvc(): Promise<Result & { storage: string }> {
       });
       tokens.push(issued.top.refresh_token);
     }
-    const result = await load('svc', `${origin}/oauth/token`, tokens, 'svc-cli');
+    const costUrl = await serveCost(databaseUrl);
+    const result = await load('svc', `${origin}/oauth/token`, tokens, 'svc-cli', costUrl);
     return { ...result, storage: database.kind };
   } finally {
     await running.close();
@@ -242,12 +259,13 @@ async function benchOidcProvider(): Promise<Result> {
       });
       tokens.push(await rt.save());
     }
-    return await load('oidc-provider', `${issuer}/token`, tokens, 'bench');
+    return await load('oidc-provider', `${issuer}/token`, tokens, 'bench', await serveCost(undefined));
   } finally {
     await new Promise((r) => server.close(r));
   }
 }
 
+countStatements();
 const ms = (v: number) => `${v.toFixed(2)} ms`;
 console.log(
   `oauth bench: refresh_token grant, ${CONCURRENCY} workers, ${SECONDS} s each (after ${WARMUP} s warm-up), node ${process.version}`,
@@ -257,6 +275,14 @@ const svc = await benchSvc();
 for (const r of [svc, peer]) {
   console.log(
     `${r.name.padEnd(14)} ${r.perSecond.toFixed(0).padStart(7)} req/s   p50 ${ms(r.p50).padStart(10)}   p99 ${ms(r.p99).padStart(10)}   ${r.requests} requests, ${r.errors} errors`,
+  );
+}
+for (const r of [svc, peer]) {
+  console.log(
+    `${r.name.padEnd(14)} process CPU ${r.cost.cpuUs.toFixed(0).padStart(5)} µs/refresh (server + load loop)` +
+      (r === svc && svc.storage === 'postgres'
+        ? `   PostgreSQL backends ${r.cost.postgresUs.toFixed(0)} µs/refresh   statements ${r.cost.statements.toFixed(2)}/refresh`
+        : ''),
   );
 }
 const ratio = { throughput: svc.perSecond / peer.perSecond, p99: svc.p99 / peer.p99 };
