@@ -1,12 +1,11 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { and, eq, inArray, isNull } from 'drizzle-orm';
-import { SignJWT } from 'jose';
 import type { Db } from '../src/db/client.js';
 import type { Deps } from '../src/deps.js';
 import { oauthGrants, oauthRefreshTokens, type OAuthResource } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { orgIdOf, randomToken } from '../src/ids.js';
-import { SIGNING_ALG } from './keys.js';
+import { signJws } from './keys.js';
 import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { resourceUrl } from './resources.js';
 
@@ -100,21 +99,20 @@ export async function issueAccessToken(
   const key = await deps.signingKeys.current();
   const now = Math.floor(Date.now() / 1000);
   const jti = randomUUID();
-  const token = await new SignJWT({
+  // RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti; scope (§2.2.3); typ at+jwt (§2.1).
+  const token = signJws(key, 'at+jwt', {
+    iss: issuer,
+    sub: grant.userId,
+    aud: resourceUrl(issuer, grant.resource),
     client_id: grant.clientId,
     scope: grant.scope,
     org: orgIdOf(grant.org),
     // Not in RFC 9068's list but allowed by it (§2.2.3): names the row the verifier checks for revocation.
     grant_id: grant.id,
-  })
-    .setProtectedHeader({ alg: SIGNING_ALG, typ: 'at+jwt', kid: key.kid })
-    .setIssuer(issuer)
-    .setSubject(grant.userId)
-    .setAudience(resourceUrl(issuer, grant.resource))
-    .setJti(jti)
-    .setIssuedAt(now)
-    .setExpirationTime(now + ACCESS_TOKEN_TTL_SECONDS)
-    .sign(key.privateKey);
+    jti,
+    iat: now,
+    exp: now + ACCESS_TOKEN_TTL_SECONDS,
+  });
   return { token, jti, expiresIn: ACCESS_TOKEN_TTL_SECONDS };
 }
 

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { KeyObject, randomUUID, sign as signBytes } from 'node:crypto';
 import { desc, eq, isNull } from 'drizzle-orm';
 import {
   calculateJwkThumbprint,
@@ -41,6 +41,22 @@ export interface SigningKeys {
   jwks(): Promise<{ keys: JWK[] }>;
   /** Adds a new current key; the old current becomes previous, older ones are retired. */
   rotate(): Promise<string>;
+}
+
+const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+const keyObjects = new WeakMap<CryptoKey, KeyObject>();
+
+/**
+ * A compact JWS (RFC 7515 §7.1) over `payload`, ES256 with `key`, signed synchronously with node:crypto
+ * (RFC 7518 §3.4: the signature is the raw r||s, `ieee-p1363`). jose signs through WebCrypto, whose
+ * async job costs about twice the CPU of the signature itself (docs/oauth.md, Checks and benchmark).
+ */
+export function signJws(key: SigningKey, typ: string, payload: Record<string, unknown>): string {
+  let signer = keyObjects.get(key.privateKey);
+  if (!signer) keyObjects.set(key.privateKey, (signer = KeyObject.from(key.privateKey)));
+  const input = `${b64({ alg: SIGNING_ALG, typ, kid: key.kid })}.${b64(payload)}`;
+  const signature = signBytes('sha256', Buffer.from(input), { key: signer, dsaEncoding: 'ieee-p1363' });
+  return `${input}.${signature.toString('base64url')}`;
 }
 
 async function insertKey(db: Db, encryptionKey: Buffer): Promise<string> {
