@@ -1,7 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Deps } from '../src/deps.js';
 import { oauthRefreshTokens, type OAuthResource } from '../src/db/schema.js';
-import { queryRows } from '../src/db/client.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } from './grants.js';
 
@@ -50,6 +49,42 @@ interface RedeemRow {
   rotated_now: boolean;
 }
 
+// The presented row is read from the statement's snapshot, before `rotated` changed it: rotated_now says
+// whether this statement rotated it, rotated_at_ms whether an earlier request had.
+// $1 token hash, $2 rotate, $3 issuer, $4 client, $5 resource named (or null), $6 successor hash,
+// $7 successor expiry.
+const REDEEM = `with presented as (
+    select grant_id, expires_at, rotated_at from oauth_refresh_tokens where token_hash = $1
+  ), rotated as (
+    update oauth_refresh_tokens t set rotated_at = now()
+    from oauth_grants g
+    where $2::boolean and t.token_hash = $1 and t.rotated_at is null
+      and t.expires_at > now() and g.id = t.grant_id and g.revoked_at is null
+      and g.issuer = $3 and g.client_id = $4 and g.resource = coalesce($5::text, g.resource)
+    returning t.grant_id
+  ), successor as (
+    insert into oauth_refresh_tokens (token_hash, grant_id, expires_at)
+    select $6, grant_id, $7::timestamptz from rotated
+    on conflict do nothing
+  )
+  select g.id as grant_id, g.client_id, g.user_id, g.org, g.resource, g.scope, g.issuer,
+    g.revoked_at is not null as revoked, p.expires_at <= now() as expired,
+    (extract(epoch from p.expires_at) * 1000)::float8 as expires_at_ms,
+    (extract(epoch from p.rotated_at) * 1000)::float8 as rotated_at_ms,
+    exists (select 1 from rotated) as rotated_now
+  from presented p join oauth_grants g on g.id = p.grant_id`;
+
+/**
+ * Runs REDEEM as a named statement: PostgreSQL parses it once per pooled connection and, after its first
+ * runs, keeps a generic plan (the ORM's unnamed statement was parsed and planned on every refresh:
+ * docs/oauth.md, Checks and benchmark). It writes, so it goes through the pool, not the read lane.
+ */
+async function redeemStatement(deps: Deps, values: unknown[]): Promise<RedeemRow[]> {
+  const { pool, pglite } = deps.database;
+  if (pool) return (await pool.query<RedeemRow>({ name: 'oauth_refresh_redeem', text: REDEEM, values })).rows;
+  return (await pglite!.query<RedeemRow>(REDEEM, values)).rows;
+}
+
 /**
  * Finds a presented refresh token with its grant and, in the same statement, redeems it when the request
  * can only succeed: the token unrotated and unexpired, its grant live, granted by this issuer to this
@@ -66,32 +101,15 @@ export async function redeemRefreshToken(
   const tokenHash = hmacSecret(deps.keys.hmac, token);
   const successorHash = hmacSecret(deps.keys.hmac, successorOf(deps.keys.hmac, token));
   const successorExpiry = new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000).toISOString();
-  // The presented row is read from the statement's snapshot, before `rotated` changed it: rotated_now
-  // says whether this statement rotated it, rotated_at_ms whether an earlier request had.
-  const [row] = await queryRows<RedeemRow>(
-    deps.db,
-    sql`with presented as (
-        select grant_id, expires_at, rotated_at from oauth_refresh_tokens where token_hash = ${tokenHash}
-      ), rotated as (
-        update oauth_refresh_tokens t set rotated_at = now()
-        from oauth_grants g
-        where ${request.rotate} and t.token_hash = ${tokenHash} and t.rotated_at is null
-          and t.expires_at > now() and g.id = t.grant_id and g.revoked_at is null
-          and g.issuer = ${request.issuer} and g.client_id = ${request.clientId}
-          and g.resource = coalesce(${request.resource}::text, g.resource)
-        returning t.grant_id
-      ), successor as (
-        insert into oauth_refresh_tokens (token_hash, grant_id, expires_at)
-        select ${successorHash}, grant_id, ${successorExpiry} from rotated
-        on conflict do nothing
-      )
-      select g.id as grant_id, g.client_id, g.user_id, g.org, g.resource, g.scope, g.issuer,
-        g.revoked_at is not null as revoked, p.expires_at <= now() as expired,
-        (extract(epoch from p.expires_at) * 1000)::float8 as expires_at_ms,
-        (extract(epoch from p.rotated_at) * 1000)::float8 as rotated_at_ms,
-        exists (select 1 from rotated) as rotated_now
-      from presented p join oauth_grants g on g.id = p.grant_id`,
-  );
+  const [row] = await redeemStatement(deps, [
+    tokenHash,
+    request.rotate,
+    request.issuer,
+    request.clientId,
+    request.resource,
+    successorHash,
+    successorExpiry,
+  ]);
   if (!row || row.revoked || row.expired) return { kind: 'invalid' };
   // A grant answers only to the issuer that granted it (mix-up defence: RFC 9700 §4.4).
   if (row.issuer !== request.issuer) return { kind: 'invalid' };

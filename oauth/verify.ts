@@ -1,9 +1,8 @@
-import { sql } from 'drizzle-orm';
 import { errors as joseErrors, jwtVerify, type JWTHeaderParameters } from 'jose';
 import type { Deps } from '../src/deps.js';
 import { type OAuthResource, type Role } from '../src/db/schema.js';
 import { createBatcher } from '../src/db/batch.js';
-import { queryRows, type Db } from '../src/db/client.js';
+import type { Database } from '../src/db/client.js';
 import { AppError, membershipUnavailable } from '../src/http/errors.js';
 import { parseOrgId } from '../src/ids.js';
 import { liveRole, requireLiveMembership } from '../src/orgs/membership.js';
@@ -54,33 +53,41 @@ interface GrantState {
 // The grant and the membership are read in one statement, and concurrent verifications share it
 // (src/db/batch.ts group commit): under load, one read per batch instead of two per request. Each
 // statement starts after its requests arrived and nothing is kept between batches, so a revocation or a
-// removal still takes effect on the next request. One batcher per database.
-const grantStates = new WeakMap<Db, (check: GrantCheck) => Promise<GrantState>>();
+// removal still takes effect on the next request. It runs on the read lane (src/db/lane.ts), as the
+// `svc_` token read does: prepared once per connection and planned once (the ORM's unnamed statement was
+// parsed and planned on every batch: docs/platform.md, Benchmark), its rows read as arrays. One batcher
+// per database.
+const GRANT_STATE_READ = `select q.i::int, g.id is not null, case when o.deleted_at is null then m.role end, g.all_orgs
+  from unnest($1::text[], $2::text[], $3::text[], $4::text[]) with ordinality as q(grant_id, user_id, org, resource, i)
+  left join oauth_grants g on g.id = q.grant_id and g.user_id = q.user_id and g.org = q.org
+    and g.resource = q.resource and g.revoked_at is null
+  left join memberships m on m.org_id = q.org and m.user_id = q.user_id
+  left join orgs o on o.id = m.org_id`;
 
-function grantStateOf(db: Db): (check: GrantCheck) => Promise<GrantState> {
-  let lookup = grantStates.get(db);
+const grantStates = new WeakMap<Database, (check: GrantCheck) => Promise<GrantState>>();
+
+function grantStateOf(database: Database): (check: GrantCheck) => Promise<GrantState> {
+  let lookup = grantStates.get(database);
   if (!lookup) {
     lookup = createBatcher<GrantCheck, GrantState>(async (checks) => {
-      // One array parameter per column (sql.param keeps an array one parameter), zipped back by unnest.
-      const column = (pick: (c: GrantCheck) => string) => sql`${sql.param(checks.map(pick))}::text[]`;
-      const rows = await queryRows<{ i: number; live: boolean; role: Role | null; all_orgs: boolean | null }>(
-        db,
-        sql`select q.i::int as i, g.id is not null as live, case when o.deleted_at is null then m.role end as role,
-            g.all_orgs
-          from unnest(${column((c) => c.grantId)}, ${column((c) => c.userId)}, ${column((c) => c.orgKey)}, ${column((c) => c.resource)})
-            with ordinality as q(grant_id, user_id, org, resource, i)
-          left join oauth_grants g on g.id = q.grant_id and g.user_id = q.user_id and g.org = q.org
-            and g.resource = q.resource and g.revoked_at is null
-          left join memberships m on m.org_id = q.org and m.user_id = q.user_id
-          left join orgs o on o.id = m.org_id`,
-      );
-      const byIndex = new Map(rows.map((r) => [Number(r.i), r]));
+      // One array parameter per column, zipped back by unnest.
+      const rows = await database.readLane.rows('oauth_grant_state', GRANT_STATE_READ, [
+        checks.map((c) => c.grantId),
+        checks.map((c) => c.userId),
+        checks.map((c) => c.orgKey),
+        checks.map((c) => c.resource),
+      ]);
+      const byIndex = new Map(rows.map((r) => [Number(r[0]), r]));
       return checks.map((_, k) => {
         const row = byIndex.get(k + 1);
-        return { live: row?.live === true, role: row?.role ?? null, allOrgs: row?.all_orgs === true };
+        return {
+          live: row?.[1] === true,
+          role: (row?.[2] as Role | null | undefined) ?? null,
+          allOrgs: row?.[3] === true,
+        };
       });
     });
-    grantStates.set(db, lookup);
+    grantStates.set(database, lookup);
   }
   return lookup;
 }
@@ -94,7 +101,7 @@ function invalidToken(origin: string, resource: OAuthResource, description: stri
 }
 
 export async function verifyAccessToken(
-  deps: Pick<Deps, 'db' | 'signingKeys'>,
+  deps: Pick<Deps, 'database' | 'signingKeys'>,
   token: string,
   opts: { resource: OAuthResource; origin: string },
 ): Promise<VerifiedAccess> {
@@ -133,7 +140,7 @@ export async function verifyAccessToken(
   }
   let state: GrantState;
   try {
-    state = await grantStateOf(deps.db)({ grantId, userId: payload.sub!, orgKey, resource });
+    state = await grantStateOf(deps.database)({ grantId, userId: payload.sub!, orgKey, resource });
   } catch {
     throw membershipUnavailable();
   }
