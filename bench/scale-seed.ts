@@ -239,3 +239,68 @@ export async function seedScale(c: pg.ClientBase, o: SeedOptions): Promise<SeedC
     measuredProjects: mProjects,
   };
 }
+
+/**
+ * `count` new settled calls of the seeded users (one each, from user `first` on, wrapping around), as
+ * the settle writes them: a `usage` ledger row, a settled hold, a usage record and its rollup hour, the
+ * client's and sink's balances moved. Used to measure reconciliation's incremental run after that many
+ * new rows (bench/scale.ts `--new-rows`). `tag` keeps request ids apart between runs.
+ */
+export async function seedNewCalls(
+  c: pg.ClientBase,
+  o: { users: number; count: number; tag: string; chunk?: number },
+): Promise<void> {
+  const chunk = o.chunk ?? 50_000;
+  if (o.count > o.users) throw new Error('at most one new call per seeded user');
+  const first = (Number.parseInt(o.tag, 36) % o.users) + 1;
+  const user = `((($4::bigint + r - 2) % ${o.users}) + 1)`;
+  const req = `'req_n' || $3 || '_' || r`;
+  await c.query('set synchronous_commit = off');
+  const before = await c.query<{ id: string | null }>('select max(id) as id from usage_records');
+  for (let from = 1; from <= o.count; from += chunk) {
+    const to = Math.min(o.count, from + chunk - 1);
+    const params = [from, to, o.tag, first];
+    const rows = `from (select r, ${user} as u from generate_series($1::bigint, $2::bigint) r) s`;
+    await c.query('begin');
+    await c.query(
+      `insert into billing_holds (request_id, account_id, org_key, user_id, amount, status, debited, created_at, expires_at, closed_at)
+       select ${req}, 'org:s' || u, 's' || u, 'usr_s' || u, 1, 'settled', 1, now(), now(), now() ${rows}`,
+      params,
+    );
+    await c.query(
+      `insert into billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, description)
+       select 'usage:' || ${req}, 'org:s' || u, 'sink:s' || u, 1, 'usage', 's' || u, -1, 'seed call' ${rows}`,
+      params,
+    );
+    await c.query(
+      `insert into usage_records (request_id, org_key, user_id, oauth_grant_id, source, model, prompt_tokens,
+                                  completion_tokens, cost_cents, credits_debited, duration_ms, outcome)
+       select ${req}, 's' || u, 'usr_s' || u, 'grant_seed', 'chat', 'svc-local', 5, 5, 0.1, 1, 10, 'completed' ${rows}`,
+      params,
+    );
+    // One call per user, so each account moves by one; pk lookups in id order.
+    await c.query(
+      `update billing_accounts a set balance = a.balance + x.d
+       from (select 'org:s' || u as id, -1 as d ${rows} union all select 'sink:s' || u, 1 ${rows}) x
+       where a.id = x.id and $3::text is not null`,
+      params,
+    );
+    await c.query('commit');
+  }
+  await c.query(
+    `insert into usage_rollup (org_key, hour, user_id, credential, model, api_token_id, oauth_client_id, calls,
+                               prompt_tokens, completion_tokens, cached_prompt_tokens, credits_debited, cost_cents)
+     select org_key, date_trunc('hour', created_at, 'UTC'), user_id, 'grant:' || coalesce(oauth_grant_id, ''),
+            model, null, null, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cached_prompt_tokens),
+            sum(credits_debited), sum(cost_cents)
+     from usage_records where id > $1
+     group by 1, 2, 3, 4, 5
+     on conflict (org_key, hour, user_id, credential, model) do update set
+       calls = usage_rollup.calls + excluded.calls, prompt_tokens = usage_rollup.prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = usage_rollup.completion_tokens + excluded.completion_tokens,
+       cached_prompt_tokens = usage_rollup.cached_prompt_tokens + excluded.cached_prompt_tokens,
+       credits_debited = usage_rollup.credits_debited + excluded.credits_debited,
+       cost_cents = usage_rollup.cost_cents + excluded.cost_cents`,
+    [before.rows[0]?.id ?? 0],
+  );
+}

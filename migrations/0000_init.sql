@@ -646,6 +646,7 @@ CREATE INDEX "billing_entries_from_idx" ON "billing_entries" USING btree ("from_
 CREATE INDEX "billing_entries_to_idx" ON "billing_entries" USING btree ("to_account");--> statement-breakpoint
 CREATE INDEX "billing_holds_open_idx" ON "billing_holds" USING btree ("account_id","expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
 CREATE INDEX "billing_holds_expiry_idx" ON "billing_holds" USING btree ("expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
+CREATE INDEX "billing_holds_closed_idx" ON "billing_holds" USING btree ("closed_at") WHERE "billing_holds"."status" <> 'held';--> statement-breakpoint
 CREATE INDEX "billing_invoices_org_idx" ON "billing_invoices" USING btree ("org_key","created_at_unix","id");--> statement-breakpoint
 CREATE INDEX "billing_payments_invoice_idx" ON "billing_payments" USING btree ("invoice_id");--> statement-breakpoint
 CREATE INDEX "billing_refunds_payment_idx" ON "billing_refunds" USING btree ("payment_intent");--> statement-breakpoint

@@ -101,6 +101,39 @@ describe('incremental reconciliation', () => {
     }
   });
 
+  it('one pass over the accounts finds what the four account checks of the full run find, named alike', async () => {
+    await run();
+    const org = `org:${u.orgKey}`;
+    const debt = `debt:${u.userId}-tampered`;
+    // A held that no active hold accounts for, and a debt account above zero (which also breaks the sum).
+    await server.deps.db.execute(sql`update billing_accounts set held = held + 1 where id = ${org}`);
+    await server.deps.db.execute(
+      sql`insert into billing_accounts (id, kind, user_id, balance) values (${debt}, 'debt', ${u.userId}, 7)`,
+    );
+    try {
+      const found = await checkSinceCheckpoint(server.deps.db, 0);
+      expect(found!.violations.map((v) => v.check).sort()).toEqual([
+        'accounts do not sum to zero',
+        'debt account above zero',
+        'held differs from the sum of active holds',
+      ]);
+      const rows = Object.fromEntries(found!.violations.map((v) => [v.check, JSON.stringify(v.rows)]));
+      expect(rows['held differs from the sum of active holds']).toContain(org);
+      expect(rows['debt account above zero']).toContain(debt);
+      expect(rows['accounts do not sum to zero']).toContain('7');
+      // The full check (the run falls back to it) names the same accounts under the same checks.
+      const report = await run();
+      expect(report.mode).toBe('full');
+      expect(report.violations.map((v) => v.check)).toEqual(
+        expect.arrayContaining(found!.violations.map((v) => v.check)),
+      );
+    } finally {
+      await server.deps.db.execute(sql`delete from billing_accounts where id = ${debt}`);
+      await server.deps.db.execute(sql`update billing_accounts set held = held - 1 where id = ${org}`);
+    }
+    expect((await run()).violations).toEqual([]);
+  });
+
   it(`deletes holds closed more than ${HOLD_RETENTION_DAYS} days ago, keeps the rest`, async () => {
     const old = `req_retention_old_${Date.now()}`;
     const recent = `req_retention_recent_${Date.now()}`;

@@ -9,6 +9,7 @@ import { listProjectsInOrg } from '../src/projects/queries.js';
 import { usageCalls, usageSummary } from '../src/usage/service.js';
 import { listMembers } from '../src/orgs/service.js';
 import { listOwnTokens } from '../src/tokens/service.js';
+import { pruneClosedHolds } from '../src/billing/hold-retention.js';
 
 // Every list reads its page from an index in the list's order (issue 24): on a seeded database shaped
 // like the issue's (other clients' rows written after the measured client's), the plan of each list's
@@ -195,6 +196,21 @@ describe.skipIf(!postgres)('every list reads its page from an index in its order
         expect((r['Actual Rows'] ?? 0) * (r['Actual Loops'] ?? 1), text).toBeLessThanOrEqual(200);
       }
     }
+  });
+
+  it('retention finds closed holds past the retention through billing_holds_closed_idx, not a scan of every hold', async () => {
+    // Issue 24: each reconcile run's retention read all 8M settled holds to find none old enough.
+    const plan = await planOf('billing_holds', () => pruneClosedHolds(explained.db));
+    const text = JSON.stringify(plan, null, 1);
+    const scans = nodes(plan).filter((n) => n['Relation Name'] === 'billing_holds');
+    expect(
+      scans.filter((n) => n['Node Type'] === 'Seq Scan'),
+      text,
+    ).toEqual([]);
+    expect(
+      scans.map((n) => n['Index Name']),
+      text,
+    ).toContain('billing_holds_closed_idx');
   });
 
   it('verify: the read lane plans its statement once (a generic plan), not at every request', async () => {
