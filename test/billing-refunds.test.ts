@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
-import { checkoutUrls, useStripeServer } from './helpers/stripe-server.js';
-import { createUser, type TestUser } from './helpers/fixtures.js';
+import { checkoutUrls, rid, useStripeServer } from './helpers/stripe-server.js';
+import { createUser } from './helpers/fixtures.js';
 import { proLines, type FakeStripe } from './helpers/fake-stripe.js';
 import { queryRows } from '../src/db/client.js';
 import { checkInvariants } from '../src/billing/invariants.js';
@@ -33,15 +32,8 @@ beforeAll(() => {
   ({ fake, server, api } = stripe.world);
 });
 
-const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const urls = checkoutUrls;
-const send = stripe.send;
-const balance = async (u: TestUser) =>
-  (await api.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session })).body;
-const pool = async (u: TestUser) =>
-  (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.unallocated_credits;
-const transactions = async (u: TestUser) =>
-  (await api.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })).body;
+const { send, balance, pool, transactions, outcome, topup } = stripe;
 const refundRow = async (id: string) =>
   (
     await queryRows<Record<string, unknown>>(
@@ -49,32 +41,6 @@ const refundRow = async (id: string) =>
       sql`select * from billing_refunds where id = ${id}`,
     )
   )[0];
-const outcome = async (eventId: string) =>
-  (
-    await queryRows<{ outcome: string }>(
-      server.deps.db,
-      sql`select outcome from billing_webhook_events where id = ${eventId}`,
-    )
-  )[0]?.outcome;
-
-/** A top-up session made through the SDK, and its completion event object (paid by `pi`). */
-async function topup(u: TestUser, cents: number) {
-  const res = await api.post<Checkout>(
-    `/v1/clients/${u.clientId}/credits/topup`,
-    { amount_usd: cents, ...urls },
-    { token: u.session },
-  );
-  expect(res.status).toBe(200);
-  const s = fake.sessions.get(res.body.session_id)!;
-  const pi = rid('pi');
-  const completed: Record<string, unknown> = {
-    ...s,
-    status: 'complete',
-    payment_status: 'paid',
-    payment_intent: pi,
-  };
-  return { pi, completed };
-}
 
 const refund = (pi: string, amount: number, extra: Record<string, unknown> = {}) => ({
   id: rid('re'),
