@@ -80,6 +80,9 @@ const envSchema = z.object({
   STRIPE_PRICE_PRO: z.string().min(1).default('price_pro'),
   MODEL_UPSTREAM_URL: url.optional(),
   MODEL_UPSTREAM_KEY: z.string().min(1).optional(),
+  // Which API the provider speaks for POST /v1/responses (issue 18 item 1): `chat` (svc translates to
+  // {url}/chat/completions) or `responses` (the request is passed through to {url}/responses).
+  MODEL_UPSTREAM_API: z.enum(['chat', 'responses']).default('chat'),
   MODEL_ID: z.string().min(1).optional(),
   MODEL_PRICE_INPUT: nonNegative.default(300),
   MODEL_PRICE_OUTPUT: nonNegative.default(1500),
@@ -161,6 +164,8 @@ export interface Config {
   model: {
     upstreamUrl: string | undefined;
     upstreamKey: string | undefined;
+    /** `responses`: POST /v1/responses is passed through to the provider's own (docs/models.md). */
+    upstreamApi: 'chat' | 'responses';
     /** The model every call is forced to (interface document: "the server forces the model"). */
     id: string;
     /** Cents per million input / output tokens (CONTRACT §9). */
@@ -263,6 +268,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     model: {
       upstreamUrl: e.MODEL_UPSTREAM_URL,
       upstreamKey: e.MODEL_UPSTREAM_KEY,
+      upstreamApi: e.MODEL_UPSTREAM_API,
       id: e.MODEL_ID ?? (e.MODEL_UPSTREAM_URL ? 'gpt-4o-mini' : 'svc-local'),
       priceInput: e.MODEL_PRICE_INPUT,
       priceOutput: e.MODEL_PRICE_OUTPUT,
@@ -310,6 +316,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (config.model.priceCachedInput > config.model.priceInput)
     throw new ConfigError(
       'invalid configuration:\n  MODEL_PRICE_CACHED_INPUT: must not exceed MODEL_PRICE_INPUT (a hold prices the prompt at the input price)',
+    );
+  // svc-local speaks only chat: a pass-through needs a provider to pass through to.
+  if (config.model.upstreamApi === 'responses' && !config.model.upstreamUrl)
+    throw new ConfigError(
+      'invalid configuration:\n  MODEL_UPSTREAM_API: `responses` needs MODEL_UPSTREAM_URL (svc-local speaks only chat)',
     );
   // NODE_ENV=production refuses unsafe settings, naming each variable (CONTRACT §1; src/production.ts).
   const problems = production ? productionProblems(config) : [];

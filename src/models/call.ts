@@ -13,7 +13,7 @@ import { OUTCOME_HEADER } from './outcome.js';
 import type { ChatRequest } from './schema.js';
 import { balanceOf, settleOrKeep, signOutcome, voidCall, type CallOutcome } from './settle.js';
 import { completionTokensOf, countedUsage, StreamMeter } from './stream-meter.js';
-import type { ChatChunk, ChatCompletion, Usage } from './upstream/types.js';
+import type { ChatChunk, ChatCompletion, ProviderLeg, Usage } from './upstream/types.js';
 import { recordFirstByte } from '../metrics/models.js';
 
 // The one model call behind every front-end (issue 18 item 6): POST /v1/chat/completions (chat.ts),
@@ -22,7 +22,8 @@ import { recordFirstByte } from '../metrics/models.js';
 // CallWriter). Everything else happens here, once, in this order (CONTRACT §8–§9):
 //
 //   admission (who acts: chat-admission.ts, chat-credential.ts) → the slot (lease.ts) → the hold
-//   (metered.ts) → the provider (deps.models.upstream) → the settle (settle.ts) → the signed outcome.
+//   (metered.ts) → the provider (deps.models.upstream, or the front-end's own leg: FrontEnd.provider) →
+//   the settle (settle.ts) → the signed outcome.
 //
 // The outcome of a stream: its debit is only known at the end, after the headers left. It goes (a) as an
 // SSE comment line `: x-svc-outcome <jws>` just before the stream's last event (comments are ignored by
@@ -47,6 +48,12 @@ export interface CallWriter {
 
 export interface FrontEnd {
   intake: Intake;
+  /**
+   * Who answers the call, given the body it prepared (model forced, output capped to the hold):
+   * the configured provider's chat completions unless the front-end passes through to another API of it
+   * (POST /v1/responses with MODEL_UPSTREAM_API=responses), answering in the same chat view.
+   */
+  provider?: ProviderLeg;
   /** The writer for this request, once it is admitted. */
   writer(request: ChatRequest, call: PreparedCall): CallWriter;
 }
@@ -93,8 +100,9 @@ export async function modelCall(
   try {
     // Its lease taken back (self-fencing, src/models/liveness.ts) ends it the same way, with 503.
     const ended = AbortSignal.any([deleted.signal, lease.signal]);
-    if (stream) await streamCall(deps, call, req, res, writer, freeSlot, ended);
-    else await jsonCall(deps, call, res, writer, freeSlot, ended);
+    const provider = frontEnd.provider ?? deps.models.upstream;
+    if (stream) await streamCall(deps, provider, call, req, res, writer, freeSlot, ended);
+    else await jsonCall(deps, provider, call, res, writer, freeSlot, ended);
   } finally {
     deleted.done();
     await lease.release();
@@ -163,6 +171,7 @@ async function settledOutcome(deps: Deps, call: PreparedCall, outcome: CallOutco
 
 async function jsonCall(
   deps: Deps,
+  provider: ProviderLeg,
   call: PreparedCall,
   res: ServerResponse,
   writer: CallWriter,
@@ -176,7 +185,7 @@ async function jsonCall(
   res.on('close', onClose);
   // Ended by a deletion before its answer: nothing was delivered, so nothing is debited (its 403 is the answer).
   const completion = await withVoidOnError(deps, call, () =>
-    deps.models.upstream.complete(call.body, AbortSignal.any([controller.signal, deleted])),
+    provider.complete(call.body, AbortSignal.any([controller.signal, deleted])),
   );
   // A reply without usage is billed for what it delivered (CONTRACT §8), counted as the stream meter counts.
   const usage = completion.usage ?? countedUsage(call.promptEstimate(), completionTokensOf(completion));
@@ -198,6 +207,7 @@ async function jsonCall(
 
 async function streamCall(
   deps: Deps,
+  provider: ProviderLeg,
   call: PreparedCall,
   req: IncomingMessage,
   res: ServerResponse,
@@ -216,7 +226,7 @@ async function streamCall(
   const endOnDelete = () => controller.abort(deleted.reason);
   deleted.addEventListener('abort', endOnDelete, { once: true });
   const meter = new StreamMeter(deps.models.modelId);
-  const iterator = deps.models.upstream.stream(call.body, controller.signal)[Symbol.asyncIterator]();
+  const iterator = provider.stream(call.body, controller.signal)[Symbol.asyncIterator]();
 
   // The first chunk decides between an HTTP error (nothing sent yet) and a 200 stream.
   const first = await withVoidOnError(deps, call, () => iterator.next());

@@ -100,6 +100,7 @@ export function createModelServices(
     ? createOpenAICompatibleUpstream({
         url: config.model.upstreamUrl,
         key: config.model.upstreamKey,
+        api: config.model.upstreamApi,
         // MODEL_UPSTREAM_*_TIMEOUT_MS (docs/operations.md): a provider that sends nothing holds a slot that long.
         timeouts: config.upstreamTimeouts,
       })

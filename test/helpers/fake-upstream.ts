@@ -1,26 +1,19 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions/completions';
+import { answerResponses, type FakeReply, type ResponsesBody } from './fake-upstream-responses.js';
+
+export type { FakeReply };
 
 // A local OpenAI-compatible provider over real HTTP (node:http) for the model suites and the proxy bench.
-// It speaks POST /v1/chat/completions, JSON and SSE, with knobs for delays, failures and usage, and
+// It speaks POST /v1/chat/completions, JSON and SSE, and POST /v1/responses, JSON and its event stream
+// (fake-upstream-responses.ts), with knobs for delays, failures and usage, and
 // records every request it got so a test can see what the proxy sent (forced model, capped limits,
 // include_usage, the provider key).
 //
 // Token accounting is simple and exact: completion_tokens = words streamed (one chunk per word) + 5 per
 // tool call; prompt_tokens = `promptTokens` (default 10); prompt_tokens_details.cached_tokens =
 // `cachedTokens` when the reply sets it (else no prompt_tokens_details at all).
-
-export interface FakeReply {
-  content?: string;
-  toolCalls?: { name: string; arguments: string }[];
-  promptTokens?: number;
-  /**
-   * Sent as usage.prompt_tokens_details.cached_tokens (OpenAI's cached prompt tokens), as given: a test of
-   * hostile providers passes negatives, fractions, strings or more than the prompt.
-   */
-  cachedTokens?: unknown;
-}
 
 /** What a client sends to POST /v1/chat/completions, as the openai SDK types it. */
 export type ChatRequest = ChatCompletionCreateParamsBase;
@@ -34,8 +27,12 @@ export interface FakeUpstream {
   /** Base URL to use as MODEL_UPSTREAM_URL (ends in /v1). */
   url: string;
   requests: FakeRequest[];
+  /** What POST /v1/responses got (the pass-through's requests). */
+  responsesRequests: { headers: IncomingMessage['headers']; body: ResponsesBody }[];
   /** What to answer (default: "Hello from the fake upstream"). */
   reply: (body: ChatRequest) => FakeReply;
+  /** What to answer on POST /v1/responses (the same default). */
+  responsesReply: (body: ResponsesBody) => FakeReply;
   /** Answer with this HTTP status and an OpenAI error body instead. */
   failStatus: number | null;
   /** Wait this long before the response headers. */
@@ -80,7 +77,9 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
   const state: FakeUpstream = {
     url: '',
     requests: [],
+    responsesRequests: [],
     reply: () => ({ content: 'Hello from the fake upstream' }),
+    responsesReply: () => ({ content: 'Hello from the fake upstream' }),
     failStatus: null,
     headersDelayMs: 0,
     chunkDelayMs: 0,
@@ -94,6 +93,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     maxInFlight: 0,
     reset() {
       state.reply = () => ({ content: 'Hello from the fake upstream' });
+      state.responsesReply = () => ({ content: 'Hello from the fake upstream' });
       state.failStatus = null;
       state.headersDelayMs = 0;
       state.chunkDelayMs = 0;
@@ -115,12 +115,15 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
-    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+    const responses = req.url === '/v1/responses';
+    if (req.method !== 'POST' || (req.url !== '/v1/chat/completions' && !responses)) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
       return;
     }
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatRequest;
-    state.requests.push({ headers: req.headers, body });
+    const text = Buffer.concat(chunks).toString('utf8');
+    if (responses)
+      state.responsesRequests.push({ headers: req.headers, body: JSON.parse(text) as ResponsesBody });
+    else state.requests.push({ headers: req.headers, body: JSON.parse(text) as ChatRequest });
     await sleep(state.headersDelayMs);
     if (state.failStatus) {
       res.writeHead(state.failStatus, { 'content-type': 'application/json' }).end(
@@ -130,6 +133,8 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       );
       return;
     }
+    if (responses) return answerResponses(state, state.responsesRequests.at(-1)!.body, res);
+    const body = state.requests.at(-1)!.body;
     const reply = state.reply(body);
     const limit = body.max_completion_tokens ?? body.max_tokens ?? Infinity;
     let pieces: string[] = words(reply.content ?? '');

@@ -11,14 +11,19 @@ import { parseResponsesRequest, responsesRequest, type InputItem, type Responses
 import { deleteStored, loadStored } from './store.js';
 import { inputMessages, outputItemMessages, parseItemId, toChatRequest } from './translate.js';
 import { responsesWriter } from './writer.js';
+import { passthroughWriter, upstreamBody } from './passthrough.js';
 
 // POST /v1/responses (OpenAI Responses API; issue 18 item 1): the second front-end of the one model call
 // (src/models/call.ts), with the same credentials, rules and billing as chat. GET and DELETE
-// /v1/responses/{id} read and remove a stored response of the acting organization.
+// /v1/responses/{id} read and remove a stored response of the acting organization. A provider that speaks
+// only chat is served by translation (translate.ts, writer.ts); with MODEL_UPSTREAM_API=responses the
+// request passes through to the provider's own Responses API (passthrough.ts). Either way the
+// conversation is svc's: stored here, continued here.
 
 export const RESPONSES_PATH = '/v1/responses';
 
 export function responsesRoute(deps: Deps, auth: Auth) {
+  const native = deps.models.upstream.responses;
   return (req: ChatHttpRequest, res: ServerResponse) => {
     let parsed: ResponsesRequest | undefined;
     let conversation: ChatMessage[] = [];
@@ -38,8 +43,16 @@ export function responsesRoute(deps: Deps, auth: Auth) {
           return toChatRequest(parsed, conversation);
         },
       },
-      writer: (_request, call) => responsesWriter(deps, parsed!, conversation, call),
+      writer: (_request, call) =>
+        (native ? passthroughWriter : responsesWriter)(deps, parsed!, conversation, call),
     };
+    // The hold is sized from the translated request (the same prompt, its bound the same), and the
+    // provider gets the Responses request with the call's forced model and capped limit.
+    if (native)
+      frontEnd.provider = {
+        complete: (body, signal) => native.complete(upstreamBody(parsed!, conversation, body), signal),
+        stream: (body, signal) => native.stream(upstreamBody(parsed!, conversation, body), signal),
+      };
     return modelCall(deps, auth, req, res, frontEnd);
   };
 }

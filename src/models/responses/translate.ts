@@ -9,16 +9,19 @@ import type { ContentPart, InputItem, ResponsesRequest } from './schema.js';
 // (output items: one assistant message, one function_call per tool call). What a provider speaking only
 // chat completions (svc-local, most OpenAI-compatible providers) can serve.
 
-/** A new response's id and the ids of its output items, which carry it: `msg_<tail>_<i>`, `fc_<tail>_<i>`. */
+/**
+ * A new response's id and the ids of its output items, which carry it: `msg_<tail>_<i>`, `fc_<tail>_<i>`
+ * (a provider's other items when passed through: `rs_<tail>_<i>`, …).
+ */
 export function newResponseId(): string {
   return `resp_${randomBytes(16).toString('hex')}`;
 }
-export const itemId = (responseId: string, kind: 'msg' | 'fc', index: number) =>
+export const itemId = (responseId: string, kind: string, index: number) =>
   `${kind}_${responseId.slice('resp_'.length)}_${index}`;
 
 /** The response an output item id names, and the item's place in its output. */
 export function parseItemId(id: string): { responseId: string; index: number } | null {
-  const m = /^(?:msg|fc)_([0-9a-f]{32})_(\d{1,4})$/.exec(id);
+  const m = /^[a-z]{1,16}_([0-9a-f]{32})_(\d{1,4})$/.exec(id);
   return m ? { responseId: `resp_${m[1]}`, index: Number(m[2]) } : null;
 }
 
@@ -110,10 +113,14 @@ export function inputMessages(
   return out;
 }
 
-/** An output item of a stored response as chat messages (for an item_reference). */
+/**
+ * An output item of a stored response as chat messages (for an item_reference). A provider's item of
+ * another kind (a reasoning item, passed through) carries nothing the conversation can resend.
+ */
 export function outputItemMessages(item: OutputItem): ChatMessage[] {
   if (item.type === 'message')
-    return [{ role: 'assistant', content: item.content.map((c) => c.text).join('') }];
+    return [{ role: 'assistant', content: item.content.map((c) => c.text ?? '').join('') }];
+  if (item.type !== 'function_call') return [];
   return [
     {
       role: 'assistant',

@@ -1,7 +1,8 @@
 import { Agent, errors as undiciErrors } from 'undici';
 import { AppError } from '../../http/errors.js';
 import { streamProvider } from './provider-stream.js';
-import type { ChatBody, ChatChunk, ChatCompletion, Upstream } from './types.js';
+import { completionView, streamView } from './responses-view.js';
+import type { ChatChunk, ChatCompletion, NativeResponses, Upstream } from './types.js';
 
 // Any OpenAI-compatible provider (CONTRACT §9: the proxy calls {MODEL_UPSTREAM_URL}/chat/completions).
 // One keep-alive undici agent for the process; three timeouts bound every call. Upstream failures become
@@ -29,6 +30,8 @@ export interface OpenAICompatibleOptions {
   timeouts?: Partial<UpstreamTimeouts>;
   /** Parallel keep-alive connections to the provider per origin. */
   connections?: number;
+  /** `responses`: the provider speaks the Responses API too, and POST /v1/responses passes through to it. */
+  api?: 'chat' | 'responses';
 }
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
@@ -52,7 +55,9 @@ function providerErrorFields(text: string): { param?: string; code?: string } {
 
 export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions): Upstream {
   const timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
-  const base = new URL(options.url.replace(/\/+$/, '') + '/chat/completions');
+  const root = options.url.replace(/\/+$/, '');
+  const base = new URL(root + '/chat/completions');
+  const responsesUrl = new URL(root + '/responses');
   const agent = new Agent({
     connections: options.connections ?? 128,
     keepAliveTimeout: 30_000,
@@ -96,10 +101,10 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     return new AppError(502, 'upstream_error', 'the model provider failed to answer');
   }
 
-  function requestOptions(body: ChatBody) {
+  function requestOptions(body: Record<string, unknown>, url = base) {
     return {
-      origin: base.origin,
-      path: base.pathname + base.search,
+      origin: url.origin,
+      path: url.pathname + url.search,
       method: 'POST' as const,
       headers: {
         'content-type': 'application/json',
@@ -111,9 +116,9 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     };
   }
 
-  async function send(body: ChatBody, signal: AbortSignal) {
+  async function send(body: Record<string, unknown>, signal: AbortSignal, url = base) {
     try {
-      const res = await agent.request({ ...requestOptions(body), signal });
+      const res = await agent.request({ ...requestOptions(body, url), signal });
       if (res.statusCode >= 300) {
         const text = await res.body.text().catch(() => '');
         throw statusError(res.statusCode, res.headers, text);
@@ -135,8 +140,38 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     return chunk;
   }
 
+  // POST {url}/responses, the same agent, timeouts and error vocabulary as chat (MODEL_UPSTREAM_API).
+  const responses: NativeResponses = {
+    async complete(body, signal) {
+      const res = await send({ ...body, stream: false }, signal, responsesUrl);
+      let parsed: unknown;
+      try {
+        parsed = await res.body.json();
+      } catch (err) {
+        if (err instanceof SyntaxError)
+          throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+        throw networkError(err, signal);
+      }
+      return completionView(parsed);
+    },
+    async *stream(body, signal) {
+      const view = streamView();
+      const events = streamProvider(agent, requestOptions({ ...body, stream: true }, responsesUrl), signal, {
+        parse: (data) => view.event(data),
+        statusError,
+        networkError: (err) => networkError(err, signal),
+      });
+      yield* events;
+      // A Responses stream has no [DONE]: it ends with response.completed (or .incomplete). A body that
+      // ends before is a provider failing mid-stream, billed for what it delivered (CONTRACT §8).
+      if (!view.ended && !signal.aborted)
+        throw new AppError(502, 'upstream_error', 'the model provider ended the stream early');
+    },
+  };
+
   return {
     kind: 'openai-compatible',
+    ...(options.api === 'responses' ? { responses } : {}),
     async complete(body, signal) {
       const res = await send({ ...body, stream: false }, signal);
       try {

@@ -74,8 +74,23 @@ export interface ChatChunk {
   [k: string]: unknown;
 }
 
+/**
+ * A provider's own Responses API (MODEL_UPSTREAM_API=responses; src/models/responses/passthrough.ts).
+ * Each answer comes as the chat view the call meters and settles by (responses-view.ts), the provider's
+ * own object or event kept beside it in `native` for the front-end to relay.
+ */
+export interface NativeResponses {
+  complete(body: Record<string, unknown>, signal: AbortSignal): Promise<ChatCompletion>;
+  stream(body: Record<string, unknown>, signal: AbortSignal): AsyncIterable<ChatChunk>;
+}
+
+/** The provider side of a call: what the call asks, given the body it prepared (model forced, limit capped). */
+export type ProviderLeg = Pick<Upstream, 'complete' | 'stream'>;
+
 export interface Upstream {
   readonly kind: 'local' | 'openai-compatible';
+  /** Set when the provider speaks the Responses API and POST /v1/responses passes through to it. */
+  readonly responses?: NativeResponses;
   /** A non-streaming call. Throws AppError (already in the OpenAI error vocabulary) on failure. */
   complete(body: ChatBody, signal: AbortSignal): Promise<ChatCompletion>;
   /** A streaming call; the body asks for usage (stream_options.include_usage) so the last chunk has it. */
