@@ -87,6 +87,22 @@ describe('OpenAPI coverage', () => {
     expect(refused.valid).toBe(false);
   });
 
+  // Client generators name their methods after operationIds (src/openapi/describe.ts operationIdOf).
+  it('every operation has an operationId of its own, made from its method and path', () => {
+    const ids = Object.entries(documented()).flatMap(([path, item]) =>
+      Object.entries(item).map(([method, op]) => ({
+        path,
+        method,
+        id: (op as { operationId?: string }).operationId,
+      })),
+    );
+    expect(ids.length).toBeGreaterThan(150);
+    expect(ids.filter((o) => !o.id || !/^[a-z]+[A-Z0-9][A-Za-z0-9]*$/.test(o.id))).toEqual([]);
+    expect(new Set(ids.map((o) => o.id)).size).toBe(ids.length);
+    const budget = documented()['/v1/clients/{client_id}/budget'] as Record<string, { operationId?: string }>;
+    expect(budget.get?.operationId).toBe('getV1ClientsByClientIdBudget');
+  });
+
   it('is served on every origin, naming that origin as its server', async () => {
     for (const origin of [server.url, server.v2Url, server.lightUrl]) {
       const doc = (await (await fetch(`${origin}/openapi.json`)).json()) as { servers: unknown };

@@ -280,6 +280,7 @@ export function operationOf(r: DescribedRoute): ZodOpenApiOperationObject {
 
   const bodyType = spec.bodyType === 'form' ? 'application/x-www-form-urlencoded' : 'application/json';
   return {
+    operationId: operationIdOf(r.method, r.path),
     summary: spec.summary,
     ...(spec.description ? { description: spec.description } : {}),
     tags: spec.tags ?? [tagOf(r.path)],
@@ -296,6 +297,23 @@ export function operationOf(r: DescribedRoute): ZodOpenApiOperationObject {
     ...(spec.body ? { requestBody: { content: { [bodyType]: { schema: spec.body } } } } : {}),
     responses,
   };
+}
+
+/**
+ * A stable operationId from the method and the path, which are unique together: client generators name
+ * their methods after it (OpenAPI 3.1 §4.8.10: unique, case-sensitive). `GET /v1/clients/:client_id/budget`
+ * → `getV1ClientsByClientIdBudget`; `POST /.well-known/…` keeps its words, dots and dashes dropped.
+ */
+export function operationIdOf(method: Method, expressPath: string): string {
+  const words = expressPath
+    .split('/')
+    .filter(Boolean)
+    .flatMap((segment) =>
+      segment.startsWith(':') ? ['by', ...segment.slice(1).split('_')] : segment.split(/[^A-Za-z0-9]+/),
+    )
+    .filter(Boolean);
+  const camel = words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
+  return method + (camel || 'Root');
 }
 
 function tagOf(path: string): string {
