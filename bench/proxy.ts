@@ -2,7 +2,9 @@
 // with auth, concurrency leases and exact billing on, (c) through the Portkey open-source gateway — in
 // one run, on this machine — and, on PostgreSQL, (d) through the floor under any proxy that asks its
 // database before calling the provider (bench/floor-proxy.ts). Figures: max req/s (JSON calls), p50/p99 at a paced 200 req/s, and time to
-// the first streamed byte (the proxy's added latency is that minus the direct figure).
+// the first streamed byte (the proxy's added latency is that minus the direct figure), and the chat JSON
+// row: non-streamed calls paced at 200/s open-loop, each timed alone, p50/p99 added over the provider
+// (bench/proxy-paced.ts).
 //
 // Each party runs in its own process (this file with BENCH_ROLE=fake|svc, Portkey's own server), so the
 // load generator does not share an event loop with what it measures. svc runs on PostgreSQL, as it is
@@ -15,7 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { Result } from 'autocannon';
 import { announce, startChild, type ProxySvcInfo } from './children.js';
-import { knob, namedDatabaseUrl } from './knobs.js';
+import { knob, namedDatabaseUrl, smoke } from './knobs.js';
+import { pacedJson } from './proxy-paced.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -287,11 +290,43 @@ async function main() {
       rows[t.name]!['first byte p50 ms'] = Number(first.p50.toFixed(2));
       rows[t.name]!['first byte p99 ms'] = Number(first.p99.toFixed(2));
     }
+    // The chat JSON row: paced open-loop, each call timed alone (bench/proxy-paced.ts).
+    let turn = 0;
+    const paced = await pacedJson(
+      targets.map((t) => ({
+        name: t.name,
+        async call() {
+          const headers: Record<string, string> = headersOf(t);
+          if (t.rotate) headers.authorization = `Bearer ${t.rotate[turn++ % t.rotate.length]}`;
+          const res = await request(t.url, { method: 'POST', headers, body: body(false) });
+          await res.body.text();
+          if (res.statusCode !== 200) throw new Error(`${t.name}: ${res.statusCode}`);
+        },
+      })),
+      {
+        rate: knob('BENCH_PACED_RATE', 200, 200),
+        samples: knob('BENCH_PACED_SAMPLES', 2_000, 40),
+        per: knob('BENCH_PACED_BLOCK', 200, 20),
+        warm: smoke ? 2 : 10,
+      },
+    );
+    for (const t of targets) {
+      const p = paced.get(t.name)!;
+      rows[t.name]!['JSON paced p50 ms'] = Number(p.p50.toFixed(2));
+      rows[t.name]!['JSON paced p99 ms'] = Number(p.p99.toFixed(2));
+      if (t.name.startsWith('svc') && p.errors > 0) process.exitCode = 1;
+    }
     const direct = rows.direct!;
     for (const name of Object.keys(rows).filter((n) => n !== 'direct')) {
       rows[name]!['adds to first byte (p50 ms)'] = Number(
         (Number(rows[name]!['first byte p50 ms']) - Number(direct['first byte p50 ms'])).toFixed(2),
       );
+    }
+    for (const name of Object.keys(rows).filter((n) => n !== 'direct')) {
+      for (const q of ['p50', 'p99'])
+        rows[name]![`JSON adds ${q} ms`] = Number(
+          (Number(rows[name]![`JSON paced ${q} ms`]) - Number(direct[`JSON paced ${q} ms`])).toFixed(2),
+        );
     }
     if (svc.info.storage !== 'postgres') {
       process.stdout.write(
@@ -305,6 +340,13 @@ async function main() {
     for (const name of ['svc (1 org)', 'svc (16 orgs)']) {
       const ratio = Number(rows[name]!['max req/s']) / Number(rows.portkey!['max req/s']);
       process.stdout.write(`${name} / portkey max throughput: ${ratio.toFixed(2)}×\n`);
+    }
+    const rate = knob('BENCH_PACED_RATE', 200, 200);
+    for (const name of ['svc (1 org)', 'svc (16 orgs)', 'portkey']) {
+      const r = rows[name]!;
+      process.stdout.write(
+        `${name} chat JSON at a paced ${rate} req/s adds over the provider: p50 ${String(r['JSON adds p50 ms'])} ms, p99 ${String(r['JSON adds p99 ms'])} ms\n`,
+      );
     }
     const floorRow = rows['floor (DB round trip + forward)'];
     if (floorRow) {
