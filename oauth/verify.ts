@@ -1,4 +1,4 @@
-import { errors as joseErrors, jwtVerify, type JWTHeaderParameters } from 'jose';
+import { errors as joseErrors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from 'jose';
 import type { Deps } from '../src/deps.js';
 import { type OAuthResource, type Role } from '../src/db/schema.js';
 import { createBatcher } from '../src/db/batch.js';
@@ -92,6 +92,53 @@ function grantStateOf(database: Database): (check: GrantCheck) => Promise<GrantS
   return lookup;
 }
 
+// Tokens whose signature and claims were verified, remembered by their bytes and where they were
+// presented (issue 18 item 5). What jose checks (signature, alg, typ, iss, aud, required claims) is a
+// function of those alone, except for the key and the clock, which are checked on every request: the
+// key must still be published (a retired key's tokens stop verifying at once) and `exp` must not have
+// passed. What can change while a token lives is never remembered: the grant's revocation and the
+// membership are read on every request, below. An MCP client presents one access token for up to 15
+// minutes; a remembered one skips the ES256 verification (≈ 290 µs CPU: docs/platform.md, Benchmark).
+// Bounded: the oldest entry leaves when the map is full; only tokens that verified enter it. One map per
+// key set (a process serves one; tests start several).
+const VERIFIED_MAX = 10_000;
+type Remembered = Map<string, { payload: JWTPayload; kid: string; exp: number }>;
+const verifiedBySigningKeys = new WeakMap<object, Remembered>();
+
+function verifiedOf(deps: Pick<Deps, 'signingKeys'>): Remembered {
+  let verified = verifiedBySigningKeys.get(deps.signingKeys);
+  if (!verified) verifiedBySigningKeys.set(deps.signingKeys, (verified = new Map() as Remembered));
+  return verified;
+}
+
+async function rememberedPayload(
+  deps: Pick<Deps, 'signingKeys'>,
+  key: string,
+): Promise<JWTPayload | undefined> {
+  const verified = verifiedOf(deps);
+  const hit = verified.get(key);
+  if (!hit) return undefined;
+  // jose's rule (RFC 7519 §4.1.4): expired when exp <= now, in whole seconds.
+  if (hit.exp <= Math.floor(Date.now() / 1000) || !(await deps.signingKeys.publicKey(hit.kid))) {
+    verified.delete(key);
+    return undefined;
+  }
+  return hit.payload;
+}
+
+function remember(
+  deps: Pick<Deps, 'signingKeys'>,
+  key: string,
+  payload: JWTPayload,
+  kid: string | undefined,
+) {
+  const verified = verifiedOf(deps);
+  // Only what the fast path can re-check: a key id, an expiry, and no nbf (ours never carry one).
+  if (!kid || typeof payload.exp !== 'number' || payload.nbf !== undefined) return;
+  if (verified.size >= VERIFIED_MAX) verified.delete(verified.keys().next().value!);
+  verified.set(key, { payload, kid, exp: payload.exp });
+}
+
 function invalidToken(origin: string, resource: OAuthResource, description: string): AppError {
   return new AppError(401, 'invalid_token', description, {
     headers: {
@@ -106,27 +153,32 @@ export async function verifyAccessToken(
   opts: { resource: OAuthResource; origin: string },
 ): Promise<VerifiedAccess> {
   const { resource, origin } = opts;
-  let payload;
-  try {
-    ({ payload } = await jwtVerify(
-      token,
-      async (header: JWTHeaderParameters) => {
-        const key = header.kid ? await deps.signingKeys.publicKey(header.kid) : null;
-        if (!key) throw new joseErrors.JWKSNoMatchingKey();
-        return key;
-      },
-      {
-        algorithms: [SIGNING_ALG],
-        typ: 'at+jwt', // RFC 9068 §4: reject other JWTs (an ID token, a session) presented as access tokens
-        issuer: origin,
-        audience: resourceUrl(origin, resource),
-        requiredClaims: ['sub', 'jti', 'iat', 'exp', 'client_id', 'org'],
-      },
-    ));
-  } catch (err) {
-    if (err instanceof joseErrors.JOSEError)
-      throw invalidToken(origin, resource, 'the access token is not valid here');
-    throw err;
+  const memoKey = `${origin} ${resource} ${token}`;
+  let payload = await rememberedPayload(deps, memoKey);
+  if (!payload) {
+    try {
+      const { payload: claims, protectedHeader } = await jwtVerify(
+        token,
+        async (header: JWTHeaderParameters) => {
+          const key = header.kid ? await deps.signingKeys.publicKey(header.kid) : null;
+          if (!key) throw new joseErrors.JWKSNoMatchingKey();
+          return key;
+        },
+        {
+          algorithms: [SIGNING_ALG],
+          typ: 'at+jwt', // RFC 9068 §4: reject other JWTs (an ID token, a session) presented as access tokens
+          issuer: origin,
+          audience: resourceUrl(origin, resource),
+          requiredClaims: ['sub', 'jti', 'iat', 'exp', 'client_id', 'org'],
+        },
+      );
+      payload = claims;
+      remember(deps, memoKey, claims, protectedHeader.kid);
+    } catch (err) {
+      if (err instanceof joseErrors.JOSEError)
+        throw invalidToken(origin, resource, 'the access token is not valid here');
+      throw err;
+    }
   }
   const orgKey = typeof payload.org === 'string' ? parseOrgId(payload.org) : null;
   const grantId = payload.grant_id;

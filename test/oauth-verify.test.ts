@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { and, eq, sql } from 'drizzle-orm';
 import { SignJWT, decodeJwt, decodeProtectedHeader, generateKeyPair } from 'jose';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -198,6 +198,47 @@ describe('access tokens (RFC 9068)', () => {
     // The member's grants in their own org are untouched.
     const own = await issueTestGrants(server, member, { orgKey: member.orgKey, resources: ['platform'] });
     expect((await verifyAccessToken(server.deps, own.platform!, opts)).orgKey).toBe(member.orgKey);
+  });
+});
+
+describe('a token verified before (the verifier remembers verified signatures)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('checks the origin and the resource again wherever a verified token is presented', async () => {
+    const user = await createUser(server);
+    const { platform } = await issueTestGrants(server, user, {
+      orgKey: user.orgKey,
+      resources: ['platform'],
+    });
+    const opts = { resource: 'platform' as const, origin: server.v2Url };
+    expect((await verifyAccessToken(server.deps, platform!, opts)).userId).toBe(user.userId);
+    expect((await verifyAccessToken(server.deps, platform!, opts)).userId).toBe(user.userId);
+    for (const elsewhere of [
+      { resource: 'model' as const, origin: server.v2Url },
+      { resource: 'platform' as const, origin: server.lightUrl },
+    ]) {
+      const e = await rejection(verifyAccessToken(server.deps, platform!, elsewhere));
+      expect([e.status, e.code]).toEqual([401, 'invalid_token']);
+    }
+  });
+
+  it('refuses a verified token once it expires', async () => {
+    const user = await createUser(server);
+    const { platform } = await issueTestGrants(server, user, {
+      orgKey: user.orgKey,
+      resources: ['platform'],
+    });
+    const opts = { resource: 'platform' as const, origin: server.v2Url };
+    expect((await verifyAccessToken(server.deps, platform!, opts)).userId).toBe(user.userId);
+    const exp = decodeJwt(platform!).exp!;
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime((exp - 1) * 1000);
+    expect((await verifyAccessToken(server.deps, platform!, opts)).userId).toBe(user.userId);
+    vi.setSystemTime(exp * 1000);
+    const e = await rejection(verifyAccessToken(server.deps, platform!, opts));
+    expect([e.status, e.code]).toEqual([401, 'invalid_token']);
   });
 });
 
