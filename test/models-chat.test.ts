@@ -37,6 +37,18 @@ const usageRows = (orgKey = owner.orgKey) =>
     .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')))
     .orderBy(billingEntries.id); // in the order written, whatever the plan
 
+/** A streamed chat call over plain fetch, to read the server-sent events as they are on the wire. */
+const rawStream = () =>
+  fetch(`${server.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/json',
+      'accept-encoding': 'identity',
+    },
+    body: JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+
 const suite = modelSuite();
 beforeAll(() => void ({ server, fake, owner, key } = suite));
 
@@ -133,15 +145,7 @@ describe('POST /v1/chat/completions (JSON)', () => {
 describe('POST /v1/chat/completions (streaming)', () => {
   it('streams with exact SSE framing, asks upstream for usage and strips it when the client did not ask', async () => {
     const before = await balance();
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${key}`,
-        'content-type': 'application/json',
-        'accept-encoding': 'identity',
-      },
-      body: JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
-    });
+    const res = await rawStream();
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const text = await res.text();
@@ -322,15 +326,7 @@ describe('billing refusals and upstream failures', () => {
     fake.chunkDelayMs = 30; // the first chunks reach the client before the break
     try {
       const before = await balance();
-      const res = await fetch(`${server.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${key}`,
-          'content-type': 'application/json',
-          'accept-encoding': 'identity',
-        },
-        body: JSON.stringify({ model: 'x', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
-      });
+      const res = await rawStream();
       expect(res.status).toBe(200);
       const events = (await res.text()).split('\n\n').filter(Boolean);
       expect(events.length).toBeGreaterThan(2);
