@@ -518,6 +518,8 @@ CREATE TABLE "webhook_endpoints" (
 	"url" text NOT NULL,
 	"events" text[] NOT NULL,
 	"secret_sealed" text NOT NULL,
+	"reveal_session" text,
+	"reveal_until" timestamp with time zone,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL
 );
 --> statement-breakpoint

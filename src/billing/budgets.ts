@@ -177,3 +177,30 @@ export async function noteBudgetExhausted(
       });
   });
 }
+
+/** What a budget may be set on in an org: its members, and their active `svc_` tokens (the owner's page). */
+export async function budgetTargets(
+  db: Db,
+  orgKey: string,
+): Promise<{
+  members: { user_id: string; name: string; email: string }[];
+  tokens: { token_id: number; user_id: string; token_name: string; token_prefix: string }[];
+}> {
+  const members = await queryRows<{ user_id: string; name: string; email: string }>(
+    db,
+    sql`select u.id as user_id, u.name, u.email from memberships m join users u on u.id = m.user_id
+        where m.org_id = ${orgKey} order by m.created_at, m.user_id`,
+  );
+  const tokens = await queryRows<{
+    token_id: unknown;
+    user_id: string;
+    token_name: string;
+    token_prefix: string;
+  }>(
+    db,
+    sql`select t.id as token_id, t.user_id, t.token_name, t.token_prefix from api_tokens t
+        join memberships m on m.org_id = t.org_id and m.user_id = t.user_id
+        where t.org_id = ${orgKey} and t.revoked_at is null order by t.id`,
+  );
+  return { members, tokens: tokens.map((t) => ({ ...t, token_id: Number(t.token_id) })) };
+}

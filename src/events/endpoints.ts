@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { queryRows, type Db } from '../db/client.js';
-import { encrypt } from '../crypto/hash.js';
+import { decrypt, encrypt } from '../crypto/hash.js';
 import { AppError, conflict, notFound } from '../http/errors.js';
 import { isForbiddenAddress, literalAddress } from '../http/outbound-guard.js';
 import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
@@ -78,6 +78,8 @@ export async function createEndpoint(
   devMode: boolean,
   orgKey: string,
   body: z.infer<typeof endpointBody>,
+  /** The billing page's session: it may see the secret once more, on its next GET (revealSecret). */
+  revealTo: string | null = null,
 ): Promise<z.infer<typeof createdEndpointAnswer>> {
   checkUrl(body.url, devMode);
   const secret = `whsec_${randomBytes(32).toString('base64url')}`;
@@ -98,12 +100,40 @@ export async function createEndpoint(
       );
     const [row] = await queryRows<EndpointRow>(
       t,
-      sql`insert into webhook_endpoints (id, org_key, url, events, secret_sealed)
-          values (${id}, ${orgKey}, ${body.url}, ${sql.param(body.events)}::text[], ${encrypt(encryptionKey, secret)})
+      sql`insert into webhook_endpoints (id, org_key, url, events, secret_sealed, reveal_session, reveal_until)
+          values (${id}, ${orgKey}, ${body.url}, ${sql.param(body.events)}::text[], ${encrypt(encryptionKey, secret)},
+                  ${revealTo}, ${revealTo === null ? null : sql`now() + make_interval(secs => ${REVEAL_SECONDS})`})
           returning id, org_key, url, events, created_at`,
     );
     return { ...toEndpoint(row!), secret };
   });
+}
+
+/** How long the page that created an endpoint has to show its secret (the redirect's GET comes at once). */
+export const REVEAL_SECONDS = 600;
+
+/**
+ * The secret of an endpoint this page session created, once (STYLE: single-use things are redeemed with
+ * one guarded UPDATE … RETURNING; whoever gets no row lost). Null when there is none to show: already
+ * shown, too late, another session's, or another organization's.
+ */
+export async function revealSecret(
+  db: Db,
+  encryptionKey: Buffer,
+  orgKey: string,
+  sessionId: string,
+): Promise<{ id: string; url: string; events: string[]; secret: string } | null> {
+  const [row] = await queryRows<{ id: string; url: string; events: string[]; secret_sealed: string }>(
+    db,
+    sql`update webhook_endpoints set reveal_session = null, reveal_until = null
+        where id = (select id from webhook_endpoints
+                    where org_key = ${orgKey} and reveal_session = ${sessionId} and reveal_until > now()
+                    order by created_at desc limit 1)
+          and reveal_session = ${sessionId}
+        returning id, url, events, secret_sealed`,
+  );
+  if (!row) return null;
+  return { id: row.id, url: row.url, events: row.events, secret: decrypt(encryptionKey, row.secret_sealed) };
 }
 
 const endpointNotFound = () => notFound('no such webhook endpoint');

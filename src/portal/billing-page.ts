@@ -24,7 +24,10 @@ import {
   startCheckout,
 } from '../billing/payments.js';
 import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
-import { billingEventsCards } from './billing-events-card.js';
+import { billingEventsActions, billingEventsCards, revealedSecretCard } from './billing-events-card.js';
+import { autoTopupCard, billingControlsActions, budgetsCard } from './billing-controls-card.js';
+import { notFoundPage } from './org-page-kit.js';
+import { errorField, type BillingCard, type BillingOrg, type CardError } from './billing-card-kit.js';
 import {
   alert,
   applyErrorHeaders,
@@ -81,14 +84,13 @@ const CHECKOUT_NOTICES: Record<string, Notice> = {
 const NOTICES: Record<string, Notice> = {
   allocated: { kind: 'ok', text: 'Allocations saved.' },
   alert_saved: { kind: 'ok', text: 'Low-balance alert saved.' },
+  endpoint_added: { kind: 'ok', text: 'Webhook endpoint added.' },
   endpoint_removed: { kind: 'ok', text: 'Webhook endpoint removed.' },
+  autotopup_saved: { kind: 'ok', text: 'Auto top-up saved: it is on.' },
+  autotopup_off: { kind: 'ok', text: 'Auto top-up turned off.' },
+  budget_saved: { kind: 'ok', text: 'Budget saved.' },
+  budget_removed: { kind: 'ok', text: 'Budget removed.' },
 };
-
-interface BillingOrg {
-  orgKey: string;
-  name: string;
-  role: 'owner' | 'member' | 'viewer';
-}
 
 export function billingPageRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
@@ -103,15 +105,6 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
   }
 
   const base = (org: BillingOrg) => `/account/clients/${clientIdOf(org.orgKey)}/billing`;
-
-  function notFound(req: Request, res: Response) {
-    show(req, res, {
-      title: 'Not found',
-      status: 404,
-      narrow: true,
-      body: html`<div class="card"><h1>Not found</h1><p>There is no such organization among yours.</p><p><a href="/account">Back to your account</a></p></div>`,
-    });
-  }
 
   /** A declined card sends the person back through cancel_url: the processor's failed invoice tells them apart. */
   async function returnNotice(req: Request, org: BillingOrg): Promise<Notice | null> {
@@ -131,7 +124,13 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
     req: Request,
     res: Response,
     org: BillingOrg,
-    opts: { notice?: Notice | null; status?: number; topupError?: string; allocationError?: string } = {},
+    opts: {
+      notice?: Notice | null;
+      status?: number;
+      topupError?: string;
+      allocationError?: string;
+      cardError?: CardError;
+    } = {},
   ) {
     if (org.role === 'viewer') {
       return show(req, res, {
@@ -158,7 +157,11 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
 <p class="muted">Model calls of this organization's members are paid from this balance. One US dollar buys ${n(100 * CREDITS_PER_CENT)} tokens.</p></section>`;
 
     const poolCard = owner ? await allocationCard(req, res, opts.allocationError) : html``;
-    const eventsCards = owner ? await billingEventsCards(req, res, deps, org.orgKey) : html``;
+    const cardError = opts.cardError;
+    const eventsCards = owner ? await billingEventsCards(req, res, deps, org.orgKey, cardError) : html``;
+    const controlCards = html`${await autoTopupCard(req, res, deps, org, cardError)}${await budgetsCard(req, res, deps, org, cardError)}`;
+    // Shown by the GET that follows an endpoint's creation, once (POST/redirect/GET).
+    const secretCard = owner ? await revealedSecretCard(req, deps, org.orgKey) : null;
 
     const topupCard = owner
       ? html`<section class="card" aria-labelledby="h-topup"><h2 id="h-topup">Buy tokens</h2>
@@ -212,8 +215,8 @@ ${
       title: `Billing · ${org.name}`,
       status: opts.status ?? 200,
       formAction: owner ? processorOrigins(deps) : undefined,
-      body: html`<h1>Billing of ${org.name}</h1>${alert(notice)}
-<div class="grid">${balanceCard}${proCard}</div>${poolCard}${topupCard}${eventsCards}${invoicesCard}${transactionsCard}`,
+      body: html`<h1>Billing of ${org.name}</h1>${alert(notice)}${secretCard ?? ''}
+<div class="grid">${balanceCard}${proCard}</div>${poolCard}${topupCard}${controlCards}${eventsCards}${invoicesCard}${transactionsCard}`,
     });
   }
 
@@ -233,15 +236,22 @@ ${postForm(req, res, '/account/allocations', html`<input type="hidden" name="ret
 
   router.get('/account/clients/:clientId/billing', session, async (req, res) => {
     const org = await orgOf(req);
-    if (!org) return notFound(req, res);
+    if (!org) return notFoundPage(req, res);
     await page(req, res, org);
   });
 
-  /** The owner's actions; a person's mistake shows on the page, anything else goes to the error page. */
-  function ownerAction(path: string, act: (req: Request, res: Response, org: BillingOrg) => Promise<void>) {
+  /**
+   * The owner's actions; a person's mistake shows on the page (in `card`, next to its field, when the
+   * action belongs to one), anything else goes to the error page.
+   */
+  function ownerAction(
+    path: string,
+    act: (req: Request, res: Response, org: BillingOrg) => Promise<void>,
+    card?: BillingCard,
+  ) {
     router.post(`/account/clients/:clientId/billing/${path}`, session, async (req, res) => {
       const org = await orgOf(req);
-      if (!org) return notFound(req, res);
+      if (!org) return notFoundPage(req, res);
       try {
         verifyCsrfField(req);
         if (org.role !== 'owner')
@@ -250,10 +260,20 @@ ${postForm(req, res, '/account/allocations', html`<input type="hidden" name="ret
       } catch (caught) {
         const err = clientError(caught);
         applyErrorHeaders(res, err);
-        await page(req, res, org, { status: err.status, notice: { kind: 'error', text: errorText(err) } });
+        const field = errorField(err);
+        await page(
+          req,
+          res,
+          org,
+          card
+            ? { status: err.status, cardError: { card, text: errorText(err), ...(field ? { field } : {}) } }
+            : { status: err.status, notice: { kind: 'error', text: errorText(err) } },
+        );
       }
     });
   }
+  billingEventsActions(deps, (path, card, act) => ownerAction(path, act, card));
+  billingControlsActions(deps, (path, card, act) => ownerAction(path, act, card));
 
   const returnUrls = (req: Request, org: BillingOrg) => {
     const here = `${requestOrigin(req, deps.config)}${base(org)}`;
@@ -374,7 +394,7 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
   ) {
     req.params.clientId = clientId ?? '';
     const org = clientId ? await orgOf(req) : null;
-    if (!org) return notFound(req, res);
+    if (!org) return notFoundPage(req, res);
     res.status(status);
     await page(req, res, org, { status, allocationError: text });
   }

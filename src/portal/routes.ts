@@ -13,7 +13,6 @@ import { invitationPageRoutes } from './invitation-pages.js';
 import { orgSettingsPageRoutes } from './org-settings-page.js';
 import { usagePageRoutes } from './usage-page.js';
 import { billingPageRoutes } from './billing-page.js';
-import { billingEventsRoutes } from './billing-events-card.js';
 import { settingsPageRoutes } from './settings-page.js';
 import { pageErrorHandler } from './page-errors.js';
 import { show } from './components.js';
@@ -41,7 +40,6 @@ export function portalRoutes(deps: Deps, auth: Auth): Router {
   router.use(orgSettingsPageRoutes(deps, auth));
   router.use(usagePageRoutes(deps, auth));
   router.use(billingPageRoutes(deps, auth));
-  router.use(billingEventsRoutes(deps, auth));
   router.use(settingsPageRoutes(deps, auth));
   // An unknown page under /account is a page too: HTML 404, not the API's JSON.
   router.use('/account', (req, res) => {

@@ -16,6 +16,13 @@ export const webhookEndpoints = pgTable(
     events: text('events').array().notNull(),
     /** The signing secret, sealed with the server's encryption key (src/crypto/hash.ts encrypt): svc signs with it. */
     secretSealed: text('secret_sealed').notNull(),
+    /**
+     * The billing page shows a new endpoint's secret once, on the GET after its POST (POST/redirect/GET):
+     * the page session (ses_…) that created it may redeem this once, until `reveal_until`, with one guarded
+     * UPDATE that clears it. Null for endpoints made through the API (its answer carries the secret).
+     */
+    revealSession: text('reveal_session'),
+    revealUntil: timestamp('reveal_until', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [index('webhook_endpoints_org_idx').on(t.orgKey, t.createdAt)],
