@@ -208,6 +208,20 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/account/clients/:clientId/billing/topup/pay', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/subscribe', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/portal', auth: 'page' },
+  // Issue 19's owner cards (registered through the billing page's owner-action wrapper, so the census
+  // above cannot name them): every body hostile, never 5xx.
+  { method: 'POST', path: '/account/clients/:clientId/billing/alert', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/billing/webhook-endpoints', auth: 'page' },
+  {
+    method: 'POST',
+    path: '/account/clients/:clientId/billing/webhook-endpoints/:endpointId/delete',
+    auth: 'page',
+    writes: true,
+  },
+  { method: 'POST', path: '/account/clients/:clientId/billing/auto-topup', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/billing/auto-topup/off', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/billing/budgets', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/billing/budgets/remove', auth: 'page' },
   { method: 'POST', path: '/account/allocations', auth: 'page' },
   { method: 'GET', path: '/account/settings', auth: 'page' },
   { method: 'POST', path: '/account/settings/name', auth: 'page' },
