@@ -191,47 +191,88 @@ export type DeliverDev = (type: string, object: Record<string, unknown>) => Prom
 
 /** A declined charge: recorded, auto top-up turned off, the owner told (by mail). */
 async function declined(deps: Deps, charge: ChargeRow, intent: string | null, reason: string) {
-  const owner = await deps.db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
-    await t.execute(
-      sql`update auto_topup_charges set status = 'failed', failure = ${reason},
-            payment_intent = coalesce(payment_intent, ${intent})
-          where id = ${charge.id} and status in ('charging', 'charged')`,
-    );
-    await disableAutoTopup(t, charge.org_key, `charge declined: ${reason}`);
-    // Issue 19 item 5: the owner's endpoints hear of it with the decline, in its transaction.
-    await emitEvent(t, {
-      orgKey: charge.org_key,
-      type: 'topup.failed',
-      data: { amount_usd: Number(charge.amount_cents), auto_topup: true, reason },
-    });
-    const [row] = await queryRows<{ email: string; name: string }>(
-      t,
-      sql`select u.email, o.name from orgs o join users u on u.id = o.owner_id where o.id = ${charge.org_key}`,
-    );
-    return row;
+  const owner = await deps.db.transaction(async (tx) =>
+    failCharge(tx as unknown as Db, charge.id, intent, reason, ['charging', 'charged']),
+  );
+  if (owner) await mailChargeFailed(deps, owner, reason);
+}
+
+/** What the webhook does once its transaction committed (a mail: at most once). */
+export type MailDeps = Pick<Deps, 'mailer' | 'config' | 'log'>;
+export type AfterCommit = (deps: MailDeps) => Promise<void>;
+
+interface FailedCharge {
+  chargeId: string;
+  amountCents: number;
+  email: string;
+  name: string;
+}
+
+/**
+ * In the caller's transaction: the charge (if still in one of `from`) becomes `failed`, auto top-up is
+ * turned off with the reason, and topup.failed is emitted (issue 19 item 5, in the same transaction).
+ * Returns whom to mail once it committed, or null when the charge had already ended (nothing done).
+ */
+async function failCharge(
+  tx: Db,
+  chargeId: string,
+  intent: string | null,
+  reason: string,
+  from: string[],
+): Promise<FailedCharge | null> {
+  const [charge] = await queryRows<{ org_key: string; amount_cents: unknown }>(
+    tx,
+    sql`update auto_topup_charges set status = 'failed', failure = ${reason},
+          payment_intent = coalesce(payment_intent, ${intent})
+        where id = ${chargeId} and status in (${sql.join(
+          from.map((f) => sql`${f}`),
+          sql`, `,
+        )})
+        returning org_key, amount_cents`,
+  );
+  if (!charge) return null;
+  await disableAutoTopup(tx, charge.org_key, `charge declined: ${reason}`);
+  await emitEvent(tx, {
+    orgKey: charge.org_key,
+    type: 'topup.failed',
+    data: { amount_usd: Number(charge.amount_cents), auto_topup: true, reason },
   });
-  if (!owner) return;
-  const dollars = (Number(charge.amount_cents) / 100).toFixed(2);
+  const [row] = await queryRows<{ email: string; name: string }>(
+    tx,
+    sql`select u.email, o.name from orgs o join users u on u.id = o.owner_id where o.id = ${charge.org_key}`,
+  );
+  return row ? { chargeId, amountCents: Number(charge.amount_cents), ...row } : null;
+}
+
+/** The owner's mail, after the failure committed (at most once: a crash at this moment loses it). */
+async function mailChargeFailed(deps: MailDeps, owner: FailedCharge, reason: string): Promise<void> {
+  const dollars = (owner.amountCents / 100).toFixed(2);
   const text =
     `The automatic top-up of ${dollars} USD for "${owner.name}" was not paid: ${reason}.\n\n` +
     'Auto top-up is now off for this client. Update the payment method, then turn it on again on the ' +
     `billing page: ${deps.config.v2Url}/account/billing\n`;
   await deps.mailer
     .send({ to: owner.email, subject: 'Auto top-up failed', text, html: `<p>${escapeHtml(text)}</p>` })
-    .catch((err: unknown) => deps.log.warn({ err, charge: charge.id }, 'auto top-up failure mail not sent'));
+    .catch((err: unknown) =>
+      deps.log.warn({ err, charge: owner.chargeId }, 'auto top-up failure mail not sent'),
+    );
 }
 
 const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`).replace(/\n/g, '<br>');
 
 /**
- * The webhook's payment_intent.succeeded: the tokens of an auto top-up svc asked for (its charge row,
- * found by the intent or by the charge id svc put in its metadata, for the same customer), the amount
- * received at par, once per charge (grant key `grant:autotopup:<charge id>`). Any other intent (a
- * checkout's, which grants through its session) is not ours here.
+ * The charge row of an intent svc asked for (found by the intent id or by the charge id svc put in its
+ * metadata, for the same customer), locked; or why there is none ('not_auto_topup': a checkout's or an
+ * unknown intent; 'unknown_intent': one that names a charge but does not match it).
  */
-export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): Promise<string> {
+async function chargeOfIntent(
+  tx: Db,
+  intent: StripeObject,
+  log: Logger,
+): Promise<
+  { charge: { id: string; org_key: string; owner_id: string; status: string }; intentId: string } | string
+> {
   const intentId = String(intent.id);
   const chargeId = textAt(intent, 'metadata', 'auto_topup_charge');
   const [charge] = await queryRows<{
@@ -240,9 +281,10 @@ export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): 
     customer_id: string | null;
     payment_intent: string | null;
     owner_id: string;
+    status: string;
   }>(
     tx,
-    sql`select c.id, c.org_key, c.customer_id, c.payment_intent, o.owner_id
+    sql`select c.id, c.org_key, c.customer_id, c.payment_intent, c.status, o.owner_id
         from auto_topup_charges c join orgs o on o.id = c.org_key
         where c.payment_intent = ${intentId} or c.id = ${chargeId ?? ''}
         order by (c.payment_intent = ${intentId}) desc nulls last limit 1 for update of c`,
@@ -254,10 +296,49 @@ export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): 
   ) {
     log.warn(
       { intentId, charge: charge.id },
-      'payment intent does not match the auto top-up svc made: nothing granted',
+      'payment intent does not match the auto top-up svc made: nothing changed',
     );
     return 'unknown_intent';
   }
+  return { charge, intentId };
+}
+
+/**
+ * The webhook's payment_intent.payment_failed for an auto top-up: an intent that went `processing` (a
+ * bank debit, say) and failed later. As a decline at once: the charge is failed (no longer counted in the
+ * month's cap), auto top-up turned off, topup.failed emitted, and the owner mailed once this commits
+ * (the `mail` step the webhook runs after its transaction). No tokens: they only ever come from payment_intent.succeeded. A charge already granted
+ * or already failed is left as it is (a repeat, or events out of order).
+ */
+export async function autoTopupFailed(
+  tx: Db,
+  intent: StripeObject,
+  log: Logger,
+): Promise<{ outcome: string; mail?: AfterCommit }> {
+  const found = await chargeOfIntent(tx, intent, log);
+  if (typeof found === 'string') return { outcome: found };
+  const reason =
+    textAt(intent, 'last_payment_error', 'message') ??
+    (textAt(intent, 'last_payment_error', 'code') ?? 'the payment failed').replace(/_/g, ' ');
+  const owner = await failCharge(tx, found.charge.id, found.intentId, reason, [
+    'pending',
+    'charging',
+    'charged',
+  ]);
+  if (!owner) return { outcome: `auto_topup_already_${found.charge.status}` };
+  return { outcome: 'auto_topup_failed', mail: (deps) => mailChargeFailed(deps, owner, reason) };
+}
+
+/**
+ * The webhook's payment_intent.succeeded: the tokens of an auto top-up svc asked for (its charge row,
+ * found by the intent or by the charge id svc put in its metadata, for the same customer), the amount
+ * received at par, once per charge (grant key `grant:autotopup:<charge id>`). Any other intent (a
+ * checkout's, which grants through its session) is not ours here.
+ */
+export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): Promise<string> {
+  const found = await chargeOfIntent(tx, intent, log);
+  if (typeof found === 'string') return found;
+  const { charge, intentId } = found;
   const paidCents = Number(intent.amount_received ?? 0);
   const credits = creditsPaidFor(paidCents, textAt(intent, 'currency') ?? 'usd');
   await tx.execute(

@@ -15,7 +15,7 @@ import {
 import { lockPayment } from './payment-reversals.js';
 import { creditsPaidFor, grantPaidTopup } from './paid-grant.js';
 import { grantTarget, type OrgRef } from './grant-target.js';
-import { autoTopupPaid } from './auto-topup.js';
+import { autoTopupFailed, autoTopupPaid, type AfterCommit, type MailDeps } from './auto-topup.js';
 import { receiveDispute } from './disputes.js';
 import { PRO_PERIOD_CREDITS } from './service.js';
 import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
@@ -278,7 +278,13 @@ export interface GrantRules {
   proPriceId: string;
 }
 
-async function apply(tx: Db, log: Logger, event: Stripe.Event, rules: GrantRules): Promise<string> {
+async function apply(
+  tx: Db,
+  log: Logger,
+  event: Stripe.Event,
+  rules: GrantRules,
+  after: AfterCommit[],
+): Promise<string> {
   const object = event.data.object as unknown as StripeObject;
   switch (event.type) {
     case 'checkout.session.completed':
@@ -312,6 +318,12 @@ async function apply(tx: Db, log: Logger, event: Stripe.Event, rules: GrantRules
     // Auto top-up's off-session charges (auto-topup.ts); a checkout's intent grants through its session.
     case 'payment_intent.succeeded':
       return autoTopupPaid(tx, object, log);
+    // An auto top-up's intent that went `processing` and then failed (issue 19 item 2).
+    case 'payment_intent.payment_failed': {
+      const failed = await autoTopupFailed(tx, object, log);
+      if (failed.mail) after.push(failed.mail);
+      return failed.outcome;
+    }
     case 'invoice_payment.paid':
       return invoicePaymentPaid(tx, object);
     case 'charge.dispute.created':
@@ -331,6 +343,8 @@ export async function processEvent(
   log: Logger,
   event: Stripe.Event,
   rules: GrantRules,
+  /** Steps to run once the transaction committed (the owner's mail of a failed auto top-up). */
+  after: AfterCommit[] = [],
 ): Promise<{ duplicate: boolean; outcome: string }> {
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
@@ -341,7 +355,7 @@ export async function processEvent(
           on conflict (id) do nothing returning id`,
     );
     if (claimed.length === 0) return { duplicate: true, outcome: 'duplicate' };
-    const outcome = await apply(t, log, event, rules);
+    const outcome = await apply(t, log, event, rules, after);
     await t.execute(sql`update billing_webhook_events set outcome = ${outcome} where id = ${event.id}`);
     if (outcome === 'unmapped')
       log.warn({ eventId: event.id, type: event.type }, 'stripe event for an unknown customer');
@@ -355,7 +369,7 @@ export async function receiveWebhook(
     db: Db;
     log: Logger;
     billing: { verifier: Stripe; webhookSecret: string | undefined; proPriceId: string };
-  },
+  } & MailDeps,
   rawBody: Buffer | undefined,
   signature: string | undefined,
 ): Promise<{ duplicate: boolean; outcome: string }> {
@@ -372,5 +386,8 @@ export async function receiveWebhook(
     );
     throw new AppError(400, 'INVALID_EVENT', 'the event contains a NUL character and cannot be stored');
   }
-  return processEvent(deps.db, deps.log, event, { proPriceId: deps.billing.proPriceId });
+  const after: AfterCommit[] = [];
+  const result = await processEvent(deps.db, deps.log, event, { proPriceId: deps.billing.proPriceId }, after);
+  for (const step of after) await step(deps);
+  return result;
 }

@@ -30,6 +30,8 @@ export interface FakeStripe {
   paymentIntents: Map<string, Obj>;
   /** Payment methods whose off-session charges are declined (Stripe's card_declined), by id. */
   declinedMethods: Set<string>;
+  /** Payment methods whose off-session charges stay `processing` (a bank debit: the outcome comes later). */
+  processingMethods: Set<string>;
   /** The next API call answers with this Stripe error (status and error object). */
   failNext: { status: number; error: Obj } | null;
   close(): Promise<void>;
@@ -61,6 +63,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     paymentMethods: [],
     paymentIntents: new Map(),
     declinedMethods: new Set(),
+    processingMethods: new Set(),
     failNext: null,
     close: async () => {},
   };
@@ -171,13 +174,18 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         id: id('pi'),
         object: 'payment_intent',
         amount: Number(params.get('amount')),
-        amount_received: declined ? 0 : Number(params.get('amount')),
+        amount_received:
+          declined || (pm && state.processingMethods.has(pm)) ? 0 : Number(params.get('amount')),
         currency: params.get('currency'),
         customer: params.get('customer'),
         payment_method: pm,
         confirm: params.get('confirm'),
         off_session: params.get('off_session'),
-        status: declined ? 'requires_payment_method' : 'succeeded',
+        status: declined
+          ? 'requires_payment_method'
+          : pm && state.processingMethods.has(pm)
+            ? 'processing'
+            : 'succeeded',
         metadata: Object.fromEntries(
           [...params.entries()]
             .filter(([k]) => k.startsWith('metadata['))
