@@ -294,6 +294,54 @@ describe('POST /v1/responses passed through to a Responses provider', () => {
     expect(await ledger(since)).toEqual({ debited: prompt + 2 * 2, rows: 1, holdsLeft: 0, violations: [] });
   });
 
+  it('a provider reporting its own failure, or ending without its last event: failed, billed once for what was delivered', async () => {
+    for (const ending of ['failed', 'cut'] as const) {
+      const since = await lastEntryId();
+      s.fake.responsesReply = () => ({ content: 'one two three four' });
+      s.fake.responsesEnding = ending;
+      const { data: stream, response } = await sdk()
+        .responses.create({ model: 'x', input: 'count', stream: true })
+        .withResponse();
+      const { events, types, text } = await drain(stream);
+      expect(text).toBe('one two three four');
+      expect(types.slice(-2)).toEqual(['error', 'response.failed']);
+      expect(types).not.toContain('response.completed');
+      // One `error` and one response.failed: svc's own, never the provider's as well.
+      expect(types.filter((t) => t === 'response.failed')).toHaveLength(1);
+      expect(events.at(-2)).toMatchObject({ code: 'upstream_error' });
+      // The provider's usage never came: billed as the meter counts (svc's count of the prompt, a token a word).
+      const prompt = countPrompt([{ role: 'user', content: 'count' }], undefined);
+      expect(await ledgerDebit(response.headers.get('x-svc-request-id'))).toBe(prompt + 2 * 4);
+      expect(await ledger(since)).toEqual({ debited: prompt + 8, rows: 1, holdsLeft: 0, violations: [] });
+    }
+  });
+
+  it('a client that leaves mid-stream: the provider request is aborted, billed once for what streamed', async () => {
+    const since = await lastEntryId();
+    s.fake.responsesReply = () => ({ content: Array.from({ length: 400 }, (_, i) => `w${i}`).join(' ') });
+    s.fake.chunkDelayMs = 5;
+    const aborted = s.fake.abortedStreams;
+    const controller = new AbortController();
+    const stream = await sdk().responses.create(
+      { model: 'x', input: 'count', stream: true },
+      { signal: controller.signal },
+    );
+    let deltas = 0;
+    await (async () => {
+      for await (const e of stream) {
+        if (e.type === 'response.output_text.delta' && ++deltas === 5) controller.abort();
+      }
+    })().catch(() => {});
+    await expect.poll(() => s.fake.abortedStreams, { timeout: 5_000 }).toBe(aborted + 1);
+    await expect.poll(async () => (await ledger(since)).rows, { timeout: 5_000 }).toBe(1);
+    const l = await ledger(since);
+    const prompt = countPrompt([{ role: 'user', content: 'count' }], undefined);
+    // At least what the client read, never the whole answer.
+    expect(l.debited).toBeGreaterThanOrEqual(prompt + 2 * 5);
+    expect(l.debited).toBeLessThan(prompt + 2 * 400);
+    expect(l).toMatchObject({ rows: 1, holdsLeft: 0, violations: [] });
+  });
+
   it('a provider failing before its answer: 502 (or its 400), nothing debited, the key and address never shown', async () => {
     const since = await lastEntryId();
     for (const [status, want] of [

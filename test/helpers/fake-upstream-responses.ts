@@ -31,6 +31,12 @@ export interface ResponsesKnobs {
   stallAfterChunks: number | null;
   omitUsage: boolean;
   abortedStreams: number;
+  /**
+   * How a Responses stream ends after its text: `completed` (the default: response.completed or
+   * .incomplete), `failed` (an `error` event then response.failed, as a provider reports its own failure),
+   * `cut` (the body ends with no last event).
+   */
+  responsesEnding: 'completed' | 'failed' | 'cut';
 }
 
 /** What a client sends to POST /v1/responses, as the openai SDK types it. */
@@ -162,7 +168,11 @@ export async function answerResponses(
     }
   }
   const last = () => {
-    send(cut ? 'response.incomplete' : 'response.completed', { response: final });
+    if (state.responsesEnding === 'failed') {
+      send('error', { code: 'server_error', message: 'The model failed', param: null });
+      send('response.failed', { response: { ...final, status: 'failed', usage: null } });
+    } else if (state.responsesEnding === 'completed')
+      send(cut ? 'response.incomplete' : 'response.completed', { response: final });
     res.end();
   };
   if (state.endDelayMs > 0) setTimeout(last, state.endDelayMs);

@@ -33,6 +33,8 @@ export interface FakeUpstream {
   reply: (body: ChatRequest) => FakeReply;
   /** What to answer on POST /v1/responses (the same default). */
   responsesReply: (body: ResponsesBody) => FakeReply;
+  /** How a Responses stream ends (fake-upstream-responses.ts). */
+  responsesEnding: 'completed' | 'failed' | 'cut';
   /** Answer with this HTTP status and an OpenAI error body instead. */
   failStatus: number | null;
   /** Wait this long before the response headers. */
@@ -80,6 +82,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     responsesRequests: [],
     reply: () => ({ content: 'Hello from the fake upstream' }),
     responsesReply: () => ({ content: 'Hello from the fake upstream' }),
+    responsesEnding: 'completed',
     failStatus: null,
     headersDelayMs: 0,
     chunkDelayMs: 0,
@@ -94,6 +97,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     reset() {
       state.reply = () => ({ content: 'Hello from the fake upstream' });
       state.responsesReply = () => ({ content: 'Hello from the fake upstream' });
+      state.responsesEnding = 'completed';
       state.failStatus = null;
       state.headersDelayMs = 0;
       state.chunkDelayMs = 0;
