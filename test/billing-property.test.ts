@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import type Stripe from 'stripe';
 import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
-import { createUser, type TestUser } from './helpers/fixtures.js';
+import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import * as schema from '../src/db/schema.js';
 import type { Db } from '../src/db/client.js';
 import { memberships, orgs, billingCustomers } from '../src/db/schema.js';
@@ -37,7 +37,10 @@ import { setBudget } from '../src/billing/budgets.js';
 // Issue 19 item 3 added member budgets: the owner sets a member's monthly budget, members make calls
 // (settled, voided, or crashed), a period ends (its row aged, as a month boundary would); each run checks
 // that every budget period's use is exactly what its holds hold and debited, and that a member's debits
-// in a period never exceed the largest budget the member had (budgetRules below).
+// in a period never exceed the largest budget the member had (budgetRules below). Budgets of a member's
+// svc_ token ride along (issue 19 item 3, "or one of the member's credentials"): the owner sets them too,
+// calls made with the token count against its budget and the member's, and the same two rules hold for
+// each token's periods.
 // PGlite is one connection in one process, so there the lanes run one after another (smaller version).
 
 const concurrent = storageMode() === 'postgres';
@@ -106,11 +109,13 @@ type Op =
   | { k: 'dispute'; session: number; cents: number; id: number; won: boolean }
   | { k: 'excess'; org: number; req: number; max: number; actual: number }
   | { k: 'callAcrossDelete'; org: number; req: number; max: number; actual: number }
-  | { k: 'budget'; org: number; member: number; limit: number }
+  | { k: 'budget'; org: number; member: number; limit: number; onToken: boolean }
   | {
       k: 'memberCall';
       org: number;
       member: number;
+      /** Made with the member's svc_ token of the client: its token budget applies on top of theirs. */
+      viaToken: boolean;
       req: number;
       min: number;
       max: number;
@@ -235,12 +240,15 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     org: fc.nat(ORGS - 1),
     member: fc.nat(1),
     limit: fc.integer({ min: 0, max: 20_000 }),
+    // Issue 19 item 3: "a member (or one of the member's credentials)".
+    onToken: fc.boolean(),
   }),
   {
     arbitrary: fc.record({
       k: fc.constant('memberCall' as const),
       org: fc.nat(ORGS - 1),
       member: fc.nat(1),
+      viaToken: fc.boolean(),
       req: fc.integer({ min: 60_000, max: 70_000 }),
       // The least a call needs (its prompt): a budget with less left refuses it.
       min: fc.integer({ min: 1, max: 3_000 }),
@@ -271,7 +279,7 @@ const expected = (err: unknown) =>
 
 async function world() {
   const run = randomToken(5);
-  const keys: { orgKey: string; ownerId: string; customer: string }[] = [];
+  const keys: { orgKey: string; ownerId: string; customer: string; tokens: number[] }[] = [];
   for (let i = 0; i < ORGS; i++) {
     const owner = owners[i % 2]!;
     const orgKey = newOrgKey();
@@ -279,6 +287,9 @@ async function world() {
     await server.deps.db.insert(memberships).values({ orgId: orgKey, userId: owner.userId, role: 'owner' });
     for (const m of members)
       await server.deps.db.insert(memberships).values({ orgId: orgKey, userId: m.userId, role: 'member' });
+    // Each member's svc_ token of this client (one active per member and client), for token budgets.
+    const tokens: number[] = [];
+    for (const m of members) tokens.push((await createApiToken(server, m, orgKey, 'prop')).id);
     const customer = `cus_prop_${orgKey}`;
     await server.deps.db.insert(billingCustomers).values({ orgKey, customerId: customer });
     // A starting balance (through the real grant code) so that calls have something to spend.
@@ -293,7 +304,7 @@ async function world() {
         description: 'seed',
       }),
     );
-    keys.push({ orgKey, ownerId: owner.userId, customer });
+    keys.push({ orgKey, ownerId: owner.userId, customer, tokens });
   }
   return { run, keys };
 }
@@ -308,19 +319,32 @@ async function allocate(org: { orgKey: string; ownerId: string }, target: number
 }
 
 /** What the runs exercised, so a generator that stopped reaching the interesting paths fails the test. */
-const seen = { debited: 0, granted: 0, refused: 0, released: 0, duplicates: 0, overBudget: 0 };
+const seen = {
+  debited: 0,
+  granted: 0,
+  refused: 0,
+  released: 0,
+  duplicates: 0,
+  overBudget: 0,
+  /** Calls whose hold counted against a token's budget period (on top of the member's, when set). */
+  tokenBudgeted: 0,
+};
 
 async function execute(ops: Op[]) {
   const { run, keys } = await world();
-  /** Per budget (org and member): the largest limit set this run. */
+  /** Per budget (org and member, or org, member and token): the largest limit set this run. */
   const largest = new Map<string, number>();
   /** Per member call that held: the budget period rows its hold counts against, read after its hold. */
   const counted = new Map<string, number[]>();
   // Every run starts with a small budget for the first member of each client, so that budgets run out.
-  for (const { orgKey } of keys) {
+  // And a small one for the second member's token, so that token budgets run out too.
+  for (const { orgKey, tokens } of keys) {
     const userId = members[0]!.userId;
     largest.set(`${orgKey}/${userId}`, 4_000);
     await setBudget(db, { orgKey, userId, apiTokenId: null }, 'month', 4_000);
+    const holder = members[1]!.userId;
+    largest.set(`${orgKey}/${holder}/${tokens[1]!}`, 3_000);
+    await setBudget(db, { orgKey, userId: holder, apiTokenId: tokens[1]! }, 'month', 3_000);
   }
   const events: Stripe.Event[] = [];
   const event = (type: string, object: object): Stripe.Event => {
@@ -484,16 +508,18 @@ async function execute(ops: Op[]) {
       }
       case 'budget': {
         const userId = members[o.member]!.userId;
-        const key = `${org!.orgKey}/${userId}`;
+        const apiTokenId = o.onToken ? org!.tokens[o.member]! : null;
+        const key = `${org!.orgKey}/${userId}${apiTokenId === null ? '' : `/${apiTokenId}`}`;
         // Recorded first: a call racing the change may already count against the new limit.
         largest.set(key, Math.max(largest.get(key) ?? 0, o.limit));
-        return setBudget(db, { orgKey: org!.orgKey, userId, apiTokenId: null }, 'month', o.limit);
+        return setBudget(db, { orgKey: org!.orgKey, userId, apiTokenId }, 'month', o.limit);
       }
       case 'memberCall': {
         const requestId = `r_${run}_${o.req}`;
         await reserveCredits(db, {
           orgKey: org!.orgKey,
           userId: members[o.member]!.userId,
+          apiTokenId: o.viaToken ? org!.tokens[o.member]! : null,
           requestId,
           minCredits: o.min,
           maxCredits: o.max,
@@ -502,10 +528,13 @@ async function execute(ops: Op[]) {
           if (err instanceof AppError && err.code === 'member_budget_exhausted') seen.overBudget++;
           throw err;
         });
-        const rows = await queryRows<{ usage_id: unknown }>(
+        const rows = await queryRows<{ usage_id: unknown; on_token: boolean }>(
           db,
-          sql`select usage_id from member_budget_holds where request_id = ${requestId}`,
+          sql`select h.usage_id, b.api_token_id is not null as on_token
+              from member_budget_holds h join member_budget_usage u on u.id = h.usage_id
+              join member_budgets b on b.id = u.budget_id where h.request_id = ${requestId}`,
         );
+        if (rows.some((r) => r.on_token)) seen.tokenBudgeted++;
         counted.set(
           requestId,
           rows.map((r) => Number(r.usage_id)),
@@ -584,9 +613,15 @@ async function budgetRules(
   counted: Map<string, number[]>,
 ): Promise<string[]> {
   const out: string[] = [];
-  const periods = await queryRows<{ id: unknown; org_key: string; user_id: string; net: unknown }>(
+  const periods = await queryRows<{
+    id: unknown;
+    org_key: string;
+    user_id: string;
+    api_token_id: unknown;
+    net: unknown;
+  }>(
     db,
-    sql`select u.id, b.org_key, b.user_id,
+    sql`select u.id, b.org_key, b.user_id, b.api_token_id,
                u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as net
         from member_budget_usage u join member_budgets b on b.id = u.budget_id
         where b.org_key in (${sql.join(
@@ -625,7 +660,8 @@ async function budgetRules(
       }
     }
     if (Number(p.net) !== expected) out.push(`period ${id}: counts ${Number(p.net)}, its holds ${expected}`);
-    const limit = largest.get(`${p.org_key}/${p.user_id}`) ?? 0;
+    const token = p.api_token_id === null ? '' : `/${Number(p.api_token_id)}`;
+    const limit = largest.get(`${p.org_key}/${p.user_id}${token}`) ?? 0;
     if (debits > limit) out.push(`period ${id}: debits ${debits} over the budget ${limit}`);
   }
   return out;
