@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, jsonSchema, streamText, tool } from 'ai';
 import { sql } from 'drizzle-orm';
 import { modelSuite, type ModelSuite } from './helpers/model-suite.js';
 import { FAKE_KEY } from './helpers/fake-upstream.js';
@@ -383,6 +385,61 @@ describe('POST /v1/responses passed through to a Responses provider', () => {
     expect(chat.choices[0]!.message.content).toBe('Hello from the fake upstream');
     expect(s.fake.requests).toHaveLength(1);
     expect(s.fake.responsesRequests).toHaveLength(calls);
+  });
+});
+
+describe('the AI SDK default provider openai(model), passed through', () => {
+  const provider = () => createOpenAI({ apiKey: s.key, baseURL: `${s.server.url}/v1` });
+
+  it('generateText and streamText, billed exactly', async () => {
+    const since = await lastEntryId();
+    const [chats, passed] = [s.fake.requests.length, s.fake.responsesRequests.length];
+    const r = await generateText({ model: provider()('gpt-4o-mini'), prompt: 'hi', maxRetries: 0 });
+    expect(r.text).toBe('Hello from the fake upstream');
+    expect(r.usage).toMatchObject({ inputTokens: 10, outputTokens: 5 });
+    const streamed = streamText({ model: provider()('gpt-4o-mini'), prompt: 'hi', maxRetries: 0 });
+    let text = '';
+    for await (const piece of streamed.textStream) text += piece;
+    expect(text).toBe('Hello from the fake upstream');
+    expect(await streamed.usage).toMatchObject({ inputTokens: 10, outputTokens: 5 });
+    expect(s.fake.responsesRequests).toHaveLength(passed + 2);
+    expect(s.fake.requests).toHaveLength(chats);
+    expect(await ledger(since)).toEqual({ debited: 2 * (10 + 2 * 5), rows: 2, holdsLeft: 0, violations: [] });
+  });
+
+  it('a tool round trip across two steps: its item references resolved by svc, the provider sent the items', async () => {
+    s.fake.responsesReply = (body) =>
+      Array.isArray(body.input) && body.input.some((i) => 'type' in i && i.type === 'function_call_output')
+        ? { content: 'It is sunny' }
+        : { toolCalls: [{ name: 'weather', arguments: '{"city":"Paris"}' }] };
+    const r = await generateText({
+      model: provider()('gpt-4o-mini'),
+      prompt: 'Weather in Paris?',
+      maxRetries: 0,
+      tools: {
+        weather: tool({
+          description: 'The weather in a city',
+          inputSchema: jsonSchema<{ city: string }>({
+            type: 'object',
+            properties: { city: { type: 'string' } },
+            required: ['city'],
+          }),
+          execute: ({ city }) => Promise.resolve(`sunny in ${city}`),
+        }),
+      },
+      stopWhen: ({ steps }) => steps.length >= 2,
+    });
+    expect(r.text).toBe('It is sunny');
+    expect(r.steps).toHaveLength(2);
+    const input = sent().body.input as unknown as Record<string, unknown>[];
+    expect(input.some((i) => i.type === 'item_reference')).toBe(false);
+    expect(input.at(-2)).toMatchObject({
+      type: 'function_call',
+      name: 'weather',
+      arguments: '{"city":"Paris"}',
+    });
+    expect(input.at(-1)).toMatchObject({ type: 'function_call_output' });
+    expect(String(input.at(-1)!.output)).toContain('sunny in Paris');
   });
 });
 
