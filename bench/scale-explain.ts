@@ -7,9 +7,11 @@
 // each route the scale bench measures is requested once (after a warm-up), with every statement it ran.
 // auto_explain is switched on for the database while this runs (ALTER DATABASE … SET, reset after), so
 // that every connection has it, the read lane's too. The admin URL is the bench's.
+import { readFileSync } from 'node:fs';
+import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { adoptMigrations } from './scale-keep.js';
-import { openDatabase } from '../src/db/client.js';
+import { openDatabase, queryRows } from '../src/db/client.js';
 import { reconcile } from '../src/billing/reconcile.js';
 import { createLogger } from '../src/log.js';
 import { seedNewCalls } from './scale-seed.js';
@@ -135,15 +137,25 @@ function print(list: Statement[], minMs: number) {
 async function explainReconcile(databaseUrl: string, seen: Statement[], minMs: number) {
   const database = await openDatabase({ databaseUrl, poolSize: 1, queryTimeoutMs: 0 });
   try {
+    // One connection runs the whole run: its backend's CPU time says what the run cost PostgreSQL,
+    // which a loaded machine's wall-clock time does not (the server is local: /proc is its).
+    const [row] = await queryRows<{ pid: number }>(database.db, sql`select pg_backend_pid() as pid`);
+    const pid = row!.pid;
+    const cpu = () => {
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, at 100 ticks a second
+    };
+    const cpuBefore = cpu();
     const t = Date.now();
     const report = await reconcile(database.db, createLogger('silent'), null, {
       full: process.argv.includes('--full'),
       settleWindowSeconds: 0,
     });
     const ms = Date.now() - t;
+    const cpuMs = cpu() - cpuBefore;
     const { from, to } = report.checkpoint;
     process.stdout.write(
-      `reconcile ${report.mode}: ${ms} ms, ledger ids ${from} → ${to}, ${report.violations.length} violations, ` +
+      `reconcile ${report.mode}: ${ms} ms (PostgreSQL backend CPU ${cpuMs.toFixed(0)} ms), ledger ids ${from} → ${to}, ${report.violations.length} violations, ` +
         `${report.prunedHolds} holds pruned; ${seen.length} statements, ${seen.reduce((s, x) => s + x.ms, 0).toFixed(0)} ms in them\n`,
     );
     if (report.violations.length)

@@ -65,7 +65,17 @@ describe('incremental reconciliation', () => {
       sql`update billing_reconcile_sums set ledger_sum = ledger_sum + 5 where account_id = ${`org:${u.orgKey}`}`,
     );
     await chat(1); // a new row on that account
+    const storedSum = async () =>
+      (
+        await queryRows<{ s: unknown }>(
+          server.deps.db,
+          sql`select ledger_sum as s from billing_reconcile_sums where account_id = ${`org:${u.orgKey}`}`,
+        )
+      )[0]!.s;
+    const skewed = await storedSum();
     const found = await checkSinceCheckpoint(server.deps.db, 0);
+    // The check and the fold are one statement: what it folded rolled back with what it found.
+    expect(await storedSum()).toBe(skewed);
     expect(found!.violations.map((v) => v.check)).toEqual([
       'stored balance differs from the sum of its ledger rows',
     ]);
@@ -99,6 +109,34 @@ describe('incremental reconciliation', () => {
         sql`update billing_accounts set balance = balance - 1 where id = ${`org:${other.orgKey}`}`,
       );
     }
+  });
+
+  it('rows younger than the settle window are checked against the stored sums but not folded', async () => {
+    await run();
+    const before = await readCheckpoint(server.deps.db);
+    await chat(2);
+    // A 600 s window: the new rows are checked, the checkpoint and the sums do not move over them.
+    const young = await checkSinceCheckpoint(server.deps.db, 600);
+    expect(young!.violations).toEqual([]);
+    expect(young!.to).toEqual(before);
+    expect(await readCheckpoint(server.deps.db)).toEqual(before);
+    // Their account's stored sum is still read (not folded): a skew of it is found.
+    const org = `org:${u.orgKey}`;
+    await server.deps.db.execute(
+      sql`update billing_reconcile_sums set ledger_sum = ledger_sum + 3 where account_id = ${org}`,
+    );
+    try {
+      const found = await checkSinceCheckpoint(server.deps.db, 600);
+      expect(found!.violations.map((v) => v.check)).toEqual([
+        'stored balance differs from the sum of its ledger rows',
+      ]);
+      expect(JSON.stringify(found!.violations[0]!.rows)).toContain(org);
+    } finally {
+      await server.deps.db.execute(
+        sql`update billing_reconcile_sums set ledger_sum = ledger_sum - 3 where account_id = ${org}`,
+      );
+    }
+    expect((await run()).violations).toEqual([]);
   });
 
   it('one pass over the accounts finds what the four account checks of the full run find, named alike', async () => {

@@ -16,8 +16,10 @@ import { rollupDiffersSince } from './usage-rollup-check.js';
 //   row: matched by the stored request_id, through primary keys and unique indexes;
 // - grants, refund and dispute rows since the checkpoint have their other halves and their records;
 // - the usage rollup's hours that new usage records fell in equal those hours' records;
-// - every check that reads neither the ledger nor the holds (accounts, payments, invoices, sessions,
-//   refunds, disputes: tables that grow with customers, not with calls) runs as in the full check.
+// - the four checks that read the accounts table (below zero, debt, sum to zero, held) run as one pass
+//   over it; every other check that reads neither the ledger nor the holds (payments, invoices,
+//   sessions, refunds, disputes: tables that grow with customers, not with calls) runs as in the full
+//   check.
 //
 // All in one REPEATABLE READ snapshot. The checkpoint then moves forward, but only over rows older than
 // SETTLE_WINDOW: ids are drawn before commit, so a row with a smaller id than one already visible may
@@ -108,18 +110,6 @@ function sinceChecks(cp: Checkpoint): { name: string; query: ReturnType<typeof s
   const h = cp.lastEntryId;
   return [
     {
-      name: 'stored balance differs from the sum of its ledger rows',
-      query: sql`with d as (
-                   select acct, sum(delta) as delta from (
-                     select to_account as acct, amount as delta from billing_entries where id > ${h}
-                     union all select from_account, -amount from billing_entries where id > ${h}) x
-                   group by acct)
-                 select a.id, a.balance, coalesce(s.ledger_sum, 0) + d.delta as ledger
-                 from d join billing_accounts a on a.id = d.acct
-                 left join billing_reconcile_sums s on s.account_id = d.acct
-                 where a.balance <> coalesce(s.ledger_sum, 0) + d.delta`,
-    },
-    {
       name: 'usage row without a settled hold of the same debit',
       query: sql`select e.key, e.amount, h.status, h.debited from billing_entries e
                  left join billing_holds h on h.request_id = ${requestIdOfKey}
@@ -168,6 +158,44 @@ function sinceChecks(cp: Checkpoint): { name: string; query: ReturnType<typeof s
       query: rollupDiffersSince(cp.lastUsageRecordId),
     },
   ];
+}
+
+const BALANCE_CHECK = 'stored balance differs from the sum of its ledger rows';
+
+/**
+ * The balance check of the touched accounts and the fold of the sums, in one statement: the new rows'
+ * per-account sums are taken once; those up to `to` (the horizon) are added to the stored sums, whose
+ * new values come back from the upsert and are compared with the balances (plus any rows above the
+ * horizon). Each touched account's stored sum is read once, by the upsert, instead of once by a check
+ * and again by a fold (at 10M rows, 100,000 new rows touch 200,000 accounts: docs/scale.md). Accounts
+ * touched only above the horizon read their stored sum as it is. The caller rolls the fold back when
+ * anything is wrong.
+ */
+function checkAndFoldBalances(from: Checkpoint, to: Checkpoint) {
+  const h = from.lastEntryId;
+  return sql`with moved as (
+      select acct, sum(delta) filter (where id <= ${to.lastEntryId}) as folded, sum(delta) as delta from (
+        select id, to_account as acct, amount as delta from billing_entries where id > ${h}
+        union all select id, from_account, -amount from billing_entries where id > ${h}) x
+      group by acct),
+    upsert as (
+      insert into billing_reconcile_sums (account_id, ledger_sum)
+      select acct, folded from moved where folded is not null
+      on conflict (account_id) do update set ledger_sum = billing_reconcile_sums.ledger_sum + excluded.ledger_sum
+      returning account_id, ledger_sum)
+    select a.id, a.balance, l.ledger from moved m
+    join billing_accounts a on a.id = m.acct
+    left join upsert u on u.account_id = m.acct
+    cross join lateral (select coalesce(u.ledger_sum - m.folded,
+        (select s.ledger_sum from billing_reconcile_sums s where s.account_id = m.acct), 0) + m.delta as ledger) l
+    where a.balance <> l.ledger`;
+}
+
+/** Thrown inside the snapshot to roll back the fold when something was found. */
+class Found extends Error {
+  constructor(readonly violations: Violation[]) {
+    super('reconcile: violations found since the checkpoint');
+  }
 }
 
 export async function readCheckpoint(db: Db): Promise<Checkpoint | null> {
@@ -233,8 +261,22 @@ async function foldSums(db: Db, from: number, to: number): Promise<void> {
   );
 }
 
+/**
+ * Memory for the run's sorts and hashes (this transaction only). The new rows' per-account sums and the
+ * rollup hours they touched are each a few MB per 100,000 rows: at a stock server's 4 MB they spilled to
+ * disk (external merge), a third of the incremental run at 10M rows (docs/scale.md). Reconciliation is
+ * one operator's job at a time, so it may take more than a request's statement does.
+ */
+const RECONCILE_WORK_MEM = '64MB';
+
 const inSnapshot = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
-  db.transaction((tx) => fn(tx as unknown as Db), { isolationLevel: 'repeatable read' });
+  db.transaction(
+    async (tx) => {
+      await tx.execute(sql.raw(`set local work_mem = '${RECONCILE_WORK_MEM}'`));
+      return fn(tx);
+    },
+    { isolationLevel: 'repeatable read' },
+  );
 
 /**
  * After a full check found nothing wrong: stores the sums of every account's rows up to a safe horizon
@@ -262,33 +304,43 @@ export async function checkSinceCheckpoint(
   db: Db,
   windowSeconds = SETTLE_WINDOW_SECONDS,
 ): Promise<{ violations: Violation[]; from: Checkpoint; to: Checkpoint } | null> {
-  return inSnapshot(db, async (tx) => {
-    const from = await readCheckpoint(tx);
-    if (!from) return null;
-    // Every check of the full run is either run as it is or replaced here: a new or renamed check must
-    // be placed in one of the two lists, never silently left out of the incremental run.
-    const placed = [...ACCOUNT_CHECKS, ...CHEAP_CHECKS, ...REPLACED_CHECKS] as string[];
-    const unplaced = CHECKS.filter((c) => !placed.includes(c.name));
-    const cheap = CHECKS.filter((c) => CHEAP_CHECKS.includes(c.name));
-    const accounts = CHECKS.filter((c) => (ACCOUNT_CHECKS as readonly string[]).includes(c.name));
-    if (
-      unplaced.length > 0 ||
-      cheap.length !== CHEAP_CHECKS.length ||
-      accounts.length !== ACCOUNT_CHECKS.length
-    )
-      throw new Error(
-        `reconcile: place ${unplaced.map((c) => c.name).join(', ') || 'every check'} in ACCOUNT_CHECKS, CHEAP_CHECKS or REPLACED_CHECKS`,
-      );
-    const checks = [...cheap, ...sinceChecks(from)];
-    const violations: Violation[] = await checkAccounts(tx);
-    for (const c of checks) {
-      const rows = await queryRows<unknown>(tx, c.query);
-      if (rows.length > 0) violations.push({ check: c.name, rows: rows.slice(0, 20) });
-    }
-    if (violations.length > 0) return { violations, from, to: from };
-    const to = await safeHorizon(tx, from, windowSeconds);
-    await foldSums(tx, from.lastEntryId, to.lastEntryId);
-    await writeCheckpoint(tx, to);
-    return { violations, from, to };
-  });
+  const found: { violations: Violation[]; from?: Checkpoint } = { violations: [] };
+  try {
+    return await inSnapshot(db, async (tx) => {
+      const from = await readCheckpoint(tx);
+      if (!from) return null;
+      found.from = from;
+      // Every check of the full run is either run as it is or replaced here: a new or renamed check must
+      // be placed in one of the two lists, never silently left out of the incremental run.
+      const placed = [...ACCOUNT_CHECKS, ...CHEAP_CHECKS, ...REPLACED_CHECKS] as string[];
+      const unplaced = CHECKS.filter((c) => !placed.includes(c.name));
+      const cheap = CHECKS.filter((c) => CHEAP_CHECKS.includes(c.name));
+      const accounts = CHECKS.filter((c) => (ACCOUNT_CHECKS as readonly string[]).includes(c.name));
+      if (
+        unplaced.length > 0 ||
+        cheap.length !== CHEAP_CHECKS.length ||
+        accounts.length !== ACCOUNT_CHECKS.length
+      )
+        throw new Error(
+          `reconcile: place ${unplaced.map((c) => c.name).join(', ') || 'every check'} in ACCOUNT_CHECKS, CHEAP_CHECKS or REPLACED_CHECKS`,
+        );
+      const checks = [...cheap, ...sinceChecks(from)];
+      const violations: Violation[] = await checkAccounts(tx);
+      for (const c of checks) {
+        const rows = await queryRows<unknown>(tx, c.query);
+        if (rows.length > 0) violations.push({ check: c.name, rows: rows.slice(0, 20) });
+      }
+      const to = await safeHorizon(tx, from, windowSeconds);
+      const balances = await queryRows<unknown>(tx, checkAndFoldBalances(from, to));
+      if (balances.length > 0) violations.unshift({ check: BALANCE_CHECK, rows: balances.slice(0, 20) });
+      if (violations.length > 0) throw new Found(violations);
+      await writeCheckpoint(tx, to);
+      return { violations, from, to };
+    });
+  } catch (err) {
+    // The fold rolled back with the transaction: the checkpoint stays where it was.
+    if (err instanceof Found && found.from)
+      return { violations: err.violations, from: found.from, to: found.from };
+    throw err;
+  }
 }
