@@ -122,6 +122,8 @@ describe('auto top-up: payment_intent.payment_failed after payment_intent.proces
     const told = mails.body.data.filter((m) => m.subject === 'Auto top-up failed');
     expect(told).toHaveLength(1);
     expect(told[0]!.text).toContain('bank declined the debit');
+    // The link leads to the client's billing page (where auto top-up is turned on again), not a 404.
+    expect(told[0]!.text).toContain(`/account/clients/${owner.clientId}/billing`);
 
     // Off: the next crossing asks the processor for nothing.
     await setOrgBalance(world.server, owner.orgKey, 6_000);

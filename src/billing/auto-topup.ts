@@ -203,6 +203,7 @@ export type AfterCommit = (deps: MailDeps) => Promise<void>;
 
 interface FailedCharge {
   chargeId: string;
+  orgKey: string;
   amountCents: number;
   email: string;
   name: string;
@@ -241,7 +242,7 @@ async function failCharge(
     tx,
     sql`select u.email, o.name from orgs o join users u on u.id = o.owner_id where o.id = ${charge.org_key}`,
   );
-  return row ? { chargeId, amountCents: Number(charge.amount_cents), ...row } : null;
+  return row ? { chargeId, orgKey: charge.org_key, amountCents: Number(charge.amount_cents), ...row } : null;
 }
 
 /** The owner's mail, after the failure committed (at most once: a crash at this moment loses it). */
@@ -250,7 +251,7 @@ async function mailChargeFailed(deps: MailDeps, owner: FailedCharge, reason: str
   const text =
     `The automatic top-up of ${dollars} USD for "${owner.name}" was not paid: ${reason}.\n\n` +
     'Auto top-up is now off for this client. Update the payment method, then turn it on again on the ' +
-    `billing page: ${deps.config.v2Url}/account/billing\n`;
+    `billing page: ${deps.config.v2Url}/account/clients/${clientIdOf(owner.orgKey)}/billing\n`;
   await deps.mailer
     .send({ to: owner.email, subject: 'Auto top-up failed', text, html: `<p>${escapeHtml(text)}</p>` })
     .catch((err: unknown) =>
