@@ -125,9 +125,12 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       return;
     }
     const text = Buffer.concat(chunks).toString('utf8');
-    if (responses)
-      state.responsesRequests.push({ headers: req.headers, body: JSON.parse(text) as ResponsesBody });
-    else state.requests.push({ headers: req.headers, body: JSON.parse(text) as ChatRequest });
+    // This request's own body, kept here: after the awaits below, the lists' last entries may be another
+    // request's (concurrent calls, one streamed and one not).
+    const responsesBody = responses ? (JSON.parse(text) as ResponsesBody) : undefined;
+    const chatBody = responses ? undefined : (JSON.parse(text) as ChatRequest);
+    if (responsesBody) state.responsesRequests.push({ headers: req.headers, body: responsesBody });
+    if (chatBody) state.requests.push({ headers: req.headers, body: chatBody });
     await sleep(state.headersDelayMs);
     if (state.failStatus) {
       res.writeHead(state.failStatus, { 'content-type': 'application/json' }).end(
@@ -137,8 +140,8 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       );
       return;
     }
-    if (responses) return answerResponses(state, state.responsesRequests.at(-1)!.body, res);
-    const body = state.requests.at(-1)!.body;
+    if (responsesBody) return answerResponses(state, responsesBody, res);
+    const body = chatBody!;
     const reply = state.reply(body);
     const limit = body.max_completion_tokens ?? body.max_tokens ?? Infinity;
     let pieces: string[] = words(reply.content ?? '');
