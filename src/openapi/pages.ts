@@ -78,7 +78,26 @@ export const pageRoutes = [
   page(
     'post',
     '/account/clients/:clientId/billing/webhook-endpoints',
-    'Add a webhook endpoint; the page shows its signing secret once (form)',
+    'Add a webhook endpoint; 303 to the billing page, which shows its signing secret once (form)',
+    true,
+  ),
+  page(
+    'post',
+    '/account/clients/:clientId/billing/auto-topup',
+    'Turn auto top-up on or change it: trigger, amount, monthly cap (form)',
+    true,
+  ),
+  page('post', '/account/clients/:clientId/billing/auto-topup/off', 'Turn auto top-up off (form)', true),
+  page(
+    'post',
+    '/account/clients/:clientId/billing/budgets',
+    "Set a member's or one of their tokens' budget per day, week or month (form)",
+    true,
+  ),
+  page(
+    'post',
+    '/account/clients/:clientId/billing/budgets/remove',
+    "Remove a member's or a token's budget (form)",
     true,
   ),
   page(
