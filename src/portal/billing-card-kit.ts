@@ -66,7 +66,8 @@ export function cardMessage(error: CardError | undefined, card: BillingCard, fie
   return html`<div class="alert error" role="alert">${error.text}</div>`;
 }
 
-export const fmtTokens = (v: number) => new Intl.NumberFormat('en-US').format(v);
+const tokenFormat = new Intl.NumberFormat('en-US'); // built once: each call would build one
+export const fmtTokens = (v: number) => tokenFormat.format(v);
 export const fmtUsd = (cents: number) => `${(cents / 100).toFixed(2)} USD`;
 export const fmtTime = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ');
 
