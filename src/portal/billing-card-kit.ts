@@ -71,6 +71,20 @@ export const fmtTokens = (v: number) => tokenFormat.format(v);
 export const fmtUsd = (cents: number) => `${(cents / 100).toFixed(2)} USD`;
 export const fmtTime = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ');
 
+/** CONTRACT §8: one charge (a top-up, an automatic one) is 1.00 to 10,000.00 USD. */
+const CHARGE_MIN_CENTS = 100;
+const CHARGE_MAX_CENTS = 1_000_000;
+export const isChargeCents = (cents: number) =>
+  Number.isInteger(cents) && cents >= CHARGE_MIN_CENTS && cents <= CHARGE_MAX_CENTS;
+
+/** A top-up's "12.50" → 1250 cents; null when it is not an amount a charge may be. */
+export function parseUsdAmount(text: string): number | null {
+  const m = /^\s*\$?\s*(\d{1,5})(?:[.,](\d{1,2}))?\s*$/.exec(text);
+  if (!m) return null;
+  const cents = Number(m[1]) * 100 + Number((m[2] ?? '0').padEnd(2, '0'));
+  return isChargeCents(cents) ? cents : null;
+}
+
 /** "12.50" → 1250 cents; "1,000" → 100000; null when it is not a plain amount. */
 export function parseCents(text: string): number | null {
   const m = /^\s*\$?\s*(\d{1,7})(?:[.](\d{1,2}))?\s*$/.exec(text.replace(/,(?=\d{3}\b)/g, ''));

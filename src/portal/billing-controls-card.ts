@@ -22,6 +22,7 @@ import {
   fmtTime,
   fmtTokens,
   fmtUsd,
+  isChargeCents,
   parseCents,
   parseTokens,
   type BillingOrg,
@@ -35,8 +36,6 @@ import {
 // API routes use (PUT …/auto-topup, PUT …/members/{user}/budget, PUT …/tokens/{id}/budget), with the
 // same limits (CONTRACT §8: amounts in cents, 1.00 to 10,000.00 USD a charge).
 
-const AMOUNT_MIN = 100;
-const AMOUNT_MAX = 1_000_000;
 const CAP_MAX = 100_000_000;
 
 /** "who" a budget row is about, in words. */
@@ -163,7 +162,7 @@ export function billingControlsActions(deps: Deps, ownerAction: OwnerAction): vo
     if (trigger === null || trigger > 1_000_000_000_000)
       throw fieldMistake('trigger', 'The trigger must be a whole number of tokens, like 20000.');
     const amount = parseCents(formValue(req, 'amount', 32));
-    if (amount === null || amount < AMOUNT_MIN || amount > AMOUNT_MAX)
+    if (amount === null || !isChargeCents(amount))
       throw fieldMistake('amount', 'Enter an amount from 1.00 to 10,000.00 US dollars, like 10 or 12.50.');
     const cap = parseCents(formValue(req, 'cap', 32));
     if (cap === null || cap > CAP_MAX)

@@ -27,7 +27,16 @@ import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html
 import { billingEventsActions, billingEventsCards, revealedSecretCard } from './billing-events-card.js';
 import { autoTopupCard, billingControlsActions, budgetsCard } from './billing-controls-card.js';
 import { notFoundPage } from './org-page-kit.js';
-import { errorField, type BillingCard, type BillingOrg, type CardError } from './billing-card-kit.js';
+import {
+  errorField,
+  fmtTokens,
+  fmtUsd,
+  isChargeCents,
+  parseUsdAmount,
+  type BillingCard,
+  type BillingOrg,
+  type CardError,
+} from './billing-card-kit.js';
 import {
   alert,
   applyErrorHeaders,
@@ -46,14 +55,8 @@ import {
 // with its CSRF field; one that ends at the processor (checkout, portal) answers 303 there, so the page
 // lists the processor's origins in its form-action.
 
-const fmt = new Intl.NumberFormat('en-US');
-const n = (v: number) => fmt.format(v);
-const usd = (cents: number) => `${(cents / 100).toFixed(2)} USD`;
 const date = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 10);
 const PAGE_SIZE = 20;
-/** CONTRACT §8: a top-up is 1.00 to 10,000.00 USD. */
-const TOPUP_MIN_CENTS = 100;
-const TOPUP_MAX_CENTS = 1_000_000;
 
 /** Where checkout and portal redirects may lead: our own dev processor's pages, or Stripe's. */
 const processorOrigins = (deps: Deps) => [
@@ -61,14 +64,6 @@ const processorOrigins = (deps: Deps) => [
   'https://checkout.stripe.com',
   'https://billing.stripe.com',
 ];
-
-/** "12.50" → 1250 cents; null when it is not an amount in range. */
-export function parseUsdAmount(text: string): number | null {
-  const m = /^\s*\$?\s*(\d{1,5})(?:[.,](\d{1,2}))?\s*$/.exec(text);
-  if (!m) return null;
-  const cents = Number(m[1]) * 100 + Number((m[2] ?? '0').padEnd(2, '0'));
-  return cents >= TOPUP_MIN_CENTS && cents <= TOPUP_MAX_CENTS ? cents : null;
-}
 
 const CHECKOUT_NOTICES: Record<string, Notice> = {
   success: {
@@ -153,8 +148,8 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
     const notice = opts.notice ?? (await returnNotice(req, org));
 
     const balanceCard = html`<section class="card" aria-labelledby="h-balance"><h2 id="h-balance">Balance</h2>
-<p><strong>${n(balance.balance_credits)}</strong> tokens left of an allocation of ${n(balance.allocation_credits)}.</p>
-<p class="muted">Model calls of this organization's members are paid from this balance. One US dollar buys ${n(100 * CREDITS_PER_CENT)} tokens.</p></section>`;
+<p><strong>${fmtTokens(balance.balance_credits)}</strong> tokens left of an allocation of ${fmtTokens(balance.allocation_credits)}.</p>
+<p class="muted">Model calls of this organization's members are paid from this balance. One US dollar buys ${fmtTokens(100 * CREDITS_PER_CENT)} tokens.</p></section>`;
 
     const poolCard = owner ? await allocationCard(req, res, opts.allocationError) : html``;
     const cardError = opts.cardError;
@@ -191,7 +186,7 @@ ${
   invoices.length === 0
     ? html`<p class="muted">No invoices yet.</p>`
     : html`<div class="scroll"><table aria-labelledby="h-invoices"><thead><tr><th scope="col">Date</th><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">PDF</th></tr></thead>
-<tbody>${invoices.map((i) => html`<tr><td>${date(i.created_at)}</td><td class="num">${usd(i.amount_due_cents)}</td><td>${i.status}${'payment_failed' in i ? html` <span class="badge warn">payment failed</span>` : ''}</td><td>${i.invoice_pdf ? html`<a href="${i.invoice_pdf}">Invoice ${date(i.created_at)} (PDF)</a>` : '—'}</td></tr>`)}</tbody></table></div>`
+<tbody>${invoices.map((i) => html`<tr><td>${date(i.created_at)}</td><td class="num">${fmtUsd(i.amount_due_cents)}</td><td>${i.status}${'payment_failed' in i ? html` <span class="badge warn">payment failed</span>` : ''}</td><td>${i.invoice_pdf ? html`<a href="${i.invoice_pdf}">Invoice ${date(i.created_at)} (PDF)</a>` : '—'}</td></tr>`)}</tbody></table></div>`
 }
 <h3>Payment methods</h3>
 ${
@@ -207,7 +202,7 @@ ${
   transactions.length === 0
     ? html`<p class="muted">No transactions.</p>`
     : html`<div class="scroll"><table aria-labelledby="h-tx"><thead><tr><th scope="col">Date</th><th scope="col">Type</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Balance after</th></tr></thead>
-<tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td>${date(t.created_at)}</td><td>${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num">${t.amount_credits > 0 ? '+' : ''}${n(t.amount_credits)}</td><td class="num">${n(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
+<tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td>${date(t.created_at)}</td><td>${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num">${t.amount_credits > 0 ? '+' : ''}${fmtTokens(t.amount_credits)}</td><td class="num">${fmtTokens(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
 }
 <div class="pager">${offset > 0 ? link(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? link(offset + PAGE_SIZE, 'Older →') : ''}</div></section>`;
 
@@ -225,11 +220,11 @@ ${
     const pool = await ownerBalance(db, principalOf(req).userId);
     const rows = pool.allocations.map((a, i) => {
       const id = `f-alloc-${i}`;
-      return html`<div class="field"><label for="${id}">${a.name}${a.is_default ? ' (personal)' : ''} <span class="hint">now ${n(a.allocated_credits)}</span></label>
+      return html`<div class="field"><label for="${id}">${a.name}${a.is_default ? ' (personal)' : ''} <span class="hint">now ${fmtTokens(a.allocated_credits)}</span></label>
 <input id="${id}" name="${a.org_id}" type="text" inputmode="numeric" value="${String(a.allocated_credits)}" autocomplete="off"${error && i === 0 ? html` aria-invalid="true" aria-describedby="f-alloc-error" autofocus` : ''}></div>`;
     });
     return html`<section class="card" aria-labelledby="h-pool"><h2 id="h-pool">Your tokens across organizations</h2>
-<p><strong>${n(pool.global_credits)}</strong> tokens in all: ${n(pool.unallocated_credits)} not allocated, the rest allocated below. ${n(pool.lifetime_granted_credits)} granted since you joined.</p>
+<p><strong>${fmtTokens(pool.global_credits)}</strong> tokens in all: ${fmtTokens(pool.unallocated_credits)} not allocated, the rest allocated below. ${fmtTokens(pool.lifetime_granted_credits)} granted since you joined.</p>
 ${error ? html`<div class="field-error" id="f-alloc-error" role="alert">${error}</div>` : ''}
 ${postForm(req, res, '/account/allocations', html`<input type="hidden" name="return_to" value="${req.path}">${rows}<div class="actions"><button type="submit" class="secondary">Save allocations</button></div>`)}</section>`;
   }
@@ -294,15 +289,15 @@ ${postForm(req, res, '/account/allocations', html`<input type="hidden" name="ret
       narrow: true,
       formAction: processorOrigins(deps),
       body: html`<div class="card"><h1>Buy tokens</h1>
-<p><strong>${usd(cents)}</strong> buys <strong>${n(cents * CREDITS_PER_CENT)} tokens</strong> for ${org.name}, added to its allocation once paid.</p>
-${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="amount_cents" value="${String(cents)}"><div class="actions"><button type="submit">Pay ${usd(cents)}</button><a href="${base(org)}">Cancel</a></div>`)}</div>`,
+<p><strong>${fmtUsd(cents)}</strong> buys <strong>${fmtTokens(cents * CREDITS_PER_CENT)} tokens</strong> for ${org.name}, added to its allocation once paid.</p>
+${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="amount_cents" value="${String(cents)}"><div class="actions"><button type="submit">Pay ${fmtUsd(cents)}</button><a href="${base(org)}">Cancel</a></div>`)}</div>`,
     });
   });
 
   // Top-up, step 2: the processor's checkout.
   ownerAction('topup/pay', async (req, res, org) => {
     const cents = Number(formValue(req, 'amount_cents', 32));
-    if (!Number.isInteger(cents) || cents < TOPUP_MIN_CENTS || cents > TOPUP_MAX_CENTS)
+    if (!isChargeCents(cents))
       throw new AppError(400, 'VALIDATION_ERROR', 'the amount must be from 1.00 to 10,000.00 US dollars');
     const p = principalOf(req);
     const { checkout_url } = await startCheckout(db, deps.billing, {
@@ -376,7 +371,7 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
         const err = clientError(caught);
         const why =
           err.code === 'INSUFFICIENT_UNALLOCATED'
-            ? `Not enough unallocated tokens to give ${w.name} ${n(w.to)}: lower another organization's allocation first, or buy tokens.`
+            ? `Not enough unallocated tokens to give ${w.name} ${fmtTokens(w.to)}: lower another organization's allocation first, or buy tokens.`
             : `${w.name}: ${errorText(err)}`;
         const saved = done.length ? ` Saved before that: ${done.join(', ')}.` : '';
         return allocationError(req, res, m?.[1], why + saved, err.status);
