@@ -158,6 +158,64 @@ describe('POST /v1/messages with the Anthropic SDK', () => {
     }
   });
 
+  it('takes what Claude Code sends on every request: system turns, thinking, effort, context management', async () => {
+    // The shape of Claude Code 2.1's requests (captured from it): the beta client (`?beta=true` and the
+    // anthropic-beta header), system turns inside messages, a deferred tool, and three parameters svc
+    // takes without applying (src/models/messages/schema.ts). Tried by hand with Claude Code itself too
+    // (docs/models.md).
+    s.fake.reply = () => ({ content: 'hello from svc', promptTokens: 30 });
+    const before = await balance();
+    const { data: stream, response } = await client()
+      .beta.messages.create({
+        model: 'claude-opus-5-5',
+        max_tokens: 100,
+        stream: true,
+        betas: ['claude-code-20250219', 'interleaved-thinking-2025-05-14', 'context-management-2025-06-27'],
+        system: [
+          { type: 'text', text: 'You are a coding agent.' },
+          { type: 'text', text: 'Be careful.', cache_control: { type: 'ephemeral' } },
+        ],
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'First.' }] },
+          { role: 'system', content: 'Only until the next user turn.', clear_at: 'next_user_message' },
+          { role: 'assistant', content: 'ok' },
+          {
+            role: 'user',
+            content: [{ type: 'text', text: 'Say hello.', cache_control: { type: 'ephemeral' } }],
+          },
+          { role: 'system', content: [{ type: 'text', text: 'Reminder: be brief.' }] },
+        ],
+        tools: [
+          {
+            name: 'Bash',
+            description: 'Run a command',
+            input_schema: { type: 'object', properties: { command: { type: 'string' } } },
+            defer_loading: true,
+          },
+        ],
+        metadata: { user_id: JSON.stringify({ device_id: 'd1', account_uuid: '', session_id: 's1' }) },
+        thinking: { type: 'adaptive', display: 'omitted' },
+        context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+        output_config: { effort: 'medium' },
+      })
+      .withResponse();
+    let text = '';
+    for await (const event of stream)
+      if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
+    expect(text).toBe('hello from svc');
+    expect(lastRequest().messages).toEqual([
+      { role: 'system', content: 'You are a coding agent.\nBe careful.' },
+      { role: 'user', content: 'First.' },
+      { role: 'assistant', content: 'ok' },
+      { role: 'user', content: 'Say hello.' },
+      { role: 'system', content: 'Reminder: be brief.' },
+    ]);
+    expect(lastRequest()).not.toHaveProperty('reasoning_effort');
+    const want = 30 + 2 * 3;
+    expect(before - (await balance())).toBe(want);
+    expect(await ledgerDebit(response.headers.get('x-svc-request-id'))).toBe(want);
+  });
+
   it('answers 401, 402 and 400 in Anthropic’s error shape; nothing billed', async () => {
     const sent = s.fake.requests.length;
     const bad = await client('svc_not_a_token')
@@ -176,14 +234,24 @@ describe('POST /v1/messages with the Anthropic SDK', () => {
         model: 'x',
         max_tokens: 10,
         messages: [{ role: 'user', content: 'hi' }],
-        thinking: { type: 'enabled', budget_tokens: 1024 },
+        top_k: 5,
       }),
     });
     expect(unknown.status).toBe(400);
     expect(await jsonAs<unknown>(unknown)).toEqual({
       type: 'error',
-      error: { type: 'invalid_request_error', message: matchingThinking },
+      error: { type: 'invalid_request_error', message: matchingTopK },
     });
+    // Structured output through output_config is not served: refused, not dropped.
+    const format = await client()
+      .beta.messages.create({
+        model: 'x',
+        max_tokens: 10,
+        messages: [{ role: 'user', content: 'hi' }],
+        output_config: { format: { type: 'json_schema', schema: { type: 'object' } } },
+      })
+      .catch((e: unknown) => e);
+    expect(format).toMatchObject({ status: 400, error: { error: { type: 'invalid_request_error' } } });
 
     await setOrgBalance(s.server, s.owner.orgKey, 0);
     const poor = await client()
@@ -196,4 +264,4 @@ describe('POST /v1/messages with the Anthropic SDK', () => {
   });
 });
 
-const matchingThinking: unknown = expect.stringContaining("'thinking'");
+const matchingTopK: unknown = expect.stringContaining("'top_k'");

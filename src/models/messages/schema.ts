@@ -5,9 +5,15 @@ import { firstUnknownKey, unsupportedParameterError } from '../schema.js';
 // The body of POST /v1/messages (Anthropic Messages API), as far as svc serves it: text and image
 // content, tools and their results, streaming. The same rule as chat (docs/billing.md "Request
 // parameters"): only the parameters of this allow-list are taken; any other is 400 naming it — among
-// them `thinking` (extended thinking), `service_tier`, `top_k` (no chat completions equivalent: not
-// silently dropped), `mcp_servers` and `container` (run at the provider), server tools (`web_search_…`,
-// refused as a tool without `input_schema`).
+// them `service_tier`, `top_k` (no chat completions equivalent: not silently dropped), `mcp_servers` and
+// `container` (run at the provider), server tools (`web_search_…`, refused as a tool without
+// `input_schema`), `output_config.format`.
+//
+// Taken and not applied (docs/models.md "Messages: what Claude Code sends"): `thinking`, `output_config.effort`
+// and `context_management` say how hard the model should think and which old thinking or tool turns the
+// provider may trim. Claude Code sends all three on every request; the chat completions call svc makes
+// has no place for them, so the answer carries no thinking blocks and the whole conversation is sent
+// (and billed as sent). What the answer means does not change, so they are taken rather than refused.
 
 const cacheControl = z.unknown().optional();
 const textBlock = z.looseObject({ type: z.literal('text'), text: z.string(), cache_control: cacheControl });
@@ -43,10 +49,19 @@ export const block = z.discriminatedUnion('type', [textBlock, imageBlock, toolUs
 export type Block = z.output<typeof block>;
 export type ImageBlock = z.output<typeof imageBlock>;
 
-const message = z.looseObject({
-  role: z.enum(['user', 'assistant']),
-  content: z.union([z.string(), z.array(block).max(1_000)]),
-});
+// `system` turns inside `messages` (Claude Code sends its reminders so), text only: a system message at
+// that place; one with `clear_at: "next_user_message"` only until a later user turn exists.
+const message = z.discriminatedUnion('role', [
+  z.looseObject({
+    role: z.enum(['user', 'assistant']),
+    content: z.union([z.string(), z.array(block).max(1_000)]),
+  }),
+  z.looseObject({
+    role: z.literal('system'),
+    content: z.union([z.string(), z.array(textBlock).max(1_000)]),
+    clear_at: z.enum(['next_user_message', 'never']).nullish(),
+  }),
+]);
 
 const tool = z.looseObject({
   type: z.literal('custom').optional(),
@@ -79,6 +94,24 @@ export const messagesRequest = z.strictObject({
   stop_sequences: z.array(z.string().max(256)).max(4).optional(),
   // Read but never passed on: the provider gets svc's own opaque id of the acting user (as on chat).
   metadata: z.looseObject({ user_id: z.string().max(256).nullish() }).optional(),
+  // Taken, not applied (above).
+  thinking: z
+    .looseObject({
+      type: z.enum(['enabled', 'adaptive', 'between_tools', 'disabled']),
+      budget_tokens: z.number().int().positive().optional(),
+    })
+    .optional(),
+  output_config: z
+    .strictObject({ effort: z.string().max(16).nullish(), task_budget: z.unknown().optional() })
+    .optional(),
+  context_management: z
+    .looseObject({
+      edits: z
+        .array(z.looseObject({ type: z.string().max(64) }))
+        .max(16)
+        .optional(),
+    })
+    .optional(),
 });
 export type MessagesRequest = z.output<typeof messagesRequest>;
 

@@ -32,7 +32,14 @@ function chatMessages(r: MessagesRequest): ChatMessage[] {
   const out: ChatMessage[] = [];
   const system = textOf(r.system);
   if (system) out.push({ role: 'system', content: system });
-  for (const m of r.messages) {
+  const lastUser = r.messages.findLastIndex((m) => m.role === 'user');
+  for (const [i, m] of r.messages.entries()) {
+    if (m.role === 'system') {
+      // Shown until a later user turn exists, when the client asked so.
+      if (m.clear_at === 'next_user_message' && lastUser > i) continue;
+      out.push({ role: 'system', content: textOf(m.content) });
+      continue;
+    }
     if (typeof m.content === 'string') {
       out.push({ role: m.role, content: m.content });
       continue;
