@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, jsonSchema, streamText, tool } from 'ai';
+import { generateText, streamText } from 'ai';
+import { weatherRoundTrip } from './helpers/weather-round-trip.js';
 import { sql } from 'drizzle-orm';
 import { modelSuite, type ModelSuite } from './helpers/model-suite.js';
 import { FAKE_KEY } from './helpers/fake-upstream.js';
@@ -412,23 +413,7 @@ describe('the AI SDK default provider openai(model), passed through', () => {
       Array.isArray(body.input) && body.input.some((i) => 'type' in i && i.type === 'function_call_output')
         ? { content: 'It is sunny' }
         : { toolCalls: [{ name: 'weather', arguments: '{"city":"Paris"}' }] };
-    const r = await generateText({
-      model: provider()('gpt-4o-mini'),
-      prompt: 'Weather in Paris?',
-      maxRetries: 0,
-      tools: {
-        weather: tool({
-          description: 'The weather in a city',
-          inputSchema: jsonSchema<{ city: string }>({
-            type: 'object',
-            properties: { city: { type: 'string' } },
-            required: ['city'],
-          }),
-          execute: ({ city }) => Promise.resolve(`sunny in ${city}`),
-        }),
-      },
-      stopWhen: ({ steps }) => steps.length >= 2,
-    });
+    const r = await weatherRoundTrip(provider()('gpt-4o-mini'));
     expect(r.text).toBe('It is sunny');
     expect(r.steps).toHaveLength(2);
     const input = sent().body.input as unknown as Record<string, unknown>[];

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { ResponseCreateParamsBase } from 'openai/resources/responses/responses';
+import { contentChunkGoes, type StreamFaultKnobs } from './fake-stream-faults.js';
 
 // The fake provider's own Responses API (POST /v1/responses, JSON and its event stream), for svc's
 // pass-through (MODEL_UPSTREAM_API=responses). The same knobs as its chat completions (delays, a status
@@ -21,16 +22,12 @@ export interface FakeReply {
 }
 
 /** The fake provider's knobs and records this API reads (FakeUpstream has them all). */
-export interface ResponsesKnobs {
+export interface ResponsesKnobs extends StreamFaultKnobs {
   requests: unknown[];
   responsesRequests: unknown[];
   responsesReply: (body: ResponsesBody) => FakeReply;
-  chunkDelayMs: number;
   endDelayMs: number;
-  breakAfterChunks: number | null;
-  stallAfterChunks: number | null;
   omitUsage: boolean;
-  abortedStreams: number;
   /**
    * How a Responses stream ends after its text: `completed` (the default: response.completed or
    * .incomplete), `failed` (an `error` event then response.failed, as a provider reports its own failure),
@@ -43,7 +40,6 @@ export interface ResponsesKnobs {
 export type ResponsesBody = ResponseCreateParamsBase;
 
 const words = (text: string): string[] => text.match(/\s*\S+/g) ?? [];
-const sleep = (ms: number) => (ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
 
 export async function answerResponses(
   state: ResponsesKnobs,
@@ -136,20 +132,7 @@ export async function answerResponses(
         part: { type: 'output_text', text: '', annotations: [] },
       });
       for (const piece of pieces) {
-        await sleep(state.chunkDelayMs);
-        if (res.destroyed) {
-          state.abortedStreams++;
-          return;
-        }
-        if (state.breakAfterChunks !== null && sent >= state.breakAfterChunks) {
-          res.socket?.destroy();
-          return;
-        }
-        if (state.stallAfterChunks !== null && sent >= state.stallAfterChunks) {
-          await new Promise((r) => res.once('close', r)); // silent until the caller gives up
-          state.abortedStreams++;
-          return;
-        }
+        if (!(await contentChunkGoes(state, res, sent))) return;
         send('response.output_text.delta', { ...at, delta: piece, logprobs: [] });
         sent++;
       }

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions/completions';
 import { answerResponses, type FakeReply, type ResponsesBody } from './fake-upstream-responses.js';
+import { contentChunkGoes, sleep } from './fake-stream-faults.js';
 
 export type { FakeReply };
 
@@ -72,7 +73,6 @@ export const TEST_PRICES = { MODEL_PRICE_INPUT: '90000', MODEL_PRICE_OUTPUT: '18
 export const FAKE_KEY = 'sk-fake-provider-secret-123';
 
 const words = (text: string) => text.match(/\s*\S+/g) ?? [];
-const sleep = (ms: number) => (ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
 
 export async function startFakeUpstream(): Promise<FakeUpstream> {
   const sockets = new Set<import('node:net').Socket>();
@@ -203,20 +203,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     ]);
     let sent = 0;
     for (const piece of pieces) {
-      await sleep(state.chunkDelayMs);
-      if (res.destroyed) {
-        state.abortedStreams++;
-        return;
-      }
-      if (state.breakAfterChunks !== null && sent >= state.breakAfterChunks) {
-        res.socket?.destroy();
-        return;
-      }
-      if (state.stallAfterChunks !== null && sent >= state.stallAfterChunks) {
-        await new Promise((r) => res.once('close', r)); // silent until the caller gives up
-        state.abortedStreams++;
-        return;
-      }
+      if (!(await contentChunkGoes(state, res, sent))) return;
       send([{ index: 0, delta: { content: piece }, finish_reason: null }]);
       sent++;
     }
