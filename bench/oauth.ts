@@ -13,9 +13,12 @@
 // the bench prints the process's CPU per refresh over its phase (server and load loop: the loop is the
 // same for both, so the difference is the servers'), and svc's statements and PostgreSQL backend CPU
 // per refresh (bench/mcp-cost.ts) — figures a loaded machine moves far less than req/s.
+// BENCH_PROFILE=1 writes a V8 CPU profile of svc's measured phase (the process: server and load loop)
+// into ./bench-profiles, for Chrome DevTools or speedscope.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { exportJWK, generateKeyPair } from 'jose';
@@ -35,6 +38,7 @@ const SECONDS = knob('BENCH_SECONDS', 5, 1);
 const WARMUP = knob('BENCH_WARMUP', 1, 0);
 const CONCURRENCY = knob('BENCH_CONCURRENCY', 8, 4);
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const PROFILE = Boolean(process.env.BENCH_PROFILE);
 
 interface Result {
   name: string;
@@ -91,11 +95,13 @@ async function load(
     return { latencies, errors };
   };
   if (WARMUP) await phase(WARMUP, false);
+  const profiler = PROFILE && name === 'svc' ? await startProfile() : null;
   const before: Cost = await readCost(costUrl);
   const started = performance.now();
   const { latencies, errors } = await phase(SECONDS, true);
   const elapsed = (performance.now() - started) / 1000;
   const cost = perRequest(before, await readCost(costUrl), latencies.length);
+  if (profiler) await profiler.stop(name);
   latencies.sort((a, b) => a - b);
   return {
     name,
@@ -105,6 +111,24 @@ async function load(
     perSecond: latencies.length / elapsed,
     p50: quantile(latencies, 0.5),
     p99: quantile(latencies, 0.99),
+  };
+}
+
+/** A CPU profile of this process from now until stop(), written to bench-profiles/oauth-<name>-<time>.cpuprofile. */
+async function startProfile() {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return {
+    async stop(name: string) {
+      const { profile } = await session.post('Profiler.stop');
+      mkdirSync('bench-profiles', { recursive: true });
+      const file = `bench-profiles/oauth-${name}-${Date.now()}.cpuprofile`;
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+      console.log(`CPU profile of ${name}'s phase: ${file}`);
+    },
   };
 }
 
