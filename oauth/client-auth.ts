@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Request } from 'express';
 import type { Deps } from '../src/deps.js';
 import { clientAuthenticates, findClient, type OAuthClient } from './clients.js';
@@ -7,8 +8,12 @@ import { OAuthProtocolError } from './params.js';
 // revocation, introspection): client_secret_basic, client_secret_post, or `none` (client_id alone) for
 // public clients (RFC 6749 §2.3.1; RFC 7009 §2.1; RFC 7662 §2.1 leaves the method to the server).
 
-export function clientCredentials(req: Request): { clientId?: string; secret?: string; basic: boolean } {
-  const header = req.get('authorization');
+export function clientCredentials(req: Pick<IncomingMessage, 'headers'> & { body?: unknown }): {
+  clientId?: string;
+  secret?: string;
+  basic: boolean;
+} {
+  const header = req.headers.authorization;
   const m = header ? /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header) : null;
   if (header && !m)
     throw new OAuthProtocolError('invalid_client', 'unsupported client authentication scheme');

@@ -1,4 +1,4 @@
-import type { RequestHandler } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Deps } from '../src/deps.js';
 import { isMetadataDocumentUrl } from './client-metadata.js';
 
@@ -22,15 +22,20 @@ function basicUser(header: string | undefined): string | undefined {
   }
 }
 
-export function limitMetadataFetches(deps: Deps): RequestHandler {
-  return (req, res, next) => {
-    const query = req.query as Record<string, unknown>;
+/** Express middleware, and a step of the token request's own entry on plain node objects (oauth/token-entry.ts). */
+export function limitMetadataFetches(deps: Deps) {
+  return (
+    req: IncomingMessage & { query?: unknown; body?: unknown },
+    res: ServerResponse,
+    next: (err?: unknown) => void,
+  ) => {
+    const query = (req.query ?? {}) as Record<string, unknown>;
     const body = (req.body ?? {}) as Record<string, unknown>;
-    const named = [query.client_id, body.client_id, basicUser(req.get('authorization'))];
+    const named = [query.client_id, body.client_id, basicUser(req.headers.authorization)];
     const fetches = named.some(
       (id) => typeof id === 'string' && isMetadataDocumentUrl(id, deps.config.devMode),
     );
     if (!fetches) return next();
-    return deps.limits.perIp(req, res, next);
+    return deps.limits.perIp(req as never, res as never, next);
   };
 }

@@ -1,7 +1,9 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import OAuth2Server from '@node-oauth/oauth2-server';
-import { Router, type Response } from 'express';
+import { Router } from 'express';
 import type { Deps } from '../src/deps.js';
 import { requestOrigin } from '../src/http/origin.js';
+import { sendJson } from '../src/http/error-middleware.js';
 import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS } from './grants.js';
 import { DEVICE_CODE_GRANT } from './metadata.js';
 import { DeviceCodeGrantType } from './device-grant.js';
@@ -13,6 +15,10 @@ import { OAuthProtocolError } from './params.js';
 // (oauth/token-model.ts). The response is the library's, checked against an allow-list: with
 // allowExtendedTokenAttributes every extra property of saveToken's result would reach the client
 // (the library's own authorization-code object among them), so only `grants` is let through.
+// The endpoint works on plain node objects: Express serves it (tokenRoutes), and so does the token
+// request's own entry ahead of Express (oauth/token-entry.ts), with the same steps before it.
+
+export const TOKEN_PATH = '/oauth/token';
 
 const GRANT_TYPES = new Set(['authorization_code', 'refresh_token', DEVICE_CODE_GRANT]);
 
@@ -25,27 +31,40 @@ const RESPONSE_FIELDS = new Set([
   'grants',
 ]);
 
-function sendOAuthError(res: Response, status: number, error: string, description: string) {
+/** The request as the endpoint reads it: headers and socket (the origin), the parsed form, the query. */
+export type TokenHttpRequest = IncomingMessage & { body?: unknown; query?: unknown };
+
+function sendOAuthError(res: ServerResponse, status: number, error: string, description: string) {
   if (error === 'invalid_client') {
     // RFC 6749 §5.2: 401 with a challenge for the scheme the client can use.
     status = 401;
-    res.set('WWW-Authenticate', 'Basic realm="svc", charset="UTF-8"');
+    res.setHeader('WWW-Authenticate', 'Basic realm="svc", charset="UTF-8"');
   }
-  res.status(status).json({ error, error_description: description });
+  sendJson(res, status, { error, error_description: description });
 }
 
-export function tokenRoutes(deps: Deps): Router {
-  const router = Router();
-  router.post('/oauth/token', async (req, res) => {
-    res.set({ 'Cache-Control': 'no-store', Pragma: 'no-cache' });
+/** The endpoint; it answers, or throws for the caller's error handling (the `oauth` surface). */
+export function tokenEndpoint(deps: Deps) {
+  return async (req: TokenHttpRequest, res: ServerResponse): Promise<void> => {
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('Pragma', 'no-cache');
     const issuer = requestOrigin(req, deps.config);
     const body = { ...((req.body ?? {}) as Record<string, unknown>) };
+    // The library's own Request, built first: its is() is the content-type check the library applies.
+    const { authorization: _credentials, ...libraryHeaders } = req.headers;
+    const request = new OAuth2Server.Request({
+      headers: libraryHeaders as Record<string, string>,
+      method: req.method ?? 'POST',
+      query: (req.query ?? {}) as Record<string, string>,
+      body,
+    });
+    const form = Boolean(request.is(['application/x-www-form-urlencoded']));
     // The grant type is checked first: the library would otherwise ask an unknown grant for client
     // credentials and answer invalid_client where RFC 6749 §5.2 says unsupported_grant_type.
-    if (req.is('application/x-www-form-urlencoded') && typeof body.grant_type !== 'string') {
+    if (form && typeof body.grant_type !== 'string') {
       throw new OAuthProtocolError('invalid_request', 'grant_type is required (sent once)');
     }
-    if (req.is('application/x-www-form-urlencoded') && !GRANT_TYPES.has(body.grant_type as string)) {
+    if (form && !GRANT_TYPES.has(body.grant_type as string)) {
       throw new OAuthProtocolError(
         'unsupported_grant_type',
         `grant_type ${String(body.grant_type).slice(0, 100)} is not supported`,
@@ -54,7 +73,6 @@ export function tokenRoutes(deps: Deps): Router {
     // The library does not form-decode Basic credentials (RFC 6749 §2.3.1 requires it; strict clients
     // such as oauth4webapi encode every '-' and '_'), so they are decoded here and handed over as body
     // credentials. Two methods at once is a malformed request (RFC 6749 §2.3).
-    const { headers } = req;
     const creds = clientCredentials(req);
     if (creds.basic) {
       if (body.client_secret !== undefined)
@@ -64,15 +82,8 @@ export function tokenRoutes(deps: Deps): Router {
       body.client_id = creds.clientId;
       body.client_secret = creds.secret;
     }
-    const libraryHeaders = Object.fromEntries(Object.entries(headers).filter(([k]) => k !== 'authorization'));
     const model = Object.assign(createTokenModel({ deps, issuer, body }), { ctx: { deps, issuer, body } });
     const server = new OAuth2Server({ model } as unknown as ConstructorParameters<typeof OAuth2Server>[0]);
-    const request = new OAuth2Server.Request({
-      headers: libraryHeaders as Record<string, string>,
-      method: req.method,
-      query: req.query as Record<string, string>,
-      body,
-    });
     const response = new OAuth2Server.Response({ headers: {} });
     try {
       await server.token(request, response, {
@@ -94,13 +105,18 @@ export function tokenRoutes(deps: Deps): Router {
         sendOAuthError(res, err.code ?? 400, err.name, err.message ?? '');
         return;
       }
-      // A server_error wraps what really failed (a database error): let the error middleware log it.
+      // A server_error wraps what really failed (a database error): let the error handling log it.
       throw (err as { inner?: unknown }).inner ?? err;
     }
     const out = Object.fromEntries(
       Object.entries(response.body as Record<string, unknown>).filter(([k]) => RESPONSE_FIELDS.has(k)),
     );
-    res.status(200).json(out);
-  });
+    sendJson(res, 200, out);
+  };
+}
+
+export function tokenRoutes(deps: Deps): Router {
+  const router = Router();
+  router.post(TOKEN_PATH, tokenEndpoint(deps));
   return router;
 }
