@@ -461,13 +461,10 @@ CREATE TABLE "billing_reconcile_checkpoint" (
 	"id" integer PRIMARY KEY DEFAULT 1 NOT NULL,
 	"last_entry_id" bigint NOT NULL,
 	"last_usage_record_id" bigint NOT NULL,
+	"ledger_checksum" numeric NOT NULL,
+	"checksum_seed" bigint NOT NULL,
 	"taken_at" timestamp with time zone DEFAULT now() NOT NULL,
 	CONSTRAINT "billing_reconcile_checkpoint_one_row" CHECK ("billing_reconcile_checkpoint"."id" = 1)
-);
---> statement-breakpoint
-CREATE TABLE "billing_reconcile_sums" (
-	"account_id" text PRIMARY KEY NOT NULL,
-	"ledger_sum" bigint NOT NULL
 );
 --> statement-breakpoint
 CREATE TABLE "balance_crossings" (

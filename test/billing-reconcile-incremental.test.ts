@@ -11,8 +11,8 @@ import { queryRows } from '../src/db/client.js';
 import { createLogger } from '../src/log.js';
 
 // Reconciliation that grows with new rows (issue 24 item 3; docs/scale.md): the first run checks the
-// whole ledger and stores a checkpoint; later runs check what was written since, from the stored
-// per-account sums; --full still checks everything; closed holds past the retention are deleted.
+// whole ledger and stores a checkpoint; later runs check what was written since, the balances against
+// the stored checksum; --full still checks everything; closed holds past the retention are deleted.
 // The settle window is 0 here (nothing else writes), so the checkpoint reaches the newest row.
 
 let server: TestServer;
@@ -58,92 +58,123 @@ describe('incremental reconciliation', () => {
     expect(full.violations).toEqual([]);
   });
 
-  it('compares new rows with the stored sums: a wrong stored sum of a touched account is found', async () => {
-    await run(); // checkpoint at the newest row
-    // The stored sum is what the incremental run trusts for rows before the checkpoint: skew it.
-    await server.deps.db.execute(
-      sql`update billing_reconcile_sums set ledger_sum = ledger_sum + 5 where account_id = ${`org:${u.orgKey}`}`,
-    );
-    await chat(1); // a new row on that account
-    const storedSum = async () =>
-      (
-        await queryRows<{ s: unknown }>(
-          server.deps.db,
-          sql`select ledger_sum as s from billing_reconcile_sums where account_id = ${`org:${u.orgKey}`}`,
-        )
-      )[0]!.s;
-    const skewed = await storedSum();
+  // The balances' checksum (docs/scale.md): each case below is a wrong balance that the incremental run
+  // finds through it (the accounts still sum to zero, or the case says what else is found), and that the
+  // full check it falls back to names account by account.
+  const BALANCE = 'stored balance differs from the sum of its ledger rows';
+  const move = (id: string, by: number) =>
+    server.deps.db.execute(sql`update billing_accounts set balance = balance + ${by} where id = ${id}`);
+  async function expectCaught(accounts: string[], alsoFound: string[] = []) {
     const found = await checkSinceCheckpoint(server.deps.db, 0);
-    // The check and the fold are one statement: what it folded rolled back with what it found.
-    expect(await storedSum()).toBe(skewed);
-    expect(found!.violations.map((v) => v.check)).toEqual([
-      'stored balance differs from the sum of its ledger rows',
-    ]);
-    expect(JSON.stringify(found!.violations[0]!.rows)).toContain(`org:${u.orgKey}`);
-    // The checkpoint did not move over what was found; the reconcile run falls back to the full check,
-    // which finds the ledger sound and stores a fresh checkpoint.
+    expect(found!.violations.map((v) => v.check).sort()).toEqual([BALANCE, ...alsoFound].sort());
+    // The checkpoint did not move over what was found.
     expect(found!.to).toEqual(found!.from);
+    expect(await readCheckpoint(server.deps.db)).toEqual(found!.from);
+    // The run falls back to the full check, which names each account.
     const report = await run();
     expect(report.mode).toBe('full');
-    expect(report.violations).toEqual([]);
+    const named = report.violations.find((v) => v.check === BALANCE);
+    for (const id of accounts) expect(JSON.stringify(named?.rows)).toContain(`"${id}"`);
+  }
+
+  it('finds a balance changed outside the ledger on an account no new row touched', async () => {
+    const other = await createUser(server);
+    await run();
+    await chat(1); // new rows, on u's accounts only
+    const id = `org:${other.orgKey}`;
+    await move(id, 1);
+    try {
+      await expectCaught([id], ['accounts do not sum to zero']);
+    } finally {
+      await move(id, -1);
+    }
+    expect((await run()).violations).toEqual([]);
+  });
+
+  it('finds a balance changed outside the ledger on an account a new row touched', async () => {
+    await run();
+    await chat(1);
+    const id = `org:${u.orgKey}`;
+    await move(id, -1);
+    try {
+      await expectCaught([id], ['accounts do not sum to zero']);
+    } finally {
+      await move(id, 1);
+    }
+    expect((await run()).violations).toEqual([]);
+  });
+
+  it('finds a transfer outside the ledger (+x on one account, -x on another: still summing to zero)', async () => {
+    const other = await createUser(server);
+    await run();
+    await chat(1);
+    const [a, b] = [`org:${u.orgKey}`, `org:${other.orgKey}`];
+    await move(a, -3);
+    await move(b, 3);
+    try {
+      await expectCaught([a, b]);
+    } finally {
+      await move(a, 3);
+      await move(b, -3);
+    }
+    expect((await run()).violations).toEqual([]);
+  });
+
+  it("finds a new ledger row whose accounts' balances were not moved", async () => {
+    await run();
+    const [org, pool] = [`org:${u.orgKey}`, `pool:${u.userId}`];
+    // No check of the calls, grants, refunds or disputes reads a reclaim: only the balances can say.
+    await server.deps.db.execute(
+      sql`insert into billing_entries (key, from_account, to_account, amount, type)
+          values (${`reclaim:unmoved:${Date.now()}`}, ${org}, ${pool}, 2, 'reclaim')`,
+    );
+    // Ledger rows are immutable: the balances move afterwards, as the row says, so the ledger is sound again.
+    try {
+      await expectCaught([org, pool]);
+    } finally {
+      await move(org, -2);
+      await move(pool, 2);
+    }
+    expect((await run()).violations).toEqual([]);
     expect((await checkSinceCheckpoint(server.deps.db, 0))!.violations).toEqual([]);
   });
 
-  it('finds a tampered balance of an account no new row touched (the accounts no longer sum to zero)', async () => {
-    await run();
-    const other = await createUser(server);
-    await run();
-    await server.deps.db.execute(
-      sql`update billing_accounts set balance = balance + 1 where id = ${`org:${other.orgKey}`}`,
-    );
-    try {
-      const found = await checkSinceCheckpoint(server.deps.db, 0);
-      expect(found!.violations.map((v) => v.check)).toContain('accounts do not sum to zero');
-      const report = await run();
-      expect(report.mode).toBe('full');
-      expect(report.violations.map((v) => v.check)).toContain(
-        'stored balance differs from the sum of its ledger rows',
-      );
-    } finally {
-      await server.deps.db.execute(
-        sql`update billing_accounts set balance = balance - 1 where id = ${`org:${other.orgKey}`}`,
-      );
-    }
-  });
-
-  it('rows younger than the settle window are checked against the stored sums but not folded', async () => {
+  it('rows younger than the settle window are checked but not folded into the checkpoint', async () => {
     await run();
     const before = await readCheckpoint(server.deps.db);
     await chat(2);
-    // A 600 s window: the new rows are checked, the checkpoint and the sums do not move over them.
-    const young = await checkSinceCheckpoint(server.deps.db, 600);
-    expect(young!.violations).toEqual([]);
-    expect(young!.to).toEqual(before);
-    expect(await readCheckpoint(server.deps.db)).toEqual(before);
-    // Their account's stored sum is still read (not folded): a skew of it is found.
-    const org = `org:${u.orgKey}`;
-    await server.deps.db.execute(
-      sql`update billing_reconcile_sums set ledger_sum = ledger_sum + 3 where account_id = ${org}`,
-    );
+    // A 600 s window: the new rows are checked, the checkpoint does not move over them, twice (had their
+    // sums been folded in without the checkpoint moving, the second run would count them twice).
+    for (let i = 0; i < 2; i++) {
+      const young = await checkSinceCheckpoint(server.deps.db, 600);
+      expect(young!.violations).toEqual([]);
+      expect(young!.to).toEqual(before);
+      expect(await readCheckpoint(server.deps.db)).toEqual(before);
+    }
+    // They are checked: a balance of their account moved outside the ledger is found.
+    const [org, sink] = [`org:${u.orgKey}`, `sink:${u.orgKey}`];
+    await move(org, -1);
+    await move(sink, 1);
     try {
       const found = await checkSinceCheckpoint(server.deps.db, 600);
-      expect(found!.violations.map((v) => v.check)).toEqual([
-        'stored balance differs from the sum of its ledger rows',
-      ]);
-      expect(JSON.stringify(found!.violations[0]!.rows)).toContain(org);
+      expect(found!.violations.map((v) => v.check)).toEqual([BALANCE]);
     } finally {
-      await server.deps.db.execute(
-        sql`update billing_reconcile_sums set ledger_sum = ledger_sum - 3 where account_id = ${org}`,
-      );
+      await move(org, 1);
+      await move(sink, -1);
     }
-    expect((await run()).violations).toEqual([]);
+    // Once out of the window (0 here), the checkpoint moves over them and stays sound.
+    const moved = await checkSinceCheckpoint(server.deps.db, 0);
+    expect(moved!.violations).toEqual([]);
+    expect(moved!.to.lastEntryId).toBe(await maxEntryId());
+    expect((await checkSinceCheckpoint(server.deps.db, 0))!.violations).toEqual([]);
   });
 
   it('one pass over the accounts finds what the four account checks of the full run find, named alike', async () => {
     await run();
     const org = `org:${u.orgKey}`;
     const debt = `debt:${u.userId}-tampered`;
-    // A held that no active hold accounts for, and a debt account above zero (which also breaks the sum).
+    // A held that no active hold accounts for, and a debt account above zero (which also breaks the sum,
+    // and differs from its ledger rows: none).
     await server.deps.db.execute(sql`update billing_accounts set held = held + 1 where id = ${org}`);
     await server.deps.db.execute(
       sql`insert into billing_accounts (id, kind, user_id, balance) values (${debt}, 'debt', ${u.userId}, 7)`,
@@ -154,6 +185,7 @@ describe('incremental reconciliation', () => {
         'accounts do not sum to zero',
         'debt account above zero',
         'held differs from the sum of active holds',
+        'stored balance differs from the sum of its ledger rows',
       ]);
       const rows = Object.fromEntries(found!.violations.map((v) => [v.check, JSON.stringify(v.rows)]));
       expect(rows['held differs from the sum of active holds']).toContain(org);

@@ -1,23 +1,28 @@
-import { sql } from 'drizzle-orm';
+import { randomInt } from 'node:crypto';
+import { sql, type SQL } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { CHECKS, type Violation } from './invariants.js';
 import { rollupDiffersSince } from './usage-rollup-check.js';
 
 // Incremental reconciliation (issue 24 item 3; docs/scale.md). The full check (invariants.ts) reads the
-// whole ledger and every hold: 71 s at 10M rows. This one reads what was written since a stored
-// checkpoint (billing_reconcile_checkpoint, billing_reconcile_sums; src/db/tables/reconcile.ts):
+// whole ledger and every hold: 380 s at 10M rows. This one reads what was written since a stored
+// checkpoint (billing_reconcile_checkpoint; src/db/tables/reconcile.ts), plus one pass over the accounts:
 //
-// - balances: for each account that ledger rows since the checkpoint touched, the stored balance equals
-//   its sum at the checkpoint plus those rows (ledger rows are immutable, so the stored sums stay true);
-//   all balances together still sum to zero (one pass over the accounts, which catches a balance changed
-//   outside the ledger on an account no new row touched);
+// - balances: every balance equals its ledger sum, checked as one number. Each account has a weight
+//   w(a), an odd 64-bit hash of its id under a seed drawn with the checkpoint; the checkpoint stores
+//   Σ_a w(a) × (a's ledger rows up to it). Ledger rows are immutable, so that number stays true; the rows
+//   since add amount × (w(to) − w(from)) each. The account pass computes Σ_a w(a) × balance(a); the two
+//   are equal when every balance equals its ledger sum, and differ when exactly one does not (w(a) ≠ 0,
+//   exact numeric arithmetic); several wrong balances cancel only if their differences, weighted by
+//   pseudo-random 64-bit weights drawn before they went wrong, sum to zero (docs/scale.md). The number
+//   does not say which account: when it differs, the run falls back to the full check, which names them;
 // - calls: each `usage` row since the checkpoint has its settled hold with the same debit, and each
 //   usage record since the checkpoint (one per settled call, written by the settle) its hold and ledger
 //   row: matched by the stored request_id, through primary keys and unique indexes;
 // - grants, refund and dispute rows since the checkpoint have their other halves and their records;
 // - the usage rollup's hours that new usage records fell in equal those hours' records;
-// - the four checks that read the accounts table (below zero, debt, sum to zero, held) run as one pass
-//   over it; every other check that reads neither the ledger nor the holds (payments, invoices,
+// - the four checks that read the accounts table (below zero, debt, sum to zero, held) run in the same
+//   pass over it; every other check that reads neither the ledger nor the holds (payments, invoices,
 //   sessions, refunds, disputes: tables that grow with customers, not with calls) runs as in the full
 //   check.
 //
@@ -28,6 +33,21 @@ import { rollupDiffersSince } from './usage-rollup-check.js';
 
 /** Rows younger than this are checked but not folded into the checkpoint. */
 export const SETTLE_WINDOW_SECONDS = 600;
+
+/**
+ * An account's weight in the checksum: its id hashed under the checkpoint's seed (64 bits), made odd so
+ * it is never zero, as numeric so that no product or sum wraps. `id` is a column (or expression) of
+ * account ids.
+ */
+const weight = (id: SQL, seed: number) => sql`(hashtextextended(${id}, ${seed}) | 1)::numeric`;
+
+/**
+ * What the ledger rows in (from, to] add to the checksum: each row moves `amount` into `to_account` and
+ * out of `from_account`, so it adds amount × (w(to) − w(from)). Read through the primary key's range.
+ */
+const rowsChecksum = (seed: number, where: SQL) =>
+  sql`coalesce(sum(amount::numeric * (${weight(sql`to_account`, seed)} - ${weight(sql`from_account`, seed)}))
+        filter (where ${where}), 0)`;
 
 /**
  * The full check's queries that each read the whole accounts table: one pass (accountPass) answers all
@@ -43,10 +63,11 @@ const ACCOUNT_CHECKS = [
 /**
  * The four account checks of the full run in one pass over billing_accounts (the active holds summed
  * through billing_holds_open_idx, a few rows): each column lists the accounts one check finds, in the
- * full check's terms, so a violation reads the same in both modes.
+ * full check's terms, so a violation reads the same in both modes. The same pass sums the balances'
+ * checksum (checkBalances).
  */
-const accountPass = sql`
-  select sum(a.balance) as total,
+const accountPass = (seed: number) => sql`
+  select sum(a.balance) as total, coalesce(sum(${weight(sql`a.id`, seed)} * a.balance), 0) as checksum,
     (array_agg(json_build_object('id', a.id, 'balance', a.balance, 'held', a.held) order by a.id)
        filter (where a.kind in ('org', 'pool') and (a.balance < a.held or a.held < 0 or a.balance < 0)))[1:20]
       as below_zero,
@@ -58,13 +79,14 @@ const accountPass = sql`
   left join (select account_id, sum(amount) as s from billing_holds where status = 'held' group by account_id) h
     on h.account_id = a.id`;
 
-async function checkAccounts(tx: Db): Promise<Violation[]> {
+async function checkAccounts(tx: Db, seed: number): Promise<{ violations: Violation[]; checksum: string }> {
   const [row] = await queryRows<{
     total: unknown;
+    checksum: string | number | null;
     below_zero: unknown[] | null;
     debt: unknown[] | null;
     held: unknown[] | null;
-  }>(tx, accountPass);
+  }>(tx, accountPass(seed));
   const found: [(typeof ACCOUNT_CHECKS)[number], unknown[] | null | undefined][] = [
     ['inside account below zero (holds included)', row?.below_zero],
     ['debt account above zero', row?.debt],
@@ -72,7 +94,10 @@ async function checkAccounts(tx: Db): Promise<Violation[]> {
     ['accounts do not sum to zero', Number(row?.total ?? 0) !== 0 ? [{ total: row?.total }] : null],
     ['held differs from the sum of active holds', row?.held],
   ];
-  return found.filter(([, rows]) => rows?.length).map(([check, rows]) => ({ check, rows: rows! }));
+  return {
+    violations: found.filter(([, rows]) => rows?.length).map(([check, rows]) => ({ check, rows: rows! })),
+    checksum: String(row?.checksum ?? '0'),
+  };
 }
 
 /** The full check's queries that read neither the ledger nor the holds in whole: run as they are. */
@@ -99,6 +124,9 @@ const REPLACED_CHECKS = [
 export interface Checkpoint {
   lastEntryId: number;
   lastUsageRecordId: number;
+  /** Σ w(account) × the account's ledger sum up to lastEntryId (exact, as numeric's text). */
+  ledgerChecksum: string;
+  checksumSeed: number;
 }
 
 /** The request id a `usage` row's key names (`usage:<id>` or `usage:<id>:excess`). */
@@ -163,48 +191,58 @@ function sinceChecks(cp: Checkpoint): { name: string; query: ReturnType<typeof s
 const BALANCE_CHECK = 'stored balance differs from the sum of its ledger rows';
 
 /**
- * The balance check of the touched accounts and the fold of the sums, in one statement: the new rows'
- * per-account sums are taken once; those up to `to` (the horizon) are added to the stored sums, whose
- * new values come back from the upsert and are compared with the balances (plus any rows above the
- * horizon). Each touched account's stored sum is read once, by the upsert, instead of once by a check
- * and again by a fold (at 10M rows, 100,000 new rows touch 200,000 accounts: docs/scale.md). Accounts
- * touched only above the horizon read their stored sum as it is. The caller rolls the fold back when
- * anything is wrong.
+ * The stored balances' checksum (Σ w(a) × balance(a), read by the account pass) against the ledger's:
+ * the checkpoint's plus the rows since. Equal when every balance equals its ledger sum. The new
+ * checkpoint's checksum is the stored one plus the rows up to the horizon `to`.
  */
-function checkAndFoldBalances(from: Checkpoint, to: Checkpoint) {
-  const h = from.lastEntryId;
-  return sql`with moved as (
-      select acct, sum(delta) filter (where id <= ${to.lastEntryId}) as folded, sum(delta) as delta from (
-        select id, to_account as acct, amount as delta from billing_entries where id > ${h}
-        union all select id, from_account, -amount from billing_entries where id > ${h}) x
-      group by acct),
-    upsert as (
-      insert into billing_reconcile_sums (account_id, ledger_sum)
-      select acct, folded from moved where folded is not null
-      on conflict (account_id) do update set ledger_sum = billing_reconcile_sums.ledger_sum + excluded.ledger_sum
-      returning account_id, ledger_sum)
-    select a.id, a.balance, l.ledger from moved m
-    join billing_accounts a on a.id = m.acct
-    left join upsert u on u.account_id = m.acct
-    cross join lateral (select coalesce(u.ledger_sum - m.folded,
-        (select s.ledger_sum from billing_reconcile_sums s where s.account_id = m.acct), 0) + m.delta as ledger) l
-    where a.balance <> l.ledger`;
-}
-
-/** Thrown inside the snapshot to roll back the fold when something was found. */
-class Found extends Error {
-  constructor(readonly violations: Violation[]) {
-    super('reconcile: violations found since the checkpoint');
-  }
+async function checkBalances(
+  tx: Db,
+  from: Checkpoint,
+  to: Horizon,
+  balances: string,
+): Promise<{ violation: Violation | null; checksum: string }> {
+  const [row] = await queryRows<{ ledger: unknown; folded: unknown; equal: unknown }>(
+    tx,
+    sql`select l.ledger, l.folded, l.ledger = ${balances}::numeric as equal from (
+          select ${from.ledgerChecksum}::numeric + ${rowsChecksum(from.checksumSeed, sql`true`)} as ledger,
+            ${from.ledgerChecksum}::numeric + ${rowsChecksum(from.checksumSeed, sql`id <= ${to.lastEntryId}`)} as folded
+          from billing_entries where id > ${from.lastEntryId}) l`,
+  );
+  const violation =
+    row!.equal === true
+      ? null
+      : {
+          check: BALANCE_CHECK,
+          // Which accounts: the full check (the run falls back to it) names them.
+          rows: [
+            {
+              ledger_checksum: String(row!.ledger),
+              balances_checksum: balances,
+              accounts: 'named by the full check',
+            },
+          ],
+        };
+  return { violation, checksum: String(row!.folded) };
 }
 
 export async function readCheckpoint(db: Db): Promise<Checkpoint | null> {
-  const [row] = await queryRows<{ last_entry_id: unknown; last_usage_record_id: unknown }>(
+  const [row] = await queryRows<{
+    last_entry_id: unknown;
+    last_usage_record_id: unknown;
+    ledger_checksum: unknown;
+    checksum_seed: unknown;
+  }>(
     db,
-    sql`select last_entry_id, last_usage_record_id from billing_reconcile_checkpoint where id = 1`,
+    sql`select last_entry_id, last_usage_record_id, ledger_checksum, checksum_seed
+        from billing_reconcile_checkpoint where id = 1`,
   );
   return row
-    ? { lastEntryId: Number(row.last_entry_id), lastUsageRecordId: Number(row.last_usage_record_id) }
+    ? {
+        lastEntryId: Number(row.last_entry_id),
+        lastUsageRecordId: Number(row.last_usage_record_id),
+        ledgerChecksum: String(row.ledger_checksum),
+        checksumSeed: Number(row.checksum_seed),
+      }
     : null;
 }
 
@@ -219,11 +257,14 @@ async function oldTransactionOpen(db: Db, windowSeconds: number): Promise<boolea
   return Number(row?.n ?? 0) > 0;
 }
 
+/** How far a checkpoint reaches. */
+type Horizon = Pick<Checkpoint, 'lastEntryId' | 'lastUsageRecordId'>;
+
 /**
  * Where the checkpoint may move to: the newest ledger row and usage record older than the window (never
  * backwards), or nowhere when a transaction older than half the window is open.
  */
-async function safeHorizon(db: Db, from: Checkpoint, windowSeconds: number): Promise<Checkpoint> {
+async function safeHorizon(db: Db, from: Horizon, windowSeconds: number): Promise<Horizon> {
   if (await oldTransactionOpen(db, windowSeconds)) return from;
   const [row] = await queryRows<{ e: unknown; u: unknown }>(
     db,
@@ -240,24 +281,12 @@ async function safeHorizon(db: Db, from: Checkpoint, windowSeconds: number): Pro
 
 async function writeCheckpoint(db: Db, cp: Checkpoint): Promise<void> {
   await db.execute(
-    sql`insert into billing_reconcile_checkpoint (id, last_entry_id, last_usage_record_id, taken_at)
-        values (1, ${cp.lastEntryId}, ${cp.lastUsageRecordId}, now())
+    sql`insert into billing_reconcile_checkpoint
+          (id, last_entry_id, last_usage_record_id, ledger_checksum, checksum_seed, taken_at)
+        values (1, ${cp.lastEntryId}, ${cp.lastUsageRecordId}, ${cp.ledgerChecksum}::numeric, ${cp.checksumSeed}, now())
         on conflict (id) do update set last_entry_id = excluded.last_entry_id,
-          last_usage_record_id = excluded.last_usage_record_id, taken_at = excluded.taken_at`,
-  );
-}
-
-/** Folds the ledger rows in (from, to] into the stored sums. */
-async function foldSums(db: Db, from: number, to: number): Promise<void> {
-  if (to <= from) return;
-  await db.execute(
-    sql`insert into billing_reconcile_sums (account_id, ledger_sum)
-        select acct, sum(delta) from (
-          select to_account as acct, amount as delta from billing_entries where id > ${from} and id <= ${to}
-          union all select from_account, -amount from billing_entries where id > ${from} and id <= ${to}) x
-        group by acct
-        on conflict (account_id) do update
-          set ledger_sum = billing_reconcile_sums.ledger_sum + excluded.ledger_sum`,
+          last_usage_record_id = excluded.last_usage_record_id, ledger_checksum = excluded.ledger_checksum,
+          checksum_seed = excluded.checksum_seed, taken_at = excluded.taken_at`,
   );
 }
 
@@ -279,8 +308,8 @@ const inSnapshot = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
   );
 
 /**
- * After a full check found nothing wrong: stores the sums of every account's rows up to a safe horizon
- * (one pass over the ledger, which the full check read anyway).
+ * After a full check found nothing wrong: stores the ledger's checksum up to a safe horizon under a
+ * fresh seed (one pass over the ledger, which the full check read anyway).
  */
 export async function takeCheckpoint(
   db: Db,
@@ -288,9 +317,15 @@ export async function takeCheckpoint(
 ): Promise<Checkpoint | null> {
   return inSnapshot(db, async (tx) => {
     if (await oldTransactionOpen(tx, windowSeconds)) return null;
-    const cp = await safeHorizon(tx, { lastEntryId: 0, lastUsageRecordId: 0 }, windowSeconds);
-    await tx.execute(sql`delete from billing_reconcile_sums`);
-    await foldSums(tx, 0, cp.lastEntryId);
+    const to = await safeHorizon(tx, { lastEntryId: 0, lastUsageRecordId: 0 }, windowSeconds);
+    // A seed drawn now, independently of any wrong balance that may come later: see docs/scale.md for
+    // why that makes two or more wrong balances cancel only by a 2^-64 chance.
+    const seed = randomInt(2 ** 47) - 2 ** 46;
+    const [row] = await queryRows<{ s: unknown }>(
+      tx,
+      sql`select ${rowsChecksum(seed, sql`true`)} as s from billing_entries where id <= ${to.lastEntryId}`,
+    );
+    const cp = { ...to, ledgerChecksum: String(row!.s), checksumSeed: seed };
     await writeCheckpoint(tx, cp);
     return cp;
   });
@@ -304,43 +339,36 @@ export async function checkSinceCheckpoint(
   db: Db,
   windowSeconds = SETTLE_WINDOW_SECONDS,
 ): Promise<{ violations: Violation[]; from: Checkpoint; to: Checkpoint } | null> {
-  const found: { violations: Violation[]; from?: Checkpoint } = { violations: [] };
-  try {
-    return await inSnapshot(db, async (tx) => {
-      const from = await readCheckpoint(tx);
-      if (!from) return null;
-      found.from = from;
-      // Every check of the full run is either run as it is or replaced here: a new or renamed check must
-      // be placed in one of the two lists, never silently left out of the incremental run.
-      const placed = [...ACCOUNT_CHECKS, ...CHEAP_CHECKS, ...REPLACED_CHECKS] as string[];
-      const unplaced = CHECKS.filter((c) => !placed.includes(c.name));
-      const cheap = CHECKS.filter((c) => CHEAP_CHECKS.includes(c.name));
-      const accounts = CHECKS.filter((c) => (ACCOUNT_CHECKS as readonly string[]).includes(c.name));
-      if (
-        unplaced.length > 0 ||
-        cheap.length !== CHEAP_CHECKS.length ||
-        accounts.length !== ACCOUNT_CHECKS.length
-      )
-        throw new Error(
-          `reconcile: place ${unplaced.map((c) => c.name).join(', ') || 'every check'} in ACCOUNT_CHECKS, CHEAP_CHECKS or REPLACED_CHECKS`,
-        );
-      const checks = [...cheap, ...sinceChecks(from)];
-      const violations: Violation[] = await checkAccounts(tx);
-      for (const c of checks) {
-        const rows = await queryRows<unknown>(tx, c.query);
-        if (rows.length > 0) violations.push({ check: c.name, rows: rows.slice(0, 20) });
-      }
-      const to = await safeHorizon(tx, from, windowSeconds);
-      const balances = await queryRows<unknown>(tx, checkAndFoldBalances(from, to));
-      if (balances.length > 0) violations.unshift({ check: BALANCE_CHECK, rows: balances.slice(0, 20) });
-      if (violations.length > 0) throw new Found(violations);
-      await writeCheckpoint(tx, to);
-      return { violations, from, to };
-    });
-  } catch (err) {
-    // The fold rolled back with the transaction: the checkpoint stays where it was.
-    if (err instanceof Found && found.from)
-      return { violations: err.violations, from: found.from, to: found.from };
-    throw err;
-  }
+  return inSnapshot(db, async (tx) => {
+    const from = await readCheckpoint(tx);
+    if (!from) return null;
+    // Every check of the full run is either run as it is or replaced here: a new or renamed check must
+    // be placed in one of the lists, never silently left out of the incremental run.
+    const placed = [...ACCOUNT_CHECKS, ...CHEAP_CHECKS, ...REPLACED_CHECKS] as string[];
+    const unplaced = CHECKS.filter((c) => !placed.includes(c.name));
+    const cheap = CHECKS.filter((c) => CHEAP_CHECKS.includes(c.name));
+    const accounts = CHECKS.filter((c) => (ACCOUNT_CHECKS as readonly string[]).includes(c.name));
+    if (
+      unplaced.length > 0 ||
+      cheap.length !== CHEAP_CHECKS.length ||
+      accounts.length !== ACCOUNT_CHECKS.length
+    )
+      throw new Error(
+        `reconcile: place ${unplaced.map((c) => c.name).join(', ') || 'every check'} in ACCOUNT_CHECKS, CHEAP_CHECKS or REPLACED_CHECKS`,
+      );
+    const pass = await checkAccounts(tx, from.checksumSeed);
+    const violations = pass.violations;
+    for (const c of [...cheap, ...sinceChecks(from)]) {
+      const rows = await queryRows<unknown>(tx, c.query);
+      if (rows.length > 0) violations.push({ check: c.name, rows: rows.slice(0, 20) });
+    }
+    const horizon = await safeHorizon(tx, from, windowSeconds);
+    const balances = await checkBalances(tx, from, horizon, pass.checksum);
+    if (balances.violation) violations.unshift(balances.violation);
+    // Something found: the checkpoint stays where it was (the run falls back to the full check).
+    if (violations.length > 0) return { violations, from, to: from };
+    const to = { ...horizon, ledgerChecksum: balances.checksum, checksumSeed: from.checksumSeed };
+    await writeCheckpoint(tx, to);
+    return { violations, from, to };
+  });
 }
