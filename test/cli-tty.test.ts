@@ -4,12 +4,11 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { and, eq } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
-import { CLI_ENTRY, CLI_TEST_TIMEOUT_MS, cliHome, type CliHome } from './helpers/cli.js';
+import { CLI_NODE_ARGS, CLI_TEST_TIMEOUT_MS, cliHome, type CliHome } from './helpers/cli.js';
 import { TEST_PRICES } from './helpers/fake-upstream.js';
 import { billingEntries } from '../src/db/schema.js';
 
@@ -41,11 +40,10 @@ afterAll(async () => {
 });
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-const TSX = pathToFileURL(join(import.meta.dirname, '../node_modules/tsx/dist/loader.mjs')).href;
 
 /** `svc ARGS` inside a pseudo-terminal: what the terminal showed, keys to type, and the exit code. */
 function inTerminal(args: string[], env: Record<string, string> = {}) {
-  const command = [process.execPath, '--import', TSX, CLI_ENTRY, ...args].map(quote).join(' ');
+  const command = [process.execPath, ...CLI_NODE_ARGS, ...args].map(quote).join(' ');
   const child = spawn('script', ['-qfec', command, '/dev/null'], {
     cwd: work,
     env: {

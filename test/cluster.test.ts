@@ -20,7 +20,8 @@ const CAP = 4;
 /** RUN_SOCKETS_PER_USER of the two-worker server: counted once for both workers. */
 const SOCKETS = 2;
 
-/** The svc worker processes under the primary (its other children are tsx's esbuild services). */
+/** The svc worker processes under the primary (its other children, when it runs through tsx, are tsx's
+ * esbuild services). A worker runs src/main.ts, or dist/src/main.js when the build is current. */
 function workerPids(primary: number): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
@@ -29,7 +30,7 @@ function workerPids(primary: number): number[] {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
       if (ppid !== primary) continue;
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('src/main.ts')) pids.push(Number(entry));
+      if (/src\/main\.[jt]s\0/.test(readFileSync(`/proc/${entry}/cmdline`, 'utf8'))) pids.push(Number(entry));
     } catch {
       // the process ended while we looked
     }

@@ -2,18 +2,19 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/db/client.js';
 import { serverSecrets } from '../src/db/schema.js';
 import { createTestDatabase } from './helpers/server.js';
+import { nodeEntry } from './helpers/entry.js';
 
 // NODE_ENV=production refuses unsafe settings, naming each variable, and the banner tells the truth
 // (CONTRACT §1; issue 22 item 14); generated server keys are sealed under KEY_ENCRYPTION_KEY (item 17).
 // Each case starts the real entry point (src/main.ts) as a child process with an environment of its
 // own, on the test's storage mode: its own PostgreSQL database, or a PGlite data directory.
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+/** src/main.ts, compiled when the build is current (helpers/entry.ts). */
+const MAIN = nodeEntry('src/main.ts');
 const KEK = 'k'.repeat(16) + 'production-test-kek-0123456789';
 
 let storage: { env: Record<string, string>; drop(): Promise<void>; databaseUrl?: string; dataDir?: string };
@@ -55,7 +56,7 @@ const PRODUCTION = {
  */
 function start(env: Record<string, string>, whileUp?: (url: string) => Promise<void>): Promise<Run> {
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
+  const child = spawn(process.execPath, MAIN, {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...storage.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

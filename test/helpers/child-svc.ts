@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { nodeEntry } from './entry.js';
 
-// svc as its own process (src/main.ts, as `npm start` runs it), for what only a process shows: that it
+// svc as its own process (src/main.ts, as `npm start` runs it: compiled when the build is current, entry.ts), for what only a process shows: that it
 // did not exit, what it does on SIGTERM, what a kill -9 leaves behind, its memory and descriptors.
 
 export interface ChildSvc {
@@ -36,7 +37,7 @@ export async function freePort(): Promise<number> {
 export async function startChildSvc(env: Record<string, string>): Promise<ChildSvc> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const proc = spawn(process.execPath, nodeEntry('src/main.ts'), {
     cwd: process.cwd(),
     env: {
       PATH: process.env.PATH ?? '',

@@ -2,24 +2,24 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { expect } from 'vitest';
 import { PageClient, csrfOf } from './page-client.js';
 import { driveConsent } from './oauth.js';
 import type { TestUser } from './fixtures.js';
 import { parseAs } from './json.js';
+import { nodeEntry } from './entry.js';
 import type { ServerEntry } from '../../src/cli/credentials.js';
 import type { Summary } from '../../src/cli/commands/whoami.js';
 import type { Outcome } from '../../src/cli/outcome.js';
 import type { ChatCompletion } from 'openai/resources/chat/completions';
 import type { ClientBalance, OwnerBalance } from './answers.js';
 
-// The `svc` terminal client as a real child process (node + tsx on src/cli/cli.ts, the same code bin/svc.mjs
-// runs compiled), with its own config folder, so credentials.json is the real file a person would have.
+// The `svc` terminal client as a real child process (src/cli/cli.ts: compiled in dist/ as bin/svc.mjs runs
+// it when the build is current, else through tsx: entry.ts), with its own config folder, so
+// credentials.json is the real file a person would have.
 
-export const CLI_ENTRY = join(import.meta.dirname, '../../src/cli/cli.ts');
-/** tsx's loader by absolute URL: the CLI runs in other working directories (svc run's tools use it). */
-const TSX_LOADER = pathToFileURL(join(import.meta.dirname, '../../node_modules/tsx/dist/loader.mjs')).href;
+/** The node arguments that start the CLI (before its own arguments). */
+export const CLI_NODE_ARGS = nodeEntry('src/cli/cli.ts');
 
 export interface CliRun {
   child: ChildProcess;
@@ -78,7 +78,7 @@ export function startCli(
   opts: { env?: Record<string, string>; cwd?: string; input?: string } = {},
 ): CliRun {
   const env: Record<string, string> = { PATH: process.env.PATH ?? '', NO_COLOR: '1', ...opts.env };
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, CLI_ENTRY, ...args], {
+  const child = spawn(process.execPath, [...CLI_NODE_ARGS, ...args], {
     env,
     cwd: opts.cwd ?? process.cwd(),
     stdio: ['pipe', 'pipe', 'pipe'],
