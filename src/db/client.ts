@@ -40,6 +40,11 @@ export interface OpenOptions {
    * 0 turns both off.
    */
   queryTimeoutMs?: number;
+  /**
+   * PGlite only: start from this dumped data directory (`PGlite.dumpDataDir()`) instead of an empty one.
+   * The tests start each file's database from one migrated once per run (test/helpers/global-setup.ts).
+   */
+  pgliteDataDirArchive?: Blob | undefined;
 }
 
 /** What DATABASE_QUERY_TIMEOUT_MS defaults to (docs/operations.md). */
@@ -115,7 +120,10 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   }
   const dir = opts.dataDir ?? './data';
   if (!dir.startsWith('memory://')) mkdirSync(dir, { recursive: true });
-  const client = await PGlite.create(dir);
+  const client = await PGlite.create(
+    dir,
+    opts.pgliteDataDirArchive ? { loadDataDir: opts.pgliteDataDirArchive } : undefined,
+  );
   const db = drizzlePglite(client, { schema }) as unknown as Db;
   return {
     db,

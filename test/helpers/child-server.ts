@@ -29,7 +29,7 @@ const MAIN = fileURLToPath(new URL('./child-server-main.ts', import.meta.url));
 export async function startChildServer(
   options: { env?: Record<string, string>; balance?: number } = {},
 ): Promise<ChildServer> {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ migrated: true });
   const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
     env: {
       ...process.env,

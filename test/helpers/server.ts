@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
@@ -10,7 +11,8 @@ import { startServer } from '../../src/server.js';
 import { randomToken } from '../../src/ids.js';
 
 // Each test file starts its own server on its own database: a fresh database on the real PostgreSQL
-// when TEST_DATABASE_URL is set (CI sets it), otherwise an in-memory PGlite. Three loopback hosts
+// when TEST_DATABASE_URL is set (CI sets it), otherwise an in-memory PGlite; either starts as a copy of
+// the run's migrated one (global-setup.ts). Three loopback hosts
 // stand for the three origins, so origin-dependent behaviour (issuers, links) is tested for real.
 
 export interface TestServer {
@@ -40,14 +42,20 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Creates an empty database for one test file and returns its URL and how to drop it. */
-export async function createTestDatabase(): Promise<{ url: string | undefined; drop(): Promise<void> }> {
+/**
+ * Creates a database for one test file and returns its URL and how to drop it: empty, or with `migrated`
+ * a copy of the run's migrated template (test/helpers/global-setup.ts) when there is one.
+ */
+export async function createTestDatabase(
+  options: { migrated?: boolean } = {},
+): Promise<{ url: string | undefined; drop(): Promise<void> }> {
   const admin = process.env.TEST_DATABASE_URL;
   if (!admin) return { url: undefined, drop: async () => {} };
   const name = `svc_t_${randomToken(8)}`;
+  const template = options.migrated ? process.env.SVC_TEST_TEMPLATE_DATABASE : undefined;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
-  await client.query(`create database "${name}"`);
+  await client.query(`create database "${name}"${template ? ` template "${template}"` : ''}`);
   await client.end();
   const url = new URL(admin);
   url.pathname = `/${name}`;
@@ -81,8 +89,17 @@ export interface StartOptions {
   log?: NodeJS.WritableStream;
 }
 
+/** The run's migrated PGlite data directory (global-setup.ts), read once per test process. */
+let pgliteArchive: Promise<Blob> | undefined;
+function migratedPglite(): Promise<Blob> | undefined {
+  const path = process.env.SVC_TEST_PGLITE_ARCHIVE;
+  if (!path) return undefined;
+  pgliteArchive ??= readFile(path).then((bytes) => new Blob([bytes]));
+  return pgliteArchive;
+}
+
 export async function startTestServer(options: StartOptions = {}): Promise<TestServer> {
-  const owned = options.databaseUrl ? undefined : await createTestDatabase();
+  const owned = options.databaseUrl ? undefined : await createTestDatabase({ migrated: true });
   const databaseUrl = options.databaseUrl ?? owned?.url;
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
@@ -101,10 +118,11 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
     const database = await openDatabase({
       databaseUrl,
       dataDir: 'memory://',
+      pgliteDataDirArchive: databaseUrl ? undefined : await migratedPglite(),
       poolSize: 10,
       queryTimeoutMs: config.reliability.queryTimeoutMs,
     });
-    await runMigrations(database);
+    await runMigrations(database); // nothing left to apply on a migrated copy; its check still runs
     const deps = await createDeps(config, database, createLogger(config.logLevel, 'json', options.log));
     try {
       const running = await startServer(deps, ['127.0.0.1', '127.0.0.2', '127.0.0.3'], port);
