@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { PGlite } from '@electric-sql/pglite';
+import { protocol, type PGlite } from '@electric-sql/pglite';
 import { cutConnection } from './cut.js';
 
 // A connection of its own for the hottest read: the `svc_` token's live row, read on every model call
@@ -18,7 +18,8 @@ import { cutConnection } from './cut.js';
 //
 // Its only caller group-commits (src/db/batch.ts: one statement in flight at a time), so one connection
 // is enough. A connection that fails is dropped and the next read opens another; until then reads fail,
-// and their callers fail closed (503). On the embedded PGlite, reads go to the engine itself.
+// and their callers fail closed (503). On the embedded PGlite, reads go to the engine itself, as named
+// statements too (pgliteRows below).
 
 export interface ReadLane {
   /** Runs one statement (prepared once per connection under `name`) and returns its rows as arrays. */
@@ -29,13 +30,7 @@ export interface ReadLane {
 /** On PostgreSQL, a connection of its own with the pool's settings; on PGlite, the engine itself. */
 export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): ReadLane {
   if ('pglite' in source) {
-    const engine = source.pglite;
-    return {
-      async rows(_name, text, values) {
-        return (await engine.query<unknown[]>(text, values, { rowMode: 'array' })).rows;
-      },
-      async close() {},
-    };
+    return { rows: pgliteRows(source.pglite), async close() {} };
   }
   const options = source.pool.options;
   let client: pg.Client | null = null;
@@ -97,4 +92,66 @@ export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): 
       await c?.end().catch(() => {});
     },
   };
+}
+
+/**
+ * Named statements on the embedded engine. PGlite's `query` parses, describes and plans its statement on
+ * every call, six trips into the engine; here a statement is parsed and described once per engine and
+ * each read is one trip (Bind, Execute, Sync). PGlite runs in this process, so that work was this
+ * process's CPU: 1,180 → 213 µs for the grant read (docs/platform.md, Benchmark). Each read waits for the
+ * engine's transaction and query locks, as `query` does, so it never runs inside another caller's
+ * transaction. Values are serialized and rows parsed with the engine's own type handlers.
+ */
+function pgliteRows(engine: PGlite): ReadLane['rows'] {
+  const { serialize } = protocol;
+  const described = new Map<string, { params: number[]; fields: number[] }>();
+  const run = (...messages: Uint8Array[]) => {
+    const message = new Uint8Array(messages.reduce((n, m) => n + m.length, 0));
+    messages.reduce((at, m) => (message.set(m, at), at + m.length), 0);
+    return engine.execProtocol(message, { syncToFs: false });
+  };
+  return (name, text, values) =>
+    engine._runExclusiveTransaction(() =>
+      engine._runExclusiveQuery(async () => {
+        let statement = described.get(name);
+        if (!statement) {
+          const { messages } = await run(
+            serialize.parse({ name, text }),
+            serialize.describe({ type: 'S', name }),
+            serialize.sync(),
+          );
+          statement = { params: [], fields: [] };
+          for (const m of messages) {
+            if (m instanceof protocol.messages.ParameterDescriptionMessage) statement.params = m.dataTypeIDs;
+            if (m instanceof protocol.messages.RowDescriptionMessage)
+              statement.fields = m.fields.map((f) => f.dataTypeID);
+          }
+          described.set(name, statement);
+        }
+        const { params, fields } = statement;
+        const { messages } = await run(
+          serialize.bind({
+            statement: name,
+            values: values.map((v, i) => {
+              if (v === null || v === undefined) return null;
+              const serializer = engine.serializers[params[i]!];
+              return serializer ? (serializer(v) as string) : String(v);
+            }),
+          }),
+          serialize.execute({}),
+          serialize.sync(),
+        );
+        const rows: unknown[][] = [];
+        for (const m of messages) {
+          if (!(m instanceof protocol.messages.DataRowMessage)) continue;
+          rows.push(
+            m.fields.map((value: string | null, i) => {
+              const parser = engine.parsers[fields[i]!];
+              return value === null || !parser ? value : parser(value, fields[i]!);
+            }),
+          );
+        }
+        return rows;
+      }),
+    );
 }
