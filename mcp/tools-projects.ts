@@ -41,7 +41,7 @@ export const projectTools: PlatformTool[] = [
       annotations: READ_ONLY,
     },
     async (ctx, a) => ({
-      data: await listProjects(ctx.deps.db, ctx.actor, {
+      data: await listProjects(ctx.deps.database, ctx.actor, {
         orgKey: ctx.orgKeyOf(a.org_id),
         limit: a.limit ?? 20,
         offset: a.offset ?? 0,

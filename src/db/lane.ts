@@ -24,13 +24,19 @@ import { cutConnection } from './cut.js';
 export interface ReadLane {
   /** Runs one statement (prepared once per connection under `name`) and returns its rows as arrays. */
   rows(name: string, text: string, values: unknown[]): Promise<unknown[][]>;
+  /**
+   * The same for a read that is not group-committed (many in flight at once): on PostgreSQL through the
+   * pool, prepared once per pooled connection; on PGlite the same engine statement as `rows`.
+   */
+  pooledRows(name: string, text: string, values: unknown[]): Promise<unknown[][]>;
   close(): Promise<void>;
 }
 
 /** On PostgreSQL, a connection of its own with the pool's settings; on PGlite, the engine itself. */
 export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): ReadLane {
   if ('pglite' in source) {
-    return { rows: pgliteRows(source.pglite), async close() {} };
+    const rows = pgliteRows(source.pglite);
+    return { rows, pooledRows: rows, async close() {} };
   }
   const options = source.pool.options;
   let client: pg.Client | null = null;
@@ -78,7 +84,11 @@ export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): 
     }
   };
 
+  const pool = source.pool;
   return {
+    async pooledRows(name, text, values) {
+      return (await pool.query<unknown[]>({ name, text, values, rowMode: 'array' })).rows;
+    },
     rows(name, text, values) {
       if (closed) return Promise.reject(new Error('the read lane is closed'));
       // Open and idle: the statement is written now, in the caller's own turn of the event loop.

@@ -44,7 +44,7 @@ export function projectRoutes(deps: Deps, auth: Auth): Router {
     // `org_id` is required; `client_id` is accepted as its other spelling (CONTRACT §2).
     const q = parse(listQuery, { ...req.query, org_id: req.query.org_id ?? req.query.client_id });
     res.json({
-      data: await listProjects(db, actorOf(req), { orgKey: q.org_id, ...pageOf(q) }),
+      data: await listProjects(deps.database, actorOf(req), { orgKey: q.org_id, ...pageOf(q) }),
     });
   });
 

@@ -145,7 +145,9 @@ type ReportRow = typeof projectReports.$inferSelect;
 type FileRow = Omit<typeof projectFiles.$inferSelect, 'content'>;
 type ShareRow = typeof projectShares.$inferSelect;
 
-export const toProject = (p: ProjectRow): ProjectOut => ({
+export const toProject = (
+  p: Pick<ProjectRow, 'id' | 'orgId' | 'name' | 'description' | 'createdAt' | 'updatedAt' | 'forkedFromId'>,
+): ProjectOut => ({
   id: p.id,
   org_id: clientIdOf(p.orgId),
   name: p.name,

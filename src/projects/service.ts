@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import type { Db } from '../db/client.js';
+import type { Database, Db } from '../db/client.js';
 import { projects } from '../db/schema.js';
 import { noAccess, notFound } from '../http/errors.js';
 import type { Page } from '../http/pagination.js';
@@ -11,6 +11,7 @@ import {
   findProject,
   insertProject,
   listProjectsInOrg,
+  orgProjectsPage,
   lockOrgProjectNames,
   namesWithPrefix,
 } from './queries.js';
@@ -27,11 +28,13 @@ const inTx = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
  * org shared with them sees those; anyone else gets 403 NO_ACCESS.
  */
 export async function listProjects(
-  db: Db,
+  { db, readLane }: Pick<Database, 'db' | 'readLane'>,
   actor: Actor,
   input: { orgKey: string } & Page,
 ): Promise<ProjectOut[]> {
   const role = await orgRoleOf(db, actor, input.orgKey);
+  if (role && input.startingAfter === undefined)
+    return (await orgProjectsPage(readLane, input.orgKey, input)).map(toProject);
   if (role) return (await listProjectsInOrg(db, input.orgKey, input)).map(toProject);
   if (actor.boundOrgKey) throw noAccess('this token acts only within its own client');
   const shared = await listProjectsInOrg(db, input.orgKey, input, actor.userId);
