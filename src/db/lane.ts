@@ -145,7 +145,8 @@ function pgliteRows(engine: PGlite): ReadLane['rows'] {
             values: values.map((v, i) => {
               if (v === null || v === undefined) return null;
               const serializer = engine.serializers[params[i]!];
-              return serializer ? (serializer(v) as string) : String(v);
+              if (serializer) return serializer(v);
+              return typeof v === 'string' ? v : JSON.stringify(v);
             }),
           }),
           serialize.execute({}),
@@ -155,9 +156,11 @@ function pgliteRows(engine: PGlite): ReadLane['rows'] {
         for (const m of messages) {
           if (!(m instanceof protocol.messages.DataRowMessage)) continue;
           rows.push(
-            m.fields.map((value: string | null, i) => {
+            m.fields.map((value: string | null, i): unknown => {
               const parser = engine.parsers[fields[i]!];
-              return value === null || !parser ? value : parser(value, fields[i]!);
+              if (value === null || !parser) return value;
+              const parsed: unknown = parser(value, fields[i]);
+              return parsed;
             }),
           );
         }
