@@ -5,7 +5,7 @@ import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js
 import { seedScale } from '../bench/scale-seed.js';
 import { openDatabase, type Database } from '../src/db/client.js';
 import { listTransactions } from '../src/billing/payments.js';
-import { listProjectsInOrg } from '../src/projects/queries.js';
+import { listProjectsInOrg, orgProjectsPage } from '../src/projects/queries.js';
 import { usageCalls, usageSummary } from '../src/usage/service.js';
 import { listMembers } from '../src/orgs/service.js';
 import { listOwnTokens } from '../src/tokens/service.js';
@@ -143,6 +143,13 @@ describe.skipIf(!postgres)('every list reads its page from an index in its order
       listProjectsInOrg(db, measured.orgKey, { limit: 20, offset: 100 }),
     );
     expectIndexPage(offset, 'projects', 'projects_org_idx', 121);
+    // The common case's prepared statement (orgProjectsPage), past PostgreSQL's five custom plans.
+    for (let i = 0; i < 6; i++)
+      await orgProjectsPage(explained.readLane, measured.orgKey, { limit: 20, offset: 0 });
+    const prepared = await planOf('projects', () =>
+      orgProjectsPage(explained.readLane, measured.orgKey, { limit: 20, offset: 100 }),
+    );
+    expectIndexPage(prepared, 'projects', 'projects_org_idx', 121);
   });
 
   it('the usage call log: first page and a cursor deep in the list', async () => {
