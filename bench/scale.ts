@@ -40,11 +40,14 @@ function flag(name: string, normal: number, inSmoke: number): number {
 }
 
 const KEPT = process.env.BENCH_SCALE_DATABASE || undefined;
+/** The measured person's own projects and calls on a side seeded afresh: two pages and a few more. */
+const OWN_ITEMS = 45;
 
 if (role === 'svc') {
   process.env.TEST_DATABASE_URL = ADMIN;
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
+  const { setOrgBalance } = await import('../test/helpers/billing.js');
   const { issueSession } = await import('../src/auth/session.js');
   const { seedScale } = await import('./scale-seed.js');
   const users = Number(process.env.BENCH_SEED_USERS ?? 0);
@@ -85,9 +88,14 @@ if (role === 'svc') {
   }
   // Minting a token revokes the person's earlier one in the client (a kept database's last run's).
   const { secret } = await createApiToken(server, measured, measured.orgKey, 'bench');
+  // Enough tokens for every chat call of the run: the trial's 50,000 pay for ~1,900 of the bench's
+  // calls, which a quiet machine makes in under a second (then 402s, and the run does not count).
+  await setOrgBalance(server, measured.orgKey, 1_000_000_000);
   if (!stored) {
-    // A few projects of their own on both sides, so every list has a page to start after.
-    for (let i = 0; i < 3; i++) {
+    // Two pages (of 20) of projects and calls of their own on both sides, so that on the empty side too a
+    // first page and a page after a cursor are whole pages: with 3 of each, the empty side's pages held
+    // 3 rows or none, and the ratio compared 20 rows (joined and serialized) with 3 or 0.
+    for (let i = 0; i < OWN_ITEMS; i++) {
       const res = await fetch(`${server.url}/v1/projects`, {
         method: 'POST',
         headers: { authorization: `Bearer ${session}`, 'content-type': 'application/json' },
@@ -95,8 +103,7 @@ if (role === 'svc') {
       });
       if (res.status !== 200) throw new Error(`POST /v1/projects answered ${res.status}`);
     }
-    // And a few calls, so the call log has them too.
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < OWN_ITEMS; i++) {
       const res = await fetch(`${server.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
