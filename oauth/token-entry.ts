@@ -6,6 +6,7 @@ import { asOutage } from '../src/db/outage.js';
 import { rejectNulCharacters } from '../src/http/input-guard.js';
 import { requestLogger } from '../src/http/request-log.js';
 import { devHostGuard } from '../src/http/host-guard.js';
+import { runSteps, type EntryStep } from '../src/http/entry-steps.js';
 import { oauthCors } from './cors.js';
 import { limitMetadataFetches } from './fetch-limit.js';
 import { TOKEN_PATH, tokenEndpoint, type TokenHttpRequest } from './token.js';
@@ -22,8 +23,6 @@ import { TOKEN_PATH, tokenEndpoint, type TokenHttpRequest } from './token.js';
 // shape (sendError, as Express's error middleware), a database outage as 503.
 // test/oauth-token-entry.test.ts checks that both ways answer alike.
 
-type Step = (req: TokenHttpRequest, res: ServerResponse, next: (err?: unknown) => void) => unknown;
-
 const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
 
 export function tokenEntry(deps: Deps, app: RequestListener): RequestListener {
@@ -37,7 +36,7 @@ export function tokenEntry(deps: Deps, app: RequestListener): RequestListener {
     rejectNulCharacters(),
     oauthCors,
     limitMetadataFetches(deps),
-  ] as Step[];
+  ] as EntryStep<TokenHttpRequest>[];
   const endpoint = tokenEndpoint(deps);
 
   return (req: IncomingMessage, res: ServerResponse) => {
@@ -45,20 +44,6 @@ export function tokenEntry(deps: Deps, app: RequestListener): RequestListener {
       return app(req, res);
     const fail = (err: unknown) =>
       void asOutage(deps.db, err).then((e) => sendError(deps.log, e, req, res, 'oauth'));
-    // As Express runs a route's handlers: each step calls next(), or next(err) to answer with the error.
-    let i = 0;
-    const next = (err?: unknown) => {
-      if (err) return fail(err);
-      const step = steps[i++];
-      if (!step) return void endpoint(req, res).catch(fail);
-      try {
-        // The metadata-fetch limit's rate limiter answers asynchronously, and refuses by rejecting.
-        const pending: unknown = step(req, res, next);
-        if (pending instanceof Promise) pending.catch(fail);
-      } catch (thrown) {
-        fail(thrown);
-      }
-    };
-    next();
+    runSteps(steps, req, res, endpoint, fail);
   };
 }

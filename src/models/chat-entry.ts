@@ -7,6 +7,7 @@ import { rejectNulCharacters } from '../http/input-guard.js';
 import { requestLogger } from '../http/request-log.js';
 import { devHostGuard } from '../http/host-guard.js';
 import { jsonBody } from '../http/json-body.js';
+import { runSteps, type EntryStep } from '../http/entry-steps.js';
 import { startSpareAdmission, type ChatHttpRequest } from './chat-admission.js';
 import { credentialBeforeBody } from './chat-credential.js';
 import { chatCompletionsRoute } from './chat.js';
@@ -28,7 +29,7 @@ export const CHAT_PATH = '/v1/chat/completions';
 /** Chat histories are long. */
 const CHAT_BODY_LIMIT = '10mb';
 
-type Step = (req: ChatHttpRequest, res: ServerResponse, next: (err?: unknown) => void) => void;
+type Step = EntryStep<ChatHttpRequest>;
 
 /**
  * The steps of a chat call between the request log and the route, in order: the spare's early read
@@ -60,18 +61,6 @@ export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): Request
     // A database outage is 503 with Retry-After, as on every route (src/db/outage.ts), never a 500.
     const fail = (err: unknown) =>
       void asOutage(deps.db, err).then((e) => sendError(deps.log, e, req, res, 'openai'));
-    // As Express runs a route's handlers: each step calls next(), or next(err) to answer with the error.
-    let i = 0;
-    const next = (err?: unknown) => {
-      if (err) return fail(err);
-      const step = steps[i++];
-      if (!step) return void route(req, res).catch(fail);
-      try {
-        step(req, res, next);
-      } catch (thrown) {
-        fail(thrown);
-      }
-    };
-    next();
+    runSteps(steps, req, res, route, fail);
   };
 }
