@@ -19,12 +19,22 @@ function newestMtime(dir) {
   return newest;
 }
 
+/**
+ * Whether `entry` (a compiled file, relative to the repository) is at least as new as every source; always
+ * in an installed package, which has no sources. Also asked by the tests before they start svc's entry
+ * points from dist/ (test/helpers/entry.ts).
+ */
+export function isBuilt(entry) {
+  if (!existsSync(join(root, 'src'))) return true;
+  const path = join(root, entry);
+  const sources = Math.max(...['src', 'oauth', 'mcp'].map((d) => newestMtime(join(root, d))));
+  return existsSync(path) && statSync(path).mtimeMs >= sources;
+}
+
 /** `log` gets the "building" notice: stdout for the server, stderr for the CLI (its stdout may be JSON). */
 export function ensureBuilt(entry, log = process.stdout) {
   const path = join(root, entry);
-  if (!existsSync(join(root, 'src'))) return pathToFileURL(path).href;
-  const sources = Math.max(...['src', 'oauth', 'mcp'].map((d) => newestMtime(join(root, d))));
-  if (!existsSync(path) || statSync(path).mtimeMs < sources) {
+  if (!isBuilt(entry)) {
     log.write('svc: building…\n');
     const tsc = join(root, 'node_modules/typescript/bin/tsc');
     const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], {
