@@ -319,7 +319,8 @@ export async function takeCheckpoint(
     if (await oldTransactionOpen(tx, windowSeconds)) return null;
     const to = await safeHorizon(tx, { lastEntryId: 0, lastUsageRecordId: 0 }, windowSeconds);
     // A seed drawn now, independently of any wrong balance that may come later: see docs/scale.md for
-    // why that makes two or more wrong balances cancel only by a 2^-64 chance.
+    // why that makes two or more wrong balances cancel only by a chance of about 2^-63 (at most 2^-47:
+    // the seeds there are, randomInt's range).
     const seed = randomInt(2 ** 47) - 2 ** 46;
     const [row] = await queryRows<{ s: unknown }>(
       tx,
