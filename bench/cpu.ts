@@ -8,19 +8,18 @@
 // (default 10), BENCH_ORGS=16 to spread the load over 16 organizations, BENCH_PROFILE=1 to write a
 // V8 CPU profile of svc into ./bench-profiles (open it in Chrome DevTools).
 import { execSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Result } from 'autocannon';
 import { startChild, stopChild, type ProxySvcInfo } from './children.js';
+import { processCpuUs } from './proc-cpu.js';
 
 const databaseUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const proxyBench = fileURLToPath(new URL('./proxy.ts', import.meta.url));
 
-/** User + system CPU seconds of one process (/proc/<pid>/stat, fields 14 and 15, in clock ticks). */
+/** User + system CPU seconds of one process. */
 function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  return processCpuUs(pid) / 1e6;
 }
 
 function postgresCpu(): number {
@@ -31,11 +30,7 @@ function postgresCpu(): number {
     .filter(Boolean)
     .map(Number);
   return pids.reduce((sum, pid) => {
-    try {
-      return sum + cpuSeconds(pid);
-    } catch {
-      return sum; // a backend that ended meanwhile
-    }
+    return sum + cpuSeconds(pid); // 0 for a backend that ended meanwhile
   }, 0);
 }
 

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import { processCpuUs } from './proc-cpu.js';
 
 // What a request costs the server that answers it, in figures a loaded machine does not move much: CPU
 // time of the server process (process.cpuUsage) and of its PostgreSQL backends (/proc), and the
@@ -38,17 +38,6 @@ export function countStatements(): void {
   };
 }
 
-const TICK_US = 1_000_000 / 100; // /proc reports clock ticks (USER_HZ = 100 on Linux)
-
-function procCpuUs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * TICK_US;
-  } catch {
-    return 0; // a backend that ended meanwhile
-  }
-}
-
 /** The CPU of the backends connected to `databaseUrl`'s database (on this machine), µs. */
 async function postgresCpuUs(databaseUrl: string): Promise<number> {
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -59,7 +48,7 @@ async function postgresCpuUs(databaseUrl: string): Promise<number> {
     const { rows } = await client.query<{ pid: number }>(
       'select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
     );
-    return rows.reduce((sum, r) => sum + procCpuUs(r.pid), 0);
+    return rows.reduce((sum, r) => sum + processCpuUs(r.pid), 0);
   } finally {
     await client.end();
   }

@@ -7,7 +7,6 @@
 // each route the scale bench measures is requested once (after a warm-up), with every statement it ran.
 // auto_explain is switched on for the database while this runs (ALTER DATABASE … SET, reset after), so
 // that every connection has it, the read lane's too. The admin URL is the bench's.
-import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { adoptMigrations } from './scale-keep.js';
@@ -15,6 +14,7 @@ import { openDatabase, queryRows } from '../src/db/client.js';
 import { reconcile } from '../src/billing/reconcile.js';
 import { createLogger } from '../src/log.js';
 import { seedNewCalls } from './scale-seed.js';
+import { processCpuUs } from './proc-cpu.js';
 
 interface PlanNode {
   'Node Type': string;
@@ -141,10 +141,7 @@ async function explainReconcile(databaseUrl: string, seen: Statement[], minMs: n
     // which a loaded machine's wall-clock time does not (the server is local: /proc is its).
     const [row] = await queryRows<{ pid: number }>(database.db, sql`select pg_backend_pid() as pid`);
     const pid = row!.pid;
-    const cpu = () => {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, at 100 ticks a second
-    };
+    const cpu = () => processCpuUs(pid) / 1000;
     const cpuBefore = cpu();
     const t = Date.now();
     const report = await reconcile(database.db, createLogger('silent'), null, {

@@ -8,8 +8,10 @@
 // (BENCH_DATABASE_URL, TEST_DATABASE_URL or DATABASE_URL as the admin URL; default
 // postgres://postgres@127.0.0.1:5432/test; both databases are dropped afterwards). The measured person
 // registers through svc's own services and signs in with a session and an `svc_` token; the seed then
-// adds everyone else's rows around theirs. Knobs: BENCH_SECONDS per route (default 10; --smoke 0.5),
-// BENCH_CONNECTIONS (10); BENCH_SCALE_DATABASE=<name> keeps the big side's database between runs
+// adds everyone else's rows around theirs. Each route runs BENCH_ROUNDS times (default 3; --smoke 1) on
+// each side, the sides taking turns, for BENCH_SECONDS a round (default 5; --smoke 0.5) at
+// BENCH_CONNECTIONS (10); beside req/s the bench prints the CPU per request of each side's svc process
+// and of its PostgreSQL backends (from /proc), which say where a slower side's time goes. BENCH_SCALE_DATABASE=<name> keeps the big side's database between runs
 // (bench/scale-keep.ts: seeded once, reused, its full reconcile skipped once it has a checkpoint);
 // `--seed-only` stops after the seed, `--reconcile-only` skips the routes, `--new-rows N` writes N settled
 // calls on the big side before the incremental reconcile (issue 24: "under 5 s after 100,000 new rows").
@@ -22,6 +24,7 @@ import { reconcile } from '../src/billing/reconcile.js';
 import { seedNewCalls } from './scale-seed.js';
 import { adoptMigrations, keptDatabase, storedSeed, type Measured } from './scale-keep.js';
 import { createLogger } from '../src/log.js';
+import { backendsCpuUs, backendsSpentUs, processCpuUs } from './proc-cpu.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -153,6 +156,11 @@ interface Figures {
   rps: number;
   p50: number;
   errors: number;
+  requests: number;
+  seconds: number;
+  /** CPU the side's svc process and its PostgreSQL backends spent during the load, µs. */
+  svcUs: number;
+  postgresUs: number;
 }
 
 interface Side {
@@ -161,6 +169,8 @@ interface Side {
   token: string;
   session: string;
   clientId: string;
+  /** The side's svc process (set by the parent). */
+  pid: number;
 }
 
 async function load(
@@ -172,6 +182,8 @@ async function load(
 ): Promise<Figures> {
   const { default: autocannon } = await import('autocannon');
   const path = route.path(side).replace('{cursor}', encodeURIComponent(cursor));
+  const svcBefore = processCpuUs(side.pid);
+  const backendsBefore = await backendsCpuUs(side.databaseUrl);
   const result = await autocannon({
     url: `${side.url}${path}`,
     method: route.body ? 'POST' : 'GET',
@@ -184,12 +196,34 @@ async function load(
     connections,
     duration: seconds,
   });
+  const svcUs = processCpuUs(side.pid) - svcBefore;
+  const postgresUs = backendsSpentUs(backendsBefore, await backendsCpuUs(side.databaseUrl));
   return {
     rps: result.requests.average,
     p50: result.latency.p50,
     errors: result.errors + result.timeouts + result.non2xx,
+    requests: result.requests.total,
+    seconds: result.duration,
+    svcUs,
+    postgresUs,
   };
 }
+
+/** A side's rounds of one route as one figure: requests over time, the median p50, CPU per request. */
+function combined(rounds: Figures[]) {
+  const requests = rounds.reduce((n, f) => n + f.requests, 0);
+  const p50s = rounds.map((f) => f.p50).sort((a, b) => a - b);
+  return {
+    rps: requests / rounds.reduce((n, f) => n + f.seconds, 0),
+    p50: p50s[Math.floor(p50s.length / 2)]!,
+    errors: rounds.reduce((n, f) => n + f.errors, 0),
+    svcUsPerRequest: rounds.reduce((n, f) => n + f.svcUs, 0) / Math.max(requests, 1),
+    postgresUsPerRequest: rounds.reduce((n, f) => n + f.postgresUs, 0) / Math.max(requests, 1),
+  };
+}
+
+/** What a side's svc child announces. */
+type Announced = Omit<Side, 'pid'> & { counts: unknown; reused: boolean; adopted: string[] };
 
 interface Route {
   name: string;
@@ -265,7 +299,8 @@ async function main() {
   const newRows = flag('--new-rows', 0, 0);
   const reconcileOnly = process.argv.includes('--reconcile-only');
   const users = Math.max(100, Math.floor(ledgerRows / 10));
-  const seconds = knob('BENCH_SECONDS', 10, 0.5);
+  const seconds = knob('BENCH_SECONDS', 5, 0.5);
+  const rounds = knob('BENCH_ROUNDS', 3, 1);
   const connections = knob('BENCH_CONNECTIONS', 10, 4);
   const out = (s: string) => process.stdout.write(`${s}\n`);
   const deep = Math.min(100_000, users);
@@ -335,28 +370,31 @@ async function main() {
     `bench scale: ${ledgerRows} ledger rows requested (${users} other users), PostgreSQL ${new URL(ADMIN).host}`,
   );
   const started = Date.now();
-  const empty = await startChild(['--import', 'tsx', here], { BENCH_ROLE: 'svc', BENCH_SEED_USERS: '0' });
-  let big:
-    | Awaited<ReturnType<typeof startChild<Side & { counts: unknown; reused: boolean; adopted: string[] }>>>
-    | undefined;
+  const empty = await startChild<Announced>(['--import', 'tsx', here], {
+    BENCH_ROLE: 'svc',
+    BENCH_SEED_USERS: '0',
+  });
+  let big: Awaited<ReturnType<typeof startChild<Announced>>> | undefined;
   try {
-    big = await startChild<Side & { counts: unknown; reused: boolean; adopted: string[] }>(
-      ['--import', 'tsx', here],
-      {
-        BENCH_ROLE: 'svc',
-        BENCH_SEED_USERS: String(users),
-      },
-    );
+    big = await startChild<Announced>(['--import', 'tsx', here], {
+      BENCH_ROLE: 'svc',
+      BENCH_SEED_USERS: String(users),
+    });
     out(
       `  ${big.info.reused ? `reused ${KEPT} (seeded before)` : 'seeded'} in ${((Date.now() - started) / 1000).toFixed(1)} s: ${JSON.stringify(big.info.counts)}`,
     );
     for (const line of big.info.adopted) out(`  ${KEPT} brought up to this tree's migrations: ${line}`);
     if (process.argv.includes('--seed-only')) return;
-    const sides = { empty: empty.info as Side, big: big.info };
+    const sides = {
+      empty: { ...empty.info, pid: empty.child.pid! },
+      big: { ...big.info, pid: big.child.pid! },
+    };
     out(
-      `  ${'route'.padEnd(40)} ${'empty req/s'.padStart(11)} ${'big req/s'.padStart(10)} ${'ratio'.padStart(7)}   p50 empty → big   errors`,
+      `  ${rounds} round(s) of ${seconds} s per route and side, ${connections} connections; the sides take turns, the first one alternating`,
     );
-    // The full check first (it stores the checkpoint); the incremental one after the routes' writes.
+    out(
+      `  ${'route'.padEnd(40)} ${'empty req/s'.padStart(11)} ${'big req/s'.padStart(10)} ${'ratio'.padStart(7)} ${'rounds'.padStart(11)}   p50 empty → big   svc µs/req   PG µs/req   errors`,
+    );
     // The full check first (it stores the checkpoint); the incremental one after the routes' writes. A
     // kept database that has a checkpoint already skips its full check (470 s at 10M rows).
     const kept = big.info.reused && (await hasCheckpoint(sides.big.databaseUrl));
@@ -367,11 +405,20 @@ async function main() {
     let failed = false;
     for (const route of reconcileOnly ? [] : routes) {
       const cursors = { empty: await cursorFor(sides.empty, route), big: await cursorFor(sides.big, route) };
-      const e = await load(sides.empty, route, seconds, connections, cursors.empty);
-      const b = await load(sides.big, route, seconds, connections, cursors.big);
+      const runs: Record<'empty' | 'big', Figures[]> = { empty: [], big: [] };
+      for (let r = 0; r < rounds; r++) {
+        // Each side in turn, the first alternating, so a drift of the machine falls on both sides alike.
+        for (const k of r % 2 === 0 ? (['empty', 'big'] as const) : (['big', 'empty'] as const))
+          runs[k].push(await load(sides[k], route, seconds, connections, cursors[k]));
+      }
+      const e = combined(runs.empty);
+      const b = combined(runs.big);
       if (e.errors || b.errors) failed = true;
+      const perRound = runs.big.map((f, i) => f.rps / Math.max(runs.empty[i]!.rps, 1e-9));
+      const spread = `${Math.min(...perRound).toFixed(2)}–${Math.max(...perRound).toFixed(2)}`;
+      const us = (x: number, y: number) => `${x.toFixed(0)} → ${y.toFixed(0)}`;
       out(
-        `  ${route.name.padEnd(40)} ${e.rps.toFixed(0).padStart(11)} ${b.rps.toFixed(0).padStart(10)} ${(b.rps / Math.max(e.rps, 1e-9)).toFixed(2).padStart(6)}×   ${String(e.p50).padStart(5)} → ${String(b.p50).padEnd(5)} ms   ${e.errors}/${b.errors}`,
+        `  ${route.name.padEnd(40)} ${e.rps.toFixed(0).padStart(11)} ${b.rps.toFixed(0).padStart(10)} ${(b.rps / Math.max(e.rps, 1e-9)).toFixed(2).padStart(6)}× ${spread.padStart(11)}   ${String(e.p50).padStart(5)} → ${String(b.p50).padEnd(5)} ms   ${us(e.svcUsPerRequest, b.svcUsPerRequest).padStart(11)}   ${us(e.postgresUsPerRequest, b.postgresUsPerRequest).padStart(9)}   ${e.errors}/${b.errors}`,
       );
     }
     if (kept) {

@@ -1,0 +1,45 @@
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+
+// CPU time of processes on this machine, from /proc (proc(5)): a bench's wall-clock figures move with
+// whatever else the machine does, CPU per operation much less. PostgreSQL runs here too, so its
+// backends' CPU is readable the same way.
+
+/** /proc reports clock ticks; USER_HZ is 100 on Linux. */
+const TICK_US = 1_000_000 / 100;
+
+/** User + system CPU of one process so far, µs; 0 for a process that has ended. */
+export function processCpuUs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * TICK_US;
+  } catch {
+    return 0;
+  }
+}
+
+/** The CPU so far of each PostgreSQL backend connected to `databaseUrl`'s database (pid → µs). */
+export async function backendsCpuUs(databaseUrl: string): Promise<Map<number, number>> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+    );
+    return new Map(rows.map((r) => [r.pid, processCpuUs(r.pid)]));
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * CPU the backends spent between two readings, µs: a backend that started meanwhile counts from zero;
+ * one that ended meanwhile is lost (services keep their pools, so over a measured stretch the same
+ * backends serve them).
+ */
+export function backendsSpentUs(before: Map<number, number>, after: Map<number, number>): number {
+  let spent = 0;
+  for (const [pid, us] of after) spent += us - (before.get(pid) ?? 0);
+  return spent;
+}
