@@ -11,10 +11,12 @@
 // adds everyone else's rows around theirs. Each route runs BENCH_ROUNDS times (default 3; --smoke 1) on
 // each side, the sides taking turns, for BENCH_SECONDS a round (default 5; --smoke 0.5) at
 // BENCH_CONNECTIONS (10); beside req/s the bench prints the CPU per request of each side's svc process
-// and of its PostgreSQL backends (from /proc), which say where a slower side's time goes. BENCH_SCALE_DATABASE=<name> keeps the big side's database between runs
-// (bench/scale-keep.ts: seeded once, reused, its full reconcile skipped once it has a checkpoint);
-// `--seed-only` stops after the seed, `--reconcile-only` skips the routes, `--new-rows N` writes N settled
-// calls on the big side before the incremental reconcile (issue 24: "under 5 s after 100,000 new rows").
+// and of its PostgreSQL backends (from /proc), which say where a slower side's time goes.
+// BENCH_SCALE_DATABASE=<name> keeps the big side's database between runs (bench/scale-keep.ts: seeded
+// once, reused, its full reconcile skipped once it has a checkpoint); `--seed-only` stops after the seed,
+// `--reconcile-only` skips the routes, `--only <words>` runs only the routes whose name has those words,
+// `--new-rows N` writes N settled calls on the big side before the incremental reconcile (issue 24:
+// "under 5 s after 100,000 new rows").
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { announce, startChild, stopChild } from './children.js';
@@ -403,7 +405,11 @@ async function main() {
       big: kept ? null : await timedReconcile(sides.big.databaseUrl, true),
     };
     let failed = false;
-    for (const route of reconcileOnly ? [] : routes) {
+    // `--only <words>`: the routes whose name has those words (a route's figures again, without the rest).
+    const only = process.argv.includes('--only')
+      ? process.argv[process.argv.indexOf('--only') + 1]
+      : undefined;
+    for (const route of reconcileOnly ? [] : routes.filter((r) => !only || r.name.includes(only))) {
       const cursors = { empty: await cursorFor(sides.empty, route), big: await cursorFor(sides.big, route) };
       const runs: Record<'empty' | 'big', Figures[]> = { empty: [], big: [] };
       for (let r = 0; r < rounds; r++) {
