@@ -153,6 +153,12 @@ async function main() {
               url: `${floor.info.url}/v1/chat/completions`,
               headers: { authorization: `Bearer ${FAKE_KEY}` },
             },
+            {
+              // The same, and a durable write before the answer's end (what CONTRACT §9's outcome asks).
+              name: 'floor, settled (+ durable write)',
+              url: `${floor.info.url}/settled/v1/chat/completions`,
+              headers: { authorization: `Bearer ${FAKE_KEY}` },
+            },
           ]
         : []),
       {
@@ -342,8 +348,9 @@ async function main() {
       process.stdout.write(`${name} / portkey max throughput: ${ratio.toFixed(2)}×\n`);
     }
     const rate = knob('BENCH_PACED_RATE', 200, 200);
-    for (const name of ['svc (1 org)', 'svc (16 orgs)', 'portkey']) {
-      const r = rows[name]!;
+    for (const name of ['svc (1 org)', 'svc (16 orgs)', 'portkey', 'floor, settled (+ durable write)']) {
+      const r = rows[name];
+      if (!r) continue;
       process.stdout.write(
         `${name} chat JSON at a paced ${rate} req/s adds over the provider: p50 ${String(r['JSON adds p50 ms'])} ms, p99 ${String(r['JSON adds p99 ms'])} ms\n`,
       );
