@@ -3,6 +3,7 @@ import type { Deps } from '../src/deps.js';
 import { oauthRefreshTokens, type OAuthResource } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } from './grants.js';
+import { createBatcher, type Batcher } from './redeem-batch.js';
 
 // Refresh-token families (CONTRACT §7; RFC 9700 §4.14.2): one family per grant, rotation on every use,
 // and reuse of a rotated token revokes the grant. Two refreshes with the same token racing each other
@@ -35,6 +36,7 @@ export interface RefreshRequest {
 }
 
 interface RedeemRow {
+  n: number;
   grant_id: string;
   client_id: string;
   user_id: string;
@@ -50,47 +52,104 @@ interface RedeemRow {
 }
 
 // The presented row is read from the statement's snapshot, before `rotated` changed it: rotated_now says
-// whether this statement rotated it, rotated_at_ms whether an earlier request had.
-// $1 token hash, $2 rotate, $3 issuer, $4 client, $5 resource named (or null), $6 successor hash,
-// $7 successor expiry.
-const REDEEM = `with presented as (
-    select grant_id, expires_at, rotated_at from oauth_refresh_tokens where token_hash = $1
+// whether this statement rotated it, rotated_at_ms whether an earlier request had. One statement serves a
+// batch of requests (oauth/redeem-batch.ts), one element of each array per request; `n` (1-based) says
+// whose a row is. The same token twice in one batch is rotated for one of them only (an UPDATE joined to
+// two request rows updates its row once); the other finds it unrotated but not rotated_now, as a request
+// that lost a race to a parallel refresh does, and is decided the same way.
+// $1 token hashes, $2 rotate, $3 issuers, $4 clients, $5 resources named (or null), $6 successor hashes,
+// $7 successor expiries.
+// The arrays are read through a subquery that is not pulled up (offset 0): unnest of a parameter itself
+// lets the planner count the elements of each call's arrays, so it planned every call afresh (a custom
+// plan, cheaper on paper than a generic one for any array length) and never kept a generic plan. Each
+// request's token is looked up on its own (a lateral subquery, not pulled up either: an index lookup per
+// request, as the one-request statement made) and rotated by its row's address (ctid, read in the same
+// statement): a join the planner could turn into a scan of the whole table when its generic plan was
+// made while the table was small. A row a parallel refresh rotated meanwhile is re-checked by PostgreSQL
+// on its newest version, as any UPDATE's, and no longer matches (rotated_at is set).
+const REDEEM = `with req as (
+    select r.* from (select $1::text[] a, $2::boolean[] b, $3::text[] c, $4::text[] d, $5::text[] e,
+      $6::text[] f, $7::timestamptz[] g offset 0) p,
+      unnest(p.a, p.b, p.c, p.d, p.e, p.f, p.g) with ordinality
+      as r(token_hash, rotate, issuer, client_id, resource, successor_hash, successor_expires_at, n)
+  ), presented as (
+    select r.*, t.tid, t.grant_id, t.expires_at, t.rotated_at
+    from req r cross join lateral (
+      select t.ctid as tid, t.grant_id, t.expires_at, t.rotated_at
+      from oauth_refresh_tokens t where t.token_hash = r.token_hash offset 0
+    ) t
   ), rotated as (
     update oauth_refresh_tokens t set rotated_at = now()
-    from oauth_grants g
-    where $2::boolean and t.token_hash = $1 and t.rotated_at is null
+    from presented p, oauth_grants g
+    where p.rotate and t.ctid = p.tid and t.token_hash = p.token_hash and t.rotated_at is null
       and t.expires_at > now() and g.id = t.grant_id and g.revoked_at is null
-      and g.issuer = $3 and g.client_id = $4 and g.resource = coalesce($5::text, g.resource)
-    returning t.grant_id
+      and g.issuer = p.issuer and g.client_id = p.client_id and g.resource = coalesce(p.resource, g.resource)
+    returning p.n, t.grant_id, p.successor_hash, p.successor_expires_at
   ), successor as (
     insert into oauth_refresh_tokens (token_hash, grant_id, expires_at)
-    select $6, grant_id, $7::timestamptz from rotated
+    select successor_hash, grant_id, successor_expires_at from rotated
     on conflict do nothing
   )
-  select g.id as grant_id, g.client_id, g.user_id, g.org, g.resource, g.scope, g.issuer,
+  select p.n::int as n, g.id as grant_id, g.client_id, g.user_id, g.org, g.resource, g.scope, g.issuer,
     g.revoked_at is not null as revoked, p.expires_at <= now() as expired,
     (extract(epoch from p.expires_at) * 1000)::float8 as expires_at_ms,
     (extract(epoch from p.rotated_at) * 1000)::float8 as rotated_at_ms,
-    exists (select 1 from rotated) as rotated_now
+    exists (select 1 from rotated x where x.n = p.n) as rotated_now
   from presented p join oauth_grants g on g.id = p.grant_id`;
 
+interface RedeemInput {
+  tokenHash: string;
+  rotate: boolean;
+  issuer: string;
+  clientId: string;
+  resource: OAuthResource | null;
+  successorHash: string;
+  successorExpiry: string;
+}
+
 /**
- * Runs REDEEM as a named statement: PostgreSQL parses it once per pooled connection and, after its first
- * runs, keeps a generic plan (the ORM's unnamed statement was parsed and planned on every refresh:
- * docs/oauth.md, Checks and benchmark). It writes, so it goes through the pool, not the read lane.
+ * Runs REDEEM for a batch as a named statement: PostgreSQL parses it once per pooled connection and, after
+ * its first runs, keeps a generic plan (the ORM's unnamed statement was parsed and planned on every
+ * refresh: docs/oauth.md, Checks and benchmark). It writes, so it goes through the pool, not the read lane.
+ * Answers each input's row (undefined: no such token).
  */
-async function redeemStatement(deps: Deps, values: unknown[]): Promise<RedeemRow[]> {
+async function redeemStatement(deps: Deps, inputs: RedeemInput[]): Promise<(RedeemRow | undefined)[]> {
+  const values = [
+    inputs.map((i) => i.tokenHash),
+    inputs.map((i) => i.rotate),
+    inputs.map((i) => i.issuer),
+    inputs.map((i) => i.clientId),
+    inputs.map((i) => i.resource),
+    inputs.map((i) => i.successorHash),
+    inputs.map((i) => i.successorExpiry),
+  ];
   const { pool, pglite } = deps.database;
-  if (pool) return (await pool.query<RedeemRow>({ name: 'oauth_refresh_redeem', text: REDEEM, values })).rows;
-  return (await pglite!.query<RedeemRow>(REDEEM, values)).rows;
+  const rows = pool
+    ? (await pool.query<RedeemRow>({ name: 'oauth_refresh_redeem', text: REDEEM, values })).rows
+    : (await pglite!.query<RedeemRow>(REDEEM, values)).rows;
+  const byInput: (RedeemRow | undefined)[] = inputs.map(() => undefined);
+  for (const row of rows) byInput[row.n - 1] = row;
+  return byInput;
+}
+
+/** One batcher per database (the process's pool, or the embedded engine). */
+const batchers = new WeakMap<object, Batcher<RedeemInput, RedeemRow | undefined>>();
+
+function redeemBatcher(deps: Deps) {
+  let batcher = batchers.get(deps.database);
+  if (!batcher) {
+    batcher = createBatcher((inputs) => redeemStatement(deps, inputs));
+    batchers.set(deps.database, batcher);
+  }
+  return batcher;
 }
 
 /**
  * Finds a presented refresh token with its grant and, in the same statement, redeems it when the request
  * can only succeed: the token unrotated and unexpired, its grant live, granted by this issuer to this
  * client, for the resource named. Redeeming marks it rotated (a guarded UPDATE: of two racing requests
- * only one matches) and stores its successor, so a refresh costs one round trip (docs/oauth.md,
- * Benchmark). Everything else is decided from what the statement found, as the two-step code did: a
+ * only one matches) and stores its successor, so a refresh costs one round trip, shared with the other
+ * refreshes waiting for the same statement (oauth/redeem-batch.ts; docs/oauth.md, Checks and benchmark). Everything else is decided from what the statement found, as the two-step code did: a
  * token already rotated is a race inside the grace window or a replay, and a replay revokes the grant.
  */
 export async function redeemRefreshToken(
@@ -101,15 +160,15 @@ export async function redeemRefreshToken(
   const tokenHash = hmacSecret(deps.keys.hmac, token);
   const successorHash = hmacSecret(deps.keys.hmac, successorOf(deps.keys.hmac, token));
   const successorExpiry = new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000).toISOString();
-  const [row] = await redeemStatement(deps, [
+  const row = await redeemBatcher(deps).submit({
     tokenHash,
-    request.rotate,
-    request.issuer,
-    request.clientId,
-    request.resource,
+    rotate: request.rotate,
+    issuer: request.issuer,
+    clientId: request.clientId,
+    resource: request.resource,
     successorHash,
     successorExpiry,
-  ]);
+  });
   if (!row || row.revoked || row.expired) return { kind: 'invalid' };
   // A grant answers only to the issuer that granted it (mix-up defence: RFC 9700 §4.4).
   if (row.issuer !== request.issuer) return { kind: 'invalid' };

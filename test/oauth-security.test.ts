@@ -7,7 +7,8 @@ import { driveConsent, sessionCookie } from './helpers/oauth.js';
 import { verifyAccessToken } from '../oauth/verify.js';
 import { oauthCodes, oauthRefreshTokens } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
-import { REUSE_GRACE_SECONDS } from '../oauth/refresh.js';
+import { redeemRefreshToken, REUSE_GRACE_SECONDS } from '../oauth/refresh.js';
+import { issueApproval } from '../oauth/token-issue.js';
 import { AppError } from '../src/http/errors.js';
 import { anyOf, jsonAs, type JsonObject } from './helpers/json.js';
 
@@ -367,6 +368,47 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
     await expect(
       verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url }),
     ).rejects.toMatchObject({ status: 401 });
+  });
+  // Refreshes that reach the database together go in one statement (oauth/redeem-batch.ts): each must be
+  // decided as if it had gone alone.
+  it('redeems refreshes arriving together in one statement, each for its own request', async () => {
+    const issue = async () =>
+      (
+        await issueApproval(server.deps, {
+          clientId: 'svc-cli',
+          userId: user.userId,
+          orgKey: user.orgKey,
+          issuer: server.v2Url,
+          resources: ['platform'],
+          named: null,
+        })
+      ).top.refresh_token;
+    const [a, b, c, d] = [await issue(), await issue(), await issue(), await issue()];
+    const request = (clientId = 'svc-cli') => ({
+      issuer: server.v2Url,
+      clientId,
+      resource: null,
+      rotate: true,
+    });
+    // The first goes at once; the others wait for it and then go together.
+    const [ra, rb, rc1, rc2, rd, unknown] = await Promise.all([
+      redeemRefreshToken(server.deps, a, request()),
+      redeemRefreshToken(server.deps, b, request()),
+      redeemRefreshToken(server.deps, c, request()),
+      redeemRefreshToken(server.deps, c, request()),
+      redeemRefreshToken(server.deps, d, request('another-client')),
+      redeemRefreshToken(server.deps, `srt_${'x'.repeat(43)}`, request()),
+    ]);
+    expect([ra, rb].map((r) => r.kind === 'ok' && r.rotated)).toEqual([true, true]);
+    expect(ra.kind === 'ok' && rb.kind === 'ok' && ra.grant.id !== rb.grant.id).toBe(true);
+    // The same token twice: rotated for one of them; the other is decided as a lost race is (saveToken
+    // rotates it again, a no-op, and answers the same successor).
+    expect([rc1, rc2].map((r) => r.kind === 'ok' && r.rotated).sort()).toEqual([false, true]);
+    // Another client's request rotates nothing (the library then refuses it, as test above).
+    expect(rd.kind === 'ok' && rd.rotated).toBe(false);
+    expect(await rotatedAt(d)).toBeNull();
+    expect(unknown.kind).toBe('invalid');
+    for (const rt of [a, b, c]) expect(await rotatedAt(rt)).toBeInstanceOf(Date);
   });
 });
 
