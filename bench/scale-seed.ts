@@ -19,6 +19,11 @@ export interface SeedOptions {
   measured: { userId: string; orgKey: string };
   /** Projects of the measured client (default N/20, at least 50). */
   measuredProjects?: number;
+  /**
+   * The measured client's own `usage` rows (default 2N). With N = 0, the client alone: its own rows and
+   * no one else's (the scale bench's empty side, for what an offset costs an organization alone).
+   */
+  measuredRows?: number;
   /** Rows per statement. */
   chunk?: number;
   progress?: (line: string) => void;
@@ -55,7 +60,7 @@ export async function seedScale(c: pg.ClientBase, o: SeedOptions): Promise<SeedC
   const say = o.progress ?? (() => {});
   const mOrg = o.measured.orgKey;
   const mUser = o.measured.userId;
-  const mRows = 2 * n;
+  const mRows = o.measuredRows ?? 2 * n;
   const mProjects = o.measuredProjects ?? Math.max(50, Math.floor(n / 20));
   const grant = mRows + 1_000;
   // Timestamps spread over the last ~10 days in id order (newest last), inside the usage API's default period.

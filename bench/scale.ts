@@ -118,6 +118,23 @@ if (role === 'svc') {
       await res.text();
     }
   }
+  if (users === 0) {
+    // The empty side is the measured client alone: no other client, but as many ledger rows of its own as
+    // the offset page skips and more, so that its offset page skips as many rows as the big side's (the
+    // issue: an offset page costs no more than the same offset in an organization alone).
+    const c = new pg.Client({ connectionString: server.databaseUrl });
+    await c.connect();
+    try {
+      await seedScale(c, {
+        users: 0,
+        measured: { userId: measured.userId, orgKey: measured.orgKey },
+        measuredRows: Number(process.env.BENCH_ALONE_ROWS ?? 0),
+        measuredProjects: 0,
+      });
+    } finally {
+      await c.end();
+    }
+  }
   if (users > 0 && !stored) {
     const started = Date.now();
     const c = new pg.Client({ connectionString: server.databaseUrl });
@@ -306,6 +323,7 @@ async function main() {
   const connections = knob('BENCH_CONNECTIONS', 10, 4);
   const out = (s: string) => process.stdout.write(`${s}\n`);
   const deep = Math.min(100_000, users);
+  const offsetDepth = Math.floor(deep / 10);
   const routes: Route[] = [
     {
       name: 'transactions, first page',
@@ -319,8 +337,8 @@ async function main() {
       cursorAt: { list: (s) => `/v1/clients/${s.clientId}/credits/transactions?x=1`, depth: deep, id: 'id' },
     },
     {
-      name: `transactions, offset ${Math.floor(deep / 10)}`,
-      path: (s) => `/v1/clients/${s.clientId}/credits/transactions?offset=${Math.floor(deep / 10)}`,
+      name: `transactions, offset ${offsetDepth}`,
+      path: (s) => `/v1/clients/${s.clientId}/credits/transactions?offset=${offsetDepth}`,
       auth: 'session',
     },
     { name: 'projects, first page', path: (s) => `/v1/projects?org_id=${s.clientId}`, auth: 'session' },
@@ -375,6 +393,7 @@ async function main() {
   const empty = await startChild<Announced>(['--import', 'tsx', here], {
     BENCH_ROLE: 'svc',
     BENCH_SEED_USERS: '0',
+    BENCH_ALONE_ROWS: String(offsetDepth + 1_000),
   });
   let big: Awaited<ReturnType<typeof startChild<Announced>>> | undefined;
   try {
