@@ -63,39 +63,42 @@ interface RedeemRow {
 // lets the planner count the elements of each call's arrays, so it planned every call afresh (a custom
 // plan, cheaper on paper than a generic one for any array length) and never kept a generic plan. Each
 // request's token is looked up on its own (a lateral subquery, not pulled up either: an index lookup per
-// request, as the one-request statement made) and rotated by its row's address (ctid, read in the same
-// statement): a join the planner could turn into a scan of the whole table when its generic plan was
-// made while the table was small. A row a parallel refresh rotated meanwhile is re-checked by PostgreSQL
-// on its newest version, as any UPDATE's, and no longer matches (rotated_at is set).
+// request, as the one-request statement made), its grant likewise, and it is rotated by its row's
+// address (ctid, read in the same statement): joins the planner could turn into scans of the whole table
+// when its generic plan was made while the table was small. The grant is read from the statement's
+// snapshot, as the one-request statement's join read it. A row a parallel refresh rotated meanwhile is
+// re-checked by PostgreSQL on its newest version, as any UPDATE's, and no longer matches (rotated_at set).
 const REDEEM = `with req as (
     select r.* from (select $1::text[] a, $2::boolean[] b, $3::text[] c, $4::text[] d, $5::text[] e,
       $6::text[] f, $7::timestamptz[] g offset 0) p,
       unnest(p.a, p.b, p.c, p.d, p.e, p.f, p.g) with ordinality
       as r(token_hash, rotate, issuer, client_id, resource, successor_hash, successor_expires_at, n)
   ), presented as (
-    select r.*, t.tid, t.grant_id, t.expires_at, t.rotated_at
+    select r.*, t.tid, t.expires_at, t.rotated_at, g.id as grant_id, g.client_id as grant_client,
+      g.user_id, g.org, g.resource as grant_resource, g.scope, g.issuer as grant_issuer, g.revoked_at
     from req r cross join lateral (
       select t.ctid as tid, t.grant_id, t.expires_at, t.rotated_at
       from oauth_refresh_tokens t where t.token_hash = r.token_hash offset 0
-    ) t
+    ) t cross join lateral (select * from oauth_grants g where g.id = t.grant_id offset 0) g
   ), rotated as (
     update oauth_refresh_tokens t set rotated_at = now()
-    from presented p, oauth_grants g
+    from presented p
     where p.rotate and t.ctid = p.tid and t.token_hash = p.token_hash and t.rotated_at is null
-      and t.expires_at > now() and g.id = t.grant_id and g.revoked_at is null
-      and g.issuer = p.issuer and g.client_id = p.client_id and g.resource = coalesce(p.resource, g.resource)
-    returning p.n, t.grant_id, p.successor_hash, p.successor_expires_at
+      and t.expires_at > now() and p.revoked_at is null and p.grant_issuer = p.issuer
+      and p.grant_client = p.client_id and p.grant_resource = coalesce(p.resource, p.grant_resource)
+    returning p.n, p.grant_id, p.successor_hash, p.successor_expires_at
   ), successor as (
     insert into oauth_refresh_tokens (token_hash, grant_id, expires_at)
     select successor_hash, grant_id, successor_expires_at from rotated
     on conflict do nothing
   )
-  select p.n::int as n, g.id as grant_id, g.client_id, g.user_id, g.org, g.resource, g.scope, g.issuer,
-    g.revoked_at is not null as revoked, p.expires_at <= now() as expired,
+  select p.n::int as n, p.grant_id, p.grant_client as client_id, p.user_id, p.org,
+    p.grant_resource as resource, p.scope, p.grant_issuer as issuer,
+    p.revoked_at is not null as revoked, p.expires_at <= now() as expired,
     (extract(epoch from p.expires_at) * 1000)::float8 as expires_at_ms,
     (extract(epoch from p.rotated_at) * 1000)::float8 as rotated_at_ms,
     exists (select 1 from rotated x where x.n = p.n) as rotated_now
-  from presented p join oauth_grants g on g.id = p.grant_id`;
+  from presented p`;
 
 interface RedeemInput {
   tokenHash: string;
