@@ -3,17 +3,18 @@
 // rotated on every use, an ES256 JWT access token for one resource), on the same machine in the same
 // run, with the same load loop; printed as a ratio.
 //
-// Each of BENCH_CONCURRENCY workers holds its own refresh token and refreshes it in a loop for
-// BENCH_SECONDS (after a one-second warm-up), always presenting the token it got last.
+// Each of BENCH_CONCURRENCY workers holds its own refresh token and refreshes it in a loop, always
+// presenting the token it got last: BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS (5) per server,
+// the servers taking turns with the first alternating, after a one-second warm-up of each.
 // svc runs on a throw-away PostgreSQL database (BENCH_DATABASE_URL, an admin URL; default
 // postgres://postgres@127.0.0.1:5432/test), or on PGlite when that is unreachable. oidc-provider runs
 // with its built-in in-memory adapter (its default), so it does no I/O at all: the ratio is against an
 // in-memory ceiling, and svc pays for a database round trip per refresh (read, rotate, insert successor).
-// Both servers share this process with the load loop, one after the other: beside each one's throughput
+// Both servers share this process with the load loop, serving the whole run: beside each one's throughput
 // the bench prints the process's CPU per refresh over its phase (server and load loop: the loop is the
 // same for both, so the difference is the servers'), and svc's statements and PostgreSQL backend CPU
 // per refresh (bench/mcp-cost.ts) — figures a loaded machine moves far less than req/s.
-// BENCH_PROFILE=1 writes a V8 CPU profile of svc's measured phase (the process: server and load loop)
+// BENCH_PROFILE=1 writes a V8 CPU profile of svc's first measured round (the process: server and load loop)
 // into ./bench-profiles, for Chrome DevTools or speedscope.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -37,6 +38,7 @@ import { countStatements, perRequest, readCost, serveCost, type Cost } from './m
 const SECONDS = knob('BENCH_SECONDS', 5, 1);
 const WARMUP = knob('BENCH_WARMUP', 1, 0);
 const CONCURRENCY = knob('BENCH_CONCURRENCY', 8, 4);
+const ROUNDS = knob('BENCH_ROUNDS', 3, 1);
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PROFILE = Boolean(process.env.BENCH_PROFILE);
 
@@ -54,61 +56,80 @@ interface Result {
 const quantile = (sorted: number[], q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 
-/** The load loop: each worker refreshes its own token chain. */
-async function load(
-  name: string,
-  tokenUrl: string,
-  tokens: string[],
-  clientId: string,
-  costUrl: string,
-): Promise<Result> {
+/** A server under test: where its token endpoint is, its workers' token chains, its cost probe. */
+interface Target {
+  name: string;
+  tokenUrl: string;
+  /** One refresh token per worker, always the last one it got. */
+  tokens: string[];
+  clientId: string;
+  costUrl: string;
+  close(): Promise<void>;
+}
+
+/** One measured stretch of a target: its refreshes, latencies, errors and cost. */
+interface Stretch {
+  latencies: number[];
+  errors: number;
+  seconds: number;
+  before: Cost;
+  after: Cost;
+}
+
+/** The load loop: each worker refreshes its own token chain for `seconds`. */
+async function run(target: Target, seconds: number, record: boolean): Promise<Stretch> {
   const refreshOnce = async (i: number) => {
-    const res = await fetch(tokenUrl, {
+    const res = await fetch(target.tokenUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', 'accept-encoding': 'identity' },
       body: new URLSearchParams({
         grant_type: 'refresh_token',
-        refresh_token: tokens[i]!,
-        client_id: clientId,
+        refresh_token: target.tokens[i]!,
+        client_id: target.clientId,
       }),
     });
     const body = (await res.json()) as { refresh_token?: string; access_token?: string };
     if (res.status !== 200 || !body.refresh_token || !body.access_token) return false;
-    tokens[i] = body.refresh_token;
+    target.tokens[i] = body.refresh_token;
     return true;
   };
-  const phase = async (seconds: number, record: boolean) => {
-    const latencies: number[] = [];
-    let errors = 0;
-    const deadline = performance.now() + seconds * 1000;
-    await Promise.all(
-      tokens.map(async (_, i) => {
-        while (performance.now() < deadline) {
-          const t0 = performance.now();
-          const ok = await refreshOnce(i);
-          if (record) latencies.push(performance.now() - t0);
-          if (!ok) errors++;
-          if (!ok && errors > 50) throw new Error(`${name}: refreshes keep failing`);
-        }
-      }),
-    );
-    return { latencies, errors };
-  };
-  if (WARMUP) await phase(WARMUP, false);
-  const profiler = PROFILE && name === 'svc' ? await startProfile() : null;
-  const before: Cost = await readCost(costUrl);
+  const latencies: number[] = [];
+  let errors = 0;
+  const before: Cost = await readCost(target.costUrl);
   const started = performance.now();
-  const { latencies, errors } = await phase(SECONDS, true);
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    target.tokens.map(async (_, i) => {
+      while (performance.now() < deadline) {
+        const t0 = performance.now();
+        const ok = await refreshOnce(i);
+        if (record) latencies.push(performance.now() - t0);
+        if (!ok) errors++;
+        if (!ok && errors > 50) throw new Error(`${target.name}: refreshes keep failing`);
+      }
+    }),
+  );
   const elapsed = (performance.now() - started) / 1000;
-  const cost = perRequest(before, await readCost(costUrl), latencies.length);
-  if (profiler) await profiler.stop(name);
-  latencies.sort((a, b) => a - b);
+  return { latencies, errors, seconds: elapsed, before, after: await readCost(target.costUrl) };
+}
+
+/** A target's rounds as one result: every round's refreshes over every round's time. */
+function combined(name: string, stretches: Stretch[]): Result {
+  const latencies = stretches.flatMap((x) => x.latencies).sort((a, b) => a - b);
+  const cost = stretches
+    .map((x) => perRequest(x.before, x.after, 1))
+    .reduce((sum, c) => ({
+      cpuUs: sum.cpuUs + c.cpuUs,
+      postgresUs: sum.postgresUs + c.postgresUs,
+      statements: sum.statements + c.statements,
+    }));
+  const n = Math.max(latencies.length, 1);
   return {
     name,
     requests: latencies.length,
-    cost,
-    errors,
-    perSecond: latencies.length / elapsed,
+    cost: { cpuUs: cost.cpuUs / n, postgresUs: cost.postgresUs / n, statements: cost.statements / n },
+    errors: stretches.reduce((e, x) => e + x.errors, 0),
+    perSecond: latencies.length / stretches.reduce((t, x) => t + x.seconds, 0),
     p50: quantile(latencies, 0.5),
     p99: quantile(latencies, 0.99),
   };
@@ -132,7 +153,8 @@ async function startProfile() {
   };
 }
 
-async function benchSvc(): Promise<Result & { storage: string }> {
+/** svc on a throw-away database, serving; `close` stops it and drops the database. */
+async function svcTarget(): Promise<Target & { storage: string }> {
   let databaseUrl: string | undefined;
   let drop = async () => {};
   try {
@@ -171,6 +193,12 @@ async function benchSvc(): Promise<Result & { storage: string }> {
   await runMigrations(database);
   const deps = await createDeps(config, database, createLogger('silent'));
   const running = await startServer(deps, ['127.0.0.1'], port);
+  const close = async () => {
+    await running.close();
+    await deps.close();
+    await database.close();
+    await drop();
+  };
   try {
     const { user, org } = await registerAccount(
       deps.db,
@@ -189,14 +217,18 @@ async function benchSvc(): Promise<Result & { storage: string }> {
       });
       tokens.push(issued.top.refresh_token);
     }
-    const costUrl = await serveCost(databaseUrl);
-    const result = await load('svc', `${origin}/oauth/token`, tokens, 'svc-cli', costUrl);
-    return { ...result, storage: database.kind };
-  } finally {
-    await running.close();
-    await deps.close();
-    await database.close();
-    await drop();
+    return {
+      name: 'svc',
+      tokenUrl: `${origin}/oauth/token`,
+      tokens,
+      clientId: 'svc-cli',
+      costUrl: await serveCost(databaseUrl),
+      close,
+      storage: database.kind,
+    };
+  } catch (err) {
+    await close();
+    throw err;
   }
 }
 
@@ -212,7 +244,8 @@ interface OidcProvider {
   RefreshToken: new (init: Record<string, unknown>) => { save(): Promise<string> };
 }
 
-async function benchOidcProvider(): Promise<Result> {
+/** oidc-provider on its in-memory adapter, serving; `close` stops it. */
+async function peerTarget(): Promise<Target> {
   const peerModule = 'oidc-provider';
   const { default: Provider } = (await import(peerModule)) as {
     default: new (issuer: string, config: unknown) => OidcProvider;
@@ -265,6 +298,7 @@ async function benchOidcProvider(): Promise<Result> {
     issueRefreshToken: () => true,
   });
   server.on('request', provider.callback());
+  const close = () => new Promise<void>((r) => server.close(() => r()));
   try {
     const client = await provider.Client.find('bench');
     const tokens: string[] = [];
@@ -283,19 +317,57 @@ async function benchOidcProvider(): Promise<Result> {
       });
       tokens.push(await rt.save());
     }
-    return await load('oidc-provider', `${issuer}/token`, tokens, 'bench', await serveCost(undefined));
-  } finally {
-    await new Promise((r) => server.close(r));
+    return {
+      name: 'oidc-provider',
+      tokenUrl: `${issuer}/token`,
+      tokens,
+      clientId: 'bench',
+      costUrl: await serveCost(undefined),
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
   }
 }
 
 countStatements();
 const ms = (v: number) => `${v.toFixed(2)} ms`;
 console.log(
-  `oauth bench: refresh_token grant, ${CONCURRENCY} workers, ${SECONDS} s each (after ${WARMUP} s warm-up), node ${process.version}`,
+  `oauth bench: refresh_token grant, ${CONCURRENCY} workers, ${ROUNDS} rounds of ${SECONDS} s per server, taking turns (after ${WARMUP} s warm-up each), node ${process.version}`,
 );
-const peer = await benchOidcProvider();
-const svc = await benchSvc();
+// Both servers serve for the whole run and take turns, the first alternating (peer, svc; svc, peer; …),
+// so that a drift of the machine falls on both alike: one stretch each, one after the other, moved the
+// ratio between ×0.78 and ×1.36 in four quiet runs of the same code (docs/oauth.md).
+const peerSide = await peerTarget();
+const svcSide = await svcTarget();
+const stretches = new Map<Target, Stretch[]>([
+  [peerSide, []],
+  [svcSide, []],
+]);
+try {
+  if (WARMUP) for (const t of [peerSide, svcSide]) await run(t, WARMUP, false);
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const t of r % 2 === 0 ? [peerSide, svcSide] : [svcSide, peerSide]) {
+      const profiler = PROFILE && t === svcSide && r === 0 ? await startProfile() : null;
+      stretches.get(t)!.push(await run(t, SECONDS, true));
+      if (profiler) await profiler.stop(t.name);
+    }
+  }
+} finally {
+  await svcSide.close();
+  await peerSide.close();
+}
+const peer = combined(peerSide.name, stretches.get(peerSide)!);
+const svc = { ...combined(svcSide.name, stretches.get(svcSide)!), storage: svcSide.storage };
+const roundRatios = stretches
+  .get(svcSide)!
+  .map(
+    (x, i) =>
+      x.latencies.length /
+      x.seconds /
+      (stretches.get(peerSide)![i]!.latencies.length / stretches.get(peerSide)![i]!.seconds),
+  );
 for (const r of [svc, peer]) {
   console.log(
     `${r.name.padEnd(14)} ${r.perSecond.toFixed(0).padStart(7)} req/s   p50 ${ms(r.p50).padStart(10)}   p99 ${ms(r.p99).padStart(10)}   ${r.requests} requests, ${r.errors} errors`,
@@ -311,13 +383,21 @@ for (const r of [svc, peer]) {
 }
 const ratio = { throughput: svc.perSecond / peer.perSecond, p99: svc.p99 / peer.p99 };
 console.log(
-  `svc (${svc.storage}) / oidc-provider (memory adapter): throughput ×${ratio.throughput.toFixed(2)}, p99 ×${ratio.p99.toFixed(2)}`,
+  `svc (${svc.storage}) / oidc-provider (memory adapter): throughput ×${ratio.throughput.toFixed(2)} (rounds ×${Math.min(...roundRatios).toFixed(2)}–×${Math.max(...roundRatios).toFixed(2)}), p99 ×${ratio.p99.toFixed(2)}`,
 );
 mkdirSync('bench/results', { recursive: true });
 writeFileSync(
   'bench/results/oauth.json',
   JSON.stringify(
-    { at: new Date().toISOString(), seconds: SECONDS, concurrency: CONCURRENCY, svc, peer, ratio },
+    {
+      at: new Date().toISOString(),
+      seconds: SECONDS,
+      rounds: ROUNDS,
+      concurrency: CONCURRENCY,
+      svc,
+      peer,
+      ratio,
+    },
     null,
     2,
   ),
