@@ -12,7 +12,8 @@
 // Beside the throughput it prints what a request cost each server (bench/mcp-cost.ts): CPU µs of the
 // server process, and on PostgreSQL its backends' CPU and the statements sent — figures that a loaded
 // machine moves far less than req/s.
-// Knobs: BENCH_SECONDS (default 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (16); --smoke: short phases, no
+// The two take turns in BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS (5) each, the first alternating.
+// Knobs: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP (2), BENCH_CONNECTIONS (16); --smoke: short phases, no
 // warm-up (bench/knobs.ts); BENCH_PROFILE=1 writes a V8 CPU profile of svc into ./bench-profiles.
 import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
@@ -121,6 +122,7 @@ interface Figures {
   p99: number;
   errors: number;
   requests: number;
+  seconds: number;
 }
 
 async function load(
@@ -146,11 +148,29 @@ async function load(
     p99: result.latency.p99,
     errors: result.errors + result.timeouts + result.non2xx,
     requests: result.requests.total,
+    seconds: result.duration,
+  };
+}
+
+/** One server's rounds as one figure: all requests over all time, the rounds' median p50 and p99. */
+function combined(rounds: Figures[]): Figures {
+  const median = (xs: number[]) => xs.slice().sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  const requests = rounds.reduce((n, f) => n + f.requests, 0);
+  const seconds = rounds.reduce((n, f) => n + f.seconds, 0);
+  return {
+    name: rounds[0]!.name,
+    rps: requests / seconds,
+    p50: median(rounds.map((f) => f.p50)),
+    p99: median(rounds.map((f) => f.p99)),
+    errors: rounds.reduce((n, f) => n + f.errors, 0),
+    requests,
+    seconds,
   };
 }
 
 async function main() {
-  const seconds = knob('BENCH_SECONDS', 10, 1);
+  const seconds = knob('BENCH_SECONDS', 5, 1);
+  const rounds = knob('BENCH_ROUNDS', 3, 1);
   const warmup = knob('BENCH_WARMUP', 2, 0);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=bench-profiles'] : [];
@@ -172,20 +192,49 @@ async function main() {
       await load('warm-up', svc.info.url, auth, warmup, connections);
       await load('warm-up', bare.info.url, {}, warmup, connections);
     }
-    const svc0 = await readCost(svc.info.cost);
-    const a = await load('svc list_projects', svc.info.url, auth, seconds, connections);
-    const svcCost = perRequest(svc0, await readCost(svc.info.cost), a.requests);
-    const bare0 = await readCost(bare.info.cost);
-    const b = await load('SDK bare, constant tool', bare.info.url, {}, seconds, connections);
-    const bareCost = perRequest(bare0, await readCost(bare.info.cost), b.requests);
+    // The two take turns, the first alternating (svc, bare; bare, svc; …), so that a drift of the
+    // machine falls on both: one stretch each moved svc's ratio from 0.52× to 0.72× in three quiet runs.
+    const runs = { svc: [] as Figures[], bare: [] as Figures[] };
+    type Spent = ReturnType<typeof perRequest>;
+    const spent: Record<'svc' | 'bare', Spent> = {
+      svc: { cpuUs: 0, postgresUs: 0, statements: 0 },
+      bare: { cpuUs: 0, postgresUs: 0, statements: 0 },
+    };
+    const sides = {
+      svc: { name: 'svc list_projects', url: svc.info.url, headers: auth, cost: svc.info.cost },
+      bare: { name: 'SDK bare, constant tool', url: bare.info.url, headers: {}, cost: bare.info.cost },
+    };
+    for (let r = 0; r < rounds; r++) {
+      for (const k of r % 2 === 0 ? (['svc', 'bare'] as const) : (['bare', 'svc'] as const)) {
+        const side = sides[k];
+        const before = await readCost(side.cost);
+        runs[k].push(await load(side.name, side.url, side.headers, seconds, connections));
+        const round = perRequest(before, await readCost(side.cost), 1);
+        spent[k] = {
+          cpuUs: spent[k].cpuUs + round.cpuUs,
+          postgresUs: spent[k].postgresUs + round.postgresUs,
+          statements: spent[k].statements + round.statements,
+        };
+      }
+    }
+    const a = combined(runs.svc);
+    const b = combined(runs.bare);
+    const per = (x: Spent, n: number): Spent => ({
+      cpuUs: x.cpuUs / Math.max(n, 1),
+      postgresUs: x.postgresUs / Math.max(n, 1),
+      statements: x.statements / Math.max(n, 1),
+    });
+    const svcCost = per(spent.svc, a.requests);
+    const bareCost = per(spent.bare, b.requests);
+    const roundRatios = runs.svc.map((f, i) => f.rps / runs.bare[i]!.rps);
     const row = (f: Figures) =>
       `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}`;
     process.stdout.write(
       [
-        `mcp benchmark: tools/call list_projects, ${seconds}s × ${connections} connections over loopback; svc storage: ${svc.info.storage}`,
+        `mcp benchmark: tools/call list_projects, ${rounds} rounds of ${seconds}s per server taking turns, ${connections} connections over loopback; svc storage: ${svc.info.storage}`,
         row(a),
         row(b),
-        `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}×, p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
+        `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}× (rounds ${Math.min(...roundRatios).toFixed(2)}–${Math.max(...roundRatios).toFixed(2)}×), p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
         `time per request at saturation: svc ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms → auth + database + 20-tool server ≈ ${(1000 / a.rps - 1000 / b.rps).toFixed(3)} ms`,
         costLine(a.name, svcCost, svc.info.storage),
         costLine(b.name, bareCost, 'memory'),
