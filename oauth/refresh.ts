@@ -3,7 +3,7 @@ import type { Deps } from '../src/deps.js';
 import { oauthRefreshTokens, type OAuthResource } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } from './grants.js';
-import { createBatcher, type Batcher } from './redeem-batch.js';
+import { createBatcher } from '../src/db/batch.js';
 
 // Refresh-token families (CONTRACT §7; RFC 9700 §4.14.2): one family per grant, rotation on every use,
 // and reuse of a rotated token revokes the grant. Two refreshes with the same token racing each other
@@ -53,7 +53,7 @@ interface RedeemRow {
 
 // The presented row is read from the statement's snapshot, before `rotated` changed it: rotated_now says
 // whether this statement rotated it, rotated_at_ms whether an earlier request had. One statement serves a
-// batch of requests (oauth/redeem-batch.ts), one element of each array per request; `n` (1-based) says
+// batch of requests (redeemBatcher below), one element of each array per request; `n` (1-based) says
 // whose a row is. The same token twice in one batch is rotated for one of them only (an UPDATE joined to
 // two request rows updates its row once); the other finds it unrotated but not rotated_now, as a request
 // that lost a race to a parallel refresh does, and is decided the same way.
@@ -135,13 +135,21 @@ async function redeemStatement(deps: Deps, inputs: RedeemInput[]): Promise<(Rede
   return byInput;
 }
 
-/** One batcher per database (the process's pool, or the embedded engine). */
-const batchers = new WeakMap<object, Batcher<RedeemInput, RedeemRow | undefined>>();
+/**
+ * Group commit (src/db/batch.ts, as the model path's statements): while one redeeming statement is in
+ * flight, the refreshes that reach it meanwhile wait and then go together, in one statement and one
+ * commit (at most 64); a lone refresh goes at once. PostgreSQL's per-statement and per-commit work (the
+ * executor's start, the WAL flush) and the driver's per-query work are paid once per batch (docs/oauth.md,
+ * Checks and benchmark). Each request is still answered only after the commit that rotated its token.
+ * One batcher per database (the process's pool, or the embedded engine).
+ */
+type Redeem = (input: RedeemInput) => Promise<RedeemRow | undefined>;
+const batchers = new WeakMap<object, Redeem>();
 
-function redeemBatcher(deps: Deps) {
+function redeemBatcher(deps: Deps): Redeem {
   let batcher = batchers.get(deps.database);
   if (!batcher) {
-    batcher = createBatcher((inputs) => redeemStatement(deps, inputs));
+    batcher = createBatcher((inputs: RedeemInput[]) => redeemStatement(deps, inputs), { maxBatch: 64 });
     batchers.set(deps.database, batcher);
   }
   return batcher;
@@ -152,7 +160,7 @@ function redeemBatcher(deps: Deps) {
  * can only succeed: the token unrotated and unexpired, its grant live, granted by this issuer to this
  * client, for the resource named. Redeeming marks it rotated (a guarded UPDATE: of two racing requests
  * only one matches) and stores its successor, so a refresh costs one round trip, shared with the other
- * refreshes waiting for the same statement (oauth/redeem-batch.ts; docs/oauth.md, Checks and benchmark). Everything else is decided from what the statement found, as the two-step code did: a
+ * refreshes waiting for the same statement (redeemBatcher; docs/oauth.md, Checks and benchmark). Everything else is decided from what the statement found, as the two-step code did: a
  * token already rotated is a race inside the grace window or a replay, and a replay revokes the grant.
  */
 export async function redeemRefreshToken(
@@ -163,7 +171,7 @@ export async function redeemRefreshToken(
   const tokenHash = hmacSecret(deps.keys.hmac, token);
   const successorHash = hmacSecret(deps.keys.hmac, successorOf(deps.keys.hmac, token));
   const successorExpiry = new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000).toISOString();
-  const row = await redeemBatcher(deps).submit({
+  const row = await redeemBatcher(deps)({
     tokenHash,
     rotate: request.rotate,
     issuer: request.issuer,

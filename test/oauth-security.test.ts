@@ -369,7 +369,7 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
       verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url }),
     ).rejects.toMatchObject({ status: 401 });
   });
-  // Refreshes that reach the database together go in one statement (oauth/redeem-batch.ts): each must be
+  // Refreshes that reach the database together go in one statement (oauth/refresh.ts redeemBatcher, on src/db/batch.ts): each must be
   // decided as if it had gone alone.
   it('redeems refreshes arriving together in one statement, each for its own request', async () => {
     const issue = async () =>
