@@ -44,6 +44,11 @@ if (role === 'fake') {
       MODEL_UPSTREAM_URL: process.env.FAKE_URL!,
       MODEL_UPSTREAM_KEY: FAKE_KEY,
       MODEL_ID: 'bench-model',
+      // Priced like a real model, so every call debits tokens and its settle writes the `usage` ledger row
+      // and the sink's balance (at the default prices the fake's ~30 tokens cost 0.02 cents, which rounds
+      // to 0 tokens: no ledger row, a lighter settle than any real call's).
+      MODEL_PRICE_INPUT: '100000',
+      MODEL_PRICE_OUTPUT: '100000',
       // The cap is per organization; one org drives the whole load here.
       ORG_MAX_CONCURRENCY: '1024',
     },
