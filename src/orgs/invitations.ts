@@ -84,6 +84,7 @@ export async function createInvitation(
             isNull(orgInvitations.revokedAt),
           ),
         );
+      const issuedAt = new Date();
       const [created] = await tx
         .insert(orgInvitations)
         .values({
@@ -93,7 +94,11 @@ export async function createInvitation(
           role,
           tokenHash: hmacSecret(deps.keys.hmac, token),
           invitedBy: inviter.userId,
-          expiresAt: new Date(Date.now() + INVITATION_TTL_DAYS * 24 * 3600 * 1000),
+          // Both from one instant, so expires_at is created_at + 7 days to the second: the column's default
+          // (the transaction's start) could fall just before a second's boundary and this clock read just
+          // after, one second apart once rounded (seen in CI, test/orgs-people).
+          createdAt: issuedAt,
+          expiresAt: new Date(issuedAt.getTime() + INVITATION_TTL_DAYS * 24 * 3600 * 1000),
         })
         .returning();
       return created!;
