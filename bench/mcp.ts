@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
 import { costLine, countStatements, perRequest, readCost, serveCost } from './mcp-cost.js';
+import { inTurns } from './turns.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -194,38 +195,31 @@ async function main() {
     }
     // The two take turns, the first alternating (svc, bare; bare, svc; …), so that a drift of the
     // machine falls on both: one stretch each moved svc's ratio from 0.52× to 0.72× in three quiet runs.
-    const runs = { svc: [] as Figures[], bare: [] as Figures[] };
     type Spent = ReturnType<typeof perRequest>;
-    const spent: Record<'svc' | 'bare', Spent> = {
-      svc: { cpuUs: 0, postgresUs: 0, statements: 0 },
-      bare: { cpuUs: 0, postgresUs: 0, statements: 0 },
-    };
     const sides = {
       svc: { name: 'svc list_projects', url: svc.info.url, headers: auth, cost: svc.info.cost },
       bare: { name: 'SDK bare, constant tool', url: bare.info.url, headers: {}, cost: bare.info.cost },
     };
-    for (let r = 0; r < rounds; r++) {
-      for (const k of r % 2 === 0 ? (['svc', 'bare'] as const) : (['bare', 'svc'] as const)) {
-        const side = sides[k];
-        const before = await readCost(side.cost);
-        runs[k].push(await load(side.name, side.url, side.headers, seconds, connections));
-        const round = perRequest(before, await readCost(side.cost), 1);
-        spent[k] = {
-          cpuUs: spent[k].cpuUs + round.cpuUs,
-          postgresUs: spent[k].postgresUs + round.postgresUs,
-          statements: spent[k].statements + round.statements,
-        };
-      }
-    }
+    const stretches = await inTurns(rounds, ['svc', 'bare'] as const, async (k) => {
+      const side = sides[k];
+      const before = await readCost(side.cost);
+      const figures = await load(side.name, side.url, side.headers, seconds, connections);
+      return { figures, spent: perRequest(before, await readCost(side.cost), 1) };
+    });
+    const runs = { svc: stretches.svc.map((x) => x.figures), bare: stretches.bare.map((x) => x.figures) };
+    /** A side's CPU, PostgreSQL CPU and statements over all its rounds, per request. */
+    const per = (xs: { spent: Spent }[], n: number): Spent => {
+      const sum = (f: (c: Spent) => number) => xs.reduce((t, x) => t + f(x.spent), 0) / Math.max(n, 1);
+      return {
+        cpuUs: sum((c) => c.cpuUs),
+        postgresUs: sum((c) => c.postgresUs),
+        statements: sum((c) => c.statements),
+      };
+    };
     const a = combined(runs.svc);
     const b = combined(runs.bare);
-    const per = (x: Spent, n: number): Spent => ({
-      cpuUs: x.cpuUs / Math.max(n, 1),
-      postgresUs: x.postgresUs / Math.max(n, 1),
-      statements: x.statements / Math.max(n, 1),
-    });
-    const svcCost = per(spent.svc, a.requests);
-    const bareCost = per(spent.bare, b.requests);
+    const svcCost = per(stretches.svc, a.requests);
+    const bareCost = per(stretches.bare, b.requests);
     const roundRatios = runs.svc.map((f, i) => f.rps / runs.bare[i]!.rps);
     const row = (f: Figures) =>
       `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}`;

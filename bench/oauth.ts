@@ -33,6 +33,7 @@ import { registerAccount } from '../src/accounts/service.js';
 import { randomToken } from '../src/ids.js';
 import { issueApproval } from '../oauth/token-issue.js';
 import { knob } from './knobs.js';
+import { inTurns } from './turns.js';
 import { countStatements, perRequest, readCost, serveCost, type Cost } from './mcp-cost.js';
 
 const SECONDS = knob('BENCH_SECONDS', 5, 1);
@@ -341,33 +342,24 @@ console.log(
 // ratio between ×0.78 and ×1.36 in four quiet runs of the same code (docs/oauth.md).
 const peerSide = await peerTarget();
 const svcSide = await svcTarget();
-const stretches = new Map<Target, Stretch[]>([
-  [peerSide, []],
-  [svcSide, []],
-]);
+const targets = { peer: peerSide, svc: svcSide };
+let stretches: Record<'peer' | 'svc', Stretch[]>;
 try {
   if (WARMUP) for (const t of [peerSide, svcSide]) await run(t, WARMUP, false);
-  for (let r = 0; r < ROUNDS; r++) {
-    for (const t of r % 2 === 0 ? [peerSide, svcSide] : [svcSide, peerSide]) {
-      const profiler = PROFILE && t === svcSide && r === 0 ? await startProfile() : null;
-      stretches.get(t)!.push(await run(t, SECONDS, true));
-      if (profiler) await profiler.stop(t.name);
-    }
-  }
+  stretches = await inTurns(ROUNDS, ['peer', 'svc'] as const, async (k, round) => {
+    const profiler = PROFILE && k === 'svc' && round === 0 ? await startProfile() : null;
+    const stretch = await run(targets[k], SECONDS, true);
+    if (profiler) await profiler.stop(targets[k].name);
+    return stretch;
+  });
 } finally {
   await svcSide.close();
   await peerSide.close();
 }
-const peer = combined(peerSide.name, stretches.get(peerSide)!);
-const svc = { ...combined(svcSide.name, stretches.get(svcSide)!), storage: svcSide.storage };
-const roundRatios = stretches
-  .get(svcSide)!
-  .map(
-    (x, i) =>
-      x.latencies.length /
-      x.seconds /
-      (stretches.get(peerSide)![i]!.latencies.length / stretches.get(peerSide)![i]!.seconds),
-  );
+const peer = combined(peerSide.name, stretches.peer);
+const svc = { ...combined(svcSide.name, stretches.svc), storage: svcSide.storage };
+const rate = (x: Stretch) => x.latencies.length / x.seconds;
+const roundRatios = stretches.svc.map((x, i) => rate(x) / rate(stretches.peer[i]!));
 for (const r of [svc, peer]) {
   console.log(
     `${r.name.padEnd(14)} ${r.perSecond.toFixed(0).padStart(7)} req/s   p50 ${ms(r.p50).padStart(10)}   p99 ${ms(r.p99).padStart(10)}   ${r.requests} requests, ${r.errors} errors`,

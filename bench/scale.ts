@@ -27,6 +27,7 @@ import { seedNewCalls } from './scale-seed.js';
 import { adoptMigrations, keptDatabase, storedSeed, type Measured } from './scale-keep.js';
 import { createLogger } from '../src/log.js';
 import { backendsCpuUs, backendsSpentUs, processCpuUs } from './proc-cpu.js';
+import { inTurns } from './turns.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -430,12 +431,9 @@ async function main() {
       : undefined;
     for (const route of reconcileOnly ? [] : routes.filter((r) => !only || r.name.includes(only))) {
       const cursors = { empty: await cursorFor(sides.empty, route), big: await cursorFor(sides.big, route) };
-      const runs: Record<'empty' | 'big', Figures[]> = { empty: [], big: [] };
-      for (let r = 0; r < rounds; r++) {
-        // Each side in turn, the first alternating, so a drift of the machine falls on both sides alike.
-        for (const k of r % 2 === 0 ? (['empty', 'big'] as const) : (['big', 'empty'] as const))
-          runs[k].push(await load(sides[k], route, seconds, connections, cursors[k]));
-      }
+      const runs = await inTurns(rounds, ['empty', 'big'] as const, (k) =>
+        load(sides[k], route, seconds, connections, cursors[k]),
+      );
       const e = combined(runs.empty);
       const b = combined(runs.big);
       if (e.errors || b.errors) failed = true;
