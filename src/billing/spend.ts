@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { pgCode, retryOnDeadlock } from '../db/deadlock.js';
-import { queryRows, type Db } from '../db/client.js';
+import { namedRows, queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
 import { accountBalance, orgAccount, sinkAccount } from './ledger.js';
 import { noteBudgetExhausted } from './budgets.js';
@@ -72,6 +72,10 @@ export function holdBounds(input: { minCredits: number; maxCredits: number }): {
   return { lo, hi: Math.max(lo, Math.floor(input.maxCredits)) };
 }
 
+// svc_reserve_holds with the members' budgets (src/db/custom/member-budgets.sql).
+const RESERVE = `select ord, take, outcome from svc_reserve_budgeted(
+  $1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[], $7::float8[])`;
+
 export async function reserveMany(
   db: Db,
   inputs: ReserveInput[],
@@ -84,18 +88,15 @@ export async function reserveMany(
   }[];
   try {
     rows = await retryOnDeadlock(() =>
-      queryRows(
-        db,
-        // svc_reserve_holds with the members' budgets (src/db/custom/member-budgets.sql).
-        sql`select ord, take, outcome from svc_reserve_budgeted(
-              ${sql.param(inputs.map((i) => i.requestId))}::text[],
-              ${sql.param(inputs.map((i) => i.orgKey))}::text[],
-              ${sql.param(inputs.map((i) => i.userId))}::text[],
-              ${sql.param(inputs.map((i) => i.apiTokenId ?? null))}::int[],
-              ${sql.param(bounds.map((b) => b.lo))}::bigint[],
-              ${sql.param(bounds.map((b) => b.hi))}::bigint[],
-              ${sql.param(inputs.map((i) => i.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
-      ),
+      namedRows(db, 'svc_reserve', RESERVE, [
+        inputs.map((i) => i.requestId),
+        inputs.map((i) => i.orgKey),
+        inputs.map((i) => i.userId),
+        inputs.map((i) => i.apiTokenId ?? null),
+        bounds.map((b) => b.lo),
+        bounds.map((b) => b.hi),
+        inputs.map((i) => i.ttlSeconds ?? DEFAULT_HOLD_TTL_SECONDS),
+      ]),
     );
   } catch (err) {
     // Two reserves racing with one request id both saw it free and meet at the hold's primary key: the
@@ -235,21 +236,27 @@ export async function settleMany(db: Db, inputs: SettleInput[]): Promise<(Settle
   return out as (SettleResult | AppError)[];
 }
 
+const SETTLE = `select ord, debited, balance, settled, next_held from svc_settle_and_hold_next(
+  $1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::float8, $9::jsonb)`;
+
 function settleStatement(db: Db, inputs: SettleInput[]) {
   const next = inputs.map((i) => i.next);
   return retryOnDeadlock(() =>
-    queryRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean; next_held: unknown }>(
+    namedRows<{ ord: number; debited: unknown; balance: unknown; settled: boolean; next_held: unknown }>(
       db,
-      sql`select ord, debited, balance, settled, next_held from svc_settle_and_hold_next(
-            ${sql.param(inputs.map((i) => i.requestId))}::text[],
-            ${sql.param(inputs.map((i) => Math.max(0, Math.round(i.actualCredits))))}::bigint[],
-            ${sql.param(inputs.map((i) => i.description))}::text[],
-            ${sql.param(next.map((n) => n?.requestId ?? null))}::text[],
-            ${sql.param(next.map((n) => n?.orgKey ?? null))}::text[],
-            ${sql.param(next.map((n) => (n ? Math.max(0, Math.round(n.amount)) : null)))}::bigint[],
-            ${sql.param(next.map((n) => (n ? Math.ceil(n.floor) : null)))}::bigint[],
-            ${DEFAULT_HOLD_TTL_SECONDS}::float8,
-            ${usageJson(inputs)}::jsonb)`,
+      'svc_settle',
+      SETTLE,
+      [
+        inputs.map((i) => i.requestId),
+        inputs.map((i) => Math.max(0, Math.round(i.actualCredits))),
+        inputs.map((i) => i.description),
+        next.map((n) => n?.requestId ?? null),
+        next.map((n) => n?.orgKey ?? null),
+        next.map((n) => (n ? Math.max(0, Math.round(n.amount)) : null)),
+        next.map((n) => (n ? Math.ceil(n.floor) : null)),
+        DEFAULT_HOLD_TTL_SECONDS,
+        usageJson(inputs),
+      ],
     ),
   );
 }

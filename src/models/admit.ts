@@ -1,5 +1,4 @@
-import { sql } from 'drizzle-orm';
-import { queryRows, type Db } from '../db/client.js';
+import { namedRows, type Db } from '../db/client.js';
 import { DEFAULT_HOLD_TTL_SECONDS, holdBounds, retryOnDeadlock } from '../billing/spend.js';
 import type { Role } from '../db/schema.js';
 
@@ -40,18 +39,19 @@ interface AdmissionRow {
   outcome: Admission['outcome'];
 }
 
+const ADMIT = `select ord, token_id, user_id, org_key, role, email_verified, org_deleted, take, outcome
+  from svc_admit_api_calls($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::float8[])`;
+
 export async function admitMany(db: Db, inputs: AdmitInput[]): Promise<Admission[]> {
   const bounds = inputs.map(holdBounds);
   const rows = await retryOnDeadlock(() =>
-    queryRows<AdmissionRow>(
-      db,
-      sql`select ord, token_id, user_id, org_key, role, email_verified, org_deleted, take, outcome from svc_admit_api_calls(
-          ${sql.param(inputs.map((i) => i.tokenHash))}::text[],
-          ${sql.param(inputs.map((i) => i.requestId))}::text[],
-          ${sql.param(bounds.map((b) => b.lo))}::bigint[],
-          ${sql.param(bounds.map((b) => b.hi))}::bigint[],
-          ${sql.param(inputs.map(() => DEFAULT_HOLD_TTL_SECONDS))}::float8[])`,
-    ),
+    namedRows<AdmissionRow>(db, 'svc_admit', ADMIT, [
+      inputs.map((i) => i.tokenHash),
+      inputs.map((i) => i.requestId),
+      bounds.map((b) => b.lo),
+      bounds.map((b) => b.hi),
+      inputs.map(() => DEFAULT_HOLD_TTL_SECONDS),
+    ]),
   );
   const out = new Array<Admission>(inputs.length);
   for (const r of rows) {
