@@ -1,5 +1,4 @@
-import { KeyObject, sign as signBytes } from 'node:crypto';
-import { SIGNING_ALG, type SigningKeys } from '../../oauth/keys.js';
+import { signJws, type SigningKeys } from '../../oauth/keys.js';
 import { orgIdOf } from '../ids.js';
 
 // The signed outcome of a model call (CONTRACT §9): a compact JWS, ES256 with the authorization server's
@@ -22,20 +21,12 @@ export interface OutcomeSigner {
   sign(outcome: Outcome): Promise<string>;
 }
 
-const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
-const keyObjects = new WeakMap<object, KeyObject>();
-
 export function createOutcomeSigner(signing: SigningKeys): OutcomeSigner {
   return {
+    // Signed synchronously with node:crypto (oauth/keys.ts signJws): WebCrypto's async signing costs a
+    // thread-pool round trip on every response.
     async sign(o) {
-      const { kid, privateKey } = await signing.current();
-      // RFC 7515 §7.1 compact serialization, signed synchronously with node:crypto (RFC 7518 §3.4:
-      // ES256 signatures are the raw r||s, `ieee-p1363`); WebCrypto's async signing costs a thread-pool
-      // round trip on every response.
-      let key = keyObjects.get(privateKey);
-      if (!key) keyObjects.set(privateKey, (key = KeyObject.from(privateKey)));
-      const header = b64({ alg: SIGNING_ALG, kid, typ: OUTCOME_TYP });
-      const payload = b64({
+      return signJws(await signing.current(), OUTCOME_TYP, {
         sub: o.userId,
         org: orgIdOf(o.orgKey),
         request_id: o.requestId,
@@ -43,11 +34,6 @@ export function createOutcomeSigner(signing: SigningKeys): OutcomeSigner {
         balance_credits: o.balanceCredits,
         iat: Math.floor(Date.now() / 1000),
       });
-      const signature = signBytes('sha256', Buffer.from(`${header}.${payload}`), {
-        key,
-        dsaEncoding: 'ieee-p1363',
-      });
-      return `${header}.${payload}.${signature.toString('base64url')}`;
     },
   };
 }
