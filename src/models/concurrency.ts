@@ -206,18 +206,33 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
   // its last call. The cap holds exactly, since a parked slot is still a row; another process can only
   // see the org at its cap `reuseMs` longer than it really was (docs/models.md, Concurrency cap).
   const reuseMs = options.reuseMs ?? DEFAULT_SLOT_REUSE_MS;
-  const parked = new Map<string, { leaseId: string; at: number }[]>(); // `${orgKey} ${kind}` → idle slots
+  const parked = new Map<string, { leaseId: string; kind: LeaseKind; at: number }[]>(); // orgKey → idle slots
+  // Releases sent and not yet answered, per org: their rows count against the cap until they land.
+  const releasing = new Map<string, Set<Promise<void>>>();
   let sweep: NodeJS.Timeout | null = null;
   let closed = false;
+
+  function release(orgKey: string, leaseId: string): Promise<void> {
+    const sent = drop(leaseId);
+    const ofOrg = releasing.get(orgKey) ?? new Set();
+    releasing.set(orgKey, ofOrg.add(sent));
+    const landed = () => {
+      ofOrg.delete(sent);
+      if (ofOrg.size === 0) releasing.delete(orgKey);
+    };
+    void sent.then(landed, landed);
+    return sent;
+  }
 
   function freeIdle(all: boolean): Promise<unknown> {
     const cutoff = Date.now() - reuseMs;
     const freed: Promise<void>[] = [];
-    for (const [key, slots] of parked) {
+    for (const [orgKey, slots] of parked) {
       const keep = all ? [] : slots.filter((s) => s.at > cutoff);
-      for (const s of all ? slots : slots.filter((s) => s.at <= cutoff)) freed.push(drop(s.leaseId));
-      if (keep.length) parked.set(key, keep);
-      else parked.delete(key);
+      for (const s of all ? slots : slots.filter((s) => s.at <= cutoff))
+        freed.push(release(orgKey, s.leaseId));
+      if (keep.length) parked.set(orgKey, keep);
+      else parked.delete(orgKey);
     }
     return Promise.all(freed);
   }
@@ -230,21 +245,61 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
     }, reuseMs).unref();
   }
 
-  const park = (key: string) => async (leaseId: string, revoked: boolean) => {
-    if (closed || revoked) return drop(leaseId);
-    const slots = parked.get(key) ?? [];
-    slots.push({ leaseId, at: Date.now() });
-    parked.set(key, slots);
+  const park = (orgKey: string, kind: LeaseKind) => async (leaseId: string, revoked: boolean) => {
+    if (closed || revoked) return release(orgKey, leaseId);
+    const slots = parked.get(orgKey) ?? [];
+    slots.push({ leaseId, kind, at: Date.now() });
+    parked.set(orgKey, slots);
     scheduleSweep();
   };
 
+  /** This process's newest idle slot of the org for `kind`, taken out of the parked ones. */
+  function unpark(orgKey: string, kind: LeaseKind): string | undefined {
+    const slots = parked.get(orgKey);
+    const i = slots?.findLastIndex((s) => s.kind === kind) ?? -1;
+    if (!slots || i < 0) return undefined;
+    const [slot] = slots.splice(i, 1);
+    if (slots.length === 0) parked.delete(orgKey);
+    return slot!.leaseId;
+  }
+
+  /**
+   * Gives back this process's idle slots of the org now and waits until every release of the org it has
+   * sent has landed (each is one bounded statement: the pool's statement_timeout and query_timeout).
+   * Resolves whether there was any, that is whether a take refused just before may now find a slot.
+   * Releases the database failed to take (the retrier's) are not waited for: the database is failing.
+   */
+  async function ownRowsGone(orgKey: string): Promise<boolean> {
+    for (const slot of parked.get(orgKey) ?? []) void release(orgKey, slot.leaseId); // awaited below
+    parked.delete(orgKey);
+    const sent = [...(releasing.get(orgKey) ?? [])];
+    await Promise.all(sent);
+    return sent.length > 0;
+  }
+
   return {
     async acquire(orgKey, kind) {
-      const key = `${orgKey} ${kind}`;
-      const reused = parked.get(key)?.pop()?.leaseId;
-      const leaseId = reused ?? (options.newLeaseId ?? newLeaseId)();
-      if (!reused && !(await take({ orgKey, kind, leaseId }))) throw concurrencyLimited();
-      return book.hand(orgKey, leaseId, park(key));
+      let leaseId: string | undefined; // made only when the database is asked: a reused slot keeps its own
+      // An idle slot of this org and kind here first (no round trip), else a fresh one from the database.
+      const claim = async (): Promise<string | undefined> => {
+        const reused = unpark(orgKey, kind);
+        if (reused) return reused;
+        leaseId ??= (options.newLeaseId ?? newLeaseId)(); // a refused take wrote no row: its id can go again
+        return (await take({ orgKey, kind, leaseId })) ? leaseId : undefined;
+      };
+      let got = await claim();
+      if (!got) {
+        // Refused, maybe by this process's own idle slots of the org, whose rows count until their delete
+        // lands: a burst of exactly the cap right after calls ended was refused once with fewer calls than
+        // the cap in flight (docs/limits.md, The cap right after calls end). A slot of this kind parked
+        // while the take was out is taken as it is. Slots parked for the other kind (their row names that
+        // kind) and those whose release is on its way are given back and waited for, then the claim is
+        // made once more. Every slot handed out is still a row this process holds or one the database
+        // granted under the cap, so the cap across processes holds.
+        got = unpark(orgKey, kind) ?? ((await ownRowsGone(orgKey)) ? await claim() : undefined);
+      }
+      if (!got) throw concurrencyLimited();
+      return book.hand(orgKey, got, park(orgKey, kind));
     },
     revoke() {
       book.revoke(leasesRevoked());
