@@ -1,0 +1,191 @@
+// `npm run bench -- ab`: one change to svc's chat path measured against what it replaces, in one run.
+// Two svc processes (the proxy bench's svc child: bench/proxy.ts) serve the same fake provider side by
+// side: side A and side B, each from a checkout of its own (BENCH_AB_A_TREE, BENCH_AB_B_TREE: the
+// repository root of another worktree; default this one) and with environment of its own
+// (BENCH_AB_A_ENV, BENCH_AB_B_ENV: `NAME=value,NAME=value`), beside the provider alone (`direct`) and
+// the settled floor (bench/floor-proxy.ts). The four take turns in blocks, the order reversed every
+// round, so a drift of this VM falls on both sides alike; a speed trick's figure in docs/models.md
+// ("Speed tricks") is such a pair of sides.
+//
+// BENCH_AB_MODE=json (default): non-streamed calls paced open-loop at BENCH_AB_RATE per second
+// (bench/proxy-paced.ts's row); BENCH_AB_MODE=first-byte: streamed calls one at a time, timed to their
+// first byte, BENCH_AB_GAP_MS apart (a gap over 50 ms makes every call take a fresh concurrency slot:
+// src/models/concurrency.ts slot reuse). BENCH_AB_BLOCK calls per block (the first ten unrecorded),
+// BENCH_AB_ROUNDS rounds after a warm-up round. BENCH_AB_B_SQL: a statement run on side B's database
+// once it serves (a setting of one function, say). Per side: p50/p90/p99 and their excess over
+// `direct`, and CPU per call of its svc process and of all PostgreSQL processes (bench/proc-cpu.ts).
+import { execSync } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { request } from 'undici';
+import { repoRoot, startChild, stopChild, type ProxySvcInfo } from './children.js';
+import { knob, namedDatabaseUrl } from './knobs.js';
+import { processCpuUs } from './proc-cpu.js';
+
+const databaseUrl = namedDatabaseUrl() ?? 'postgres://postgres@127.0.0.1:5432/test';
+const firstByte = process.env.BENCH_AB_MODE === 'first-byte';
+const rate = knob('BENCH_AB_RATE', 200, 200);
+const block = knob('BENCH_AB_BLOCK', 200, 20);
+const rounds = knob('BENCH_AB_ROUNDS', 10, 1);
+const gapMs = knob('BENCH_AB_GAP_MS', 0, 0);
+const WARM = 10;
+
+const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+const envOf = (spec = '') =>
+  Object.fromEntries(
+    spec
+      .split(',')
+      .filter(Boolean)
+      .map((pair) => {
+        const at = pair.indexOf('=');
+        return [pair.slice(0, at), pair.slice(at + 1)];
+      }),
+  );
+
+/** One svc side: the proxy bench's svc child from `tree` (a repository root), with `env` added. */
+function startSide(tree: string | undefined, env: string | undefined, fakeUrl: string) {
+  return startChild<ProxySvcInfo>(['--import', 'tsx', join(tree ?? repoRoot, 'bench/proxy.ts')], {
+    BENCH_ROLE: 'svc',
+    FAKE_URL: fakeUrl,
+    TEST_DATABASE_URL: databaseUrl,
+    ...envOf(env),
+  });
+}
+
+/** CPU so far of every PostgreSQL process on this machine (pid → µs). */
+function postgresCpu(): Map<number, number> {
+  const pids = execSync('pgrep -x postgres || true').toString().trim().split('\n').filter(Boolean);
+  return new Map(pids.map((pid) => [Number(pid), processCpuUs(Number(pid))]));
+}
+
+/** The database side B's svc made (test/helpers/server.ts names one per server; B started last). */
+async function runOnNewestSvcDatabase(statement: string) {
+  const admin = new pg.Client({ connectionString: databaseUrl });
+  await admin.connect();
+  const { rows } = await admin.query<{ datname: string }>(
+    "select datname from pg_database where datname like 'svc_t_%' order by oid desc limit 1",
+  );
+  await admin.end();
+  const url = new URL(databaseUrl);
+  url.pathname = `/${rows[0]!.datname}`;
+  const b = new pg.Client({ connectionString: url.toString() });
+  await b.connect();
+  await b.query(statement);
+  await b.end();
+}
+
+const fake = await startChild(['--import', 'tsx', here('./proxy.ts')], { BENCH_ROLE: 'fake' });
+const sideA = await startSide(process.env.BENCH_AB_A_TREE, process.env.BENCH_AB_A_ENV, fake.info.url);
+const sideB = await startSide(process.env.BENCH_AB_B_TREE, process.env.BENCH_AB_B_ENV, fake.info.url);
+if (process.env.BENCH_AB_B_SQL) await runOnNewestSvcDatabase(process.env.BENCH_AB_B_SQL);
+const floor = await startChild(['--import', 'tsx', here('./floor-proxy.ts')], {
+  FLOOR_DATABASE_URL: databaseUrl,
+  FAKE_URL: fake.info.url,
+});
+const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
+
+interface Target {
+  name: string;
+  url: string;
+  auth: string;
+  pid?: number;
+}
+const targets: Target[] = [
+  { name: 'direct', url: `${fake.info.url}/chat/completions`, auth: FAKE_KEY },
+  { name: 'settled floor', url: `${floor.info.url}/settled/v1/chat/completions`, auth: FAKE_KEY },
+  { name: 'A', url: `${sideA.info.url}/v1/chat/completions`, auth: sideA.info.token, pid: sideA.child.pid },
+  { name: 'B', url: `${sideB.info.url}/v1/chat/completions`, auth: sideB.info.token, pid: sideB.child.pid },
+];
+const body = JSON.stringify({
+  model: 'gpt-4o-mini',
+  stream: firstByte,
+  max_tokens: 64,
+  messages: [{ role: 'user', content: 'Tell me about foxes.' }],
+});
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One call: ms to its first byte (a stream) or its last (JSON). */
+async function call(t: Target): Promise<number> {
+  const sent = performance.now();
+  const res = await request(t.url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${t.auth}`, 'content-type': 'application/json' },
+    body,
+  });
+  let first = 0;
+  for await (const chunk of res.body) if (!first && (chunk as Buffer).length) first = performance.now();
+  if (res.statusCode !== 200) throw new Error(`${t.name}: ${res.statusCode}`);
+  return (firstByte ? first : performance.now()) - sent;
+}
+
+/** One block of `block` recorded calls (after WARM): one at a time, or paced open-loop at `rate`. */
+async function runBlock(t: Target): Promise<number[]> {
+  const times: number[] = [];
+  if (firstByte) {
+    for (let i = 0; i < WARM + block; i++) {
+      const ms = await call(t);
+      if (i >= WARM) times.push(ms);
+      if (gapMs) await sleep(gapMs);
+    }
+    return times;
+  }
+  const start = performance.now();
+  const pending: Promise<void>[] = [];
+  for (let i = 0; i < WARM + block; i++) {
+    const wait = start + (i * 1000) / rate - performance.now();
+    if (wait > 0.5) await sleep(wait);
+    pending.push(call(t).then((ms) => void (i >= WARM && times.push(ms))));
+  }
+  await Promise.all(pending);
+  return times;
+}
+
+const times = new Map(targets.map((t) => [t.name, [] as number[]]));
+const cpu = new Map(targets.map((t) => [t.name, { svc: 0, postgres: 0, calls: 0 }]));
+try {
+  for (let round = -1; round < rounds; round++) {
+    for (const t of round % 2 ? [...targets].reverse() : targets) {
+      const svcBefore = t.pid ? processCpuUs(t.pid) : 0;
+      const pgBefore = postgresCpu();
+      const recorded = await runBlock(t);
+      if (round < 0) continue; // the warm-up round
+      times.get(t.name)!.push(...recorded);
+      const c = cpu.get(t.name)!;
+      if (t.pid) c.svc += processCpuUs(t.pid) - svcBefore;
+      for (const [pid, us] of postgresCpu()) c.postgres += us - (pgBefore.get(pid) ?? 0);
+      c.calls += WARM + block;
+    }
+  }
+} finally {
+  await Promise.all([sideA, sideB, floor, fake].map((c) => stopChild(c.child)));
+}
+
+const at = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))]!;
+const direct = times.get('direct')!.sort((a, b) => a - b);
+const what = firstByte
+  ? `first byte, one call at a time${gapMs ? `, ${gapMs} ms apart` : ''}`
+  : `JSON paced at ${rate}/s`;
+process.stdout.write(`\nab bench (${what}; ${rounds} rounds of ${block} per target)\n`);
+console.table(
+  Object.fromEntries(
+    targets.map((t) => {
+      const sorted = times.get(t.name)!.sort((a, b) => a - b);
+      const c = cpu.get(t.name)!;
+      return [
+        t.name,
+        {
+          'p50 ms': +at(sorted, 0.5).toFixed(2),
+          'p90 ms': +at(sorted, 0.9).toFixed(2),
+          'p99 ms': +at(sorted, 0.99).toFixed(2),
+          'adds p50 ms': +(at(sorted, 0.5) - at(direct, 0.5)).toFixed(2),
+          'adds p99 ms': +(at(sorted, 0.99) - at(direct, 0.99)).toFixed(2),
+          ...(t.pid ? { 'svc CPU µs/call': Math.round(c.svc / c.calls) } : {}),
+          'PostgreSQL CPU µs/call': Math.round(c.postgres / c.calls),
+        },
+      ];
+    }),
+  ),
+);
