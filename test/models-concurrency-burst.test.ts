@@ -3,10 +3,9 @@ import OpenAI from 'openai';
 import pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { queryRows } from '../src/db/client.js';
-import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
-import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
+import { storageMode } from './helpers/server.js';
+import { modelSuite } from './helpers/model-suite.js';
 import { setOrgBalance } from './helpers/billing.js';
-import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
 import { leaseRows, waitForNoLeases } from './helpers/leases.js';
 import { sleep, waitUntil } from './helpers/chat-load.js';
 import { authenticateRunSocket } from './helpers/run-socket.js';
@@ -21,12 +20,10 @@ import { DEFAULT_SLOT_REUSE_MS } from '../src/models/concurrency.js';
 
 const CAP = 2;
 
-let fake: FakeUpstream;
-let server: TestServer;
-let owner: TestUser;
-let key: string;
+const suite = modelSuite({ ORG_MAX_CONCURRENCY: String(CAP) });
 
-const sdk = () => new OpenAI({ apiKey: key, baseURL: `${server.url}/v1`, maxRetries: 0, timeout: 20_000 });
+const sdk = () =>
+  new OpenAI({ apiKey: suite.key, baseURL: `${suite.server.url}/v1`, maxRetries: 0, timeout: 20_000 });
 const hi = () =>
   sdk()
     .chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
@@ -37,10 +34,10 @@ const hi = () =>
 
 /** `n` calls at once, each held open by the provider for `holdMs` so that they really overlap. */
 function calls(n: number, holdMs = 150) {
-  fake.headersDelayMs = holdMs;
-  fake.maxInFlight = 0;
+  suite.fake.headersDelayMs = holdMs;
+  suite.fake.maxInFlight = 0;
   const all = Array.from({ length: n }, () => hi());
-  void Promise.all(all).finally(() => (fake.headersDelayMs = 0));
+  void Promise.all(all).finally(() => (suite.fake.headersDelayMs = 0));
   return all;
 }
 
@@ -48,22 +45,10 @@ const burst = (n: number, holdMs?: number) => Promise.all(calls(n, holdMs));
 
 const admitted = (results: unknown[]) => results.filter((r) => r === 200).length;
 
-beforeAll(async () => {
-  fake = await startFakeUpstream();
-  server = await startTestServer({ env: fake.env({ ORG_MAX_CONCURRENCY: String(CAP) }) });
-  owner = await createUser(server);
-  key = (await createApiToken(server, owner, owner.orgKey)).secret;
-  await setOrgBalance(server, owner.orgKey, 1_000_000);
-});
-
-afterAll(async () => {
-  await server?.close();
-  await fake?.close();
-});
-
 beforeEach(async () => {
-  fake.reset();
-  expect(await waitForNoLeases(server, owner.orgKey)).toBe(0);
+  // After modelSuite's own (a reset provider, 10,000 tokens): bursts of held calls need more.
+  await setOrgBalance(suite.server, suite.owner.orgKey, 1_000_000);
+  expect(await waitForNoLeases(suite.server, suite.owner.orgKey)).toBe(0);
 });
 
 describe('a burst of exactly the cap right after calls end', () => {
@@ -80,18 +65,18 @@ describe('a burst of exactly the cap right after calls end', () => {
       expect(await burst(CAP)).toEqual(Array(CAP).fill(200));
       await sleep(gap);
       expect({ gap, results: await burst(CAP) }).toEqual({ gap, results: Array(CAP).fill(200) });
-      expect(fake.maxInFlight).toBe(CAP);
+      expect(suite.fake.maxInFlight).toBe(CAP);
     }
     // The cap still holds right after calls end: one over it is refused, once.
     expect(await burst(CAP)).toEqual(Array(CAP).fill(200));
     const over = await burst(CAP + 1);
     expect(admitted(over)).toBe(CAP);
     expect(over.filter((r) => r !== 200)).toEqual(['429:concurrency_limit']);
-    expect(fake.maxInFlight).toBe(CAP);
+    expect(suite.fake.maxInFlight).toBe(CAP);
   });
 
   it("is admitted whole right after a run ends (the run's slot parked as a run's)", async () => {
-    const socket = await authenticateRunSocket(server.url, key);
+    const socket = await authenticateRunSocket(suite.server.url, suite.key);
     expect(socket.answer.type).toBe('authenticated');
     socket.ws.send(
       JSON.stringify({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'hi' }] }),
@@ -102,7 +87,7 @@ describe('a burst of exactly the cap right after calls end', () => {
     const results = burst(CAP);
     socket.ws.close();
     expect(await results).toEqual(Array(CAP).fill(200));
-    expect(fake.maxInFlight).toBe(CAP);
+    expect(suite.fake.maxInFlight).toBe(CAP);
   });
 });
 
@@ -113,7 +98,7 @@ describe.runIf(storageMode() === 'postgres')(
   () => {
     let locker: pg.Client;
     beforeAll(async () => {
-      locker = new pg.Client({ connectionString: server.databaseUrl });
+      locker = new pg.Client({ connectionString: suite.server.databaseUrl });
       locker.on('error', () => {});
       await locker.connect();
     });
@@ -124,14 +109,16 @@ describe.runIf(storageMode() === 'postgres')(
     /** One call ends; its slot is parked, then its release is sent and held by the test's row lock. */
     async function releaseHeldInTheDatabase() {
       expect(await hi()).toBe(200);
-      expect(await leaseRows(server, owner.orgKey)).toHaveLength(1);
+      expect(await leaseRows(suite.server, suite.owner.orgKey)).toHaveLength(1);
       await locker.query('begin');
       try {
-        await locker.query('select 1 from concurrency_leases where org_id = $1 for update', [owner.orgKey]);
+        await locker.query('select 1 from concurrency_leases where org_id = $1 for update', [
+          suite.owner.orgKey,
+        ]);
         // Seen from another session: the locker's own reads of pg_stat_activity are fixed for its transaction.
         await waitUntil(async () => {
           const [row] = await queryRows<{ n: unknown }>(
-            server.deps.db,
+            suite.server.deps.db,
             sql`select count(*) as n from pg_stat_activity where datname = current_database()
                 and wait_event_type = 'Lock' and query like 'delete from concurrency_leases%'`,
           );
@@ -150,12 +137,12 @@ describe.runIf(storageMode() === 'postgres')(
      * for a second, so the admitted ones overlap.
      */
     async function burstWhileReleasing(n: number) {
-      const before = fake.requests.length;
+      const before = suite.fake.requests.length;
       const pending = calls(n, 1_000);
       try {
         let answered = 0;
         for (const p of pending) void p.finally(() => answered++);
-        await waitUntil(() => fake.requests.length > before, 5_000);
+        await waitUntil(() => suite.fake.requests.length > before, 5_000);
         for (let waited = 0; waited < 500 && answered < n - 1; waited += 10) await sleep(10);
       } finally {
         await locker.query('commit');
@@ -166,7 +153,7 @@ describe.runIf(storageMode() === 'postgres')(
     it('admits a burst of exactly the cap', async () => {
       await releaseHeldInTheDatabase();
       expect(await burstWhileReleasing(CAP)).toEqual(Array(CAP).fill(200));
-      expect(fake.maxInFlight).toBe(CAP);
+      expect(suite.fake.maxInFlight).toBe(CAP);
     });
 
     it('still refuses one call over the cap, exactly once', async () => {
@@ -174,7 +161,7 @@ describe.runIf(storageMode() === 'postgres')(
       const results = await burstWhileReleasing(CAP + 1);
       expect(admitted(results)).toBe(CAP);
       expect(results.filter((r) => r !== 200)).toEqual(['429:concurrency_limit']);
-      expect(fake.maxInFlight).toBe(CAP);
+      expect(suite.fake.maxInFlight).toBe(CAP);
     });
   },
 );
