@@ -322,6 +322,8 @@ async function streamCall(
     );
   } catch (err) {
     deps.log.error({ err }, 'settle refused');
+    // As on every other way out: the slot is free before the last byte leaves.
+    await freeSlot();
     res.end(writer.fail(new AppError(500, 'internal', `internal error (request ${String(req.id)})`)));
     return;
   }
