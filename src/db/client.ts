@@ -149,7 +149,7 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
  * Rows of a statement written with `$n` placeholders for `values`. On a PostgreSQL database (not a
  * transaction of one) it runs as a named statement, prepared once per pooled connection, so that its later
  * runs skip the parse and the plan: for the settle every model call makes, 0.2–0.3 ms of its round trip
- * and ~170 µs of PostgreSQL's CPU (docs/models.md, "Speed tricks"). Elsewhere (a transaction, PGlite) it
+ * and 70–170 µs of PostgreSQL's CPU (docs/models.md, "Speed tricks"). Elsewhere (a transaction, PGlite) it
  * runs as an ordinary statement. `text` must be the same for every run under one `name`.
  */
 export async function namedRows<T>(db: Db, name: string, text: string, values: unknown[]): Promise<T[]> {
