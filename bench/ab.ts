@@ -14,7 +14,6 @@
 // BENCH_AB_ROUNDS rounds after a warm-up round. BENCH_AB_B_SQL: a statement run on side B's database
 // once it serves (a setting of one function, say). Per side: p50/p90/p99 and their excess over
 // `direct`, and CPU per call of its svc process and of all PostgreSQL processes (bench/proc-cpu.ts).
-import { execSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -22,7 +21,8 @@ import pg from 'pg';
 import { request } from 'undici';
 import { repoRoot, startChild, stopChild, type ProxySvcInfo } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
-import { processCpuUs } from './proc-cpu.js';
+import { backendsSpentUs, postgresProcessesCpuUs, processCpuUs } from './proc-cpu.js';
+import { pacedBlock, percentile } from './proxy-paced.js';
 
 const databaseUrl = namedDatabaseUrl() ?? 'postgres://postgres@127.0.0.1:5432/test';
 const firstByte = process.env.BENCH_AB_MODE === 'first-byte';
@@ -52,12 +52,6 @@ function startSide(tree: string | undefined, env: string | undefined, fakeUrl: s
     TEST_DATABASE_URL: databaseUrl,
     ...envOf(env),
   });
-}
-
-/** CPU so far of every PostgreSQL process on this machine (pid → µs). */
-function postgresCpu(): Map<number, number> {
-  const pids = execSync('pgrep -x postgres || true').toString().trim().split('\n').filter(Boolean);
-  return new Map(pids.map((pid) => [Number(pid), processCpuUs(Number(pid))]));
 }
 
 /** The database side B's svc made (test/helpers/server.ts names one per server; B started last). */
@@ -122,23 +116,17 @@ async function call(t: Target): Promise<number> {
 
 /** One block of `block` recorded calls (after WARM): one at a time, or paced open-loop at `rate`. */
 async function runBlock(t: Target): Promise<number[]> {
+  if (!firstByte) {
+    const paced = await pacedBlock({ name: t.name, call: () => call(t).then(() => {}) }, rate, block, WARM);
+    if (paced.errors) throw new Error(`${t.name}: ${paced.errors} calls failed`);
+    return paced.times;
+  }
   const times: number[] = [];
-  if (firstByte) {
-    for (let i = 0; i < WARM + block; i++) {
-      const ms = await call(t);
-      if (i >= WARM) times.push(ms);
-      if (gapMs) await sleep(gapMs);
-    }
-    return times;
-  }
-  const start = performance.now();
-  const pending: Promise<void>[] = [];
   for (let i = 0; i < WARM + block; i++) {
-    const wait = start + (i * 1000) / rate - performance.now();
-    if (wait > 0.5) await sleep(wait);
-    pending.push(call(t).then((ms) => void (i >= WARM && times.push(ms))));
+    const ms = await call(t);
+    if (i >= WARM) times.push(ms);
+    if (gapMs) await sleep(gapMs);
   }
-  await Promise.all(pending);
   return times;
 }
 
@@ -148,13 +136,13 @@ try {
   for (let round = -1; round < rounds; round++) {
     for (const t of round % 2 ? [...targets].reverse() : targets) {
       const svcBefore = t.pid ? processCpuUs(t.pid) : 0;
-      const pgBefore = postgresCpu();
+      const pgBefore = postgresProcessesCpuUs();
       const recorded = await runBlock(t);
       if (round < 0) continue; // the warm-up round
       times.get(t.name)!.push(...recorded);
       const c = cpu.get(t.name)!;
       if (t.pid) c.svc += processCpuUs(t.pid) - svcBefore;
-      for (const [pid, us] of postgresCpu()) c.postgres += us - (pgBefore.get(pid) ?? 0);
+      c.postgres += backendsSpentUs(pgBefore, postgresProcessesCpuUs());
       c.calls += WARM + block;
     }
   }
@@ -162,8 +150,7 @@ try {
   await Promise.all([sideA, sideB, floor, fake].map((c) => stopChild(c.child)));
 }
 
-const at = (sorted: number[], q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))]!;
+const at = percentile;
 const direct = times.get('direct')!.sort((a, b) => a - b);
 const what = firstByte
   ? `first byte, one call at a time${gapMs ? `, ${gapMs} ms apart` : ''}`

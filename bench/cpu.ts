@@ -11,7 +11,7 @@ import { execSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Result } from 'autocannon';
 import { startChild, stopChild, type ProxySvcInfo } from './children.js';
-import { processCpuUs } from './proc-cpu.js';
+import { postgresProcessesCpuUs, processCpuUs } from './proc-cpu.js';
 
 const databaseUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
@@ -22,16 +22,11 @@ function cpuSeconds(pid: number): number {
   return processCpuUs(pid) / 1e6;
 }
 
+/** CPU seconds so far of all PostgreSQL's processes (one that ended meanwhile is lost). */
 function postgresCpu(): number {
-  const pids = execSync('pgrep -x postgres || true')
-    .toString()
-    .trim()
-    .split('\n')
-    .filter(Boolean)
-    .map(Number);
-  return pids.reduce((sum, pid) => {
-    return sum + cpuSeconds(pid); // 0 for a backend that ended meanwhile
-  }, 0);
+  let us = 0;
+  for (const spent of postgresProcessesCpuUs().values()) us += spent;
+  return us / 1e6;
 }
 
 const transactions = () =>

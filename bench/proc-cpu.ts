@@ -1,3 +1,4 @@
+import { execSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 
@@ -31,6 +32,12 @@ export async function backendsCpuUs(databaseUrl: string): Promise<Map<number, nu
   } finally {
     await client.end();
   }
+}
+
+/** The CPU so far of every PostgreSQL process on this machine (pid → µs): backends, WAL writer and all. */
+export function postgresProcessesCpuUs(): Map<number, number> {
+  const pids = execSync('pgrep -x postgres || true').toString().trim().split('\n').filter(Boolean);
+  return new Map(pids.map((pid) => [Number(pid), processCpuUs(Number(pid))]));
 }
 
 /**

@@ -22,7 +22,7 @@ export interface PacedFigures {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One block at `rate` calls/s: the latencies of its calls after the first `warm`, and its errors. */
-async function block(t: PacedTarget, rate: number, calls: number, warm: number) {
+export async function pacedBlock(t: PacedTarget, rate: number, calls: number, warm: number) {
   const gap = 1000 / rate;
   const start = performance.now();
   const times: number[] = [];
@@ -46,7 +46,8 @@ async function block(t: PacedTarget, rate: number, calls: number, warm: number) 
   return { times, errors };
 }
 
-const percentile = (sorted: number[], q: number) =>
+/** The `q` quantile of ascending `sorted` (NaN when empty). */
+export const percentile = (sorted: number[], q: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))]! : NaN;
 
 /** Every target's p50 / p99 latency at `rate` calls/s over `samples` recorded calls, in turns of `per`. */
@@ -59,7 +60,7 @@ export async function pacedJson(
   const errors = new Map(targets.map((t) => [t.name, 0]));
   for (let round = 0; round < Math.ceil(o.samples / per); round++) {
     for (const t of targets) {
-      const b = await block(t, o.rate, per, o.warm);
+      const b = await pacedBlock(t, o.rate, per, o.warm);
       times.get(t.name)!.push(...b.times);
       errors.set(t.name, errors.get(t.name)! + b.errors);
     }
