@@ -24,11 +24,7 @@ import { planPeriod } from '../src/usage/rollup.js';
 // checks the rollup against the records, fully and incrementally, and finds a rollup row changed behind
 // the settle's back.
 
-// The burst below sends as many calls at once as the default cap (4) right after calls whose slots may
-// still be on their way back (a parked slot being released counts until its release lands), which
-// answered one of them 429 once in CI (session 12): the cap is not this test's subject (the concurrency
-// tests own it), so it is raised here.
-const suite = modelSuite({ ORG_MAX_CONCURRENCY: '16' });
+const suite = modelSuite();
 const api = () => client(suite.server.url);
 const HOUR = 3600;
 
