@@ -255,8 +255,8 @@ describe('batched reserve and settle', () => {
     expect(holds).toEqual([{ request_id: nextA, user_id: null, status: 'held' }]);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
 
-    // The hold inside turns synchronous_commit off for its transaction; the settle's debit must not lose
-    // its durability by it.
+    // The next hold is temporary state, but it is taken inside the settle: the settle's debit must keep
+    // its synchronous commit.
     const [callC, nextC] = [rid(), rid()];
     await reserveMany(server.deps.db, [
       { orgKey: a.orgKey, userId: a.userId, requestId: callC, minCredits: 1, maxCredits: 10 },

@@ -111,9 +111,19 @@ $$;
 -- (idempotency key usage:<request id>) whose org_balance_after is the balance right after that call;
 -- each org account and each usage sink is written once per batch. Commits synchronously: a debit is
 -- durable when the caller hears of it.
+--
+-- The org's next hold (src/models/spare-holds.ts, "Holds taken ahead"; all p_next_* NULL: none): when
+-- p_next_ids[i] is set, input i settled on the account of org p_next_orgs[i] (not a deleted client's
+-- hold moved to its owner's pool), leaving a balance of at least p_next_floor[i] and room for
+-- p_next_amounts[i] beside what the account still holds, and the org has no member budgets (a hold of
+-- the call's own checks those: member-budgets.sql), a hold of exactly that amount for no user is taken
+-- here, under the account lock the settle holds and in the same account write (next_held: its tokens,
+-- 0 for none). A new hold row taken under an account lock is what a reserve does too.
 CREATE OR REPLACE FUNCTION svc_settle_holds(
-  p_request_ids text[], p_actual bigint[], p_descriptions text[]
-) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean) LANGUAGE plpgsql AS $$
+  p_request_ids text[], p_actual bigint[], p_descriptions text[],
+  p_next_ids text[] DEFAULT NULL, p_next_orgs text[] DEFAULT NULL, p_next_amounts bigint[] DEFAULT NULL,
+  p_next_floor bigint[] DEFAULT NULL, p_ttl_secs double precision DEFAULT NULL
+) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean, next_held bigint) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
   v_ords int[] := '{}';
@@ -127,8 +137,10 @@ DECLARE
   v_debit bigint;
   v_current text := NULL;
   v_balance bigint;
+  v_held bigint;
   v_sum_debit bigint := 0;
-  v_sum_amount bigint := 0;
+  v_sum_held bigint := 0;
+  v_next bigint;
   r record;
 BEGIN
   -- Hold rows first, in request-id order: redeem each live hold.
@@ -146,37 +158,50 @@ BEGIN
       v_amounts := v_amounts || v_amount;
       v_debits := v_debits || v_debit;
     ELSE
-      ord := r.i; debited := 0; balance := NULL; settled := false;
+      ord := r.i; debited := 0; balance := NULL; settled := false; next_held := 0;
       RETURN NEXT;
     END IF;
   END LOOP;
 
-  -- Then the org accounts, in ascending id order: each call's debit in input order, one write per account.
+  -- Then the org accounts, in ascending id order: each call's debit (and next hold) in input order, one
+  -- write per account. v_balance and v_held follow the account as this statement leaves it.
   FOR r IN
     SELECT j, v_ords[j] AS i, v_accounts[j] AS acct, v_orgs[j] AS org, v_amounts[j] AS amount, v_debits[j] AS debit
     FROM generate_subscripts(v_ords, 1) AS j ORDER BY v_accounts[j], v_ords[j]
   LOOP
     IF v_current IS DISTINCT FROM r.acct THEN
       IF v_current IS NOT NULL THEN
-        UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held - v_sum_amount WHERE id = v_current;
+        UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held + v_sum_held WHERE id = v_current;
       END IF;
       v_current := r.acct;
       v_sum_debit := 0;
-      v_sum_amount := 0;
-      SELECT b.balance INTO v_balance FROM billing_accounts b WHERE b.id = r.acct FOR UPDATE;
+      v_sum_held := 0;
+      SELECT b.balance, b.held INTO v_balance, v_held FROM billing_accounts b WHERE b.id = r.acct FOR UPDATE;
     END IF;
     v_balance := v_balance - r.debit;
+    v_held := v_held - r.amount;
     v_sum_debit := v_sum_debit + r.debit;
-    v_sum_amount := v_sum_amount + r.amount;
+    v_sum_held := v_sum_held - r.amount;
     IF r.debit > 0 THEN
       INSERT INTO billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
         VALUES ('usage:' || p_request_ids[r.i], r.acct, 'sink:' || r.org, r.debit, 'usage', r.org, -r.debit, v_balance, p_descriptions[r.i]);
     END IF;
-    ord := r.i; debited := r.debit; balance := v_balance; settled := true;
+    v_next := 0;
+    IF p_next_ids[r.i] IS NOT NULL AND r.acct = 'org:' || p_next_orgs[r.i]
+       AND v_balance >= p_next_floor[r.i] AND v_balance - v_held >= p_next_amounts[r.i] AND p_next_amounts[r.i] > 0
+       AND NOT EXISTS (SELECT 1 FROM member_budgets b WHERE b.org_key = r.org AND b.cleared_at IS NULL)
+       AND NOT EXISTS (SELECT 1 FROM billing_holds h WHERE h.request_id = p_next_ids[r.i]) THEN
+      INSERT INTO billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
+        VALUES (p_next_ids[r.i], r.acct, r.org, NULL, p_next_amounts[r.i], now() + make_interval(secs => p_ttl_secs));
+      v_next := p_next_amounts[r.i];
+      v_held := v_held + v_next;
+      v_sum_held := v_sum_held + v_next;
+    END IF;
+    ord := r.i; debited := r.debit; balance := v_balance; settled := true; next_held := v_next;
     RETURN NEXT;
   END LOOP;
   IF v_current IS NOT NULL THEN
-    UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held - v_sum_amount WHERE id = v_current;
+    UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held + v_sum_held WHERE id = v_current;
   END IF;
 
   -- Last, the usage sinks ('sink:…' sorts after every 'org:…'), in ascending id order.
