@@ -14,6 +14,7 @@
 // BENCH_AB_ROUNDS rounds after a warm-up round. BENCH_AB_B_SQL: a statement run on side B's database
 // once it serves (a setting of one function, say). Per side: p50/p90/p99 and their excess over
 // `direct`, and CPU per call of its svc process and of all PostgreSQL processes (bench/proc-cpu.ts).
+// `BENCH_CPU_PROF=<file>` in a side's environment writes that side's V8 CPU profile (bench/cpu-profile.ts).
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { Result } from 'autocannon';
 import { announce, startChild, type ProxySvcInfo } from './children.js';
+import { startCpuProfile } from './cpu-profile.js';
 import { knob, namedDatabaseUrl, smoke } from './knobs.js';
 import { pacedJson } from './proxy-paced.js';
 
@@ -64,8 +65,12 @@ if (role === 'fake') {
     if (process.env.BENCH_BALANCE_WATCH === '1')
       await setBalanceWatch(server.deps.db, user.orgKey, 'alert.low', 1_000);
   }
+  const stopProfile = await startCpuProfile();
   announce({ url: server.url, token: tokens[0], spread: tokens.slice(1), storage: server.database.kind });
-  process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
+  process.on(
+    'SIGTERM',
+    () => void stopProfile().finally(() => server.close().finally(() => process.exit(0))),
+  );
 } else {
   await main();
 }
