@@ -151,7 +151,6 @@ try {
   await Promise.all([sideA, sideB, floor, fake].map((c) => stopChild(c.child)));
 }
 
-const at = percentile;
 const direct = times.get('direct')!.sort((a, b) => a - b);
 const what = firstByte
   ? `first byte, one call at a time${gapMs ? `, ${gapMs} ms apart` : ''}`
@@ -165,11 +164,11 @@ console.table(
       return [
         t.name,
         {
-          'p50 ms': +at(sorted, 0.5).toFixed(2),
-          'p90 ms': +at(sorted, 0.9).toFixed(2),
-          'p99 ms': +at(sorted, 0.99).toFixed(2),
-          'adds p50 ms': +(at(sorted, 0.5) - at(direct, 0.5)).toFixed(2),
-          'adds p99 ms': +(at(sorted, 0.99) - at(direct, 0.99)).toFixed(2),
+          'p50 ms': +percentile(sorted, 0.5).toFixed(2),
+          'p90 ms': +percentile(sorted, 0.9).toFixed(2),
+          'p99 ms': +percentile(sorted, 0.99).toFixed(2),
+          'adds p50 ms': +(percentile(sorted, 0.5) - percentile(direct, 0.5)).toFixed(2),
+          'adds p99 ms': +(percentile(sorted, 0.99) - percentile(direct, 0.99)).toFixed(2),
           ...(t.pid ? { 'svc CPU µs/call': Math.round(c.svc / c.calls) } : {}),
           'PostgreSQL CPU µs/call': Math.round(c.postgres / c.calls),
         },
