@@ -128,3 +128,26 @@ describe('OpenAPI coverage', () => {
     }
   });
 });
+
+// CONTRACT §1: outside DEV_MODE `/dev/*` answers 404, so the document served there does not list it.
+describe('OpenAPI in production mode (DEV_MODE off)', () => {
+  let production: TestServer;
+  beforeAll(async () => {
+    production = await startTestServer({ env: { DEV_MODE: 'false' } });
+  });
+  afterAll(async () => {
+    await production?.close();
+  });
+
+  it('leaves out the /dev/* routes, which answer 404 there, and keeps every other route', async () => {
+    const served = (await (await fetch(`${production.url}/openapi.json`)).json()) as { paths: Paths };
+    const devPaths = Object.keys(served.paths).filter((p) => p.startsWith('/dev'));
+    expect(devPaths).toEqual([]);
+    expect((await fetch(`${production.url}/dev/mail?to=a@example.com`)).status).toBe(404);
+    const everyOther = Object.keys(documented()).filter((p) => !p.startsWith('/dev'));
+    expect(Object.keys(served.paths).sort()).toEqual(everyOther.sort());
+    // DEV_MODE lists them (the development server's reference names its outbox and processor pages).
+    const dev = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Paths };
+    expect(Object.keys(dev.paths)).toContain('/dev/mail');
+  });
+});

@@ -32,18 +32,26 @@ export const describedRoutes: DescribedRoute[] = [
   ...peoplePageRoutes,
 ];
 
-let cached: Record<string, unknown> | undefined;
+const cached = new Map<boolean, Record<string, unknown>>();
 
-/** The document without servers (built once: the schemas do not change while the process runs). */
-export function openApiDocument(): Record<string, unknown> {
-  if (cached) return cached;
+/** `/dev/*` answers 404 outside DEV_MODE (CONTRACT §1), so the production document leaves those routes out. */
+const isDevRoute = (r: DescribedRoute): boolean => r.path === '/dev' || r.path.startsWith('/dev/');
+
+/**
+ * The document without servers (built once per mode: the schemas do not change while the process runs).
+ * `devMode` false leaves out the `/dev/*` routes.
+ */
+export function openApiDocument(options: { devMode: boolean } = { devMode: true }): Record<string, unknown> {
+  const hit = cached.get(options.devMode);
+  if (hit) return hit;
   const paths: ZodOpenApiPathsObject = {};
   for (const r of describedRoutes) {
+    if (!options.devMode && isDevRoute(r)) continue;
     const item = (paths[openApiPath(r.path)] ??= {});
     if (item[r.method]) throw new Error(`OpenAPI: ${r.method.toUpperCase()} ${r.path} is described twice`);
     item[r.method] = operationOf(r);
   }
-  cached = createDocument({
+  const document = createDocument({
     openapi: '3.1.0',
     info: {
       title: 'svc',
@@ -57,10 +65,11 @@ export function openApiDocument(): Record<string, unknown> {
     components: { securitySchemes },
     paths,
   }) as unknown as Record<string, unknown>;
-  return cached;
+  cached.set(options.devMode, document);
+  return document;
 }
 
 /** The document as served on one origin: that origin is its server (each origin is its own issuer). */
-export function openApiDocumentFor(origin: string): Record<string, unknown> {
-  return { ...openApiDocument(), servers: [{ url: origin }] };
+export function openApiDocumentFor(origin: string, options: { devMode: boolean }): Record<string, unknown> {
+  return { ...openApiDocument(options), servers: [{ url: origin }] };
 }

@@ -53,7 +53,7 @@ export function openApiRoutes(deps: Deps): Router {
     res.set('Access-Control-Allow-Origin', '*');
     res.set('Cache-Control', 'public, max-age=300');
     res.set('Vary', originVary(deps.config));
-    res.json(openApiDocumentFor(requestOrigin(req, deps.config)));
+    res.json(openApiDocumentFor(requestOrigin(req, deps.config), { devMode: deps.config.devMode }));
   });
   router.get('/docs', (_req, res) => {
     res.set({
