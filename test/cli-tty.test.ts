@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,7 +7,7 @@ import { and, eq } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
-import { CLI_NODE_ARGS, CLI_TEST_TIMEOUT_MS, cliHome, type CliHome } from './helpers/cli.js';
+import { CLI_TEST_TIMEOUT_MS, cliHome, inTerminal as inTerminalAt, type CliHome } from './helpers/cli.js';
 import { TEST_PRICES } from './helpers/fake-upstream.js';
 import { billingEntries } from '../src/db/schema.js';
 
@@ -39,38 +38,9 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-
-/** `svc ARGS` inside a pseudo-terminal: what the terminal showed, keys to type, and the exit code. */
-function inTerminal(args: string[], env: Record<string, string> = {}) {
-  const command = [process.execPath, ...CLI_NODE_ARGS, ...args].map(quote).join(' ');
-  const child = spawn('script', ['-qfec', command, '/dev/null'], {
-    cwd: work,
-    env: {
-      PATH: process.env.PATH ?? '',
-      TERM: 'xterm-256color',
-      COLUMNS: '100',
-      LINES: '40',
-      ...home.env,
-      ...env,
-    },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let screen = '';
-  child.stdout.on('data', (b: Buffer) => (screen += b.toString()));
-  const exit = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)));
-  return {
-    screen: () => screen,
-    type: (keys: string) => child.stdin.write(keys),
-    async waitFor(pattern: RegExp, ms = 20_000) {
-      for (const start = Date.now(); Date.now() - start < ms; await new Promise((r) => setTimeout(r, 50))) {
-        if (pattern.test(screen)) return;
-      }
-      throw new Error(`not on the terminal within ${ms} ms: ${pattern}\n${screen}`);
-    },
-    exit,
-  };
-}
+/** `svc ARGS` inside a pseudo-terminal in the working folder, signed in as the owner. */
+const inTerminal = (args: string[], env: Record<string, string> = {}) =>
+  inTerminalAt(args, { cwd: work, env: { ...home.env, ...env } });
 
 const usage = async () =>
   (

@@ -1,6 +1,7 @@
 import QRCode from 'qrcode';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { line, type IO } from './io.js';
+import { inertLine } from './inert.js';
 
 // What both device logins share: showing the code to the person, and the polling rhythm of RFC 8628 §3.5.
 
@@ -15,13 +16,13 @@ export interface ShownCode {
 export async function showCode(io: IO, code: ShownCode): Promise<void> {
   const out = io.stderr;
   const c = io.color;
-  line(out, `To sign in, open ${c.bold(c.cyan(code.verification_uri))}`);
+  line(out, `To sign in, open ${c.bold(c.cyan(inertLine(code.verification_uri)))}`);
   line(
     out,
-    `and enter the code ${c.bold(code.user_code)}  (it expires in ${Math.round(code.expires_in / 60)} minutes).`,
+    `and enter the code ${c.bold(inertLine(code.user_code))}  (it expires in ${Math.round(Number(code.expires_in) / 60)} minutes).`,
   );
   if (code.verification_uri_complete) {
-    line(out, `Or open ${code.verification_uri_complete}`);
+    line(out, `Or open ${inertLine(code.verification_uri_complete)}`);
     if (io.isTTY) {
       line(out, 'or scan this with your phone:');
       out.write(await QRCode.toString(code.verification_uri_complete, { type: 'terminal', small: true }));

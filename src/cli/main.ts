@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { CliError, EXIT } from './errors.js';
 import { line, type IO } from './io.js';
+import { inert } from './inert.js';
 import { login } from './commands/login.js';
 import { logout } from './commands/logout.js';
 import { whoami } from './commands/whoami.js';
@@ -131,11 +132,12 @@ export async function main(argv: string[], io: IO): Promise<number> {
     }
     if (io.signal.aborted) return EXIT.interrupted;
     if (err instanceof CliError) {
-      line(io.stderr, `${io.color.red('Error:')} ${err.message}`);
-      if (err.nextStep) line(io.stderr, err.nextStep);
+      // Messages carry text from the server (an error's message, a name): printed inert.
+      line(io.stderr, `${io.color.red('Error:')} ${inert(err.message)}`);
+      if (err.nextStep) line(io.stderr, inert(err.nextStep));
       return err.exitCode;
     }
-    line(io.stderr, `${io.color.red('Error:')} ${(err as Error).message ?? String(err)}`);
+    line(io.stderr, `${io.color.red('Error:')} ${inert((err as Error).message ?? String(err))}`);
     return EXIT.failure;
   }
 }

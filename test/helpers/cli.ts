@@ -171,3 +171,48 @@ export async function browserLogin(
  * every file at once). A test spawning a few of them gets this much time.
  */
 export const CLI_TEST_TIMEOUT_MS = 120_000;
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+export interface TerminalRun {
+  /** Every byte the terminal was sent, as text (escape sequences included). */
+  screen(): string;
+  /** Keys typed at the terminal. */
+  type(keys: string): void;
+  /** Resolves once `pattern` is on the screen; fails after `ms`. */
+  waitFor(pattern: RegExp, ms?: number): Promise<void>;
+  exit: Promise<number>;
+}
+
+/**
+ * `svc ARGS` inside a real pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY, as
+ * for a person. What the terminal was sent is read raw, so a test can assert bytes.
+ */
+export function inTerminal(args: string[], opts: { cwd: string; env?: Record<string, string> }): TerminalRun {
+  const command = [process.execPath, ...CLI_NODE_ARGS, ...args].map(shellQuote).join(' ');
+  const child = spawn('script', ['-qfec', command, '/dev/null'], {
+    cwd: opts.cwd,
+    env: {
+      PATH: process.env.PATH ?? '',
+      TERM: 'xterm-256color',
+      COLUMNS: '100',
+      LINES: '40',
+      ...opts.env,
+    },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let screen = '';
+  child.stdout.on('data', (b: Buffer) => (screen += b.toString()));
+  const exit = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)));
+  return {
+    screen: () => screen,
+    type: (keys: string) => void child.stdin.write(keys),
+    async waitFor(pattern: RegExp, ms = 20_000) {
+      for (const start = Date.now(); Date.now() - start < ms; await new Promise((r) => setTimeout(r, 50))) {
+        if (pattern.test(screen)) return;
+      }
+      throw new Error(`not on the terminal within ${ms} ms: ${pattern}\n${screen}`);
+    },
+    exit,
+  };
+}

@@ -1,5 +1,6 @@
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
+import { jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
 import { apiKey, getWithKey } from '../api.js';
 import { signedInEntry } from '../session.js';
@@ -34,7 +35,7 @@ export async function balance(io: IO, opts: { url?: string; json?: boolean }): P
       ? await getWithKey<Record<string, unknown>>(io, origin, '/v1/owner/balance', key)
       : undefined;
   if (opts.json) {
-    line(io.stdout, JSON.stringify({ org, role, balance: client, ...(owner ? { owner } : {}) }));
+    line(io.stdout, jsonText({ org, role, balance: client, ...(owner ? { owner } : {}) }));
     return EXIT.ok;
   }
   line(io.stdout, `${org}: ${fmt(client.balance_credits)} tokens`);

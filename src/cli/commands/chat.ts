@@ -6,6 +6,7 @@ import { serverOrigin } from '../server.js';
 import { callWithCredential, modelCredential } from '../api.js';
 import { verifyOutcome, type Outcome } from '../outcome.js';
 import { readSse } from '../sse.js';
+import { inert, inertLine, InertStream, jsonText } from '../inert.js';
 
 // `svc chat [PROMPT]`: one question (the argument, or stdin when it is not a terminal), or a conversation
 // when a person is at the terminal. Answers stream as they arrive (stdout); after each turn the tokens
@@ -47,7 +48,7 @@ export async function chat(io: IO, prompt: string | undefined, opts: ChatOptions
     messages.push({ role: 'user', content: question! });
     const { answer, outcome, response } = await turn(io, origin, messages, opts);
     messages.push({ role: 'assistant', content: answer });
-    if (opts.json) line(io.stdout, JSON.stringify({ ...response, svc_outcome: outcome }));
+    if (opts.json) line(io.stdout, jsonText({ ...response, svc_outcome: outcome }));
     else showDebit(io, outcome);
     if (!interactive) return EXIT.ok;
   }
@@ -57,7 +58,7 @@ export function showDebit(io: IO, o: Outcome): void {
   line(
     io.stderr,
     io.color.dim(
-      `${o.credits_debited.toLocaleString('en')} tokens debited · balance ${o.balance_credits.toLocaleString('en')} (${o.request_id})`,
+      `${o.credits_debited.toLocaleString('en')} tokens debited · balance ${o.balance_credits.toLocaleString('en')} (${inertLine(o.request_id)})`,
     ),
   );
 }
@@ -80,12 +81,14 @@ async function turn(io: IO, origin: string, messages: Message[], opts: ChatOptio
   if (!stream) {
     const response = (await res.json()) as { choices: { message: { content: string | null } }[] };
     const answer = response.choices[0]?.message.content ?? '';
-    if (!opts.json) line(io.stdout, answer);
+    if (!opts.json) line(io.stdout, inert(answer));
     const outcome = await verifyOutcome(origin, res.headers.get('x-svc-outcome') ?? '', requestId);
     return { answer, outcome, response };
   }
   let answer = '';
   let jws = '';
+  // The model's text reaches the terminal inert, an escape sequence split across chunks included.
+  const shown = new InertStream();
   for await (const event of readSse(res.body!)) {
     if (event.comment?.startsWith('x-svc-outcome '))
       jws = event.comment.slice('x-svc-outcome '.length).trim();
@@ -102,9 +105,9 @@ async function turn(io: IO, origin: string, messages: Message[], opts: ChatOptio
       );
     const piece = chunk.choices?.[0]?.delta?.content ?? '';
     answer += piece;
-    io.stdout.write(piece);
+    io.stdout.write(shown.push(piece));
   }
-  line(io.stdout);
+  line(io.stdout, shown.end());
   if (!jws) throw new CliError(EXIT.failure, 'The answer ended without its signed outcome.', 'Try again.');
   return { answer, outcome: await verifyOutcome(origin, jws, requestId), response: undefined };
 }

@@ -1,5 +1,6 @@
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
+import { jsonText } from '../inert.js';
 import { reach, serviceUnavailable } from '../server.js';
 import { updateEntry } from '../credentials.js';
 import { pollUntilDone, showCode, type ShownCode } from '../device-code.js';
@@ -76,7 +77,7 @@ export async function loginWithApiKey(
   if (opts.json) {
     line(
       io.stdout,
-      JSON.stringify({ server: origin, email: key.email, org: key.org, replaced_previous_key: true }),
+      jsonText({ server: origin, email: key.email, org: key.org, replaced_previous_key: true }),
     );
   } else {
     line(io.stdout, `${c.green('Signed in')} to ${origin} as ${key.email} with an API key for ${key.org}.`);

@@ -1,6 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
+import { jsonText } from '../inert.js';
 import { CLI_CLIENT, CLI_CLIENT_AUTH, discover, httpOptions, reach, serverOrigin } from '../server.js';
 import { saveGrants, type TokenSet } from '../session.js';
 import { pollUntilDone, showCode } from '../device-code.js';
@@ -28,7 +29,7 @@ export async function login(io: IO, opts: LoginOptions): Promise<number> {
   const entry = opts.browser ? await loginWithBrowser(io, origin, as) : await deviceGrant(io, origin, as);
   if (opts.org) await adoptOrg(io, origin, opts.org);
   const summary = await describeEntry(io, origin);
-  if (opts.json) line(io.stdout, JSON.stringify(summary));
+  if (opts.json) line(io.stdout, jsonText(summary));
   else line(io.stdout, `${io.color.green('Signed in')} to ${origin} as ${summary.user} (${summary.org}).`);
   return entry ? EXIT.ok : EXIT.failure;
 }

@@ -2,6 +2,7 @@ import * as oauth from 'oauth4webapi';
 import { readEntry, updateEntry } from '../credentials.js';
 import { EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
+import { jsonText } from '../inert.js';
 import { CLI_CLIENT, CLI_CLIENT_AUTH, discover, httpOptions, reach, serverOrigin } from '../server.js';
 
 // `svc logout`: revokes both grants at the server (RFC 7009; revoking a refresh token revokes its whole
@@ -12,7 +13,7 @@ export async function logout(io: IO, opts: { url?: string; json?: boolean }): Pr
   const origin = serverOrigin(opts.url, io.env);
   const entry = await readEntry(io.env, origin);
   if (!entry) {
-    if (opts.json) line(io.stdout, JSON.stringify({ server: origin, revoked: [] }));
+    if (opts.json) line(io.stdout, jsonText({ server: origin, revoked: [] }));
     else line(io.stdout, `Not signed in to ${origin}; nothing to do.`);
     return EXIT.ok;
   }
@@ -30,7 +31,7 @@ export async function logout(io: IO, opts: { url?: string; json?: boolean }): Pr
   }
   await updateEntry(io.env, origin, () => undefined);
   if (opts.json) {
-    line(io.stdout, JSON.stringify({ server: origin, revoked, api_key_forgotten: Boolean(entry.api_key) }));
+    line(io.stdout, jsonText({ server: origin, revoked, api_key_forgotten: Boolean(entry.api_key) }));
   } else {
     line(
       io.stdout,

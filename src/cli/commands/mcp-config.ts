@@ -1,5 +1,6 @@
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
+import { jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
 
 // `svc mcp-config [--editor NAME]`: the configuration that points an MCP client at /mcp/platform. The
@@ -42,13 +43,13 @@ export function mcpConfig(io: IO, opts: { url?: string; editor?: string; json?: 
   }
   const { file, config } = mcpConfigFor(editor as Editor, `${origin}/mcp/platform`);
   if (opts.json || !io.isTTY) {
-    line(io.stdout, JSON.stringify(config, null, 2));
+    line(io.stdout, jsonText(config, 2));
     return EXIT.ok;
   }
   line(
     io.stderr,
     io.color.dim(`Put this in ${file}; the editor signs in with OAuth when it first connects:`),
   );
-  line(io.stdout, JSON.stringify(config, null, 2));
+  line(io.stdout, jsonText(config, 2));
   return EXIT.ok;
 }

@@ -1,5 +1,6 @@
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
+import { inertLine, jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
 import { signedInEntry } from '../session.js';
 import { adoptOrg, memberships } from './whoami.js';
@@ -21,12 +22,12 @@ export async function orgsList(io: IO, opts: { url?: string; json?: boolean }): 
   }
   const bare = (id: string | undefined) => id?.replace(/^(client|org)_/, '');
   if (opts.json) {
-    line(io.stdout, JSON.stringify({ current, data: list }));
+    line(io.stdout, jsonText({ current, data: list }));
     return EXIT.ok;
   }
   for (const m of list) {
     const mark = bare(m.id) === bare(current) ? io.color.green('*') : ' ';
-    line(io.stdout, `${mark} ${m.id}  ${m.role.padEnd(6)}  ${m.name}`);
+    line(io.stdout, `${mark} ${inertLine(m.id)}  ${inertLine(m.role).padEnd(6)}  ${inertLine(m.name)}`);
   }
   return EXIT.ok;
 }
@@ -34,7 +35,7 @@ export async function orgsList(io: IO, opts: { url?: string; json?: boolean }): 
 export async function orgsUse(io: IO, org: string, opts: { url?: string; json?: boolean }): Promise<number> {
   const origin = serverOrigin(opts.url, io.env);
   await adoptOrg(io, origin, org);
-  if (opts.json) line(io.stdout, JSON.stringify({ org }));
+  if (opts.json) line(io.stdout, jsonText({ org }));
   else line(io.stdout, `Now acting for ${org}.`);
   return EXIT.ok;
 }

@@ -1,4 +1,4 @@
-import { confirm } from '@inquirer/prompts';
+import { expand } from '@inquirer/prompts';
 import { realpath } from 'node:fs/promises';
 import WebSocket from 'ws';
 import { CliError, EXIT } from '../errors.js';
@@ -7,6 +7,8 @@ import { serverOrigin, unreachable } from '../server.js';
 import { callWithCredential, errorFor, MAX_BUSY_RETRIES, modelCredential } from '../api.js';
 import { verifyOutcome } from '../outcome.js';
 import { KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
+import { describeCall, type CallView } from '../approval.js';
+import { inert, inertLine, jsonText } from '../inert.js';
 
 // `svc run [--agent NAME] [TASK]`: an agent run over the run WebSocket (docs/models.md, "The run
 // WebSocket"). The server runs the model; this terminal runs the agent's tools, here, in the working
@@ -59,20 +61,33 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
   if (!agent) {
     throw new CliError(
       EXIT.usage,
-      `No agent named "${agentName}".`,
+      `No agent named "${inertLine(agentName)}".`,
       `Choose one of: ${catalog.data.map((a) => a.name).join(', ')}.`,
     );
   }
   credential = await modelCredential(io, origin); // refreshed by the call above if it had to be
 
-  const ask = async (name: string, summary: string): Promise<boolean> => {
+  // Tools the person answered "always for this run" to: asked no more until the run ends.
+  const alwaysAllowed = new Set<string>();
+  const ask = async (name: string, view: CallView): Promise<boolean> => {
     if (opts.yes) return true;
-    if (READ_TOOLS.has(name)) return true;
+    if (READ_TOOLS.has(name) || alwaysAllowed.has(name)) return true;
     if (opts.allow === 'read' || !io.stdinIsTTY) return false;
-    return confirm(
-      { message: `Allow ${summary}?`, default: false },
+    const answer = await expand(
+      {
+        message: view.question,
+        default: 'n',
+        expanded: true,
+        choices: [
+          { key: 'y', name: 'Yes, this once', value: 'yes' },
+          { key: 'n', name: 'No', value: 'no' },
+          { key: 'a', name: `Always allow ${name} in this run`, value: 'always' },
+        ],
+      },
       { input: io.stdin, output: io.stderr, signal: io.signal },
     );
+    if (answer === 'always') alwaysAllowed.add(name);
+    return answer !== 'no';
   };
 
   const c = io.color;
@@ -125,7 +140,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
     ws.on('message', (data) => {
       // ws's default binaryType hands a text frame over as one Buffer.
       const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
-      if (opts.json) line(io.stdout, JSON.stringify(frame));
+      if (opts.json) line(io.stdout, jsonText(frame));
       void handle(frame).catch((err: unknown) =>
         finish(() => reject(err instanceof Error ? err : new Error('the run failed', { cause: err }))),
       );
@@ -135,7 +150,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
       switch (frame.type) {
         case 'assistant_message': {
           const content = (frame.message as { content?: string | null }).content;
-          if (content && !opts.json) line(io.stdout, content);
+          if (content && !opts.json) line(io.stdout, inert(content));
           return;
         }
         case 'tool_call':
@@ -146,7 +161,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
             line(
               io.stderr,
               c.dim(
-                `Run ${String(frame.run_id)} finished (${String(frame.stop_reason)}) in ${String(frame.steps)} steps: ${outcome.credits_debited.toLocaleString('en')} tokens debited · balance ${outcome.balance_credits.toLocaleString('en')}`,
+                `Run ${inertLine(frame.run_id)} finished (${inertLine(frame.stop_reason)}) in ${inertLine(frame.steps)} steps: ${outcome.credits_debited.toLocaleString('en')} tokens debited · balance ${outcome.balance_credits.toLocaleString('en')}`,
               ),
             );
           }
@@ -195,8 +210,11 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
           result: 'arguments are not JSON',
         });
       }
-      const summary = describe(name, args);
-      if (!opts.json) line(io.stderr, `${c.cyan('→')} ${summary}`);
+      const view = await describeCall(root, name, args);
+      if (!opts.json) {
+        line(io.stderr, `${c.cyan('→')} ${view.heading}`);
+        for (const l of view.block) line(io.stderr, c.dim(l));
+      }
       if (!KNOWN_TOOLS.has(name) || !agent!.tools.some((t) => t.name === name)) {
         return send({
           type: 'tool_result',
@@ -207,7 +225,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
       }
       let allowed: boolean;
       try {
-        allowed = await ask(name, summary);
+        allowed = await ask(name, view);
       } catch {
         // Ctrl-C at the prompt: the prompt holds the terminal in raw mode, so no SIGINT was raised; it
         // means the same, so cancel the run the same way.
@@ -235,7 +253,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
         send({ type: 'tool_result', tool_call_id: id, status: 'ok', result });
       } catch (err) {
         const message = err instanceof ToolRefused ? `refused: ${err.message}` : (err as Error).message;
-        if (!opts.json) line(io.stderr, c.yellow(`  ${message}`));
+        if (!opts.json) line(io.stderr, c.yellow(`  ${inertLine(message)}`));
         send({ type: 'tool_result', tool_call_id: id, status: 'error', result: message });
       }
     }
@@ -250,16 +268,12 @@ function positive(option: string, value: string): number {
   return n;
 }
 
-function describe(name: string, args: Record<string, unknown>): string {
-  if (name === 'run_command') return `run_command: ${String(args.command)}`;
-  if ('path' in args) return `${name} ${String(args.path)}`;
-  return name;
-}
-
 function preview(result: unknown): string {
   const text = typeof result === 'string' ? result : JSON.stringify(result);
   const first = text.split('\n')[0] ?? '';
-  return first.length > 100 ? `${first.slice(0, 100)}…` : first;
+  // A command's output or a file's text: whatever the tool produced, shown inert.
+  const shown = inertLine(first);
+  return shown.length > 100 ? `${shown.slice(0, 100)}…` : shown;
 }
 
 /** The run's error frame as a person-facing error, with the same wording as the HTTP answers. */

@@ -1,6 +1,7 @@
 import { readEntry, updateEntry } from '../credentials.js';
 import { CliError, EXIT, notSignedIn } from '../errors.js';
 import { line, type IO } from '../io.js';
+import { jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
 import { apiKey, callWithCredential, getWithKey, modelCredential } from '../api.js';
 import { signedInEntry } from '../session.js';
@@ -78,7 +79,7 @@ export async function whoami(io: IO, opts: { url?: string; json?: boolean }): Pr
   if (!(await readEntry(io.env, origin))) throw notSignedIn(origin);
   const s = await describeEntry(io, origin);
   if (opts.json) {
-    line(io.stdout, JSON.stringify(s));
+    line(io.stdout, jsonText(s));
     return EXIT.ok;
   }
   const c = io.color;
