@@ -7,7 +7,7 @@ import { weatherRoundTrip } from './helpers/weather-round-trip.js';
 import { modelSuite, type ModelSuite } from './helpers/model-suite.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { queryRows } from '../src/db/client.js';
-import { createApiToken, createUser } from './helpers/fixtures.js';
+import { addMember, createApiToken, createUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { jsonAs, matching, type OpenAiError } from './helpers/json.js';
 
@@ -211,6 +211,32 @@ describe('POST /v1/responses with the openai SDK', () => {
     expect(
       await sdk()
         .responses.retrieve(unstored.id)
+        .catch((e: unknown) => e),
+    ).toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it('a viewer reads a stored response but may not delete it (403 NO_ACCESS); a member may', async () => {
+    s.fake.reply = () => ({ content: 'kept' });
+    const stored = await sdk().responses.create({ model: 'x', input: 'keep this' });
+    const viewer = await createUser(s.server);
+    await addMember(s.server, s.owner.orgKey, viewer.userId, 'viewer');
+    const viewerKey = (await createApiToken(s.server, viewer, s.owner.orgKey)).secret;
+    expect(await sdk(viewerKey).responses.retrieve(stored.id)).toMatchObject({ id: stored.id });
+    const refused = await fetch(`${s.server.url}/v1/responses/${stored.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${viewerKey}` },
+    });
+    expect(refused.status).toBe(403);
+    expect((await jsonAs<OpenAiError>(refused)).error).toMatchObject({ code: 'NO_ACCESS' });
+    // Still there for everyone; a member who can spend deletes it.
+    expect(await sdk(viewerKey).responses.retrieve(stored.id)).toMatchObject({ id: stored.id });
+    const member = await createUser(s.server);
+    await addMember(s.server, s.owner.orgKey, member.userId, 'member');
+    const memberKey = (await createApiToken(s.server, member, s.owner.orgKey)).secret;
+    await sdk(memberKey).responses.delete(stored.id);
+    expect(
+      await sdk()
+        .responses.retrieve(stored.id)
         .catch((e: unknown) => e),
     ).toBeInstanceOf(OpenAI.NotFoundError);
   });

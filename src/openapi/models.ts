@@ -148,7 +148,8 @@ export const modelRoutes = [
     errors: [403, 404],
   }),
   route('delete', '/v1/responses/:id', {
-    summary: 'Deletes a stored response of the acting organization',
+    summary:
+      'Deletes a stored response of the acting organization (a member who can spend; a viewer: 403 NO_ACCESS)',
     auth: [...spenders],
     headers: orgHeader,
     params: z.object({ id: z.string() }),

@@ -108,10 +108,20 @@ export function getStoredResponse(deps: Deps, auth: Auth) {
   };
 }
 
-/** DELETE /v1/responses/{id}. */
+/** DELETE /v1/responses/{id}: members who can spend; a viewer reads only (CONTRACT §9: 403 `NO_ACCESS`). */
 export function deleteStoredResponse(deps: Deps, auth: Auth) {
   return async (req: Request, res: Response) => {
     const actor = await actorOf(deps, auth, req, { spend: false });
+    // The code as CONTRACT §9 writes it (the OpenAI shape would lower-case it).
+    if (actor.role === 'viewer')
+      throw new AppError(
+        403,
+        'NO_ACCESS',
+        "a viewer may read the organization's stored responses, not delete them",
+        {
+          fields: { code: 'NO_ACCESS' },
+        },
+      );
     const id = String(req.params.id);
     if (!(await deleteStored(deps.db, actor.orgKey, id))) throw notFound(id);
     res.json({ id, object: 'response', deleted: true });
