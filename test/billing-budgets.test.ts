@@ -30,6 +30,7 @@ const budget = z.object({
   period_start: z.number(),
   period_end: z.number(),
 });
+const deviceCode = z.object({ device_code: z.string(), user_code: z.string() });
 const myBudget = z.object({
   client_id: z.string(),
   user_id: z.string(),
@@ -226,9 +227,62 @@ describe('member budgets: the hold enforces them', () => {
     expect(refusal).toMatchObject({ status: 402, code: 'member_budget_exhausted' });
     expect(20 * answered).toBeLessThanOrEqual(40);
     expect((await readBudget(user.session)).token_budgets).toHaveLength(1);
-    // A new token of the member (the old one revoked) has no token budget.
+    // A new token of the member (the old one revoked by the mint) inherits the budget and its use
+    // (CONTRACT §9): minting a replacement is no way around it, and the owner's list shows the live token.
+    const spentBefore = (await readBudget(user.session)).token_budgets[0]!.spent_credits;
     const fresh = await createApiToken(server, user, owner.orgKey);
-    expect((await callChat(server.url, fresh.secret)).status).toBe(200);
+    expect(await callChat(server.url, fresh.secret)).toMatchObject({
+      status: 402,
+      code: 'member_budget_exhausted',
+    });
+    const carried = (await readBudget(user.session)).token_budgets;
+    expect(carried).toHaveLength(1);
+    expect(carried[0]).toMatchObject({ token_id: fresh.id, budget_credits: 40, spent_credits: spentBefore });
+    const list = await client(server.url).get(`/v1/clients/${owner.clientId}/budgets`, {
+      token: owner.session,
+    });
+    const tokenIds = readJson(z.object({ data: z.array(budget) }), list.body)
+      .data.filter((b) => b.user_id === user.userId && b.token_id !== null)
+      .map((b) => b.token_id);
+    expect(tokenIds).toEqual([fresh.id]);
+    // Revoked by the member first, then minted: still the same credential's budget.
+    const revoked = await client(server.url).post(
+      '/v1/tokens/revoke',
+      { id: fresh.id },
+      { token: user.session },
+    );
+    expect(revoked.status).toBe(200);
+    const again = await createApiToken(server, user, owner.orgKey);
+    expect(await callChat(server.url, again.secret)).toMatchObject({
+      status: 402,
+      code: 'member_budget_exhausted',
+    });
+    expect((await readBudget(user.session)).token_budgets.map((b) => b.token_id)).toEqual([again.id]);
+    // A device login rotates the credential: the budget follows it too.
+    const api = client(server.url);
+    const code = readJson(deviceCode, (await api.post('/v1/auth/device/code')).body);
+    expect(
+      (
+        await api.post(
+          '/v1/auth/device/authorize',
+          { user_code: code.user_code, client_id: owner.clientId },
+          { token: user.session },
+        )
+      ).status,
+    ).toBe(200);
+    const login = readJson(
+      z.object({ status: z.literal('complete'), token: z.string() }),
+      (await api.post('/v1/auth/device/poll', { device_code: code.device_code })).body,
+    );
+    expect(await callChat(server.url, login.token)).toMatchObject({
+      status: 402,
+      code: 'member_budget_exhausted',
+    });
+    const afterLogin = (await readBudget(user.session)).token_budgets;
+    expect(afterLogin).toHaveLength(1);
+    expect(afterLogin[0]!.token_id).not.toBe(again.id);
+    // The ledger: the member's token calls never debited more than the one budget, across three credentials.
+    expect(-(await memberDebits(user.userId))).toBeLessThanOrEqual(40);
     // Another org's token, or an unknown one: 404.
     const other = await createUser(server);
     const otherToken = await createApiToken(server, other, other.orgKey);

@@ -96,6 +96,28 @@ export async function tokenHolder(db: Db, orgKey: string, apiTokenId: number): P
   return row.user_id;
 }
 
+/**
+ * A credential budget belongs to the member's credential in the org, not to one secret (CONTRACT §9):
+ * the credential minted for (org, user) — a new mint, a device login — inherits the live budget of the
+ * credential it replaces, with this period's use (the same budget row, moved). Every earlier credential
+ * of the pair is revoked by then (one active credential, CONTRACT §6), so a live budget on any of them
+ * is the replaced credential's, whether this mint revoked it or the member did before; the one set last
+ * is carried. Called in the mint's transaction.
+ */
+export async function carryCredentialBudget(
+  db: Db,
+  credential: { orgKey: string; userId: string; apiTokenId: number },
+): Promise<void> {
+  await db.execute(
+    sql`update member_budgets set api_token_id = ${credential.apiTokenId}, updated_at = now()
+        where id = (select b.id from member_budgets b
+                    where b.org_key = ${credential.orgKey} and b.user_id = ${credential.userId}
+                      and b.api_token_id is not null and b.api_token_id <> ${credential.apiTokenId}
+                      and b.cleared_at is null
+                    order by b.updated_at desc, b.id desc limit 1)`,
+  );
+}
+
 /** Sets (or replaces) a budget; the period's use so far stays (a new limit is not a fresh period). */
 export async function setBudget(
   db: Db,

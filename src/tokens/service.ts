@@ -4,12 +4,13 @@ import { apiTokens } from '../db/schema.js';
 import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { generateApiTokenSecret, tokenPrefixOf } from '../auth/api-token-secret.js';
+import { carryCredentialBudget } from '../billing/budgets.js';
 
 export type ApiTokenRow = typeof apiTokens.$inferSelect;
 
 /**
  * Mints a credential for (org, user). Any previous active one of that pair is revoked in the same
- * transaction (CONTRACT §6). The partial unique index is what guarantees one active credential; a
+ * transaction (CONTRACT §6), and its credential budget carries to the new one (CONTRACT §9). The partial unique index is what guarantees one active credential; a
  * per-pair advisory lock makes concurrent mints wait their turn, and a unique violation that still
  * happens is retried against the winner's row.
  */
@@ -46,6 +47,12 @@ export async function mintApiToken(
           tokenPrefix: tokenPrefixOf(secret),
         })
         .returning();
+      // The replaced credential's budget carries to this one (CONTRACT §9).
+      await carryCredentialBudget(tx as unknown as Db, {
+        orgKey: input.orgKey,
+        userId: input.userId,
+        apiTokenId: row!.id,
+      });
       return row!;
     });
   for (let tries = 0; ; tries++) {
