@@ -48,7 +48,7 @@ export async function mintApiToken(
         })
         .returning();
       // The replaced credential's budget carries to this one (CONTRACT §9).
-      await carryCredentialBudget(tx as unknown as Db, {
+      await carryCredentialBudget(tx, {
         orgKey: input.orgKey,
         userId: input.userId,
         apiTokenId: row!.id,
