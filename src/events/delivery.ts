@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { fetch, type Agent } from 'undici';
 import { queryRows, type Db } from '../db/client.js';
 import { decrypt } from '../crypto/hash.js';
-import { guardedAgent } from '../http/outbound-guard.js';
+import { guardedAgent, isGuardRefusal } from '../http/outbound-guard.js';
 import { clientIdOf, unix } from '../ids.js';
 import type { Logger } from '../log.js';
 import { SIGNATURE_HEADER, signatureHeader } from './signature.js';
@@ -111,21 +111,25 @@ async function attempt(agent: Agent, encryptionKey: Buffer, d: Claimed): Promise
     // Only the status counts: the body is not read (no size to bound), and cancelling it frees the socket.
     await res.body?.cancel().catch(() => {});
     if (res.status >= 200 && res.status < 300) return { ok: true, status: res.status };
-    return { ok: false, status: res.status, error: `the endpoint answered ${res.status}` };
+    return { ok: false, status: res.status, error: `HTTP ${Math.floor(res.status / 100)}xx` };
   } catch (err) {
     return { ok: false, status: null, error: describeFailure(err) };
   }
 }
 
-/** A few words on why no answer came: never the receiver's text, never a stack. */
+/**
+ * Why an attempt failed, in one of a few classes (docs/events.md): never the receiver's text, a stack or
+ * a resolver's message. `refused: not a public address` covers a name that does not resolve as well as
+ * one that resolves to a private address, so the log is no DNS oracle for an owner probing internal names.
+ */
 function describeFailure(err: unknown): string {
-  const e = err as { name?: string; message?: string; cause?: { message?: string; code?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError')
-    return `no answer within ${ATTEMPT_TIMEOUT_MS} ms`;
-  const cause = e?.cause?.message ?? e?.message ?? 'request failed';
-  if (/refusing to connect/.test(cause))
-    return 'refused: the endpoint resolves to a private or loopback address';
-  return (e?.cause?.code ? `${e.cause.code}: ${cause}` : cause).slice(0, 200);
+  const e = err as { name?: string; cause?: { code?: string } } | undefined;
+  if (isGuardRefusal(err)) return 'refused: not a public address';
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'no answer';
+  const code = e?.cause?.code ?? '';
+  if (/^(ERR_TLS|ERR_SSL|CERT_|UNABLE_TO_|DEPTH_ZERO|SELF_SIGNED|HOSTNAME_MISMATCH)/.test(code))
+    return 'TLS failure';
+  return 'no answer';
 }
 
 /** Writes an attempt's result, only while the delivery is still claimed by that attempt. */

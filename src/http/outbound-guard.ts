@@ -1,49 +1,29 @@
 import { lookup } from 'node:dns';
-import { BlockList, isIP } from 'node:net';
-import { Agent } from 'undici';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import { Agent, buildConnector } from 'undici';
 
 // The SSRF guard of every request svc makes to a URL someone else chose (a client ID metadata document:
-// oauth/client-metadata.ts; an owner's webhook endpoint: src/events/delivery.ts). Every address a name
-// resolves to is checked at connect time, against the private, loopback, link-local and other
-// special-purpose ranges (RFC 6890), so DNS rebinding cannot slip past a check made earlier.
+// oauth/client-metadata.ts; an owner's webhook endpoint: src/events/delivery.ts). The address actually
+// dialled is checked at connect time: an address literal as it is, a name against every address it
+// resolves to, so DNS rebinding cannot slip past a check made earlier.
+//
+// Which addresses are public is not our own table: ipaddr.js keeps the IANA special-purpose registries
+// (RFC 6890 and their later additions) as named ranges, and only its `unicast` range — what no registry
+// entry claims — may be reached. That refuses, besides the private, loopback and link-local ranges, every
+// form that embeds or translates another address (IPv4-mapped and IPv4-compatible `::/96`, 6to4
+// `2002::/16`, Teredo `2001::/32`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, the 6to4 relay
+// `192.88.99.0/24`), discard `100::/64`, documentation, benchmarking and reserved space. IPv6 must also lie
+// in `2000::/3`, the only block IANA allocates as global unicast (docs/limits.md § Outbound requests).
 
-/** Address ranges an outbound request may never reach (RFC 6890 special-purpose registries). */
-const blocked = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.0.2.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['198.51.100.0', 24],
-  ['203.0.113.0', 24],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-] as const)
-  blocked.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-  ['64:ff9b::', 96],
-  ['2001:db8::', 32],
-] as const)
-  blocked.addSubnet(net, prefix, 'ipv6');
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
 
 /** True for an address no outbound request may reach (and for anything that is not an address). */
 export function isForbiddenAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 0) return true;
-  if (family === 6 && address.toLowerCase().startsWith('::ffff:'))
-    return isForbiddenAddress(address.slice(7));
-  return blocked.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  if (!isIP(address)) return true;
+  const parsed = ipaddr.parse(address);
+  if (parsed.range() !== 'unicast') return true;
+  return parsed.kind() === 'ipv6' && !parsed.match(GLOBAL_UNICAST_V6);
 }
 
 export const isLoopback = (address: string): boolean =>
@@ -56,30 +36,50 @@ export function literalAddress(url: URL): string | null {
 }
 
 /**
- * An undici dispatcher whose every connection is checked after DNS: the address actually dialled is the
- * one checked. `allow` lets some forbidden addresses through (loopback for a DEV_MODE metadata document;
- * everything for a DEV_MODE webhook endpoint). Connecting is bounded by `connectTimeoutMs`.
+ * The error of a connection the guard refused: an address that is not public, or a name with no public
+ * address (it resolves to none, or to a non-public one). Both are one failure so that what an owner
+ * reads (a webhook delivery's `last_error`) cannot tell a resolvable internal name from an unknown one.
+ */
+export const NOT_PUBLIC = 'ERR_SVC_NOT_PUBLIC_ADDRESS';
+const notPublic = (): Error =>
+  Object.assign(new Error('refused: not a public address'), { code: NOT_PUBLIC });
+
+/** True when `err` (or the cause fetch wraps it in) is the guard's refusal. */
+export function isGuardRefusal(err: unknown): boolean {
+  const e = err as { code?: string; cause?: { code?: string } } | undefined;
+  return e?.code === NOT_PUBLIC || e?.cause?.code === NOT_PUBLIC;
+}
+
+/**
+ * An undici dispatcher whose every connection is checked: an address literal before it is dialled (Node
+ * skips DNS for those), a name after DNS, on the addresses actually dialled. `allow` lets some forbidden
+ * addresses through (loopback for a DEV_MODE metadata document; everything for a DEV_MODE webhook
+ * endpoint). Connecting is bounded by `connectTimeoutMs`.
  */
 export function guardedAgent(options: {
   connectTimeoutMs: number;
   allow?: (address: string) => boolean;
 }): Agent {
   const allow = options.allow ?? (() => false);
+  const refused = (address: string) => isForbiddenAddress(address) && !allow(address);
+  const connector = buildConnector({
+    timeout: options.connectTimeoutMs,
+    lookup(hostname, lookupOptions, callback) {
+      lookup(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
+        if (err) return callback(notPublic(), '', 4);
+        const list = addresses as unknown as { address: string; family: number }[];
+        if (list.length === 0 || list.some((a) => refused(a.address))) return callback(notPublic(), '', 4);
+        if ((lookupOptions as { all?: boolean }).all)
+          return (callback as unknown as (e: null, a: typeof list) => void)(null, list);
+        callback(null, list[0]!.address, list[0]!.family);
+      });
+    },
+  });
   return new Agent({
-    connect: {
-      timeout: options.connectTimeoutMs,
-      lookup(hostname, lookupOptions, callback) {
-        lookup(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
-          if (err) return callback(err, '', 4);
-          const list = addresses as unknown as { address: string; family: number }[];
-          const bad = list.find((a) => isForbiddenAddress(a.address) && !allow(a.address));
-          if (bad || list.length === 0)
-            return callback(new Error(`refusing to connect to ${bad?.address ?? hostname}`), '', 4);
-          if ((lookupOptions as { all?: boolean }).all)
-            return (callback as unknown as (e: null, a: typeof list) => void)(null, list);
-          callback(null, list[0]!.address, list[0]!.family);
-        });
-      },
+    connect(connectOptions, callback) {
+      const host = connectOptions.hostname.replace(/^\[|\]$/g, '');
+      if (isIP(host) && refused(host)) return callback(notPublic(), null);
+      return connector(connectOptions, callback);
     },
   });
 }
