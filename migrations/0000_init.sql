@@ -72,7 +72,9 @@ CREATE TABLE "orgs" (
 	"owner_id" text NOT NULL,
 	"is_default" boolean DEFAULT false NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
-	"deleted_at" timestamp with time zone
+	"deleted_at" timestamp with time zone,
+	"rpm_limit" integer,
+	"tpm_limit" integer
 );
 --> statement-breakpoint
 CREATE TABLE "api_tokens" (
@@ -84,7 +86,11 @@ CREATE TABLE "api_tokens" (
 	"token_prefix" text NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"last_used_at" timestamp with time zone,
-	"revoked_at" timestamp with time zone
+	"revoked_at" timestamp with time zone,
+	"expires_at" timestamp with time zone,
+	"scopes" text[] DEFAULT '{model,account}'::text[] NOT NULL,
+	"rpm_limit" integer,
+	"tpm_limit" integer
 );
 --> statement-breakpoint
 CREATE TABLE "mail_outbox" (
@@ -591,6 +597,15 @@ CREATE TABLE "stored_responses" (
 	"expires_at" timestamp with time zone NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE "service_accounts" (
+	"id" text PRIMARY KEY NOT NULL,
+	"org_id" text NOT NULL,
+	"name" text NOT NULL,
+	"created_by" text NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"deleted_at" timestamp with time zone
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -623,6 +638,9 @@ ALTER TABLE "org_invitations" ADD CONSTRAINT "org_invitations_accepted_by_users_
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_event_id_outbound_events_id_fk" FOREIGN KEY ("event_id") REFERENCES "public"."outbound_events"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_endpoint_id_webhook_endpoints_id_fk" FOREIGN KEY ("endpoint_id") REFERENCES "public"."webhook_endpoints"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "stored_responses" ADD CONSTRAINT "stored_responses_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "service_accounts" ADD CONSTRAINT "service_accounts_id_users_id_fk" FOREIGN KEY ("id") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "service_accounts" ADD CONSTRAINT "service_accounts_org_id_orgs_id_fk" FOREIGN KEY ("org_id") REFERENCES "public"."orgs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "service_accounts" ADD CONSTRAINT "service_accounts_created_by_users_id_fk" FOREIGN KEY ("created_by") REFERENCES "public"."users"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "account_tokens_user_idx" ON "account_tokens" USING btree ("user_id","purpose");--> statement-breakpoint
 CREATE UNIQUE INDEX "recovery_codes_user_code_idx" ON "recovery_codes" USING btree ("user_id","code_hash");--> statement-breakpoint
 CREATE INDEX "sessions_user_live_idx" ON "sessions" USING btree ("user_id") WHERE "sessions"."revoked_at" is null;--> statement-breakpoint
@@ -632,6 +650,7 @@ CREATE UNIQUE INDEX "orgs_one_default_per_owner" ON "orgs" USING btree ("owner_i
 CREATE INDEX "orgs_owner_idx" ON "orgs" USING btree ("owner_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "api_tokens_hash_idx" ON "api_tokens" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "api_tokens_one_active_per_org_user" ON "api_tokens" USING btree ("org_id","user_id") WHERE "api_tokens"."revoked_at" is null;--> statement-breakpoint
+CREATE INDEX "api_tokens_org_idx" ON "api_tokens" USING btree ("org_id","user_id");--> statement-breakpoint
 CREATE INDEX "api_tokens_user_idx" ON "api_tokens" USING btree ("user_id",("revoked_at" is not null),"id" DESC NULLS FIRST);--> statement-breakpoint
 CREATE INDEX "mail_outbox_to_idx" ON "mail_outbox" USING btree ("to","created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "device_codes_device_code_idx" ON "device_codes" USING btree ("device_code_hash");--> statement-breakpoint
@@ -677,4 +696,5 @@ CREATE UNIQUE INDEX "member_budgets_member_uq" ON "member_budgets" USING btree (
 CREATE UNIQUE INDEX "member_budgets_token_uq" ON "member_budgets" USING btree ("api_token_id") WHERE "member_budgets"."api_token_id" is not null;--> statement-breakpoint
 CREATE INDEX "member_budgets_org_idx" ON "member_budgets" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "auto_topup_charges_org_idx" ON "auto_topup_charges" USING btree ("org_key","created_at");--> statement-breakpoint
-CREATE INDEX "stored_responses_org_expiry_idx" ON "stored_responses" USING btree ("org_id","expires_at");
+CREATE INDEX "stored_responses_org_expiry_idx" ON "stored_responses" USING btree ("org_id","expires_at");--> statement-breakpoint
+CREATE INDEX "service_accounts_org_idx" ON "service_accounts" USING btree ("org_id","created_at");

@@ -41,7 +41,8 @@ export function randomToken(bytes = 16): string {
   return out;
 }
 
-export type IdPrefix = 'usr' | 'prj' | 'rpt' | 'fil' | 'shr' | 'ses' | 'run' | 'req' | 'inv' | 'we' | 'evt';
+export type IdPrefix =
+  'usr' | 'sa' | 'prj' | 'rpt' | 'fil' | 'shr' | 'ses' | 'run' | 'req' | 'inv' | 'we' | 'evt';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${randomToken()}`;

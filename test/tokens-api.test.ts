@@ -46,6 +46,8 @@ describe('POST /v1/tokens', () => {
       token_name: 'API key',
       token: matching(/^svc_[A-Za-z0-9_-]{43}$/),
       created_at: anyOf(Number),
+      expires_at: null,
+      scopes: ['model', 'account'],
     });
     expect(res.headers.get('cache-control')).toBe('no-store');
     const v = await verify(res.body.token);
@@ -57,7 +59,15 @@ describe('POST /v1/tokens', () => {
       email: user.email,
       token_id: res.body.id,
       token_name: 'API key',
+      principal: { type: 'user', id: user.userId },
+      scopes: ['model', 'account'],
+      expires_at: null,
+      // This very request is a use, stamped off its path: it may or may not show yet.
+      last_used_at: v.body.last_used_at,
+      spend: { today: 0, week: 0, month: 0 },
+      budget: null,
     });
+    expect([null, res.body.created_at, res.body.created_at + 1]).toContain(v.body.last_used_at);
     const rows = await server.deps.db.select().from(apiTokens).where(eq(apiTokens.id, res.body.id));
     expect(JSON.stringify(rows)).not.toContain(res.body.token.slice(4));
   });
@@ -174,6 +184,8 @@ describe('GET /v1/tokens', () => {
         created_at: anyOf(Number),
         last_used_at: null,
         revoked_at: null,
+        expires_at: null,
+        scopes: ['model', 'account'],
       },
       containing({ id: first.id, token_name: 'one', revoked_at: anyOf(Number) }),
     ]);

@@ -1,9 +1,9 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { parse as parseCookie } from 'cookie';
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, gt, inArray, isNull } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { apiTokens, sessions, users, type Role } from '../db/schema.js';
-import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
+import { AppError, insufficientScope, invalidToken, membershipUnavailable } from '../http/errors.js';
 import { isSameOrigin } from '../http/origin.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { createBatcher } from '../db/batch.js';
@@ -36,6 +36,8 @@ export type Principal =
       tokenName: string;
       /** Live role in that organization at this request, or null when the user no longer belongs. */
       role: Role | null;
+      /** What the credential reaches (CONTRACT §6 "Credential options"): `model`, `account`. */
+      scopes: string[];
     });
 
 declare module 'express-serve-static-core' {
@@ -46,8 +48,11 @@ declare module 'express-serve-static-core' {
 
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-/** Last-used stamps are written at most once a minute per token, so verification stays one read. */
+/** Last-used stamps are kept to the minute (CONTRACT §6): written at most once a minute per token. */
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
+
+/** A service account's id: its credential's holder is a principal of that kind (CONTRACT §11). */
+export const isServiceAccountId = (userId: string) => userId.startsWith('sa_');
 
 export function createAuth(deps: Deps) {
   const { db, keys, config } = deps;
@@ -101,12 +106,13 @@ export function createAuth(deps: Deps) {
   // statement starts after the request arrived, so revocation and removal still take effect on the very
   // next request.
   const API_TOKEN_READ = `select t.token_hash, t.id, t.token_name, t.org_id, u.id, u.email, u.name,
-      u.email_verified_at is not null, m.role, o.deleted_at is not null
+      u.email_verified_at is not null, m.role, o.deleted_at is not null, t.scopes
     from api_tokens t
     join users u on u.id = t.user_id
     join orgs o on o.id = t.org_id
     left join memberships m on m.org_id = t.org_id and m.user_id = t.user_id
-    where t.token_hash = any($1::text[]) and t.revoked_at is null`;
+    where t.token_hash = any($1::text[]) and t.revoked_at is null
+      and (t.expires_at is null or t.expires_at > now())`;
 
   interface ApiTokenRow {
     tokenId: number;
@@ -118,6 +124,7 @@ export function createAuth(deps: Deps) {
     emailVerified: boolean;
     role: Role | null;
     orgDeleted: boolean;
+    scopes: string[];
   }
 
   /** Token hash → its live row (or null), one statement per batch; a failed read rejects the whole batch. */
@@ -136,6 +143,7 @@ export function createAuth(deps: Deps) {
       emailVerified,
       role,
       orgDeleted,
+      scopes,
     ] of rows) {
       byHash.set(tokenHash as string, {
         tokenId: tokenId as number,
@@ -147,6 +155,7 @@ export function createAuth(deps: Deps) {
         emailVerified: emailVerified as boolean,
         role: role as Role | null,
         orgDeleted: orgDeleted as boolean,
+        scopes: scopes as string[],
       });
     }
     return hashes.map((hash) => byHash.get(hash) ?? null);
@@ -177,18 +186,26 @@ export function createAuth(deps: Deps) {
       tokenId: row.tokenId,
       tokenName: row.tokenName,
       role: row.orgDeleted ? null : row.role,
+      scopes: row.scopes,
     };
   }
+
+  // Stamps due in the same moment go in one statement (src/db/batch.ts), off the request's path; a chat
+  // call admitted in one statement stamps its token there instead (src/db/custom/token-admission.sql).
+  const writeLastUsed = createBatcher<number, null>(async (ids) => {
+    await db
+      .update(apiTokens)
+      .set({ lastUsedAt: new Date() })
+      .where(inArray(apiTokens.id, [...new Set(ids)]));
+    return ids.map(() => null);
+  });
 
   function touchLastUsed(tokenId: number) {
     const now = Date.now();
     if (now - (lastUsedWritten.get(tokenId) ?? 0) < LAST_USED_WRITE_INTERVAL_MS) return;
     lastUsedWritten.set(tokenId, now);
     if (lastUsedWritten.size > 10_000) lastUsedWritten.clear();
-    db.update(apiTokens)
-      .set({ lastUsedAt: new Date(now) })
-      .where(eq(apiTokens.id, tokenId))
-      .catch((err: unknown) => deps.log.warn({ err }, 'could not record token use'));
+    writeLastUsed(tokenId).catch((err: unknown) => deps.log.warn({ err }, 'could not record token use'));
   }
 
   /** Resolves the caller, if any. A bearer that is presented and not valid is a 401 at once. */
@@ -229,6 +246,8 @@ export function createAuth(deps: Deps) {
     allow?: Principal['kind'][];
     /** Routes an unverified account may still use: logout, resend, 2FA status (CONTRACT §4). */
     allowUnverified?: boolean;
+    /** A credential of any scopes may call it (GET /v1/auth/verify: CONTRACT §6); else it needs `account`. */
+    anyScope?: boolean;
   }
 
   function require(options: RequireOptions = {}): RequestHandler {
@@ -239,6 +258,10 @@ export function createAuth(deps: Deps) {
       // A session-only route (minting tokens, 2FA, logout, resend) does not authenticate an svc_ token:
       // CONTRACT §3's authentication failure, word for word (401 INVALID_TOKEN "invalid token").
       if (!allow.includes(principal.kind)) throw invalidToken();
+      // Every /v1 route that takes B other than the model routes is the `account` scope (CONTRACT §6).
+      if (principal.kind === 'api_token' && !options.anyScope && !principal.scopes.includes('account')) {
+        throw insufficientScope('account');
+      }
       checkCsrf(req, principal);
       if (!principal.emailVerified && !options.allowUnverified) {
         throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
@@ -260,7 +283,6 @@ export function createAuth(deps: Deps) {
     resolve,
     resolveApiToken: fromApiToken,
     resolveApiTokenHash: fromApiTokenHash,
-    touchApiToken: touchLastUsed,
   };
 }
 

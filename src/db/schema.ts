@@ -16,3 +16,4 @@ export * from './tables/events.js';
 export * from './tables/budgets.js';
 export * from './tables/auto-topups.js';
 export * from './tables/responses.js';
+export * from './tables/service-accounts.js';

@@ -60,3 +60,9 @@ export const rateLimited = (retryAfterSeconds: number) =>
   new AppError(429, 'RATE_LIMITED', 'too many attempts; try again later', {
     headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
   });
+
+/** A credential whose scopes do not cover the route (CONTRACT §6 "Credential options"): 403 insufficient_scope. */
+export const insufficientScope = (scope: string) =>
+  new AppError(403, 'insufficient_scope', `this credential's scopes do not include '${scope}'`, {
+    headers: { 'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scope}"` },
+  });

@@ -3,7 +3,7 @@ import { decodeProtectedHeader } from 'jose';
 import type { Deps } from '../deps.js';
 import type { Auth, Principal } from '../auth/principal.js';
 import type { Role } from '../db/schema.js';
-import { AppError, invalidToken } from '../http/errors.js';
+import { AppError, insufficientScope, invalidToken } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
@@ -75,9 +75,15 @@ export function assertTokenHolderActive(holder: { role: Role | null; emailVerifi
   return holder.role;
 }
 
+/** The model routes (chat, responses, messages, models, agents, runs) are the `model` scope (CONTRACT §6). */
+export function assertModelScope(scopes: readonly string[]) {
+  if (!scopes.includes('model')) throw insufficientScope('model');
+}
+
 /** The holder of an `svc_` token (resolved by the account auth) as the actor; 401 when it resolved to none. */
 export function tokenHolderActor(principal: Principal | null, orgHeader?: string): Actor {
   if (!principal || principal.kind !== 'api_token') throw invalidToken();
+  assertModelScope(principal.scopes);
   const role = assertTokenHolderActive(principal);
   // The durable credential is bound to its organization: a header naming another one is refused.
   if (orgHeader && parseOrgId(orgHeader) !== principal.orgKey) {

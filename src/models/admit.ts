@@ -16,8 +16,18 @@ export interface AdmitInput {
 }
 
 export interface Admission {
-  /** no_token: unknown or revoked; refused: read, but may not spend (nothing held); else the hold's outcome. */
-  outcome: 'no_token' | 'refused' | 'held' | 'insufficient' | 'duplicate' | 'budget_exhausted';
+  /**
+   * no_token: unknown, revoked or expired; insufficient_scope: no `model` scope; refused: read, but may
+   * not spend (nothing held); else the hold's outcome.
+   */
+  outcome:
+    | 'no_token'
+    | 'insufficient_scope'
+    | 'refused'
+    | 'held'
+    | 'insufficient'
+    | 'duplicate'
+    | 'budget_exhausted';
   tokenId: number | null;
   userId: string | null;
   orgKey: string | null;

@@ -7,6 +7,7 @@ import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js
 import {
   apiTokenCredential,
   assertCanSpend,
+  assertModelScope,
   assertTokenHolderActive,
   ORG_HEADER,
   tokenHolderActor,
@@ -201,7 +202,7 @@ async function admitWithLease(
     voidIfWritten(deps, plan.requestId);
     throw membershipUnavailable();
   }
-  if (admission.tokenId !== null) auth.touchApiToken(admission.tokenId);
+  // The token's last use was stamped by the admission statement itself (token-admission.sql).
   let actor: Actor;
   try {
     actor = actorOf(admission);
@@ -244,6 +245,7 @@ async function admitWithLease(
 /** The caller, or the error the account auth gives for the same row (src/models/actor.ts actorFromToken). */
 function actorOf(a: Admission): Actor {
   if (a.outcome === 'no_token') throw invalidToken();
+  if (a.outcome === 'insufficient_scope') assertModelScope([]);
   const role = assertTokenHolderActive({
     role: a.orgDeleted ? null : a.role,
     emailVerified: a.emailVerified,

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { invalidToken } from '../http/errors.js';
-import { actorOf, type Actor } from './actor.js';
+import { actorOf, assertModelScope, type Actor } from './actor.js';
 import { rememberTokenOrg, startedTokenHash, type ChatHttpRequest } from './chat-admission.js';
 import { chatLease } from './lease.js';
 
@@ -42,9 +42,11 @@ async function readCaller(
 ) {
   if (tokenHash !== null) {
     const principal = await auth.resolveApiTokenHash(tokenHash);
-    if (!principal) throw invalidToken();
+    if (!principal || principal.kind !== 'api_token') throw invalidToken();
+    // Only a token that may reach the model routes is remembered for the one-statement admission.
+    assertModelScope(principal.scopes);
     // Its org, for the one-statement admission and the call's slot (chat-admission.ts).
-    if (principal.kind === 'api_token') rememberTokenOrg(deps.models.tokenOrgs, tokenHash, principal.orgKey);
+    rememberTokenOrg(deps.models.tokenOrgs, tokenHash, principal.orgKey);
     return;
   }
   const actor = await actorOf(deps, auth, req, { spend: true });

@@ -10,7 +10,7 @@ import {
   twoFactorLoginBody,
 } from '../accounts/routes.js';
 import { addMemberBody, createBody as createClientBody } from '../orgs/routes.js';
-import { mintBody, revokeBody } from '../tokens/schema.js';
+import { mintBody, revokeBody, TOKEN_SCOPES } from '../tokens/schema.js';
 import { authorizeBody, denyBody, pollBody } from '../device/routes.js';
 import { pageQuery } from '../http/pagination.js';
 import { detailError, route } from './describe.js';
@@ -56,6 +56,9 @@ const member = z
     created_at: unixTime,
   })
   .meta({ id: 'Member' });
+export const tokenScopes = z.array(z.enum(TOKEN_SCOPES)).meta({
+  description: 'What the credential reaches: model routes, account routes (CONTRACT §6)',
+});
 const token = z
   .object({
     id: z.number().int(),
@@ -65,6 +68,8 @@ const token = z
     created_at: unixTime,
     last_used_at: unixTime.nullable(),
     revoked_at: unixTime.nullable(),
+    expires_at: unixTime.nullable(),
+    scopes: tokenScopes,
   })
   .meta({ id: 'ApiToken' });
 const clientParams = z.object({ client_id: clientId });
@@ -224,6 +229,8 @@ export const accountRoutes = [
       token_name: z.string(),
       token: z.string().meta({ example: 'svc_…' }),
       created_at: unixTime,
+      expires_at: unixTime.nullable(),
+      scopes: tokenScopes,
     }),
     errors: [403],
   }),
@@ -241,15 +248,30 @@ export const accountRoutes = [
     errors: [404],
   }),
   route('get', '/v1/auth/verify', {
-    summary: 'Check an API token and say whom it acts for',
+    summary: 'Check an API token and say whom it acts for, what it reaches, spent and may spend',
     auth: ['token'],
     response: z.object({
       valid: z.literal(true),
       client_id: clientId,
-      user_id: z.string(),
-      email: z.string(),
-      token_id: z.number().int(),
-      token_name: z.string(),
+      user_id: z.string().nullable().meta({ description: 'null for a service account' }),
+      email: z.string().nullable().meta({ description: 'null for a service account' }),
+      token_id: z.number().int().nullable(),
+      token_name: z.string().nullable(),
+      principal: z.object({ type: z.enum(['user', 'service_account']), id: z.string() }),
+      scopes: tokenScopes,
+      expires_at: unixTime.nullable(),
+      last_used_at: unixTime.nullable(),
+      spend: z
+        .object({ today: z.number().int(), week: z.number().int(), month: z.number().int() })
+        .meta({ description: 'Tokens this credential debited in the UTC day, week and month' }),
+      budget: z
+        .object({
+          budget_credits: z.number().int(),
+          period: z.enum(['day', 'week', 'month']),
+          spent_credits: z.number().int(),
+          remaining_credits: z.number().int(),
+        })
+        .nullable(),
     }),
     errors: [403],
   }),

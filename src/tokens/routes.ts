@@ -6,7 +6,8 @@ import { parse } from '../http/validate.js';
 import { orgIdOf, unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
-import { DEFAULT_TOKEN_NAME, mintBody, revokeBody, tokenListItem } from './schema.js';
+import { credentialStatus } from './status.js';
+import { credentialOptionsOf, DEFAULT_TOKEN_NAME, mintBody, revokeBody, tokenListItem } from './schema.js';
 import { pageOf, pageQuery } from '../http/pagination.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
@@ -26,6 +27,7 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
       userId,
       orgKey,
       tokenName: body.token_name ?? DEFAULT_TOKEN_NAME,
+      ...credentialOptionsOf(body),
     });
     res.set('Cache-Control', 'no-store');
     res.json({
@@ -34,6 +36,8 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
       token_name: row.tokenName,
       token: secret,
       created_at: unix(row.createdAt),
+      expires_at: unix(row.expiresAt),
+      scopes: row.scopes,
     });
   });
 
@@ -50,18 +54,12 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
     res.json({ id: row.id, revoked_at: unix(row.revokedAt) });
   });
 
-  router.get('/v1/auth/verify', auth.require(), requireLiveCredential, (req, res) => {
+  // Any valid credential may read its own status, whatever its scopes (CONTRACT §6).
+  router.get('/v1/auth/verify', auth.require({ anyScope: true }), requireLiveCredential, async (req, res) => {
     const principal = principalOf(req);
     // "B" only: a session is not an API credential (interface document: GET /v1/auth/verify).
     if (principal.kind !== 'api_token') throw invalidToken();
-    res.json({
-      valid: true,
-      client_id: orgIdOf(principal.orgKey),
-      user_id: principal.userId,
-      email: principal.email,
-      token_id: principal.tokenId,
-      token_name: principal.tokenName,
-    });
+    res.json(await credentialStatus(deps.db, principal));
   });
 
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).

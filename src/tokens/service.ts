@@ -1,5 +1,5 @@
 import { and, desc, eq, isNull, sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../db/client.js';
+import { queryRows, type Db } from '../db/client.js';
 import { apiTokens } from '../db/schema.js';
 import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
@@ -17,7 +17,7 @@ export type ApiTokenRow = typeof apiTokens.$inferSelect;
 export async function mintApiToken(
   db: Db,
   hmacKey: Buffer,
-  input: { userId: string; orgKey: string; tokenName: string },
+  input: { userId: string; orgKey: string; tokenName: string; expiresAt?: Date | null; scopes?: string[] },
 ): Promise<{ row: ApiTokenRow; secret: string }> {
   const secret = generateApiTokenSecret();
   const attempt = () =>
@@ -45,6 +45,8 @@ export async function mintApiToken(
           tokenName: input.tokenName,
           tokenHash: hmacSecret(hmacKey, secret),
           tokenPrefix: tokenPrefixOf(secret),
+          expiresAt: input.expiresAt ?? null,
+          ...(input.scopes ? { scopes: input.scopes } : {}),
         })
         .returning();
       // The replaced credential's budget carries to this one (CONTRACT §9).
@@ -125,4 +127,23 @@ export async function revokeOrgTokens(db: Db, orgKey: string, userId?: string): 
     )
     .returning({ id: apiTokens.id });
   return rows.length;
+}
+
+/** What a credential debited this UTC day, week (from Monday) and month (CONTRACT §6 `spend`). */
+export async function credentialSpend(
+  db: Db,
+  orgKey: string,
+  tokenId: number,
+): Promise<{ today: number; week: number; month: number }> {
+  const [row] = await queryRows<{ today: unknown; week: unknown; month: unknown }>(
+    db,
+    sql`with p as (select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
+                          svc_budget_period_start('month', now()) as m)
+        select coalesce(sum(u.credits_debited) filter (where u.created_at >= p.d), 0) as today,
+               coalesce(sum(u.credits_debited) filter (where u.created_at >= p.w), 0) as week,
+               coalesce(sum(u.credits_debited) filter (where u.created_at >= p.m), 0) as month
+        from p left join usage_records u
+          on u.org_key = ${orgKey} and u.api_token_id = ${tokenId} and u.created_at >= least(p.w, p.m)`,
+  );
+  return { today: Number(row?.today ?? 0), week: Number(row?.week ?? 0), month: Number(row?.month ?? 0) };
 }

@@ -155,6 +155,8 @@ export interface MintedToken {
   token_name: string;
   token: string;
   created_at: number;
+  expires_at: number | null;
+  scopes: string[];
 }
 
 /** One entry of GET /v1/tokens (src/openapi/accounts.ts). */
@@ -166,16 +168,24 @@ export interface TokenRow {
   created_at: number;
   last_used_at: number | null;
   revoked_at: number | null;
+  expires_at: number | null;
+  scopes: string[];
 }
 
 /** GET /v1/auth/verify (src/openapi/accounts.ts). */
 export interface Verified {
   valid: true;
   client_id: string;
-  user_id: string;
-  email: string;
+  user_id: string | null;
+  email: string | null;
   token_id: number;
   token_name: string;
+  principal: { type: 'user' | 'service_account'; id: string };
+  scopes: string[];
+  expires_at: number | null;
+  last_used_at: number | null;
+  spend: { today: number; week: number; month: number };
+  budget: { budget_credits: number; period: string; spent_credits: number; remaining_credits: number } | null;
 }
 
 /** GET /v1/2fa/status (src/openapi/accounts.ts). */

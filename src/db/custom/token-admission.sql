@@ -5,6 +5,9 @@
 -- allocation through svc_reserve_holds (model-path-functions.sql). The auth read and the hold share one
 -- round trip instead of following each other. A call whose caller may not spend holds nothing; the
 -- caller's code turns the returned row into the same 401/403 as the account auth.
+-- Credential options (CONTRACT §6): an expired token reads as unknown ('no_token'); one without the
+-- `model` scope is 'insufficient_scope'. The token's last use is stamped here, at most once a minute,
+-- so that a call admitted in this statement writes no statement of its own for it.
 -- Outcome per input: 'no_token' (unknown or revoked), 'refused' (read, but may not spend), or
 -- svc_reserve_holds' 'held' / 'insufficient' / 'duplicate', or 'budget_exhausted' (the member's or the
 -- token's budget: svc_reserve_budgeted, member-budgets.sql).
@@ -30,15 +33,21 @@ BEGIN
   FOR i IN 1 .. coalesce(array_length(p_token_hashes, 1), 0) LOOP
     -- One indexed read per token (api_tokens_hash_idx), the account auth's read.
     SELECT i, t.id AS tid, t.user_id AS uid, t.org_id AS org, m.role AS mrole,
-           u.email_verified_at IS NOT NULL AS verified, o.deleted_at IS NOT NULL AS deleted
+           u.email_verified_at IS NOT NULL AS verified, o.deleted_at IS NOT NULL AS deleted,
+           'model' = ANY(t.scopes) AS model_scope, t.last_used_at AS last_used
       INTO r
       FROM api_tokens t
       JOIN users u ON u.id = t.user_id
       JOIN orgs o ON o.id = t.org_id
       LEFT JOIN memberships m ON m.org_id = t.org_id AND m.user_id = t.user_id
-      WHERE t.token_hash = p_token_hashes[i] AND t.revoked_at IS NULL;
+      WHERE t.token_hash = p_token_hashes[i] AND t.revoked_at IS NULL
+        AND (t.expires_at IS NULL OR t.expires_at > now());
     IF NOT FOUND THEN
-      SELECT i, NULL::int AS tid, NULL::text AS uid, NULL::text AS org, NULL::text AS mrole, false AS verified, false AS deleted INTO r;
+      SELECT i, NULL::int AS tid, NULL::text AS uid, NULL::text AS org, NULL::text AS mrole, false AS verified, false AS deleted,
+             false AS model_scope, NULL::timestamptz AS last_used INTO r;
+    ELSIF r.last_used IS NULL OR r.last_used < now() - interval '1 minute' THEN
+      UPDATE api_tokens SET last_used_at = now()
+        WHERE id = r.tid AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute');
     END IF;
     ord := r.i;
     token_id := r.tid;
@@ -50,6 +59,9 @@ BEGIN
     take := 0;
     IF r.tid IS NULL OR r.uid IS NULL OR r.org IS NULL THEN
       outcome := 'no_token';
+      RETURN NEXT;
+    ELSIF NOT r.model_scope THEN
+      outcome := 'insufficient_scope';
       RETURN NEXT;
     ELSIF r.deleted OR r.mrole IS NULL OR r.mrole = 'viewer' OR NOT r.verified THEN
       outcome := 'refused';

@@ -1,5 +1,14 @@
 import { sql } from 'drizzle-orm';
-import { boolean, index, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import {
+  boolean,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 import { users } from './accounts.js';
 
 // Organizations ("clients") and who belongs to them (interface document: Client; CONTRACT §5).
@@ -16,6 +25,9 @@ export const orgs = pgTable(
     isDefault: boolean('is_default').notNull().default(false),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     deletedAt: timestamp('deleted_at', { withTimezone: true }),
+    /** The organization's rate limits (CONTRACT §11 "Rate limits"); null = none. */
+    rpmLimit: integer('rpm_limit'),
+    tpmLimit: integer('tpm_limit'),
   },
   (t) => [
     // One default client per account.

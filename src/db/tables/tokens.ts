@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { index, pgTable, serial, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { index, integer, pgTable, serial, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { users } from './accounts.js';
 import { orgs } from './orgs.js';
 
@@ -22,6 +22,16 @@ export const apiTokens = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     lastUsedAt: timestamp('last_used_at', { withTimezone: true }),
     revokedAt: timestamp('revoked_at', { withTimezone: true }),
+    /** After it the credential answers like a revoked one (CONTRACT §6 "Credential options"); null = never. */
+    expiresAt: timestamp('expires_at', { withTimezone: true }),
+    /** Which routes it reaches: `model`, `account` (CONTRACT §6); set at mint, never changed. */
+    scopes: text('scopes')
+      .array()
+      .notNull()
+      .default(sql`'{model,account}'::text[]`),
+    /** Its own rate limits (CONTRACT §11 "Rate limits"); null = none. */
+    rpmLimit: integer('rpm_limit'),
+    tpmLimit: integer('tpm_limit'),
   },
   (t) => [
     uniqueIndex('api_tokens_hash_idx').on(t.tokenHash),
@@ -31,6 +41,8 @@ export const apiTokens = pgTable(
       .where(sql`${t.revokedAt} is null`),
     // The caller's token list in its order (active first, then newest: tokens/service.ts listOwnTokens),
     // so a page is read from the index without a sort; also every lookup by user.
+    // A service account's credential in its organization's list (src/service-accounts).
+    index('api_tokens_org_idx').on(t.orgId, t.userId),
     index('api_tokens_user_idx').on(t.userId, sql`(${t.revokedAt} is not null)`, t.id.desc().nullsFirst()),
   ],
 );

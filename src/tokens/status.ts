@@ -1,0 +1,47 @@
+import { eq } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { apiTokens } from '../db/schema.js';
+import { isServiceAccountId, type Principal } from '../auth/principal.js';
+import { listBudgets } from '../billing/budgets.js';
+import { orgIdOf, unix } from '../ids.js';
+import { credentialSpend } from './service.js';
+
+// GET /v1/auth/verify (CONTRACT §6): what a credential may read of itself without an admin — who it acts
+// as, what it reaches, when it expires, when it was last used, what it spent and its budget.
+
+type ApiTokenPrincipal = Extract<Principal, { kind: 'api_token' }>;
+
+export async function credentialStatus(db: Db, principal: ApiTokenPrincipal) {
+  const serviceAccount = isServiceAccountId(principal.userId);
+  const [[row], spend, budgets] = await Promise.all([
+    db
+      .select({ expiresAt: apiTokens.expiresAt, lastUsedAt: apiTokens.lastUsedAt, scopes: apiTokens.scopes })
+      .from(apiTokens)
+      .where(eq(apiTokens.id, principal.tokenId)),
+    credentialSpend(db, principal.orgKey, principal.tokenId),
+    listBudgets(db, principal.orgKey, principal.userId),
+  ]);
+  const budget = budgets.find((b) => b.token_id === principal.tokenId);
+  return {
+    valid: true,
+    client_id: orgIdOf(principal.orgKey),
+    // A service account is no person: no user id or address of its own (its id is the principal's).
+    user_id: serviceAccount ? null : principal.userId,
+    email: serviceAccount ? null : principal.email,
+    token_id: principal.tokenId,
+    token_name: principal.tokenName,
+    principal: { type: serviceAccount ? 'service_account' : 'user', id: principal.userId },
+    scopes: row?.scopes ?? principal.scopes,
+    expires_at: unix(row?.expiresAt ?? null),
+    last_used_at: unix(row?.lastUsedAt ?? null),
+    spend,
+    budget: budget
+      ? {
+          budget_credits: budget.budget_credits,
+          period: budget.period,
+          spent_credits: budget.spent_credits,
+          remaining_credits: budget.remaining_credits,
+        }
+      : null,
+  };
+}
