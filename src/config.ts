@@ -113,6 +113,7 @@ const envSchema = z.object({
     .optional(),
   // Request limits (docs/limits.md).
   REQUEST_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
+  REQUEST_BODY_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   RUN_SOCKETS_PER_ORG: positiveInt.default(32),
   RUN_SOCKETS_PER_USER: positiveInt.default(8),
   // docs/operations.md: GET /metrics answers only a bearer of this token (unset: /metrics is 404).
@@ -185,6 +186,8 @@ export interface Config {
   limits: {
     /** A request body with no byte for this long is answered 408 and its connection closed (0: off). */
     bodyIdleTimeoutMs: number;
+    /** A request body not complete this long after the request began: 408 and the connection closed (0: off). */
+    bodyTimeoutMs: number;
     /** Authenticated run sockets open at once, per organization and per user, in one process. */
     runSocketsPerOrg: number;
     runSocketsPerUser: number;
@@ -287,6 +290,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisUrl: e.REDIS_URL,
     limits: {
       bodyIdleTimeoutMs: e.REQUEST_BODY_IDLE_TIMEOUT_MS,
+      bodyTimeoutMs: e.REQUEST_BODY_TIMEOUT_MS,
       runSocketsPerOrg: e.RUN_SOCKETS_PER_ORG,
       runSocketsPerUser: e.RUN_SOCKETS_PER_USER,
     },

@@ -6,7 +6,7 @@ import { createAuth } from './auth/principal.js';
 import { chatEntry } from './models/chat-entry.js';
 import { tokenEntry } from '../oauth/token-entry.js';
 import { attachRunSocket } from './runs/socket.js';
-import { limitBodyIdle } from './http/body-idle.js';
+import { limitBodyTime } from './http/body-idle.js';
 
 export interface RunningServer {
   servers: Server[];
@@ -55,7 +55,11 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
     server.headersTimeout = 30_000;
     server.requestTimeout = 0; // streaming responses (SSE) may run long; the model layer has its own timeouts
     server.keepAliveTimeout = 65_000;
-    limitBodyIdle(server, deps.config.limits.bodyIdleTimeoutMs); // a body that stops arriving: 408 (docs/limits.md)
+    // A body that stops arriving, or takes too long in all: 408 (docs/limits.md).
+    limitBodyTime(server, {
+      idleMs: deps.config.limits.bodyIdleTimeoutMs,
+      totalMs: deps.config.limits.bodyTimeoutMs,
+    });
     closeSockets.push(attachRunSocket(server, deps));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

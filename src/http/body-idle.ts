@@ -1,49 +1,82 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { AppError } from './errors.js';
 import { renderError, sendJson, surfaceOfPath } from './error-middleware.js';
 
-// A request body that stops arriving (issue 22 item 4). The server's requestTimeout is 0 because a
-// streamed answer may run for minutes; without another bound, 300 connections trickling a body one byte
-// every 5 s were all still open after 45 s. While a request's body is being received its socket gets an
-// idle timeout (REQUEST_BODY_IDLE_TIMEOUT_MS, docs/limits.md): no byte for that long and the request is
-// answered 408 and its connection closed. Once the body has arrived (or for a request with none) the
-// timeout is off again, so a streamed answer is never cut by it.
+// Time bounds on a request body (docs/limits.md § A body that stops arriving). The server's
+// requestTimeout is 0 because a streamed answer may run for minutes, so the body gets bounds of its own
+// while it is being received:
+//   - idle: no byte for REQUEST_BODY_IDLE_TIMEOUT_MS → 408 and the connection closed;
+//   - total: the whole body not arrived within REQUEST_BODY_TIMEOUT_MS of the request's start → 408
+//     and the connection closed, whatever its pace (one byte every 5 s never trips the idle bound);
+//   - answered early (a credential refused before the body is read): the rest of the body is not
+//     drained; the connection is closed right after the answer.
+// Once the body has arrived (or for a request with none) the bounds are off, so a streamed answer is
+// never cut by them.
+
+/** How long a closing connection keeps reading (and dropping) what the client still sends after our FIN,
+ * so that closing with unread bytes does not reset the connection before the client has read the answer. */
+const LINGER_MS = 2_000;
 
 /** True when the request announces a body (RFC 9112 §6.3: Content-Length > 0 or Transfer-Encoding). */
 const announcesBody = (req: IncomingMessage): boolean =>
   req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 
-export function limitBodyIdle(server: Server, idleMs: number): void {
+/** Half-closes the connection once the answer is written, then ends it after a short linger. */
+function closeAfterAnswer(socket: Socket): void {
+  if (socket.destroyed) return;
+  socket.end();
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
+}
+
+export interface BodyTimeBounds {
+  /** Longest silence within a body (0: off). */
+  idleMs: number;
+  /** Longest time for the whole body, from the request's start (0: off). */
+  totalMs: number;
+}
+
+export function limitBodyTime(server: Server, bounds: BodyTimeBounds): void {
+  const { idleMs, totalMs } = bounds;
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (idleMs <= 0 || !announcesBody(req)) return;
+    if (!announcesBody(req)) return;
     const socket = req.socket;
-    const stalled = () => {
+    let total: NodeJS.Timeout | undefined;
+    const cut = (message: string) => {
+      clearTimeout(total);
+      req.off('timeout', stalled);
+      if (res.headersSent) return void socket.destroy();
       // Node's own handler for a socket timeout (destroy) runs only when no one listens; we answer first.
-      if (!res.headersSent) {
-        const err = new AppError(
-          408,
-          'REQUEST_TIMEOUT',
-          `no part of the request body arrived for ${idleMs} ms`,
-        );
-        res.setHeader('connection', 'close');
-        const path = (req.url ?? '/').split('?')[0]!;
-        sendJson(res, 408, renderError(err, surfaceOfPath(path)));
-      }
-      socket.destroySoon();
+      res.setHeader('connection', 'close');
+      const path = (req.url ?? '/').split('?')[0]!;
+      sendJson(res, 408, renderError(new AppError(408, 'REQUEST_TIMEOUT', message), surfaceOfPath(path)));
+      closeAfterAnswer(socket);
     };
-    // 'end': the whole body arrived. A request answered before that (a credential refused before the
-    // body is read) still has the rest read and dropped by Node, under the same limit.
+    const stalled = () => cut(`no part of the request body arrived for ${idleMs} ms`);
+    // 'end': the whole body arrived; the bounds are off.
     req.once('end', () => {
+      clearTimeout(total);
       req.off('timeout', stalled);
       // Whatever timeout the server keeps between requests (keep-alive) it sets again itself.
-      if (socket.timeout === idleMs) socket.setTimeout(0);
+      if (idleMs > 0 && socket.timeout === idleMs) socket.setTimeout(0);
     });
-    // Node gives a finished answer's socket the keep-alive timeout (65 s) even while it is still draining
-    // the request's body: the body's limit is put back.
+    // Answered before the body arrived: the rest is not read. Node would drain it (and keep the
+    // connection for the next request), which a body trickled a byte at a time makes last forever.
     res.once('finish', () => {
-      if (!req.complete) socket.setTimeout(idleMs);
+      if (req.complete) return;
+      clearTimeout(total);
+      req.off('timeout', stalled);
+      closeAfterAnswer(socket);
     });
-    req.on('timeout', stalled);
-    socket.setTimeout(idleMs);
+    if (totalMs > 0) {
+      total = setTimeout(() => {
+        if (!req.complete) cut(`the request body did not arrive within ${totalMs} ms`);
+      }, totalMs);
+      total.unref();
+    }
+    if (idleMs > 0) {
+      req.on('timeout', stalled);
+      socket.setTimeout(idleMs);
+    }
   });
 }

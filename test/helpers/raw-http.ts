@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 
 // Raw HTTP for hostile-input tests: the request line is sent byte for byte (fetch and URL would
 // normalise `../`, reject `%ZZ` or re-encode unicode), bodies and content types exactly as given.
@@ -79,4 +80,59 @@ export async function pool<T>(tasks: (() => Promise<T>)[], width = 6): Promise<T
     }),
   );
   return out;
+}
+
+export interface Trickled {
+  /** Everything the server sent, as text. */
+  received: string;
+  /** True when the server closed the connection (the signal these tests wait for); false when `maxMs` passed first. */
+  closed: boolean;
+  /** Body bytes written before the close (or before `maxMs`). */
+  bytesSent: number;
+  /** Milliseconds from the request head to the close (or to `maxMs`). */
+  elapsedMs: number;
+}
+
+/**
+ * Sends a request head announcing `contentLength` bytes, then one body byte every `everyMs`, until the
+ * server closes the connection or `maxMs` passes (then the socket is destroyed). The close, not a sleep,
+ * is what the caller waits for.
+ */
+export function trickleBody(
+  base: string,
+  path: string,
+  opts: { contentLength: number; everyMs: number; maxMs: number; headers?: Record<string, string> },
+): Promise<Trickled> {
+  const url = new URL(base);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(url.port), url.hostname);
+    let received = '';
+    let bytesSent = 0;
+    const started = Date.now();
+    const finish = (closed: boolean) => {
+      clearInterval(drip);
+      clearTimeout(limit);
+      socket.destroy();
+      resolve({ received, closed, bytesSent, elapsedMs: Date.now() - started });
+    };
+    socket.setEncoding('utf8');
+    socket.on('data', (c: string) => (received += c));
+    socket.on('error', () => {});
+    // The server's FIN ('end') or a reset ('close'): either way the connection is over.
+    socket.on('end', () => finish(true));
+    socket.on('close', () => finish(true));
+    const extra = Object.entries(opts.headers ?? {})
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+    socket.write(
+      `POST ${path} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\n${extra}` +
+        `Content-Length: ${opts.contentLength}\r\n\r\n`,
+    );
+    const drip = setInterval(() => {
+      if (bytesSent >= opts.contentLength || socket.destroyed || !socket.writable) return;
+      socket.write(bytesSent === 0 ? '{' : ' ');
+      bytesSent++;
+    }, opts.everyMs);
+    const limit = setTimeout(() => finish(false), opts.maxMs);
+  });
 }
