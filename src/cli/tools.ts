@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { lstat, mkdir, readdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, sep } from 'node:path';
+import { executingConfig, likelySecret } from './confine.js';
 
 // The built-in agent's tools (docs/models.md: read_file, write_file, list_directory, run_command), run on
 // this machine for `svc run`. Files are confined to the working directory: no absolute paths, no `..`,
@@ -30,6 +31,17 @@ function inside(root: string, real: string): boolean {
 
 /** Resolves a tool's `path` inside `root` (a real path), or refuses. */
 export async function confinedPath(root: string, path: unknown): Promise<string> {
+  return (await resolveInside(root, path)).target;
+}
+
+/**
+ * A tool's `path` inside `root`: the path to use, and where it really leads relative to `root` (through
+ * any symlink inside), so the checks of confine.ts see both `link/config` and the `.git/config` it is.
+ */
+export async function resolveInside(
+  root: string,
+  path: unknown,
+): Promise<{ target: string; asked: string; real: string }> {
   if (typeof path !== 'string') throw new ToolRefused('path must be a string');
   const p = path === '' ? '.' : path;
   if (isAbsolute(p) || /^[a-zA-Z]:/.test(p)) throw new ToolRefused(`absolute paths are not allowed: ${p}`);
@@ -41,7 +53,7 @@ export async function confinedPath(root: string, path: unknown): Promise<string>
     try {
       const real = await realpath(probe);
       if (!inside(root, real)) throw new ToolRefused(`${p} leads outside the working directory`);
-      return target;
+      return { target, asked: p, real: join(relative(root, real), relative(probe, target)) };
     } catch (err) {
       if (err instanceof ToolRefused) throw err;
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -61,6 +73,27 @@ export async function confinedPath(root: string, path: unknown): Promise<string>
   }
 }
 
+/** What a call must be refused outright (a write to configuration that executes) or asked about (a secret). */
+export async function guardOf(
+  root: string,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<{ refused?: string; secret?: string }> {
+  if (name !== 'write_file' && name !== 'read_file') return {};
+  let where: { asked: string; real: string };
+  try {
+    where = await resolveInside(root, args.path);
+  } catch {
+    return {}; // the tool refuses it itself, with the reason
+  }
+  if (name === 'write_file') {
+    const risk = executingConfig(where.asked, where.real);
+    return risk ? { refused: `writing ${where.asked} is not allowed: ${risk}` } : {};
+  }
+  const secret = likelySecret(where.asked, where.real);
+  return secret ? { secret } : {};
+}
+
 export async function runTool(
   root: string,
   name: string,
@@ -75,7 +108,9 @@ export async function runTool(
       return bytes.length > READ_CAP_BYTES ? `${text}\n[truncated: ${bytes.length} bytes in all]` : text;
     }
     case 'write_file': {
-      const path = await confinedPath(root, args.path);
+      const { target: path, asked, real } = await resolveInside(root, args.path);
+      const risk = executingConfig(asked, real);
+      if (risk) throw new ToolRefused(`writing ${asked} is not allowed: ${risk}`);
       if (typeof args.content !== 'string') throw new ToolRefused('content must be a string');
       await mkdir(dirname(path), { recursive: true });
       await writeFile(path, args.content);

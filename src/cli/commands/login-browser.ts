@@ -2,7 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import open from 'open';
+import { createInterface } from 'node:readline';
 import { CliError, EXIT } from '../errors.js';
+import { inertLine } from '../inert.js';
 import { line, type IO } from '../io.js';
 import { CLI_CLIENT, CLI_CLIENT_AUTH, httpOptions, reach } from '../server.js';
 import { saveGrants, type TokenSet } from '../session.js';
@@ -24,7 +26,7 @@ export async function loginWithBrowser(io: IO, origin: string, as: oauth.Authori
   const state = oauth.generateRandomState();
   const { server, redirectUri, callback } = await listenForCallback(io);
   try {
-    const url = new URL(as.authorization_endpoint!);
+    const url = openableEndpoint(as);
     url.search = new URLSearchParams({
       response_type: 'code',
       client_id: CLI_CLIENT.client_id,
@@ -34,13 +36,15 @@ export async function loginWithBrowser(io: IO, origin: string, as: oauth.Authori
       code_challenge_method: 'S256',
     }).toString();
 
-    const opened = io.isTTY && !io.env.SVC_NO_BROWSER && (await tryOpen(url.toString()));
+    const canOpen = io.isTTY && io.stdinIsTTY && !io.env.SVC_NO_BROWSER;
     line(
       io.stderr,
-      opened ? 'Opened your browser to sign in. If it did not open, visit:' : 'To sign in, open:',
+      canOpen ? 'Press Enter to open your browser, or open this address yourself:' : 'To sign in, open:',
     );
-    line(io.stderr, url.toString());
+    line(io.stderr, inertLine(url.toString()));
     line(io.stderr, io.color.dim('Waiting for the browser… (Ctrl-C to stop)'));
+    const stopWaitingForEnter = canOpen ? openOnEnter(io, url.toString()) : () => {};
+    void callback.finally(stopWaitingForEnter).catch(() => {});
 
     const returned = await callback;
     // Checks state and, since the server sets authorization_response_iss_parameter_supported, that `iss`
@@ -83,14 +87,44 @@ export async function loginWithBrowser(io: IO, origin: string, as: oauth.Authori
   }
 }
 
-async function tryOpen(url: string): Promise<boolean> {
+/**
+ * The authorization endpoint, if svc may open it: only `https:` (or `http:` on this machine) on the
+ * issuer's own origin. A server's metadata could name any scheme (`file:`, a custom handler) or another
+ * site, and the OS opener would act on it; anything else is refused with the address named.
+ */
+export function openableEndpoint(as: oauth.AuthorizationServer): URL {
+  const raw = String(as.authorization_endpoint ?? '');
+  let url: URL | undefined;
   try {
-    const child = await open(url);
-    child.on('error', () => {});
-    return true;
+    url = new URL(raw);
   } catch {
-    return false;
+    url = undefined;
   }
+  const issuer = new URL(as.issuer);
+  const loopback = url && /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/.test(url.hostname);
+  const schemeOk = url && (url.protocol === 'https:' || (url.protocol === 'http:' && loopback));
+  if (!url || !schemeOk || url.origin !== issuer.origin) {
+    throw new CliError(
+      EXIT.untrusted,
+      `The server names "${inertLine(raw)}" as its sign-in page; svc opens only an https address on the server's own origin (${issuer.origin}), so it did not open it.`,
+      'Use `svc login` (the device code) instead, and tell the server’s operator.',
+      'unsafe_authorization_endpoint',
+    );
+  }
+  return url;
+}
+
+/** Opens the browser when the person presses Enter; answers a function that stops listening. */
+function openOnEnter(io: IO, url: string): () => void {
+  const rl = createInterface({ input: io.stdin, terminal: false });
+  rl.once('line', () => {
+    void open(url)
+      .then((child) => child.on('error', () => {}))
+      .catch(() => {});
+    line(io.stderr, io.color.dim('Opening your browser…'));
+    rl.close();
+  });
+  return () => rl.close();
 }
 
 interface Returned {

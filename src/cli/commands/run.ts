@@ -6,7 +6,7 @@ import { line, type IO } from '../io.js';
 import { serverOrigin, unreachable } from '../server.js';
 import { callWithCredential, errorFor, MAX_BUSY_RETRIES, modelCredential } from '../api.js';
 import { verifyOutcome } from '../outcome.js';
-import { KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
+import { guardOf, KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
 import { describeCall, type CallView } from '../approval.js';
 import { inert, inertLine, jsonText } from '../inert.js';
 
@@ -67,26 +67,34 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
   }
   credential = await modelCredential(io, origin); // refreshed by the call above if it had to be
 
-  // Tools the person answered "always for this run" to: asked no more until the run ends.
+  // What the person answered "always for this run" to: asked no more until the run ends. A read of a
+  // likely secret is its own kind (`read_file:secret`), never covered by reads being free or by --yes.
   const alwaysAllowed = new Set<string>();
-  const ask = async (name: string, view: CallView): Promise<boolean> => {
-    if (opts.yes) return true;
-    if (READ_TOOLS.has(name) || alwaysAllowed.has(name)) return true;
+  const ask = async (name: string, view: CallView, secret?: string): Promise<boolean> => {
+    const kind = secret ? `${name}:secret` : name;
+    if (alwaysAllowed.has(kind)) return true;
+    if (!secret && (opts.yes || READ_TOOLS.has(name))) return true;
     if (opts.allow === 'read' || !io.stdinIsTTY) return false;
     const answer = await expand(
       {
-        message: view.question,
+        message: secret
+          ? `${view.question.slice(0, -1)}? It may hold secrets (${secret}); what it reads is sent to the model.`
+          : view.question,
         default: 'n',
         expanded: true,
         choices: [
           { key: 'y', name: 'Yes, this once', value: 'yes' },
           { key: 'n', name: 'No', value: 'no' },
-          { key: 'a', name: `Always allow ${name} in this run`, value: 'always' },
+          {
+            key: 'a',
+            name: secret ? 'Always allow reading such files in this run' : `Always allow ${name} in this run`,
+            value: 'always',
+          },
         ],
       },
       { input: io.stdin, output: io.stderr, signal: io.signal },
     );
-    if (answer === 'always') alwaysAllowed.add(name);
+    if (answer === 'always') alwaysAllowed.add(kind);
     return answer !== 'no';
   };
 
@@ -223,9 +231,20 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
           result: `this client does not run the tool "${name}"`,
         });
       }
+      const guard = await guardOf(root, name, args);
+      if (guard.refused) {
+        // Configuration that executes: refused without asking, --yes or not (src/cli/confine.ts).
+        if (!opts.json) line(io.stderr, c.yellow(`  refused: ${inertLine(guard.refused)}`));
+        return send({
+          type: 'tool_result',
+          tool_call_id: id,
+          status: 'error',
+          result: `refused: ${guard.refused}`,
+        });
+      }
       let allowed: boolean;
       try {
-        allowed = await ask(name, view);
+        allowed = await ask(name, view, guard.secret);
       } catch {
         // Ctrl-C at the prompt: the prompt holds the terminal in raw mode, so no SIGINT was raised; it
         // means the same, so cancel the run the same way.
@@ -237,7 +256,13 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
           line(
             io.stderr,
             c.yellow(
-              `  refused${io.stdinIsTTY || opts.allow ? '' : ' (no terminal to ask; pass --yes to allow)'}`,
+              `  refused${
+                io.stdinIsTTY || opts.allow
+                  ? ''
+                  : guard.secret
+                    ? ' (it may hold secrets: only a person at a terminal can allow that)'
+                    : ' (no terminal to ask; pass --yes to allow)'
+              }`,
             ),
           );
         return send({
