@@ -606,6 +606,25 @@ CREATE TABLE "service_accounts" (
 	"deleted_at" timestamp with time zone
 );
 --> statement-breakpoint
+CREATE TABLE "audit_events" (
+	"id" text PRIMARY KEY NOT NULL,
+	"chain" text NOT NULL,
+	"seq" bigint NOT NULL,
+	"created_at" timestamp with time zone NOT NULL,
+	"action" text NOT NULL,
+	"actor_type" text NOT NULL,
+	"actor_id" text,
+	"actor_email" text,
+	"credential_id" text,
+	"ip" text,
+	"user_agent" text,
+	"target_type" text NOT NULL,
+	"target_id" text,
+	"details" jsonb NOT NULL,
+	"prev_hash" text NOT NULL,
+	"hash" text NOT NULL
+);
+--> statement-breakpoint
 ALTER TABLE "account_tokens" ADD CONSTRAINT "account_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "recovery_codes" ADD CONSTRAINT "recovery_codes_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sessions" ADD CONSTRAINT "sessions_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -697,4 +716,8 @@ CREATE UNIQUE INDEX "member_budgets_token_uq" ON "member_budgets" USING btree ("
 CREATE INDEX "member_budgets_org_idx" ON "member_budgets" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "auto_topup_charges_org_idx" ON "auto_topup_charges" USING btree ("org_key","created_at");--> statement-breakpoint
 CREATE INDEX "stored_responses_org_expiry_idx" ON "stored_responses" USING btree ("org_id","expires_at");--> statement-breakpoint
-CREATE INDEX "service_accounts_org_idx" ON "service_accounts" USING btree ("org_id","created_at");
+CREATE INDEX "service_accounts_org_idx" ON "service_accounts" USING btree ("org_id","created_at");--> statement-breakpoint
+CREATE UNIQUE INDEX "audit_events_chain_seq_idx" ON "audit_events" USING btree ("chain","seq");--> statement-breakpoint
+CREATE INDEX "audit_events_chain_action_idx" ON "audit_events" USING btree ("chain","action","seq");--> statement-breakpoint
+CREATE INDEX "audit_events_chain_actor_idx" ON "audit_events" USING btree ("chain","actor_id","seq");--> statement-breakpoint
+CREATE INDEX "audit_events_chain_time_idx" ON "audit_events" USING btree ("chain","created_at","seq");

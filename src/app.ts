@@ -29,6 +29,8 @@ import { jsonBody } from './http/json-body.js';
 import { pageErrorHandler, browserErrorPage } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { metricsRoutes } from './metrics/routes.js';
+import { auditRequestContext } from './audit/context.js';
+import { auditRoutes } from './audit/routes.js';
 
 // The HTTP face of every origin (CONTRACT §1: one process serves BASE_URL, V2_URL and LIGHT_URL; an
 // origin changes issuers and links, not which routes exist).
@@ -86,6 +88,8 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(express.urlencoded({ extended: false, limit: '100kb' }));
   // The webhook's body is judged by its own route (signature over the raw bytes).
   app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
+  // Every change below records who made it from the request being handled (src/audit/context.ts).
+  app.use(auditRequestContext);
 
   // The other model routes first: every router mounted before them is walked layer by layer on each call.
   // No router mounted after them has a route on their paths (/v1/models, /v1/agents, /v1/runs/ws), so the
@@ -104,6 +108,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(billingRoutes(deps, auth));
   app.use(eventRoutes(deps, auth));
   app.use(usageRoutes(deps, auth));
+  app.use(auditRoutes(deps, auth));
   app.use(projectRoutes(deps, auth));
   app.use(portalRoutes(deps, auth));
 

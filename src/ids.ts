@@ -42,7 +42,7 @@ export function randomToken(bytes = 16): string {
 }
 
 export type IdPrefix =
-  'usr' | 'sa' | 'prj' | 'rpt' | 'fil' | 'shr' | 'ses' | 'run' | 'req' | 'inv' | 'we' | 'evt';
+  'usr' | 'sa' | 'prj' | 'rpt' | 'fil' | 'shr' | 'ses' | 'run' | 'req' | 'inv' | 'we' | 'evt' | 'ae';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${randomToken()}`;

@@ -18,6 +18,7 @@ import {
   SOURCE_TRIAL,
   transfer,
 } from './ledger.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // The owner's pool and its allocations (interface document: Owner balance, Billing rules 1–2;
 // CONTRACT §8). global_credits is derived here on every read, never stored.
@@ -147,6 +148,12 @@ export async function setAllocation(
       throw err;
     }
     await t.execute(sql`update billing_accounts set allocation = ${input.target} where id = ${org}`);
+    await recordAuditEvent(t, {
+      orgKey: input.orgKey,
+      action: 'allocation.changed',
+      target: { type: 'client', id: `client_${input.orgKey}` },
+      details: { from_credits: current.balance, to_credits: input.target },
+    });
   });
 }
 

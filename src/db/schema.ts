@@ -17,3 +17,4 @@ export * from './tables/budgets.js';
 export * from './tables/auto-topups.js';
 export * from './tables/responses.js';
 export * from './tables/service-accounts.js';
+export * from './tables/audit.js';

@@ -12,6 +12,7 @@ import { peoplePageRoutes, peopleRoutes } from './people.js';
 import { projectRoutes } from './projects.js';
 import { serviceRoutes } from './service.js';
 import { usageRoutes } from './usage.js';
+import { auditRoutes } from './audit.js';
 
 // The OpenAPI 3.1 document, generated from the zod schemas by zod-openapi (docs/openapi.md). Every
 // surface's routes are listed in its own file; a new route is one `route(...)` call there.
@@ -25,6 +26,7 @@ export const describedRoutes: DescribedRoute[] = [
   ...budgetRoutes,
   ...autoTopupRoutes,
   ...usageRoutes,
+  ...auditRoutes,
   ...projectRoutes,
   ...modelRoutes,
   ...oauthRoutes,

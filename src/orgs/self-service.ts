@@ -4,6 +4,8 @@ import type { Db } from '../db/client.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { removeMember, type MemberRecord, type OrgRow } from './service.js';
+import { recordAuditEvent } from '../audit/record.js';
+import { clientIdOf } from '../ids.js';
 
 // What an organization's people do for themselves (issue 16 item 5): the owner renames it and changes a
 // member's role; a member or viewer leaves. Deleting stays deleteClient (./service.ts: the one place
@@ -12,13 +14,27 @@ import { removeMember, type MemberRecord, type OrgRow } from './service.js';
 
 /** Renames a live organization (the caller's role was checked by the route). */
 export async function renameClient(db: Db, orgKey: string, name: string): Promise<OrgRow> {
-  const [org] = await db
-    .update(orgs)
-    .set({ name })
-    .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
-    .returning();
-  if (!org) throw new AppError(404, 'NOT_FOUND', 'no such client');
-  return org;
+  return db.transaction(async (tx) => {
+    const [before] = await tx
+      .select({ name: orgs.name })
+      .from(orgs)
+      .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
+      .for('update');
+    const [org] = await tx
+      .update(orgs)
+      .set({ name })
+      .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
+      .returning();
+    if (!org || !before) throw new AppError(404, 'NOT_FOUND', 'no such client');
+    const target = { type: 'client', id: clientIdOf(orgKey) };
+    await recordAuditEvent(tx, {
+      orgKey,
+      action: 'client.renamed',
+      target,
+      details: { from: before.name, to: name },
+    });
+    return org;
+  });
 }
 
 /**
@@ -35,11 +51,28 @@ export async function changeMemberRole(
 ): Promise<MemberRecord> {
   if (userId === org.ownerId)
     throw new AppError(400, 'CANNOT_CHANGE_OWNER', "the owner's role cannot be changed");
-  const [row] = await db
-    .update(memberships)
-    .set({ role })
-    .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId), ne(memberships.role, 'owner')))
-    .returning();
+  const row = await db.transaction(async (tx) => {
+    const [before] = await tx
+      .select({ role: memberships.role })
+      .from(memberships)
+      .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)))
+      .for('update');
+    const [changed] = await tx
+      .update(memberships)
+      .set({ role })
+      .where(
+        and(eq(memberships.orgId, org.id), eq(memberships.userId, userId), ne(memberships.role, 'owner')),
+      )
+      .returning();
+    if (changed && before && before.role !== role)
+      await recordAuditEvent(tx, {
+        orgKey: org.id,
+        action: 'member.role_changed',
+        target: { type: 'user', id: userId },
+        details: { from: before.role, to: role },
+      });
+    return changed;
+  });
   if (!row) throw new AppError(404, 'NOT_FOUND', 'no such member');
   const [user] = await db.select().from(users).where(eq(users.id, userId));
   return { userId, email: user!.email, name: user!.name, role: row.role, createdAt: row.createdAt };

@@ -5,10 +5,11 @@ import { retryOnDeadlock } from '../db/deadlock.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
 import { AppError, membershipUnavailable } from '../http/errors.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
-import { newOrgKey } from '../ids.js';
+import { clientIdOf, newOrgKey } from '../ids.js';
 import { normaliseEmail } from '../accounts/service.js';
 import { revokeOrgTokens } from '../tokens/service.js';
 import { liveRole, roleAtLeast } from './membership.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // Clients (organizations) and their members (interface document: Clients, Team membership; CONTRACT §5).
 
@@ -81,6 +82,11 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
         .returning();
       if (!deleted) throw new AppError(404, 'NOT_FOUND', 'no such client');
       await revokeOrgTokens(tx, orgKey);
+      await recordAuditEvent(tx, {
+        orgKey,
+        action: 'client.deleted',
+        target: { type: 'client', id: clientIdOf(orgKey) },
+      });
       for (const hook of deps.hooks.orgDeleted) await hook(tx, { orgKey, ownerId: deleted.ownerId });
       return deleted;
     }),
@@ -136,11 +142,15 @@ export async function addMemberByEmail(
     .where(eq(users.email, normaliseEmail(email)));
   if (!user || !user.emailVerifiedAt)
     throw new AppError(404, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
-  const [row] = await db
-    .insert(memberships)
-    .values({ orgId: orgKey, userId: user.id, role })
-    .onConflictDoNothing()
-    .returning();
+  const row = await db.transaction(async (tx) => {
+    const [added] = await tx
+      .insert(memberships)
+      .values({ orgId: orgKey, userId: user.id, role })
+      .onConflictDoNothing()
+      .returning();
+    if (added) await recordAuditEvent(tx, { orgKey, ...memberAdded(user.id, role) });
+    return added;
+  });
   if (!row) throw new AppError(409, 'ALREADY_MEMBER', 'this account is already a member of the client');
   return { userId: user.id, email: user.email, name: user.name, role: row.role, createdAt: row.createdAt };
 }
@@ -161,6 +171,19 @@ export async function removeMember(deps: Deps, org: OrgRow, userId: string): Pro
     if (removed.role === 'owner')
       throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
     await revokeOrgTokens(tx, org.id, userId);
+    await recordAuditEvent(tx, {
+      orgKey: org.id,
+      action: 'member.removed',
+      target: { type: 'user', id: userId },
+      details: { role: removed.role },
+    });
     for (const hook of deps.hooks.memberRemoved) await hook(tx, { orgKey: org.id, userId });
   });
 }
+
+/** The audit event of a new membership (CONTRACT §11), by the owner or by an accepted invitation. */
+export const memberAdded = (userId: string, role: Role, invitationId?: string) => ({
+  action: 'member.added' as const,
+  target: { type: 'user', id: userId },
+  details: { role, ...(invitationId === undefined ? {} : { invitation_id: invitationId }) },
+});

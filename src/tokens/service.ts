@@ -5,6 +5,7 @@ import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { generateApiTokenSecret, tokenPrefixOf } from '../auth/api-token-secret.js';
 import { carryCredentialBudget } from '../billing/budgets.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 export type ApiTokenRow = typeof apiTokens.$inferSelect;
 
@@ -27,7 +28,7 @@ export async function mintApiToken(
       await tx.execute(
         sql`select pg_advisory_xact_lock(hashtextextended(${`api_token:${input.orgKey}:${input.userId}`}, 0))`,
       );
-      await tx
+      const replaced = await tx
         .update(apiTokens)
         .set({ revokedAt: new Date() })
         .where(
@@ -36,7 +37,8 @@ export async function mintApiToken(
             eq(apiTokens.userId, input.userId),
             isNull(apiTokens.revokedAt),
           ),
-        );
+        )
+        .returning({ id: apiTokens.id });
       const [row] = await tx
         .insert(apiTokens)
         .values({
@@ -54,6 +56,12 @@ export async function mintApiToken(
         orgKey: input.orgKey,
         userId: input.userId,
         apiTokenId: row!.id,
+      });
+      for (const old of replaced) await recordTokenEvent(tx, 'token.revoked', input, old.id, 'replaced');
+      await recordTokenEvent(tx, 'token.created', input, row!.id, undefined, {
+        token_name: row!.tokenName,
+        expires_at: row!.expiresAt ? Math.floor(row!.expiresAt.getTime() / 1000) : null,
+        scopes: row!.scopes,
       });
       return row!;
     });
@@ -100,11 +108,15 @@ export async function listOwnTokens(db: Db, userId: string, page: Page): Promise
  * (null → 404), so a member cannot probe a teammate's ids. Revoking twice returns the first revoked_at.
  */
 export async function revokeOwnToken(db: Db, userId: string, tokenId: number): Promise<ApiTokenRow | null> {
-  const [revoked] = await db
-    .update(apiTokens)
-    .set({ revokedAt: new Date() })
-    .where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId), isNull(apiTokens.revokedAt)))
-    .returning();
+  const revoked = await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(apiTokens)
+      .set({ revokedAt: new Date() })
+      .where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId), isNull(apiTokens.revokedAt)))
+      .returning();
+    if (row) await recordTokenEvent(tx, 'token.revoked', row, row.id, 'revoked_by_holder');
+    return row;
+  });
   if (revoked) return revoked;
   const [existing] = await db
     .select()
@@ -113,8 +125,16 @@ export async function revokeOwnToken(db: Db, userId: string, tokenId: number): P
   return existing ?? null;
 }
 
-/** Revokes every active token of an org, or of one user in an org (member removal: CONTRACT §5). */
-export async function revokeOrgTokens(db: Db, orgKey: string, userId?: string): Promise<number> {
+/**
+ * Revokes every active token of an org, or of one user in an org (member removal: CONTRACT §5), with one
+ * `token.revoked` event each, `reason` saying why (CONTRACT §11).
+ */
+export async function revokeOrgTokens(
+  db: Db,
+  orgKey: string,
+  userId?: string,
+  reason: 'member_removed' | 'client_deleted' = userId ? 'member_removed' : 'client_deleted',
+): Promise<number> {
   const rows = await db
     .update(apiTokens)
     .set({ revokedAt: new Date() })
@@ -125,7 +145,9 @@ export async function revokeOrgTokens(db: Db, orgKey: string, userId?: string): 
         userId ? eq(apiTokens.userId, userId) : undefined,
       ),
     )
-    .returning({ id: apiTokens.id });
+    .returning({ id: apiTokens.id, userId: apiTokens.userId });
+  for (const row of rows)
+    await recordTokenEvent(db, 'token.revoked', { orgKey, userId: row.userId }, row.id, reason);
   return rows.length;
 }
 
@@ -146,4 +168,22 @@ export async function credentialSpend(
           on u.org_key = ${orgKey} and u.api_token_id = ${tokenId} and u.created_at >= least(p.w, p.m)`,
   );
   return { today: Number(row?.today ?? 0), week: Number(row?.week ?? 0), month: Number(row?.month ?? 0) };
+}
+
+/** The audit event of a credential's creation or revocation (CONTRACT §11), in the caller's transaction. */
+function recordTokenEvent(
+  tx: Db,
+  action: 'token.created' | 'token.revoked',
+  of: { orgKey: string; userId: string } | { orgId: string; userId: string },
+  tokenId: number,
+  reason?: string,
+  created?: Record<string, unknown>,
+) {
+  const orgKey = 'orgKey' in of ? of.orgKey : of.orgId;
+  return recordAuditEvent(tx, {
+    orgKey,
+    action,
+    target: { type: 'token', id: tokenId },
+    details: { holder_id: of.userId, ...created, reason },
+  });
 }

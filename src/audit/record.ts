@@ -1,0 +1,66 @@
+import { sql } from 'drizzle-orm';
+import { PgTransaction } from 'drizzle-orm/pg-core';
+import { queryRows, type Db } from '../db/client.js';
+import { newId, nowUnix } from '../ids.js';
+import type { AccountAuditAction, OrgAuditAction } from './actions.js';
+import { GENESIS_HASH, hashOfEvent, type AuditEventItem } from './chain.js';
+import { currentAuditOrigin, type AuditOrigin } from './context.js';
+import { scrubDetails, scrubText } from './scrub.js';
+
+// The one writer of audit_events (CONTRACT §11). Every change the log records calls recordAuditEvent with
+// the transaction that makes the change, so the event commits with it or not at all (never "after").
+
+interface Common {
+  target: { type: string; id: string | number | null };
+  /** What changed: ids, names, roles, amounts. Never a secret (./scrub.ts drops one that slips in). */
+  details?: Record<string, unknown>;
+  /** Who did it, when the request's own caller is not the one to name (a sign-in, a job). */
+  actor?: AuditOrigin['actor'];
+}
+
+/** An event of an organization's log, or of a person's own account log. */
+export type AuditInput =
+  | (Common & { orgKey: string; action: OrgAuditAction })
+  | (Common & { userId: string; action: AccountAuditAction });
+
+/**
+ * Appends one event to its chain in `tx`. The chain's head is locked for the rest of the transaction (a
+ * transaction-scoped advisory lock keyed by the chain), so concurrent changes of one organization append
+ * one after the other, each on the hash of the one before; `(chain, seq)` is unique besides, so a writer
+ * that read a stale head could only fail, never fork the chain. Called outside a transaction, it opens one.
+ */
+export async function recordAuditEvent(tx: Db, input: AuditInput): Promise<void> {
+  if (!((tx as unknown) instanceof PgTransaction)) {
+    await tx.transaction((inner) => recordAuditEvent(inner as unknown as Db, input));
+    return;
+  }
+  const chain = 'orgKey' in input ? input.orgKey : input.userId;
+  const origin = currentAuditOrigin();
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`audit_events:${chain}`}, 0))`);
+  const [head] = await queryRows<{ seq: number | string; hash: string }>(
+    tx,
+    sql`select seq, hash from audit_events where chain = ${chain} order by seq desc limit 1`,
+  );
+  const actor = input.actor ?? origin.actor;
+  const event: Omit<AuditEventItem, 'hash'> = {
+    id: newId('ae'),
+    created_at: nowUnix(),
+    action: input.action,
+    actor: actor.email === undefined ? { type: actor.type, id: actor.id } : actor,
+    credential_id: input.actor ? null : origin.credentialId,
+    ip: origin.ip,
+    user_agent: scrubText(origin.userAgent),
+    target: { type: input.target.type, id: input.target.id === null ? null : String(input.target.id) },
+    details: scrubDetails(input.details ?? {}) as Record<string, unknown>,
+    prev_hash: head?.hash ?? GENESIS_HASH,
+  };
+  const hash = hashOfEvent(event);
+  await tx.execute(
+    sql`insert into audit_events (id, chain, seq, created_at, action, actor_type, actor_id, actor_email,
+          credential_id, ip, user_agent, target_type, target_id, details, prev_hash, hash)
+        values (${event.id}, ${chain}, ${head ? Number(head.seq) + 1 : 1}, to_timestamp(${event.created_at}),
+          ${event.action}, ${event.actor.type}, ${event.actor.id}, ${event.actor.email ?? null},
+          ${event.credential_id}, ${event.ip}, ${event.user_agent}, ${event.target.type}, ${event.target.id},
+          ${JSON.stringify(event.details)}::jsonb, ${event.prev_hash}, ${hash})`,
+  );
+}
