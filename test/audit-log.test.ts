@@ -136,7 +136,12 @@ describe('mutations write one event each, with who, from where and what', () => 
     expect(renamed!.target).toEqual({ type: 'client', id: clientId });
     expect(renamed!.details).toEqual({ from: 'Audited', to: 'Renamed' });
     expect(created1!.target).toEqual({ type: 'token', id: String(minted.body.id) });
-    expect(created1!.details).toEqual({ holder_id: owner.userId, token_name: 'ci' });
+    expect(created1!.details).toEqual({
+      holder_id: owner.userId,
+      token_name: 'ci',
+      expires_at: null,
+      scopes: ['model', 'account'],
+    });
     expect(replaced!.target.id).toBe(String(minted.body.id));
     expect(replaced!.details).toEqual({ holder_id: owner.userId, reason: 'replaced' });
     expect(created2!.target.id).toBe(String(second.body.id));
