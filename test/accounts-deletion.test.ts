@@ -5,6 +5,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { addMember, createApiToken, createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
 import { client } from './helpers/http.js';
+import { PageClient } from './helpers/page-client.js';
 import { enableTwoFactor } from './accounts-support.js';
 import { queryRows } from '../src/db/client.js';
 import { billingSubscriptions, users } from '../src/db/schema.js';
@@ -56,15 +57,23 @@ describe('POST /v1/account/delete', () => {
     expect((await api().get('/v1/clients', { token: user.session })).status).toBe(200);
   });
 
-  it('with 2FA on, a code is needed too', async () => {
+  it('with 2FA on, a code is needed too, and a wrong password or a wrong code get one answer', async () => {
     const user = await createUser(server);
     const { recoveryCodes } = await enableTwoFactor(api(), user.session);
-    const noCode = await del(user.session, { password: STRONG_PASSWORD });
-    expect(noCode.status).toBe(400);
-    expect(detailOf(noCode.body).code).toBe('CODE_REQUIRED');
+    // No code: asked for before the password is looked at, so the answer is the same for any password.
+    for (const password of [STRONG_PASSWORD, 'not-the-Password-1']) {
+      const noCode = await del(user.session, { password });
+      expect(noCode.status).toBe(400);
+      expect(detailOf(noCode.body).code).toBe('CODE_REQUIRED');
+    }
+    // The right password with a wrong code, and a wrong password with a right code: the same answer.
     const badCode = await del(user.session, { password: STRONG_PASSWORD, code: '000000' });
-    expect(detailOf(badCode.body).code).toBe('INVALID_CODE');
-    const ok = await del(user.session, { password: STRONG_PASSWORD, code: recoveryCodes[0] });
+    const badPassword = await del(user.session, { password: 'not-the-Password-1', code: recoveryCodes[1] });
+    expect([badCode.status, badPassword.status]).toEqual([400, 400]);
+    expect(badPassword.body).toEqual(badCode.body);
+    expect(detailOf(badCode.body).code).toBe('WRONG_PASSWORD_OR_CODE');
+    // The right code sent with a wrong password was not spent.
+    const ok = await del(user.session, { password: STRONG_PASSWORD, code: recoveryCodes[1] });
     expect(ok.status).toBe(200);
   });
 
@@ -222,5 +231,66 @@ describe('POST /v1/account/delete', () => {
     });
     expect(again.status).toBe(200);
     expect(again.body.user.id).not.toBe(person.userId);
+  });
+});
+
+// A stolen session must not recover the password (docs/accounts.md § Re-entering the password): every
+// route that checks it counts failures in the sign-in limiter of the person (CONTRACT §1).
+describe('password checks share the sign-in limiter', () => {
+  const wrong = (i: number) => `wrong-Password-${i}`;
+
+  it('account deletion: 10 wrong passwords, then 429 with Retry-After, and sign-in is refused too', async () => {
+    const user = await createUser(server);
+    for (let i = 0; i < 10; i++) {
+      const res = await del(user.session, { password: wrong(i) });
+      expect(res.status, `attempt ${i + 1}`).toBe(400);
+    }
+    const limited = await del(user.session, { password: STRONG_PASSWORD });
+    expect(limited.status).toBe(429);
+    expect(detailOf(limited.body).code).toBe('RATE_LIMITED');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    const login = await api().post('/v1/login', { email: user.email, password: STRONG_PASSWORD });
+    expect(login.status).toBe(429);
+    // The account is still there: nothing was deleted by the limited attempt.
+    expect((await api().get('/v1/clients', { token: user.session })).status).toBe(200);
+  });
+
+  it('sign-in failures count against account deletion as well', async () => {
+    const user = await createUser(server);
+    for (let i = 0; i < 10; i++)
+      expect((await api().post('/v1/login', { email: user.email, password: wrong(i) })).status).toBe(401);
+    expect((await del(user.session, { password: STRONG_PASSWORD })).status).toBe(429);
+  });
+
+  it('with 2FA on, a wrong code counts as well: the answer and the count do not depend on the password', async () => {
+    const user = await createUser(server);
+    await enableTwoFactor(api(), user.session);
+    for (let i = 0; i < 10; i++) {
+      const password = i % 2 === 0 ? STRONG_PASSWORD : wrong(i);
+      const res = await del(user.session, { password, code: '000000' });
+      expect(detailOf(res.body).code, `attempt ${i + 1}`).toBe('WRONG_PASSWORD_OR_CODE');
+    }
+    expect((await del(user.session, { password: STRONG_PASSWORD, code: '000000' })).status).toBe(429);
+    expect((await api().post('/v1/login', { email: user.email, password: STRONG_PASSWORD })).status).toBe(
+      429,
+    );
+  });
+
+  it('the settings page’s password change: 10 wrong current passwords, then 429, sign-in too', async () => {
+    const user = await createUser(server);
+    const page = new PageClient(server.v2Url);
+    page.jar.set('__Host-svc_session', user.session);
+    const change = (current: string) =>
+      page.submit('/account/settings', '/account/settings/password', {
+        current_password: current,
+        password: 'a-New-Password-42',
+      });
+    for (let i = 0; i < 10; i++) expect((await change(wrong(i))).status, `attempt ${i + 1}`).toBe(400);
+    const limited = await change(STRONG_PASSWORD);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect((await api().post('/v1/login', { email: user.email, password: STRONG_PASSWORD })).status).toBe(
+      429,
+    );
   });
 });

@@ -13,8 +13,7 @@ import {
 import { AppError } from '../http/errors.js';
 import { debtOf } from '../billing/debt.js';
 import { revokeOrgTokens } from '../tokens/service.js';
-import { acceptSecondFactor, invalidCode } from './two-factor.js';
-import { verifyPassword } from './password.js';
+import { confirmPerson } from './reauthentication.js';
 import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js';
 
 // Deleting one's own account (issue 16 item 4; the rule is written out in docs/accounts.md "Deleting an
@@ -132,8 +131,9 @@ export interface DeletionResult {
 }
 
 /**
- * Deletes the account after re-confirming the person: their password and, with 2FA on, a TOTP or
- * recovery code (400 WRONG_PASSWORD, 400 INVALID_CODE; a missing code is 400 CODE_REQUIRED). The
+ * Deletes the account after re-confirming the person (./reauthentication.ts): their password and, with
+ * 2FA on, a TOTP or recovery code, checked together (400 WRONG_PASSWORD, or with 2FA on 400
+ * WRONG_PASSWORD_OR_CODE whichever was wrong; 400 CODE_REQUIRED; failures count as sign-in failures). The
  * rule is checked again inside the transaction, with the person's row locked, so two deletions (or a
  * deletion racing a page that adds a member) cannot both pass.
  */
@@ -143,16 +143,7 @@ export async function deleteAccount(
 ): Promise<DeletionResult> {
   const [user] = await deps.db.select().from(users).where(eq(users.id, input.userId));
   if (!user || user.deletedAt) throw new AppError(401, 'INVALID_TOKEN', 'invalid token');
-  if (!(await verifyPassword(user.passwordHash, input.password)))
-    throw new AppError(400, 'WRONG_PASSWORD', 'the password is not right');
-  if (user.totpEnabledAt) {
-    if (!input.code) throw new AppError(400, 'CODE_REQUIRED', 'enter a code from your authenticator app');
-    await deps.limits.twoFactorFailures.check(user.id);
-    if (!(await acceptSecondFactor(deps, user, input.code))) {
-      await deps.limits.twoFactorFailures.fail(user.id);
-      throw invalidCode(400);
-    }
-  }
+  await confirmPerson(deps, user, { ...input, secondFactor: true });
   return deps.db.transaction(async (tx) => {
     const t = tx as unknown as Db;
     await t.execute(sql`select id from users where id = ${user.id} for update`);
@@ -185,7 +176,7 @@ export async function deleteAccount(
     await t.delete(accountTokens).where(eq(accountTokens.userId, user.id));
     // Anonymised, not deleted (see the top of this file). The e-mail is freed for a new registration;
     // `.invalid` is reserved (RFC 2606), so no mail can reach the placeholder. The password hash is no
-    // hash at all: verifyPassword answers false for it.
+    // hash at all: verifyPassword (./password.ts) answers false for it.
     await t
       .update(users)
       .set({

@@ -2,7 +2,9 @@ import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { oauthGrants, sessions, users } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { hashPassword, passwordProblem, verifyPassword } from './password.js';
+import type { Deps } from '../deps.js';
+import { hashPassword, passwordProblem } from './password.js';
+import { confirmPerson } from './reauthentication.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
 
 // What a signed-in person manages about their own account (issue 16 item 4): name, password, sessions
@@ -16,15 +18,18 @@ export async function changeName(db: Db, userId: string, name: string): Promise<
 /**
  * CONTRACT §7: a password change signs out every session but the one that made it and revokes every
  * OAuth grant (revokeCredentialsAfterPasswordChange), in the transaction that sets the new password.
- * 400 WRONG_PASSWORD when the current password is not right; 400 WEAK_PASSWORD as at registration.
+ * 400 WRONG_PASSWORD when the current password is not right (counted as a sign-in failure: 429 past the
+ * limit); 400 WEAK_PASSWORD as at registration.
  */
 export async function changePassword(
-  db: Db,
+  deps: Deps,
   input: { userId: string; sessionId: string; current: string; next: string },
 ): Promise<CredentialRevocation> {
-  const [user] = await db.select({ hash: users.passwordHash }).from(users).where(eq(users.id, input.userId));
-  if (!user || !(await verifyPassword(user.hash, input.current)))
-    throw new AppError(400, 'WRONG_PASSWORD', 'the current password is not right');
+  const db = deps.db;
+  const [user] = await db.select().from(users).where(eq(users.id, input.userId));
+  if (!user || user.deletedAt) throw new AppError(401, 'INVALID_TOKEN', 'invalid token');
+  // The current password counts like a sign-in attempt (./reauthentication.ts).
+  await confirmPerson(deps, user, { password: input.current, secondFactor: false });
   const weak = passwordProblem(input.next);
   if (weak) throw new AppError(400, 'WEAK_PASSWORD', weak);
   const hash = await hashPassword(input.next);

@@ -171,7 +171,7 @@ ${
     const p = principalOf(req);
     if (p.kind !== 'session') throw new Error('pages run on sessions only');
     try {
-      const revoked = await changePassword(db, {
+      const revoked = await changePassword(deps, {
         userId: p.userId,
         sessionId: p.sessionId,
         current: formValue(req, 'current_password', 1024),
@@ -233,8 +233,14 @@ ${
       const err = clientError(caught);
       if (err.code === 'WRONG_PASSWORD')
         return page(req, res, { status: 400, errors: { confirm_password: 'That is not your password.' } });
-      if (err.code === 'CODE_REQUIRED' || err.code === 'INVALID_CODE')
+      if (err.code === 'CODE_REQUIRED')
         return page(req, res, { status: 400, errors: { code: errorText(err) } });
+      // With 2FA on, one answer whichever was wrong (src/accounts/reauthentication.ts): shown on both fields.
+      if (err.code === 'WRONG_PASSWORD_OR_CODE')
+        return page(req, res, {
+          status: 400,
+          errors: { confirm_password: 'The password or the code is not right.', code: 'Enter both again.' },
+        });
       throw err;
     }
   });
