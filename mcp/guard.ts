@@ -34,6 +34,8 @@ export interface McpGrant {
   boundOrgKey: string | undefined;
   clientId: string;
   origin: string;
+  /** The grant's scope is `platform:read`: it lists and calls only read-only tools (CONTRACT §10). */
+  readOnly: boolean;
 }
 
 declare module 'express-serve-static-core' {
@@ -43,9 +45,23 @@ declare module 'express-serve-static-core' {
 }
 
 export const PLATFORM_SCOPE = 'platform';
+/** The read-only platform scope a client may ask for instead of `platform` (CONTRACT §10). */
+export const PLATFORM_READ_SCOPE = 'platform:read';
 
 function challenge(origin: string, extra = ''): string {
   return `Bearer ${extra}resource_metadata="${resourceMetadataUrl(origin, 'platform')}"`;
+}
+
+/**
+ * 403 `insufficient_scope` naming the full `platform` scope: the answer to a token without a platform
+ * scope, and the step-up answer to a `platform:read` grant calling a tool that writes (CONTRACT §3, §10).
+ */
+export function insufficientScope(origin: string, message: string): AppError {
+  return new AppError(403, 'insufficient_scope', message, {
+    headers: {
+      'WWW-Authenticate': challenge(origin, `error="insufficient_scope", scope="${PLATFORM_SCOPE}", `),
+    },
+  });
 }
 
 /** A foreign Origin (a browser page on another site) is refused before anything else. */
@@ -90,13 +106,10 @@ export function requirePlatformGrant(deps: Deps) {
       );
     }
     const access = await verifyAccessToken(deps, token, { resource: 'platform', origin });
-    if (!access.scope.split(' ').includes(PLATFORM_SCOPE)) {
-      throw new AppError(403, 'insufficient_scope', `this resource needs the "${PLATFORM_SCOPE}" scope`, {
-        headers: {
-          'WWW-Authenticate': challenge(origin, `error="insufficient_scope", scope="${PLATFORM_SCOPE}", `),
-        },
-      });
-    }
+    const scopes = access.scope.split(' ');
+    const full = scopes.includes(PLATFORM_SCOPE);
+    if (!full && !scopes.includes(PLATFORM_READ_SCOPE))
+      throw insufficientScope(origin, `this resource needs the "${PLATFORM_SCOPE}" scope`);
     // Without x-svc-organisation the grant's org acts; the verifier has just read that membership live,
     // so it is not read a second time. With the header, it must be a live membership too.
     const named = req.get('x-svc-organisation');
@@ -111,6 +124,7 @@ export function requirePlatformGrant(deps: Deps) {
       boundOrgKey: access.orgBound ? access.orgKey : undefined,
       clientId: access.clientId,
       origin,
+      readOnly: !full,
     };
     next();
   };

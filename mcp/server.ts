@@ -1,6 +1,10 @@
-import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import {
+  McpServer,
+  ProtocolError,
+  ResourceTemplate,
+  type CallToolResult,
+} from '@modelcontextprotocol/server';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
 import { parseOrgId } from '../src/ids.js';
@@ -8,47 +12,76 @@ import { getReport } from '../src/projects/content.js';
 import { listReportsInOrg } from '../src/projects/queries.js';
 import type { McpGrant } from './guard.js';
 import { toolError, type PlatformTool, type ToolContext } from './tool-kit.js';
-import { projectTools } from './tools-projects.js';
-import { contentTools } from './tools-content.js';
-import { shareTools } from './tools-shares.js';
 
-// The platform MCP server, built per request from the verified grant (stateless Streamable HTTP: no
-// session, nothing kept in this process, so any process sharing the database can answer).
+// The platform MCP server, built per request from the verified grant and the request's tool selection
+// (stateless: no session, nothing kept in this process, so any process sharing the database can
+// answer). The same factory serves both protocol revisions (CONTRACT §10 "Protocol revisions").
 
-/** The twenty tools of CONTRACT §10, defined once per process (mcp/tool-kit.ts defineTool). */
-const TOOLS: PlatformTool[] = [...projectTools, ...contentTools, ...shareTools];
+/** What one request's server is built from. */
+export interface PlatformRequest {
+  grant: McpGrant;
+  /** The tools to register: what `tools/list` shows, or only the tool a `tools/call` names. */
+  tools: readonly PlatformTool[];
+  /** Reports as resources; left out when the request is one `tools/call`. */
+  resources: boolean;
+}
 
-export const TOOL_NAMES = new Set(TOOLS.map((t) => t.name));
+/** The revisions /mcp/platform serves: 2026-07-28 statelessly, 2025-11-25 through `initialize`. */
+export const SERVED_PROTOCOL_VERSIONS = ['2026-07-28', '2025-11-25'] as const;
 
 /**
  * What the per-request servers share: the JSON Schema validator the SDK would otherwise build per server
- * (an Ajv instance with its formats: most of a server's construction cost; the SDK uses it only to check
- * elicitation answers, which this server never requests). It holds no request or caller state.
+ * (an Ajv instance with its formats; the SDK uses it only to check elicitation answers, which this server
+ * never requests). It holds no request or caller state.
  */
 const jsonSchemaValidator = new AjvJsonSchemaValidator();
 
-export const REPORT_URI_PREFIX = 'svc://reports/';
+const FIVE_MINUTES = 5 * 60 * 1000;
 
 /**
- * @param onlyTool when the request is a single `tools/call` of a known tool, only that tool is
- *   registered: the per-request server then skips registering 19 tools it would never use.
+ * Caching hints of the 2026-07-28 revision ("Caching"), saying what is true here: the tool list depends
+ * on the grant's scope and the request's selection (private to the caller) and changes only when svc is
+ * upgraded; reports change with every write, so their list and contents are stale at once; the
+ * resource template and the discovery answer are the same for everyone.
  */
-export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: string): McpServer {
+const CACHE_HINTS = {
+  'tools/list': { ttlMs: FIVE_MINUTES, cacheScope: 'private' },
+  'resources/list': { ttlMs: 0, cacheScope: 'private' },
+  'resources/read': { ttlMs: 0, cacheScope: 'private' },
+  'resources/templates/list': { ttlMs: FIVE_MINUTES, cacheScope: 'public' },
+  'server/discover': { ttlMs: FIVE_MINUTES, cacheScope: 'public' },
+} as const;
+
+export const REPORT_URI_PREFIX = 'svc://reports/';
+
+/** SDK internals this server adjusts; private in the SDK's types (test/mcp-revisions.test.ts covers both). */
+interface SdkHooks {
+  createToolError(message: string): CallToolResult;
+  server: { _ondiscover(): { supportedVersions: string[] } };
+}
+
+export function buildPlatformServer(deps: Deps, request: PlatformRequest): McpServer {
+  const { grant } = request;
   const server = new McpServer(
     { name: 'svc-platform', title: 'svc platform: projects, reports, files and sharing', version: '1.0.0' },
     {
       jsonSchemaValidator,
-      capabilities: { tools: {}, resources: {} },
+      capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
+      cacheHints: CACHE_HINTS,
       instructions:
         'Projects of your svc clients: briefs, markdown reports, files and sharing. org_id defaults to the acting client ' +
         '(x-svc-organisation or the one you chose at sign-in). Tool errors start with a code such as NO_ACCESS or NOT_FOUND.',
     },
   );
-  // The SDK answers arguments that fail the input schema with its own isError text; prefix it with
-  // our code so every failed tool's message starts with one (CONTRACT §10). createToolError is the
-  // SDK's single hook for that text (private in its types; covered by test/mcp-tools.test.ts).
-  (server as unknown as { createToolError(message: string): CallToolResult }).createToolError = (message) =>
+  const hooks = server as unknown as SdkHooks;
+  // The SDK answers arguments that fail the input schema with its own isError text; prefix it with our
+  // code so every failed tool's message starts with one (CONTRACT §10). createToolError is the SDK's
+  // single hook for that text.
+  hooks.createToolError = (message) =>
     toolError(/validation/i.test(message) ? 'VALIDATION_ERROR' : 'INVALID_REQUEST', message);
+  // server/discover lists both revisions this endpoint serves (the SDK lists only the stateless ones).
+  const discover = hooks.server._ondiscover.bind(hooks.server);
+  hooks.server._ondiscover = () => ({ ...discover(), supportedVersions: [...SERVED_PROTOCOL_VERSIONS] });
 
   const ctx: ToolContext = {
     deps,
@@ -65,8 +98,8 @@ export function buildPlatformServer(deps: Deps, grant: McpGrant, onlyTool?: stri
       return key;
     },
   };
-  for (const tool of TOOLS) if (!onlyTool || tool.name === onlyTool) tool.register(server, ctx);
-  if (!onlyTool) registerReportResources(server, ctx);
+  for (const tool of request.tools) tool.register(server, ctx);
+  if (request.resources) registerReportResources(server, ctx);
   return server;
 }
 
@@ -100,11 +133,10 @@ function registerReportResources(server: McpServer, ctx: ToolContext) {
         };
       } catch (err) {
         if (err instanceof AppError && err.expose) {
-          // MCP "Resources" error handling: -32002 for a resource that is not found (or not yours).
-          throw new McpError(
-            err.status === 404 ? -32002 : ErrorCode.InvalidParams,
-            `${err.code}: ${err.message}`,
-          );
+          // A report that is not there is "resource not found": -32002 in 2025-11-25, which the SDK
+          // answers as -32602 in 2026-07-28, as that revision prescribes. Other refusals: -32602.
+          const code = err.status === 404 ? -32002 : -32602;
+          throw new ProtocolError(code, `${err.code}: ${err.message}`, { uri: uri.href });
         }
         throw err;
       }

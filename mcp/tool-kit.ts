@@ -1,5 +1,4 @@
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, McpServer, ToolAnnotations } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
@@ -74,6 +73,8 @@ export const ADDITIVE_IDEMPOTENT = {
  */
 export interface PlatformTool {
   name: string;
+  /** Annotated read-only: what a read-only selection or a `platform:read` grant may list and call. */
+  readOnly: boolean;
   register(server: McpServer, ctx: ToolContext): void;
 }
 
@@ -92,10 +93,9 @@ export function defineTool<In extends z.ZodRawShape, Out extends z.ZodRawShape>(
   const definition = { ...config, inputSchema, outputSchema: z.object(config.outputSchema) };
   return {
     name,
+    readOnly: config.annotations.readOnlyHint === true,
     register(server, ctx) {
-      server.registerTool<z.ZodObject<Out>, typeof inputSchema>(name, definition, (args) =>
-        runTool(ctx, () => run(ctx, args)),
-      );
+      server.registerTool(name, definition, (args) => runTool(ctx, () => run(ctx, args)));
     },
   };
 }

@@ -36,13 +36,13 @@ import {
   deletedOut,
 } from './tool-kit.js';
 
-// Report and file tools (CONTRACT §10).
+// Report and file tools (CONTRACT §10): the `reports` and `files` toolsets.
 
 const reportIdArg = reportIdIn.describe('rpt_… id of the report');
 const fileIdArg = fileIdIn.describe('fil_… id of the file');
 const pathArg = pathIn.describe('file name within the project, e.g. notes/plan.md');
 
-export const contentTools: PlatformTool[] = [
+export const reportTools: PlatformTool[] = [
   defineTool(
     'list_reports',
     {
@@ -115,7 +115,9 @@ export const contentTools: PlatformTool[] = [
     },
     ({ deps, actor }, a) => deleteReport(deps.db, actor, a.report_id, a.project_id),
   ),
+];
 
+export const fileTools: PlatformTool[] = [
   defineTool(
     'list_files',
     {

@@ -3,7 +3,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
 import { issueTestGrants } from './helpers/oauth.js';
 import { pool, rawRequest } from './helpers/raw-http.js';
-import { TOOL_NAMES } from '../mcp/server.js';
+import { TOOLS_BY_NAME } from '../mcp/selection.js';
 
 // Every platform tool called with hostile arguments (CONTRACT §3, §10): a tool failure is an `isError`
 // result or a JSON-RPC error naming the mistake, never an HTTP 5xx and never the INTERNAL fallback.
@@ -66,7 +66,7 @@ describe('MCP tools under hostile arguments', () => {
   it('never 5xx and never an internal error, for every tool and every hostile value', async () => {
     const findings: string[] = [];
     let toolErrors = 0;
-    const calls = [...TOOL_NAMES].flatMap((tool) => [
+    const calls = [...TOOLS_BY_NAME.keys()].flatMap((tool) => [
       { tool, args: {} },
       { tool, args: 'not an object' },
       ...VALUES.map((v) => ({ tool, args: Object.fromEntries(KEYS.map((k) => [k, v])) })),

@@ -214,7 +214,7 @@ export const securitySchemes = {
   oauth: {
     type: 'oauth2',
     description:
-      'OAuth 2.1 with PKCE; `resource` (RFC 8707) names {origin}/v1 (scope model) or {origin}/mcp/platform (scope platform)',
+      'OAuth 2.1 with PKCE; `resource` (RFC 8707) names {origin}/v1 (scope model) or {origin}/mcp/platform (scope platform, or platform:read)',
     flows: {
       authorizationCode: {
         authorizationUrl: '/oauth/authorize',
@@ -223,6 +223,7 @@ export const securitySchemes = {
         scopes: {
           model: 'the model resource {origin}/v1',
           platform: 'the platform resource {origin}/mcp/platform (MCP)',
+          'platform:read': 'the platform resource, read-only tools only',
         },
       },
     },

@@ -212,16 +212,23 @@ export const oauthRoutes = [
     errors: [401],
   }),
 
-  route('post', '/mcp/platform', {
-    summary: 'The MCP server (streamable HTTP, stateless, JSON responses): projects, reports, files, shares',
-    description: 'Other methods on this path answer 405 with Allow: POST.',
-    auth: ['platformGrant'],
-    body: z.looseObject({
-      jsonrpc: z.literal('2.0'),
-      method: z.string(),
-      id: z.union([z.string(), z.number()]).optional(),
+  ...['/mcp/platform', '/mcp/platform/readonly'].map((path) =>
+    route('post', path, {
+      summary:
+        path === '/mcp/platform'
+          ? 'The MCP server (streamable HTTP, stateless; revisions 2026-07-28 and 2025-11-25): projects, reports, files, shares'
+          : 'The same MCP server, narrowed to its read-only tools',
+      description:
+        'Headers X-MCP-Toolsets (projects, reports, files, shares) and X-MCP-Readonly: true narrow the tools ' +
+        '(CONTRACT §10). Other methods on this path answer 405 with Allow: POST.',
+      auth: ['platformGrant'],
+      body: z.looseObject({
+        jsonrpc: z.literal('2.0'),
+        method: z.string(),
+        id: z.union([z.string(), z.number()]).optional(),
+      }),
+      response: z.looseObject({ jsonrpc: z.literal('2.0') }),
+      errors: [400, 403, 405, 413],
     }),
-    response: z.looseObject({ jsonrpc: z.literal('2.0') }),
-    errors: [403, 405, 413],
-  }),
+  ),
 ];
