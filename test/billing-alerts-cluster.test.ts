@@ -7,7 +7,9 @@ import { createApiToken, createUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { client } from './helpers/http.js';
 import type { DevMail } from './helpers/answers.js';
-import { eventually, signatureValid, startReceiver, type Receiver } from './helpers/webhook-receiver.js';
+import { eventually } from './helpers/eventually.js';
+import { signatureValid, startReceiver, type Receiver } from './helpers/webhook-receiver.js';
+import { outboxDrained } from './helpers/outbox.js';
 import { queryRows } from '../src/db/client.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 
@@ -85,15 +87,21 @@ describe.skipIf(storageMode() !== 'postgres')('low-balance alert with two svc pr
       return Number(row!.n);
     };
     await eventually(() => receiver.received.length >= 1, 20_000);
-    await new Promise((r) => setTimeout(r, 2_500)); // both workers have had their passes
+    // Both workers done: every crossing handled and every delivery answered, so any duplicate is here.
+    await eventually(() => outboxDrained(server.deps.db, u.orgKey), 20_000, 'the outbox drained');
     expect(await count('balance_crossings')).toBe(1);
     expect(await count('outbound_events')).toBe(1);
     expect(receiver.received).toHaveLength(1);
     expect(
       signatureValid(secret, receiver.received[0]!.headers['svc-signature'], receiver.received[0]!.body),
     ).toBe(true);
-    const mails = await api.get<{ data: DevMail[] }>('/dev/mail', { query: { to: u.email } });
-    expect(mails.body.data.filter((m) => /below 19,000 tokens/.test(m.subject))).toHaveLength(1);
+    // The mail goes out once its crossing's transaction committed (after the event).
+    const lowMails = async () =>
+      (await api.get<{ data: DevMail[] }>('/dev/mail', { query: { to: u.email } })).body.data.filter((m) =>
+        /below 19,000 tokens/.test(m.subject),
+      );
+    await eventually(async () => (await lowMails()).length >= 1, 20_000, 'the low-balance mail');
+    expect(await lowMails()).toHaveLength(1);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   }, 120_000);
 });

@@ -7,7 +7,7 @@ import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js
 import { setOrgBalance } from './helpers/billing.js';
 import { client } from './helpers/http.js';
 import type { DevMail } from './helpers/answers.js';
-import { eventually } from './helpers/webhook-receiver.js';
+import { eventually } from './helpers/eventually.js';
 import {
   deliverWebhook,
   signatureFor,

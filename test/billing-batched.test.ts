@@ -5,6 +5,7 @@ import pg from 'pg';
 import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
 import { createUser } from './helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from './helpers/billing.js';
+import { eventually } from './helpers/eventually.js';
 import { reserveMany, settleMany } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { AppError } from '../src/http/errors.js';
@@ -192,7 +193,7 @@ describe('batched reserve and settle', () => {
               )
             ).rows[0]!.count,
           );
-        for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        await eventually(async () => (await waiting()) > 0, 15_000, 'the reserve waiting for the lock');
         expect(await waiting()).toBe(1);
         await other.query('commit');
         // Locked, the account has 100 − 80 = 20: the expired 50 come back, and the request gets all it asked.

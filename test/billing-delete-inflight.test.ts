@@ -15,6 +15,7 @@ import { setAllocation } from '../src/billing/service.js';
 import { countPrompt } from '../src/models/tokens.js';
 import type { CreatedClient } from './helpers/answers.js';
 import { parseAs } from './helpers/json.js';
+import { eventually } from './helpers/eventually.js';
 import type { ServerFrame } from '../src/runs/frames.js';
 import { usageRecords } from '../src/db/schema.js';
 import { eq } from 'drizzle-orm';
@@ -39,13 +40,8 @@ beforeAll(() => void ({ server, fake, owner } = suite));
 const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i}`).join(' ');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(what: string, check: () => Promise<boolean> | boolean, ms = 30_000) {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
+const waitFor = (what: string, check: () => Promise<boolean> | boolean, ms = 30_000) =>
+  eventually(check, ms, what);
 
 async function newClient(name: string): Promise<{ orgKey: string; clientId: string; key: string }> {
   const res = await client(server.url).post<CreatedClient>('/v1/clients', { name }, { token: owner.session });

@@ -10,6 +10,7 @@ import { orgAccountRow } from './helpers/billing.js';
 import { billingEntries } from '../src/db/schema.js';
 import type { ChatRequest } from './helpers/fake-upstream.js';
 import { parseAs } from './helpers/json.js';
+import { eventually } from './helpers/eventually.js';
 
 // `svc run`: the run WebSocket driven by the real CLI process, the agent's tools executed in a temporary
 // working directory. The fake provider decides the tool calls from the conversation it is sent, so each
@@ -194,8 +195,7 @@ describe('svc run', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     });
     await cli.waitFor(/→ list_directory/);
     // Interrupt the second model call part-way.
-    for (let i = 0; i < 400 && suite.fake.requests.length < requestsBefore + 2; i++)
-      await new Promise((r) => setTimeout(r, 50));
+    await eventually(() => suite.fake.requests.length >= requestsBefore + 2, 20_000, 'the second model call');
     await new Promise((r) => setTimeout(r, 600));
     cli.child.kill('SIGINT');
     expect(await cli.exit).toBe(130);
@@ -203,8 +203,11 @@ describe('svc run', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     // The server learns of the closed socket, aborts the provider's stream and settles: each step reaches
     // the fake and the ledger a moment after the CLI has exited, later on a loaded machine. Wait (bounded).
     const settled = async () => (await usageAmounts()).length >= before + 2;
-    for (let i = 0; i < 100 && (suite.fake.abortedStreams < aborted + 1 || !(await settled())); i++)
-      await new Promise((r) => setTimeout(r, 100));
+    await eventually(
+      async () => suite.fake.abortedStreams >= aborted + 1 && (await settled()),
+      20_000,
+      'the interrupted call aborted at the provider and settled',
+    );
     expect(suite.fake.abortedStreams).toBe(aborted + 1);
     const rows = (await usageAmounts()).slice(before);
     expect(rows).toHaveLength(2);

@@ -6,7 +6,7 @@ import { createUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
 import { client } from './helpers/http.js';
 import { detailError, readJson } from './helpers/json.js';
-import { eventually } from './helpers/webhook-receiver.js';
+import { eventually } from './helpers/eventually.js';
 import { createdEndpointAnswer, deliveryAnswer } from '../src/events/schema.js';
 import { webhookEndpoints } from '../src/db/schema.js';
 import { eq } from 'drizzle-orm';

@@ -8,7 +8,9 @@ import { setOrgBalance } from './helpers/billing.js';
 import { client } from './helpers/http.js';
 import { detailError, readJson } from './helpers/json.js';
 import type { DevMail } from './helpers/answers.js';
-import { eventually, signatureValid, startReceiver, type Receiver } from './helpers/webhook-receiver.js';
+import { eventually } from './helpers/eventually.js';
+import { signatureValid, startReceiver, type Receiver } from './helpers/webhook-receiver.js';
+import { outboxDrained } from './helpers/outbox.js';
 import { queryRows } from '../src/db/client.js';
 import { createdEndpointAnswer, deliveryAnswer, endpointAnswer } from '../src/events/schema.js';
 
@@ -101,7 +103,8 @@ describe('low-balance alerts and outbound events', () => {
     );
     expect(set0.status).toBe(200);
     await eventually(() => bodies(receiver).filter((b) => b.client_id === u.clientId).length >= 2);
-    await new Promise((r) => setTimeout(r, 1_500)); // nothing more comes
+    // Nothing more comes: every crossing handled and every delivery answered, so any duplicate is here.
+    await eventually(() => outboxDrained(server.deps.db, u.orgKey), 15_000, 'the outbox drained');
 
     const mine = receiver.received.filter(
       (d) => readJson(eventBody, JSON.parse(d.body)).client_id === u.clientId,
@@ -121,6 +124,8 @@ describe('low-balance alerts and outbound events', () => {
     expect(low!.data.balance_credits).toBeLessThan(5_000);
     expect(exhausted!.data).toMatchObject({ balance_credits: 0 });
 
+    // Each mail goes out once its crossing's transaction committed (after the event).
+    await eventually(async () => (await mails(u)).length >= 2, 15_000, 'both alert mails');
     const sent = await mails(u);
     expect(sent.map((m) => m.subject).sort()).toEqual([
       expect.stringMatching(/below 5,000 tokens/),

@@ -13,6 +13,7 @@ import { accountBalance, poolAccount } from '../src/billing/ledger.js';
 import { createOpenAICompatibleUpstream } from '../src/models/upstream/openai-compatible.js';
 import { client } from './helpers/http.js';
 import { parseAs, rejectionOf, type OpenAiError } from './helpers/json.js';
+import { eventually, eventuallyValue } from './helpers/eventually.js';
 
 // The OpenAI-compatible proxy against a fake provider over HTTP, with the official openai SDK as the
 // client. Prices make the arithmetic visible: 90,000 ¢/M input and 180,000 ¢/M output, so a call debits
@@ -272,11 +273,12 @@ describe('POST /v1/chat/completions (streaming)', () => {
       }
     }
     // The settle happens when the server notices the close; wait for the usage row.
-    let rows = await usageRows();
-    for (let i = 0; i < 100 && !rows.some((r) => r.description?.includes('client disconnected')); i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      rows = await usageRows();
-    }
+    const rows = await eventuallyValue(
+      usageRows,
+      (rs) => rs.some((r) => r.description?.includes('client disconnected')),
+      15_000,
+      "the disconnected stream's usage row",
+    );
     const row = rows.find((r) => r.description?.includes('client disconnected'))!;
     expect(row).toBeDefined();
     const after = await balance();
@@ -285,8 +287,7 @@ describe('POST /v1/chat/completions (streaming)', () => {
     // Prompt estimate (a few tokens) + 2 per streamed word: at least the 5 words read, far below the 200.
     expect(row.amount).toBeGreaterThanOrEqual(10);
     expect(row.amount).toBeLessThan(100);
-    for (let i = 0; i < 50 && fake.abortedStreams === aborted; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => fake.abortedStreams > aborted, 15_000, 'the provider stream aborted');
     expect(fake.abortedStreams).toBe(aborted + 1);
   });
 });

@@ -12,6 +12,7 @@ import { checkInvariants } from '../src/billing/invariants.js';
 import { planHold } from '../src/models/metered.js';
 import { createSpareHolds, SPARE_HEADROOM, SPARE_IDLE_MS, SPARE_MARGIN } from '../src/models/spare-holds.js';
 import { openAiError, readJson } from './helpers/json.js';
+import { eventuallyValue } from './helpers/eventually.js';
 
 // Holds taken ahead (src/models/spare-holds.ts, docs/models.md): the statement that settles a call also
 // takes the org's next call's hold, and that call adopts it. Prices as in models-chat: a call
@@ -43,14 +44,9 @@ const spares = () =>
       ),
     );
 
-async function waitFor<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 5_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (done(v) || Date.now() > until) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** The last value read: on a timeout too, since the callers assert it (the failure then shows it). */
+const waitFor = <T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 5_000): Promise<T> =>
+  eventuallyValue(read, done, ms).catch(read);
 
 /** An `svc_` token of a new member of the owner's org (a user has one live token per org). */
 async function memberToken(): Promise<{ id: number; secret: string }> {

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
 import { setOrgBalance } from './helpers/billing.js';
-import { eventually, signatureValid, startReceiver, type Receiver } from './helpers/webhook-receiver.js';
+import { eventually } from './helpers/eventually.js';
+import { signatureValid, startReceiver, type Receiver } from './helpers/webhook-receiver.js';
 import {
   expectAccessible,
   expectNoSidewaysScroll,

@@ -12,6 +12,7 @@ import { orgBalanceCredits } from '../src/billing/spend.js';
 import { runSocketOptions } from '../src/runs/socket.js';
 import type { ServerFrame } from '../src/runs/frames.js';
 import { at, parseAs } from './helpers/json.js';
+import { eventually, eventuallyValue } from './helpers/eventually.js';
 
 // The run WebSocket with a real `ws` client against a fake provider. Prices: a model call debits
 // prompt + 2 × completion tokens (see models-chat.test.ts).
@@ -69,8 +70,7 @@ async function connect(base = server.url, query = '') {
       }
     },
     async closedWith(timeoutMs = 5000) {
-      const deadline = Date.now() + timeoutMs;
-      while (!closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await eventually(() => closed !== null, timeoutMs, 'the socket closed').catch(() => undefined);
       return closed;
     },
   };
@@ -390,15 +390,16 @@ describe('/v1/runs/ws', () => {
     await c.next('authenticated');
     c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'write a lot' }] });
     await c.next('run_started');
-    while (fake.requests.length === seen) await new Promise((r) => setTimeout(r, 10));
+    await eventually(() => fake.requests.length > seen, 15_000, 'the provider asked');
     await new Promise((r) => setTimeout(r, 150)); // some words stream
     c.ws.terminate();
-    let row;
-    for (let i = 0; i < 100 && !row; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      row = (await usageRows()).find((r) => r.description?.includes('aborted'));
-    }
-    if (!row) throw new Error('no usage row for the aborted run');
+    const rows = await eventuallyValue(
+      usageRows,
+      (rs) => rs.some((r) => r.description?.includes('aborted')),
+      15_000,
+      'a usage row for the aborted run',
+    );
+    const row = rows.find((r) => r.description?.includes('aborted'))!;
     expect(row.amount).toBeGreaterThan(0);
     expect(row.amount).toBeLessThan(600); // far below the 300 words it would have written
     expect(before - (await orgBalanceCredits(server.deps.db, owner.orgKey))).toBe(row.amount);

@@ -7,6 +7,7 @@ import { assertAuthChecks } from './helpers/auth-checks.js';
 import { apiTokens, memberships } from '../src/db/schema.js';
 import { anyOf, containing, detailOf, matching } from './helpers/json.js';
 import type { MintedToken, Page, TokenRow, Verified } from './helpers/answers.js';
+import { eventuallyValue } from './helpers/eventually.js';
 
 // API tokens and /v1/auth/verify (interface document: Tokens, API token, States; CONTRACT §6).
 
@@ -198,11 +199,12 @@ describe('GET /v1/tokens', () => {
     const minted = (await mint(user)).body;
     expect((await verify(minted.token)).status).toBe(200);
     // The use is recorded off the request path (at most once a minute per token): wait for it, bounded.
-    let item: { last_used_at: number | null } | undefined;
-    for (let i = 0; i < 50 && !item?.last_used_at; i++) {
-      item = (await api.get<Page<TokenRow>>('/v1/tokens', { token: user.session })).body.data[0];
-      if (!item?.last_used_at) await new Promise((r) => setTimeout(r, 20));
-    }
+    const item = await eventuallyValue(
+      async () => (await api.get<Page<TokenRow>>('/v1/tokens', { token: user.session })).body.data[0],
+      (row) => !!row?.last_used_at,
+      15_000,
+      "the token's last_used_at",
+    );
     expect(item?.last_used_at).toBeGreaterThanOrEqual(minted.created_at);
   });
 

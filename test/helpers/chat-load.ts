@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { queryRows } from '../../src/db/client.js';
 import { orgAccount } from '../../src/billing/ledger.js';
 import type { TestServer } from './server.js';
+import { eventually } from './eventually.js';
 
 // Chat calls as a client makes them (fetch, real HTTP), classified by what the client got, and the
 // ledger's view of the same org: what the fault suites compare (STYLE: the ledger proves it).
@@ -122,12 +123,9 @@ export async function billedCalls(
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `check` every 50 ms until it is true; resolves with the milliseconds it took, or throws. */
+/** `eventually` (helpers/eventually.ts) that resolves with the milliseconds it took. */
 export async function waitUntil(check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<number> {
   const started = Date.now();
-  for (;;) {
-    if (await check()) return Date.now() - started;
-    if (Date.now() - started > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await sleep(50);
-  }
+  await eventually(check, timeoutMs);
+  return Date.now() - started;
 }

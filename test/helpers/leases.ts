@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows } from '../../src/db/client.js';
 import type { TestServer } from './server.js';
+import { eventuallyValue } from './eventually.js';
 
 // Concurrency lease rows of one org (src/models/concurrency.ts). A finished call's slot stays with its
 // process for the reuse window (DEFAULT_SLOT_REUSE_MS), so "released" is observed by waiting for it.
@@ -22,10 +23,7 @@ export async function waitForNoLeases(
   orgKey: string,
   timeoutMs = 2_000,
 ): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const n = (await leaseRows(server, orgKey)).length;
-    if (n === 0 || Date.now() > deadline) return n;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const count = async () => (await leaseRows(server, orgKey)).length;
+  // The count itself on a timeout: callers assert it, so a failure names how many were left.
+  return eventuallyValue(count, (n) => n === 0, timeoutMs).catch(count);
 }

@@ -53,12 +53,3 @@ export function signatureValid(secret: string, header: string | string[] | undef
   const expected = createHmac('sha256', secret).update(`${t}.${body}`).digest();
   return timingSafeEqual(expected, Buffer.from(v1, 'hex'));
 }
-
-/** Waits until `check` holds (polling), or fails after `ms`. */
-export async function eventually(check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
