@@ -31,7 +31,7 @@ import {
 // …/webhook-endpoints (docs/billing.md). Plain forms with their CSRF field; a saved change answers 303
 // back to the billing page (POST/redirect/GET: a reload repeats nothing), a mistake is shown on the
 // billing page next to its field. A new endpoint's secret is shown once, on the GET after its POST
-// (revealSecret: redeemed once by the page session that created it; docs/decisions.md).
+// (revealSecret: redeemed once by the page session that created it; docs/decisions/0043-a-secret-shown-once-after-a-redirect.md).
 
 /** Deliveries shown per endpoint (the API pages through the whole log). */
 const RECENT_DELIVERIES = 5;

@@ -24,7 +24,7 @@ import {
 //   schema.ts), with svc's changes only: the model forced, `max_output_tokens` capped to what the hold
 //   pays, `user` svc's opaque id of the acting user, `store: false`, and the conversation sent whole as
 //   input items — svc keeps stored responses and resolves `previous_response_id` and item references
-//   itself (docs/decisions.md: the hold must bound the whole prompt, and a response must never be
+//   itself (docs/decisions/0040-responses-pass-through-keeps-the-conversation.md: the hold must bound the whole prompt, and a response must never be
 //   reachable from another organization through the provider account every organization shares);
 // - the provider's answer is relayed as it came, event by event, with svc's ids (the response's and its
 //   output items', so stored responses and item references work as by translation), the forced model,
