@@ -5,7 +5,7 @@ import { usageRecords } from '../src/db/schema.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { client } from './helpers/http.js';
 import { createUser, type TestUser } from './helpers/fixtures.js';
-import { eventually } from './helpers/webhook-receiver.js';
+import { eventually } from './helpers/eventually.js';
 import { TEST_PRICES } from './helpers/fake-upstream.js';
 import { detailOf, openAiErrorOf, rejectionOf } from './helpers/json.js';
 import type { MintedToken, Page, TokenRow, Verified } from './helpers/answers.js';

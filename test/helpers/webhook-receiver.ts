@@ -53,3 +53,7 @@ export function signatureValid(secret: string, header: string | string[] | undef
   const expected = createHmac('sha256', secret).update(`${t}.${body}`).digest();
   return timingSafeEqual(expected, Buffer.from(v1, 'hex'));
 }
+
+// The one polling helper lives in helpers/eventually.ts; re-exported for tests written against its
+// former home.
+export { eventually } from './eventually.js';
