@@ -3,12 +3,13 @@
 // docs/architecture.svg from the same cruise. Tests and benches exercise any module they need: the
 // rules about who may import what bind the service's own code (src/, oauth/, mcp/; not oauth/tools/).
 
-/** The ground: configuration, logging, ids, HTTP helpers, database, crypto primitives, the metric counters. */
-const GROUND = '^src/(config|log|ids)[.]ts$|^src/(http|db|crypto)/|^src/metrics/(registry|http|models)[.]ts$';
+/** The ground: configuration, logging, ids, HTTP helpers, database, crypto primitives, the metric counters, traces. */
+const GROUND =
+  '^src/(config|log|ids)[.]ts$|^src/(http|db|crypto|telemetry)/|^src/metrics/(registry|http|models)[.]ts$';
 /** Domains: every other folder of src/ (accounts, billing, models, portal…, and any new one), plus the OAuth and MCP faces. */
 const DOMAINS = '^src/[^/]+/|^oauth/|^mcp/';
 /** The entry points and the composition root: they see everything, nothing in the service sees them. */
-const ROOTS = '^src/(app|server|main|create-deps)[.]ts$';
+const ROOTS = '^src/(app|server|main|serve|create-deps)[.]ts$';
 /** What of oauth/ the rest may build on: verifying tokens (and the keys and resource names that takes), and
  *  the built-in client's id (oauth/builtin.ts: constants only). */
 const TOKEN_VERIFICATION = '^oauth/(verify|keys|resources|builtin)[.]ts$';
@@ -33,7 +34,7 @@ module.exports = {
       name: 'ground-imports-no-domain',
       severity: 'error',
       comment:
-        'The ground (config, log, ids, http helpers, db, crypto) is what domains stand on; it imports none of them. ' +
+        'The ground (config, log, ids, http helpers, db, crypto, telemetry) is what domains stand on; it imports none of them. ' +
         'src/deps.ts (the Deps type) is allowed: it is types only.',
       from: { path: GROUND },
       to: { path: `${DOMAINS}|${ROOTS}`, pathNot: GROUND },

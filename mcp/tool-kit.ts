@@ -5,6 +5,7 @@ import { AppError } from '../src/http/errors.js';
 import type { Actor } from '../src/projects/access.js';
 import { projectIdIn } from '../src/projects/schema.js';
 import type { McpGrant } from './guard.js';
+import { withToolSpan } from '../src/telemetry/spans.js';
 
 // What every platform tool module is written with: the context a tool runs in, how a tool body
 // becomes a result, the annotations and the argument schemas that several tools share. It sits below
@@ -95,7 +96,9 @@ export function defineTool<In extends z.ZodRawShape, Out extends z.ZodRawShape>(
     name,
     readOnly: config.annotations.readOnlyHint === true,
     register(server, ctx) {
-      server.registerTool(name, definition, (args) => runTool(ctx, () => run(ctx, args)));
+      server.registerTool(name, definition, (args) =>
+        withToolSpan(name, () => runTool(ctx, () => run(ctx, args))),
+      );
     },
   };
 }

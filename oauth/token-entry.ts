@@ -10,6 +10,7 @@ import { runSteps, type EntryStep } from '../src/http/entry-steps.js';
 import { oauthCors } from './cors.js';
 import { limitMetadataFetches } from './fetch-limit.js';
 import { TOKEN_PATH, tokenEndpoint, type TokenHttpRequest } from './token.js';
+import { nameRoute } from '../src/telemetry/spans.js';
 
 // The token request's own HTTP entry, ahead of Express, as the chat call has one
 // (src/models/chat-entry.ts): a refresh is small, and Express's prototypes and its walk through every
@@ -42,6 +43,7 @@ export function tokenEntry(deps: Deps, app: RequestListener): RequestListener {
   return (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== 'POST' || req.url !== TOKEN_PATH || !FORM.test(req.headers['content-type'] ?? ''))
       return app(req, res);
+    nameRoute(TOKEN_PATH); // the server span's name, as Express would give it (CONTRACT §1)
     const fail = (err: unknown) =>
       void asOutage(deps.db, err).then((e) => sendError(deps.log, e, req, res, 'oauth'));
     runSteps(steps, req, res, endpoint, fail);

@@ -5,6 +5,11 @@
 // statement that serves many at once: at most `maxInFlight` batches run together, and whatever arrives
 // meanwhile waits for the next one. Alone, a call goes at once in a batch of one, so it adds no latency
 // when the server is quiet.
+//
+// Traced (CONTRACT §1), a batch runs in the context of its first caller: its statement is a span of that
+// call's trace (src/telemetry/spans.ts), and the other callers' spans wait beside it.
+
+import { captureContext, runInContext } from '../telemetry/spans.js';
 
 export interface BatcherOptions {
   /** Batches running at once (1 keeps writes to one hot row in a single queue). */
@@ -28,7 +33,12 @@ export function createBatcher<I, O>(
 ): (input: I) => Promise<O> {
   const maxInFlight = options.maxInFlight ?? 1;
   const maxBatch = options.maxBatch ?? 256;
-  let queue: { input: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
+  let queue: {
+    input: I;
+    resolve: (o: O) => void;
+    reject: (e: unknown) => void;
+    context: ReturnType<typeof captureContext>;
+  }[] = [];
   let inFlight = 0;
 
   const runIsolated = async (inputs: I[]): Promise<(O | Error)[]> => {
@@ -67,7 +77,7 @@ export function createBatcher<I, O>(
       const batch = queue.length <= maxBatch ? queue : queue.slice(0, maxBatch);
       queue = queue.length <= maxBatch ? [] : queue.slice(maxBatch);
       inFlight++;
-      void runOne(batch).finally(() => {
+      void runInContext(batch[0]!.context, () => runOne(batch)).finally(() => {
         inFlight--;
         pump();
       });
@@ -76,7 +86,7 @@ export function createBatcher<I, O>(
 
   return (input) =>
     new Promise<O>((resolve, reject) => {
-      queue.push({ input, resolve, reject });
+      queue.push({ input, resolve, reject, context: captureContext() });
       pump();
     });
 }

@@ -15,6 +15,7 @@ import { balanceOf, settleOrKeep, signOutcome, voidCall, type CallOutcome } from
 import { completionTokensOf, countedUsage, StreamMeter } from './stream-meter.js';
 import type { ChatChunk, ChatCompletion, ProviderLeg, Usage } from './upstream/types.js';
 import { recordFirstByte } from '../metrics/models.js';
+import { tracedProvider } from './call-trace.js';
 
 // The one model call behind every front-end (issue 18 item 6): POST /v1/chat/completions (chat.ts),
 // POST /v1/responses (responses/) and POST /v1/messages (messages/) each turn their body into a chat
@@ -100,7 +101,7 @@ export async function modelCall(
   try {
     // Its lease taken back (self-fencing, src/models/liveness.ts) ends it the same way, with 503.
     const ended = AbortSignal.any([deleted.signal, lease.signal]);
-    const provider = frontEnd.provider ?? deps.models.upstream;
+    const provider = tracedProvider(deps, call, frontEnd.provider ?? deps.models.upstream);
     if (stream) await streamCall(deps, provider, call, req, res, writer, freeSlot, ended);
     else await jsonCall(deps, provider, call, res, writer, freeSlot, ended);
   } finally {

@@ -11,6 +11,7 @@ import { runSteps, type EntryStep } from '../http/entry-steps.js';
 import { startSpareAdmission, type ChatHttpRequest } from './chat-admission.js';
 import { credentialBeforeBody } from './chat-credential.js';
 import { chatCompletionsRoute } from './chat.js';
+import { nameRoute } from '../telemetry/spans.js';
 
 // The chat call's own HTTP entry, ahead of Express: nearly all the model traffic is
 // POST /v1/chat/completions, and Express cost it about 0.3 ms of its first streamed byte (A/B in
@@ -58,6 +59,7 @@ export function chatEntry(deps: Deps, auth: Auth, app: RequestListener): Request
 
   return (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== 'POST' || req.url !== CHAT_PATH) return app(req, res);
+    nameRoute(CHAT_PATH); // the server span's name, as Express would give it (CONTRACT §1)
     // A database outage is 503 with Retry-After, as on every route (src/db/outage.ts), never a 500.
     const fail = (err: unknown) =>
       void asOutage(deps.db, err).then((e) => sendError(deps.log, e, req, res, 'openai'));

@@ -7,6 +7,7 @@ import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './prici
 import type { ChatRequest } from './schema.js';
 import { countPrompt, promptUpperBound, type PartTokens } from './tokens.js';
 import type { ChatBody } from './upstream/types.js';
+import { markSpan } from '../telemetry/spans.js';
 
 // Reserve (CONTRACT §8): before a call, hold the most it can cost and cap its max tokens to what the hold
 // pays. A balance never goes below zero because the upstream is never allowed to write more than the
@@ -92,8 +93,12 @@ export async function prepareCall(
   const plan = planHold(deps, request);
   const { spares } = deps.models;
   const spare = spares.fit(actor.orgKey, await (claimed ?? spares.claim(actor.orgKey)), plan.maxCredits);
-  if (spare)
+  if (spare) {
+    // Its hold span says the hold was taken ahead, by the org's previous settle (CONTRACT §1).
+    const held = { 'svc.request_id': spare.requestId, 'svc.credits_held': spare.amount };
+    markSpan('svc.hold', { ...held, 'svc.hold.taken_ahead': true });
     return heldCall(deps, actor, request, stream, { ...plan, requestId: spare.requestId }, spare.amount);
+  }
   const reserve = () =>
     // Grouped with the other calls in flight (ModelServices.spend). Holds commit without waiting for the
     // WAL flush: only a call in flight across a database crash can lose its hold; its settle then fails

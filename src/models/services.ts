@@ -4,6 +4,8 @@ import type { PartTokens } from './tokens.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/client.js';
 import { createBatcher } from '../db/batch.js';
+import { spanned } from '../telemetry/spans.js';
+import { orgIdOf } from '../ids.js';
 import { admitMany, type AdmitInput, type Admission } from './admit.js';
 import {
   reserveMany,
@@ -78,13 +80,33 @@ export interface SpendBatchers {
  */
 export function createSpendBatchers(db: Db): SpendBatchers {
   const options = { maxInFlight: 1, isolateFailures: true };
+  // Each a span when traced (CONTRACT §1: the hold and the settle; docs/operations.md, Traces).
   return {
-    reserve: createBatcher<ReserveInput, { heldCredits: number }>(
-      (inputs) => reserveMany(db, inputs),
-      options,
+    reserve: spanned(
+      'svc.hold',
+      createBatcher<ReserveInput, { heldCredits: number }>((inputs) => reserveMany(db, inputs), options),
+      {
+        before: (i) => ({ 'svc.request_id': i.requestId, 'svc.org_id': orgIdOf(i.orgKey) }),
+        after: (o) => ({ 'svc.credits_held': o.heldCredits }),
+      },
     ),
-    admit: createBatcher<AdmitInput, Admission>((inputs) => admitMany(db, inputs), options),
-    settle: createBatcher<SettleInput, SettleResult>((inputs) => settleMany(db, inputs), options),
+    admit: spanned(
+      'svc.hold',
+      createBatcher<AdmitInput, Admission>((inputs) => admitMany(db, inputs), options),
+      {
+        // The token's live read and the hold in one statement (admit.ts).
+        before: (i) => ({ 'svc.request_id': i.requestId, 'svc.hold.with_token_read': true }),
+        after: (o) => ({ 'svc.hold.outcome': o.outcome, 'svc.credits_held': o.heldCredits }),
+      },
+    ),
+    settle: spanned(
+      'svc.settle',
+      createBatcher<SettleInput, SettleResult>((inputs) => settleMany(db, inputs), options),
+      {
+        before: (i) => ({ 'svc.request_id': i.requestId }),
+        after: (o) => ({ 'svc.credits_debited': o.debitedCredits }),
+      },
+    ),
   };
 }
 

@@ -13,6 +13,7 @@ import type { PreparedCall } from './metered.js';
 import { cachedPromptTokens, creditsFor } from './pricing.js';
 import type { Usage } from './upstream/types.js';
 import { recordModelCall } from '../metrics/models.js';
+import { modelCallSettled, modelCallSettleKept, modelCallVoided } from '../telemetry/model-call.js';
 
 // Settle (CONTRACT §8): after a call, debit its real cost (one `usage` transaction), never more than its
 // hold, or nothing when the provider failed (void). The hold was taken by metered.ts.
@@ -82,6 +83,12 @@ export async function settleCall(
     };
   }
   recordModelCall(outcome, performance.now() - call.startedAt, settled.debitedCredits);
+  // The call's span (src/telemetry/model-call.ts) ends with what the ledger debited.
+  modelCallSettled(call, {
+    inputTokens: usage.prompt_tokens,
+    outputTokens: usage.completion_tokens,
+    creditsDebited: settled.debitedCredits,
+  });
   return {
     requestId: call.requestId,
     usage,
@@ -133,9 +140,13 @@ export async function settleOrKeep(
   try {
     return await settleCall(deps, call, usage, how, (built) => (input = built));
   } catch (err) {
-    if (err instanceof AppError || !input) throw err;
+    if (err instanceof AppError || !input) {
+      modelCallVoided(call, err);
+      throw err;
+    }
     deps.log.warn({ err, requestId: call.requestId }, 'settle not written; kept and retried');
     deps.models.settles.keep({ kind: 'settle', input });
+    modelCallSettleKept(call, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens });
     return null;
   }
 }
@@ -146,6 +157,7 @@ export async function settleOrKeep(
  */
 export async function voidCall(deps: Deps, call: PreparedCall): Promise<void> {
   recordModelCall('failed', performance.now() - call.startedAt, 0);
+  modelCallVoided(call);
   await voidHold(deps.db, call.requestId).catch((err: unknown) => {
     deps.log.warn({ err, requestId: call.requestId }, 'void not written; kept and retried');
     deps.models.settles.keep({ kind: 'void', requestId: call.requestId });

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
 import { newId } from '../ids.js';
@@ -8,6 +9,8 @@ import { acquireLease } from '../models/lease.js';
 import { prepareCall } from '../models/metered.js';
 import { balanceOf, settleOrKeep, voidCall } from '../models/settle.js';
 import { StreamMeter } from '../models/stream-meter.js';
+import { tracedProvider } from '../models/call-trace.js';
+import { withSpan } from '../telemetry/spans.js';
 import type { ChatMessage } from '../models/upstream/types.js';
 import type { ServerFrame } from './frames.js';
 
@@ -32,6 +35,8 @@ export interface RunInput {
   recheck(): Promise<Actor>;
   signal: AbortSignal;
   toolTimeoutMs?: number;
+  /** The upgrade request's headers: its `traceparent`, when it has one, is the run span's parent. */
+  traceHeaders?: IncomingHttpHeaders;
 }
 
 export class RunAborted extends Error {}
@@ -41,7 +46,18 @@ const resultText = (status: string, result: unknown) => {
   return status === 'ok' ? text : `[${status}] ${text}`;
 };
 
-export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<void> {
+/** A run is a span of its own (CONTRACT §1), continuing the upgrade request's W3C trace context. */
+export function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<void> {
+  const attributes = {
+    'gen_ai.operation.name': 'invoke_agent',
+    'gen_ai.agent.name': input.agent.name,
+    'svc.run_id': input.runId,
+  };
+  const options = { kind: 'server' as const, attributes, parentHeaders: input.traceHeaders };
+  return withSpan(`invoke_agent ${input.agent.name}`, options, () => runSteps(deps, input, io));
+}
+
+async function runSteps(deps: Deps, input: RunInput, io: RunIO): Promise<void> {
   const { runId, agent, signal } = input;
   let actor = await input.recheck();
   const lease = await acquireLease(deps, actor.orgKey, 'run');
@@ -66,7 +82,8 @@ export async function runAgent(deps: Deps, input: RunInput, io: RunIO): Promise<
       );
       const meter = new StreamMeter(deps.models.modelId);
       try {
-        for await (const chunk of deps.models.upstream.stream(call.body, signal)) meter.observe(chunk, true);
+        const provider = tracedProvider(deps, call, deps.models.upstream, runId);
+        for await (const chunk of provider.stream(call.body, signal)) meter.observe(chunk, true);
       } catch (err) {
         if (signal.aborted) {
           // Dropped socket or cancel mid-call: billed for what was generated.

@@ -192,6 +192,7 @@ function handleConnection(
           recheck,
           signal: current.controller.signal,
           toolTimeoutMs: options.toolTimeoutMs,
+          traceHeaders: req.headers,
         },
         {
           send,
