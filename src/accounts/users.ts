@@ -1,6 +1,6 @@
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { memberships, orgs, users } from '../db/schema.js';
+import { isPersonId, memberships, orgs, users } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { newId, newOrgKey } from '../ids.js';
 import { hashPassword, passwordProblem } from './password.js';
@@ -78,7 +78,7 @@ export async function findUserByEmail(db: Db, email: string): Promise<UserRow | 
   const [user] = await db
     .select()
     .from(users)
-    .where(eq(users.email, normaliseEmail(email)));
+    .where(and(eq(users.email, normaliseEmail(email)), isPersonId(users.id)));
   return user;
 }
 

@@ -11,6 +11,7 @@ import { balance } from './commands/balance.js';
 import { mcpConfig } from './commands/mcp-config.js';
 import { chat } from './commands/chat.js';
 import { run } from './commands/run.js';
+import { registerServiceAccounts } from './commands/service-accounts.js';
 
 // The `svc` terminal client (docs/cli.md). Arguments are parsed by commander; each command is a small
 // function over its parsed options and an IO object (STYLE, "The terminal client"). Exit codes: errors.ts.
@@ -114,6 +115,7 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     .option('--command-timeout <seconds>', 'longest a command may run', '60')
     .option('--output-cap <bytes>', 'most output a command may return', String(64 * 1024))
     .action(act((words: string[], o: Parameters<typeof run>[2]) => run(io, words.join(' '), o)));
+  registerServiceAccounts(program, io, act);
 
   return program;
 }

@@ -4,6 +4,7 @@ import { accountRoutes } from './accounts.js';
 import { billingRoutes } from './billing.js';
 import { eventRoutes } from './events.js';
 import { budgetRoutes } from './budgets.js';
+import { serviceAccountRoutes } from './service-accounts.js';
 import { autoTopupRoutes } from './auto-topup.js';
 import { modelRoutes } from './models.js';
 import { oauthRoutes } from './oauth.js';
@@ -24,6 +25,7 @@ export const describedRoutes: DescribedRoute[] = [
   ...billingRoutes,
   ...eventRoutes,
   ...budgetRoutes,
+  ...serviceAccountRoutes,
   ...autoTopupRoutes,
   ...usageRoutes,
   ...auditRoutes,

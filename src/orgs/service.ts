@@ -2,7 +2,7 @@ import { and, asc, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { retryOnDeadlock } from '../db/deadlock.js';
-import { memberships, orgs, users, type Role } from '../db/schema.js';
+import { isPersonId, memberships, orgs, users, type Role } from '../db/schema.js';
 import { AppError, membershipUnavailable } from '../http/errors.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
 import { clientIdOf, newOrgKey } from '../ids.js';
@@ -120,7 +120,7 @@ export async function listMembers(db: Db, orgKey: string, page?: Page): Promise<
     })
     .from(memberships)
     .innerJoin(users, eq(users.id, memberships.userId))
-    .where(and(eq(memberships.orgId, orgKey), after))
+    .where(and(eq(memberships.orgId, orgKey), isPersonId(memberships.userId), after))
     .orderBy(asc(memberships.createdAt), asc(memberships.userId));
   return page ? members.limit(page.limit).offset(page.offset) : members;
 }
@@ -139,7 +139,7 @@ export async function addMemberByEmail(
   const [user] = await db
     .select()
     .from(users)
-    .where(eq(users.email, normaliseEmail(email)));
+    .where(and(eq(users.email, normaliseEmail(email)), isPersonId(users.id)));
   if (!user || !user.emailVerifiedAt)
     throw new AppError(404, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
   const row = await db.transaction(async (tx) => {

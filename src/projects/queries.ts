@@ -1,7 +1,7 @@
 import { and, asc, count, desc, eq, inArray, isNull, like, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import type { ReadLane } from '../db/lane.js';
-import { projectFiles, projectReports, projects, projectShares, users } from '../db/schema.js';
+import { isPersonId, projectFiles, projectReports, projects, projectShares, users } from '../db/schema.js';
 import { newId } from '../ids.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
 
@@ -218,7 +218,7 @@ export async function findUserByEmail(db: Db, email: string) {
   const [row] = await db
     .select({ id: users.id, email: users.email, verifiedAt: users.emailVerifiedAt })
     .from(users)
-    .where(eq(users.email, email.trim().toLowerCase()));
+    .where(and(eq(users.email, email.trim().toLowerCase()), isPersonId(users.id)));
   return row;
 }
 

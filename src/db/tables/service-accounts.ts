@@ -1,4 +1,5 @@
-import { index, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { sql, type SQL } from 'drizzle-orm';
+import { index, pgTable, text, timestamp, type AnyPgColumn } from 'drizzle-orm/pg-core';
 import { users } from './accounts.js';
 import { orgs } from './orgs.js';
 
@@ -27,3 +28,9 @@ export const serviceAccounts = pgTable(
   },
   (t) => [index('service_accounts_org_idx').on(t.orgId, t.createdAt)],
 );
+
+/**
+ * A user id that is a person, not a service account: lookups by e-mail (sign-in, reset, adding a member,
+ * sharing) and the member list never find a service account's backing row.
+ */
+export const isPersonId = (column: AnyPgColumn): SQL => sql`${column} not like 'sa\\_%'`;
