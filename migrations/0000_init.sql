@@ -44,6 +44,11 @@ CREATE TABLE "two_factor_challenges" (
 	CONSTRAINT "two_factor_challenges_token_hash_unique" UNIQUE("token_hash")
 );
 --> statement-breakpoint
+CREATE TABLE "used_trial_addresses" (
+	"address_hash" text PRIMARY KEY NOT NULL,
+	"recorded_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE "users" (
 	"id" text PRIMARY KEY NOT NULL,
 	"email" text NOT NULL,

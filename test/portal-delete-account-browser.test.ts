@@ -28,6 +28,7 @@ describe.skipIf(!haveChromium)('deleting the account', () => {
     const section = page.locator(`section:has(${card})`);
     expect(await section.textContent()).toContain('forfeits your 50,000 unspent tokens');
     expect(await section.textContent()).toContain('(personal)');
+    expect(await section.textContent()).toContain('the free trial is once per address');
     await expectAccessible(page);
     await expectNoSidewaysScroll(page);
 
@@ -45,6 +46,7 @@ describe.skipIf(!haveChromium)('deleting the account', () => {
     await page.waitForLoadState();
     expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Account deleted');
     expect(await page.getByRole('status').textContent()).toContain('50,000 unspent tokens were forfeited');
+    expect(await page.locator('.card').textContent()).toContain('starts without the free trial');
     expect(await page.locator('nav.site').count()).toBe(0);
     await expectAccessible(page);
     expect((await context.cookies()).map((c) => c.name)).not.toContain('__Host-svc_session');

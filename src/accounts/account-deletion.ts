@@ -14,6 +14,7 @@ import { AppError } from '../http/errors.js';
 import { debtOf } from '../billing/debt.js';
 import { revokeOrgTokens } from '../tokens/service.js';
 import { confirmPerson } from './reauthentication.js';
+import { recordUsedTrial } from './trial-addresses.js';
 import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js';
 
 // Deleting one's own account (issue 16 item 4; the rule is written out in docs/accounts.md "Deleting an
@@ -174,6 +175,9 @@ export async function deleteAccount(
     const credentials = await revokeCredentialsAfterPasswordChange(t, user.id);
     await t.delete(recoveryCodes).where(eq(recoveryCodes.userId, user.id));
     await t.delete(accountTokens).where(eq(accountTokens.userId, user.id));
+    // One trial per address (CONTRACT §8): the mailbox is remembered as a keyed hash, before the
+    // address itself is erased below.
+    await recordUsedTrial(t, deps.keys.hmac, user.email);
     // Anonymised, not deleted (see the top of this file). The e-mail is freed for a new registration;
     // `.invalid` is reserved (RFC 2606), so no mail can reach the placeholder. The password hash is no
     // hash at all: verifyPassword (./password.ts) answers false for it.

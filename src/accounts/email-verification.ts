@@ -5,6 +5,7 @@ import { AppError } from '../http/errors.js';
 import { verificationMail } from '../mail/templates.js';
 import { issueOneTimeToken, redeemOneTimeToken } from './one-time-tokens.js';
 import { registerAccount, type OrgRow, type RegisterInput, type UserRow } from './users.js';
+import { trialUsedBefore } from './trial-addresses.js';
 
 // Registration and e-mail verification (CONTRACT §4): a mail with {V2_URL}/account/verify?token=…,
 // single-use, 24 h. Until verified, auth.require answers 403 EMAIL_NOT_VERIFIED on every route but
@@ -29,7 +30,9 @@ export async function registerAndNotify(
   deps: Deps,
   input: RegisterInput,
 ): Promise<{ user: UserRow; org: OrgRow }> {
-  const created = await registerAccount(deps.db, input, deps.hooks.accountCreated);
+  const created = await registerAccount(deps.db, input, deps.hooks.accountCreated, {
+    trialUsedBefore: (tx, email) => trialUsedBefore(tx, deps.keys.hmac, email),
+  });
   try {
     await sendVerificationMail(deps, created.user);
   } catch (err) {

@@ -20,8 +20,14 @@ export interface RegisterInput {
 export type UserRow = typeof users.$inferSelect;
 export type OrgRow = typeof orgs.$inferSelect;
 
-/** Hooks run inside the registration transaction (billing grants the trial here: CONTRACT §8). */
-export type OnAccountCreated = (tx: Db, account: { user: UserRow; org: OrgRow }) => Promise<void>;
+/**
+ * Hooks run inside the registration transaction (billing grants the trial here: CONTRACT §8).
+ * `trialEligible` is false when a deleted account of the same mailbox already had the trial.
+ */
+export type OnAccountCreated = (
+  tx: Db,
+  account: { user: UserRow; org: OrgRow; trialEligible: boolean },
+) => Promise<void>;
 
 /**
  * The default organization's name says whose and that it is personal (issue 16 item 5), so a person
@@ -38,6 +44,10 @@ export async function registerAccount(
   db: Db,
   input: RegisterInput,
   onCreated: OnAccountCreated[] = [],
+  options: {
+    /** Answers, inside the transaction, whether this mailbox had a trial before (./trial-addresses.ts). */
+    trialUsedBefore?: (tx: Db, email: string) => Promise<boolean>;
+  } = {},
 ): Promise<{ user: UserRow; org: OrgRow }> {
   const problem = passwordProblem(input.password);
   if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
@@ -61,7 +71,8 @@ export async function registerAccount(
         })
         .returning();
       await tx.insert(memberships).values({ orgId: org!.id, userId: user.id, role: 'owner' });
-      for (const hook of onCreated) await hook(tx, { user, org: org! });
+      const trialEligible = !(await options.trialUsedBefore?.(tx, email));
+      for (const hook of onCreated) await hook(tx, { user, org: org!, trialEligible });
       return { user, org: org! };
     });
   } catch (err) {

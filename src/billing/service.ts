@@ -8,6 +8,7 @@ import { debtOf } from './debt.js';
 import {
   debtAccount,
   InsufficientFunds,
+  ensureDebtAccount,
   ensureOrgAccounts,
   ensurePool,
   grantToOrg,
@@ -157,12 +158,21 @@ export async function setAllocation(
   });
 }
 
-/** Registration hook: the trial, granted to the pool and allocated at once to the default client. */
+/**
+ * Registration hook: the trial, granted to the pool and allocated at once to the default client; once per
+ * address (CONTRACT §8): a mailbox whose deleted account had it gets none (its pool exists, empty).
+ */
 export async function grantTrial(
   tx: Db,
-  account: { user: { id: string }; org: { id: string } },
+  account: { user: { id: string }; org: { id: string }; trialEligible: boolean },
 ): Promise<void> {
   await ensurePool(tx, account.user.id);
+  if (!account.trialEligible) {
+    // The accounts a grant would have made, so the client is the same as any other at zero.
+    await ensureOrgAccounts(tx, account.org.id, account.user.id);
+    await ensureDebtAccount(tx, account.user.id);
+    return;
+  }
   await grantToOrg(tx, {
     key: `trial:${account.user.id}`,
     source: SOURCE_TRIAL,

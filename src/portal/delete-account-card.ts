@@ -53,7 +53,7 @@ ${preview.otherMemberships > 0 ? html`<li>ends your membership of ${preview.othe
 <li>forfeits your ${fmt(preview.forfeitedCredits)} unspent tokens;</li>
 <li>signs out every session and revokes every connected app and API token.</li>
 </ul>
-<p class="muted">Your past transactions stay in the organizations’ records under “Deleted account”. Your e-mail address is freed.</p>
+<p class="muted">Your past transactions stay in the organizations’ records under “Deleted account”. Your e-mail address is freed, but the free trial is once per address: a new account with it starts without trial tokens (it can buy tokens).</p>
 ${postForm(
   req,
   res,
@@ -73,6 +73,7 @@ export function showDeleted(req: Request, res: Response, forfeited: number, orga
     narrow: true,
     body: html`<div class="card"><h1>Account deleted</h1>
 <p role="status">Your account and the ${organizations} organization(s) you owned were deleted; ${fmt(forfeited)} unspent tokens were forfeited. Every session, app connection and API token was revoked.</p>
+<p>A new account with the same e-mail address starts without the free trial; it can buy tokens.</p>
 <p><a href="/account/register">Create a new account</a></p></div>`,
   });
 }

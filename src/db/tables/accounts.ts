@@ -120,3 +120,13 @@ export const rateLimits = pgTable('rate_limits', {
   points: integer('points').notNull().default(0),
   expire: bigint('expire', { mode: 'number' }),
 });
+
+/**
+ * Mailboxes that have had their trial, once the account that had it is deleted (CONTRACT §8: once per
+ * address). Only a keyed hash of the normalised address (src/accounts/trial-addresses.ts), never the
+ * address: the table cannot be read back into a list of former users.
+ */
+export const usedTrialAddresses = pgTable('used_trial_addresses', {
+  addressHash: text('address_hash').primaryKey(),
+  recordedAt: timestamp('recorded_at', { withTimezone: true }).notNull().defaultNow(),
+});
