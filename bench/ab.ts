@@ -15,6 +15,9 @@
 // once it serves (a setting of one function, say). Per side: p50/p90/p99 and their excess over
 // `direct`, and CPU per call of its svc process and of all PostgreSQL processes (bench/proc-cpu.ts).
 // `BENCH_CPU_PROF=<file>` in a side's environment writes that side's V8 CPU profile (bench/cpu-profile.ts).
+// BENCH_AB_TRACES=1: tracing off on side A, on on side B (CONTRACT §1): B exports its spans over OTLP/HTTP
+// (the default protobuf) to a sink this process serves, which answers 200 and counts what came; the run
+// fails when B exported nothing. Both sides otherwise alike: the cost of tracing on, per call.
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -24,6 +27,7 @@ import { repoRoot, startChild, stopChild, type ProxySvcInfo } from './children.j
 import { knob, namedDatabaseUrl } from './knobs.js';
 import { backendsSpentUs, postgresProcessesCpuUs, processCpuUs } from './proc-cpu.js';
 import { pacedBlock, percentile } from './proxy-paced.js';
+import { startOtlpSink } from './otlp-sink.js';
 
 const databaseUrl = namedDatabaseUrl() ?? 'postgres://postgres@127.0.0.1:5432/test';
 const firstByte = process.env.BENCH_AB_MODE === 'first-byte';
@@ -71,9 +75,17 @@ async function runOnNewestSvcDatabase(statement: string) {
   await b.end();
 }
 
+const sink = process.env.BENCH_AB_TRACES === '1' ? await startOtlpSink() : null;
+const tracedEnv = sink
+  ? `OTEL_EXPORTER_OTLP_ENDPOINT=${sink.url},OTEL_SERVICE_NAME=svc-bench-b${process.env.BENCH_AB_B_ENV ? ',' : ''}`
+  : '';
 const fake = await startChild(['--import', 'tsx', here('./proxy.ts')], { BENCH_ROLE: 'fake' });
 const sideA = await startSide(process.env.BENCH_AB_A_TREE, process.env.BENCH_AB_A_ENV, fake.info.url);
-const sideB = await startSide(process.env.BENCH_AB_B_TREE, process.env.BENCH_AB_B_ENV, fake.info.url);
+const sideB = await startSide(
+  process.env.BENCH_AB_B_TREE,
+  tracedEnv + (process.env.BENCH_AB_B_ENV ?? ''),
+  fake.info.url,
+);
 if (process.env.BENCH_AB_B_SQL) await runOnNewestSvcDatabase(process.env.BENCH_AB_B_SQL);
 const floor = await startChild(['--import', 'tsx', here('./floor-proxy.ts')], {
   FLOOR_DATABASE_URL: databaseUrl,
@@ -149,6 +161,7 @@ try {
   }
 } finally {
   await Promise.all([sideA, sideB, floor, fake].map((c) => stopChild(c.child)));
+  await sink?.close();
 }
 
 const direct = times.get('direct')!.sort((a, b) => a - b);
@@ -176,3 +189,12 @@ console.table(
     }),
   ),
 );
+if (sink) {
+  process.stdout.write(
+    `\nside B traced: ${sink.exports} OTLP exports, ${(sink.bytes / 1024).toFixed(0)} KB (side A untraced)\n`,
+  );
+  if (sink.exports === 0) {
+    process.stderr.write('side B exported no spans: tracing did not start\n');
+    process.exitCode = 1;
+  }
+}

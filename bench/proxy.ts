@@ -35,6 +35,10 @@ if (role === 'fake') {
   setInterval(() => fake.requests.splice(0), 1000).unref();
   announce({ url: fake.url });
 } else if (role === 'svc') {
+  // An OTLP endpoint in its environment (bench -- ab with BENCH_AB_TRACES=1): traced as src/main.ts
+  // traces, started before the server's modules load (CONTRACT §1).
+  const { tracesConfigured } = await import('../src/telemetry/spans.js');
+  if (tracesConfigured(process.env)) (await import('../src/telemetry/start.js')).startTracing();
   const { startTestServer } = await import('../test/helpers/server.js');
   const { createUser, createApiToken } = await import('../test/helpers/fixtures.js');
   const { setOrgBalance } = await import('../test/helpers/billing.js');
