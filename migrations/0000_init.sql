@@ -325,6 +325,7 @@ CREATE TABLE "oauth_codes" (
 	"resources" jsonb NOT NULL,
 	"issuer" text NOT NULL,
 	"all_orgs" boolean DEFAULT false NOT NULL,
+	"scope" text,
 	"expires_at" timestamp with time zone NOT NULL,
 	"used_at" timestamp with time zone,
 	"grant_ids" jsonb

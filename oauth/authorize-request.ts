@@ -1,7 +1,7 @@
 import type { Deps } from '../src/deps.js';
 import type { OAuthResource } from '../src/db/schema.js';
 import { findClient, redirectUriAllowed, type OAuthClient } from './clients.js';
-import { OAuthProtocolError, requestedResources, singleValue } from './params.js';
+import { approvalScope, OAuthProtocolError, requestedResources, singleValue } from './params.js';
 
 // Validation of an authorization request (RFC 6749 §4.1.1, RFC 7636, RFC 8707, RFC 9207), in the order
 // RFC 9700 asks for: until the client and its redirect URI are established nothing is redirected (an
@@ -15,6 +15,8 @@ export interface AuthorizationRequest {
   state: string | undefined;
   codeChallenge: string;
   resources: OAuthResource[];
+  /** What an approval grants, one scope per resource (oauth/params.ts approvalScope). */
+  scope: string;
 }
 
 export type Validated =
@@ -89,7 +91,11 @@ export async function validateAuthorizationRequest(
     if (!CODE_CHALLENGE.test(challenge))
       return fail('invalid_request', 'code_challenge is not a base64url SHA-256 value');
     const resources = requestedResources(origin, query);
-    return { kind: 'ok', request: { client, redirectUri, state, codeChallenge: challenge, resources } };
+    const scope = approvalScope(resources, query);
+    return {
+      kind: 'ok',
+      request: { client, redirectUri, state, codeChallenge: challenge, resources, scope },
+    };
   } catch (err) {
     if (err instanceof OAuthProtocolError) return fail(err.error, err.message);
     throw err;

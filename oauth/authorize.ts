@@ -44,6 +44,13 @@ const RESOURCE_TEXT: Record<OAuthResource, { title: string; text: string }> = {
     text: 'Use your projects, reports, files and shares through the platform tool endpoint (/mcp/platform).',
   },
 };
+/** The platform grant of a `platform:read` request (CONTRACT §10). */
+const PLATFORM_READ_TEXT = {
+  title: 'Platform tools, read only',
+  text: 'Read your projects, reports, files and shares through the platform tool endpoint (/mcp/platform); it cannot change anything.',
+};
+const resourceText = (r: OAuthResource, scope: string) =>
+  r === 'platform' && scope.split(' ').includes('platform:read') ? PLATFORM_READ_TEXT : RESOURCE_TEXT[r];
 
 function provenance(request: AuthorizationRequest): SafeHtml {
   const c = request.client;
@@ -124,7 +131,7 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
 ${csrfField(req, res)}
 <h2>It asks for</h2>
 <ul>
-${request.resources.map((r) => html`<li><strong>${RESOURCE_TEXT[r].title}</strong> — ${RESOURCE_TEXT[r].text} <span class="muted">(${resourceUrl(origin, r)})</span></li>`)}
+${request.resources.map((r) => html`<li><strong>${resourceText(r, request.scope).title}</strong> — ${resourceText(r, request.scope).text} <span class="muted">(${resourceUrl(origin, r)})</span></li>`)}
 </ul>
 <div class="field">
 <label for="f-client_id">Organization to act for</label>
@@ -180,6 +187,7 @@ ${request.client.source === 'builtin' ? html`<p class="hint">The svc command-lin
       redirectUri: request.redirectUri,
       codeChallenge: request.codeChallenge,
       resources: request.resources,
+      scope: request.scope,
       issuer: origin,
       // The organization boundary (CONTRACT §7): svc-cli spans every membership anyway (grants.ts).
       allOrgs: allOrganizationsTicked(form),

@@ -25,6 +25,8 @@ export interface NewCode {
   issuer: string;
   /** "All my organizations" ticked on the consent page (the grants' allOrgs). */
   allOrgs: boolean;
+  /** What the approval grants, one scope per resource (oauth/params.ts approvalScope). */
+  scope: string;
 }
 
 export async function createCode(db: Db, hmacKey: Buffer, input: NewCode): Promise<string> {
@@ -39,6 +41,7 @@ export async function createCode(db: Db, hmacKey: Buffer, input: NewCode): Promi
     resources: input.resources,
     issuer: input.issuer,
     allOrgs: input.allOrgs,
+    scope: input.scope,
     expiresAt: new Date(Date.now() + CODE_TTL_SECONDS * 1000),
   });
   return code;

@@ -6,7 +6,13 @@ import { requestOrigin } from '../src/http/origin.js';
 import { createDeviceAuthorization, pollDeviceCode } from '../src/device/store.js';
 import { authenticateClient } from './client-auth.js';
 import { DEVICE_CODE_GRANT } from './metadata.js';
-import { namedAmongApproved, OAuthProtocolError, parseResources, requestedResources } from './params.js';
+import {
+  approvalScope,
+  namedAmongApproved,
+  OAuthProtocolError,
+  parseResources,
+  requestedResources,
+} from './params.js';
 import { issueApproval } from './token-issue.js';
 import {
   asLibraryError,
@@ -70,6 +76,7 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
       userId: poll.row.userId!,
       orgKey: poll.row.orgId!,
       allOrgs: poll.row.allOrgs,
+      scope: poll.row.scope,
       issuer: ctx.issuer,
       resources,
       named,
@@ -99,7 +106,7 @@ export function deviceAuthorizationRoutes(deps: Deps): Router {
       oauthClientId: client.clientId,
       issuer: origin,
       resources,
-      scope: resources.join(' '),
+      scope: approvalScope(resources, body),
     });
     const verificationUri = `${origin}/account/device`;
     res.json({

@@ -8,6 +8,7 @@ import { orgIdOf, randomToken } from '../src/ids.js';
 import { signJws } from './keys.js';
 import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { resourceUrl } from './resources.js';
+import { grantScopeOf } from './params.js';
 
 // Grants (one row per approved resource, CONTRACT §7) and the tokens minted for them: RFC 9068 access
 // tokens (typ at+jwt, ES256, 15 min) and refresh tokens stored as HMAC.
@@ -17,8 +18,6 @@ export const REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 60 * 60;
 
 export type GrantRow = typeof oauthGrants.$inferSelect;
 
-export const scopeOf = (resource: OAuthResource): string => resource;
-
 export interface NewGrant {
   clientId: string;
   userId: string;
@@ -26,6 +25,8 @@ export interface NewGrant {
   issuer: string;
   /** "All my organizations" ticked on the consent or device page. */
   allOrgs?: boolean;
+  /** The approval's scope (oauth/params.ts approvalScope); absent: each resource's full scope. */
+  scope?: string | null;
 }
 
 /**
@@ -51,7 +52,7 @@ export async function createGrants(
         userId: input.userId,
         org: input.orgKey,
         resource,
-        scope: scopeOf(resource),
+        scope: grantScopeOf(resource, input.scope),
         issuer: input.issuer,
         allOrgs: grantSpansAllOrgs(input),
       })),

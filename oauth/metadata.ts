@@ -26,7 +26,7 @@ export function authorizationServerMetadata(origin: string) {
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     introspection_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
-    scopes_supported: ['model', 'platform'],
+    scopes_supported: ['model', 'platform', 'platform:read'],
     authorization_response_iss_parameter_supported: true,
     client_id_metadata_document_supported: true,
   };
@@ -36,7 +36,7 @@ export function protectedResourceMetadata(origin: string, resource: OAuthResourc
   return {
     resource: resourceUrl(origin, resource),
     authorization_servers: [origin],
-    scopes_supported: [resource],
+    scopes_supported: resource === 'platform' ? ['platform', 'platform:read'] : [resource],
     bearer_methods_supported: ['header'],
   };
 }

@@ -58,18 +58,47 @@ export function parseResources(origin: string, value: unknown): OAuthResource[] 
   return OAUTH_RESOURCES.filter((r) => out.has(r));
 }
 
-/** Scope values that name resources; `offline_access` is tolerated (refresh tokens are always issued). */
+/** The scopes a request may name, and the resource each is for (CONTRACT §7). */
+const SCOPE_RESOURCE: Record<string, OAuthResource> = {
+  model: 'model',
+  platform: 'platform',
+  'platform:read': 'platform',
+};
+
+/**
+ * Scope values that name resources; `offline_access` is tolerated (refresh tokens are always issued).
+ * `platform:read` names the platform resource, read-only (CONTRACT §10).
+ */
 export function parseScope(value: unknown): OAuthResource[] | null {
   const s = singleValue(value, 'scope');
   if (s === undefined || s.trim() === '') return null;
   const out = new Set<OAuthResource>();
   for (const item of s.split(' ').filter(Boolean)) {
     if (item === 'offline_access') continue;
-    if (!(OAUTH_RESOURCES as readonly string[]).includes(item))
+    const resource = SCOPE_RESOURCE[item];
+    if (!resource)
       throw new OAuthProtocolError('invalid_scope', `unknown scope ${JSON.stringify(item.slice(0, 100))}`);
-    out.add(item as OAuthResource);
+    out.add(resource);
   }
   return out.size ? OAUTH_RESOURCES.filter((r) => out.has(r)) : null;
+}
+
+/**
+ * The scope a grant of `resource` carries, given the scope the request asked for: `platform:read` when
+ * the request named it and not `platform` as well (asking for both is asking for all), else the
+ * resource's own scope.
+ */
+export function grantScopeOf(resource: OAuthResource, requested: string | null | undefined): string {
+  const items = requested?.split(' ') ?? [];
+  if (resource === 'platform' && items.includes('platform:read') && !items.includes('platform'))
+    return 'platform:read';
+  return resource;
+}
+
+/** What an approval grants, one scope per resource (stored on the code or device code until issuance). */
+export function approvalScope(resources: readonly OAuthResource[], query: { scope?: unknown }): string {
+  const requested = singleValue(query.scope, 'scope');
+  return resources.map((r) => grantScopeOf(r, requested)).join(' ');
 }
 
 /** The resources an authorization or device request asks for: resources narrowed by scope. */

@@ -41,6 +41,8 @@ export async function issueApproval(
     named: OAuthResource[] | null;
     /** "All my organizations" ticked at approval (grants.ts grantSpansAllOrgs); default false. */
     allOrgs?: boolean;
+    /** The approval's scope (oauth/params.ts approvalScope); absent: each resource's full scope. */
+    scope?: string | null;
     /** The code that approved it: the grants are recorded on it so a replay can revoke them. */
     codeHash?: string;
   },

@@ -179,6 +179,7 @@ export function createTokenModel(ctx: RequestContext) {
           userId: code.userId,
           orgKey: code.org,
           allOrgs: code.allOrgs,
+          scope: code.scope,
           issuer,
           resources: codeResources,
           named: parseResources(issuer, ctx.body.resource),

@@ -109,13 +109,13 @@ describe('discovery (RFC 8414, RFC 9728)', () => {
       ],
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
-      scopes_supported: ['model', 'platform'],
+      scopes_supported: ['model', 'platform', 'platform:read'],
       authorization_response_iss_parameter_supported: true,
       client_id_metadata_document_supported: true,
     });
-    for (const [path, scope] of [
-      ['mcp/platform', 'platform'],
-      ['v1', 'model'],
+    for (const [path, scopes] of [
+      ['mcp/platform', ['platform', 'platform:read']],
+      ['v1', ['model']],
     ] as const) {
       const prm = await oauth.processResourceDiscoveryResponse(
         new URL(`${origin}/${path}`),
@@ -124,7 +124,7 @@ describe('discovery (RFC 8414, RFC 9728)', () => {
       expect(prm).toEqual({
         resource: `${origin}/${path}`,
         authorization_servers: [origin],
-        scopes_supported: [scope],
+        scopes_supported: scopes,
         bearer_methods_supported: ['header'],
       });
     }

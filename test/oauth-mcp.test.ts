@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import {
+  auth,
+  extractWWWAuthenticateParams,
+  type OAuthClientProvider,
+} from '@modelcontextprotocol/sdk/client/auth.js';
 import type {
   OAuthClientInformationMixed,
   OAuthClientMetadata,
@@ -79,9 +83,12 @@ class TestProvider implements OAuthClientProvider {
   saveTokens(tokens: OAuthTokens) {
     this.saved = tokens;
   }
+  /** The consent pages the "browser" was shown. */
+  pages: string[] = [];
   async redirectToAuthorization(url: URL) {
     // The "browser": the signed-in user approves on the consent page; the code comes back on the redirect.
     const result = await driveConsent(url.href, user.session, { org: this.consentOrg });
+    this.pages.push(result.page);
     const back = new URL(result.location!);
     expect(back.searchParams.get('iss')).toBe(server.v2Url);
     expect(back.searchParams.get('state')).toBe('mcp-state');
@@ -142,6 +149,78 @@ describe('MCP SDK auth() for /mcp/platform', () => {
     const text = await page.text();
     expect(text).toContain('Editor via metadata document');
     expect(text).toContain(`metadata document at <strong>${new URL(docBase).host}</strong>`);
+  });
+});
+
+describe('platform:read and step-up (CONTRACT §10)', () => {
+  const serverUrl = () => `${server.v2Url}/mcp/platform`;
+  const callTool = (token: string, name: string, args: Record<string, unknown>) =>
+    fetch(serverUrl(), {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name, arguments: args },
+      }),
+    });
+
+  it('grants read only when asked, says so on the consent page, and steps up to platform on a 403', async () => {
+    const provider = new TestProvider();
+    expect(await auth(provider, { serverUrl: serverUrl(), scope: 'platform:read' })).toBe('REDIRECT');
+    expect(provider.pages[0]).toContain('Platform tools, read only');
+    expect(await auth(provider, { serverUrl: serverUrl(), authorizationCode: provider.code! })).toBe(
+      'AUTHORIZED',
+    );
+    expect(provider.saved!.scope).toBe('platform:read');
+    const read = provider.saved!.access_token;
+    expect((await callTool(read, 'list_projects', {})).status).toBe(200);
+
+    // A tool that writes: 403 naming the scope to ask for, which the client asks for in a new authorization.
+    const refused = await callTool(read, 'create_project', { name: 'needs platform' });
+    expect(refused.status).toBe(403);
+    const { scope, resourceMetadataUrl } = extractWWWAuthenticateParams(refused);
+    expect(scope).toBe('platform');
+    // A refresh would only renew the read-only grant: the client authorizes again for the scope named.
+    provider.saved = undefined;
+    expect(await auth(provider, { serverUrl: serverUrl(), scope, resourceMetadataUrl })).toBe('REDIRECT');
+    expect(provider.pages[1]).not.toContain('read only');
+    expect(await auth(provider, { serverUrl: serverUrl(), authorizationCode: provider.code! })).toBe(
+      'AUTHORIZED',
+    );
+    expect(provider.saved!.scope).toBe('platform');
+    const created = await callTool(provider.saved!.access_token, 'create_project', { name: 'after step-up' });
+    expect(created.status).toBe(200);
+    expect(await created.text()).toContain('after step-up');
+    // The read-only grant is its own: it still verifies, with its scope.
+    const introspected = await verifyAccessToken(server.deps, read, {
+      resource: 'platform',
+      origin: server.v2Url,
+    });
+    expect(introspected.scope).toBe('platform:read');
+  });
+
+  it('names read only on the device page of a platform:read device request', async () => {
+    const started = await fetch(`${server.v2Url}/oauth/device_authorization`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        client_id: 'svc-cli',
+        resource: serverUrl(),
+        scope: 'platform:read',
+      }).toString(),
+    });
+    expect(started.status).toBe(200);
+    const { user_code } = (await started.json()) as { user_code: string };
+    const page = await fetch(`${server.v2Url}/account/device?user_code=${encodeURIComponent(user_code)}`, {
+      headers: { cookie: sessionCookie(user.session) },
+    });
+    expect(await page.text()).toContain('Platform tools, read only');
   });
 });
 

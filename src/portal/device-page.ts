@@ -43,12 +43,22 @@ const RESOURCE_LABELS: Record<string, string> = {
   platform: 'Platform tools (projects, reports, files)',
   model: 'Model access (chat completions, billed to the organization)',
 };
+/** A `platform:read` request (CONTRACT §10). */
+const PLATFORM_READ_LABEL = 'Platform tools, read only (projects, reports, files; nothing can be changed)';
 
 function resourceLabel(resource: string): string {
   if (RESOURCE_LABELS[resource]) return RESOURCE_LABELS[resource];
   if (resource.endsWith('/mcp/platform')) return RESOURCE_LABELS.platform!;
   if (resource.endsWith('/v1')) return RESOURCE_LABELS.model!;
   return resource;
+}
+
+/** A resource as the page names it; the platform one says "read only" for a `platform:read` request. */
+function deviceResourceLabel(resource: string, scope: string | null): string {
+  const label = resourceLabel(resource);
+  return label === RESOURCE_LABELS.platform && scope?.split(' ').includes('platform:read')
+    ? PLATFORM_READ_LABEL
+    : label;
 }
 
 /** The code as the device shows it (XXXX-XXXX), for display only. */
@@ -103,7 +113,7 @@ export function devicePageRoutes(deps: Deps, auth: Auth): Router {
     const requester =
       row.flow === 'oauth'
         ? html`<p>The application <strong>${row.oauthClientId ?? 'unknown'}</strong> asks to act for you.</p>
-<h2>It will get</h2><ul>${(row.resources?.length ? row.resources : ['model', 'platform']).map((r) => html`<li>${resourceLabel(r)}</li>`)}</ul>`
+<h2>It will get</h2><ul>${(row.resources?.length ? row.resources : ['model', 'platform']).map((r) => html`<li>${deviceResourceLabel(r, row.scope)}</li>`)}</ul>`
         : html`<p>A terminal asks to sign in as you. It will receive an API credential for the organization you choose; any earlier credential of yours there is replaced.</p>`;
     const viewer = principalOf(req).userId;
     const options = orgs.map(

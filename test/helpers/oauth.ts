@@ -10,12 +10,25 @@ import type { TestServer } from './server.js';
 export async function issueTestGrants(
   server: TestServer,
   user: { userId: string },
-  opts: { orgKey: string; resources: OAuthResource[]; origin?: string; clientId?: string },
+  opts: {
+    orgKey: string;
+    resources: OAuthResource[];
+    origin?: string;
+    clientId?: string;
+    /** The approval's scope, e.g. `platform:read` (oauth/params.ts approvalScope); default: full scopes. */
+    scope?: string;
+  },
 ): Promise<{ platform?: string; model?: string; grantIds: Partial<Record<OAuthResource, string>> }> {
   const issuer = opts.origin ?? server.v2Url;
   const grants = await createGrants(
     server.deps.db,
-    { clientId: opts.clientId ?? BUILTIN_CLI_CLIENT_ID, userId: user.userId, orgKey: opts.orgKey, issuer },
+    {
+      clientId: opts.clientId ?? BUILTIN_CLI_CLIENT_ID,
+      userId: user.userId,
+      orgKey: opts.orgKey,
+      issuer,
+      scope: opts.scope,
+    },
     opts.resources,
   );
   const out: { platform?: string; model?: string; grantIds: Partial<Record<OAuthResource, string>> } = {

@@ -87,6 +87,8 @@ export const oauthCodes = pgTable('oauth_codes', {
   issuer: text('issuer').notNull(),
   /** "All my organizations" was ticked on the consent page (oauthGrants.allOrgs). */
   allOrgs: boolean('all_orgs').notNull().default(false),
+  /** What the approval grants, one scope per resource (`platform:read` for a read-only platform grant). */
+  scope: text('scope'),
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
   usedAt: timestamp('used_at', { withTimezone: true }),
   grantIds: jsonb('grant_ids').$type<string[]>(),
