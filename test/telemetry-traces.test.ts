@@ -275,5 +275,33 @@ describe.runIf(storageMode() === 'postgres')(
       for (const secret of [PROMPT, ANSWER, key]) expect(everything).not.toContain(secret);
       expect(svc.alive()).toBe(true);
     });
+
+    it('by default in protobuf, to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given', async () => {
+      // The specification's default protocol; protobuf keeps strings as their UTF-8 bytes, so the span
+      // names are found in the raw bodies (and the prompt is not).
+      const raw = await startOtlpReceiver();
+      const plain = await startChildSvc(
+        fake.env({
+          DATABASE_URL: server.databaseUrl!,
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${raw.url}/v1/traces`,
+          OTEL_BSP_SCHEDULE_DELAY: '50',
+        }),
+      );
+      try {
+        const openai = new OpenAI({ apiKey: key, baseURL: `${plain.url}/v1` });
+        await openai.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: PROMPT }] });
+        const exported = (name: string) => raw.bodies.some((b) => b.includes(name));
+        await waitUntil(
+          () => exported('chat svc-test-model') && exported('POST /v1/chat/completions'),
+          15_000,
+        );
+        expect(raw.contentTypes.every((t) => t === 'application/x-protobuf')).toBe(true);
+        const everything = raw.bodies.join('\n');
+        for (const secret of [PROMPT, ANSWER, key]) expect(everything).not.toContain(secret);
+      } finally {
+        await plain.kill();
+        await raw.close();
+      }
+    });
   },
 );
