@@ -12,7 +12,7 @@ import { queryRows } from '../src/db/client.js';
 import { accountBalance, poolAccount } from '../src/billing/ledger.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { setAllocation } from '../src/billing/service.js';
-import { countPrompt } from '../src/models/tokens.js';
+import { countedCall } from './helpers/counted.js';
 import type { CreatedClient } from './helpers/answers.js';
 import { parseAs } from './helpers/json.js';
 import { eventually } from './helpers/eventually.js';
@@ -71,6 +71,7 @@ const openHolds = async (orgKey: string) =>
 
 interface Seen {
   delivered: number;
+  text: string;
   usage: { prompt_tokens: number; completion_tokens: number } | null;
   error: unknown;
 }
@@ -82,7 +83,7 @@ const errorCode = (s: Seen) => (s.error instanceof OpenAI.APIError ? s.error.cod
 async function slowStreams(sdk: OpenAI, prompts: string[]) {
   fake.chunkDelayMs = 40;
   fake.reply = () => ({ content: words(60), promptTokens: 10 });
-  const seen: Seen[] = prompts.map(() => ({ delivered: 0, usage: null, error: null }));
+  const seen: Seen[] = prompts.map(() => ({ delivered: 0, text: '', usage: null, error: null }));
   const streams = await Promise.all(
     prompts.map((content) =>
       sdk.chat.completions.create({
@@ -101,16 +102,18 @@ async function slowStreams(sdk: OpenAI, prompts: string[]) {
 
 /**
  * Each ended stream: the OpenAI error event `client_deleted`, no usage chunk, part of its 60 words. Its
- * cost is what it delivered (the stream meter's count: prompt counted by svc, 2 tokens a word).
+ * cost is its prompt and what it delivered, counted with the tokenizer (CONTRACT §9).
  */
-function endedCosts(seen: Seen[], prompts: string[]): number[] {
-  return seen.map((s, i) => {
-    expect(errorCode(s)).toBe('client_deleted');
-    expect(s.usage).toBeNull();
-    expect(s.delivered).toBeGreaterThan(0);
-    expect(s.delivered).toBeLessThan(60);
-    return countPrompt([{ role: 'user', content: prompts[i]! }], undefined) + 2 * s.delivered;
-  });
+async function endedCosts(seen: Seen[], prompts: string[]): Promise<number[]> {
+  return Promise.all(
+    seen.map(async (s, i) => {
+      expect(errorCode(s)).toBe('client_deleted');
+      expect(s.usage).toBeNull();
+      expect(s.delivered).toBeGreaterThan(0);
+      expect(s.delivered).toBeLessThan(60);
+      return (await countedCall({ messages: [{ role: 'user', content: prompts[i]! }] }, s.text)).debit;
+    }),
+  );
 }
 
 /** Reads a stream to its end (or its error), counting content chunks and keeping the usage chunk. */
@@ -118,7 +121,10 @@ function consume(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChu
   return (async () => {
     try {
       for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta.content) seen.delivered++;
+        if (chunk.choices[0]?.delta.content) {
+          seen.delivered++;
+          seen.text += chunk.choices[0].delta.content;
+        }
         if (chunk.usage) seen.usage = chunk.usage;
       }
     } catch (err) {
@@ -188,7 +194,7 @@ describe('deleting a client with calls in flight (issue 21 item 1)', () => {
 
     // The calls in flight are ended, not run to their end: each gets the error event, none [DONE].
     await done;
-    const cost = endedCosts(seen, prompts);
+    const cost = await endedCosts(seen, prompts);
     await waitFor('every hold of the deleted client to close', async () => (await openHolds(b.orgKey)) === 0);
     const rows = await usageOf(b.orgKey);
     const debited = rows.reduce((s, r) => s + Number(r.amount), 0);
@@ -206,27 +212,31 @@ describe('deleting a client with calls in flight (issue 21 item 1)', () => {
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
-  it('a call ended before any output is voided back to the pool; the deleted client is never charged', async () => {
-    const b = await newClient('Deleted with a failing call');
+  it('a call ended before any output is billed its prompt, which the provider had, from the pool', async () => {
+    const b = await newClient('Deleted with a waiting call');
     await setOrgBalance(server, b.orgKey, 5_000);
     const sdk = new OpenAI({ apiKey: b.key, baseURL: `${server.url}/v1`, maxRetries: 0, timeout: 60_000 });
     fake.headersDelayMs = 1_500;
-    fake.failStatus = 500;
     const poolBefore = await pool();
-    const call = sdk.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] }).then(
+    const sent = fake.requests.length;
+    const messages = [{ role: 'user' as const, content: 'a prompt the provider reads before it answers' }];
+    const call = sdk.chat.completions.create({ model: 'm', messages }).then(
       () => null,
       (e: { status?: number }) => e.status,
     );
-    await waitFor('the call to be held', async () => (await orgAccountRow(server, b.orgKey)).held > 0);
+    await waitFor('the provider to have the call', () => fake.requests.length > sent);
     expect(
       (await client(server.url).delete(`/v1/clients/${b.clientId}`, { token: owner.session })).status,
     ).toBe(200);
-    // Ended by the deletion while it waited for its provider: 403 client_deleted, nothing delivered.
+    // Ended by the deletion while it waited for its provider: 403 client_deleted, nothing delivered; the
+    // provider read the prompt, so the prompt is billed, counted with the tokenizer (CONTRACT §9).
     expect(await call).toBe(403);
     await waitFor('the hold to close', async () => (await openHolds(b.orgKey)) === 0);
-    expect(await usageOf(b.orgKey)).toEqual([]);
+    const { prompt } = await countedCall(fake.requests.at(-1)!.body, '');
+    const rows = await usageOf(b.orgKey);
+    expect(rows.map((r) => Number(r.amount))).toEqual([prompt]);
     const after = await pool();
-    expect(after).toMatchObject({ balance: poolBefore.balance + 5_000, held: poolBefore.held });
+    expect(after).toMatchObject({ balance: poolBefore.balance + 5_000 - prompt, held: poolBefore.held });
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
@@ -304,7 +314,7 @@ describe('deleting a client with calls in flight (issue 21 item 1)', () => {
           (await client(server.url).delete(`/v1/clients/${b.clientId}`, { token: owner.session })).status,
         ).toBe(200);
         await done;
-        const expected = endedCosts(seen, prompts).reduce((s, c) => s + c, 0);
+        const expected = (await endedCosts(seen, prompts)).reduce((s, c) => s + c, 0);
         await waitFor('every hold to close', async () => (await openHolds(b.orgKey)) === 0);
         const rows = await usageOf(b.orgKey);
         expect(rows.reduce((s, r) => s + Number(r.amount), 0)).toBe(expected);

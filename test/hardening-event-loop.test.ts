@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startChildServer, type ChildServer } from './helpers/child-server.js';
-import { textPieces, countText } from '../src/models/tokens.js';
+import { textPieces, countText } from '../src/models/upstream/local-words.js';
 import { openAiError, readJson } from './helpers/json.js';
 
 // Issue 22, "one request must never stall everyone". svc runs in a child process: on the old code each
@@ -128,7 +128,7 @@ describe('token counting is linear (issue 22 item 1)', () => {
     const first = await chunks.next();
     expect(first.done).toBe(false);
     await provider.opened;
-    // The client leaves before the usage chunk: svc estimates the prompt it has to debit (countPrompt).
+    // The client leaves before the usage chunk: svc counts the prompt it has to debit with the tokenizer, slice by slice.
     controller.abort();
     await chunks.next().catch(() => undefined);
     expect(await healthz(svc)).toBe(200);

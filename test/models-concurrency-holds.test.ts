@@ -64,7 +64,7 @@ describe('a call refused 429 concurrency_limit', () => {
     expect((await callChat(server.url, key)).status).toBe(200);
     expect((await callChat(server.url, key, { stream: true })).answered).toBe(true);
 
-    fake.headersDelayMs = 60_000; // the CAP calls below hang at the provider until aborted
+    const release = fake.holdAnswers(); // the CAP calls below hang at the provider until released
     const abort = new AbortController();
     const hanging = Array.from({ length: CAP }, (_, i) =>
       callChat(server.url, key, { stream: i === 0, signal: abort.signal }),
@@ -88,12 +88,13 @@ describe('a call refused 429 concurrency_limit', () => {
 
     abort.abort();
     await Promise.all(hanging);
-    fake.headersDelayMs = 0;
+    release();
     await waitUntil(async () => (await orgLedger(server, owner.orgKey)).liveLeases === 0, 10_000);
-    // The cap is back, and the ledger is whole: the aborted calls debited nothing.
+    // The cap is back, and the ledger is whole: the provider had every call its callers left, so each is
+    // billed once (CONTRACT §9): the JSON ones completed at their usage, the stream its prompt.
     expect((await callChat(server.url, key)).status).toBe(200);
     const ledger = await orgLedger(server, owner.orgKey);
-    expect(ledger.usageRows).toBe(3);
+    expect(ledger.usageRows).toBe(3 + CAP);
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 });

@@ -11,7 +11,7 @@ import { orgBalanceCredits, reserveCredits } from '../src/billing/spend.js';
 import { settleWithExcess } from '../src/billing/debt.js';
 import { ownerBalance } from '../src/billing/service.js';
 import { checkInvariants } from '../src/billing/invariants.js';
-import { countPrompt } from '../src/models/tokens.js';
+import { countedCall } from './helpers/counted.js';
 import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
 import type { Db } from '../src/db/client.js';
 
@@ -70,17 +70,23 @@ describe('delivered output is billed (item 5)', () => {
     const messages = [{ role: 'user' as const, content: 'Write five hundred words' }];
     const stream = await sdk().chat.completions.create({ model: 'm', messages, stream: true });
     let delivered = 0;
+    let text = '';
     const err = await (async () => {
-      for await (const chunk of stream) if (chunk.choices[0]?.delta.content) delivered++;
+      for await (const chunk of stream)
+        if (chunk.choices[0]?.delta.content) {
+          delivered++;
+          text += chunk.choices[0].delta.content;
+        }
     })().then(
       () => null,
       (e: unknown) => e,
     );
     expect(err).toBeTruthy(); // an error event, no [DONE]
     expect(delivered).toBe(399);
-    const prompt = countPrompt(messages, undefined);
+    // The prompt and the 399 delivered chunks, counted with the tokenizer (CONTRACT §9).
+    const { debit } = await countedCall(fake.requests.at(-1)!.body, text);
     const l = await ledger(since);
-    expect(l).toEqual({ debited: prompt + 2 * 399, rows: 1, holdsLeft: 0, violations: [] });
+    expect(l).toEqual({ debited: debit, rows: 1, holdsLeft: 0, violations: [] });
   });
 
   it('a provider failing before any content debits nothing', async () => {
@@ -98,16 +104,16 @@ describe('delivered output is billed (item 5)', () => {
     expect(await ledger(since)).toEqual({ debited: 0, rows: 0, holdsLeft: 0, violations: [] });
   });
 
-  it('a JSON reply without usage bills its 2,000 words, counted as a stream would be', async () => {
+  it('a JSON reply without usage bills its 2,000 words as the tokenizer counts them, as a stream is counted', async () => {
     const since = await lastEntryId();
     fake.reply = () => ({ content: words(2_000) });
     fake.omitUsage = true;
     const messages = [{ role: 'user' as const, content: 'Write two thousand words' }];
     const res = await sdk().chat.completions.create({ model: 'm', messages });
     expect(res.choices[0]!.message.content!.split(' ')).toHaveLength(2_000);
-    const prompt = countPrompt(messages, undefined);
+    const { debit } = await countedCall(fake.requests.at(-1)!.body, res.choices[0]!.message.content!);
     expect(await ledger(since)).toEqual({
-      debited: prompt + 2 * 2_000,
+      debited: debit,
       rows: 1,
       holdsLeft: 0,
       violations: [],

@@ -11,7 +11,7 @@ import { setOrgBalance } from './helpers/billing.js';
 import { orgBalanceCredits } from '../src/billing/spend.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { queryRows } from '../src/db/client.js';
-import { countPrompt } from '../src/models/tokens.js';
+import { countedCall } from './helpers/counted.js';
 import { loadConfig } from '../src/config.js';
 
 // POST /v1/responses passed through to a provider that speaks the Responses API itself
@@ -276,9 +276,10 @@ describe('POST /v1/responses passed through to a Responses provider', () => {
     const failed = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
     expect(failed.response.status).toBe('failed');
     expect(failed.response.id).toBe((events[0] as OpenAI.Responses.ResponseCreatedEvent).response.id);
-    const prompt = countPrompt([{ role: 'user', content: 'count' }], undefined);
-    expect(await ledgerDebit(response.headers.get('x-svc-request-id'))).toBe(prompt + 2 * 3);
-    expect(await ledger(since)).toEqual({ debited: prompt + 6, rows: 1, holdsLeft: 0, violations: [] });
+    // The prompt and the delivered text, counted with the tokenizer (CONTRACT §9).
+    const { debit } = await countedCall({ messages: [{ role: 'user', content: 'count' }] }, text);
+    expect(await ledgerDebit(response.headers.get('x-svc-request-id'))).toBe(debit);
+    expect(await ledger(since)).toEqual({ debited: debit, rows: 1, holdsLeft: 0, violations: [] });
   });
 
   it('a provider that goes silent mid-stream: given up after the body bound, billed once for what was delivered', async () => {
@@ -293,8 +294,8 @@ describe('POST /v1/responses passed through to a Responses provider', () => {
     expect(text).toBe('one two');
     expect(types.slice(-2)).toEqual(['error', 'response.failed']);
     expect(events.at(-2)).toMatchObject({ code: 'upstream_timeout' });
-    const prompt = countPrompt([{ role: 'user', content: 'count' }], undefined);
-    expect(await ledger(since)).toEqual({ debited: prompt + 2 * 2, rows: 1, holdsLeft: 0, violations: [] });
+    const { debit } = await countedCall({ messages: [{ role: 'user', content: 'count' }] }, text);
+    expect(await ledger(since)).toEqual({ debited: debit, rows: 1, holdsLeft: 0, violations: [] });
   });
 
   it('a provider reporting its own failure, or ending without its last event: failed, billed once for what was delivered', async () => {
@@ -312,10 +313,10 @@ describe('POST /v1/responses passed through to a Responses provider', () => {
       // One `error` and one response.failed: svc's own, never the provider's as well.
       expect(types.filter((t) => t === 'response.failed')).toHaveLength(1);
       expect(events.at(-2)).toMatchObject({ code: 'upstream_error' });
-      // The provider's usage never came: billed as the meter counts (svc's count of the prompt, a token a word).
-      const prompt = countPrompt([{ role: 'user', content: 'count' }], undefined);
-      expect(await ledgerDebit(response.headers.get('x-svc-request-id'))).toBe(prompt + 2 * 4);
-      expect(await ledger(since)).toEqual({ debited: prompt + 8, rows: 1, holdsLeft: 0, violations: [] });
+      // The provider's usage never came: the prompt and the delivered text, counted with the tokenizer.
+      const { debit } = await countedCall({ messages: [{ role: 'user', content: 'count' }] }, text);
+      expect(await ledgerDebit(response.headers.get('x-svc-request-id'))).toBe(debit);
+      expect(await ledger(since)).toEqual({ debited: debit, rows: 1, holdsLeft: 0, violations: [] });
     }
   });
 
@@ -338,10 +339,15 @@ describe('POST /v1/responses passed through to a Responses provider', () => {
     await expect.poll(() => s.fake.abortedStreams, { timeout: 5_000 }).toBe(aborted + 1);
     await expect.poll(async () => (await ledger(since)).rows, { timeout: 5_000 }).toBe(1);
     const l = await ledger(since);
-    const prompt = countPrompt([{ role: 'user', content: 'count' }], undefined);
-    // At least what the client read, never the whole answer.
-    expect(l.debited).toBeGreaterThanOrEqual(prompt + 2 * 5);
-    expect(l.debited).toBeLessThan(prompt + 2 * 400);
+    const all = Array.from({ length: 400 }, (_, i) => `w${i}`);
+    // At least the prompt and what the client read, never the whole answer (tokenizer counts).
+    expect(l.debited).toBeGreaterThanOrEqual(
+      (await countedCall({ messages: [{ role: 'user', content: 'count' }] }, all.slice(0, 5).join(' ')))
+        .debit,
+    );
+    expect(l.debited).toBeLessThan(
+      (await countedCall({ messages: [{ role: 'user', content: 'count' }] }, all.join(' '))).debit,
+    );
     expect(l).toMatchObject({ rows: 1, holdsLeft: 0, violations: [] });
   });
 

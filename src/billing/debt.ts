@@ -79,9 +79,15 @@ export async function chargeExcess(
   const result = await db.transaction(async (tx) => {
     const t = tx as unknown as Db;
     // Hold rows first, as every billing transaction locks.
-    const [hold] = await queryRows<{ account_id: string; org_key: string; debited: unknown; status: string }>(
+    const [hold] = await queryRows<{
+      account_id: string;
+      org_key: string;
+      user_id: string | null;
+      debited: unknown;
+      status: string;
+    }>(
       t,
-      sql`select account_id, org_key, debited, status from billing_holds where request_id = ${input.requestId} for update`,
+      sql`select account_id, org_key, user_id, debited, status from billing_holds where request_id = ${input.requestId} for update`,
     );
     if (!hold || hold.status !== 'settled' || actual <= Number(hold.debited)) return none;
     const excess = actual - Number(hold.debited);
@@ -122,6 +128,13 @@ export async function chargeExcess(
       type: 'debt',
       description: `${input.description} (beyond its hold and the balance: owed)`,
     });
+    if (hold.user_id)
+      await chargeBudgets(t, {
+        requestId: input.requestId,
+        orgKey: hold.org_key,
+        userId: hold.user_id,
+        excess,
+      });
     return { debited, debt, excess, orgKey: hold.org_key };
   });
   if (result.excess > 0) {
@@ -141,6 +154,25 @@ export async function chargeExcess(
     );
   }
   return { debited: result.debited, debt: result.debt };
+}
+
+/**
+ * The excess counts against the member's and the credential's budgets like any debit (CONTRACT §9): a
+ * negative return on this period's rows of both, folded into their use by the next hold, as a settle's
+ * give-back is (src/db/custom/member-budgets.sql: a settle only appends, never waits for a budget).
+ */
+async function chargeBudgets(
+  db: Db,
+  input: { requestId: string; orgKey: string; userId: string; excess: number },
+): Promise<void> {
+  await db.execute(
+    sql`insert into member_budget_returns (usage_id, amount)
+        select u.id, ${-input.excess}::bigint from member_budgets b
+        join member_budget_usage u on u.budget_id = b.id and u.period_start = svc_budget_period_start(b.period, now())
+        where b.org_key = ${input.orgKey} and b.cleared_at is null
+          and ((b.api_token_id is null and b.user_id = ${input.userId})
+               or b.api_token_id = (select r.api_token_id from usage_records r where r.request_id = ${input.requestId}))`,
+  );
 }
 
 /**

@@ -12,7 +12,7 @@ import { prepareCall, type PreparedCall } from './metered.js';
 import { OUTCOME_HEADER } from './outcome.js';
 import type { ChatRequest } from './schema.js';
 import { balanceOf, settleOrKeep, signOutcome, voidCall, type CallOutcome } from './settle.js';
-import { completionTokensOf, countedUsage, StreamMeter } from './stream-meter.js';
+import { countedUsage, deliveredTextOf, StreamMeter } from './stream-meter.js';
 import type { ChatChunk, ChatCompletion, ProviderLeg, Usage } from './upstream/types.js';
 import { recordFirstByte } from '../metrics/models.js';
 import { tracedProvider } from './call-trace.js';
@@ -128,17 +128,14 @@ async function admit(
   return { actor, request: await intake.full(req.body, actor) };
 }
 
-async function withVoidOnError<T>(deps: Deps, call: PreparedCall, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    await voidCall(deps, call);
-    if (err instanceof AppError) {
-      const outcome = await outcomeAfterVoid(deps, call);
-      if (outcome) err.extra.headers = { ...err.extra.headers, [OUTCOME_HEADER]: outcome };
-    }
-    throw err;
+/** A call that failed before delivering anything: its hold voided, the error thrown with a 0-debit outcome. */
+async function voidAndThrow(deps: Deps, call: PreparedCall, err: unknown): Promise<never> {
+  await voidCall(deps, call);
+  if (err instanceof AppError) {
+    const outcome = await outcomeAfterVoid(deps, call);
+    if (outcome) err.extra.headers = { ...err.extra.headers, [OUTCOME_HEADER]: outcome };
   }
+  throw err;
 }
 
 async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string | null> {
@@ -170,6 +167,17 @@ async function settledOutcome(deps: Deps, call: PreparedCall, outcome: CallOutco
   }
 }
 
+/**
+ * A call the caller or svc ended after its request went to the provider, before any usage came back
+ * (CONTRACT §9): the provider read the prompt, so it is billed — the prompt and whatever output was
+ * delivered, counted with the tokenizer. Never throws (the caller is gone, or already answered).
+ */
+async function settleEnded(deps: Deps, call: PreparedCall, usage: Usage, note: string): Promise<void> {
+  await settleOrKeep(deps, call, usage, { note, outcome: 'aborted' }).catch((err: unknown) =>
+    deps.log.error({ err, requestId: call.requestId }, `settle refused (${note})`),
+  );
+}
+
 async function jsonCall(
   deps: Deps,
   provider: ProviderLeg,
@@ -177,19 +185,23 @@ async function jsonCall(
   res: ServerResponse,
   writer: CallWriter,
   freeSlot: () => Promise<void>,
-  deleted: AbortSignal,
+  ended: AbortSignal,
 ) {
-  const controller = new AbortController();
-  const onClose = () => {
-    if (!res.writableFinished) controller.abort(clientClosed());
-  };
-  res.on('close', onClose);
-  // Ended by a deletion before its answer: nothing was delivered, so nothing is debited (its 403 is the answer).
-  const completion = await withVoidOnError(deps, call, () =>
-    provider.complete(call.body, AbortSignal.any([controller.signal, deleted])),
-  );
+  // A caller who leaves does not end the call (CONTRACT §9; docs/decisions, "JSON calls are completed
+  // after the caller leaves"): the provider does the work either way, so its answer is awaited (within
+  // the provider timeouts) and settled at its real usage, the slot held until then. Only a deletion of
+  // the client or the slot taken back ends it early.
+  let completion: ChatCompletion;
+  try {
+    completion = await provider.complete(call.body, ended);
+  } catch (err) {
+    if (!ended.aborted) return voidAndThrow(deps, call, err);
+    // Ended by svc after the request went out: the prompt is owed (its 403 or 503 is the answer).
+    await settleEnded(deps, call, await countedUsage(call, ''), 'ended before its answer');
+    throw err;
+  }
   // A reply without usage is billed for what it delivered (CONTRACT §8), counted as the stream meter counts.
-  const usage = completion.usage ?? countedUsage(call.promptEstimate(), completionTokensOf(completion));
+  const usage = completion.usage ?? (await countedUsage(call, deliveredTextOf(completion)));
   // The work was done: the answer goes out even when its settle must wait for the database (then
   // without the outcome header, whose debit is not known yet; docs/operations.md).
   const outcome = await settleOrKeep(
@@ -198,6 +210,11 @@ async function jsonCall(
     usage,
     completion.usage ? {} : { note: 'usage estimated', outcome: 'estimated' },
   );
+  if (res.closed) {
+    // Nobody to answer: the call is settled, the slot given back.
+    await freeSlot();
+    return;
+  }
   completion.model = deps.models.modelId;
   const jws = outcome && (await settledOutcome(deps, call, outcome));
   if (jws) res.setHeader(OUTCOME_HEADER, jws);
@@ -229,8 +246,18 @@ async function streamCall(
   const meter = new StreamMeter(deps.models.modelId);
   const iterator = provider.stream(call.body, controller.signal)[Symbol.asyncIterator]();
 
-  // The first chunk decides between an HTTP error (nothing sent yet) and a 200 stream.
-  const first = await withVoidOnError(deps, call, () => iterator.next());
+  // The first chunk decides between an HTTP error (nothing sent yet) and a 200 stream. A caller who left
+  // (or a deletion) before it came ended a request the provider had: its prompt is owed (CONTRACT §9).
+  let first: IteratorResult<ChatChunk>;
+  try {
+    first = await iterator.next();
+  } catch (err) {
+    if (!controller.signal.aborted) return voidAndThrow(deps, call, err);
+    deleted.removeEventListener('abort', endOnDelete);
+    await settleEnded(deps, call, await countedUsage(call, ''), clientGone ? 'client disconnected' : 'ended');
+    if (clientGone) return;
+    throw err;
+  }
   res.statusCode = 200;
   res.setHeader('content-type', 'text/event-stream; charset=utf-8');
   res.setHeader('cache-control', 'no-cache');
@@ -284,25 +311,24 @@ async function streamCall(
   // quietly on abort): billed for what it delivered, an error event, no [DONE].
   if (deleted.aborted && !clientGone) failure = deleted.reason;
   if (clientGone) {
-    // Billed for what was generated (CONTRACT §8): the provider was aborted; settle what streamed.
+    // Ended at the provider, billed for the prompt and what was delivered (CONTRACT §9), as the
+    // provider's usage when it came, else counted with the tokenizer.
     await iterator.return?.(undefined).catch(() => {});
-    const { usage } = meter.finalUsage(call.promptEstimate);
-    await settleOrKeep(deps, call, usage, { note: 'client disconnected', outcome: 'aborted' }).catch(
-      (err: unknown) => deps.log.error({ err }, 'settle after disconnect refused'),
-    );
+    await settleEnded(deps, call, (await meter.finalUsage(call)).usage, 'client disconnected');
     return;
   }
   if (failure) {
-    // A provider failing mid-stream: the client gets its surface's error event (and, on chat, no [DONE]),
-    // and is billed for the output it was delivered (CONTRACT §8), counted by the meter; nothing
-    // delivered, nothing debited.
-    if (meter.generated > 0) {
-      const { usage } = meter.finalUsage(call.promptEstimate);
-      await settleOrKeep(deps, call, usage, { note: 'provider failed mid-stream', outcome: 'aborted' }).catch(
-        (err: unknown) =>
-          deps.log.error({ err, requestId: call.requestId }, 'settle after a provider failure refused'),
+    // A provider failing mid-stream, or a deletion: the client gets its surface's error event (and, on
+    // chat, no [DONE]), and is billed for the prompt and the output it was delivered (CONTRACT §8–§9);
+    // a provider failure that delivered nothing debits nothing.
+    if (meter.delivered || deleted.aborted)
+      await settleEnded(
+        deps,
+        call,
+        (await meter.finalUsage(call)).usage,
+        deleted.aborted ? 'ended mid-stream' : 'provider failed mid-stream',
       );
-    } else await voidCall(deps, call);
+    else await voidCall(deps, call);
     const appErr =
       failure instanceof AppError
         ? failure
@@ -312,7 +338,7 @@ async function streamCall(
     res.end(writer.fail(appErr));
     return;
   }
-  const { usage, estimated } = meter.finalUsage(call.promptEstimate);
+  const { usage, estimated } = await meter.finalUsage(call);
   let outcome: CallOutcome | null;
   try {
     outcome = await settleOrKeep(

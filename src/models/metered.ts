@@ -5,7 +5,7 @@ import type { Actor } from './actor.js';
 import type { SpareHold } from './spare-holds.js';
 import { affordableOutput, creditsFor, DEFAULT_MAX_OUTPUT_TOKENS } from './pricing.js';
 import type { ChatRequest } from './schema.js';
-import { countPrompt, promptUpperBound, type PartTokens } from './tokens.js';
+import { promptTokenCount, promptUpperBound, type PartTokens } from './tokens.js';
 import type { ChatBody } from './upstream/types.js';
 import { markSpan } from '../telemetry/spans.js';
 
@@ -24,10 +24,12 @@ export interface PreparedCall {
   /** The client asked for the usage chunk itself (else it is stripped from the stream). */
   clientWantsUsage: boolean;
   /**
-   * Our deterministic count of the prompt, used only when the provider's usage never arrived. Counted on
-   * first use: a regex pass over the whole prompt (0.65 ms per 100 KB) has no place before the first byte.
+   * The prompt counted with the tokenizer (tokens.ts), used only when the provider's usage never arrived
+   * (CONTRACT §9). Counted on first use, never before the first byte; at most the prompt's bound.
    */
-  promptEstimate: () => number;
+  promptTokens: () => Promise<number>;
+  /** The most output the provider may write: the capped limit times the choices (a count never exceeds it). */
+  outputCap: number;
   /** When its hold was in place (performance.now()): the usage record's duration runs from here. */
   startedAt: number;
 }
@@ -59,7 +61,7 @@ function costShape(request: ChatRequest | ChatBody, parts: PartTokens): CostShap
     n,
     limitField,
     wantedPerChoice: Number(request[limitField] ?? DEFAULT_MAX_OUTPUT_TOKENS),
-    promptBound: promptUpperBound(request.messages, request.tools, parts),
+    promptBound: promptUpperBound(request, parts),
   };
 }
 
@@ -170,8 +172,9 @@ export async function heldCall(
     delete body.stream;
     delete body.stream_options;
   }
-  let counted: number | undefined;
-  const promptEstimate = () => (counted ??= countPrompt(request.messages, request.tools));
+  let counted: Promise<number> | undefined;
+  const promptTokens = () =>
+    (counted ??= promptTokenCount(body, deps.models.partTokens).then((t) => Math.min(t, promptBound)));
   return {
     requestId,
     actor,
@@ -179,7 +182,8 @@ export async function heldCall(
     heldCredits,
     maxCredits: plan.maxCredits,
     clientWantsUsage,
-    promptEstimate,
+    promptTokens,
+    outputCap: perChoice * n,
     startedAt: performance.now(),
   };
 }

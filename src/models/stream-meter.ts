@@ -1,26 +1,30 @@
-import { countText } from './tokens.js';
+import { countTokens } from './tokenizer.js';
 import type { ChatChunk, ChatCompletion, ToolCall, Usage } from './upstream/types.js';
 
-// What a call produced, counted as CONTRACT §8 bills a reply whose provider never reported usage: one
-// token per content piece at least, svc's own count of the prompt.
+// What a call produced, counted as CONTRACT §8–§9 bill a reply whose provider never reported usage: the
+// prompt and the delivered output (every content and every tool call's name and arguments) with the
+// tokenizer (tokenizer.ts), the output never above what the call let the provider write.
 
-/** Usage from svc's own counts, for a call whose provider never reported it. */
-export const countedUsage = (prompt: number, completion: number): Usage => ({
-  prompt_tokens: prompt,
-  completion_tokens: completion,
-  total_tokens: prompt + completion,
-});
+/** What a call whose usage is missing is billed: the tokenizer's counts (see PreparedCall). */
+export async function countedUsage(
+  call: { promptTokens: () => Promise<number>; outputCap: number },
+  delivered: string,
+): Promise<Usage> {
+  const prompt = await call.promptTokens();
+  const completion = Math.min(call.outputCap, await countTokens(delivered));
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
 
-/** A JSON reply's output as the stream meter counts it: each content and each tool call's arguments. */
-export function completionTokensOf(completion: ChatCompletion): number {
-  let n = 0;
+/** A JSON reply's output as the stream meter keeps it: each content and each tool call's name and arguments. */
+export function deliveredTextOf(completion: ChatCompletion): string {
+  const texts: string[] = [];
   for (const choice of completion.choices ?? []) {
     const content = choice.message?.content;
-    if (typeof content === 'string' && content) n += Math.max(1, countText(content));
+    if (typeof content === 'string' && content) texts.push(content);
     for (const tc of choice.message?.tool_calls ?? [])
-      n += Math.max(1, countText(tc.function?.arguments ?? ''));
+      texts.push(tc.function?.name ?? '', tc.function?.arguments ?? '');
   }
-  return n;
+  return texts.join('\n');
 }
 
 /**
@@ -29,7 +33,8 @@ export function completionTokensOf(completion: ChatCompletion): number {
  */
 export class StreamMeter {
   usage: Usage | null = null;
-  generated = 0;
+  /** What the provider sent of output (every choice's content, tool names and arguments), kept as text. */
+  private output: string[] = [];
   content = '';
   finishReason: string | null = null;
   private calls: { id: string; name: string; arguments: string }[] = [];
@@ -42,12 +47,13 @@ export class StreamMeter {
     for (const choice of chunk.choices ?? []) {
       const d = choice.delta ?? {};
       if (typeof d.content === 'string' && d.content) {
-        this.generated += Math.max(1, countText(d.content));
+        this.output.push(d.content);
         if (choice.index === 0) this.content += d.content;
       }
       for (const tc of d.tool_calls ?? []) {
         const args = tc.function?.arguments ?? '';
-        if (args || tc.function?.name) this.generated += Math.max(1, countText(args));
+        if (tc.function?.name) this.output.push(tc.function.name);
+        if (args) this.output.push(args);
         if (choice.index !== 0) continue;
         const slot = (this.calls[tc.index] ??= { id: '', name: '', arguments: '' });
         if (tc.id) slot.id = tc.id;
@@ -78,9 +84,14 @@ export class StreamMeter {
       .filter((c): c is ToolCall => !!c);
   }
 
-  /** The provider's usage, or our count of what streamed when it never came. */
-  finalUsage(promptEstimate: () => number): { usage: Usage; estimated: boolean } {
+  /** Whether any output came (a provider failing after this is billed for it; before, nothing). */
+  get delivered(): boolean {
+    return this.output.length > 0;
+  }
+
+  /** The provider's usage, or the tokenizer's count of the prompt and of what streamed when it never came. */
+  async finalUsage(call: Parameters<typeof countedUsage>[0]): Promise<{ usage: Usage; estimated: boolean }> {
     if (this.usage) return { usage: this.usage, estimated: false };
-    return { usage: countedUsage(promptEstimate(), this.generated), estimated: true };
+    return { usage: await countedUsage(call, this.output.join('')), estimated: true };
   }
 }

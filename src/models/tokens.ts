@@ -1,67 +1,20 @@
 import { AppError } from '../http/errors.js';
-import type { ChatMessage, ToolSpec } from './upstream/types.js';
 import type { PartTokens } from '../config.js';
+import { countTokens } from './tokenizer.js';
 
 export type { PartTokens };
 
-// Token arithmetic the proxy does itself. Two different needs:
-//  - an UPPER bound of the prompt, to reserve before the call (CONTRACT §8: reserve the most the call can
-//    cost). A BPE token is at least one byte, so the UTF-8 size of the serialized messages and tools
-//    (whose quoting and keys exceed the chat template's per-message overhead) bounds the prompt.
-//  - a deterministic COUNT, used by the built-in model as its tokenizer and, for a provider stream the
-//    client abandoned before the usage chunk, as the estimate of what was consumed.
-
-// A word is a run of non-space. The obvious `/\s*\S+/g` backtracks: at every position of a whitespace run
-// with no word after it, `\s*` takes the rest of the run and gives it back one character at a time, so a
-// run of n spaces costs n²/2 steps (100,000 spaces blocked the event loop for 12 s). `\S+` alone fails at
-// once on a space and never gives back what it took, so one pass finds every word; a piece is then the
-// text between the previous word's end and this word's end. Issue 22 item 1.
-const WORD = /\S+/g;
-
-/** The pieces a text streams as (one word with its leading space per piece); trailing space is dropped. */
-export function textPieces(text: string): string[] {
-  const pieces: string[] = [];
-  let from = 0;
-  for (const word of text.matchAll(WORD)) {
-    const end = word.index + word[0].length;
-    pieces.push(text.slice(from, end));
-    from = end;
-  }
-  return pieces;
-}
-
-/** How many pieces `textPieces` would give, without building them. */
-export function countText(text: string): number {
-  let n = 0;
-  for (const _word of text.matchAll(WORD)) n++;
-  return n;
-}
-
-function contentText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((p) =>
-        p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string'
-          ? (p as { text: string }).text
-          : '',
-      )
-      .join(' ');
-  }
-  return '';
-}
-
-/** Deterministic prompt count: 4 per message (role and framing) + the words of contents and tool calls + tools. */
-export function countPrompt(messages: ChatMessage[], tools: ToolSpec[] | undefined): number {
-  let n = 2;
-  for (const m of messages) {
-    n += 4 + countText(contentText(m.content));
-    for (const call of m.tool_calls ?? [])
-      n += 2 + countText(call.function?.name ?? '') + countText(call.function?.arguments ?? '');
-  }
-  if (tools?.length) n += countText(JSON.stringify(tools).replace(/[{}[\]",:]/g, ' '));
-  return n;
-}
+// The prompt of a call as the provider bills it (CONTRACT §9 "What the reserve counts"). Two needs:
+//  - an UPPER bound, to reserve before the call (CONTRACT §8: reserve the most the call can cost). A BPE
+//    token is at least one byte, so the UTF-8 size of every field of the request that goes upstream bounds
+//    the prompt: all message content parts, `tools`, `functions`, `tool_choice`/`function_call`, the whole
+//    `response_format` — and, since the other front-ends (Responses, Messages, run steps) are turned into
+//    this one request, their `instructions`, `text.format`, `system` and tools too. Every field is counted
+//    (the few that are not prompt, a `temperature` or a `stop`, only make the bound a little larger), so no
+//    field reaches the provider uncounted. Computed once, from the parsed request, before the hold.
+//  - a COUNT with a real tokenizer (tokenizer.ts), only for a call whose provider's usage never arrived:
+//    the prompt-bearing fields' text, 4 a message for its framing, a non-text part at its configured
+//    maximum.
 
 /** OpenAI content part types → the configured kind that bounds them. */
 const PART_KINDS: Record<string, keyof PartTokens> = {
@@ -73,33 +26,32 @@ const PART_KINDS: Record<string, keyof PartTokens> = {
 /** Framing a part adds around its payload in the chat template (its JSON keys exceed it). */
 const PART_OVERHEAD = 16;
 
+/** The fields of a chat request a provider reads as prompt besides the messages (CONTRACT §9). */
+const PROMPT_FIELDS = ['tools', 'functions', 'tool_choice', 'function_call', 'response_format'] as const;
+
+/** What the bound and the count read of a request (a ChatRequest or the body sent upstream). */
+export type PromptSource = { messages: unknown } & Record<string, unknown>;
+
 const bytesOf = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '');
 
 /**
- * Upper bound of the prompt's tokens. Text (and every other field) by its UTF-8 size, since a byte-level
- * BPE token is at least one byte; a non-text part at its kind's configured maximum (an image's bytes say
- * nothing of its tokens: a 60-byte URL can cost thousands). Throws 400 `unsupported_content` for a part
- * of a kind not configured, and 400 `validation_error` for a request nested too deeply to measure.
+ * Upper bound of the prompt's tokens: every field of the request by its UTF-8 size (key included), the
+ * messages part by part — a non-text part at its kind's configured maximum (an image's bytes say nothing
+ * of its tokens: a 60-byte URL can cost thousands). Throws 400 `unsupported_content` for a part of a kind
+ * not configured, and 400 `validation_error` for a request nested too deeply to measure.
  */
-export function promptUpperBound(messages: unknown, tools: unknown, parts: PartTokens = {}): number {
+export function promptUpperBound(request: PromptSource, parts: PartTokens = {}): number {
   try {
-    let n = 16 + (tools ? bytesOf(tools) : 0);
-    if (!Array.isArray(messages)) return n + bytesOf(messages);
-    for (let i = 0; i < messages.length; i++) {
-      const m = messages[i] as { content?: unknown } | null;
-      if (!m || typeof m !== 'object' || !Array.isArray(m.content)) {
-        n += bytesOf(m);
-        continue;
-      }
-      n += bytesOf({ ...m, content: [] });
-      m.content.forEach((part: unknown, j: number) => {
-        n += partBound(part, parts, i, j);
-      });
+    let n = 16;
+    for (const key of Object.keys(request)) {
+      const value = request[key];
+      if (value === undefined) continue;
+      n += key.length + 4 + (key === 'messages' ? messagesBound(value, parts) : bytesOf(value));
     }
     return n;
   } catch (err) {
     // JSON.stringify recurses: a body nested deeper than the stack (inside a content part, a tool's
-    // schema) throws RangeError. The caller's mistake, never a 500 (issue 22 item 3).
+    // schema) throws RangeError. The caller's mistake, never a 500.
     if (err instanceof RangeError) {
       throw new AppError(400, 'VALIDATION_ERROR', 'messages: the request is nested too deeply', {
         param: 'messages',
@@ -109,12 +61,35 @@ export function promptUpperBound(messages: unknown, tools: unknown, parts: PartT
   }
 }
 
-function partBound(part: unknown, parts: PartTokens, i: number, j: number): number {
+function messagesBound(messages: unknown, parts: PartTokens): number {
+  if (!Array.isArray(messages)) return bytesOf(messages);
+  let n = 0;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as { content?: unknown } | null;
+    if (!m || typeof m !== 'object' || !Array.isArray(m.content)) {
+      n += bytesOf(m);
+      continue;
+    }
+    n += bytesOf({ ...m, content: [] });
+    m.content.forEach((part: unknown, j: number) => {
+      n += partBound(part, parts, i, j);
+    });
+  }
+  return n;
+}
+
+const partKind = (part: unknown): keyof PartTokens | 'text' | undefined => {
   const type = (part as { type?: unknown } | null)?.type;
-  if (type === 'text' || type === 'refusal') return bytesOf(part);
-  const kind = typeof type === 'string' ? PART_KINDS[type] : undefined;
+  if (type === 'text' || type === 'refusal') return 'text';
+  return typeof type === 'string' ? PART_KINDS[type] : undefined;
+};
+
+function partBound(part: unknown, parts: PartTokens, i: number, j: number): number {
+  const kind = partKind(part);
+  if (kind === 'text') return bytesOf(part);
   const max = kind ? parts[kind] : undefined;
   if (max === undefined) {
+    const type = (part as { type?: unknown } | null)?.type;
     throw new AppError(
       400,
       'unsupported_content',
@@ -125,4 +100,42 @@ function partBound(part: unknown, parts: PartTokens, i: number, j: number): numb
   return max + PART_OVERHEAD;
 }
 
-export { contentText };
+const textOf = (v: unknown): string => (typeof v === 'string' ? v : '');
+
+interface CountedMessage {
+  content?: unknown;
+  name?: unknown;
+  tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[];
+}
+
+/**
+ * The prompt counted with the tokenizer, for a call the provider received whose usage never arrived
+ * (CONTRACT §9): 2 for the reply's priming, 4 a message for its role and framing, the tokens of every
+ * text it carries (content parts, names, tool calls) and of every other prompt-bearing field as sent
+ * (JSON), a non-text part at its kind's configured maximum. Never more than the upper bound.
+ */
+export async function promptTokenCount(request: PromptSource, parts: PartTokens = {}): Promise<number> {
+  const texts: string[] = [];
+  let n = 2;
+  const messages = Array.isArray(request.messages) ? (request.messages as (CountedMessage | null)[]) : [];
+  for (const m of messages) {
+    n += 4;
+    if (!m || typeof m !== 'object') continue;
+    if (typeof m.name === 'string') texts.push(m.name);
+    if (typeof m.content === 'string') texts.push(m.content);
+    else if (Array.isArray(m.content)) {
+      for (const part of m.content as { text?: unknown; refusal?: unknown }[]) {
+        const kind = partKind(part);
+        if (kind === 'text') texts.push(textOf(part.text) || textOf(part.refusal));
+        else if (kind) n += parts[kind] ?? 0;
+      }
+    }
+    for (const call of m.tool_calls ?? [])
+      texts.push(textOf(call.function?.name), textOf(call.function?.arguments));
+  }
+  for (const field of PROMPT_FIELDS) {
+    const value = request[field];
+    if (value !== undefined && value !== null) texts.push(JSON.stringify(value));
+  }
+  return n + (await countTokens(texts.join('\n')));
+}

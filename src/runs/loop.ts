@@ -6,7 +6,7 @@ import type { Actor } from '../models/actor.js';
 import { openAiTools, type Agent } from '../models/agents.js';
 import { signOutcome } from '../models/settle.js';
 import { acquireLease } from '../models/lease.js';
-import { prepareCall } from '../models/metered.js';
+import { prepareCall, type PreparedCall } from '../models/metered.js';
 import { balanceOf, settleOrKeep, voidCall } from '../models/settle.js';
 import { StreamMeter } from '../models/stream-meter.js';
 import { tracedProvider } from '../models/call-trace.js';
@@ -86,27 +86,21 @@ async function runSteps(deps: Deps, input: RunInput, io: RunIO): Promise<void> {
         for await (const chunk of provider.stream(call.body, signal)) meter.observe(chunk, true);
       } catch (err) {
         if (signal.aborted) {
-          // Dropped socket or cancel mid-call: billed for what was generated.
-          const { usage } = meter.finalUsage(call.promptEstimate);
-          await settleOrKeep(deps, call, usage, {
-            note: `run ${runId} aborted`,
-            outcome: 'aborted',
-            runId,
-          }).catch(() => {});
+          // Dropped socket, cancel or a deleted client mid-call: the provider was stopped; the prompt and
+          // what was delivered are billed (CONTRACT §9), counted with the tokenizer when usage never came.
+          await settleAborted(call, meter);
           throw new RunAborted();
         }
-        await voidCall(deps, call);
+        // A provider failing mid-stream: billed for what it delivered, nothing when nothing came (CONTRACT §8).
+        if (meter.delivered) await settleAborted(call, meter);
+        else await voidCall(deps, call);
         throw err;
       }
       if (signal.aborted) {
-        await settleOrKeep(deps, call, meter.finalUsage(call.promptEstimate).usage, {
-          note: `run ${runId} aborted`,
-          outcome: 'aborted',
-          runId,
-        }).catch(() => {});
+        await settleAborted(call, meter);
         throw new RunAborted();
       }
-      const { usage } = meter.finalUsage(call.promptEstimate);
+      const { usage } = await meter.finalUsage(call);
       // A settle kept for later (the database did not answer) counts once it lands, not in this run's totals.
       const outcome = await settleOrKeep(deps, call, usage, { note: `run ${runId} step ${step}`, runId });
       totals.prompt_tokens += usage.prompt_tokens;
@@ -149,6 +143,13 @@ async function runSteps(deps: Deps, input: RunInput, io: RunIO): Promise<void> {
     return await complete('max_steps', deps.models.runMaxSteps);
   } finally {
     await lease.release();
+  }
+
+  async function settleAborted(call: PreparedCall, meter: StreamMeter) {
+    const { usage } = await meter.finalUsage(call);
+    await settleOrKeep(deps, call, usage, { note: `run ${runId} aborted`, outcome: 'aborted', runId }).catch(
+      (err: unknown) => deps.log.error({ err, requestId: call.requestId }, 'run settle refused'),
+    );
   }
 
   async function complete(stopReason: 'completed' | 'max_steps', steps: number) {

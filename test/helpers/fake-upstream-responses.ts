@@ -34,6 +34,8 @@ export interface ResponsesKnobs extends StreamFaultKnobs {
    * `cut` (the body ends with no last event).
    */
   responsesEnding: 'completed' | 'failed' | 'cut';
+  /** Bill input_tokens from every prompt-bearing field (`fieldPrompt`), as a real provider does. */
+  promptFromFields: boolean;
 }
 
 /** What a client sends to POST /v1/responses, as the openai SDK types it. */
@@ -45,6 +47,7 @@ export async function answerResponses(
   state: ResponsesKnobs,
   body: ResponsesBody,
   res: ServerResponse,
+  fieldPrompt: number,
 ): Promise<void> {
   const n = state.requests.length + state.responsesRequests.length;
   const reply: FakeReply = state.responsesReply(body);
@@ -57,7 +60,7 @@ export async function answerResponses(
   }
   const calls = (reply.toolCalls ?? []).map((t, i) => ({ ...t, call_id: `call_fake_${n}_${i}` }));
   const reasoning = reply.reasoningTokens ?? 0;
-  const prompt = reply.promptTokens ?? 10;
+  const prompt = state.promptFromFields ? fieldPrompt : (reply.promptTokens ?? 10);
   const output = pieces.length + 5 * calls.length + reasoning;
   const usage = {
     input_tokens: prompt,

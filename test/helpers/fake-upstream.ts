@@ -13,8 +13,12 @@ export type { FakeReply };
 // include_usage, the provider key).
 //
 // Token accounting is simple and exact: completion_tokens = words streamed (one chunk per word) + 5 per
-// tool call; prompt_tokens = `promptTokens` (default 10); prompt_tokens_details.cached_tokens =
-// `cachedTokens` when the reply sets it (else no prompt_tokens_details at all).
+// tool call; prompt_tokens = `promptTokens` (default 10), or, with `promptFromFields`, as a real provider
+// counts: every field it reads as prompt (messages, tools, functions, tool_choice, function_call,
+// response_format; on /v1/responses input, instructions, tools, tool_choice, text), about 4 bytes a
+// token; prompt_tokens_details.cached_tokens = `cachedTokens` when the reply sets it (else no
+// prompt_tokens_details at all). Every request is kept in `received` with when it came and the prompt it
+// counts that way, whether or not anyone stays for its answer.
 
 /** What a client sends to POST /v1/chat/completions, as the openai SDK types it. */
 export type ChatRequest = ChatCompletionCreateParamsBase;
@@ -22,6 +26,31 @@ export type ChatRequest = ChatCompletionCreateParamsBase;
 export interface FakeRequest {
   headers: IncomingMessage['headers'];
   body: ChatRequest;
+}
+
+/** A request as the provider bills it: when it came, and its prompt counted from every prompt field. */
+export interface ReceivedRequest {
+  at: number;
+  path: string;
+  promptTokens: number;
+}
+
+const CHAT_PROMPT_FIELDS = [
+  'messages',
+  'tools',
+  'functions',
+  'tool_choice',
+  'function_call',
+  'response_format',
+];
+const RESPONSES_PROMPT_FIELDS = ['input', 'instructions', 'tools', 'tool_choice', 'text'];
+
+/** Every prompt-bearing field of a request, about 4 bytes a token (as the real providers count). */
+export function fieldPromptTokens(body: Record<string, unknown>, responses = false): number {
+  let bytes = 0;
+  for (const field of responses ? RESPONSES_PROMPT_FIELDS : CHAT_PROMPT_FIELDS)
+    if (body[field] != null) bytes += Buffer.byteLength(JSON.stringify(body[field]));
+  return Math.ceil(bytes / 4);
 }
 
 export interface FakeUpstream {
@@ -36,6 +65,15 @@ export interface FakeUpstream {
   responsesReply: (body: ResponsesBody) => FakeReply;
   /** How a Responses stream ends (fake-upstream-responses.ts). */
   responsesEnding: 'completed' | 'failed' | 'cut';
+  /** Every request received, in order, with when it came and its prompt counted from every field. */
+  received: ReceivedRequest[];
+  /** Bill prompt_tokens from every prompt-bearing field (fieldPromptTokens) instead of `promptTokens`. */
+  promptFromFields: boolean;
+  /**
+   * Holds every answer (JSON or stream) until the returned function is called: a provider still working
+   * while its caller leaves. Released by reset() too.
+   */
+  holdAnswers(): () => void;
   /** Answer with this HTTP status and an OpenAI error body instead. */
   failStatus: number | null;
   /** Wait this long before the response headers. */
@@ -76,10 +114,24 @@ const words = (text: string) => text.match(/\s*\S+/g) ?? [];
 
 export async function startFakeUpstream(): Promise<FakeUpstream> {
   const sockets = new Set<import('node:net').Socket>();
+  let gate: Promise<void> | null = null;
+  let releaseGate = () => {};
   const state: FakeUpstream = {
     url: '',
     requests: [],
     responsesRequests: [],
+    received: [],
+    promptFromFields: false,
+    holdAnswers() {
+      releaseGate();
+      let release!: () => void;
+      gate = new Promise<void>((resolve) => (release = resolve));
+      releaseGate = () => {
+        gate = null;
+        release();
+      };
+      return releaseGate;
+    },
     reply: () => ({ content: 'Hello from the fake upstream' }),
     responsesReply: () => ({ content: 'Hello from the fake upstream' }),
     responsesEnding: 'completed',
@@ -105,6 +157,8 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       state.breakAfterChunks = null;
       state.stallAfterChunks = null;
       state.omitUsage = false;
+      state.promptFromFields = false;
+      releaseGate();
     },
     env: (extra = {}) => ({
       MODEL_UPSTREAM_URL: state.url,
@@ -131,7 +185,10 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     const chatBody = responses ? undefined : (JSON.parse(text) as ChatRequest);
     if (responsesBody) state.responsesRequests.push({ headers: req.headers, body: responsesBody });
     if (chatBody) state.requests.push({ headers: req.headers, body: chatBody });
+    const promptTokens = fieldPromptTokens((responsesBody ?? chatBody) as Record<string, unknown>, responses);
+    state.received.push({ at: Date.now(), path: req.url ?? '', promptTokens });
     await sleep(state.headersDelayMs);
+    if (gate) await gate;
     if (state.failStatus) {
       res.writeHead(state.failStatus, { 'content-type': 'application/json' }).end(
         JSON.stringify({
@@ -140,7 +197,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       );
       return;
     }
-    if (responsesBody) return answerResponses(state, responsesBody, res);
+    if (responsesBody) return answerResponses(state, responsesBody, res, promptTokens);
     const body = chatBody!;
     const reply = state.reply(body);
     const limit = body.max_completion_tokens ?? body.max_tokens ?? Infinity;
@@ -150,7 +207,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       pieces = pieces.slice(0, limit);
       finish = 'length';
     }
-    const prompt = reply.promptTokens ?? 10;
+    const prompt = state.promptFromFields ? promptTokens : (reply.promptTokens ?? 10);
     const completion = pieces.length + 5 * (reply.toolCalls?.length ?? 0);
     const usage = {
       prompt_tokens: prompt,

@@ -52,6 +52,21 @@ export function upstreamBody(
   } = r;
   const body: Record<string, unknown> = {
     ...rest,
+    // Only the fields the hold's bound counted (the translated request's tools, response_format and
+    // verbosity): a key the caller added inside these objects never reaches the provider (CONTRACT §9).
+    tools: r.tools?.map((t) => ({
+      type: 'function',
+      name: t.name,
+      ...(t.description != null ? { description: t.description } : {}),
+      ...(t.parameters != null ? { parameters: t.parameters } : {}),
+      ...(t.strict != null ? { strict: t.strict } : {}),
+    })),
+    tool_choice:
+      r.tool_choice == null || typeof r.tool_choice === 'string'
+        ? r.tool_choice
+        : { type: 'function', name: r.tool_choice.name },
+    text: r.text ? { format: formatOf(r.text.format), verbosity: r.text.verbosity } : undefined,
+    reasoning: r.reasoning?.effort != null ? { effort: r.reasoning.effort } : undefined,
     model: prepared.model,
     input: inputItems(conversation),
     max_output_tokens: prepared.max_tokens,
@@ -60,6 +75,18 @@ export function upstreamBody(
   };
   for (const [k, v] of Object.entries(body)) if (v === undefined || v === null) delete body[k];
   return body;
+}
+
+/** An output format with only the fields translation passes on as `response_format`. */
+function formatOf(f: NonNullable<ResponsesRequest['text']>['format']) {
+  if (f?.type !== 'json_schema') return f && { type: f.type };
+  return {
+    type: f.type,
+    name: f.name,
+    schema: f.schema,
+    ...(f.description ? { description: f.description } : {}),
+    ...(f.strict != null ? { strict: f.strict } : {}),
+  };
 }
 
 type ChatPart = { type?: string; text?: string; image_url?: { url: string; detail?: string } };

@@ -150,6 +150,7 @@ export function toChatRequest(r: ResponsesRequest, conversation: ChatMessage[]):
     parallel_tool_calls: r.parallel_tool_calls ?? undefined,
     prompt_cache_key: r.prompt_cache_key ?? undefined,
     reasoning_effort: r.reasoning?.effort ?? undefined,
+    verbosity: r.text?.verbosity ?? undefined,
     ...(r.tools?.length
       ? {
           tools: r.tools.map((t) => ({

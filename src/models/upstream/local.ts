@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { countPrompt, contentText, textPieces } from '../tokens.js';
+import { countPrompt, contentText, textPieces } from './local-words.js';
 import { structuredAnswer, type ResponseFormat } from './local-structured.js';
 import type {
   ChatBody,
