@@ -9,9 +9,11 @@ export type { PartTokens };
 //    token is at least one byte, so the UTF-8 size of every field of the request that goes upstream bounds
 //    the prompt: all message content parts, `tools`, `functions`, `tool_choice`/`function_call`, the whole
 //    `response_format` — and, since the other front-ends (Responses, Messages, run steps) are turned into
-//    this one request, their `instructions`, `text.format`, `system` and tools too. Every field is counted
-//    (the few that are not prompt, a `temperature` or a `stop`, only make the bound a little larger), so no
-//    field reaches the provider uncounted. Computed once, from the parsed request, before the hold.
+//    this one request, their `instructions`, `text.format`, `system` and tools too. Every field that goes
+//    upstream as the caller sent it is counted (the few that are not prompt, a `temperature` or a `stop`,
+//    only make the bound a little larger), so none reaches the provider uncounted; those svc replaces (the
+//    model, the user id, the stream flag) are not. Computed once, from the parsed request, before the
+//    hold.
 //  - a COUNT with a real tokenizer (tokenizer.ts), only for a call whose provider's usage never arrived:
 //    the prompt-bearing fields' text, 4 a message for its framing, a non-text part at its configured
 //    maximum.
@@ -29,6 +31,9 @@ const PART_OVERHEAD = 16;
 /** The fields of a chat request a provider reads as prompt besides the messages (CONTRACT §9). */
 const PROMPT_FIELDS = ['tools', 'functions', 'tool_choice', 'function_call', 'response_format'] as const;
 
+/** Fields svc replaces or removes before the request goes upstream (the model forced, svc's own user id, the stream flag). */
+const REPLACED = new Set(['model', 'user', 'safety_identifier', 'stream']);
+
 /** What the bound and the count read of a request (a ChatRequest or the body sent upstream). */
 export type PromptSource = { messages: unknown } & Record<string, unknown>;
 
@@ -42,11 +47,11 @@ const bytesOf = (value: unknown): number => Buffer.byteLength(JSON.stringify(val
  */
 export function promptUpperBound(request: PromptSource, parts: PartTokens = {}): number {
   try {
-    let n = 16;
+    let n = 16 + messagesBound(request.messages, parts);
     for (const key of Object.keys(request)) {
       const value = request[key];
-      if (value === undefined) continue;
-      n += key.length + 4 + (key === 'messages' ? messagesBound(value, parts) : bytesOf(value));
+      if (value === undefined || value === null || key === 'messages' || REPLACED.has(key)) continue;
+      n += key.length + 4 + bytesOf(value);
     }
     return n;
   } catch (err) {
