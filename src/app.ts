@@ -8,6 +8,7 @@ import { healthRoutes } from './http/health.js';
 import { devRoutes } from './dev/routes.js';
 import { accountRoutes } from './accounts/routes.js';
 import { orgRoutes } from './orgs/routes.js';
+import { limitRoutes } from './ratelimit/routes.js';
 import { serviceAccountRoutes } from './service-accounts/routes.js';
 import { tokenRoutes } from './tokens/routes.js';
 import { deviceRoutes } from './device/routes.js';
@@ -106,6 +107,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(orgRoutes(deps, auth));
   app.use(tokenRoutes(deps, auth));
   app.use(serviceAccountRoutes(deps, auth));
+  app.use(limitRoutes(deps, auth));
   app.use(deviceRoutes(deps, auth));
   app.use(billingRoutes(deps, auth));
   app.use(eventRoutes(deps, auth));

@@ -9,6 +9,7 @@ import { callerReadEarly } from './chat-credential.js';
 import type { Lease } from './concurrency.js';
 import { chatLease } from './lease.js';
 import { prepareCall, type PreparedCall } from './metered.js';
+import { rateLimitHeaders, refusalOf } from '../ratelimit/model-limits.js';
 import { OUTCOME_HEADER } from './outcome.js';
 import type { ChatRequest } from './schema.js';
 import { balanceOf, settleOrKeep, signOutcome, voidCall, type CallOutcome } from './settle.js';
@@ -59,6 +60,15 @@ export interface FrontEnd {
   writer(request: ChatRequest, call: PreparedCall): CallWriter;
 }
 
+/** A 429 rate_limit_exceeded carries the refused window's headers in the front-end's vendor names. */
+function withRateHeaders(res: ServerResponse, err: unknown, style: 'openai' | 'anthropic'): unknown {
+  const refusal = refusalOf(err);
+  if (refusal && !res.headersSent) {
+    for (const [k, v] of Object.entries(rateLimitHeaders(refusal.others, style))) res.setHeader(k, v);
+  }
+  return err;
+}
+
 /** Nobody reads it: it keeps a call the client left out of the error log (nginx's 499 convention). */
 const clientClosed = () => new AppError(499, 'client_closed_request', 'the client closed the connection');
 
@@ -70,7 +80,13 @@ export async function modelCall(
   res: ServerResponse,
   frontEnd: FrontEnd,
 ): Promise<void> {
-  const { actor, request, held } = await admit(deps, auth, req, res, frontEnd.intake);
+  const path = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '';
+  const rateStyle = path.startsWith('/v1/messages') ? 'anthropic' : 'openai';
+  const { actor, request, held } = await admit(deps, auth, req, res, frontEnd.intake).catch(
+    (err: unknown) => {
+      throw withRateHeaders(res, err, rateStyle);
+    },
+  );
   const stream = !!request.stream;
   // The slot first, then the hold (issue 14, item 9): a 429 writes nothing. The lease was started as
   // soon as the caller was known (src/models/lease.ts), so waiting for it here rarely costs a round trip.
@@ -80,8 +96,10 @@ export async function modelCall(
     call = held?.call ?? (await prepareCall(deps, actor, request, stream));
   } catch (err) {
     await lease.release();
-    throw err;
+    throw withRateHeaders(res, err, rateStyle);
   }
+  if (call.rate)
+    for (const [k, v] of Object.entries(rateLimitHeaders(call.rate, rateStyle))) res.setHeader(k, v);
   // A client that left while its call was admitted: its 'close' has come and gone, so the steps below
   // would never hear of it (a stream would wait on a dead socket, a JSON call run unseen). Nothing was
   // sent and nothing is owed: the hold is voided, the slot given back.

@@ -8,6 +8,7 @@ import type { ChatRequest } from './schema.js';
 import { promptTokenCount, promptUpperBound, type PartTokens } from './tokens.js';
 import type { ChatBody } from './upstream/types.js';
 import { markSpan } from '../telemetry/spans.js';
+import type { RateAdmission } from '../ratelimit/model-limits.js';
 
 // Reserve (CONTRACT §8): before a call, hold the most it can cost and cap its max tokens to what the hold
 // pays. A balance never goes below zero because the upstream is never allowed to write more than the
@@ -32,6 +33,8 @@ export interface PreparedCall {
   outputCap: number;
   /** When its hold was in place (performance.now()): the usage record's duration runs from here. */
   startedAt: number;
+  /** Its count in the rate-limit windows (CONTRACT §11), or null when no limit applies. */
+  rate: RateAdmission | null;
 }
 
 const insufficient = (message: string) =>
@@ -155,6 +158,19 @@ export async function heldCall(
     await voidHold(deps.db, requestId);
     throw cannotPay();
   }
+  // RPM and TPM (CONTRACT §11): counted against the most this hold lets the call use; a refusal gives the
+  // hold back. Without a limit this is a map lookup (src/ratelimit/model-limits.ts).
+  let rate: RateAdmission | null;
+  try {
+    rate = await deps.limits.modelRates.admit(
+      actor.orgKey,
+      actor.credential.apiTokenId,
+      promptBound + perChoice * n,
+    );
+  } catch (err) {
+    await voidHold(deps.db, requestId).catch(() => voidIfWritten(deps, requestId));
+    throw err;
+  }
   const body: ChatBody = {
     ...(request as ChatBody),
     model: modelId,
@@ -185,6 +201,7 @@ export async function heldCall(
     promptTokens,
     outputCap: perChoice * n,
     startedAt: performance.now(),
+    rate,
   };
 }
 

@@ -44,6 +44,8 @@ export async function settleCall(
 ): Promise<CallOutcome> {
   const { note = '', outcome = 'completed', runId } = how;
   const { spares, spend, prices, modelId } = deps.models;
+  // The rate-limit windows counted the hold's most; they keep what the call really used (CONTRACT §11).
+  call.rate?.settle(usage.prompt_tokens + usage.completion_tokens);
   // Cached prompt tokens at their own price (issue 19 item 4), clamped to what the prompt can hold.
   const cached = cachedPromptTokens(usage);
   const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens, cached);
@@ -158,6 +160,7 @@ export async function settleOrKeep(
 export async function voidCall(deps: Deps, call: PreparedCall): Promise<void> {
   recordModelCall('failed', performance.now() - call.startedAt, 0);
   modelCallVoided(call);
+  call.rate?.settle(0);
   await voidHold(deps.db, call.requestId).catch((err: unknown) => {
     deps.log.warn({ err, requestId: call.requestId }, 'void not written; kept and retried');
     deps.models.settles.keep({ kind: 'void', requestId: call.requestId });

@@ -5,6 +5,7 @@ import { billingRoutes } from './billing.js';
 import { eventRoutes } from './events.js';
 import { budgetRoutes } from './budgets.js';
 import { serviceAccountRoutes } from './service-accounts.js';
+import { limitRoutes } from './limits.js';
 import { autoTopupRoutes } from './auto-topup.js';
 import { modelRoutes } from './models.js';
 import { oauthRoutes } from './oauth.js';
@@ -26,6 +27,7 @@ export const describedRoutes: DescribedRoute[] = [
   ...eventRoutes,
   ...budgetRoutes,
   ...serviceAccountRoutes,
+  ...limitRoutes,
   ...autoTopupRoutes,
   ...usageRoutes,
   ...auditRoutes,

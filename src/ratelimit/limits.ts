@@ -12,6 +12,7 @@ import type { Database } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { rateLimited } from '../http/errors.js';
 import { clientAddress } from '../http/client-address.js';
+import { createModelRateLimits, type ModelRateLimits } from './model-limits.js';
 import { createFailureLimiter, storeKey, type FailureLimiter, type Policy } from './failure-limiter.js';
 
 // The rate limits of CONTRACT §1 on rate-limiter-flexible. The store follows the deployment so that
@@ -36,6 +37,8 @@ export interface Limits {
   invitationFailures: FailureLimiter;
   /** RATE_LIMIT_IP_PER_MIN requests a minute per address on sign-in, registration, reset, 2FA, device routes. */
   perIp: RequestHandler;
+  /** RPM and TPM limits of model calls per organization and credential (CONTRACT §11), in the same store. */
+  modelRates: ModelRateLimits;
 }
 
 export const POLICIES = {
@@ -48,7 +51,7 @@ export const POLICIES = {
 
 export interface LimitsContext {
   config: Pick<Config, 'redisUrl' | 'rateLimitIpPerMin' | 'trustProxy'>;
-  database: Pick<Database, 'kind' | 'pool'>;
+  database: Pick<Database, 'kind' | 'pool' | 'db'>;
   hmacKey: Buffer;
   log: Logger;
   onClose(fn: () => Promise<void> | void): void;
@@ -131,7 +134,11 @@ export function createLimits(ctx: LimitsContext): Limits {
     next();
   };
 
+  const modelRates = createModelRateLimits({ db: ctx.database.db, window: make, log: ctx.log });
+  ctx.onClose(() => modelRates.close());
+
   return {
+    modelRates,
     loginFailures: failure(POLICIES.loginFailures),
     twoFactorFailures: failure(POLICIES.twoFactorFailures),
     resetRequests: failure(POLICIES.resetRequests),
