@@ -241,8 +241,10 @@ describe('invitations', () => {
       revoked_at: null,
     });
     const [mail] = await mails(api, email);
-    expect(mail!.subject).toBe('Invitation to join Team on svc');
-    expect(mail!.text).toContain('Olga invited you');
+    // The subject is svc's alone; the names are quoted in the body, each labelled as what it is.
+    expect(mail!.subject).toBe('You are invited to an organization on svc');
+    expect(mail!.text).toContain("The organization's name, as its owner wrote it: “Team”");
+    expect(mail!.text).toContain('Invited by (the name on their svc account): “Olga”');
     const token = await inviteToken(email);
     // Hashed at rest: the stored row holds the HMAC, never the token.
     const [row] = await server.deps.db

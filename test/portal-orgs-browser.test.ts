@@ -214,7 +214,7 @@ describe.skipIf(!haveChromium)('organizations in a real browser', () => {
     await context.close();
 
     const [mail] = (await api.get<List<DevMail>>('/dev/mail', { query: { to: email } })).body.data;
-    expect(mail!.subject).toBe('Invitation to join Team on svc');
+    expect(mail!.subject).toBe('You are invited to an organization on svc');
     const link = /(http\S+\/account\/invitations\/accept\?token=\S+)/.exec(mail!.text)![1]!;
 
     // The invited person, on a phone, with no account.

@@ -1,11 +1,16 @@
 import type { MailMessage } from './mailer.js';
 
-// The invitation mail (issue 16 item 5). Plain text first, like the account mails (./templates.ts); the
-// HTML part escapes everything it interpolates: the organization's and the inviter's names are written
-// by people.
+// The invitation mail (docs/orgs-tokens-device.md § Invitations). Plain text first, like the account mails
+// (./templates.ts). The organization's and the inviter's names are written by the inviter, and a mail
+// carrying them could be made to read like svc's own words ("Your account is suspended - verify at …"):
+// the subject is svc's text alone, and the body quotes each name on a line of its own, labelled as what
+// it is. The HTML part escapes everything it interpolates.
 
 const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/** A name on one line, in quotes: line breaks and other controls cannot start a paragraph of its own. */
+const quoted = (name: string): string => `“${name.replace(/[\p{Cc}\u2028\u2029]+/gu, ' ').trim()}”`;
 
 export interface InvitationMailInput {
   to: string;
@@ -18,9 +23,11 @@ export interface InvitationMailInput {
 
 export function invitationMail(m: InvitationMailInput): MailMessage {
   const lines = [
-    `${m.inviterName} invited you to join the organization “${m.orgName}” on svc as ${m.role}.`,
+    `You are invited to join an organization on svc, as ${m.role}.`,
+    `The organization's name, as its owner wrote it: ${quoted(m.orgName)}`,
+    `Invited by (the name on their svc account): ${quoted(m.inviterName)}`,
     `Open the link below, then sign in or create an account with this e-mail address (${m.to}) to accept. The link works once and expires in ${m.expiresInDays} days.`,
-    'If you do not know this person, ignore this mail: nothing happens without your answer.',
+    'If you do not know this person, ignore this mail: nothing happens without your answer. svc never asks you to verify or unlock anything through an invitation.',
   ];
   const text = ['Hello,', '', ...lines, '', m.link, ''].join('\n');
   const html = [
@@ -29,5 +36,8 @@ export function invitationMail(m: InvitationMailInput): MailMessage {
     `<p><a href="${escapeHtml(m.link)}">See the invitation</a></p>`,
     `<p style="color:#666">${escapeHtml(m.link)}</p>`,
   ].join('\n');
-  return { to: m.to, subject: `Invitation to join ${m.orgName} on svc`, text, html };
+  return { to: m.to, subject: INVITATION_SUBJECT, text, html };
 }
+
+/** The same for every invitation: nothing in it comes from the inviter. */
+export const INVITATION_SUBJECT = 'You are invited to an organization on svc';

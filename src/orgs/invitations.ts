@@ -8,6 +8,7 @@ import { unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { newId } from '../ids.js';
 import { normaliseEmail } from '../accounts/users.js';
+import { canonicalMailbox } from '../accounts/trial-addresses.js';
 import { invitationMail } from '../mail/invitation-mail.js';
 import type { OrgRow } from './service.js';
 
@@ -42,6 +43,22 @@ const openOf = (orgKey: string) =>
   );
 
 /**
+ * Counts one invitation mail against the inviter's and the recipient mailbox's budgets (docs/limits.md §
+ * Invitation mail), all checked before any is spent; 429 RATE_LIMITED with Retry-After over any. Counted
+ * when sent, so revoking or replacing an invitation gives nothing back.
+ */
+async function countInvitationMail(deps: Deps, inviterId: string, email: string): Promise<void> {
+  const mailbox = canonicalMailbox(email);
+  const budgets = [
+    [deps.limits.invitationsPerInviter, inviterId],
+    [deps.limits.invitationsPerAddressHour, mailbox],
+    [deps.limits.invitationsPerAddressDay, mailbox],
+  ] as const;
+  for (const [limiter, key] of budgets) await limiter.check(key);
+  for (const [limiter, key] of budgets) await limiter.fail(key);
+}
+
+/**
  * Invites `email` into the org with `role`, and mails the link. An open invitation for the same address
  * is replaced (its link stops working): "send again" is inviting again. 409 ALREADY_MEMBER when an
  * account with that address already belongs to the org; 409 TOO_MANY_INVITATIONS past the bound.
@@ -67,6 +84,8 @@ export async function createInvitation(
       'TOO_MANY_INVITATIONS',
       `at most ${MAX_OPEN_INVITATIONS} invitations can be open at once; revoke some first`,
     );
+
+  await countInvitationMail(deps, inviter.userId, email);
 
   const token = randomBytes(32).toString('base64url');
   let row: InvitationRow;

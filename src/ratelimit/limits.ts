@@ -35,6 +35,15 @@ export interface Limits {
   userCodeFailures: FailureLimiter;
   /** Wrong invitation tokens per user: 10 in 10 min → 429 (issue 16 item 5). Key: the user id. */
   invitationFailures: FailureLimiter;
+  /**
+   * Invitation mails (docs/limits.md § Invitation mail): every invitation sent counts, whatever becomes of
+   * it (a revoked or replaced one included), per inviter (key: user id) and per recipient mailbox (key:
+   * the address as the trial rule normalises it, so plus-tags and Gmail dots are one mailbox).
+   */
+  invitationsPerInviter: FailureLimiter;
+  invitationsPerAddressDay: FailureLimiter;
+  /** The first invitation to a mailbox and one re-send in the hour. */
+  invitationsPerAddressHour: FailureLimiter;
   /** RATE_LIMIT_IP_PER_MIN requests a minute per address on sign-in, registration, reset, 2FA, device routes. */
   perIp: RequestHandler;
   /** RPM and TPM limits of model calls per organization and credential (CONTRACT §11), in the same store. */
@@ -47,6 +56,9 @@ export const POLICIES = {
   resetRequests: { name: 'reset', points: 5, durationSeconds: 60 * 60 },
   userCodeFailures: { name: 'usercode', points: 10, durationSeconds: 10 * 60 },
   invitationFailures: { name: 'invitation', points: 10, durationSeconds: 10 * 60 },
+  invitationsPerInviter: { name: 'invite-sender', points: 20, durationSeconds: 24 * 3600 },
+  invitationsPerAddressDay: { name: 'invite-to-day', points: 4, durationSeconds: 24 * 3600 },
+  invitationsPerAddressHour: { name: 'invite-to-hour', points: 2, durationSeconds: 3600 },
 } as const satisfies Record<string, Policy>;
 
 export interface LimitsContext {
@@ -144,6 +156,9 @@ export function createLimits(ctx: LimitsContext): Limits {
     resetRequests: failure(POLICIES.resetRequests),
     userCodeFailures: failure(POLICIES.userCodeFailures),
     invitationFailures: failure(POLICIES.invitationFailures),
+    invitationsPerInviter: failure(POLICIES.invitationsPerInviter),
+    invitationsPerAddressDay: failure(POLICIES.invitationsPerAddressDay),
+    invitationsPerAddressHour: failure(POLICIES.invitationsPerAddressHour),
     perIp,
   };
 }
