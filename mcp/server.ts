@@ -49,6 +49,7 @@ const CACHE_HINTS = {
   'resources/list': { ttlMs: 0, cacheScope: 'private' },
   'resources/read': { ttlMs: 0, cacheScope: 'private' },
   'resources/templates/list': { ttlMs: FIVE_MINUTES, cacheScope: 'public' },
+  'prompts/list': { ttlMs: FIVE_MINUTES, cacheScope: 'public' },
   'server/discover': { ttlMs: FIVE_MINUTES, cacheScope: 'public' },
 } as const;
 
@@ -66,7 +67,13 @@ export function buildPlatformServer(deps: Deps, request: PlatformRequest): McpSe
     { name: 'svc-platform', title: 'svc platform: projects, reports, files and sharing', version: '1.0.0' },
     {
       jsonSchemaValidator,
-      capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
+      // No prompts, but the capability with an empty list, so prompts/list answers (with its caching
+      // hints) rather than -32601.
+      capabilities: {
+        tools: { listChanged: false },
+        resources: { listChanged: false },
+        prompts: { listChanged: false },
+      },
       cacheHints: CACHE_HINTS,
       instructions:
         'Projects of your svc clients: briefs, markdown reports, files and sharing. org_id defaults to the acting client ' +
