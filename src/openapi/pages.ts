@@ -40,6 +40,12 @@ export const pageRoutes = [
   page('get', '/account/clients/:clientId', "A client's members", true),
   page('post', '/account/clients/:clientId/members', 'Add a member (form)', true),
   page('post', '/account/clients/:clientId/members/:userId/remove', 'Remove a member (form)', true),
+  page(
+    'post',
+    '/account/clients/:clientId/settings/limits',
+    "Set the organization's rate limits (form, owner)",
+    true,
+  ),
   page('get', '/', 'The first page: 303 to /account (which sends a signed-out visitor to sign in)'),
   page('get', '/account/switch', 'Switch to another organization (header form)', true),
   page('get', '/account/clients/:clientId/usage', "An organization's usage: chart, totals, call log", true),

@@ -10,6 +10,8 @@ import { orgBalanceCredits } from '../billing/spend.js';
 import { html, requirePageSession } from './html.js';
 import { alert, field, formValue, parseForm, postForm, queryValue, show, type Notice } from './components.js';
 import { confirmPage, formAction, notFoundPage, orgOfPage } from './org-page-kit.js';
+import { limitsCard, limitsForm } from './limits-card.js';
+import { getOrgLimits, setOrgLimits } from '../ratelimit/limit-settings.js';
 
 // An organization's settings (issue 16 item 5): the owner renames it and deletes it (never the default,
 // personal one), a member or viewer leaves it; deleting and leaving each ask on a page of their own
@@ -21,7 +23,10 @@ const nameBody = z.object({
   name: z.string().trim().min(1, 'Enter a name.').max(100, 'At most 100 characters.'),
 });
 const fmt = new Intl.NumberFormat('en-US');
-const NOTICES: Record<string, Notice> = { renamed: { kind: 'ok', text: 'Organization renamed.' } };
+const NOTICES: Record<string, Notice> = {
+  renamed: { kind: 'ok', text: 'Organization renamed.' },
+  limits: { kind: 'ok', text: 'Rate limits saved.' },
+};
 
 export function orgSettingsPageRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
@@ -31,11 +36,22 @@ export function orgSettingsPageRoutes(deps: Deps, auth: Auth): Router {
   async function settingsPage(
     req: Request,
     res: Response,
-    opts: { notice?: Notice | null; status?: number; nameError?: string } = {},
+    opts: {
+      notice?: Notice | null;
+      status?: number;
+      nameError?: string;
+      limitErrors?: Record<string, string>;
+    } = {},
   ) {
     const found = await orgOfPage(deps, req);
     if (!found) return notFoundPage(req, res);
     const { org, role } = found;
+    const limits = limitsCard(req, res, {
+      role,
+      action: path(org.id, '/settings/limits'),
+      limits: role === 'viewer' ? { rpm: null, tpm: null } : await getOrgLimits(deps.db, org.id),
+      errors: opts.limitErrors,
+    });
     const owner = role === 'owner';
     const rename = html`<section class="card" aria-labelledby="h-name"><h2 id="h-name">Name</h2>${postForm(
       req,
@@ -58,7 +74,7 @@ export function orgSettingsPageRoutes(deps: Deps, auth: Auth): Router {
       title: `${org.name}: settings`,
       status: opts.status ?? 200,
       body: html`<p><a href="${path(org.id, '')}">← Members</a></p><h1>${org.name}</h1>${alert(opts.notice ?? NOTICES[queryValue(req, 'notice')] ?? null)}
-${owner ? rename : html`<p class="muted">Only the owner can rename or delete this organization.</p>`}${end}`,
+${owner ? rename : html`<p class="muted">Only the owner can rename or delete this organization.</p>`}${limits}${end}`,
     });
   }
 
@@ -77,6 +93,20 @@ ${owner ? rename : html`<p class="muted">Only the owner can rename or delete thi
       if (!parsed.ok) return settingsPage(req, res, { status: 400, nameError: parsed.errors.name });
       await renameClient(deps.db, found.org.id, parsed.data.name);
       res.redirect(303, path(found.org.id, '/settings?notice=renamed'));
+    }, rerender),
+  );
+
+  router.post(
+    '/account/clients/:clientId/settings/limits',
+    session,
+    formAction(async (req, res) => {
+      const found = await orgOfPage(deps, req, 'owner');
+      if (!found) return notFoundPage(req, res);
+      const parsed = parseForm(limitsForm, req.body);
+      if (!parsed.ok) return settingsPage(req, res, { status: 400, limitErrors: parsed.errors });
+      await setOrgLimits(deps.db, found.org.id, parsed.data);
+      await deps.limits.modelRates.refresh();
+      res.redirect(303, path(found.org.id, '/settings?notice=limits'));
     }, rerender),
   );
 
