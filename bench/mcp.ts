@@ -1,8 +1,8 @@
 // `npm run bench -- mcp`: `tools/call list_projects` on /mcp/platform through the full path (Origin
 // check, platform access-token verification with the grant and live-membership reads, acting org,
-// McpServer built per request with 20 tools, the project query) beside the MCP SDK's bare stateless
-// server (same express body parsing, McpServer + StreamableHTTPServerTransport per request, JSON
-// responses) answering a constant tool with the same payload, in the same run, over loopback.
+// McpServer built per request, the project query) beside the MCP SDK v2's bare stateless server (same
+// express body parsing, createMcpHandler with a McpServer per request, toNodeHandler) answering a
+// constant tool with the same payload, in the same run, over loopback. The call is a 2026-07-28 one.
 // Prints req/s, p50 and p99 of each and the ratios.
 //
 // Each server runs in its own process (this file with BENCH_ROLE=svc|bare), so the load generator does
@@ -24,16 +24,27 @@ import { inTurns } from './turns.js';
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
 
+// A 2026-07-28 (stateless) call: the envelope in `_meta`, the routing headers beside it.
 const CALL = {
   jsonrpc: '2.0',
   id: 1,
   method: 'tools/call',
-  params: { name: 'list_projects', arguments: {} },
+  params: {
+    name: 'list_projects',
+    arguments: {},
+    _meta: {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1.0.0' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    },
+  },
 };
 const MCP_HEADERS = {
   'content-type': 'application/json',
   accept: 'application/json, text/event-stream',
-  'mcp-protocol-version': '2025-06-18',
+  'mcp-protocol-version': '2026-07-28',
+  'mcp-method': 'tools/call',
+  'mcp-name': 'list_projects',
 };
 
 if (role === 'svc') {
@@ -73,39 +84,33 @@ if (role === 'svc') {
   process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
 } else if (role === 'bare') {
   const { default: express } = await import('express');
-  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
-  const { StreamableHTTPServerTransport } =
-    await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const { McpServer, createMcpHandler } = await import('@modelcontextprotocol/server');
+  const { toNodeHandler } = await import('@modelcontextprotocol/node');
   const { z } = await import('zod');
   const structured = JSON.parse(process.env.BENCH_BODY!) as Record<string, unknown>;
   const app = express();
   app.disable('x-powered-by');
   app.use(express.json({ limit: '10mb' }));
-  app.post('/mcp', async (req, res) => {
+  // The SDK v2's stateless serving as its documentation wires it into Express: one handler, a
+  // McpServer per request from the factory.
+  const handler = createMcpHandler(() => {
     const server = new McpServer({ name: 'bare', version: '1.0.0' });
     server.registerTool(
       'list_projects',
       {
         title: 'List projects',
-        inputSchema: { org_id: z.string().optional() },
-        outputSchema: { data: z.array(z.any()) },
+        inputSchema: z.object({ org_id: z.string().optional() }),
+        outputSchema: z.object({ data: z.array(z.any()) }),
       },
       () => ({
         content: [{ type: 'text', text: JSON.stringify(structured) }],
         structuredContent: structured,
       }),
     );
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
+    return server;
   });
+  const serve = toNodeHandler(handler);
+  app.post('/mcp', (req, res) => void serve(req, res, req.body));
   const cost = await serveCost(undefined);
   const listener = app.listen(0, '127.0.0.1', () => {
     const { port } = listener.address() as { port: number };
@@ -229,7 +234,7 @@ async function main() {
         row(a),
         row(b),
         `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}× (rounds ${Math.min(...roundRatios).toFixed(2)}–${Math.max(...roundRatios).toFixed(2)}×), p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
-        `time per request at saturation: svc ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms → auth + database + 20-tool server ≈ ${(1000 / a.rps - 1000 / b.rps).toFixed(3)} ms`,
+        `time per request at saturation: svc ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms → auth + database + selection ≈ ${(1000 / a.rps - 1000 / b.rps).toFixed(3)} ms`,
         costLine(a.name, svcCost, svc.info.storage),
         costLine(b.name, bareCost, 'memory'),
       ].join('\n') + '\n',
