@@ -91,7 +91,7 @@ export async function validateAuthorizationRequest(
     if (!CODE_CHALLENGE.test(challenge))
       return fail('invalid_request', 'code_challenge is not a base64url SHA-256 value');
     const resources = requestedResources(origin, query);
-    const scope = approvalScope(resources, query);
+    const scope = approvalScope(resources, query, client.clientId);
     return {
       kind: 'ok',
       request: { client, redirectUri, state, codeChallenge: challenge, resources, scope },

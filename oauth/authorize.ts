@@ -22,7 +22,7 @@ import {
   validateAuthorizationRequest,
   type AuthorizationRequest,
 } from './authorize-request.js';
-import { resourceUrl } from './resources.js';
+import { ACCOUNT_SCOPE, ACCOUNT_SCOPE_TEXT, resourceUrl } from './resources.js';
 import { allOrganizationsField, allOrganizationsTicked } from '../src/portal/org-boundary.js';
 
 // GET/POST /oauth/authorize: the consent page (CONTRACT §4, §7). GET validates the request and shows who
@@ -51,6 +51,23 @@ const PLATFORM_READ_TEXT = {
 };
 const resourceText = (r: OAuthResource, scope: string) =>
   r === 'platform' && scope.split(' ').includes('platform:read') ? PLATFORM_READ_TEXT : RESOURCE_TEXT[r];
+
+/**
+ * The lines "It asks for" lists: each resource, except the model resource when the request asked only
+ * for `account` on it (no model calls), and the `account` scope in CONTRACT §7's words when asked.
+ */
+function askedFor(origin: string, request: AuthorizationRequest): SafeHtml[] {
+  const scope = request.scope.split(' ');
+  const lines = request.resources
+    .filter((r) => r !== 'model' || scope.includes('model'))
+    .map(
+      (r) =>
+        html`<li><strong>${resourceText(r, request.scope).title}</strong> — ${resourceText(r, request.scope).text} <span class="muted">(${resourceUrl(origin, r)})</span></li>`,
+    );
+  if (scope.includes(ACCOUNT_SCOPE))
+    lines.push(html`<li><strong>${ACCOUNT_SCOPE_TEXT.title}</strong> — ${ACCOUNT_SCOPE_TEXT.text}</li>`);
+  return lines;
+}
 
 function provenance(request: AuthorizationRequest): SafeHtml {
   const c = request.client;
@@ -131,7 +148,7 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
 ${csrfField(req, res)}
 <h2>It asks for</h2>
 <ul>
-${request.resources.map((r) => html`<li><strong>${resourceText(r, request.scope).title}</strong> — ${resourceText(r, request.scope).text} <span class="muted">(${resourceUrl(origin, r)})</span></li>`)}
+${askedFor(origin, request)}
 </ul>
 <div class="field">
 <label for="f-client_id">Organization to act for</label>

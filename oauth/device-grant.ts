@@ -106,7 +106,7 @@ export function deviceAuthorizationRoutes(deps: Deps): Router {
       oauthClientId: client.clientId,
       issuer: origin,
       resources,
-      scope: approvalScope(resources, body),
+      scope: approvalScope(resources, body, client.clientId),
     });
     const verificationUri = `${origin}/account/device`;
     res.json({

@@ -1,7 +1,7 @@
 import { Router, type Response } from 'express';
 import type { Deps } from '../src/deps.js';
 import { originVary, requestOrigin } from '../src/http/origin.js';
-import { RESOURCE_PATHS, resourceUrl } from './resources.js';
+import { ACCOUNT_SCOPE, RESOURCE_PATHS, resourceUrl } from './resources.js';
 import type { OAuthResource } from '../src/db/schema.js';
 
 // Discovery on every origin, each origin its own issuer (CONTRACT §7). The issuer is the configured
@@ -26,7 +26,7 @@ export function authorizationServerMetadata(origin: string) {
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     introspection_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
-    scopes_supported: ['model', 'platform', 'platform:read'],
+    scopes_supported: ['model', 'platform', 'platform:read', ACCOUNT_SCOPE],
     authorization_response_iss_parameter_supported: true,
     client_id_metadata_document_supported: true,
   };
@@ -36,7 +36,8 @@ export function protectedResourceMetadata(origin: string, resource: OAuthResourc
   return {
     resource: resourceUrl(origin, resource),
     authorization_servers: [origin],
-    scopes_supported: resource === 'platform' ? ['platform', 'platform:read'] : [resource],
+    // `account` rides on the model resource ({origin}/v1), beside `model` (CONTRACT §7).
+    scopes_supported: resource === 'platform' ? ['platform', 'platform:read'] : [resource, ACCOUNT_SCOPE],
     bearer_methods_supported: ['header'],
   };
 }

@@ -1,6 +1,7 @@
 import { AppError } from '../src/http/errors.js';
 import { OAUTH_RESOURCES, type OAuthResource } from '../src/db/schema.js';
-import { resourceFromUrl } from './resources.js';
+import { ACCOUNT_SCOPE, resourceFromUrl } from './resources.js';
+import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 
 // Request parameters shared by the authorization, device and token endpoints.
 
@@ -63,6 +64,8 @@ const SCOPE_RESOURCE: Record<string, OAuthResource> = {
   model: 'model',
   platform: 'platform',
   'platform:read': 'platform',
+  // `account` rides on the model resource ({origin}/v1): reads of the /v1 account routes (CONTRACT §7).
+  [ACCOUNT_SCOPE]: 'model',
 };
 
 /**
@@ -92,12 +95,24 @@ export function grantScopeOf(resource: OAuthResource, requested: string | null |
   const items = requested?.split(' ') ?? [];
   if (resource === 'platform' && items.includes('platform:read') && !items.includes('platform'))
     return 'platform:read';
+  // `account` beside `model`, or alone: then the grant reads the account routes and calls no model.
+  if (resource === 'model' && items.includes(ACCOUNT_SCOPE))
+    return items.includes('model') ? `model ${ACCOUNT_SCOPE}` : ACCOUNT_SCOPE;
   return resource;
 }
 
-/** What an approval grants, one scope per resource (stored on the code or device code until issuance). */
-export function approvalScope(resources: readonly OAuthResource[], query: { scope?: unknown }): string {
-  const requested = singleValue(query.scope, 'scope');
+/**
+ * What an approval grants, one scope per resource (stored on the code or device code until issuance).
+ * The built-in svc-cli asks for `account` by default: without a scope parameter its /v1 grant carries
+ * it; any other client gets `account` only when its scope names it (CONTRACT §7).
+ */
+export function approvalScope(
+  resources: readonly OAuthResource[],
+  query: { scope?: unknown },
+  clientId?: string,
+): string {
+  const asked = singleValue(query.scope, 'scope');
+  const requested = !asked?.trim() && clientId === BUILTIN_CLI_CLIENT_ID ? `model ${ACCOUNT_SCOPE}` : asked;
   return resources.map((r) => grantScopeOf(r, requested)).join(' ');
 }
 

@@ -20,3 +20,15 @@ export function resourceFromUrl(origin: string, value: string): OAuthResource | 
 /** The protected-resource metadata URL of a resource (RFC 9728 §3.1: path inserted after the well-known). */
 export const resourceMetadataUrl = (origin: string, resource: OAuthResource): string =>
   `${origin}/.well-known/oauth-protected-resource${RESOURCE_PATHS[resource]}`;
+
+/**
+ * Scope `account` (CONTRACT §7) rides on the model resource (`{origin}/v1`): that grant may then READ the
+ * /v1 account routes (verify, clients, balances, billing, usage) under the caller's role rules.
+ */
+export const ACCOUNT_SCOPE = 'account';
+
+/** How the consent and device pages name scope `account` (CONTRACT §7). */
+export const ACCOUNT_SCOPE_TEXT = {
+  title: 'Read your organizations, balances and usage',
+  text: 'Read who you are, the organizations you belong to, their balances, transactions and usage (/v1). It cannot change anything.',
+};

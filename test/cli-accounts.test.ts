@@ -51,7 +51,7 @@ describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     const login = await browserLogin(url, home.env, suite.owner);
     expect(login.stdout()).toContain(`Signed in to ${url} as ${suite.owner.userId}`);
     const entry = (await home.credentials()).servers[url];
-    expect(entry!.grants!.model!.scope).toBe('model');
+    expect(entry!.grants!.model!.scope).toBe('model account');
     expect(entry!.grants!.platform!.scope).toBe('platform');
     const chat = await runCli(['chat', '--url', url, 'hi'], { env: home.env });
     expect(chat.code).toBe(0);

@@ -74,7 +74,7 @@ describe(
       expect((await stat(file)).mode & 0o777).toBe(0o600);
       const entry = (await home.credentials()).servers[url];
       expect(entry).toMatchObject({ issuer: url, user: suite.owner.userId, grant_org: suite.owner.orgId });
-      expect(entry!.grants!.model!.scope).toBe('model');
+      expect(entry!.grants!.model!.scope).toBe('model account');
       expect(entry!.grants!.platform!.scope).toBe('platform');
       expect((await introspect(entry!.grants!.model!.access_token)).active).toBe(true);
       // The secret is in the file only, never on the terminal.

@@ -77,7 +77,7 @@ describe('device grant (RFC 8628)', () => {
       additionalParameters: { resource: `${server.v2Url}/v1` },
     });
     const tokens = await oauth.processDeviceCodeResponse(as, cli, res);
-    expect(tokens.scope).toBe('model');
+    expect(tokens.scope).toBe('model account'); // svc-cli's default (CONTRACT §7)
     const grants = tokens.grants as { resource: string; access_token: string }[];
     expect(grants.map((g) => g.resource).sort()).toEqual([
       `${server.v2Url}/mcp/platform`,
@@ -112,7 +112,7 @@ describe('device grant (RFC 8628)', () => {
       cli,
       await oauth.deviceCodeGrantRequest(as, cli, oauth.None(), da.device_code, insecure),
     );
-    expect(tokens.scope).toBe('model');
+    expect(tokens.scope).toBe('model account'); // svc-cli's default (CONTRACT §7)
     const bad = await fetch(`${server.v2Url}/oauth/device_authorization`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },

@@ -109,13 +109,13 @@ describe('discovery (RFC 8414, RFC 9728)', () => {
       ],
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
-      scopes_supported: ['model', 'platform', 'platform:read'],
+      scopes_supported: ['model', 'platform', 'platform:read', 'account'],
       authorization_response_iss_parameter_supported: true,
       client_id_metadata_document_supported: true,
     });
     for (const [path, scopes] of [
       ['mcp/platform', ['platform', 'platform:read']],
-      ['v1', ['model']],
+      ['v1', ['model', 'account']],
     ] as const) {
       const prm = await oauth.processResourceDiscoveryResponse(
         new URL(`${origin}/${path}`),
@@ -192,7 +192,8 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
       resources: [`${origin}${path}`],
     });
     const body = await oauth.processAuthorizationCodeResponse(as, client, res);
-    expect(body.scope).toBe(scope);
+    // svc-cli's /v1 grant carries `account` by default (CONTRACT §7).
+    expect(body.scope).toBe(scope === 'model' ? 'model account' : scope);
     expect((body.grants as Grant[]).map((g) => g.resource)).toEqual([`${origin}${path}`]);
     const ok = await verifyAccessToken(server.deps, body.access_token, { resource: scope, origin });
     expect(ok.userId).toBe(user.userId);
@@ -209,7 +210,7 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
       resources: [`${origin}/v1`, `${origin}/mcp/platform`],
     });
     const body = await oauth.processAuthorizationCodeResponse(as, client, res);
-    expect((body.grants as Grant[]).map((g) => g.scope).sort()).toEqual(['model', 'platform']);
+    expect((body.grants as Grant[]).map((g) => g.scope).sort()).toEqual(['model account', 'platform']);
     expect(body.scope).toBe('platform');
   });
 
@@ -225,10 +226,10 @@ describe('authorization code + PKCE, two grants per approval (CONTRACT §7)', ()
       tokenResources: [`${origin}/v1`],
     });
     const body = await oauth.processAuthorizationCodeResponse(as, client, named.res);
-    expect(body.scope).toBe('model');
+    expect(body.scope).toBe('model account'); // svc-cli's default (CONTRACT §7)
     const grants = body.grants as Grant[];
     expect(grants.map((g) => g.resource).sort()).toEqual([`${origin}/mcp/platform`, `${origin}/v1`]);
-    const model = grants.find((g) => g.scope === 'model')!;
+    const model = grants.find((g) => g.scope === 'model account')!; // svc-cli's default (CONTRACT §7)
     expect([body.access_token, body.refresh_token]).toEqual([model.access_token, model.refresh_token]);
     const widened = await codeFlow(as, user, {
       client,
@@ -337,7 +338,7 @@ describe('refresh, revocation, introspection', () => {
   it('revokes one grant by its refresh token and leaves the other working', async () => {
     const { as, client, grants } = await approved();
     const platform = grants.find((g) => g.scope === 'platform')!;
-    const model = grants.find((g) => g.scope === 'model')!;
+    const model = grants.find((g) => g.scope === 'model account')!; // svc-cli's default (CONTRACT §7)
     await oauth.processRevocationResponse(
       await oauth.revocationRequest(as, client, oauth.None(), platform.refresh_token, insecure),
     );
@@ -395,7 +396,7 @@ describe('refresh, revocation, introspection', () => {
 
   it('introspects access and refresh tokens (active, then inactive after revocation)', async () => {
     const { as, client, user, grants } = await approved();
-    const model = grants.find((g) => g.scope === 'model')!;
+    const model = grants.find((g) => g.scope === 'model account')!; // svc-cli's default (CONTRACT §7)
     const at = await oauth.processIntrospectionResponse(
       as,
       client,
@@ -403,7 +404,7 @@ describe('refresh, revocation, introspection', () => {
     );
     expect(at).toMatchObject({
       active: true,
-      scope: 'model',
+      scope: 'model account',
       client_id: 'svc-cli',
       sub: user.userId,
       aud: `${server.v2Url}/v1`,
@@ -415,7 +416,7 @@ describe('refresh, revocation, introspection', () => {
       client,
       await oauth.introspectionRequest(as, client, oauth.None(), model.refresh_token, insecure),
     );
-    expect(rt).toMatchObject({ active: true, scope: 'model', token_type: 'refresh_token' });
+    expect(rt).toMatchObject({ active: true, scope: 'model account', token_type: 'refresh_token' });
     await oauth.revocationRequest(as, client, oauth.None(), model.refresh_token, insecure);
     const after = await oauth.processIntrospectionResponse(
       as,

@@ -210,7 +210,7 @@ describe('authorization codes', () => {
       status: 401,
     });
     const model = (first.grants as { scope: string; access_token: string }[]).find(
-      (g) => g.scope === 'model',
+      (g) => g.scope === 'model account', // svc-cli's /v1 grant (CONTRACT §7)
     )!;
     await expect(
       verifyAccessToken(server.deps, model.access_token, { resource: 'model', origin: server.v2Url }),

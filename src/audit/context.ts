@@ -45,6 +45,7 @@ function actorOf(principal: Request['principal']): AuditOrigin['actor'] {
 
 function credentialOf(principal: Request['principal']): string | null {
   if (!principal) return null;
+  if (principal.kind === 'grant') return principal.grantId; // an OAuth grant with scope account (reads only)
   return principal.kind === 'session' ? principal.sessionId : String(principal.tokenId);
 }
 

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { parse as parseCookie } from 'cookie';
+import { decodeProtectedHeader } from 'jose';
 import { and, eq, gt, inArray, isNull } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { apiTokens, sessions, users, type Role } from '../db/schema.js';
@@ -9,6 +10,18 @@ import { hmacSecret } from '../crypto/hash.js';
 import { createBatcher } from '../db/batch.js';
 import { readSessionToken, SESSION_COOKIE } from './session.js';
 import { API_TOKEN_PATTERN } from './api-token-secret.js';
+import { verifyAccessToken } from '../../oauth/verify.js';
+import { ACCOUNT_SCOPE } from '../../oauth/resources.js';
+import { requestOrigin } from '../http/origin.js';
+
+/** An RFC 9068 access token (typ at+jwt) rather than a session JWT: read from its header, unverified. */
+function isAccessTokenShaped(token: string): boolean {
+  try {
+    return decodeProtectedHeader(token).typ === 'at+jwt';
+  } catch {
+    return false;
+  }
+}
 
 // Who is calling an account route (interface document: Authentication 1–2). Two user credentials:
 // the session (cookie `__Host-svc_session`, or its JWT as a bearer) and the durable `svc_…` token bound
@@ -37,6 +50,22 @@ export type Principal =
       /** Live role in that organization at this request, or null when the user no longer belongs. */
       role: Role | null;
       /** What the credential reaches (CONTRACT §6 "Credential options"): `model`, `account`. */
+      scopes: string[];
+    })
+  | (PrincipalUser & {
+      /**
+       * An OAuth access token of the model resource ({origin}/v1). With scope `account` it may READ the
+       * routes that opt in (`grantReads`), under the caller's role rules; nothing that writes (CONTRACT §7).
+       */
+      kind: 'grant';
+      /** The grant's organization (the `org` claim). */
+      orgKey: string;
+      /** The grant acts only in orgKey (a client other than svc-cli, "all my organizations" not ticked). */
+      orgBound: boolean;
+      /** Live role in orgKey, read with the grant. */
+      role: Role;
+      grantId: string;
+      clientId: string;
       scopes: string[];
     });
 
@@ -208,6 +237,42 @@ export function createAuth(deps: Deps) {
     writeLastUsed(tokenId).catch((err: unknown) => deps.log.warn({ err }, 'could not record token use'));
   }
 
+  /**
+   * The holder of an OAuth access token presented on a /v1 account route: verified as the model
+   * resource's (oauth/verify.ts: signature, issuer and audience of this origin, expiry, grant not
+   * revoked, live membership in its org). Any failure to authenticate is CONTRACT §3's 401.
+   */
+  async function fromGrant(token: string, req: Request): Promise<Principal | null> {
+    let access;
+    try {
+      access = await verifyAccessToken(deps, token, {
+        resource: 'model',
+        origin: requestOrigin(req, config),
+      });
+    } catch (err) {
+      if (err instanceof AppError && err.status === 401) return null;
+      throw err;
+    }
+    const [user] = await db
+      .select({ email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt })
+      .from(users)
+      .where(eq(users.id, access.userId));
+    if (!user) return null;
+    return {
+      kind: 'grant',
+      userId: access.userId,
+      email: user.email,
+      name: user.name,
+      emailVerified: user.emailVerifiedAt !== null,
+      orgKey: access.orgKey,
+      orgBound: access.orgBound,
+      role: access.role,
+      grantId: access.grantId,
+      clientId: access.clientId,
+      scopes: access.scope.split(' '),
+    };
+  }
+
   /** Resolves the caller, if any. A bearer that is presented and not valid is a 401 at once. */
   async function resolve(req: Request): Promise<Principal | null> {
     const header = req.get('authorization');
@@ -217,7 +282,9 @@ export function createAuth(deps: Deps) {
       const credential = m[1]!;
       const principal = credential.startsWith('svc_')
         ? await fromApiToken(credential)
-        : await fromSessionToken(credential, false);
+        : isAccessTokenShaped(credential)
+          ? await fromGrant(credential, req)
+          : await fromSessionToken(credential, false);
       if (!principal) throw invalidToken();
       return principal;
     }
@@ -248,6 +315,8 @@ export function createAuth(deps: Deps) {
     allowUnverified?: boolean;
     /** A credential of any scopes may call it (GET /v1/auth/verify: CONTRACT §6); else it needs `account`. */
     anyScope?: boolean;
+    /** A read route an OAuth grant with scope `account` may call (CONTRACT §7); GET and HEAD only. */
+    grantReads?: boolean;
   }
 
   function require(options: RequireOptions = {}): RequestHandler {
@@ -257,7 +326,11 @@ export function createAuth(deps: Deps) {
       if (!principal) throw invalidToken();
       // A session-only route (minting tokens, 2FA, logout, resend) does not authenticate an svc_ token:
       // CONTRACT §3's authentication failure, word for word (401 INVALID_TOKEN "invalid token").
-      if (!allow.includes(principal.kind)) throw invalidToken();
+      if (principal.kind === 'grant') {
+        // Nothing that writes takes a grant, and only the routes CONTRACT §7 names read with one.
+        if (!options.grantReads || (req.method !== 'GET' && req.method !== 'HEAD')) throw invalidToken();
+        if (!principal.scopes.includes(ACCOUNT_SCOPE)) throw insufficientScope(ACCOUNT_SCOPE);
+      } else if (!allow.includes(principal.kind)) throw invalidToken();
       // Every /v1 route that takes B other than the model routes is the `account` scope (CONTRACT §6).
       if (principal.kind === 'api_token' && !options.anyScope && !principal.scopes.includes('account')) {
         throw insufficientScope('account');
@@ -299,7 +372,11 @@ export function principalOf(req: Request): Principal {
  * that client's resources; a session reaches every live membership. 403 NO_ACCESS otherwise.
  */
 export function assertCredentialReaches(principal: Principal, orgKey: string): void {
-  if (principal.kind === 'api_token' && principal.orgKey !== orgKey) {
+  // A grant of a client other than svc-cli reaches only the organization chosen at consent (CONTRACT §7).
+  if (
+    (principal.kind === 'api_token' || (principal.kind === 'grant' && principal.orgBound)) &&
+    principal.orgKey !== orgKey
+  ) {
     throw new AppError(403, 'NO_ACCESS', 'this API token is bound to another client');
   }
 }

@@ -55,6 +55,8 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const { db } = deps;
   const signedIn = auth.require();
+  // The GET routes: scope `account` grants read them too, under the same role rules (CONTRACT §7).
+  const reads = auth.require({ grantReads: true });
 
   /** The client in the path, if the caller may use it at `need`; 403 NO_ACCESS otherwise (either spelling accepted). */
   async function clientFor(req: Request, need: 'read' | 'owner') {
@@ -70,7 +72,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     return { orgKey, principal };
   }
 
-  router.get('/v1/owner/balance', signedIn, async (req, res) => {
+  router.get('/v1/owner/balance', reads, async (req, res) => {
     res.json(await ownerBalance(db, principalOf(req).userId));
   });
 
@@ -90,29 +92,29 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     res.json(await ownerBalance(db, principal.userId));
   });
 
-  router.get('/v1/clients/:client_id/credits/balance', signedIn, async (req, res) => {
+  router.get('/v1/clients/:client_id/credits/balance', reads, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
     res.json(await clientBalance(db, orgKey));
   });
 
-  router.get('/v1/clients/:client_id/credits/transactions', signedIn, async (req, res) => {
+  router.get('/v1/clients/:client_id/credits/transactions', reads, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
     const { limit, offset, starting_after } = parse(pageQuery, req.query);
     res.json(await listTransactions(db, orgKey, limit, offset, starting_after));
   });
 
-  router.get('/v1/clients/:client_id/subscription', signedIn, async (req, res) => {
+  router.get('/v1/clients/:client_id/subscription', reads, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
     res.json(await getSubscription(db, orgKey));
   });
 
-  router.get('/v1/clients/:client_id/invoices', signedIn, async (req, res) => {
+  router.get('/v1/clients/:client_id/invoices', reads, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
     const { limit, offset, starting_after } = parse(pageQuery, req.query);
     res.json(await listInvoices(db, orgKey, limit, offset, starting_after));
   });
 
-  router.get('/v1/clients/:client_id/payment-methods', signedIn, async (req, res) => {
+  router.get('/v1/clients/:client_id/payment-methods', reads, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');
     res.json(await paymentMethods(db, deps.billing, orgKey));
   });

@@ -106,6 +106,8 @@ export async function actorFromToken(deps: Deps, auth: Auth, input: TokenInput):
   }
   if (!isGrantShaped(token)) throw invalidToken();
   const grant = await verifyAccessToken(deps, token, { resource: 'model', origin });
+  // A /v1 grant asked for `account` alone reads the account routes but calls no model (CONTRACT §7).
+  assertModelScope(grant.scope.split(' '));
   // Without x-svc-organisation the grant's org acts, and the verifier has just read that membership
   // live (as mcp/guard.ts does); a named org is read as its own live membership.
   const acting = orgHeader?.trim()

@@ -178,7 +178,7 @@ export const accountRoutes = [
 
   route('get', '/v1/clients', {
     summary: "The caller's clients (default first)",
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     query: pageQuery,
     response: z.object({ data: z.array(client) }),
   }),
@@ -249,7 +249,9 @@ export const accountRoutes = [
   }),
   route('get', '/v1/auth/verify', {
     summary: 'Check an API token and say whom it acts for, what it reaches, spent and may spend',
-    auth: ['token'],
+    description:
+      'Also answers an OAuth grant with scope `account` (CONTRACT §7): `token_id` null, plus `name`, `role` (the live role in the grant’s organization) and `oauth_client_id`.',
+    auth: ['token', 'accountGrant'],
     response: z.object({
       valid: z.literal(true),
       client_id: clientId,
@@ -272,6 +274,9 @@ export const accountRoutes = [
           remaining_credits: z.number().int(),
         })
         .nullable(),
+      name: z.string().optional().meta({ description: 'With an OAuth grant: the person’s name' }),
+      role: z.enum(['owner', 'member', 'viewer']).optional().meta({ description: 'With an OAuth grant' }),
+      oauth_client_id: z.string().optional().meta({ description: 'With an OAuth grant: the application' }),
     }),
     errors: [403],
   }),

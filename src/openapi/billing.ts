@@ -35,7 +35,7 @@ const checkout = z.object({ session_id: z.string(), checkout_url: z.string() }).
 export const billingRoutes = [
   route('get', '/v1/owner/balance', {
     summary: "The owner's pool and what each of their clients holds",
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     response: ownerBalance,
   }),
   route('put', '/v1/owner/orgs/:org_id/allocation', {
@@ -48,7 +48,7 @@ export const billingRoutes = [
   }),
   route('get', '/v1/clients/:client_id/credits/balance', {
     summary: "A client's balance",
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     params: clientParams,
     response: z.object({
       org_id: clientId,
@@ -59,7 +59,7 @@ export const billingRoutes = [
   }),
   route('get', '/v1/clients/:client_id/credits/transactions', {
     summary: "A client's ledger entries, newest first",
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     params: clientParams,
     query: pageQuery,
     response: z.array(
@@ -77,7 +77,7 @@ export const billingRoutes = [
   }),
   route('get', '/v1/clients/:client_id/subscription', {
     summary: "A client's active subscription (404 subscription_not_found when none)",
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     params: clientParams,
     response: z.object({
       org_id: clientId,
@@ -92,7 +92,7 @@ export const billingRoutes = [
   }),
   route('get', '/v1/clients/:client_id/invoices', {
     summary: "A client's invoices",
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     params: clientParams,
     query: pageQuery,
     response: z.array(
@@ -113,7 +113,7 @@ export const billingRoutes = [
   }),
   route('get', '/v1/clients/:client_id/payment-methods', {
     summary: "A client's saved payment methods",
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     params: clientParams,
     response: z.array(
       z.object({

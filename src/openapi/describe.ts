@@ -15,6 +15,7 @@ export type Credential =
   | 'token' // an svc_ API token (CONTRACT §6)
   | 'modelGrant' // an OAuth access token for the model resource {origin}/v1 (CONTRACT §7)
   | 'platformGrant' // an OAuth access token for the platform resource {origin}/mcp/platform
+  | 'accountGrant' // an OAuth access token of {origin}/v1 with scope `account`: reads only (CONTRACT §7)
   | 'metricsToken' // the METRICS_TOKEN bearer of GET /metrics
   | 'clientAuth'; // OAuth client authentication at the token endpoint (or none for public clients)
 
@@ -238,6 +239,7 @@ function securityOf(auth: Credential[] | undefined) {
     if (a === 'token') out.push({ svcToken: [] });
     if (a === 'modelGrant') out.push({ oauth: ['model'] });
     if (a === 'platformGrant') out.push({ oauth: ['platform'] });
+    if (a === 'accountGrant') out.push({ oauth: ['account'] });
     if (a === 'metricsToken') out.push({ metricsToken: [] });
     if (a === 'clientAuth') out.push({});
   }

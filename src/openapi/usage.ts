@@ -60,7 +60,7 @@ const csv = { 'text/csv': { schema: z.string() } };
 export const usageRoutes = [
   route('get', '/v1/clients/:client_id/usage', {
     summary: 'Usage totals per day, member, credential or model, and overall (viewers: day and model)',
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     params: clientParams,
     query: summaryQuery,
     response: {
@@ -85,7 +85,7 @@ export const usageRoutes = [
   }),
   route('get', '/v1/clients/:client_id/usage/calls', {
     summary: 'The call log, newest first (not for viewers)',
-    auth: [...both],
+    auth: [...both, 'accountGrant'],
     params: clientParams,
     query: callsQuery,
     response: {

@@ -25,7 +25,8 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const signedIn = [auth.require(), requireLiveCredential];
 
-  router.get('/v1/clients', ...signedIn, async (req, res) => {
+  // Scope `account` grants read the list (CONTRACT §7); nothing else here takes a grant.
+  router.get('/v1/clients', auth.require({ grantReads: true }), requireLiveCredential, async (req, res) => {
     // A user belongs to few clients, read whole and ordered in liveMemberships (default client first).
     const { limit, offset, starting_after } = parse(pageQuery, req.query);
     const all = await liveMemberships(deps.db, principalOf(req).userId);

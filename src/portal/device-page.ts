@@ -11,6 +11,7 @@ import { html, requirePageSession, verifyCsrfField } from './html.js';
 import { AppError } from '../http/errors.js';
 import { allOrganizationsField, allOrganizationsTicked } from './org-boundary.js';
 import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
+import { ACCOUNT_SCOPE, ACCOUNT_SCOPE_TEXT } from '../../oauth/resources.js';
 import {
   alert,
   applyErrorHeaders,
@@ -113,7 +114,10 @@ export function devicePageRoutes(deps: Deps, auth: Auth): Router {
     const requester =
       row.flow === 'oauth'
         ? html`<p>The application <strong>${row.oauthClientId ?? 'unknown'}</strong> asks to act for you.</p>
-<h2>It will get</h2><ul>${(row.resources?.length ? row.resources : ['model', 'platform']).map((r) => html`<li>${deviceResourceLabel(r, row.scope)}</li>`)}</ul>`
+<h2>It will get</h2><ul>${(row.resources?.length ? row.resources : ['model', 'platform'])
+            .filter((r) => !(r === 'model' && row.scope && !row.scope.split(' ').includes('model')))
+            .map((r) => html`<li>${deviceResourceLabel(r, row.scope)}</li>`)}
+${row.scope?.split(' ').includes(ACCOUNT_SCOPE) ? html`<li>${ACCOUNT_SCOPE_TEXT.title}: ${ACCOUNT_SCOPE_TEXT.text}</li>` : ''}</ul>`
         : html`<p>A terminal asks to sign in as you. It will receive an API credential for the organization you choose; any earlier credential of yours there is replaced.</p>`;
     const viewer = principalOf(req).userId;
     const options = orgs.map(

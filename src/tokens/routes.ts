@@ -6,7 +6,7 @@ import { parse } from '../http/validate.js';
 import { orgIdOf, unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
-import { credentialStatus } from './status.js';
+import { credentialStatus, grantStatus } from './status.js';
 import { credentialOptionsOf, DEFAULT_TOKEN_NAME, mintBody, revokeBody, tokenListItem } from './schema.js';
 import { pageOf, pageQuery } from '../http/pagination.js';
 import { databaseOutageAs503 } from '../db/outage.js';
@@ -55,12 +55,19 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
   });
 
   // Any valid credential may read its own status, whatever its scopes (CONTRACT §6).
-  router.get('/v1/auth/verify', auth.require({ anyScope: true }), requireLiveCredential, async (req, res) => {
-    const principal = principalOf(req);
-    // "B" only: a session is not an API credential (interface document: GET /v1/auth/verify).
-    if (principal.kind !== 'api_token') throw invalidToken();
-    res.json(await credentialStatus(deps.db, principal));
-  });
+  router.get(
+    '/v1/auth/verify',
+    auth.require({ anyScope: true, grantReads: true }),
+    requireLiveCredential,
+    async (req, res) => {
+      const principal = principalOf(req);
+      // An OAuth grant with scope `account` reads it too (CONTRACT §7): who signed in, where, as what.
+      if (principal.kind === 'grant') return void res.json(await grantStatus(deps.db, principal));
+      // "B" only: a session is not an API credential (interface document: GET /v1/auth/verify).
+      if (principal.kind !== 'api_token') throw invalidToken();
+      res.json(await credentialStatus(deps.db, principal));
+    },
+  );
 
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
   router.use('/v1', databaseOutageAs503(deps.db));

@@ -155,8 +155,13 @@ export async function revokeOrgTokens(
 export async function credentialSpend(
   db: Db,
   orgKey: string,
-  tokenId: number,
+  /** An `svc_` credential's id, or an OAuth grant's (GET /v1/auth/verify with a grant, CONTRACT §7). */
+  credential: number | { grantId: string },
 ): Promise<{ today: number; week: number; month: number }> {
+  const byCredential =
+    typeof credential === 'number'
+      ? sql`u.api_token_id = ${credential}`
+      : sql`u.oauth_grant_id = ${credential.grantId}`;
   const [row] = await queryRows<{ today: unknown; week: unknown; month: unknown }>(
     db,
     sql`with p as (select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
@@ -165,7 +170,7 @@ export async function credentialSpend(
                coalesce(sum(u.credits_debited) filter (where u.created_at >= p.w), 0) as week,
                coalesce(sum(u.credits_debited) filter (where u.created_at >= p.m), 0) as month
         from p left join usage_records u
-          on u.org_key = ${orgKey} and u.api_token_id = ${tokenId} and u.created_at >= least(p.w, p.m)`,
+          on u.org_key = ${orgKey} and ${byCredential} and u.created_at >= least(p.w, p.m)`,
   );
   return { today: Number(row?.today ?? 0), week: Number(row?.week ?? 0), month: Number(row?.month ?? 0) };
 }

@@ -45,3 +45,30 @@ export async function credentialStatus(db: Db, principal: ApiTokenPrincipal) {
       : null,
   };
 }
+
+type GrantPrincipal = Extract<Principal, { kind: 'grant' }>;
+
+/**
+ * GET /v1/auth/verify for an OAuth grant with scope `account` (CONTRACT §6, §7): the same shape, with
+ * `token_id: null`; `role` is the person's live role in the grant's organization; a grant has no
+ * `svc_` budget and its access token's expiry is its own business (it is refreshed), so `expires_at` is null.
+ */
+export async function grantStatus(db: Db, principal: GrantPrincipal) {
+  return {
+    valid: true,
+    client_id: orgIdOf(principal.orgKey),
+    user_id: principal.userId,
+    email: principal.email,
+    token_id: null,
+    token_name: null,
+    principal: { type: 'user', id: principal.userId },
+    scopes: principal.scopes,
+    expires_at: null,
+    last_used_at: null,
+    spend: await credentialSpend(db, principal.orgKey, { grantId: principal.grantId }),
+    budget: null,
+    name: principal.name,
+    role: principal.role,
+    oauth_client_id: principal.clientId,
+  };
+}

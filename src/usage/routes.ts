@@ -66,7 +66,8 @@ function sendCsv(res: Response, name: string, csv: string) {
 export function usageRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const { db } = deps;
-  const signedIn = auth.require();
+  // Scope `account` grants read usage too, under the same role rules (CONTRACT §7).
+  const reads = auth.require({ grantReads: true });
 
   /** The client in the path and the caller's live role there; 403 NO_ACCESS for anyone else. */
   async function readerOf(req: Request): Promise<{ orgKey: string; role: Role }> {
@@ -78,7 +79,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
     return { orgKey, role };
   }
 
-  router.get('/v1/clients/:client_id/usage', signedIn, async (req, res) => {
+  router.get('/v1/clients/:client_id/usage', reads, async (req, res) => {
     const { orgKey, role } = await readerOf(req);
     const q = parse(summaryQuery, req.query);
     if (role === 'viewer' && PERSONAL_GROUPS.has(q.group_by))
@@ -130,7 +131,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
     });
   });
 
-  router.get('/v1/clients/:client_id/usage/calls', signedIn, async (req, res) => {
+  router.get('/v1/clients/:client_id/usage/calls', reads, async (req, res) => {
     const { orgKey, role } = await readerOf(req);
     if (role === 'viewer') throw noAccess('viewers read usage totals, not the call log');
     const q = parse(callsQuery, req.query);
