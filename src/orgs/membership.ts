@@ -2,8 +2,7 @@ import type { RequestHandler } from 'express';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
-import { AppError, membershipUnavailable } from '../http/errors.js';
-import { principalOf } from '../auth/principal.js';
+import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
 
 // The membership guard (interface document: Authentication 5). Every spend, run, MCP call and protected
 // account operation asks it; it never answers from a cache, so a removal takes effect on the next request.
@@ -98,7 +97,10 @@ export async function resolveMemberOrg(
  * request. Sessions are not bound to an organization and pass. Mount after `auth.require()`.
  */
 export const requireLiveCredential: RequestHandler = (req, _res, next) => {
-  const principal = principalOf(req);
+  // req.principal, not principalOf: src/auth/principal.ts verifies grants through oauth/verify.ts, which
+  // reads memberships here, so this file does not import it back.
+  const principal = req.principal;
+  if (!principal) throw invalidToken();
   if (principal.kind === 'api_token' && !principal.role) {
     throw new AppError(403, 'NOT_A_MEMBER', 'the user does not belong to this organization');
   }
