@@ -88,5 +88,5 @@ export async function revokeReplayedCode(db: Db, codeHash: string): Promise<void
     .returning({ codeHash: oauthCodes.codeHash });
   if (marked.length === 1) return;
   const row = await findCode(db, codeHash);
-  await revokeGrants(db, row?.grantIds ?? []);
+  await revokeGrants(db, row?.grantIds ?? [], 'code_replayed');
 }

@@ -9,6 +9,7 @@ import { signJws } from './keys.js';
 import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { resourceUrl } from './resources.js';
 import { grantScopeOf } from './params.js';
+import { recordGrantEvents } from '../src/audit/grants.js';
 
 // Grants (one row per approved resource, CONTRACT §7) and the tokens minted for them: RFC 9068 access
 // tokens (typ at+jwt, ES256, 15 min) and refresh tokens stored as HMAC.
@@ -43,7 +44,7 @@ export async function createGrants(
   resources: readonly OAuthResource[],
 ): Promise<GrantRow[]> {
   if (resources.length === 0) return [];
-  return db
+  const rows = await db
     .insert(oauthGrants)
     .values(
       resources.map((resource) => ({
@@ -58,14 +59,26 @@ export async function createGrants(
       })),
     )
     .returning();
+  await recordGrantEvents(db, 'grant.approved', rows);
+  return rows;
 }
 
-export async function revokeGrants(db: Db, grantIds: string[]): Promise<void> {
+export async function revokeGrants(db: Db, grantIds: string[], reason: string): Promise<void> {
   if (grantIds.length === 0) return;
-  await db
-    .update(oauthGrants)
-    .set({ revokedAt: new Date() })
-    .where(and(inArray(oauthGrants.id, grantIds), isNull(oauthGrants.revokedAt)));
+  await db.transaction(async (tx) => {
+    const rows = await tx
+      .update(oauthGrants)
+      .set({ revokedAt: new Date() })
+      .where(and(inArray(oauthGrants.id, grantIds), isNull(oauthGrants.revokedAt)))
+      .returning({
+        id: oauthGrants.id,
+        org: oauthGrants.org,
+        userId: oauthGrants.userId,
+        clientId: oauthGrants.clientId,
+        resource: oauthGrants.resource,
+      });
+    await recordGrantEvents(tx as unknown as Db, 'grant.revoked', rows, reason);
+  });
 }
 
 /** deps.hooks.memberRemoved: a removed member's grants for that org go in the same transaction (CONTRACT §5). */
@@ -73,7 +86,7 @@ export async function revokeMemberGrants(
   tx: Db,
   membership: { orgKey: string; userId: string },
 ): Promise<void> {
-  await tx
+  const rows = await tx
     .update(oauthGrants)
     .set({ revokedAt: new Date() })
     .where(
@@ -82,7 +95,15 @@ export async function revokeMemberGrants(
         eq(oauthGrants.userId, membership.userId),
         isNull(oauthGrants.revokedAt),
       ),
-    );
+    )
+    .returning({
+      id: oauthGrants.id,
+      org: oauthGrants.org,
+      userId: oauthGrants.userId,
+      clientId: oauthGrants.clientId,
+      resource: oauthGrants.resource,
+    });
+  await recordGrantEvents(tx, 'grant.revoked', rows, 'member_removed');
 }
 
 export interface AccessToken {

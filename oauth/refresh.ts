@@ -184,7 +184,7 @@ export async function redeemRefreshToken(
   // A grant answers only to the issuer that granted it (mix-up defence: RFC 9700 §4.4).
   if (row.issuer !== request.issuer) return { kind: 'invalid' };
   if (row.rotated_at_ms !== null && !(await withinGrace(deps, token, row.rotated_at_ms))) {
-    await revokeGrants(deps.db, [row.grant_id]);
+    await revokeGrants(deps.db, [row.grant_id], 'refresh_token_reused');
     return { kind: 'invalid' };
   }
   return {

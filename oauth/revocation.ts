@@ -93,7 +93,8 @@ export function revocationRoutes(deps: Deps): Router {
     const found = await findToken(deps, token, requestOrigin(req, deps.config));
     // RFC 7009 §2.2: an unknown or invalid token is answered 200 — nothing to revoke, nothing revealed.
     // A token of another client is left alone and answered the same way (no oracle).
-    if (found && found.grant.clientId === client.clientId) await revokeGrants(deps.db, [found.grant.id]);
+    if (found && found.grant.clientId === client.clientId)
+      await revokeGrants(deps.db, [found.grant.id], 'revoked_by_client');
     res.status(200).end();
   });
 

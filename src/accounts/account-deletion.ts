@@ -16,6 +16,8 @@ import { revokeOrgTokens } from '../tokens/service.js';
 import { confirmPerson } from './reauthentication.js';
 import { recordUsedTrial } from './trial-addresses.js';
 import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js';
+import { recordAuditEvent } from '../audit/record.js';
+import { accountEvent } from '../audit/account-events.js';
 
 // Deleting one's own account (issue 16 item 4; the rule is written out in docs/accounts.md "Deleting an
 // account"). The ledger is append-only (src/db/custom/immutable-ledger.sql) and its rows name the
@@ -159,7 +161,14 @@ export async function deleteAccount(
       .update(apiTokens)
       .set({ revokedAt: now })
       .where(and(eq(apiTokens.userId, user.id), isNull(apiTokens.revokedAt)))
-      .returning({ id: apiTokens.id });
+      .returning({ id: apiTokens.id, orgId: apiTokens.orgId });
+    for (const token of tokens)
+      await recordAuditEvent(t, {
+        orgKey: token.orgId,
+        action: 'token.revoked',
+        target: { type: 'token', id: token.id },
+        details: { holder_id: user.id, reason: 'account_deleted' },
+      });
     const deleted = await t
       .update(orgs)
       .set({ deletedAt: now })
@@ -167,12 +176,32 @@ export async function deleteAccount(
       .returning({ id: orgs.id });
     for (const org of deleted) {
       await revokeOrgTokens(t, org.id);
+      await recordAuditEvent(t, {
+        orgKey: org.id,
+        action: 'client.deleted',
+        target: { type: 'client', id: `client_${org.id}` },
+        details: { reason: 'account_deleted' },
+      });
       for (const hook of deps.hooks.orgDeleted) await hook(t, { orgKey: org.id, ownerId: user.id });
     }
     // Memberships of other people's organizations end (the owner memberships of the deleted ones stay
     // with their soft-deleted organizations, as after DELETE /v1/clients/{id}).
-    await t.delete(memberships).where(and(eq(memberships.userId, user.id), ne(memberships.role, 'owner')));
+    const left = await t
+      .delete(memberships)
+      .where(and(eq(memberships.userId, user.id), ne(memberships.role, 'owner')))
+      .returning({ orgId: memberships.orgId, role: memberships.role });
+    for (const m of left)
+      await recordAuditEvent(t, {
+        orgKey: m.orgId,
+        action: 'member.removed',
+        target: { type: 'user', id: user.id },
+        details: { role: m.role, reason: 'account_deleted' },
+      });
     const credentials = await revokeCredentialsAfterPasswordChange(t, user.id);
+    await recordAuditEvent(
+      t,
+      accountEvent(user.id, 'account.deleted', { organizations_deleted: deleted.length }),
+    );
     await t.delete(recoveryCodes).where(eq(recoveryCodes.userId, user.id));
     await t.delete(accountTokens).where(eq(accountTokens.userId, user.id));
     // One trial per address (CONTRACT §8): the mailbox is remembered as a keyed hash, before the

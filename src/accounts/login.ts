@@ -8,6 +8,9 @@ import { issueSession } from '../auth/session.js';
 import { decoyHash, verifyPassword } from './password.js';
 import { findUserByEmail, normaliseEmail, type UserRow } from './users.js';
 import { acceptSecondFactor, invalidCode } from './two-factor.js';
+import { recordAuditEvent } from '../audit/record.js';
+import { accountEvent } from '../audit/account-events.js';
+import type { Db } from '../db/client.js';
 
 // Signing in (CONTRACT §4). A wrong e-mail and a wrong password give the same 401 INVALID_CREDENTIALS
 // after the same work (an unknown e-mail is checked against a decoy hash). Failures are limited per
@@ -40,6 +43,12 @@ export async function loginWithPassword(
   const ok = await verifyPassword(user?.passwordHash ?? (await decoyHash()), input.password);
   if (!user || !ok) {
     await deps.limits.loginFailures.fail(email);
+    // A person's log hears of a wrong password for their address; an unknown address has no log.
+    if (user)
+      await recordAuditEvent(
+        deps.db,
+        accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_password' }, user),
+      );
     throw invalidCredentials();
   }
   await deps.limits.loginFailures.reset(email);
@@ -61,7 +70,7 @@ export async function loginWithPassword(
     });
     return { kind: 'challenge', challengeToken, email: user.email };
   }
-  const session = await issueSession(deps.db, deps.keys.session, user.id);
+  const session = await signedIn(deps, user, 'password');
   return { kind: 'session', token: session.token, user };
 }
 
@@ -94,6 +103,10 @@ export async function completeTwoFactorLogin(
       .set({ failedAttempts: sql`${twoFactorChallenges.failedAttempts} + 1` })
       .where(eq(twoFactorChallenges.id, challenge.id));
     await deps.limits.twoFactorFailures.fail(user.id);
+    await recordAuditEvent(
+      deps.db,
+      accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_code' }, user),
+    );
     throw invalidCode(401);
   }
   const [won] = await deps.db
@@ -103,6 +116,18 @@ export async function completeTwoFactorLogin(
     .returning({ id: twoFactorChallenges.id });
   if (!won) throw invalidChallenge();
   await deps.limits.twoFactorFailures.reset(user.id);
-  const session = await issueSession(deps.db, deps.keys.session, user.id);
+  const session = await signedIn(deps, user, 'password_and_2fa');
   return { token: session.token, user };
+}
+
+/** A new session and its `account.signed_in` event (CONTRACT §11), in one transaction. */
+function signedIn(deps: Deps, user: UserRow, method: string) {
+  return deps.db.transaction(async (tx) => {
+    const session = await issueSession(tx as unknown as Db, deps.keys.session, user.id);
+    await recordAuditEvent(
+      tx,
+      accountEvent(user.id, 'account.signed_in', { method, session_id: session.sessionId }, user),
+    );
+    return session;
+  });
 }

@@ -8,6 +8,8 @@ import { issueOneTimeToken, redeemOneTimeToken, retireOneTimeTokens } from './on
 import { hashPassword, passwordProblem } from './password.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
 import { findUserByEmail, normaliseEmail } from './users.js';
+import { recordAuditEvent } from '../audit/record.js';
+import { accountEvent, revokedCounts } from '../audit/account-events.js';
 
 // Password reset (CONTRACT §4): the request answers the same whatever the address; the token is
 // single-use and lives 1 h; confirming sets the password and revokes every session and every OAuth
@@ -64,6 +66,7 @@ export async function confirmPasswordReset(
       .set({ emailVerifiedAt: new Date() })
       .where(and(eq(users.id, owner), isNull(users.emailVerifiedAt)));
     const revoked = await revokeCredentialsAfterPasswordChange(db, owner);
+    await recordAuditEvent(db, accountEvent(owner, 'account.password_reset', revokedCounts(revoked), 'self'));
     return { userId: owner, revoked };
   });
   if (!outcome) throw invalidResetToken();

@@ -1,11 +1,14 @@
 import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { oauthGrants, sessions, users } from '../db/schema.js';
+import { recordGrantEvents } from '../audit/grants.js';
 import { AppError } from '../http/errors.js';
 import type { Deps } from '../deps.js';
 import { hashPassword, passwordProblem } from './password.js';
 import { confirmPerson } from './reauthentication.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
+import { recordAuditEvent } from '../audit/record.js';
+import { accountEvent, revokedCounts } from '../audit/account-events.js';
 
 // What a signed-in person manages about their own account (issue 16 item 4): name, password, sessions
 // and connected apps (OAuth grants). Each function acts only on the caller's own rows: every statement
@@ -36,7 +39,11 @@ export async function changePassword(
   return db.transaction(async (tx) => {
     const t = tx as unknown as Db;
     await t.update(users).set({ passwordHash: hash }).where(eq(users.id, input.userId));
-    return revokeCredentialsAfterPasswordChange(t, input.userId, { keepSessionId: input.sessionId });
+    const revoked = await revokeCredentialsAfterPasswordChange(t, input.userId, {
+      keepSessionId: input.sessionId,
+    });
+    await recordAuditEvent(t, accountEvent(input.userId, 'account.password_changed', revokedCounts(revoked)));
+    return revoked;
   });
 }
 
@@ -63,12 +70,19 @@ export async function signOutSessions(
   which: { sessionId: string } | { allBut: string },
 ): Promise<number> {
   const target = 'sessionId' in which ? eq(sessions.id, which.sessionId) : ne(sessions.id, which.allBut);
-  const rows = await db
-    .update(sessions)
-    .set({ revokedAt: new Date() })
-    .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt), target))
-    .returning({ id: sessions.id });
-  return rows.length;
+  return db.transaction(async (tx) => {
+    const rows = await tx
+      .update(sessions)
+      .set({ revokedAt: new Date() })
+      .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt), target))
+      .returning({ id: sessions.id });
+    if (rows.length > 0)
+      await recordAuditEvent(
+        tx,
+        accountEvent(userId, 'account.sessions_revoked', { sessions: rows.map((r) => r.id) }),
+      );
+    return rows.length;
+  });
 }
 
 export interface ConnectedApp {
@@ -119,10 +133,19 @@ export async function connectedApps(db: Db, userId: string): Promise<ConnectedAp
 export async function revokeConnectedApp(db: Db, userId: string, grantId: string): Promise<boolean> {
   // One guarded update (STYLE: state that must not race): another person's grant, or one already revoked,
   // matches no row.
-  const revoked = await db
-    .update(oauthGrants)
-    .set({ revokedAt: new Date() })
-    .where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
-    .returning({ id: oauthGrants.id });
-  return revoked.length > 0;
+  return db.transaction(async (tx) => {
+    const revoked = await tx
+      .update(oauthGrants)
+      .set({ revokedAt: new Date() })
+      .where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
+      .returning({
+        id: oauthGrants.id,
+        org: oauthGrants.org,
+        userId: oauthGrants.userId,
+        clientId: oauthGrants.clientId,
+        resource: oauthGrants.resource,
+      });
+    await recordGrantEvents(tx as unknown as Db, 'grant.revoked', revoked, 'disconnected');
+    return revoked.length > 0;
+  });
 }

@@ -7,6 +7,8 @@ import { AppError, conflict } from '../http/errors.js';
 import { decrypt, encrypt, hmacSecret } from '../crypto/hash.js';
 import { randomToken } from '../ids.js';
 import type { UserRow } from './users.js';
+import { recordAuditEvent } from '../audit/record.js';
+import { accountEvent } from '../audit/account-events.js';
 
 // TOTP two-factor authentication (CONTRACT §4): SHA-1, 6 digits, 30 s, ±1 step, a step already used is
 // refused; ten one-time recovery codes at enable. The TOTP seed must be read back to check codes, so it
@@ -149,6 +151,7 @@ export async function enableTwoFactor(
     if (!row) return false;
     await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId));
     await tx.insert(recoveryCodes).values(codes.map((c) => ({ userId, codeHash: recoveryHash(deps, c) })));
+    await recordAuditEvent(tx, accountEvent(userId, 'account.2fa_enabled'));
     return true;
   });
   if (!enabled) throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on');
@@ -171,6 +174,7 @@ export async function disableTwoFactor(deps: Deps, userId: string, code: string)
       .set({ totpSecretEnc: null, totpEnabledAt: null, totpLastStep: null })
       .where(eq(users.id, userId));
     await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId));
+    await recordAuditEvent(tx, accountEvent(userId, 'account.2fa_disabled'));
   });
   await deps.limits.twoFactorFailures.reset(userId);
 }

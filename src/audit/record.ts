@@ -6,6 +6,7 @@ import type { AccountAuditAction, OrgAuditAction } from './actions.js';
 import { GENESIS_HASH, hashOfEvent, type AuditEventItem } from './chain.js';
 import { currentAuditOrigin, type AuditOrigin } from './context.js';
 import { scrubDetails, scrubText } from './scrub.js';
+import { emitEvent } from '../events/outbox.js';
 
 // The one writer of audit_events (CONTRACT §11). Every change the log records calls recordAuditEvent with
 // the transaction that makes the change, so the event commits with it or not at all (never "after").
@@ -63,4 +64,13 @@ export async function recordAuditEvent(tx: Db, input: AuditInput): Promise<void>
           ${event.credential_id}, ${event.ip}, ${event.user_agent}, ${event.target.type}, ${event.target.id},
           ${JSON.stringify(event.details)}::jsonb, ${event.prev_hash}, ${hash})`,
   );
+  // The opt-in outbound event (CONTRACT §11 `audit.event`), queued in this transaction like every event
+  // of the outbox, only when an endpoint of the organization asked for it.
+  if ('orgKey' in input) {
+    const [subscribed] = await queryRows<{ n: unknown }>(
+      tx,
+      sql`select 1 as n from webhook_endpoints where org_key = ${chain} and 'audit.event' = any(events) limit 1`,
+    );
+    if (subscribed) await emitEvent(tx, { orgKey: chain, type: 'audit.event', data: { ...event, hash } });
+  }
 }

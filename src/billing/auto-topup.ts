@@ -4,9 +4,10 @@ import { queryRows, type Db } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { clientIdOf } from '../ids.js';
 import { handleCrossings, setBalanceWatch, type BalanceCrossing } from './balance-crossings.js';
-import { creditsPaidFor, grantPaidTopup } from './paid-grant.js';
+import { creditsPaidFor, grantPaidTopup, paymentEvent } from './paid-grant.js';
 import { idOf, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // Auto top-up (issue 19 item 2; docs/billing.md, "Auto top-up"). The owner opts in per organization with
 // a trigger balance, an amount and a monthly cap. Three steps, each exactly once:
@@ -68,24 +69,38 @@ export async function getAutoTopup(db: Db, orgKey: string): Promise<AutoTopupJso
 
 /** Opts in (or changes the settings): watches the balance for falls below the trigger. */
 export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings): Promise<AutoTopupJson> {
-  await db.execute(
-    sql`insert into auto_topups (org_key, enabled, trigger_credits, amount_cents, monthly_cap_cents)
-        values (${orgKey}, true, ${s.trigger_credits}, ${s.amount_usd}, ${s.monthly_cap_usd})
-        on conflict (org_key) do update set enabled = true, trigger_credits = excluded.trigger_credits,
-          amount_cents = excluded.amount_cents, monthly_cap_cents = excluded.monthly_cap_cents,
-          disabled_reason = null, updated_at = now()`,
-  );
-  await setBalanceWatch(db, orgKey, WATCH_AUTO_TOPUP, s.trigger_credits);
+  await db.transaction(async (tx) => {
+    await tx.execute(
+      sql`insert into auto_topups (org_key, enabled, trigger_credits, amount_cents, monthly_cap_cents)
+          values (${orgKey}, true, ${s.trigger_credits}, ${s.amount_usd}, ${s.monthly_cap_usd})
+          on conflict (org_key) do update set enabled = true, trigger_credits = excluded.trigger_credits,
+            amount_cents = excluded.amount_cents, monthly_cap_cents = excluded.monthly_cap_cents,
+            disabled_reason = null, updated_at = now()`,
+    );
+    await setBalanceWatch(tx as unknown as Db, orgKey, WATCH_AUTO_TOPUP, s.trigger_credits);
+    await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: true, ...s }));
+  });
   return (await getAutoTopup(db, orgKey))!;
 }
 
 /** Opts out (the owner, or svc after a decline with its reason). */
 export async function disableAutoTopup(db: Db, orgKey: string, reason: string | null): Promise<void> {
-  await db.execute(
-    sql`update auto_topups set enabled = false, disabled_reason = ${reason}, updated_at = now() where org_key = ${orgKey}`,
-  );
-  await setBalanceWatch(db, orgKey, WATCH_AUTO_TOPUP, null);
+  await db.transaction(async (tx) => {
+    await tx.execute(
+      sql`update auto_topups set enabled = false, disabled_reason = ${reason}, updated_at = now() where org_key = ${orgKey}`,
+    );
+    await setBalanceWatch(tx as unknown as Db, orgKey, WATCH_AUTO_TOPUP, null);
+    await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: false, disabled_reason: reason }));
+  });
 }
+
+/** Auto top-up's audit event (CONTRACT §11 `auto_topup.set`): on with its settings, or off and why. */
+const autoTopupEvent = (orgKey: string, details: Record<string, unknown>) => ({
+  orgKey,
+  action: 'auto_topup.set' as const,
+  target: { type: 'client', id: clientIdOf(orgKey) },
+  details,
+});
 
 /**
  * Step 2, in the crossing's own transaction: one charge row per crossing (`atu_<crossing id>`), pending,
@@ -233,6 +248,15 @@ async function failCharge(
   );
   if (!charge) return null;
   await disableAutoTopup(tx, charge.org_key, `charge declined: ${reason}`);
+  await recordAuditEvent(
+    tx,
+    paymentEvent(charge.org_key, 'payment.failed', {
+      kind: 'auto_topup',
+      charge: chargeId,
+      amount_cents: Number(charge.amount_cents),
+      reason,
+    }),
+  );
   await emitEvent(tx, {
     orgKey: charge.org_key,
     type: 'topup.failed',

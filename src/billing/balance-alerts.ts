@@ -5,6 +5,7 @@ import type { Mailer } from '../mail/mailer.js';
 import { balanceAlertMail } from '../mail/balance-alert-mail.js';
 import { clientIdOf } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
+import { recordAuditEvent } from '../audit/record.js';
 import {
   balanceWatch,
   setBalanceWatch,
@@ -48,6 +49,12 @@ export async function setBalanceAlert(
       WATCH_ALERT_LOW,
       threshold === null || threshold === 0 ? null : threshold,
     );
+    await recordAuditEvent(t, {
+      orgKey,
+      action: 'alert.set',
+      target: { type: 'client', id: clientIdOf(orgKey) },
+      details: { threshold_credits: threshold },
+    });
   });
   return getBalanceAlert(db, orgKey);
 }

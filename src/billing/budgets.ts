@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import type { BudgetPeriod } from '../db/tables/budgets.js';
+import { recordAuditEvent } from '../audit/record.js';
 import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
@@ -134,27 +135,44 @@ export async function setBudget(
     target.apiTokenId === null
       ? sql`(org_key, user_id) where api_token_id is null`
       : sql`(api_token_id) where api_token_id is not null`;
-  await db.execute(
-    sql`insert into member_budgets (org_key, user_id, api_token_id, period, limit_credits)
-        values (${target.orgKey}, ${target.userId}, ${target.apiTokenId}, ${period}, ${limitCredits})
-        on conflict ${conflict} do update
-          set period = excluded.period, limit_credits = excluded.limit_credits, updated_at = now(), cleared_at = null`,
-  );
+  await db.transaction(async (tx) => {
+    await tx.execute(
+      sql`insert into member_budgets (org_key, user_id, api_token_id, period, limit_credits)
+          values (${target.orgKey}, ${target.userId}, ${target.apiTokenId}, ${period}, ${limitCredits})
+          on conflict ${conflict} do update
+            set period = excluded.period, limit_credits = excluded.limit_credits, updated_at = now(), cleared_at = null`,
+    );
+    await recordAuditEvent(tx, budgetEvent(target, { period, limit_credits: limitCredits }));
+  });
   const budgets = await listBudgets(db, target.orgKey, target.userId);
   return budgets.find((b) => b.token_id === target.apiTokenId)!;
 }
 
 /** Clears a budget: calls are limited by the allocation alone again. 404 when there is none. */
 export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
-  const rows = await queryRows<{ id: unknown }>(
-    db,
-    sql`update member_budgets set cleared_at = now(), updated_at = now()
-        where org_key = ${target.orgKey} and user_id = ${target.userId} and cleared_at is null
-          and ${target.apiTokenId === null ? sql`api_token_id is null` : sql`api_token_id = ${target.apiTokenId}`}
-        returning id`,
-  );
-  if (rows.length === 0) throw new AppError(404, 'NOT_FOUND', 'no budget is set here');
+  await db.transaction(async (tx) => {
+    const rows = await queryRows<{ id: unknown }>(
+      tx as unknown as Db,
+      sql`update member_budgets set cleared_at = now(), updated_at = now()
+          where org_key = ${target.orgKey} and user_id = ${target.userId} and cleared_at is null
+            and ${target.apiTokenId === null ? sql`api_token_id is null` : sql`api_token_id = ${target.apiTokenId}`}
+          returning id`,
+    );
+    if (rows.length === 0) throw new AppError(404, 'NOT_FOUND', 'no budget is set here');
+    await recordAuditEvent(tx, budgetEvent(target, { period: null, limit_credits: null }));
+  });
 }
+
+/** A budget's audit event (CONTRACT §11 `budget.set`; a cleared budget is set to null). */
+const budgetEvent = (target: BudgetTarget, details: Record<string, unknown>) => ({
+  orgKey: target.orgKey,
+  action: 'budget.set' as const,
+  target:
+    target.apiTokenId === null
+      ? { type: 'member', id: target.userId }
+      : { type: 'token', id: target.apiTokenId },
+  details: { user_id: target.userId, ...details },
+});
 
 /**
  * A call was refused 402 member_budget_exhausted: the first refusal of a period marks the budget's period

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { giveBack, lockPayment, num, takeBack, tokens, usd, type TakenBack } from './payment-reversals.js';
 import { idOf, objectsAt, textAt, type StripeObject } from './stripe-object.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // Disputes (chargebacks): the other way money leaves a payment (docs/billing.md § Disputes).
 //
@@ -63,10 +64,22 @@ export async function receiveDispute(
   const status = textAt(dispute, 'status') ?? '';
   if (!id || !pi || !Number.isSafeInteger(amount) || amount <= 0) return 'dispute_unusable';
   const payment = await lockPayment(tx, pi);
-  await tx.execute(sql`
-    insert into billing_disputes (id, payment_intent, charge_id, amount_cents, processor_status, status_event_created, state)
-    values (${id}, ${pi}, ${idOf(dispute.charge)}, ${amount}, ${status}, ${eventCreated}, 'open')
-    on conflict (id) do nothing`);
+  const opened = await queryRows<{ id: string }>(
+    tx,
+    sql`insert into billing_disputes (id, payment_intent, charge_id, amount_cents, processor_status, status_event_created, state)
+        values (${id}, ${pi}, ${idOf(dispute.charge)}, ${amount}, ${status}, ${eventCreated}, 'open')
+        on conflict (id) do nothing returning id`,
+  );
+  const audit = (action: 'dispute.opened' | 'dispute.closed', details: Record<string, unknown>) =>
+    payment.org_key === null
+      ? Promise.resolve()
+      : recordAuditEvent(tx, {
+          orgKey: payment.org_key,
+          action,
+          target: { type: 'dispute', id },
+          details: { payment_intent: pi, amount_cents: amount, ...details },
+        });
+  if (opened.length > 0) await audit('dispute.opened', { processor_status: status });
   // The newest event's status is shown; an older one delivered late does not overwrite it.
   await tx.execute(sql`
     update billing_disputes set processor_status = ${status}, status_event_created = ${eventCreated}
@@ -86,11 +99,16 @@ export async function receiveDispute(
       await tx.execute(sql`update billing_disputes set state = 'awaiting_payment' where id = ${id}`);
       return 'dispute_awaiting_payment';
     }
+    if (status === 'lost') await audit('dispute.closed', { outcome: 'lost' });
     return withdraw(tx, id, amount, pi);
   }
   if (intent === 'keep') {
-    if (row!.state === 'withdrawn') return reinstate(tx, row!);
+    if (row!.state === 'withdrawn') {
+      await audit('dispute.closed', { outcome: 'won' });
+      return reinstate(tx, row!);
+    }
     if (row!.state === 'open' || row!.state === 'awaiting_payment') {
+      await audit('dispute.closed', { outcome: 'won' });
       await tx.execute(sql`update billing_disputes set state = 'kept' where id = ${id}`);
       return 'dispute_kept';
     }

@@ -1,5 +1,6 @@
 import type { Db } from '../db/client.js';
 import { emitEvent } from '../events/outbox.js';
+import { recordAuditEvent } from '../audit/record.js';
 import { grantTarget, type OrgRef } from './grant-target.js';
 import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
 import { lockPayment } from './payment-reversals.js';
@@ -56,6 +57,16 @@ export async function grantPaidTopup(tx: Db, topup: PaidTopup): Promise<boolean>
       credits,
       amountCents: paidCents,
     });
+  if (granted)
+    await recordAuditEvent(
+      tx,
+      paymentEvent(target, 'payment.succeeded', {
+        kind: 'topup',
+        amount_cents: paidCents,
+        credits,
+        payment_intent: paymentIntent,
+      }),
+    );
   // Issue 19 item 5: the owner's endpoints hear of it, in this transaction (once, with the grant).
   if (granted)
     await emitEvent(tx, {
@@ -65,3 +76,10 @@ export async function grantPaidTopup(tx: Db, topup: PaidTopup): Promise<boolean>
     });
   return granted;
 }
+
+/** A payment's audit event (CONTRACT §11 `payment.succeeded|failed`), from the processor: actor `system`. */
+export const paymentEvent = (
+  orgKey: string,
+  action: 'payment.succeeded' | 'payment.failed',
+  details: Record<string, unknown>,
+) => ({ orgKey, action, target: { type: 'client', id: `client_${orgKey}` }, details });

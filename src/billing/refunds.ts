@@ -3,6 +3,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { applyWaitingDisputes } from './disputes.js';
 import { lockPayment, num, takeBack, tokens, usd } from './payment-reversals.js';
 import { at, idOf, textAt, type StripeObject } from './stripe-object.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // Refunds (interface document: Transaction type `refund`; CONTRACT §3 signs, §8 exactly once).
 //
@@ -166,5 +167,20 @@ async function applyRefund(
     update billing_refunds set status = 'applied', credits = ${taken.credits}, from_client = ${taken.fromClient},
                                from_pool = ${taken.fromPool}, shortfall = ${taken.shortfall}, applied_at = now()
     where id = ${refundId}`);
+  const [payment] = await queryRows<{ org_key: string | null }>(
+    tx,
+    sql`select org_key from billing_payments where payment_intent = ${paymentIntent}`,
+  );
+  if (payment?.org_key)
+    await recordAuditEvent(tx, {
+      orgKey: payment.org_key,
+      action: 'refund.created',
+      target: { type: 'refund', id: refundId },
+      details: {
+        payment_intent: paymentIntent,
+        amount_cents: amountCents,
+        credits_taken_back: taken.credits,
+      },
+    });
   return taken.shortfall > 0 ? 'refunded_with_shortfall' : 'refunded';
 }

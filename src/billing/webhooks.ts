@@ -13,13 +13,14 @@ import {
   recordPayment,
 } from './refunds.js';
 import { lockPayment } from './payment-reversals.js';
-import { creditsPaidFor, grantPaidTopup } from './paid-grant.js';
+import { creditsPaidFor, grantPaidTopup, paymentEvent } from './paid-grant.js';
 import { grantTarget, type OrgRef } from './grant-target.js';
 import { autoTopupFailed, autoTopupPaid, type AfterCommit, type MailDeps } from './auto-topup.js';
 import { receiveDispute } from './disputes.js';
 import { PRO_PERIOD_CREDITS } from './service.js';
 import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
+import { recordAuditEvent } from '../audit/record.js';
 import { verifyEvent } from './webhook-signature.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
@@ -191,6 +192,16 @@ async function invoicePaid(
       amountCents: paidCents,
     });
   }
+  if (granted)
+    await recordAuditEvent(
+      tx,
+      paymentEvent(target, 'payment.succeeded', {
+        kind: 'subscription',
+        invoice: invoiceId,
+        amount_cents: paidCents,
+        credits: PRO_PERIOD_CREDITS,
+      }),
+    );
   return granted ? 'granted' : 'already_granted';
 }
 
@@ -198,6 +209,14 @@ async function invoiceFailed(tx: Db, invoice: StripeObject, eventCreated: number
   const org = await orgFor(tx, idOf(invoice.customer), invoiceMetadata(invoice));
   if (!org) return 'unmapped';
   await upsertInvoice(tx, invoice, org, eventCreated, true);
+  await recordAuditEvent(
+    tx,
+    paymentEvent(org.orgKey, 'payment.failed', {
+      kind: 'subscription',
+      invoice: String(invoice.id),
+      amount_cents: Number(invoice.amount_due ?? 0),
+    }),
+  );
   return 'recorded';
 }
 
@@ -230,6 +249,13 @@ async function syncSubscription(tx: Db, sub: StripeObject, eventCreated: number)
     where billing_subscriptions.event_created <= excluded.event_created
     returning status, current_period_end, cancel_at_period_end`,
   );
+  if (stored)
+    await recordAuditEvent(tx, {
+      orgKey: org.orgKey,
+      action: 'subscription.changed',
+      target: { type: 'subscription', id: String(sub.id) },
+      details: { status: stored.status, cancel_at_period_end: stored.cancel_at_period_end },
+    });
   // Issue 19 item 5: a state that was stored (not an older event delivered late) is told to the endpoints.
   if (stored)
     await emitEvent(tx, {
@@ -251,6 +277,15 @@ async function sessionClosed(tx: Db, session: StripeObject, status: string): Pro
         returning org_key, kind`,
   );
   // Issue 19 item 5: a top-up whose payment failed (not one left to expire) is told to the endpoints.
+  if (status === 'failed' && closed[0]?.kind === 'topup')
+    await recordAuditEvent(
+      tx,
+      paymentEvent(closed[0].org_key, 'payment.failed', {
+        kind: 'topup',
+        checkout_session: String(session.id),
+        amount_cents: Number(session.amount_total ?? 0),
+      }),
+    );
   if (status === 'failed' && closed[0]?.kind === 'topup')
     await emitEvent(tx, {
       orgKey: closed[0].org_key,

@@ -15,6 +15,7 @@ import {
   type endpointBody,
 } from './schema.js';
 import type { EventType } from './types.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // An organization's webhook endpoints and their delivery log (issue 19 item 5). The routes check that the
 // caller owns the organization; every query here is scoped by it, so an endpoint of another organization
@@ -105,6 +106,7 @@ export async function createEndpoint(
                   ${revealTo}, ${revealTo === null ? null : sql`now() + make_interval(secs => ${REVEAL_SECONDS})`})
           returning id, org_key, url, events, created_at`,
     );
+    await recordAuditEvent(t, endpointEvent('webhook_endpoint.created', orgKey, row!));
     return { ...toEndpoint(row!), secret };
   });
 }
@@ -140,13 +142,28 @@ const endpointNotFound = () => notFound('no such webhook endpoint');
 
 /** Deletes an endpoint and its pending deliveries (its log goes with it). */
 export async function deleteEndpoint(db: Db, orgKey: string, endpointId: string): Promise<{ deleted: true }> {
-  const rows = await queryRows<{ id: string }>(
-    db,
-    sql`delete from webhook_endpoints where id = ${endpointId} and org_key = ${orgKey} returning id`,
-  );
-  if (rows.length === 0) throw endpointNotFound();
+  await db.transaction(async (tx) => {
+    const [row] = await queryRows<{ id: string; url: string; events: string[] }>(
+      tx as unknown as Db,
+      sql`delete from webhook_endpoints where id = ${endpointId} and org_key = ${orgKey} returning id, url, events`,
+    );
+    if (!row) throw endpointNotFound();
+    await recordAuditEvent(tx, endpointEvent('webhook_endpoint.deleted', orgKey, row));
+  });
   return { deleted: true };
 }
+
+/** An endpoint's audit event (CONTRACT §11): its id, address and events, never its signing secret. */
+const endpointEvent = (
+  action: 'webhook_endpoint.created' | 'webhook_endpoint.deleted',
+  orgKey: string,
+  endpoint: { id: string; url: string; events: string[] },
+) => ({
+  orgKey,
+  action,
+  target: { type: 'webhook_endpoint', id: endpoint.id },
+  details: { url: endpoint.url, events: endpoint.events },
+});
 
 interface DeliveryRow {
   id: unknown;

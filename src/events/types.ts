@@ -7,6 +7,8 @@ export const EVENT_TYPES = [
   'topup.failed',
   'subscription.updated',
   'member_budget.exhausted',
+  // Each event of the organization's audit log, as GET …/audit-events answers it (CONTRACT §11; opt-in).
+  'audit.event',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

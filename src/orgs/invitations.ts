@@ -10,7 +10,8 @@ import { newId } from '../ids.js';
 import { normaliseEmail } from '../accounts/users.js';
 import { canonicalMailbox } from '../accounts/trial-addresses.js';
 import { invitationMail } from '../mail/invitation-mail.js';
-import type { OrgRow } from './service.js';
+import { memberAdded, type OrgRow } from './service.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // Invitations by e-mail (issue 16 item 5; docs/orgs-tokens-device.md "Invitations"). POST …/members adds
 // only a registered, live account (interface document: Team membership); an invitation is how an owner
@@ -92,7 +93,7 @@ export async function createInvitation(
   try {
     row = await deps.db.transaction(async (tx) => {
       // The open invitation for this address, expired or not, gives way (one open per address: index).
-      await tx
+      const replaced = await tx
         .update(orgInvitations)
         .set({ revokedAt: new Date() })
         .where(
@@ -102,6 +103,12 @@ export async function createInvitation(
             isNull(orgInvitations.acceptedAt),
             isNull(orgInvitations.revokedAt),
           ),
+        )
+        .returning({ id: orgInvitations.id });
+      for (const old of replaced)
+        await recordAuditEvent(
+          tx,
+          invitationEvent('invitation.revoked', org.id, old.id, { reason: 'replaced' }),
         );
       const issuedAt = new Date();
       const [created] = await tx
@@ -120,6 +127,7 @@ export async function createInvitation(
           expiresAt: new Date(issuedAt.getTime() + INVITATION_TTL_DAYS * 24 * 3600 * 1000),
         })
         .returning();
+      await recordAuditEvent(tx, invitationEvent('invitation.sent', org.id, created!.id, { email, role }));
       return created!;
     });
   } catch (err) {
@@ -180,18 +188,23 @@ export async function openInvitations(db: Db, orgKey: string): Promise<Invitatio
  * member instead); another org's id is 404 like an unknown one.
  */
 export async function revokeInvitation(db: Db, orgKey: string, invitationId: string): Promise<InvitationRow> {
-  const [revoked] = await db
-    .update(orgInvitations)
-    .set({ revokedAt: new Date() })
-    .where(
-      and(
-        eq(orgInvitations.id, invitationId),
-        eq(orgInvitations.orgId, orgKey),
-        isNull(orgInvitations.acceptedAt),
-        isNull(orgInvitations.revokedAt),
-      ),
-    )
-    .returning();
+  const revoked = await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(orgInvitations)
+      .set({ revokedAt: new Date() })
+      .where(
+        and(
+          eq(orgInvitations.id, invitationId),
+          eq(orgInvitations.orgId, orgKey),
+          isNull(orgInvitations.acceptedAt),
+          isNull(orgInvitations.revokedAt),
+        ),
+      )
+      .returning();
+    if (row)
+      await recordAuditEvent(tx, invitationEvent('invitation.revoked', orgKey, row.id, { email: row.email }));
+    return row;
+  });
   if (revoked) return revoked;
   const [row] = await db
     .select()
@@ -283,6 +296,22 @@ export async function acceptInvitation(
       .onConflictDoNothing()
       .returning();
     if (!member) throw new AppError(409, 'ALREADY_MEMBER', 'you are already a member of this organization');
+    await recordAuditEvent(
+      tx,
+      invitationEvent('invitation.accepted', invitation.orgId, invitation.id, { role: member.role }),
+    );
+    await recordAuditEvent(tx, {
+      orgKey: invitation.orgId,
+      ...memberAdded(user.userId, member.role, invitation.id),
+    });
     return { orgKey: invitation.orgId, orgName: found.orgName, role: member.role };
   });
 }
+
+/** An invitation's audit event (CONTRACT §11): its id and address, never its link or token. */
+const invitationEvent = (
+  action: 'invitation.sent' | 'invitation.accepted' | 'invitation.revoked',
+  orgKey: string,
+  invitationId: string,
+  details: Record<string, unknown>,
+) => ({ orgKey, action, target: { type: 'invitation', id: invitationId }, details });
