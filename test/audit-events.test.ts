@@ -236,7 +236,7 @@ describe('a person’s account log', () => {
     const newPassword = 'another-Horse-77';
     secrets.add(newPassword);
     // The settings page's form calls this service (src/portal/settings-page.ts).
-    await changePassword(server.deps.db, {
+    await changePassword(server.deps, {
       userId: user.userId,
       sessionId: 'ses_kept',
       current: STRONG_PASSWORD,
