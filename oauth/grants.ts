@@ -77,7 +77,7 @@ export async function revokeGrants(db: Db, grantIds: string[], reason: string): 
         clientId: oauthGrants.clientId,
         resource: oauthGrants.resource,
       });
-    await recordGrantEvents(tx as unknown as Db, 'grant.revoked', rows, reason);
+    await recordGrantEvents(tx, 'grant.revoked', rows, reason);
   });
 }
 

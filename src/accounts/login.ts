@@ -123,7 +123,7 @@ export async function completeTwoFactorLogin(
 /** A new session and its `account.signed_in` event (CONTRACT §11), in one transaction. */
 function signedIn(deps: Deps, user: UserRow, method: string) {
   return deps.db.transaction(async (tx) => {
-    const session = await issueSession(tx as unknown as Db, deps.keys.session, user.id);
+    const session = await issueSession(tx, deps.keys.session, user.id);
     await recordAuditEvent(
       tx,
       accountEvent(user.id, 'account.signed_in', { method, session_id: session.sessionId }, user),

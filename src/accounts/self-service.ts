@@ -145,7 +145,7 @@ export async function revokeConnectedApp(db: Db, userId: string, grantId: string
         clientId: oauthGrants.clientId,
         resource: oauthGrants.resource,
       });
-    await recordGrantEvents(tx as unknown as Db, 'grant.revoked', revoked, 'disconnected');
+    await recordGrantEvents(tx, 'grant.revoked', revoked, 'disconnected');
     return revoked.length > 0;
   });
 }

@@ -77,7 +77,7 @@ export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings)
             amount_cents = excluded.amount_cents, monthly_cap_cents = excluded.monthly_cap_cents,
             disabled_reason = null, updated_at = now()`,
     );
-    await setBalanceWatch(tx as unknown as Db, orgKey, WATCH_AUTO_TOPUP, s.trigger_credits);
+    await setBalanceWatch(tx, orgKey, WATCH_AUTO_TOPUP, s.trigger_credits);
     await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: true, ...s }));
   });
   return (await getAutoTopup(db, orgKey))!;
@@ -89,7 +89,7 @@ export async function disableAutoTopup(db: Db, orgKey: string, reason: string | 
     await tx.execute(
       sql`update auto_topups set enabled = false, disabled_reason = ${reason}, updated_at = now() where org_key = ${orgKey}`,
     );
-    await setBalanceWatch(tx as unknown as Db, orgKey, WATCH_AUTO_TOPUP, null);
+    await setBalanceWatch(tx, orgKey, WATCH_AUTO_TOPUP, null);
     await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: false, disabled_reason: reason }));
   });
 }

@@ -152,7 +152,7 @@ export async function setBudget(
 export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
   await db.transaction(async (tx) => {
     const rows = await queryRows<{ id: unknown }>(
-      tx as unknown as Db,
+      tx,
       sql`update member_budgets set cleared_at = now(), updated_at = now()
           where org_key = ${target.orgKey} and user_id = ${target.userId} and cleared_at is null
             and ${target.apiTokenId === null ? sql`api_token_id is null` : sql`api_token_id = ${target.apiTokenId}`}

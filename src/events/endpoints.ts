@@ -144,7 +144,7 @@ const endpointNotFound = () => notFound('no such webhook endpoint');
 export async function deleteEndpoint(db: Db, orgKey: string, endpointId: string): Promise<{ deleted: true }> {
   await db.transaction(async (tx) => {
     const [row] = await queryRows<{ id: string; url: string; events: string[] }>(
-      tx as unknown as Db,
+      tx,
       sql`delete from webhook_endpoints where id = ${endpointId} and org_key = ${orgKey} returning id, url, events`,
     );
     if (!row) throw endpointNotFound();
