@@ -10,7 +10,6 @@ import { findUserByEmail, normaliseEmail, type UserRow } from './users.js';
 import { acceptSecondFactor, invalidCode } from './two-factor.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
-import type { Db } from '../db/client.js';
 
 // Signing in (CONTRACT §4). A wrong e-mail and a wrong password give the same 401 INVALID_CREDENTIALS
 // after the same work (an unknown e-mail is checked against a decoy hash). Failures are limited per
