@@ -88,4 +88,25 @@ describe.skipIf(!haveChromium)('the usage page', () => {
     await expectNoSidewaysScroll(page);
     await context.close();
   });
+
+  it('at 390 px the tables scroll in regions the keyboard reaches and scrolls (axe-clean)', async () => {
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, owner, 390);
+    await page.goto(`${suite.server.v2Url}/account/clients/${owner.clientId}/usage`);
+    await expectAccessible(page);
+    await expectNoSidewaysScroll(page);
+    // In the page's own terms (the test's types have no DOM): the calls table's scroll box.
+    const region = `document.querySelector('div.scroll[aria-labelledby=h-calls]')`;
+    // The calls table is wider than the screen at this width: its box scrolls.
+    expect(await page.evaluate(`${region}.scrollWidth > ${region}.clientWidth`)).toBe(true);
+    let reached = false;
+    for (let i = 0; i < 100 && !reached; i++) {
+      await page.keyboard.press('Tab');
+      reached = (await page.evaluate(`document.activeElement === ${region}`)) === true;
+    }
+    expect(reached).toBe(true);
+    // The arrow keys scroll the focused region sideways.
+    for (let i = 0; i < 5; i++) await page.keyboard.press('ArrowRight');
+    await expect.poll(async () => Number(await page.evaluate(`${region}.scrollLeft`))).toBeGreaterThan(0);
+    await context.close();
+  });
 });

@@ -112,7 +112,7 @@ export async function budgetsCard(
   const table =
     budgets.length === 0
       ? html`<p class="muted">${owner ? 'No budgets: every member may spend the whole allocation.' : 'You have no budget here: your calls are limited by the allocation alone.'}</p>`
-      : html`<div class="scroll"><table aria-labelledby="h-budgets"><thead><tr><th scope="col">Who</th><th scope="col">Period</th><th scope="col" class="num">Budget</th><th scope="col" class="num">Used</th><th scope="col" class="num">Left</th><th scope="col">Resets</th>${owner ? html`<th scope="col">Remove</th>` : ''}</tr></thead>
+      : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-budgets"><table aria-labelledby="h-budgets"><thead><tr><th scope="col">Who</th><th scope="col">Period</th><th scope="col" class="num">Budget</th><th scope="col" class="num">Used</th><th scope="col" class="num">Left</th><th scope="col">Resets</th>${owner ? html`<th scope="col">Remove</th>` : ''}</tr></thead>
 <tbody>${rows}</tbody></table></div>`;
   const intro = owner
     ? html`<p class="muted">A member, or one of a member's API tokens, may spend at most this many tokens a UTC day, week or month, inside the allocation; a call beyond it is refused (402 member_budget_exhausted). A token's budget applies on top of its member's.</p>`

@@ -77,7 +77,7 @@ ${postForm(
 ${
   log.length === 0
     ? html`<p class="muted">No deliveries yet.</p>`
-    : html`<div class="scroll"><table aria-label="Recent deliveries to ${e.url}"><thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">Status</th><th scope="col" class="num">Attempts</th><th scope="col">Last error</th></tr></thead>
+    : html`<div class="scroll" role="region" tabindex="0" aria-label="Recent deliveries to ${e.url}"><table aria-label="Recent deliveries to ${e.url}"><thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">Status</th><th scope="col" class="num">Attempts</th><th scope="col">Last error</th></tr></thead>
 <tbody>${log.map((d) => html`<tr><td>${fmtTime(d.created_at)}</td><td>${d.event_type}<div class="sub">${d.event_id}</div></td><td>${d.status}${d.status === 'pending' && d.next_attempt_at ? html`<div class="sub">next ${fmtTime(d.next_attempt_at)}</div>` : ''}</td><td class="num">${String(d.attempts)}</td><td>${d.last_error ?? '—'}</td></tr>`)}</tbody></table></div>`
 }
 ${postForm(req, res, `${base}/webhook-endpoints/${e.id}/delete`, html`<div class="actions"><button type="submit" class="danger" aria-label="Remove the endpoint ${e.url}">Remove</button></div>`)}</section>`;

@@ -185,7 +185,7 @@ ${owner ? postForm(req, res, `${base(org)}/subscribe`, html`<div class="actions"
 ${
   invoices.length === 0
     ? html`<p class="muted">No invoices yet.</p>`
-    : html`<div class="scroll"><table aria-labelledby="h-invoices"><thead><tr><th scope="col">Date</th><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">PDF</th></tr></thead>
+    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-invoices"><table aria-labelledby="h-invoices"><thead><tr><th scope="col">Date</th><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">PDF</th></tr></thead>
 <tbody>${invoices.map((i) => html`<tr><td>${date(i.created_at)}</td><td class="num">${fmtUsd(i.amount_due_cents)}</td><td>${i.status}${'payment_failed' in i ? html` <span class="badge warn">payment failed</span>` : ''}</td><td>${i.invoice_pdf ? html`<a href="${i.invoice_pdf}">Invoice ${date(i.created_at)} (PDF)</a>` : '—'}</td></tr>`)}</tbody></table></div>`
 }
 <h3>Payment methods</h3>
@@ -201,7 +201,7 @@ ${
 ${
   transactions.length === 0
     ? html`<p class="muted">No transactions.</p>`
-    : html`<div class="scroll"><table aria-labelledby="h-tx"><thead><tr><th scope="col">Date</th><th scope="col">Type</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Balance after</th></tr></thead>
+    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-tx"><table aria-labelledby="h-tx"><thead><tr><th scope="col">Date</th><th scope="col">Type</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Balance after</th></tr></thead>
 <tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td>${date(t.created_at)}</td><td>${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num">${t.amount_credits > 0 ? '+' : ''}${fmtTokens(t.amount_credits)}</td><td class="num">${fmtTokens(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
 }
 <div class="pager">${offset > 0 ? link(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? link(offset + PAGE_SIZE, 'Older →') : ''}</div></section>`;

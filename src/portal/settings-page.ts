@@ -107,7 +107,7 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
     )}</section>`;
 
     const sessionsCard = html`<section class="card" aria-labelledby="h-sessions"><h2 id="h-sessions">Sessions</h2>
-<div class="scroll"><table aria-labelledby="h-sessions"><thead><tr><th scope="col">Signed in (UTC)</th><th scope="col">Expires</th><th scope="col"><span class="sr">Action</span></th></tr></thead>
+<div class="scroll" role="region" tabindex="0" aria-labelledby="h-sessions"><table aria-labelledby="h-sessions"><thead><tr><th scope="col">Signed in (UTC)</th><th scope="col">Expires</th><th scope="col"><span class="sr">Action</span></th></tr></thead>
 <tbody>${list.map(
       (s) =>
         html`<tr><td>${stamp(s.createdAt)}${s.id === p.sessionId ? html` <span class="badge ok">this browser</span>` : ''}</td><td>${stamp(s.expiresAt)}</td><td>${
@@ -128,7 +128,7 @@ ${list.length > 1 ? postForm(req, res, `${BASE}/sessions/revoke-others`, html`<d
 ${
   apps.length === 0
     ? html`<p class="muted">No app is connected. Apps connect through “Sign in with svc” (OAuth), and the terminal through the device page.</p>`
-    : html`<div class="scroll"><table aria-labelledby="h-apps"><thead><tr><th scope="col">App</th><th scope="col">Access</th><th scope="col">Organization</th><th scope="col">Last used (UTC)</th><th scope="col"><span class="sr">Action</span></th></tr></thead>
+    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-apps"><table aria-labelledby="h-apps"><thead><tr><th scope="col">App</th><th scope="col">Access</th><th scope="col">Organization</th><th scope="col">Last used (UTC)</th><th scope="col"><span class="sr">Action</span></th></tr></thead>
 <tbody>${apps.map((a) => {
         const name = a.clientId === BUILTIN_CLI_CLIENT_ID ? 'svc terminal' : (a.clientName ?? a.clientId);
         return html`<tr><td>${name}<div class="sub">connected ${stamp(a.connectedAt)}</div></td><td>${RESOURCES[a.resource] ?? a.resource}</td><td>${a.orgName}</td><td>${stamp(a.lastUsedAt)}</td>

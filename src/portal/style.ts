@@ -3,7 +3,10 @@ import { createHash } from 'node:crypto';
 // The one stylesheet of every server-rendered page (portal, consent, dev checkout). It is inlined in a
 // <style> element and allowed by its SHA-256 hash in the Content-Security-Policy, so pages need no
 // external asset, no 'unsafe-inline' and no second request. Colours meet WCAG AA contrast (text on
-// background ≥ 4.5:1); focus is always visible (a 3 px outline, never removed).
+// background ≥ 4.5:1); focus is always visible (a 3 px outline, never removed). A table wider than the
+// screen scrolls sideways inside its `.scroll` box, which every page marks `role="region" tabindex="0"`
+// with the table's name, so a keyboard can reach it and scroll it with the arrow keys (WCAG 2.1.1; axe
+// `scrollable-region-focusable`).
 
 export const PAGE_CSS = `
 :root{--bg:#f5f6f8;--card:#fff;--ink:#1c2430;--muted:#56606e;--line:#d5dae1;--accent:#1f5fbf;

@@ -22,7 +22,7 @@ const n = (v: number) => fmt.format(v);
 
 function totalsTable(caption: string, keyHeader: string, rows: UsageGroupRow[]): SafeHtml {
   if (rows.length === 0) return html`<h3>${caption}</h3><p class="muted">No calls in this period.</p>`;
-  return html`<h3 id="h-${keyHeader.toLowerCase()}">${caption}</h3><div class="scroll"><table aria-labelledby="h-${keyHeader.toLowerCase()}">
+  return html`<h3 id="h-${keyHeader.toLowerCase()}">${caption}</h3><div class="scroll" role="region" tabindex="0" aria-labelledby="h-${keyHeader.toLowerCase()}"><table aria-labelledby="h-${keyHeader.toLowerCase()}">
 <thead><tr><th scope="col">${keyHeader}</th><th scope="col" class="num">Calls</th><th scope="col" class="num">Tokens in / out</th><th scope="col" class="num">Tokens debited</th></tr></thead>
 <tbody>${rows.map((r) => html`<tr><td>${r.label}</td><td class="num">${n(r.calls)}</td><td class="num">${n(r.prompt_tokens)} / ${n(r.completion_tokens)}</td><td class="num">${n(r.credits_debited)}</td></tr>`)}</tbody></table></div>`;
 }
@@ -65,7 +65,7 @@ export function usagePageRoutes(deps: Deps, auth: Auth): Router {
 <select id="f-days" name="days">${PERIODS.map((d) => html`<option value="${d}"${d === days ? html` selected` : ''}>Last ${d} days</option>`)}</select>
 <button type="submit" class="secondary">Show</button></form>`;
 
-    const dayTable = html`<details><summary>Every day as a table</summary><div class="scroll"><table>
+    const dayTable = html`<details><summary>Every day as a table</summary><div class="scroll" role="region" tabindex="0" aria-label="Tokens debited per day"><table>
 <caption class="sr">Tokens debited per day</caption>
 <thead><tr><th scope="col">Day (UTC)</th><th scope="col" class="num">Calls</th><th scope="col" class="num">Tokens debited</th></tr></thead>
 <tbody>${series.map((s) => html`<tr><td>${s.day}</td><td class="num">${n(perDay.get(s.day)?.calls ?? 0)}</td><td class="num">${n(s.value)}</td></tr>`)}</tbody></table></div></details>`;
@@ -89,7 +89,7 @@ ${totalsTable('By credential', 'Credential', byCredential.data)}
 ${
   shown.length === 0
     ? html`<p class="muted">No calls in this period.</p>`
-    : html`<div class="scroll"><table aria-labelledby="h-calls"><thead><tr><th scope="col">When (UTC)</th><th scope="col">Who</th><th scope="col">Credential</th><th scope="col" class="num">Tokens in / out</th><th scope="col" class="num">Debited</th><th scope="col">Outcome</th></tr></thead>
+    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-calls"><table aria-labelledby="h-calls"><thead><tr><th scope="col">When (UTC)</th><th scope="col">Who</th><th scope="col">Credential</th><th scope="col" class="num">Tokens in / out</th><th scope="col" class="num">Debited</th><th scope="col">Outcome</th></tr></thead>
 <tbody>${shown.map(
         (
           c,
