@@ -116,7 +116,7 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(b.role).toBe('owner');
     expect(typeof b.owner!.unallocated_credits).toBe('number');
     const text = await runCli(['balance', '--url', url], { env: home.env });
-    expect(text.stdout).toContain(`${suite.owner.orgId}: 7,000 tokens`);
+    expect(text.stdout).toContain(`(${suite.owner.orgId}): 7,000 tokens`); // named: "Name (org_…)"
     expect(text.stdout).toContain('Your pool (unallocated)');
   });
 });

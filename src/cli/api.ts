@@ -29,6 +29,18 @@ export async function modelCredential(io: IO, origin: string, forceRefresh = fal
   throw notSignedIn(origin);
 }
 
+/**
+ * The credential for the account routes (clients, balances, usage): the model grant when it carries
+ * scope `account` (CONTRACT §7: one sign-in reads them too), else the svc_ key of `login --api-key`.
+ */
+export async function accountCredential(io: IO, origin: string): Promise<Credential | undefined> {
+  const entry = await signedInEntry(io, origin);
+  if (entry.grants?.model?.scope.split(' ').includes('account'))
+    return { kind: 'grant', token: await grantToken(io, origin, 'model') };
+  if (entry.api_key) return { kind: 'api_key', token: entry.api_key.token };
+  return undefined;
+}
+
 /** The svc_ key, for the account routes that take S|B (clients, balances). */
 export async function apiKey(io: IO, origin: string): Promise<string | undefined> {
   return (await signedInEntry(io, origin)).api_key?.token;

@@ -1,8 +1,8 @@
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
-import { jsonText } from '../inert.js';
+import { inertLine, jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
-import { apiKey, getWithKey } from '../api.js';
+import { accountCredential, callWithCredential } from '../api.js';
 import { signedInEntry } from '../session.js';
 import { memberships } from './whoami.js';
 
@@ -12,35 +12,33 @@ import { memberships } from './whoami.js';
 export async function balance(io: IO, opts: { url?: string; json?: boolean }): Promise<number> {
   const origin = serverOrigin(opts.url, io.env);
   const entry = await signedInEntry(io, origin);
-  const key = await apiKey(io, origin);
-  if (!key) {
+  const credential = await accountCredential(io, origin);
+  if (!credential) {
     throw new CliError(
       EXIT.auth,
-      'Reading balances needs an API key: the billing routes do not take OAuth grants.',
-      'Run `svc login --api-key` (each chat shows the balance left after it, too).',
+      'This sign-in cannot read balances (it was made before svc-cli asked for the account scope).',
+      `Run \`svc login --url ${origin}\` again.`,
     );
   }
-  const org = entry.api_key!.org;
-  const role = (await memberships(io, origin))?.find(
-    (m) => m.id.replace(/^\w+_/, '') === org.replace(/^\w+_/, ''),
-  )?.role;
-  const client = await getWithKey<Record<string, unknown>>(
-    io,
-    origin,
-    `/v1/clients/${org}/credits/balance`,
-    key,
-  );
-  const owner =
-    role === 'owner'
-      ? await getWithKey<Record<string, unknown>>(io, origin, '/v1/owner/balance', key)
-      : undefined;
+  const org = entry.default_org ?? entry.grant_org ?? entry.api_key!.org;
+  const bare = (id: string) => id.replace(/^\w+_/, '');
+  const membership = (await memberships(io, origin))?.find((m) => bare(m.id) === bare(org));
+  const role = membership?.role;
+  const get = async (path: string) =>
+    (await (await callWithCredential(io, origin, path, { method: 'GET' }, credential)).json()) as Record<
+      string,
+      unknown
+    >;
+  const client = await get(`/v1/clients/${org}/credits/balance`);
+  const owner = role === 'owner' ? await get('/v1/owner/balance') : undefined;
   if (opts.json) {
     line(io.stdout, jsonText({ org, role, balance: client, ...(owner ? { owner } : {}) }));
     return EXIT.ok;
   }
-  line(io.stdout, `${org}: ${fmt(client.balance_credits)} tokens`);
+  const name = membership ? `${inertLine(membership.name)} (${inertLine(org)})` : inertLine(org);
+  line(io.stdout, `${name}: ${fmt(client.balance_credits)} tokens`);
   if (owner) line(io.stdout, `Your pool (unallocated): ${fmt(owner.unallocated_credits)} tokens`);
   return EXIT.ok;
 }
 
-const fmt = (n: unknown) => (typeof n === 'number' ? n.toLocaleString('en') : String(n));
+const fmt = (n: unknown) => (typeof n === 'number' ? n.toLocaleString('en') : inertLine(n));

@@ -16,8 +16,8 @@ export async function orgsList(io: IO, opts: { url?: string; json?: boolean }): 
   if (!list) {
     throw new CliError(
       EXIT.auth,
-      'Listing organizations needs an API key: the account routes do not take OAuth grants.',
-      `Run \`svc login --api-key\`, or name one you know with \`svc orgs use ORG\`. Acting for: ${current ?? '-'}.`,
+      'This sign-in cannot list organizations (it was made before svc-cli asked for the account scope).',
+      `Run \`svc login --url ${origin}\` again, or name one you know with \`svc orgs use ORG\`. Acting for: ${current ?? '-'}.`,
     );
   }
   const bare = (id: string | undefined) => id?.replace(/^(client|org)_/, '');

@@ -3,7 +3,7 @@ import { CliError, EXIT, notSignedIn } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
-import { apiKey, callWithCredential, getWithKey, modelCredential } from '../api.js';
+import { accountCredential, callWithCredential, modelCredential } from '../api.js';
 import { signedInEntry } from '../session.js';
 
 // `svc whoami`: who this terminal is signed in as on a server, for which organization, and until when.
@@ -30,9 +30,10 @@ const sameOrg = (a: string | undefined, b: string | undefined) =>
 
 /** The memberships with roles, from GET /v1/clients — it takes an svc_ key (S|B), not an OAuth grant. */
 export async function memberships(io: IO, origin: string): Promise<Membership[] | undefined> {
-  const key = await apiKey(io, origin);
-  if (!key) return undefined;
-  return (await getWithKey<{ data: Membership[] }>(io, origin, '/v1/clients?limit=100', key)).data;
+  const credential = await accountCredential(io, origin);
+  if (!credential) return undefined;
+  const res = await callWithCredential(io, origin, '/v1/clients?limit=100', { method: 'GET' }, credential);
+  return ((await res.json()) as { data: Membership[] }).data;
 }
 
 export async function describeEntry(io: IO, origin: string): Promise<Summary> {
