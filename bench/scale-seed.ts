@@ -11,7 +11,7 @@ import type pg from 'pg';
 // balances written so that every ledger invariant holds (`npm run billing:reconcile` passes on it).
 // The measured user and client exist already (registered through the API, so they can sign in).
 //
-// Used by the scale bench (bench/scale.ts) and the plan test (test/scale-plans.test.ts).
+// Used by the scale bench (bench/scale.ts) and the plan test (test/scale/scale-plans.test.ts).
 
 export interface SeedOptions {
   /** N: other users (each with a client, token, project, 8 ledger rows). */

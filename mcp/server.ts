@@ -55,7 +55,7 @@ const CACHE_HINTS = {
 
 export const REPORT_URI_PREFIX = 'svc://reports/';
 
-/** SDK internals this server adjusts; private in the SDK's types (test/mcp-revisions.test.ts covers both). */
+/** SDK internals this server adjusts; private in the SDK's types (test/mcp/mcp-revisions.test.ts covers both). */
 interface SdkHooks {
   createToolError(message: string): CallToolResult;
   server: { _ondiscover(): { supportedVersions: string[] } };

@@ -22,7 +22,7 @@ import { nameRoute } from '../src/telemetry/spans.js';
 // oauth/routes.ts): the request log, dev mode's Host guard, the form body (100 KB), the NUL guard, CORS,
 // the metadata-fetch limit, the endpoint (tokenEndpoint, the same function); errors in the RFC 6749
 // shape (sendError, as Express's error middleware), a database outage as 503.
-// test/oauth-token-entry.test.ts checks that both ways answer alike.
+// test/oauth/oauth-token-entry.test.ts checks that both ways answer alike.
 
 const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
 

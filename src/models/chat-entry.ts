@@ -24,7 +24,7 @@ import { nameRoute } from '../telemetry/spans.js';
 // request log, the spare's early read, the credential, the JSON body (10 MB), the NUL guard, the route
 // (chatSteps and chatCompletionsRoute, the same functions); errors in the OpenAI shape (sendError, as
 // Express's error middleware).
-// test/models-chat-entry.test.ts checks that both ways answer alike.
+// test/models/models-chat-entry.test.ts checks that both ways answer alike.
 
 export const CHAT_PATH = '/v1/chat/completions';
 /** Chat histories are long. */

@@ -4,8 +4,8 @@ import { SESSION_COOKIE } from '../auth/session.js';
 
 // How a route is described in the OpenAPI document (docs/openapi.md). One `route(...)` call per route,
 // in src/openapi/<surface>.ts, with the zod schemas the route itself parses its input with; the output
-// schemas say what it answers. test/openapi-coverage.test.ts fails when a mounted route has no call here
-// or a call names no mounted route; test/openapi-responses.test.ts validates real answers against them.
+// schemas say what it answers. test/openapi/openapi-coverage.test.ts fails when a mounted route has no call here
+// or a call names no mounted route; test/openapi/openapi-responses.test.ts validates real answers against them.
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 

@@ -118,7 +118,7 @@ export async function listProjectsInOrg(db: Db, orgKey: string, page: Page, shar
     if (!c) throw unknownCursor();
     // Its time read by the statement itself (a JS Date would drop PostgreSQL's microseconds); as a
     // subquery the planner estimates "a part of the list" and walks the index, where a literal time near
-    // the end of a short list made it sort (test/scale-plans.test.ts).
+    // the end of a short list made it sort (test/scale/scale-plans.test.ts).
     conditions.push(
       sql`(${projects.createdAt}, ${projects.id}) < ((select c.created_at from projects c where c.id = ${c.id}), ${c.id})`,
     );

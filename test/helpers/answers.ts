@@ -4,7 +4,7 @@ import type { client, user } from '../../src/openapi/accounts.js';
 // Named shapes of the service's JSON answers that tests read field by field, for the typed generic of
 // helpers/http.ts (`api.get<Page<ClientRow>>(…)`). Where src/openapi exports the response schema the
 // type is inferred from it; the rest copy the schema of the route in src/openapi (named beside each) —
-// test/openapi-responses.test.ts checks real answers against those schemas.
+// test/openapi/openapi-responses.test.ts checks real answers against those schemas.
 
 /** A list answer (`{ data: [...] }`, pagination fields aside). */
 export interface Page<T> {

@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { and, eq } from 'drizzle-orm';
+import { modelSuite } from '../helpers/model-suite.js';
+import {
+  approveOnDevicePage,
+  browserLogin,
+  CLI_TEST_TIMEOUT_MS,
+  type CliHome,
+  cliHome,
+  type CliBalance,
+  type WhoAmI,
+  runCli,
+  startCli,
+} from '../helpers/cli.js';
+import { addMember, createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
+import { setOrgBalance } from '../helpers/billing.js';
+import { client } from '../helpers/http.js';
+import { billingEntries } from '../../src/db/schema.js';
+import { parseAs } from '../helpers/json.js';
+import type { Verified } from '../helpers/answers.js';
+
+// `svc login --browser` (code + PKCE, loopback redirect), `svc login --api-key` (the /v1/auth/device
+// flow, replacing the previous key), and what an account looks like from the terminal: whoami with role,
+// orgs, orgs use (the next call is billed to that organization), balance, mcp-config.
+
+const suite = modelSuite();
+let home: CliHome;
+let team: TestUser;
+
+beforeAll(async () => {
+  home = await cliHome();
+  // The owner is also a member of a teammate's organization.
+  team = await createUser(suite.server, { name: 'Team Owner' });
+  await addMember(suite.server, team.orgKey, suite.owner.userId, 'member');
+  await setOrgBalance(suite.server, team.orgKey, 5_000);
+});
+afterAll(async () => {
+  await home?.cleanup();
+});
+
+const usage = (orgKey: string) =>
+  suite.server.deps.db
+    .select()
+    .from(billingEntries)
+    .where(and(eq(billingEntries.orgKey, orgKey), eq(billingEntries.type, 'usage')))
+    .orderBy(billingEntries.id); // in the order written, whatever the plan
+
+describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
+  it('signs in through the authorization code flow with a loopback redirect on a random port', async () => {
+    const url = suite.server.v2Url;
+    const login = await browserLogin(url, home.env, suite.owner);
+    expect(login.stdout()).toContain(`Signed in to ${url} as ${suite.owner.userId}`);
+    const entry = (await home.credentials()).servers[url];
+    expect(entry!.grants!.model!.scope).toBe('model account');
+    expect(entry!.grants!.platform!.scope).toBe('platform');
+    const chat = await runCli(['chat', '--url', url, 'hi'], { env: home.env });
+    expect(chat.code).toBe(0);
+    expect(chat.stdout).toBe('Hello from the fake upstream\n');
+  });
+
+  it('orgs use makes the next model call act for (and bill) that organization; a non-member org is refused', async () => {
+    const url = suite.server.v2Url;
+    const stranger = await createUser(suite.server);
+    const refused = await runCli(['orgs', 'use', stranger.orgId, '--url', url], { env: home.env });
+    expect(refused.code, refused.stderr).toBe(4);
+    expect(refused.stderr).toContain('svc orgs use ORG');
+    const use = await runCli(['orgs', 'use', team.clientId, '--url', url], { env: home.env });
+    expect(use.code, use.stderr).toBe(0);
+    const before = (await usage(team.orgKey)).length;
+    const chat = await runCli(['chat', '--url', url, 'for', 'the', 'team'], { env: home.env });
+    expect(chat.code, chat.stderr).toBe(0);
+    expect(chat.stderr).toMatch(/20 tokens debited · balance 4,980/);
+    expect((await usage(team.orgKey)).length).toBe(before + 1);
+    const who = parseAs<WhoAmI>((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
+    expect(who.org).toBe(team.clientId);
+  });
+});
+
+describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
+  it('says the key replaces the previous one, gets an svc_ key, and the previous key stops working', async () => {
+    const url = suite.server.url;
+    const previous = await createApiToken(suite.server, suite.owner, suite.owner.orgKey, 'old laptop');
+    expect((await client(url).get('/v1/auth/verify', { token: previous.secret })).status).toBe(200);
+    const login = startCli(['login', '--api-key', '--url', url], { env: home.env });
+    const [, userCode] = await login.waitFor(
+      /enter the code ([B-Z]{4}-[B-Z]{4})[\s\S]*Waiting for the approval/,
+    );
+    expect(login.stderr()).toMatch(/replaces your previous API key in the organization you approve/);
+    await approveOnDevicePage(suite.server.v2Url, suite.owner, userCode!);
+    expect(await login.exit).toBe(0);
+    expect(login.stdout()).toContain(`as ${suite.owner.email} with an API key for ${suite.owner.orgId}`);
+    expect((await client(url).get('/v1/auth/verify', { token: previous.secret })).status).toBe(401);
+    const key = (await home.credentials()).servers[url]!.api_key!;
+    expect(key.token).toMatch(/^svc_/);
+    expect(login.stdout() + login.stderr()).not.toContain(key.token);
+    expect((await client(url).get<Verified>('/v1/auth/verify', { token: key.token })).body.email).toBe(
+      suite.owner.email,
+    );
+  });
+
+  it('whoami shows the e-mail and role; orgs lists memberships; balance shows the org and the owner’s pool', async () => {
+    const url = suite.server.url;
+    const who = parseAs<WhoAmI>((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
+    expect(who).toMatchObject({ email: suite.owner.email, org: suite.owner.orgId, role: 'owner' });
+
+    const orgs = await runCli(['orgs', '--url', url], { env: home.env });
+    expect(orgs.code, orgs.stderr).toBe(0);
+    expect(orgs.stdout).toMatch(new RegExp(`^\\* ${suite.owner.clientId}\\s+owner`, 'm'));
+    expect(orgs.stdout).toMatch(new RegExp(`^  ${team.clientId}\\s+member\\s+Team Owner`, 'm'));
+
+    await setOrgBalance(suite.server, suite.owner.orgKey, 7_000);
+    const balance = await runCli(['balance', '--json', '--url', url], { env: home.env });
+    expect(balance.code, balance.stderr).toBe(0);
+    const b = parseAs<CliBalance>(balance.stdout);
+    expect(b.balance.balance_credits).toBe(7_000);
+    expect(b.role).toBe('owner');
+    expect(typeof b.owner!.unallocated_credits).toBe('number');
+    const text = await runCli(['balance', '--url', url], { env: home.env });
+    expect(text.stdout).toContain(`(${suite.owner.orgId}): 7,000 tokens`); // named: "Name (org_…)"
+    expect(text.stdout).toContain('Your pool (unallocated)');
+  });
+});
+
+describe('svc mcp-config', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
+  it('prints the /mcp/platform configuration for an editor', async () => {
+    const res = await runCli(['mcp-config', '--editor', 'vscode', '--url', suite.server.v2Url], {
+      env: home.env,
+    });
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout)).toEqual({
+      servers: { svc: { type: 'http', url: `${suite.server.v2Url}/mcp/platform` } },
+    });
+    const bad = await runCli(['mcp-config', '--editor', 'notepad'], { env: home.env });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('Choose one of');
+  });
+});
