@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { and, eq, isNull } from 'drizzle-orm';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { client } from './helpers/http.js';
-import { addMember, createUser, STRONG_PASSWORD, type TestUser } from './helpers/fixtures.js';
-import { assertAuthChecks } from './helpers/auth-checks.js';
-import { TEST_PRICES } from './helpers/fake-upstream.js';
-import { eventually } from './helpers/webhook-receiver.js';
-import { anyOf, detailOf, matching, rejectionOf } from './helpers/json.js';
-import type { MintedToken, Verified } from './helpers/answers.js';
-import { apiTokens, usageRecords } from '../src/db/schema.js';
-import { orgBalanceCredits } from '../src/billing/spend.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { client } from '../helpers/http.js';
+import { addMember, createUser, STRONG_PASSWORD, type TestUser } from '../helpers/fixtures.js';
+import { assertAuthChecks } from '../helpers/auth-checks.js';
+import { TEST_PRICES } from '../helpers/fake-upstream.js';
+import { eventually } from '../helpers/webhook-receiver.js';
+import { anyOf, detailOf, matching, rejectionOf } from '../helpers/json.js';
+import type { MintedToken, Verified } from '../helpers/answers.js';
+import { apiTokens, usageRecords } from '../../src/db/schema.js';
+import { orgBalanceCredits } from '../../src/billing/spend.js';
 
 // Service accounts (CONTRACT §11): owner-only routes, the shapes, one active credential per
 // (organization, principal), billing to the organization, never a sign-in.

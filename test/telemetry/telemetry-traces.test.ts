@@ -4,17 +4,17 @@ import OpenAI from 'openai';
 import WebSocket from 'ws';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
-import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
-import { setOrgBalance } from './helpers/billing.js';
-import { startFakeUpstream, type FakeUpstream } from './helpers/fake-upstream.js';
-import { startChildSvc, type ChildSvc } from './helpers/child-svc.js';
-import { billedCalls, lastEntryId, waitUntil } from './helpers/chat-load.js';
-import { issueTestGrants } from './helpers/oauth.js';
-import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './helpers/otlp-receiver.js';
-import { parseAs } from './helpers/json.js';
-import type { ServerFrame } from '../src/runs/frames.js';
-import { newId } from '../src/ids.js';
+import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
+import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
+import { setOrgBalance } from '../helpers/billing.js';
+import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
+import { billedCalls, lastEntryId, waitUntil } from '../helpers/chat-load.js';
+import { issueTestGrants } from '../helpers/oauth.js';
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
+import { parseAs } from '../helpers/json.js';
+import type { ServerFrame } from '../../src/runs/frames.js';
+import { newId } from '../../src/ids.js';
 
 // CONTRACT §1, Traces: svc (its own process, so that OTEL_EXPORTER_OTLP_ENDPOINT selects tracing as it
 // does in production) exports to a real OTLP/HTTP receiver on 127.0.0.1, in JSON, decoded here. For a

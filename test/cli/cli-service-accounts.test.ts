@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { CLI_TEST_TIMEOUT_MS, cliHome, runCli, type CliHome } from './helpers/cli.js';
-import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
-import { client } from './helpers/http.js';
-import { containing, matching, parseAs } from './helpers/json.js';
-import type { Verified } from './helpers/answers.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { CLI_TEST_TIMEOUT_MS, cliHome, runCli, type CliHome } from '../helpers/cli.js';
+import { addMember, createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
+import { client } from '../helpers/http.js';
+import { containing, matching, parseAs } from '../helpers/json.js';
+import type { Verified } from '../helpers/answers.js';
 
 // `svc service-accounts create|list|mint|delete` (CONTRACT §11) as a script runs it: --json on stdout,
 // the secret printed once, the owner's API key from the credentials file.

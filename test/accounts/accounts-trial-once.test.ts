@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { STRONG_PASSWORD } from './helpers/fixtures.js';
-import { client } from './helpers/http.js';
-import { queryRows } from '../src/db/client.js';
-import { markEmailVerified } from '../src/accounts/service.js';
-import { canonicalMailbox } from '../src/accounts/trial-addresses.js';
-import type { Registered } from './helpers/answers.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { STRONG_PASSWORD } from '../helpers/fixtures.js';
+import { client } from '../helpers/http.js';
+import { queryRows } from '../../src/db/client.js';
+import { markEmailVerified } from '../../src/accounts/service.js';
+import { canonicalMailbox } from '../../src/accounts/trial-addresses.js';
+import type { Registered } from '../helpers/answers.js';
 
 // One trial per address (CONTRACT §8; docs/accounts.md § One trial per address): register, spend, delete,
 // register again with the same mailbox (another spelling of it) gives no second trial, while tokens can
