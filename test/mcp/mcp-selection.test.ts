@@ -6,10 +6,10 @@ import {
   ProtocolError,
   StreamableHTTPClientTransport as TransportV2,
 } from '@modelcontextprotocol/client';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { createUser, type TestUser } from './helpers/fixtures.js';
-import { issueTestGrants } from './helpers/oauth.js';
-import { jsonAs } from './helpers/json.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { createUser, type TestUser } from '../helpers/fixtures.js';
+import { issueTestGrants } from '../helpers/oauth.js';
+import { jsonAs } from '../helpers/json.js';
 
 // Tool selection and the read-only grant (CONTRACT §10 "Tool selection"): X-MCP-Toolsets,
 // X-MCP-Readonly and /mcp/platform/readonly narrow tools/list and what may be called (outside the

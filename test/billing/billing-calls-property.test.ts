@@ -2,15 +2,15 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import OpenAI from 'openai';
 import { sql } from 'drizzle-orm';
-import { queryRows } from '../src/db/client.js';
-import { checkInvariants } from '../src/billing/invariants.js';
-import { accountBalance, debtAccount } from '../src/billing/ledger.js';
-import { storageMode } from './helpers/server.js';
-import { modelSuite, type ModelSuite } from './helpers/model-suite.js';
-import { setOrgBalance } from './helpers/billing.js';
-import { orgLedger, waitUntil } from './helpers/chat-load.js';
-import { countedCall } from './helpers/counted.js';
-import { fieldPromptTokens } from './helpers/fake-upstream.js';
+import { queryRows } from '../../src/db/client.js';
+import { checkInvariants } from '../../src/billing/invariants.js';
+import { accountBalance, debtAccount } from '../../src/billing/ledger.js';
+import { storageMode } from '../helpers/server.js';
+import { modelSuite, type ModelSuite } from '../helpers/model-suite.js';
+import { setOrgBalance } from '../helpers/billing.js';
+import { orgLedger, waitUntil } from '../helpers/chat-load.js';
+import { countedCall } from '../helpers/counted.js';
+import { fieldPromptTokens } from '../helpers/fake-upstream.js';
 
 // The concurrent property of the model path (CONTRACT §8–§9), next to the ledger's (billing-property.test.ts):
 // random calls of random request shapes (a large field among messages, tools, functions, function_call,

@@ -2,16 +2,16 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { sql } from 'drizzle-orm';
-import { queryRows } from '../src/db/client.js';
-import { checkInvariants } from '../src/billing/invariants.js';
-import { accountBalance, debtAccount } from '../src/billing/ledger.js';
-import { modelSuite, type ModelSuite } from './helpers/model-suite.js';
-import { setOrgBalance } from './helpers/billing.js';
-import { lastEntryId, orgLedger, waitUntil } from './helpers/chat-load.js';
-import { authenticateRunSocket } from './helpers/run-socket.js';
-import { countedCall } from './helpers/counted.js';
-import { addMember, createApiToken, createUser } from './helpers/fixtures.js';
-import { client } from './helpers/http.js';
+import { queryRows } from '../../src/db/client.js';
+import { checkInvariants } from '../../src/billing/invariants.js';
+import { accountBalance, debtAccount } from '../../src/billing/ledger.js';
+import { modelSuite, type ModelSuite } from '../helpers/model-suite.js';
+import { setOrgBalance } from '../helpers/billing.js';
+import { lastEntryId, orgLedger, waitUntil } from '../helpers/chat-load.js';
+import { authenticateRunSocket } from '../helpers/run-socket.js';
+import { countedCall } from '../helpers/counted.js';
+import { addMember, createApiToken, createUser } from '../helpers/fixtures.js';
+import { client } from '../helpers/http.js';
 
 // Every call the provider received is billed exactly once, at what it cost (CONTRACT §8–§9), whatever the
 // request's shape and whatever its caller does. The fake provider counts like a real one here
