@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { client } from './helpers/http.js';
-import { addMember, createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
-import { TEST_PRICES } from './helpers/fake-upstream.js';
-import { detailOf, rejectionOf } from './helpers/json.js';
-import { eventually } from './helpers/webhook-receiver.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { client } from '../helpers/http.js';
+import { addMember, createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
+import { TEST_PRICES } from '../helpers/fake-upstream.js';
+import { detailOf, rejectionOf } from '../helpers/json.js';
+import { eventually } from '../helpers/webhook-receiver.js';
 import { eq } from 'drizzle-orm';
-import { usageRecords } from '../src/db/schema.js';
+import { usageRecords } from '../../src/db/schema.js';
 
 // RPM and TPM limits per organization and per credential (CONTRACT §11): the routes' shapes and roles,
 // 429 rate_limit_exceeded with Retry-After, and the vendors' rate-limit headers as the official SDKs read
