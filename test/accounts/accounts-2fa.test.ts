@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { createApiToken, createUser } from '../helpers/fixtures.js';
 import { queryRows } from '../../src/db/client.js';
-import { enableTwoFactor, signUp, startChallenge, totp, type Api } from './accounts-support.js';
+import { enableTwoFactor, signUp, startChallenge, totp, type Api } from '../helpers/accounts-support.js';
 import { anyOf, containing, detailOf } from '../helpers/json.js';
 import type { SignedIn, TwoFactorEnabled, TwoFactorSetup, TwoFactorStatus } from '../helpers/answers.js';
 

@@ -6,7 +6,7 @@ import { addMember, createApiToken, createUser, STRONG_PASSWORD } from '../helpe
 import { issueTestGrants } from '../helpers/oauth.js';
 import { client } from '../helpers/http.js';
 import { PageClient } from '../helpers/page-client.js';
-import { enableTwoFactor } from './accounts-support.js';
+import { enableTwoFactor } from '../helpers/accounts-support.js';
 import { queryRows } from '../../src/db/client.js';
 import { billingSubscriptions, users } from '../../src/db/schema.js';
 import { checkInvariants } from '../../src/billing/invariants.js';

@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { createApiToken, createUser, STRONG_PASSWORD } from '../helpers/fixtures.js';
 import { queryRows } from '../../src/db/client.js';
-import { mails, newEmail, signUp, tokenFromMail, type Api } from './accounts-support.js';
+import { mails, newEmail, signUp, tokenFromMail, type Api } from '../helpers/accounts-support.js';
 import { anyOf, containing, detailOf, matching } from '../helpers/json.js';
 import type { Registered, SignedIn, VerifyResent } from '../helpers/answers.js';
 

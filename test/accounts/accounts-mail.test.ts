@@ -5,7 +5,7 @@ import { client } from '../helpers/http.js';
 import { detailError, readJson } from '../helpers/json.js';
 import type { CreatedClient } from '../helpers/answers.js';
 import { createUser, STRONG_PASSWORD } from '../helpers/fixtures.js';
-import { mails, newEmail } from './accounts-support.js';
+import { mails, newEmail } from '../helpers/accounts-support.js';
 
 // With SMTP_URL the account mails leave through SMTP (nodemailer) instead of the dev outbox
 // (CONTRACT §4). The peer is a tiny SMTP sink on loopback speaking just enough of RFC 5321.

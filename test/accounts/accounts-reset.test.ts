@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { queryRows } from '../../src/db/client.js';
-import { mails, newEmail, signUp, tokenFromMail, type Api } from './accounts-support.js';
+import { mails, newEmail, signUp, tokenFromMail, type Api } from '../helpers/accounts-support.js';
 import { anyOf, detailOf } from '../helpers/json.js';
 import type { SignedIn } from '../helpers/answers.js';
 

@@ -10,7 +10,7 @@ import {
   insecureRequests,
   registerPublicClient,
 } from '../helpers/oauth.js';
-import { signUp, tokenFromMail } from './accounts-support.js';
+import { signUp, tokenFromMail } from '../helpers/accounts-support.js';
 import { revokeCredentialsAfterPasswordChange } from '../../src/accounts/credential-revocation.js';
 import { sessionSecretHash } from '../../src/auth/session.js';
 import { sessions } from '../../src/db/schema.js';

@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { addMember, createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
 import { assertAuthChecks } from '../helpers/auth-checks.js';
-import { mails, newEmail, signUp, tokenFromMail } from '../accounts/accounts-support.js';
+import { mails, newEmail, signUp, tokenFromMail } from '../helpers/accounts-support.js';
 import { orgInvitations } from '../../src/db/schema.js';
 import { hmacSecret } from '../../src/crypto/hash.js';
 import { anyOf, detailOf, matching, openAiErrorOf } from '../helpers/json.js';

@@ -18,7 +18,7 @@ import {
   launchBrowser,
   signedIn,
 } from '../helpers/browser.js';
-import { newEmail } from '../accounts/accounts-support.js';
+import { newEmail } from '../helpers/accounts-support.js';
 
 // Organizations in a real browser (issue 16 item 5): the owner changes a role, removes someone after a
 // confirmation page, renames and deletes an organization (its balance back in the pool); a member

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
-import { client } from './helpers/http.js';
-import { createUser, type TestUser } from './helpers/fixtures.js';
-import { mails, newEmail } from './accounts-support.js';
-import { detailOf } from './helpers/json.js';
-import { randomToken } from '../src/ids.js';
-import { canonicalMailbox } from '../src/accounts/trial-addresses.js';
-import { POLICIES } from '../src/ratelimit/limits.js';
-import type { CreatedClient, InvitationRow } from './helpers/answers.js';
+import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
+import { client } from '../helpers/http.js';
+import { createUser, type TestUser } from '../helpers/fixtures.js';
+import { mails, newEmail } from '../helpers/accounts-support.js';
+import { detailOf } from '../helpers/json.js';
+import { randomToken } from '../../src/ids.js';
+import { canonicalMailbox } from '../../src/accounts/trial-addresses.js';
+import { POLICIES } from '../../src/ratelimit/limits.js';
+import type { CreatedClient, InvitationRow } from '../helpers/answers.js';
 
 // Invitation mail is bounded (docs/limits.md § Invitation mail): per inviter and per recipient mailbox,
 // counted when sent (a revoked or replaced invitation counts), 429 RATE_LIMITED with Retry-After over it,

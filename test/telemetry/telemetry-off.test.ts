@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { spanned, tracer, tracesConfigured, withSpan, withToolSpan } from '../src/telemetry/spans.js';
+import { spanned, tracer, tracesConfigured, withSpan, withToolSpan } from '../../src/telemetry/spans.js';
 
 // CONTRACT §1, Traces: "unset: nothing is exported and nothing costs". The test server, like svc without
 // an OTLP endpoint, never starts the SDK: every helper is then the work it wraps, and the modules every

@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { addMember, createUser } from './helpers/fixtures.js';
-import { client } from './helpers/http.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { addMember, createUser } from '../helpers/fixtures.js';
+import { client } from '../helpers/http.js';
 import {
   expectAccessible,
   expectNoSidewaysScroll,
   haveChromium,
   launchBrowser,
   signedIn,
-} from './helpers/browser.js';
+} from '../helpers/browser.js';
 
 // The organization's rate limits on its settings page (CONTRACT §11) in a real browser at 390 px: the
 // owner sets and clears them in a plain form (errors next to their field), a member reads them, a viewer

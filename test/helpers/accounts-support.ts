@@ -1,10 +1,10 @@
 import { expect } from 'vitest';
 import { generate } from 'otplib';
 import { randomToken } from '../../src/ids.js';
-import { client } from '../helpers/http.js';
-import type { TestServer } from '../helpers/server.js';
-import { STRONG_PASSWORD } from '../helpers/fixtures.js';
-import type { DevMail, Page, UserRow } from '../helpers/answers.js';
+import { client } from './http.js';
+import type { TestServer } from './server.js';
+import { STRONG_PASSWORD } from './fixtures.js';
+import type { DevMail, Page, UserRow } from './answers.js';
 
 // Shared steps of the account tests, all over real HTTP (the account routes are what is under test).
 
