@@ -1,17 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as oauth from 'oauth4webapi';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { addMember, createUser, type TestUser } from './helpers/fixtures.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { addMember, createUser, type TestUser } from '../helpers/fixtures.js';
 import {
   discoverAuthorizationServer,
   driveConsent,
   insecureRequests,
   registerPublicClient,
-} from './helpers/oauth.js';
-import { approveOnDevicePage } from './helpers/cli.js';
-import { PageClient } from './helpers/page-client.js';
-import { setOrgBalance } from './helpers/billing.js';
-import { jsonAs, type JsonObject } from './helpers/json.js';
+} from '../helpers/oauth.js';
+import { approveOnDevicePage } from '../helpers/cli.js';
+import { PageClient } from '../helpers/page-client.js';
+import { setOrgBalance } from '../helpers/billing.js';
+import { jsonAs, type JsonObject } from '../helpers/json.js';
 
 // Scope `account` (CONTRACT §7) through oauth4webapi, a strict independent client, over real HTTP: the
 // built-in svc-cli gets it by default and its grant READS /v1/auth/verify, /v1/clients, the owner's pool,

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
-import { startTestServer, storageMode, type TestServer } from './helpers/server.js';
-import { startChildSvc, type ChildSvc } from './helpers/child-svc.js';
-import { client } from './helpers/http.js';
-import { createApiToken, createUser, type TestUser } from './helpers/fixtures.js';
-import { eventually } from './helpers/webhook-receiver.js';
-import { usageRecords } from '../src/db/schema.js';
+import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
+import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
+import { client } from '../helpers/http.js';
+import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
+import { eventually } from '../helpers/webhook-receiver.js';
+import { usageRecords } from '../../src/db/schema.js';
 
 // An organization's rpm held across two svc processes on one PostgreSQL database (CONTRACT §11): 200
 // parallel calls split over both, at most `rpm` admitted in the window, every refusal a 429

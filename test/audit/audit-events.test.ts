@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { client } from './helpers/http.js';
-import { createUser, STRONG_PASSWORD } from './helpers/fixtures.js';
-import { parseAs, readJson } from './helpers/json.js';
-import { eventually, startReceiver } from './helpers/webhook-receiver.js';
-import { allStoredEvents, chainEvents } from './helpers/audit.js';
-import { issueTestGrants } from './helpers/oauth.js';
-import { enableTwoFactor, newEmail, signUp, tokenFromMail, totp } from './accounts-support.js';
-import { auditListAnswer, auditVerifyAnswer } from '../src/audit/schema.js';
-import { changePassword, signOutSessions } from '../src/accounts/self-service.js';
-import type { CreatedClient, MintedToken, Checkout } from './helpers/answers.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { client } from '../helpers/http.js';
+import { createUser, STRONG_PASSWORD } from '../helpers/fixtures.js';
+import { parseAs, readJson } from '../helpers/json.js';
+import { eventually, startReceiver } from '../helpers/webhook-receiver.js';
+import { allStoredEvents, chainEvents } from '../helpers/audit.js';
+import { issueTestGrants } from '../helpers/oauth.js';
+import { enableTwoFactor, newEmail, signUp, tokenFromMail, totp } from '../helpers/accounts-support.js';
+import { auditListAnswer, auditVerifyAnswer } from '../../src/audit/schema.js';
+import { changePassword, signOutSessions } from '../../src/accounts/self-service.js';
+import type { CreatedClient, MintedToken, Checkout } from '../helpers/answers.js';
 
 // Every kind of change CONTRACT §11 lists writes its event (beyond test/audit-log.test.ts's first ones),
 // a person's own account events land in their account log, and no event of this file holds any secret
