@@ -4,6 +4,7 @@ import type { Db } from '../db/client.js';
 import { apiTokens, orgs } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // The stored RPM and TPM limits of an organization and of one of its credentials (CONTRACT §11).
 
@@ -14,9 +15,20 @@ export type LimitsBody = z.infer<typeof limitsBody>;
 const noSuchToken = () => new AppError(404, 'NOT_FOUND', 'no such active token of this client');
 
 export async function setOrgLimits(db: Db, orgKey: string, limits: LimitsBody) {
-  await db.update(orgs).set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm }).where(eq(orgs.id, orgKey));
+  await db.transaction(async (tx) => {
+    await tx.update(orgs).set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm }).where(eq(orgs.id, orgKey));
+    await recordAuditEvent(tx, limitsEvent(orgKey, { type: 'client', id: clientIdOf(orgKey) }, limits));
+  });
   return getOrgLimits(db, orgKey);
 }
+
+/** CONTRACT §11 `limits.set`: an organization's or a credential's limits, null for none. */
+const limitsEvent = (orgKey: string, target: { type: string; id: string | number }, limits: LimitsBody) => ({
+  orgKey,
+  action: 'limits.set' as const,
+  target,
+  details: { rpm: limits.rpm, tpm: limits.tpm },
+});
 
 export async function getOrgLimits(db: Db, orgKey: string) {
   const [row] = await db
@@ -30,11 +42,15 @@ const activeToken = (orgKey: string, tokenId: number) =>
   and(eq(apiTokens.id, tokenId), eq(apiTokens.orgId, orgKey), isNull(apiTokens.revokedAt));
 
 export async function setTokenLimits(db: Db, orgKey: string, tokenId: number, limits: LimitsBody) {
-  const [row] = await db
-    .update(apiTokens)
-    .set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm })
-    .where(activeToken(orgKey, tokenId))
-    .returning({ rpm: apiTokens.rpmLimit, tpm: apiTokens.tpmLimit });
+  const row = await db.transaction(async (tx) => {
+    const [updated] = await tx
+      .update(apiTokens)
+      .set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm })
+      .where(activeToken(orgKey, tokenId))
+      .returning({ rpm: apiTokens.rpmLimit, tpm: apiTokens.tpmLimit });
+    if (updated) await recordAuditEvent(tx, limitsEvent(orgKey, { type: 'token', id: tokenId }, limits));
+    return updated;
+  });
   if (!row) throw noSuchToken();
   return { client_id: clientIdOf(orgKey), token_id: tokenId, rpm: row.rpm, tpm: row.tpm };
 }

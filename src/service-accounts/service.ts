@@ -4,6 +4,7 @@ import { apiTokens, memberships, serviceAccounts, users, type Role } from '../db
 import { newId } from '../ids.js';
 import { AppError } from '../http/errors.js';
 import { mintApiToken, type ApiTokenRow } from '../tokens/service.js';
+import { recordAuditEvent } from '../audit/record.js';
 
 // Service accounts (CONTRACT §11): an organization's non-person principals. Each is a users row of its
 // own id (`sa_…`: no password, an address under `.invalid`, so it never signs in) with a membership of its
@@ -36,6 +37,12 @@ export async function createServiceAccount(
       .insert(serviceAccounts)
       .values({ id, orgId: input.orgKey, name: input.name, createdBy: input.createdBy })
       .returning();
+    await recordAuditEvent(tx, {
+      orgKey: input.orgKey,
+      action: 'service_account.created',
+      target: { type: 'service_account', id },
+      details: { name: input.name, role: input.role },
+    });
     return { ...row!, role: input.role };
   });
 }
@@ -111,10 +118,24 @@ export async function deleteServiceAccount(db: Db, orgKey: string, id: string): 
       )
       .returning();
     if (!deleted) throw noSuchServiceAccount();
-    await tx
+    const revoked = await tx
       .update(apiTokens)
       .set({ revokedAt: new Date() })
-      .where(and(eq(apiTokens.orgId, orgKey), eq(apiTokens.userId, id), isNull(apiTokens.revokedAt)));
+      .where(and(eq(apiTokens.orgId, orgKey), eq(apiTokens.userId, id), isNull(apiTokens.revokedAt)))
+      .returning({ id: apiTokens.id });
+    for (const token of revoked)
+      await recordAuditEvent(tx, {
+        orgKey,
+        action: 'token.revoked',
+        target: { type: 'token', id: token.id },
+        details: { holder_id: id, reason: 'service_account_deleted' },
+      });
+    await recordAuditEvent(tx, {
+      orgKey,
+      action: 'service_account.deleted',
+      target: { type: 'service_account', id },
+      details: { name: deleted.name },
+    });
     await tx.delete(memberships).where(and(eq(memberships.orgId, orgKey), eq(memberships.userId, id)));
   });
 }

@@ -120,6 +120,43 @@ describe('organization events', () => {
     expect(events[6]!.details).toEqual({ url: 'https://hooks.example.test/svc', events: ['balance.low'] });
   });
 
+  it('service accounts created and deleted (its credential revoked), limits set', async () => {
+    const { owner, clientId, orgKey } = await owned();
+    const as = { token: owner.session };
+    const sa = await api.post<{ id: string }>(`/v1/clients/${clientId}/service-accounts`, { name: 'ci' }, as);
+    expect(sa.status).toBe(200);
+    const minted = await api.post<{ id: number; token: string }>(
+      `/v1/clients/${clientId}/service-accounts/${sa.body.id}/tokens`,
+      {},
+      as,
+    );
+    expect(minted.status).toBe(200);
+    secrets.add(minted.body.token);
+    expect((await api.put(`/v1/clients/${clientId}/limits`, { rpm: 60, tpm: null }, as)).status).toBe(200);
+    const tokenLimits = await api.put(
+      `/v1/clients/${clientId}/tokens/${minted.body.id}/limits`,
+      { rpm: 5 },
+      as,
+    );
+    expect(tokenLimits.status).toBe(200);
+    expect((await api.delete(`/v1/clients/${clientId}/service-accounts/${sa.body.id}`, as)).status).toBe(200);
+    const events = await chainEvents(server, orgKey);
+    expect(events.map((e) => e.action)).toEqual([
+      'service_account.created',
+      'token.created',
+      'limits.set',
+      'limits.set',
+      'token.revoked',
+      'service_account.deleted',
+    ]);
+    expect(events[0]!.target).toEqual({ type: 'service_account', id: sa.body.id });
+    expect(events[0]!.details).toEqual({ name: 'ci', role: 'member' });
+    expect(events[1]!.details).toMatchObject({ holder_id: sa.body.id });
+    expect(events[2]!.details).toEqual({ rpm: 60, tpm: null });
+    expect(events[3]!.target).toEqual({ type: 'token', id: String(minted.body.id) });
+    expect(events[4]!.details).toEqual({ holder_id: sa.body.id, reason: 'service_account_deleted' });
+  });
+
   it('OAuth grants approved and revoked (a removed member’s grants too)', async () => {
     const { owner, clientId, orgKey } = await owned();
     const mia = await createUser(server);
