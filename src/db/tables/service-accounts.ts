@@ -6,7 +6,7 @@ import { orgs } from './orgs.js';
 // Service accounts (CONTRACT §11): an organization's non-person principals. Each is backed by a users row
 // of the same id (`sa_…`) and a membership with its role, so that every rule that reads a credential's
 // holder — the live membership, the role, budgets, usage, the one-active-credential index — applies to it
-// unchanged (docs/decisions: service accounts as principals). The backing row has no password and an
+// unchanged (docs/decisions/0053-credentials-for-machines-and-their-limits.md). The backing row has no password and an
 // address under `.invalid` (RFC 6761): it can never sign in.
 
 export const serviceAccounts = pgTable(
