@@ -141,7 +141,7 @@ export function authorizeRoutes(deps: Deps, auth: Auth): Router {
     const orgs = await liveMemberships(deps.db, principal.userId);
     const name = request.client.clientName || request.client.clientId;
     const action = `/oauth/authorize${req.originalUrl.slice(req.originalUrl.indexOf('?'))}`;
-    // The card layout of the portal's other narrow pages (sign-in, device approval; issue 16 item 7).
+    // The card layout of the portal's other narrow pages (sign-in, device approval).
     const body = html`<div class="card"><h1>Allow ${name} to use your account?</h1>
 <p class="muted">${name} is ${provenance(request)}. After you decide, you will be sent to <strong>${formActionFor(request.redirectUri)}</strong>.</p>
 <form method="post" action="${action}" class="stack">

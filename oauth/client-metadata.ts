@@ -17,7 +17,7 @@ export { isForbiddenAddress };
 // and other special ranges at connect time (so DNS rebinding cannot slip past a pre-check), no
 // redirects, 5 s, 64 KiB; documents are cached for 10 minutes.
 //
-// Fetching on demand is work a stranger can ask for (issue 22 item 6), so besides the per-address limit
+// Fetching on demand is work a stranger can ask for, so besides the per-address limit
 // on the /oauth/* routes that can fetch (oauth/fetch-limit.ts): a URL that failed is not fetched again
 // for FAILURE_TTL_MS, concurrent requests for one URL share one fetch, and at most MAX_CONCURRENT_FETCHES
 // run at once in a process (beyond that the client is unknown for now, not queued).
@@ -64,7 +64,7 @@ const documentSchema = z.object({
   client_name: z.string().max(200).optional(),
   client_uri: z.url().optional(),
   // The same rule as dynamic registration (CONTRACT §7): javascript: or http:// to any host were
-  // accepted here and redirected to (issue 22 item 9).
+  // accepted here and redirected to.
   redirect_uris: z
     .array(
       z

@@ -53,7 +53,7 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
       if (row.oauthClientId !== client.id)
         throw libraryError('invalid_grant', 'this device code was issued to another client');
       // Bound to the origin that issued it, like an authorization code (CONTRACT §7): a code issued at
-      // LIGHT must not yield V2-audience tokens (issue 22 item 12).
+      // LIGHT must not yield V2-audience tokens.
       if (row.issuer !== ctx.issuer)
         throw libraryError('invalid_grant', 'this device code was issued by another origin');
       if (!row.userId || !row.orgId) throw libraryError('invalid_grant', 'the device code has no approval');

@@ -4,7 +4,7 @@ import { isMetadataDocumentUrl } from './client-metadata.js';
 
 // The per-address limit (RATE_LIMIT_IP_PER_MIN, CONTRACT §1) on the /oauth/* requests that can make the
 // server fetch a client ID metadata document: those whose client_id — query, form body, or the Basic
-// credentials' user name — is a document URL (issue 22 item 6). Requests naming svc-cli or a registered
+// credentials' user name — is a document URL. Requests naming svc-cli or a registered
 // client fetch nothing and are not counted. /oauth/device_authorization and /oauth/register carry the
 // limit on every request already.
 

@@ -49,7 +49,7 @@ const keyObjects = new WeakMap<CryptoKey, KeyObject>();
 /**
  * A compact JWS (RFC 7515 §7.1) over `payload`, ES256 with `key`, signed synchronously with node:crypto
  * (RFC 7518 §3.4: the signature is the raw r||s, `ieee-p1363`). jose signs through WebCrypto, whose
- * async job costs about twice the CPU of the signature itself (docs/oauth.md, Checks and benchmark).
+ * async job costs about twice the CPU of the signature itself (bench/results/oauth.md).
  */
 export function signJws(key: SigningKey, typ: string, payload: Record<string, unknown>): string {
   let signer = keyObjects.get(key.privateKey);
@@ -115,7 +115,7 @@ export function createSigningKeys(db: Db, encryptionKey: Buffer): SigningKeys {
         loading = null;
       });
     // Stale while it reloads: a keyset that cannot be re-read (a database outage) must not stop signing
-    // with the keys already known, least of all the outcome of a call already settled (issue 14).
+    // with the keys already known, least of all the outcome of a call already settled.
     if (loaded && !force) {
       loading.catch(() => {});
       return loaded;

@@ -113,7 +113,7 @@ interface RedeemInput {
 /**
  * Runs REDEEM for a batch as a named statement: PostgreSQL parses it once per pooled connection and, after
  * its first runs, keeps a generic plan (the ORM's unnamed statement was parsed and planned on every
- * refresh: docs/oauth.md, Checks and benchmark). It writes, so it goes through the pool, not the read lane.
+ * refresh: bench/results/oauth.md). It writes, so it goes through the pool, not the read lane.
  * Answers each input's row (undefined: no such token).
  */
 async function redeemStatement(deps: Deps, inputs: RedeemInput[]): Promise<(RedeemRow | undefined)[]> {
@@ -139,8 +139,8 @@ async function redeemStatement(deps: Deps, inputs: RedeemInput[]): Promise<(Rede
  * Group commit (src/db/batch.ts, as the model path's statements): while one redeeming statement is in
  * flight, the refreshes that reach it meanwhile wait and then go together, in one statement and one
  * commit (at most 64); a lone refresh goes at once. PostgreSQL's per-statement and per-commit work (the
- * executor's start, the WAL flush) and the driver's per-query work are paid once per batch (docs/oauth.md,
- * Checks and benchmark). Each request is still answered only after the commit that rotated its token.
+ * executor's start, the WAL flush) and the driver's per-query work are paid once per batch
+ * (bench/results/oauth.md). Each request is still answered only after the commit that rotated its token.
  * One batcher per database (the process's pool, or the embedded engine).
  */
 type Redeem = (input: RedeemInput) => Promise<RedeemRow | undefined>;
@@ -160,7 +160,7 @@ function redeemBatcher(deps: Deps): Redeem {
  * can only succeed: the token unrotated and unexpired, its grant live, granted by this issuer to this
  * client, for the resource named. Redeeming marks it rotated (a guarded UPDATE: of two racing requests
  * only one matches) and stores its successor, so a refresh costs one round trip, shared with the other
- * refreshes waiting for the same statement (redeemBatcher; docs/oauth.md, Checks and benchmark). Everything else is decided from what the statement found, as the two-step code did: a
+ * refreshes waiting for the same statement (redeemBatcher; bench/results/oauth.md). Everything else is decided from what the statement found, as the two-step code did: a
  * token already rotated is a race inside the grace window or a replay, and a replay revokes the grant.
  */
 export async function redeemRefreshToken(

@@ -93,7 +93,7 @@ function grantStateOf(database: Database): (check: GrantCheck) => Promise<GrantS
 }
 
 // Tokens whose signature and claims were verified, remembered by their bytes and where they were
-// presented (issue 18 item 5). What jose checks (signature, alg, typ, iss, aud, required claims) is a
+// presented. What jose checks (signature, alg, typ, iss, aud, required claims) is a
 // function of those alone, except for the key and the clock, which are checked on every request: the
 // key must still be published (a retired key's tokens stop verifying at once) and `exp` must not have
 // passed. What can change while a token lives is never remembered: the grant's revocation and the

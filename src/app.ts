@@ -117,7 +117,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(portalRoutes(deps, auth));
 
   app.use(notFoundHandler);
-  // A database outage is 503 with Retry-After on every surface, pages and models included (issue 14).
+  // A database outage is 503 with Retry-After on every surface, pages and models included.
   app.use(databaseOutageAs503(deps.db));
   // Errors raised before a surface's router ran (body parsers, the NUL guard, an undecodable path) in
   // that surface's shape: pages as HTML, MCP as JSON-RPC (CONTRACT §3).

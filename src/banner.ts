@@ -1,6 +1,6 @@
 import type { Config } from './config.js';
 
-// The start banner (issue 22 item 14: it must tell the truth). Every line follows from the
+// The start banner (it must tell the truth). Every line follows from the
 // configuration the process actually runs with: /dev/mail is mentioned only when dev mode serves it,
 // mail is "SMTP" only when SMTP_URL is set, and an unsafe choice says what to set instead.
 
@@ -17,7 +17,7 @@ export function startBanner(config: Config, where: { storage: string; listening:
       : 'off (no STRIPE_SECRET_KEY)';
   const lines = [
     `svc is running at ${config.baseUrl}  (listening on ${where.listening})`,
-    // The first thing a person opens (issue 16 item 6).
+    // The first thing a person opens.
     `  sign in: ${config.v2Url}/account/login   register: ${config.v2Url}/account/register`,
     `  mode: ${config.production ? 'production (NODE_ENV=production)' : 'development'}`,
     `  origins: ${[...new Set([config.baseUrl, config.v2Url, config.lightUrl])].join(', ')}`,

@@ -24,7 +24,7 @@ import type { SocketCapLimits } from './runs/socket-caps.js';
 const YOUNG_DEATH_MS = 10_000;
 const MAX_BACKOFF_MS = 30_000;
 
-/** What a worker gets after the grace before the primary kills it: its settle retries and spool (issue 14). */
+/** What a worker gets after the grace before the primary kills it: its settle retries and spool. */
 const AFTER_GRACE_MS = 30_000;
 
 export interface PrimaryOptions {

@@ -23,7 +23,7 @@ const nonNegative = z.coerce.number().min(0);
 export type TrustProxy = { hops: number } | { addresses: string[] } | undefined;
 
 // `true` is refused: trusting every hop makes the left-most X-Forwarded-For, which the client writes,
-// the address rate limits are keyed on (issue 22, item 13). `0`, `false`, `off`, `no`: no proxy.
+// the address rate limits are keyed on. `0`, `false`, `off`, `no`: no proxy.
 const trustProxy = z.string().transform((raw, ctx): TrustProxy => {
   const v = raw.trim().toLowerCase();
   if (['', '0', 'false', 'off', 'no'].includes(v)) return undefined;
@@ -80,13 +80,13 @@ const envSchema = z.object({
   STRIPE_PRICE_PRO: z.string().min(1).default('price_pro'),
   MODEL_UPSTREAM_URL: url.optional(),
   MODEL_UPSTREAM_KEY: z.string().min(1).optional(),
-  // Which API the provider speaks for POST /v1/responses (issue 18 item 1): `chat` (svc translates to
+  // Which API the provider speaks for POST /v1/responses: `chat` (svc translates to
   // {url}/chat/completions) or `responses` (the request is passed through to {url}/responses).
   MODEL_UPSTREAM_API: z.enum(['chat', 'responses']).default('chat'),
   MODEL_ID: z.string().min(1).optional(),
   MODEL_PRICE_INPUT: nonNegative.default(300),
   MODEL_PRICE_OUTPUT: nonNegative.default(1500),
-  // Cents per million prompt tokens the provider served from its cache (issue 19 item 4); unset: the
+  // Cents per million prompt tokens the provider served from its cache; unset: the
   // input price, so cached tokens cost what any prompt token costs.
   MODEL_PRICE_CACHED_INPUT: nonNegative.optional(),
   // The most tokens one image / audio / file content part can cost at the provider (CONTRACT §8: the
@@ -121,7 +121,7 @@ const envSchema = z.object({
   // json (one object a line), pretty (one readable line a request), or auto: pretty on a terminal in
   // DEV_MODE, json otherwise.
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
-  // Outbound events (issue 19 item 5, docs/billing.md): the first retry's delay; each later one is 3× the last.
+  // Outbound events (docs/billing.md): the first retry's delay; each later one is 3× the last.
   WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(10).max(3_600_000).default(30_000),
   // Worker processes sharing the port (src/cluster.ts, docs/operations.md): a number, or auto = the cores.
   WEB_CONCURRENCY: z.union([z.literal('auto'), z.coerce.number().int().min(1).max(64)]).default(1),
@@ -182,7 +182,7 @@ export interface Config {
   logLevel: string;
   rateLimitIpPerMin: number;
   redisUrl: string | undefined;
-  /** Request limits (issue 22, docs/limits.md). */
+  /** Request limits (docs/limits.md). */
   limits: {
     /** A request body with no byte for this long is answered 408 and its connection closed (0: off). */
     bodyIdleTimeoutMs: number;
@@ -192,7 +192,7 @@ export interface Config {
     runSocketsPerOrg: number;
     runSocketsPerUser: number;
   };
-  /** Issue 14: every bound on a wait, and what shutdown and a dead peer are given (docs/operations.md). */
+  /** Every bound on a wait, and what shutdown and a dead peer are given (docs/operations.md). */
   reliability: {
     /** statement_timeout on every database connection (0: none). */
     queryTimeoutMs: number;

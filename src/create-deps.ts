@@ -42,7 +42,7 @@ export async function createDeps(config: Config, database: Database, log: Logger
   onClose(() => models.close());
   // Before the server listens: a client deleted from now on has its calls here ended (CONTRACT §8).
   const liveCalls = await createLiveCalls(database, log);
-  // Issue 19: alerts on balance crossings, and the delivery of outbound events, in every process.
+  // Alerts on balance crossings, and the delivery of outbound events, in every process.
   startBalanceAlerts({ db: database.db, mailer, portalUrl: config.v2Url, log, onClose });
   startEventDelivery({
     db: database.db,
@@ -75,7 +75,7 @@ export async function createDeps(config: Config, database: Database, log: Logger
       for (const fn of closers.reverse()) await fn();
     },
   };
-  // Auto top-up's worker (issue 19 item 2); the dev processor's charges arrive as its signed events.
+  // Auto top-up's worker; the dev processor's charges arrive as its signed events.
   startAutoTopups(deps, deps.billing.processor?.kind === 'dev' ? devEvents(deps).deliver : undefined);
   return deps;
 }

@@ -1,4 +1,4 @@
-// What NODE_ENV=production refuses (CONTRACT §1; issue 22 item 14). Each problem names the variable to
+// What NODE_ENV=production refuses (CONTRACT §1). Each problem names the variable to
 // change. Production is where a mistake costs someone their account: mail that only sits in a table
 // (reset links readable by whoever reads the database), /dev/mail answering anyone's reset link,
 // session cookies and tokens over plain http, server keys stored beside the data they protect.

@@ -25,10 +25,10 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
   const serve = tokenEntry(deps, chatEntry(deps, auth, buildApp(deps, auth)));
   // After SIGTERM (deps.lifecycle.draining), no new request is taken on any connection, keep-alive ones
   // included: 503 with Retry-After, and `Connection: close` on every answer, so clients reconnect to a
-  // live process (issue 14, item 6; docs/operations.md).
+  // live process (docs/operations.md).
   const inFlight = new Set<ServerResponse>();
   const handler: RequestListener = (req, res) => {
-    // No answer is to be read as anything but its Content-Type, JSON above all (issue 22, item 18): a
+    // No answer is to be read as anything but its Content-Type, JSON above all: a
     // JSON error echoing input must never be sniffed into HTML or script. Pages set it too (html.ts).
     res.setHeader('X-Content-Type-Options', 'nosniff');
     if (deps.lifecycle.draining) {

@@ -19,7 +19,7 @@ import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
 
-// Deleting one's own account (issue 16 item 4; the rule is written out in docs/accounts.md "Deleting an
+// Deleting one's own account (the rule is written out in docs/accounts.md "Deleting an
 // account"). The ledger is append-only (src/db/custom/immutable-ledger.sql) and its rows name the
 // person (pool:<user id>, debt:<user id>, the usage records' acting user), so the person's row is not
 // deleted: it is anonymised (e-mail, name, password, 2FA gone; `deleted_at` set), and every history row

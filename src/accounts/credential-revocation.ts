@@ -10,7 +10,7 @@ import {
 } from '../db/schema.js';
 import { recordGrantEvents } from '../audit/grants.js';
 
-// What a new password takes back (CONTRACT §7, last point; issue 22 item 10). Whoever knew the old
+// What a new password takes back (CONTRACT §7, last point). Whoever knew the old
 // password may have signed in, approved an app or started a device login; a new password must end all
 // of it, or the account is not taken back:
 //   - sessions: every one after a reset; after a change, every one but the session that made it;

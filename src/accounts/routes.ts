@@ -168,7 +168,7 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
     res.json(passwordChangeConfirmation('reset', revoked));
   });
 
-  // Deleting one's account (issue 16 item 4; docs/accounts.md "Deleting an account"): a session only, as
+  // Deleting one's account (docs/accounts.md "Deleting an account"): a session only, as
   // for 2FA (a machine credential must not end its person), unverified accounts included (a person who
   // mistyped their e-mail can leave). The password, and the 2FA code when on, are asked again.
   router.post('/v1/account/delete', sessionUnverified, async (req, res) => {

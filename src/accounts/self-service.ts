@@ -10,7 +10,7 @@ import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from 
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent, revokedCounts } from '../audit/account-events.js';
 
-// What a signed-in person manages about their own account (issue 16 item 4): name, password, sessions
+// What a signed-in person manages about their own account: name, password, sessions
 // and connected apps (OAuth grants). Each function acts only on the caller's own rows: every statement
 // is keyed by the caller's user id, so a handle of someone else's session or grant matches nothing.
 

@@ -30,7 +30,7 @@ export type OnAccountCreated = (
 ) => Promise<void>;
 
 /**
- * The default organization's name says whose and that it is personal (issue 16 item 5), so a person
+ * The default organization's name says whose and that it is personal, so a person
  * invited into someone else's organization never sees two that look alike. It can be renamed.
  */
 export const personalOrgName = (name: string, email: string): string =>

@@ -6,7 +6,7 @@ import { sessions } from '../db/schema.js';
 import { newId } from '../ids.js';
 
 // Session = HS256 JWT {sub, sid, iat, exp}, 12 h (CONTRACT §4). The sid is a secret (32 random bytes)
-// stored only as its SHA-256 (issue 22 item 17: a database copy must not be enough to forge a live
+// stored only as its SHA-256 (a database copy must not be enough to forge a live
 // session); the row it names is checked on every request, so logout and a reset take effect at once.
 // Each row also has a public handle, `ses_…` (sessions.id), by which the portal lists and revokes it.
 // SHA-256 without a key suffices here: the sid has 256 bits of entropy, so its hash cannot be inverted.

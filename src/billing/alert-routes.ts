@@ -8,7 +8,7 @@ import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { getBalanceAlert, setBalanceAlert } from './balance-alerts.js';
 
-// The low-balance alert threshold of a client (issue 19 item 1): owner only, like every billing setting
+// The low-balance alert threshold of a client: owner only, like every billing setting
 // (CONTRACT §8; anyone else 403 NO_ACCESS). Mounted by ./routes.ts.
 
 export const balanceAlertBody = z.object({

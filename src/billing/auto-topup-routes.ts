@@ -8,7 +8,7 @@ import { callerRole } from '../orgs/caller.js';
 import { clientIdOf } from '../ids.js';
 import { disableAutoTopup, getAutoTopup, setAutoTopup } from './auto-topup.js';
 
-// Auto top-up settings over HTTP (issue 19 item 2): the owner opts in, changes or opts out; members
+// Auto top-up settings over HTTP: the owner opts in, changes or opts out; members
 // (not viewers) read them, as they read the rest of their client's billing (CONTRACT §8).
 
 /** Amounts in integer cents, as a top-up's amount_usd (CONTRACT §8: 100 to 1,000,000). */

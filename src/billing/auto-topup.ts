@@ -9,7 +9,7 @@ import { idOf, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
 
-// Auto top-up (issue 19 item 2; docs/billing.md, "Auto top-up"). The owner opts in per organization with
+// Auto top-up (docs/billing.md, "Auto top-up"). The owner opts in per organization with
 // a trigger balance, an amount and a monthly cap. Three steps, each exactly once:
 //  1. the fall below the trigger is recorded once, in the transaction that moved the balance
 //     (balance-crossings.ts, purpose WATCH_AUTO_TOPUP);
@@ -226,7 +226,7 @@ interface FailedCharge {
 
 /**
  * In the caller's transaction: the charge (if still in one of `from`) becomes `failed`, auto top-up is
- * turned off with the reason, and topup.failed is emitted (issue 19 item 5, in the same transaction).
+ * turned off with the reason, and topup.failed is emitted (in the same transaction).
  * Returns whom to mail once it committed, or null when the charge had already ended (nothing done).
  */
 async function failCharge(

@@ -15,7 +15,7 @@ import {
   type BalanceCrossing,
 } from './balance-crossings.js';
 
-// Low-balance alerts (issue 19 item 1; docs/billing.md "Low-balance alerts"). The owner sets a threshold T
+// Low-balance alerts (docs/billing.md "Low-balance alerts"). The owner sets a threshold T
 // in tokens per client (default: off). When the client's balance falls from ≥ T to < T, and when it falls
 // to 0 (model calls then fail with 402), the owner gets a mail and the client's webhook endpoints the
 // event `balance.low` / `balance.exhausted`: once per crossing (./balance-crossings.ts), again after a

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import type { Logger } from '../log.js';
 
-// "The balance of org X crossed below threshold T in this transaction" (issue 19 items 1 and 2).
+// "The balance of org X crossed below threshold T in this transaction".
 //
 // A consumer (the low-balance alert, auto top-up) watches a threshold of an org under a purpose of its own
 // (setBalanceWatch). The database records every crossing of it, in the transaction that moved the balance,

@@ -9,7 +9,7 @@ import { callerRole } from '../orgs/caller.js';
 import { BUDGET_PERIODS } from '../db/tables/budgets.js';
 import { clearBudget, listBudgets, setBudget, tokenHolder, type BudgetTarget } from './budgets.js';
 
-// Member budgets over HTTP (issue 19 item 3): the owner sets and clears a member's budget, or one of the
+// Member budgets over HTTP: the owner sets and clears a member's budget, or one of the
 // member's tokens'; every member reads their own (GET …/budget). The hold enforces them.
 
 export const budgetBody = z.object({

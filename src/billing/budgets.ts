@@ -6,7 +6,7 @@ import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
 
-// Member budgets (issue 19 item 3; docs/billing.md, "Member budgets"): the owner sets and clears them
+// Member budgets (docs/billing.md, "Member budgets"): the owner sets and clears them
 // here; the hold enforces them (svc_reserve_budgeted, src/db/custom/member-budgets.sql). A budget of a
 // member applies to every call the member makes in the org; a budget of a token to the calls made with
 // that `svc_` token, on top of the member's.

@@ -4,8 +4,8 @@ import { pgCode } from '../db/deadlock.js';
 import { AppError } from '../http/errors.js';
 import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, transfer } from './ledger.js';
 
-// Deleting a client with calls in flight (CONTRACT §8 "A client is deleted only with its calls settled";
-// issue 21 item 1). The deletion stops new calls at once (its credentials are revoked in the same
+// Deleting a client with calls in flight (CONTRACT §8 "A client is deleted only with its calls settled").
+// The deletion stops new calls at once (its credentials are revoked in the same
 // transaction, and an org account of balance 0 answers every later reserve 402), but the calls already
 // running keep their holds: the provider's work is real cost, and each of them is billed for what it
 // delivered, exactly once, by its own settle.
@@ -27,12 +27,12 @@ const RECLAIM_ATTEMPTS = 20;
 /**
  * Org-deleted hook (inside the deletion's transaction; src/orgs/service.ts deleteClient).
  *
- * Lock order as every billing path takes it (docs/billing.md "Lock order"): hold rows first, then the
+ * Lock order as every billing path takes it (docs/contributing/billing-internals.md "Lock order"): hold rows first, then the
  * accounts ascending. The client's live holds are locked, then its account and the pool. A reserve may
  * have committed a hold between the two (a reserve inserts under the account's lock, so none can come
  * once this holds it): such late holds are locked without waiting (NOWAIT). When one is already locked, a
  * settle or void of it is waiting for the account this holds, and waiting for it in turn would be the
- * deadlock the concurrent property test met (issue 21): instead the attempt is rolled back to its
+ * deadlock the concurrent property test met: instead the attempt is rolled back to its
  * savepoint, which releases its locks, and the next attempt waits for that hold in the right order.
  */
 export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: string }): Promise<void> {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 
-// Retention of closed holds (issue 24 item 3; docs/scale.md). A hold is read while its call is in flight
+// Retention of closed holds (docs/scale.md). A hold is read while its call is in flight
 // (reserve, settle, void, the expiry sweep) and by reconciliation; once closed (settled, voided, expired)
 // no hot path reads it again: its call's money is in the ledger and its record in usage_records. Closed
 // holds are kept HOLD_RETENTION_DAYS (long enough for a late settle replay, a support question and a

@@ -3,7 +3,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { HOLD_RETENTION_DAYS } from './hold-retention.js';
 import { rollupDiffersFull } from './usage-rollup-check.js';
 
-// The ledger invariants of issue 5, checked against the database (reconciliation and tests share it).
+// The ledger invariants (docs/contributing/billing-internals.md), checked against the database (reconciliation and tests share it).
 // Each query returns the offending rows; an empty result means the invariant holds.
 
 export interface Check {

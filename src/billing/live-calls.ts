@@ -6,7 +6,7 @@ import type { Logger } from '../log.js';
 
 // The calls and runs in flight of each client, so that deleting a client ends them (CONTRACT §8: "deleting
 // a client stops new calls at once, ends its calls and runs in flight (billed for what ran), and returns
-// its balance to the pool when they have settled"; issue 21 item 1).
+// its balance to the pool when they have settled").
 //
 // Each process keeps its own registry: a chat call registers while it waits for its provider (a stream
 // while it relays), a run socket for as long as it is authenticated. The deletion's transaction sends

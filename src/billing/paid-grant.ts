@@ -67,7 +67,7 @@ export async function grantPaidTopup(tx: Db, topup: PaidTopup): Promise<boolean>
         payment_intent: paymentIntent,
       }),
     );
-  // Issue 19 item 5: the owner's endpoints hear of it, in this transaction (once, with the grant).
+  // The owner's endpoints hear of it, in this transaction (once, with the grant).
   if (granted)
     await emitEvent(tx, {
       orgKey: target,

@@ -197,7 +197,7 @@ export async function giveBack(
   // The client's row locked (FOR SHARE, before any account, as a deletion locks it before its accounts;
   // webhooks.ts grantTarget): a deletion running now is waited for and seen, so the give-back never lands
   // in a client deleted after this read (the concurrent property test saw a deleted client left holding
-  // 37,530 tokens that way: issue 21).
+  // 37,530 tokens that way).
   const [target] = await queryRows<{ id: string }>(
     tx,
     sql`select case when o.deleted_at is null then o.id

@@ -217,7 +217,7 @@ const SHOWN = sql`type in ('trial', 'subscription_credit', 'topup', 'usage', 're
 /**
  * The ledger rows a client's list shows (interface document: Transaction), newest first (-id: the order
  * of billing_entries_org_shown_idx, which says why), from the client's newest row or from `startingAfter`
- * (a transaction id of this list: CONTRACT §3), so a page never reads another client's rows (issue 24).
+ * (a transaction id of this list: CONTRACT §3), so a page never reads another client's rows.
  */
 export async function listTransactions(
   db: Db,

@@ -25,7 +25,7 @@ export interface PaymentMethodView {
   is_default: boolean;
 }
 
-/** An off-session charge of a customer's saved card (auto top-up, issue 19 item 2). */
+/** An off-session charge of a customer's saved card (auto top-up). */
 export interface OffSessionCharge {
   customerId: string;
   amountCents: number;

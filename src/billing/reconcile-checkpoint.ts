@@ -4,7 +4,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { CHECKS, type Violation } from './invariants.js';
 import { rollupDiffersSince } from './usage-rollup-check.js';
 
-// Incremental reconciliation (issue 24 item 3; docs/scale.md). The full check (invariants.ts) reads the
+// Incremental reconciliation (docs/scale.md). The full check (invariants.ts) reads the
 // whole ledger and every hold: 380 s at 10M rows. This one reads what was written since a stored
 // checkpoint (billing_reconcile_checkpoint; src/db/tables/reconcile.ts), plus one pass over the accounts:
 //

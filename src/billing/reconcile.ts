@@ -9,7 +9,7 @@ import { reversalReport } from './payment-reversals.js';
 import type { StripeObject } from './stripe-object.js';
 import { processEvent } from './webhooks.js';
 
-// Reconciliation (issue 5): every ledger invariant checked against the database and, with Stripe
+// Reconciliation: every ledger invariant checked against the database and, with Stripe
 // configured, recent paid invoices, completed sessions and refunds re-fetched and applied through the webhook
 // code, so a lost webhook is made good (disputes too). Idempotent: each object gets a synthetic event id of its own
 // (`reconcile:<type>:<object id>`) and every grant is keyed by its processor object, so neither a

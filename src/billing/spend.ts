@@ -50,7 +50,7 @@ export interface ReserveInput {
 
 const insufficientCredits = () =>
   new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
-/** Issue 19 item 3: the member's (or the token's) budget for this period cannot cover the call. */
+/** The member's (or the token's) budget for this period cannot cover the call. */
 export const memberBudgetExhausted = () =>
   new AppError(402, 'member_budget_exhausted', "this member's token budget for the period is used up", {
     headers: { 'x-should-retry': 'false' },
@@ -118,7 +118,7 @@ export async function reserveMany(
             ? memberBudgetExhausted()
             : insufficientCredits();
   }
-  // Issue 19 items 3 and 5: a budget's first refusal of a period is told to the owner's endpoints.
+  // A budget's first refusal of a period is told to the owner's endpoints.
   inputs.forEach((input, n) => {
     if (out[n] instanceof AppError && out[n].code === 'member_budget_exhausted')
       void noteBudgetExhausted(db, {
@@ -262,7 +262,7 @@ function settleStatement(db: Db, inputs: SettleInput[]) {
 }
 
 /**
- * Every billing path locks in one order (docs/billing.md "Lock order"; a reserve's release of expired holds
+ * Every billing path locks in one order (docs/contributing/billing-internals.md "Lock order"; a reserve's release of expired holds
  * skips rows others have locked), so no deadlock (40P01) is expected; retryOnDeadlock (src/db/deadlock.ts)
  * stays as a guard and runs a rolled-back batch once more.
  */

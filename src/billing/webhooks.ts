@@ -256,7 +256,7 @@ async function syncSubscription(tx: Db, sub: StripeObject, eventCreated: number)
       target: { type: 'subscription', id: String(sub.id) },
       details: { status: stored.status, cancel_at_period_end: stored.cancel_at_period_end },
     });
-  // Issue 19 item 5: a state that was stored (not an older event delivered late) is told to the endpoints.
+  // A state that was stored (not an older event delivered late) is told to the endpoints.
   if (stored)
     await emitEvent(tx, {
       orgKey: org.orgKey,
@@ -276,7 +276,7 @@ async function sessionClosed(tx: Db, session: StripeObject, status: string): Pro
     sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')
         returning org_key, kind`,
   );
-  // Issue 19 item 5: a top-up whose payment failed (not one left to expire) is told to the endpoints.
+  // A top-up whose payment failed (not one left to expire) is told to the endpoints.
   if (status === 'failed' && closed[0]?.kind === 'topup')
     await recordAuditEvent(
       tx,
@@ -353,7 +353,7 @@ async function apply(
     // Auto top-up's off-session charges (auto-topup.ts); a checkout's intent grants through its session.
     case 'payment_intent.succeeded':
       return autoTopupPaid(tx, object, log);
-    // An auto top-up's intent that went `processing` and then failed (issue 19 item 2).
+    // An auto top-up's intent that went `processing` and then failed.
     case 'payment_intent.payment_failed': {
       const failed = await autoTopupFailed(tx, object, log);
       if (failed.mail) after.push(failed.mail);

@@ -4,8 +4,8 @@ import type { IO } from './io.js';
 import { reach, serviceUnavailable } from './server.js';
 import { grantToken, signedInEntry } from './session.js';
 
-// HTTP calls to svc's /v1 with the stored credential, and the answers a person understands
-// (issue 15 item 6): every failure says what happened and what to do next.
+// HTTP calls to svc's /v1 with the stored credential, and the answers a person understands: every
+// failure says what happened and what to do next.
 
 /** 429 concurrency_limit: how often to wait Retry-After and try again, and the longest single wait. */
 export const MAX_BUSY_RETRIES = 3;

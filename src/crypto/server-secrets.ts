@@ -8,7 +8,7 @@ import { decrypt, encrypt } from './hash.js';
 // database, never logged. With a key-encryption key from the environment (KEY_ENCRYPTION_KEY; required
 // in production, src/production.ts) they are stored sealed under it (AES-256-GCM), so a copy of the
 // database alone holds no key that signs a session, forges an HMAC or opens the OAuth signing keys
-// (issue 22 item 17). The KEK itself is never stored.
+//. The KEK itself is never stored.
 
 /** Prefix of a value sealed under the KEK ("v1": AES-256-GCM, key derived by HKDF-SHA-256). */
 const SEALED = 'kek1:';

@@ -56,8 +56,8 @@ const CLIENT_TIMEOUT_MARGIN_MS = 1_000;
  * A pool client that never crashes the process and never stays stuck (STYLE: Faults).
  *
  * pg-pool listens for `'error'` only while a client is idle: one checked out (a drizzle transaction, the
- * hold sweep, a webhook) whose socket broke emitted an unhandled `'error'` and the process exited (issue
- * 14, item 1). The failure already reaches the statement in flight, and the pool drops the client when it
+ * hold sweep, a webhook) whose socket broke emitted an unhandled `'error'` and the process exited. The
+ * failure already reaches the statement in flight, and the pool drops the client when it
  * is released (it is no longer queryable); the listener only keeps the event from ending the process.
  *
  * A statement whose answer never came (the driver's `query_timeout`: a black-holed connection) leaves the
@@ -149,7 +149,7 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
  * Rows of a statement written with `$n` placeholders for `values`. On a PostgreSQL database (not a
  * transaction of one) it runs as a named statement, prepared once per pooled connection, so that its later
  * runs skip the parse and the plan: for the settle every model call makes, 0.2–0.3 ms of its round trip
- * and 70–170 µs of PostgreSQL's CPU (docs/models.md, "Speed tricks"). Elsewhere (a transaction, PGlite) it
+ * and 70–170 µs of PostgreSQL's CPU (docs/decisions/0014-named-prepared-statements.md). Elsewhere (a transaction, PGlite) it
  * runs as an ordinary statement. `text` must be the same for every run under one `name`.
  */
 export async function namedRows<T>(db: Db, name: string, text: string, values: unknown[]): Promise<T[]> {

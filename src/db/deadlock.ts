@@ -1,6 +1,6 @@
 // PostgreSQL's deadlock detector (SQLSTATE 40P01) rolls the victim's transaction back whole, so running
 // that whole transaction once more is safe; where two billing paths can meet in opposite lock orders
-// (docs/billing.md "Lock order"), the caller wraps its transaction in this.
+// (docs/contributing/billing-internals.md "Lock order"), the caller wraps its transaction in this.
 
 /** node-postgres and PGlite put the SQLSTATE in `code`; drizzle wraps driver errors in `cause`. */
 export function pgCode(err: unknown): string | undefined {

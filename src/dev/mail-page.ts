@@ -5,7 +5,7 @@ import { mailOutbox } from '../db/schema.js';
 import { html, renderPage, sendPage, type SafeHtml } from '../portal/html.js';
 import { z } from 'zod';
 
-// The dev mail outbox as a page (DEV_MODE only; issue 16 item 6): an address form, then that address's
+// The dev mail outbox as a page (DEV_MODE only): an address form, then that address's
 // mail, newest first, as text with its links made clickable. The mail's own HTML is not rendered: a page
 // of ours never shows markup it did not write.
 

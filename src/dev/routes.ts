@@ -17,7 +17,7 @@ export function devRoutes(deps: Deps): Router {
     next();
   });
 
-  // The dev mail outbox, newest first (CONTRACT §4). A browser gets it as a page (issue 16 item 6).
+  // The dev mail outbox, newest first (CONTRACT §4). A browser gets it as a page.
   router.get('/dev/mail', async (req, res) => {
     if (req.accepts(['application/json', 'text/html']) === 'text/html') return mailInboxPage(deps, req, res);
     const { to } = parse(mailQuery, req.query);

@@ -7,7 +7,7 @@ import { clientIdOf, unix } from '../ids.js';
 import type { Logger } from '../log.js';
 import { SIGNATURE_HEADER, signatureHeader } from './signature.js';
 
-// Delivering outbound events (issue 19 item 5; docs/billing.md "Outbound events"): at least once, from the
+// Delivering outbound events (docs/billing.md "Outbound events"): at least once, from the
 // durable outbox (./outbox.ts), by every svc process.
 //
 // A worker claims due deliveries with FOR UPDATE SKIP LOCKED and, in the same statement, moves their due

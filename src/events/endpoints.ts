@@ -17,7 +17,7 @@ import {
 import type { EventType } from './types.js';
 import { recordAuditEvent } from '../audit/record.js';
 
-// An organization's webhook endpoints and their delivery log (issue 19 item 5). The routes check that the
+// An organization's webhook endpoints and their delivery log. The routes check that the
 // caller owns the organization; every query here is scoped by it, so an endpoint of another organization
 // answers exactly like one that does not exist (STYLE: a row in another tenant).
 
@@ -71,7 +71,7 @@ export async function listEndpoints(db: Db, orgKey: string): Promise<{ data: End
 
 /**
  * Registers an endpoint; the answer carries its signing secret this once. The secret is kept sealed with
- * the server's encryption key (issue 22: server secrets), since svc must read it back to sign.
+ * the server's encryption key (server secrets), since svc must read it back to sign.
  */
 export async function createEndpoint(
   db: Db,

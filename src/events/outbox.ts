@@ -3,7 +3,7 @@ import type { Db } from '../db/client.js';
 import { newId } from '../ids.js';
 import type { EventType } from './types.js';
 
-// The durable outbox of outbound events (issue 19 item 5). An event is written in the transaction of what
+// The durable outbox of outbound events. An event is written in the transaction of what
 // it reports (a balance crossing handled, a webhook's grant), with one pending delivery per endpoint of
 // the organization subscribed to its type; the delivery workers (./delivery.ts) take it from there. So an
 // event is never sent for something that rolled back, and never lost for something that committed.

@@ -10,7 +10,7 @@ import { databaseOutageAs503 } from '../db/outage.js';
 import { createEndpoint, deleteEndpoint, listDeliveries, listEndpoints } from './endpoints.js';
 import { deliveriesQuery, endpointBody, endpointParams } from './schema.js';
 
-// An organization's webhook endpoints (issue 19 item 5): owner only, as every billing setting (CONTRACT
+// An organization's webhook endpoints: owner only, as every billing setting (CONTRACT
 // §8: only the owner manages billing; anyone else 403 NO_ACCESS). An endpoint id of another organization
 // is 404, like one that does not exist.
 

@@ -1,4 +1,4 @@
-// The outbound event types (issue 19 item 5; docs/billing.md "Outbound events"). An endpoint subscribes
+// The outbound event types (docs/billing.md "Outbound events"). An endpoint subscribes
 // to some of them; an event of another type is not delivered to it.
 export const EVENT_TYPES = [
   'balance.low',

@@ -156,7 +156,7 @@ export function sendError(
     return;
   }
   for (const [k, v] of Object.entries(appErr.extra.headers ?? {})) res.setHeader(k, v);
-  // Every 503 is a state to wait out, and says how long (issue 14, item 8).
+  // Every 503 is a state to wait out, and says how long.
   if (appErr.status === 503 && !res.hasHeader('retry-after'))
     res.setHeader('Retry-After', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   sendJson(res, appErr.status, renderError(appErr, surface));

@@ -5,7 +5,7 @@ import { UNAVAILABLE_RETRY_AFTER_SECONDS } from './errors.js';
 
 /**
  * /readyz waits at most this long for the database: a load balancer's probe must get an answer in time
- * even when the database is black-holed (issue 14, item 4; docs/operations.md).
+ * even when the database is black-holed (docs/operations.md).
  */
 export const READYZ_TIMEOUT_MS = 2_000;
 

@@ -7,7 +7,7 @@ import { AppError } from './errors.js';
 // nested `[` of a 10 MB body in 6 s, and every walk after the parse recurses as deep), and no request of
 // ours nests anywhere near it: chat tool schemas and MCP arguments stay within a few dozen levels.
 // Beyond the limit: 400 VALIDATION_ERROR, rendered in each surface's shape by its error handler.
-// Issue 22 item 2.
+//
 
 /** The most `{`/`[` levels a JSON body may open, one inside the other. */
 export const MAX_JSON_DEPTH = 64;

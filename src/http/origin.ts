@@ -29,7 +29,7 @@ export function requestHost(req: HostedRequest, config: Config): string {
 
 /**
  * `Vary` for an answer that depends on the request's origin and may be cached: the Host, and
- * X-Forwarded-Host where a proxy's says which origin it is (RFC 9110 §12.5.5; issue 22, item 18).
+ * X-Forwarded-Host where a proxy's says which origin it is (RFC 9110 §12.5.5).
  */
 export function originVary(config: Config): string {
   return config.trustProxy ? 'Host, X-Forwarded-Host' : 'Host';

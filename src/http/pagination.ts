@@ -8,7 +8,7 @@ import { AppError } from './errors.js';
 //
 // `starting_after` (CONTRACT §3, Stripe's cursor) is the id of the last item of the previous page: the
 // page starts right after that item in the list's own order, read from an index that has that order, so
-// a page costs the same at any depth (issue 24). An id that is not an item of this list is 400
+// a page costs the same at any depth. An id that is not an item of this list is 400
 // VALIDATION_ERROR on `starting_after` (as Stripe refuses an unknown cursor). Given with `offset`, the
 // offset counts from the cursor (`offset=0`, what a generic client sends, changes nothing).
 

@@ -1,6 +1,6 @@
 import type { MailMessage } from './mailer.js';
 
-// The low-balance and exhausted alerts to an organization's owner (issue 19 item 1). Plain text first,
+// The low-balance and exhausted alerts to an organization's owner. Plain text first,
 // like the account mails (./templates.ts); the HTML part escapes everything it interpolates (the
 // organization's name is written by people).
 

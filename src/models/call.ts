@@ -18,7 +18,7 @@ import type { ChatChunk, ChatCompletion, ProviderLeg, Usage } from './upstream/t
 import { recordFirstByte } from '../metrics/models.js';
 import { tracedProvider } from './call-trace.js';
 
-// The one model call behind every front-end (issue 18 item 6): POST /v1/chat/completions (chat.ts),
+// The one model call behind every front-end: POST /v1/chat/completions (chat.ts),
 // POST /v1/responses (responses/) and POST /v1/messages (messages/) each turn their body into a chat
 // completions request (their Intake) and the provider's answer into their own wire format (their
 // CallWriter). Everything else happens here, once, in this order (CONTRACT §8–§9):
@@ -88,7 +88,7 @@ export async function modelCall(
     },
   );
   const stream = !!request.stream;
-  // The slot first, then the hold (issue 14, item 9): a 429 writes nothing. The lease was started as
+  // The slot first, then the hold: a 429 writes nothing. The lease was started as
   // soon as the caller was known (src/models/lease.ts), so waiting for it here rarely costs a round trip.
   const lease = held?.lease ?? (await chatLease(deps, req, res, actor.orgKey));
   let call: PreparedCall;
@@ -172,7 +172,7 @@ async function outcomeAfterVoid(deps: Deps, call: PreparedCall): Promise<string 
 /**
  * A settled call's signed outcome, or null when it cannot be signed now: a process that has not read its
  * signing keys yet needs the database for them, and an outage may come between the settle and the
- * signature. The call was delivered and billed, so its answer still goes out (CONTRACT §8; issue 14,
+ * signature. The call was delivered and billed, so its answer still goes out (CONTRACT §8,
  * item 3), without the outcome, as when its settle is pending. Seen in faults-database: a JSON call
  * billed while its client got 503.
  */

@@ -221,7 +221,7 @@ async function admitWithLease(
     throw cannotPay();
   }
   if (admission.outcome === 'budget_exhausted') {
-    // Issue 19 item 5: the period's first refusal is told to the owner's endpoints (off the call's path).
+    // The period's first refusal is told to the owner's endpoints (off the call's path).
     void noteBudgetExhausted(deps.db, {
       orgKey: actor.orgKey,
       userId: actor.userId,

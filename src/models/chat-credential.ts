@@ -6,7 +6,7 @@ import { actorOf, assertModelScope, type Actor } from './actor.js';
 import { rememberTokenOrg, startedTokenHash, type ChatHttpRequest } from './chat-admission.js';
 import { chatLease } from './lease.js';
 
-// The chat call's credential is checked before its body is read (issue 22 item 2): a body is up to
+// The chat call's credential is checked before its body is read: a body is up to
 // 10 MB and parsing it costs far more than the check, so a caller with no valid credential must not get
 // the parse. Mounted after startSpareAdmission (which has worked out an `svc_` token's HMAC) and before
 // the body parser, on both ways in (src/models/chat-entry.ts, src/app.ts).

@@ -13,7 +13,7 @@ import {
 // members are lease ids scored by their expiry (Redis server time). The check-and-add is one Lua script,
 // so it is atomic across every process using the Redis.
 //
-// A dead process's leases come back within seconds, as on PostgreSQL (issue 14, item 2). Lease ids carry
+// A dead process's leases come back within seconds, as on PostgreSQL. Lease ids carry
 // the process's tag (`<tag>.<random>`, src/models/liveness.ts), and each process keeps a key
 // `svc:process:<tag>` alive in Redis (set every quarter of PROCESS_DEAD_AFTER_MS, expiring after it; set
 // again by each of its acquires). An acquire that finds the org at its cap first drops the leases whose

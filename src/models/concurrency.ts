@@ -108,7 +108,7 @@ export function leaseBook(intervalMs: number, beat: (ids: string[]) => Promise<v
   };
 }
 
-/** A release the store did not take is tried again this often until it lands (issue 14, item 2). */
+/** A release the store did not take is tried again this often until it lands. */
 export const RELEASE_RETRY_MS = 500;
 
 /**

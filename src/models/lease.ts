@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { AppError, databaseUnavailable } from '../http/errors.js';
 import type { Lease } from './concurrency.js';
 
-// A chat call's slot (CONTRACT §9) is held before its hold is written (issue 14, item 9): a call refused
+// A chat call's slot (CONTRACT §9) is held before its hold is written: a call refused
 // 429 `concurrency_limit` writes nothing to the ledger. Taking them one after the other would cost the
 // first byte a round trip, so the lease is started as early as the org is known: as the request arrives
 // for an `svc_` token this process has seen (chat-admission.ts), once the caller is read for the others

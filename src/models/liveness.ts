@@ -4,8 +4,8 @@ import { randomToken } from '../ids.js';
 import { releaseExpiredHolds } from '../billing/spend.js';
 import type { Logger } from '../log.js';
 
-// Which svc processes are alive, so that what a dead one took comes back within seconds (issue 14,
-// items 2 and 5). Each process has a random tag, stamped on everything it takes: the first segment of its
+// Which svc processes are alive, so that what a dead one took comes back within seconds
+// (docs/operations.md). Each process has a random tag, stamped on everything it takes: the first segment of its
 // lease ids (`<tag>.<random>`, src/models/concurrency.ts) and the 8 characters after `req_` of its calls'
 // and spare holds' request ids. It beats (svc_processes.beat_at) every quarter of PROCESS_DEAD_AFTER_MS.
 // A beat that finds a peer silent for longer than that declares it dead, in one transaction: its row

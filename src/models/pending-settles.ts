@@ -15,7 +15,7 @@ import type { SettleInput } from '../billing/spend.js';
 import type { Logger } from '../log.js';
 
 // Settles (and voids) that could not be written when their call ended (CONTRACT §8: never an unbilled
-// call; issue 14, item 3). The provider's work was done and the client got it; only the ledger row is
+// call). The provider's work was done and the client got it; only the ledger row is
 // missing, because the database did not answer. Such a write is kept here, in memory, and retried with
 // backoff until it lands; at shutdown what is still pending is tried once more and then appended to a
 // durable spool file (SETTLE_SPOOL_FILE), which the next start replays.

@@ -3,7 +3,7 @@ import { creditsForCostCents } from '../billing/spend.js';
 // What a call costs (CONTRACT §9): cost_cents = prompt × MODEL_PRICE_INPUT / 1e6 + completion ×
 // MODEL_PRICE_OUTPUT / 1e6, debited as round(cost_cents × 1000 / 90) tokens (interface document: Token
 // economics). Of the prompt, the tokens the provider says it served from its cache are priced at
-// MODEL_PRICE_CACHED_INPUT instead (issue 19 item 4; equal to the input price unless set, so the formula
+// MODEL_PRICE_CACHED_INPUT instead (equal to the input price unless set, so the formula
 // above is unchanged by default). And the reverse: how many completion tokens a hold can pay for (CONTRACT §8: the server
 // caps max_tokens to what the balance can pay, so no balance ever goes below zero).
 
@@ -65,7 +65,7 @@ export function cachedPromptTokens(usage: { prompt_tokens: unknown; [k: string]:
  *
  * The debit rounds the whole call's cost (round(cost_cents × 1000 / 90)), so a hold can pay for output
  * even when it is a little below the prompt's exact cost: estimating from the unrounded budget and only
- * stepping down refused about 41 % of prompt sizes at max_tokens 5 (issue 21 item 7). creditsFor is
+ * stepping down refused about 41 % of prompt sizes at max_tokens 5. creditsFor is
  * non-decreasing in r, so a binary search over [0, wanted] finds the exact answer in ≤ 18 steps.
  * The whole prompt is priced at the input price here (cached tokens are known only after the call) and
  * the cached price is at most the input price, so a hold stays an upper bound of the debit.

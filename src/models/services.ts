@@ -159,7 +159,7 @@ export function createModelServices(
     spend,
     liveness,
     settles: createPendingSettles({
-      // A kept settle bills the call whole, the excess beyond its hold included (debt.ts; issue 21).
+      // A kept settle bills the call whole, the excess beyond its hold included (debt.ts).
       settle: (input) => settleWithExcess(db, log, input),
       voidHold: (requestId) => voidHold(db, requestId),
       log,

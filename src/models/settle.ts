@@ -46,7 +46,7 @@ export async function settleCall(
   const { spares, spend, prices, modelId } = deps.models;
   // The rate-limit windows counted the hold's most; they keep what the call really used (CONTRACT §11).
   call.rate?.settle(usage.prompt_tokens + usage.completion_tokens);
-  // Cached prompt tokens at their own price (issue 19 item 4), clamped to what the prompt can hold.
+  // Cached prompt tokens at their own price, clamped to what the prompt can hold.
   const cached = cachedPromptTokens(usage);
   const actual = creditsFor(prices, usage.prompt_tokens, usage.completion_tokens, cached);
   const tokens = `${usage.prompt_tokens} in${cached ? ` (${cached} cached)` : ''}, ${usage.completion_tokens} out`;
@@ -129,7 +129,7 @@ function usageRecord(
 
 /**
  * settleCall for a call whose output was delivered: when the database does not answer, the settle is kept
- * and retried until it lands (src/models/pending-settles.ts; issue 14, item 3) and the answer is null, the
+ * and retried until it lands (src/models/pending-settles.ts) and the answer is null, the
  * outcome not known yet. An AppError (the database answered and refused) is thrown as before.
  */
 export async function settleOrKeep(

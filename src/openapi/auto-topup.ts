@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { autoTopupBody } from '../billing/auto-topup-routes.js';
 import { route } from './describe.js';
 
-// Auto top-up (issue 19 item 2; docs/billing.md, "Auto top-up").
+// Auto top-up (docs/billing.md, "Auto top-up").
 
 const clientId = z.string().meta({ example: 'client_k3j9x2' });
 const both = ['session', 'token'] as const;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { budgetBody } from '../billing/budget-routes.js';
 import { route } from './describe.js';
 
-// Member budgets (issue 19 item 3; docs/billing.md, "Member budgets").
+// Member budgets (docs/billing.md, "Member budgets").
 
 const clientId = z.string().meta({ example: 'client_k3j9x2' });
 const both = ['session', 'token'] as const;

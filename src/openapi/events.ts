@@ -10,7 +10,7 @@ import {
 } from '../events/schema.js';
 import { route } from './describe.js';
 
-// Issue 19: the low-balance alert threshold and outbound events (webhook endpoints, their delivery log);
+// The low-balance alert threshold and outbound events (webhook endpoints, their delivery log);
 // docs/billing.md "Low-balance alerts" and "Outbound events".
 
 const clientParams = z.object({ client_id: z.string().meta({ example: 'client_k3j9x2' }) });

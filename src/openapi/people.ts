@@ -4,7 +4,7 @@ import { pageQuery } from '../http/pagination.js';
 import { route } from './describe.js';
 import { page } from './pages.js';
 
-// An organization's people (issue 16 item 5; docs/orgs-tokens-device.md): rename, roles, leave and
+// An organization's people (docs/orgs-tokens-device.md): rename, roles, leave and
 // invitations by e-mail.
 
 const unixTime = z.number().int().meta({ description: 'Unix time, seconds' });

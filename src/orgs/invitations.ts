@@ -13,7 +13,7 @@ import { invitationMail } from '../mail/invitation-mail.js';
 import { memberAdded, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
 
-// Invitations by e-mail (issue 16 item 5; docs/orgs-tokens-device.md "Invitations"). POST …/members adds
+// Invitations by e-mail (docs/orgs-tokens-device.md "Invitations"). POST …/members adds
 // only a registered, live account (interface document: Team membership); an invitation is how an owner
 // asks someone who has no account yet. It is its own resource: a secret link mailed to the address
 // (stored as its HMAC only), single-use, expiring after INVITATION_TTL_DAYS, revocable by the owner, and

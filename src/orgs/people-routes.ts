@@ -18,7 +18,7 @@ import {
   type InvitationRow,
 } from './invitations.js';
 
-// An organization's people (issue 16 item 5; docs/orgs-tokens-device.md): rename the client, change a
+// An organization's people (docs/orgs-tokens-device.md): rename the client, change a
 // member's role, leave, and invitations by e-mail. The interface document shows none of these; the
 // shapes follow its member routes (CONTRACT §5) and Stripe's habits (PATCH for a partial update, a
 // resource of its own for invitations).

@@ -7,7 +7,7 @@ import { removeMember, type MemberRecord, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { clientIdOf } from '../ids.js';
 
-// What an organization's people do for themselves (issue 16 item 5): the owner renames it and changes a
+// What an organization's people do for themselves: the owner renames it and changes a
 // member's role; a member or viewer leaves. Deleting stays deleteClient (./service.ts: the one place
 // that ends an organization, with its billing), and removing a member stays removeMember, which leaving
 // reuses, so a person who leaves loses their credentials for the organization exactly as one removed.

@@ -3,7 +3,7 @@ import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { html, type SafeHtml } from './html.js';
 
-// What the billing page's owner cards share (issue 19: alert, auto top-up, budgets, webhook endpoints):
+// What the billing page's owner cards share (alert, auto top-up, budgets, webhook endpoints):
 // the organization of the URL, the form-action registrar the page hands each card (CSRF checked first,
 // owner only, a person's mistake shown on the billing page itself, next to the field it is about), and
 // the attributes that tie an error to its input (aria-invalid, aria-describedby; STYLE "Pages").

@@ -30,7 +30,7 @@ import {
   type OwnerAction,
 } from './billing-card-kit.js';
 
-// The billing page's cards for issue 19 items 2 and 3: auto top-up (trigger, amount, monthly cap; the
+// The billing page's cards for auto top-up and member budgets: auto top-up (trigger, amount, monthly cap; the
 // owner turns it on, changes it or off, members see it) and member budgets (the owner sets or removes a
 // budget of a member or of one of a member's svc_ tokens; a member sees their own). On the services the
 // API routes use (PUT …/auto-topup, PUT …/members/{user}/budget, PUT …/tokens/{id}/budget), with the

@@ -26,7 +26,7 @@ import {
   type OwnerAction,
 } from './billing-card-kit.js';
 
-// The billing page's owner cards for issue 19 items 1 and 5: the low-balance alert threshold and the
+// The billing page's owner cards for alerts and events: the low-balance alert threshold and the
 // webhook endpoints with their recent deliveries, on the same services as GET/PUT …/balance-alert and
 // …/webhook-endpoints (docs/billing.md). Plain forms with their CSRF field; a saved change answers 303
 // back to the billing page (POST/redirect/GET: a reload repeats nothing), a mistake is shown on the

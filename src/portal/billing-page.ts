@@ -49,7 +49,7 @@ import {
   type Notice,
 } from './components.js';
 
-// The billing page of an organization (issue 16 item 2), on the services of the billing routes
+// The billing page of an organization, on the services of the billing routes
 // (docs/billing.md) with their access rule (CONTRACT §8): members read; only the owner allocates, tops
 // up, subscribes or opens the processor's portal; viewers see no billing. Every form is a plain POST
 // with its CSRF field; one that ends at the processor (checkout, portal) answers 303 there, so the page

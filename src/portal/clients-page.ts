@@ -84,7 +84,7 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
     const members = await listMembers(deps, org.id);
     const base = `/account/clients/${clientId}`;
     // A stacked table (class "stack"): at phone width each row becomes a block with its labels, so the
-    // role form never pushes the page sideways (issue 16: no sideways scroll at 390 px).
+    // role form never pushes the page sideways (no sideways scroll at 390 px).
     const rows = members.map(
       (m) =>
         html`<tr><td data-label="Member">${m.name}<div class="sub">${m.email}</div></td><td data-label="Role">${

@@ -5,7 +5,7 @@ import { html, type SafeHtml } from './html.js';
 import { field, postForm, show } from './components.js';
 import { forgetNavOrgs } from './nav.js';
 
-// The "Delete account" card of /account/settings and the page shown after (issue 16 item 4). The card
+// The "Delete account" card of /account/settings and the page shown after. The card
 // states the rule before anything is asked (docs/accounts.md "Deleting an account"): what stops the
 // deletion now, with a link to where each is fixed; else what goes with the account, tokens counted.
 

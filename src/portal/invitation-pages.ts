@@ -28,7 +28,7 @@ import {
 } from './components.js';
 import { formAction, notFoundPage, orgOfPage } from './org-page-kit.js';
 
-// Invitations in the portal (issue 16 item 5): the owner invites an e-mail address (registered or not)
+// Invitations in the portal: the owner invites an e-mail address (registered or not)
 // from the members page and revokes open invitations; the invited person opens the mailed link, signs in
 // or registers with that address, and accepts. The services are those of /v1/clients/{id}/invitations
 // and /v1/invitations/accept (src/orgs/invitations.ts), so the page is never looser than the API.

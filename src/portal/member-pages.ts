@@ -10,7 +10,7 @@ import { csrfField, html, requirePageSession, type SafeHtml } from './html.js';
 import { alert, postForm, show, type Notice } from './components.js';
 import { confirmPage, formAction, notFoundPage, orgOfPage } from './org-page-kit.js';
 
-// A member's row on the members page (issue 16 item 5): the owner changes the role (member ⇄ viewer;
+// A member's row on the members page: the owner changes the role (member ⇄ viewer;
 // the service of PATCH /v1/clients/{id}/members/{user_id}) and removes someone only after a page that
 // says what removal does (the remove form itself stays in ./clients-page.ts, the service of DELETE …).
 

@@ -4,7 +4,7 @@ import { liveMemberships, type LiveOrg } from '../orgs/membership.js';
 import { clientIdOf, parseOrgId } from '../ids.js';
 import { html, type SafeHtml } from './template.js';
 
-// The one header of the signed-in pages (issue 16 item 7): an organization switcher and the links
+// The one header of the signed-in pages: an organization switcher and the links
 // Overview, Usage, Billing, Members, Account. The organization is the one in the URL, else the person's
 // default one. The switcher is a plain GET form (works without JavaScript) answered by /account/switch.
 

@@ -8,7 +8,7 @@ import type { Role } from '../db/schema.js';
 import { html, verifyCsrfField } from './html.js';
 import { applyErrorHeaders, clientError, errorText, show, type Notice } from './components.js';
 
-// What the organization pages share (members, settings, invitations; issue 16 item 5): the org of the
+// What the organization pages share (members, settings, invitations): the org of the
 // URL with the caller's role, the 404 page for one that is not theirs (another tenant's organization
 // answers like one that does not exist: STYLE), and the shape of every form POST (CSRF first, then the
 // work; a person's mistake re-renders the page with it, anything else goes to the page error handler).

@@ -13,7 +13,7 @@ import { confirmPage, formAction, notFoundPage, orgOfPage } from './org-page-kit
 import { limitsCard, limitsForm } from './limits-card.js';
 import { getOrgLimits, setOrgLimits } from '../ratelimit/limit-settings.js';
 
-// An organization's settings (issue 16 item 5): the owner renames it and deletes it (never the default,
+// An organization's settings: the owner renames it and deletes it (never the default,
 // personal one), a member or viewer leaves it; deleting and leaving each ask on a page of their own
 // first. Deleting is deleteClient, the service of DELETE /v1/clients/{id}: its balance goes to the
 // owner's pool at once and its calls in flight are billed from there (CONTRACT §5, §8; docs/billing.md

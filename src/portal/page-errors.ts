@@ -34,7 +34,7 @@ ${status >= 500 ? html`<p class="muted">Reference: <code>${String(req.id ?? '')}
  * A browser's request that no surface answered, or whose error no page handler took (an unknown page, a
  * bad dev checkout): an HTML error page when the request asks for HTML before JSON (a browser's
  * navigation does; curl, SDKs and fetch without an Accept header do not), else the JSON envelope as
- * before (issue 16 item 6). Only GET and HEAD: a form post to an API route keeps its JSON answer.
+ * before. Only GET and HEAD: a form post to an API route keeps its JSON answer.
  */
 export function browserErrorPage(log: Logger): ErrorRequestHandler {
   const page = pageErrorHandler(log);

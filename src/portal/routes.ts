@@ -25,7 +25,7 @@ import { loadNavOrgs, switchOrg } from './nav.js';
 
 export function portalRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
-  // The first page (issue 16 item 6): the account page, which sends a signed-out visitor to sign in.
+  // The first page: the account page, which sends a signed-out visitor to sign in.
   router.get('/', (_req, res) => res.redirect(303, '/account'));
   router.use('/account', attachPageSession(auth), loadNavOrgs(deps));
   router.get('/account/switch', requirePageSession(auth), switchOrg);

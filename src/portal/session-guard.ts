@@ -15,7 +15,7 @@ const PROBE_ORIGIN = 'http://return-to.invalid';
  *
  * The check applies to what is returned, not only to what came in: URL normalisation resolves dot
  * segments, so `/.//evil.example`, `/a/..//evil.example` and `/%2e//evil.example` all become
- * `//evil.example`, a scheme-relative URL to another host (issue 22 item 7). A result that starts with
+ * `//evil.example`, a scheme-relative URL to another host. A result that starts with
  * two slashes, or that would normalise to something else again, is refused.
  */
 export function safeReturnTo(value: unknown): string | null {

@@ -31,7 +31,7 @@ import {
   type Notice,
 } from './components.js';
 
-// The account page (/account/settings; issue 16 item 4): change the name, change the password (the
+// The account page (/account/settings): change the name, change the password (the
 // current one required; every other session signed out and every connected app disconnected, CONTRACT
 // §7), the live sessions (sign out one, or all others) and the connected apps (OAuth grants: which app,
 // which resource, for which organization, last used; revoke). API tokens are not made here: the

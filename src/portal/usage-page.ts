@@ -10,7 +10,7 @@ import { html, requirePageSession, type SafeHtml } from './html.js';
 import { queryValue, show } from './components.js';
 import { barChart, daysOf } from './usage-chart.js';
 
-// The usage page of an organization (issue 16 item 3; the API is docs/usage.md): tokens per day for the
+// The usage page of an organization (the API is docs/usage.md): tokens per day for the
 // chosen period as a chart and a table, totals by member and by credential (API token or app), and the
 // call log. The same reads and the same access rule as the API: owners and members see everything,
 // viewers the daily totals only.

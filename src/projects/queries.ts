@@ -88,7 +88,7 @@ export async function orgProjectsPage(
 
 /**
  * One page of an organization's projects, newest first (created_at, then id), read in the order of
- * projects_org_idx so no page sorts the organization's projects (issue 24). `startingAfter` is a
+ * projects_org_idx so no page sorts the organization's projects. `startingAfter` is a
  * project of that organization (CONTRACT §3); 400 when it is not.
  */
 export async function listProjectsInOrg(db: Db, orgKey: string, page: Page, sharedWith?: string) {

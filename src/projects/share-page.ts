@@ -12,7 +12,7 @@ import { projectForLink } from './shares.js';
 // An unknown or revoked token answers 404 like any missing page.
 
 const md = new MarkdownIt({ html: false, linkify: false, typographer: false });
-// No sideways scroll at phone width (issue 16 item 7): code wraps (.md pre in the stylesheet), and a
+// No sideways scroll at phone width: code wraps (.md pre in the stylesheet), and a
 // wide table scrolls inside a region a keyboard can reach and a screen reader can name (axe-core's
 // scrollable-region-focusable; WCAG 2.1.1).
 md.renderer.rules.table_open = () =>
@@ -21,8 +21,8 @@ md.renderer.rules.table_close = () => '</table></div>\n';
 
 /**
  * Renders untrusted markdown as safe HTML, its headings moved `below` levels down (capped at h6), so
- * that a document's `#` sits under the page's own headings instead of beside the page's h1 (issue 16
- * item 7; WCAG 1.3.1: one outline). On this page the brief sits under "Brief" (h2), so its `#` is h3;
+ * that a document's `#` sits under the page's own headings instead of beside the page's h1 (WCAG
+ * 1.3.1: one outline). On this page the brief sits under "Brief" (h2), so its `#` is h3;
  * a report's body sits under the report's title (h3), so its `#` is h4.
  */
 export function renderMarkdown(text: string, below = 0): string {
@@ -55,7 +55,7 @@ export function sharePageRoutes(deps: Deps): Router {
       .from(projectReports)
       .where(eq(projectReports.projectId, project.id))
       .orderBy(asc(projectReports.createdAt), asc(projectReports.id));
-    // The portal's card layout (issue 16 item 7): the project, its brief and its reports each a card.
+    // The portal's card layout: the project, its brief and its reports each a card.
     const body = html`<div class="card"><h1>${project.name}</h1>
 ${project.description ? html`<p class="lead">${project.description}</p>` : ''}<p class="muted">A read-only page shared by link.</p></div>
 <section class="card brief md" aria-labelledby="h-brief"><h2 id="h-brief">Brief</h2>${raw(renderMarkdown(project.brief, 2))}</section>

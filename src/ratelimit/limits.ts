@@ -33,7 +33,7 @@ export interface Limits {
   resetRequests: FailureLimiter;
   /** Wrong device user codes per user: 10 in 10 min → 429 (CONTRACT §6). Key: the user id. */
   userCodeFailures: FailureLimiter;
-  /** Wrong invitation tokens per user: 10 in 10 min → 429 (issue 16 item 5). Key: the user id. */
+  /** Wrong invitation tokens per user: 10 in 10 min → 429. Key: the user id. */
   invitationFailures: FailureLimiter;
   /**
    * Invitation mails (docs/limits.md § Invitation mail): every invitation sent counts, whatever becomes of

@@ -1,6 +1,6 @@
 import type { Actor } from '../models/actor.js';
 
-// How many authenticated run sockets one organization and one user may hold open (issue 22 item 5: 200
+// How many authenticated run sockets one organization and one user may hold open (200
 // idle sockets per organization were held with no run). A socket counts from its `auth` to its close;
 // over either cap the `auth` is refused (error frame `too_many_sockets`, close 4429).
 // RUN_SOCKETS_PER_ORG and RUN_SOCKETS_PER_USER (docs/limits.md). One process counts its own sockets;

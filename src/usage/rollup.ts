@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 
-// Which rows a period's totals are summed from (issue 24; docs/usage.md "The rollup"). usage_rollup
+// Which rows a period's totals are summed from (docs/usage.md "The rollup"). usage_rollup
 // holds the records summed per UTC hour (kept by svc_record_usage in the settle's statement), so the
 // whole hours of a period are read from it: a 30-day period costs ~720 hours × the client's
 // (member, credential, model) pairs, however many calls it had. A period's ends are seconds, not hours:

@@ -11,7 +11,7 @@ import type { Role } from '../db/schema.js';
 import { toCsv } from './csv.js';
 import { USAGE_GROUPS, usageCalls, usageSummary, type UsagePeriod } from './service.js';
 
-// The usage API (issue 16; docs/usage.md): where an organization's tokens went.
+// The usage API (docs/usage.md): where an organization's tokens went.
 //   GET /v1/clients/{client_id}/usage        totals per day | member | credential | model, and overall
 //   GET /v1/clients/{client_id}/usage/calls  the call log, newest first, paged as every list (CONTRACT §3)
 // Both take `from` and `to` (Unix seconds; [from, to); default: the last 30 days) and `format=csv`.

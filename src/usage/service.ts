@@ -169,8 +169,8 @@ interface CallRow {
 }
 
 /**
- * The period's calls, newest first (-id: usage_records_org_id_idx's order, never the primary key's, issue
- * 24), from the organization's newest call or from `startingAfter` (a call's request id here: CONTRACT §3).
+ * The period's calls, newest first (-id: usage_records_org_id_idx's order, never the primary key's:
+ * docs/scale.md), from the organization's newest call or from `startingAfter` (a call's request id here: CONTRACT §3).
  */
 export async function usageCalls(db: Db, period: UsagePeriod, page: Page): Promise<UsageCall[]> {
   let after = sql``;
@@ -184,7 +184,7 @@ export async function usageCalls(db: Db, period: UsagePeriod, page: Page): Promi
   }
   // The labels (e-mail, token name, app name) as scalar subqueries by primary key, not joins: the same rows,
   // and PostgreSQL plans this in a third of the time (0.09 against 0.26 ms at 10M ledger rows), which was
-  // most of what a page cost it (docs/scale.md, "Session 12: where the call log's time went").
+  // most of what a page cost it (bench/results/scale.md).
   const rows = await queryRows<CallRow>(
     db,
     sql`select u.request_id, u.created_at, u.user_id, (select us.email from users us where us.id = u.user_id) as email,

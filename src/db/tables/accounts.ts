@@ -41,7 +41,7 @@ export const sessions = pgTable(
      */
     id: text('id').primaryKey(),
     /**
-     * SHA-256 of the JWT's secret `sid` claim (issue 22 item 17): a copy of the database, even with the
+     * SHA-256 of the JWT's secret `sid` claim: a copy of the database, even with the
      * session key, cannot name a live session, because the sid itself is stored nowhere.
      */
     secretHash: text('secret_hash').notNull().unique(),

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { bigint, boolean, check, index, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 
-// Auto top-up (issue 19 item 2; docs/billing.md, "Auto top-up"): when an org's balance falls below the
+// Auto top-up (docs/billing.md, "Auto top-up"): when an org's balance falls below the
 // owner's trigger, svc charges the saved payment method off-session, at most `monthly_cap_cents` a UTC
 // month; the grant arrives through the webhook like any top-up's.
 

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { bigint, bigserial, index, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 
-// Balance crossings (issue 19 items 1 and 2; src/billing/balance-crossings.ts): "the balance of org X went
+// Balance crossings (src/billing/balance-crossings.ts): "the balance of org X went
 // from ≥ T to < T". A watch names a threshold T of one org for one purpose (the low-balance alert, the
 // exhausted alert, auto top-up); the database records every crossing of a watched threshold inside the
 // transaction that moved the balance (the trigger in src/db/custom/balance-crossings.sql), so a crossing is

@@ -46,7 +46,7 @@ export const billingAccounts = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    // Inside accounts never go below zero, holds included (issue 5 invariants).
+    // Inside accounts never go below zero, holds included (a ledger invariant).
     check(
       'billing_accounts_inside_non_negative',
       sql`${t.kind} not in ('org', 'pool') or (${t.held} >= 0 and ${t.balance} >= ${t.held})`,
@@ -101,8 +101,8 @@ export const billingEntries = pgTable(
     check('billing_entries_two_accounts', sql`${t.fromAccount} <> ${t.toAccount}`),
     // A client's transaction list (payments.ts listTransactions): only the shown types, newest first. The
     // key is -id and the list orders by -id: an order the primary key cannot give, so the planner cannot
-    // walk the primary key backwards filtering by client, reading every row any client wrote since (issue
-    // 24: 1,145 ms a page at 10M rows; its estimate assumes a client's rows are spread evenly).
+    // walk the primary key backwards filtering by client, reading every row any client wrote since
+    // (1,145 ms a page at 10M rows; its estimate assumes a client's rows are spread evenly).
     index('billing_entries_org_shown_idx')
       .on(t.orgKey, sql`(-${t.id})`)
       .where(sql`${t.type} in ('trial', 'subscription_credit', 'topup', 'usage', 'refund')`),
@@ -139,7 +139,7 @@ export const billingHolds = pgTable(
       .on(t.expiresAt)
       .where(sql`${t.status} = 'held'`),
     // Retention (src/billing/hold-retention.ts) deletes the oldest closed holds: without this index each
-    // reconcile run read every hold to find none old enough (issue 24; docs/scale.md). A settle's update
+    // reconcile run read every hold to find none old enough (docs/scale.md). A settle's update
     // is not HOT anyway (status is in the partial indexes' predicates), so this is one more entry per call.
     index('billing_holds_closed_idx')
       .on(t.closedAt)
@@ -149,7 +149,7 @@ export const billingHolds = pgTable(
 
 // Processor state (Stripe, or the dev processor that records the same objects).
 
-/** One processor customer per client (issue 5). */
+/** One processor customer per client. */
 export const billingCustomers = pgTable('billing_customers', {
   orgKey: text('org_key').primaryKey(),
   customerId: text('customer_id').notNull().unique(),
@@ -211,7 +211,7 @@ export const billingInvoices = pgTable(
     dueDate: bigint('due_date', { mode: 'number' }),
     /** The payment that paid it (pinned API: invoice.payments[].payment.payment_intent); refunds name it. */
     paymentIntent: text('payment_intent'),
-    /** Set by invoice.payment_failed: the failure stays visible (issue 5). */
+    /** Set by invoice.payment_failed: the failure stays visible. */
     paymentFailedAt: timestamp('payment_failed_at', { withTimezone: true }),
     eventCreated: bigint('event_created', { mode: 'number' }).notNull().default(0),
   },

@@ -12,7 +12,7 @@ import {
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
 
-// Member budgets (issue 19 item 3; docs/billing.md, "Member budgets"): the owner gives a member, or one of
+// Member budgets (docs/billing.md, "Member budgets"): the owner gives a member, or one of
 // the member's `svc_` tokens, at most `limit_credits` tokens of the organization's allocation per period
 // (a UTC day, ISO week or month). Enforced by the hold itself (svc_reserve_budgeted,
 // src/db/custom/member-budgets.sql): a hold counts against the budget when it is taken, and its settle

@@ -25,7 +25,7 @@ export const deviceCodes = pgTable(
     scope: text('scope'),
     /**
      * OAuth device grant only: the origin (issuer) that issued the code. Like an authorization code, it
-     * is redeemable only there, for that origin's resource URLs (CONTRACT §7; issue 22 item 12).
+     * is redeemable only there, for that origin's resource URLs (CONTRACT §7).
      */
     issuer: text('issuer'),
     /** OAuth device grant only: "all my organizations" was ticked at approval (oauthGrants.allOrgs). */

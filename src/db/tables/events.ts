@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { index, integer, jsonb, pgTable, serial, text, timestamp, unique } from 'drizzle-orm/pg-core';
 
-// Outbound events (issue 19 item 5; src/events/): endpoints an owner registers per organization, the
+// Outbound events (src/events/): endpoints an owner registers per organization, the
 // events svc emits (the durable outbox, written in the transaction of what they report), and one delivery
 // per event and subscribed endpoint, retried with backoff until the receiver answers 2xx.
 

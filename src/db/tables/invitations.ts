@@ -3,7 +3,7 @@ import { index, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-cor
 import { users } from './accounts.js';
 import { orgs, ROLES } from './orgs.js';
 
-// Invitations to an organization by e-mail (issue 16 item 5; docs/orgs-tokens-device.md "Invitations").
+// Invitations to an organization by e-mail (docs/orgs-tokens-device.md "Invitations").
 // The secret of the link is stored as its HMAC only (STYLE: secrets at rest are hashes). An invitation
 // is open until it is accepted, revoked or past expires_at; at most one open invitation per organization
 // and address, held by the database (a new one for the same address replaces the old one).
@@ -35,7 +35,7 @@ export const orgInvitations = pgTable(
       .on(t.orgId, t.email)
       .where(sql`${t.acceptedAt} is null and ${t.revokedAt} is null`),
     // The list's order, newest first with the id breaking ties (orgs/invitations.ts listInvitations):
-    // a page, at any offset or cursor, is one walk of this index (issue 24).
+    // a page, at any offset or cursor, is one walk of this index.
     index('org_invitations_org_idx').on(t.orgId, t.createdAt, t.id),
   ],
 );

@@ -29,7 +29,7 @@ export const projects = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   // The list's order with its tie-break (newest first: created_at, id), so a deep page is an index walk,
-  // not a sort of every project of the organization (issue 24).
+  // not a sort of every project of the organization.
   (t) => [index('projects_org_idx').on(t.orgId, t.createdAt, t.id)],
 );
 

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { bigint, check, integer, numeric, pgTable, timestamp } from 'drizzle-orm/pg-core';
 
-// The reconciliation checkpoint (issue 24: a check that grows with new rows, not all rows;
+// The reconciliation checkpoint (a check that grows with new rows, not all rows;
 // src/billing/reconcile-checkpoint.ts). Ledger rows are immutable (src/db/custom/immutable-ledger.sql),
 // so a number computed from the rows up to an id stays true forever: an incremental run adds the rows
 // written since to the stored checksum and compares it with the same weighted sum of the balances.

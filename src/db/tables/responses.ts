@@ -1,7 +1,7 @@
 import { index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import { orgs } from './orgs.js';
 
-// Responses API answers kept with `store` (issue 18 item 1; docs/models.md "POST /v1/responses"): read
+// Responses API answers kept with `store` (docs/models.md "POST /v1/responses"): read
 // back by GET /v1/responses/{id}, continued by `previous_response_id`, and removed by DELETE — each only
 // within the organization that made it (every read names `org_id`). Kept in svc, never at the provider
 // (chat refuses `store: true` for that reason). Rows expire after STORED_RESPONSE_TTL_DAYS; an expired

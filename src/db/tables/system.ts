@@ -24,7 +24,7 @@ export const mailOutbox = pgTable(
 );
 
 /**
- * Every svc process sharing the database, by the tag it stamps on what it takes (issue 14, items 2 and
+ * Every svc process sharing the database, by the tag it stamps on what it takes (items 2 and
  * 5; src/models/liveness.ts): its leases and holds belong to it while its heartbeat is fresh, and are
  * reclaimed within seconds once it is not.
  */

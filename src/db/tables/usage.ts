@@ -13,7 +13,7 @@ import {
 import { sql } from 'drizzle-orm';
 
 // One row per billed model call (a chat completion, or one model call of a run): who spent what, on
-// which credential and model (issue 16: the usage API and the portal's usage page read it). The ledger
+// which credential and model (the usage API and the portal's usage page read it). The ledger
 // stays the truth of the money: this row is written by the same statement that settles the call
 // (svc_settle_and_hold_next, src/db/custom/with-next-hold.sql), so a settled call always has one and a
 // call that never settled has none. Calls that cost 0 tokens have a row too (they have no ledger row).
@@ -43,7 +43,7 @@ export const usageRecords = pgTable(
     cachedPromptTokens: integer('cached_prompt_tokens').notNull().default(0),
     /**
      * The exact cost (CONTRACT §9: prompt × price_in / 1e6 + completion × price_out / 1e6, with the cached
-     * prompt tokens at price_cached_in instead of price_in: issue 19 item 4), unrounded.
+     * prompt tokens at price_cached_in instead of price_in), unrounded.
      */
     costCents: numeric('cost_cents').notNull(),
     /** What the settle debited: the `usage` ledger row's amount (0: no ledger row). */
@@ -55,7 +55,7 @@ export const usageRecords = pgTable(
   (t) => [
     index('usage_records_org_time_idx').on(t.orgKey, t.createdAt),
     // The call log's order as -id (usage/service.ts usageCalls): see billing_entries_org_shown_idx for why
-    // the primary key must not be able to give that order (issue 24).
+    // the primary key must not be able to give that order.
     index('usage_records_org_id_idx').on(t.orgKey, sql`(-${t.id})`),
     // No check constraints beyond these: a row that broke one would fail its call's settle, and the
     // debit matters more than the record.
@@ -66,7 +66,7 @@ export const usageRecords = pgTable(
 /**
  * The usage records summed per hour (UTC) and per member, credential and model: what the usage API's
  * totals read (src/usage/service.ts; docs/usage.md "The rollup"), so a period costs its hours, not its
- * calls (issue 24). Kept by svc_record_usage (src/db/custom/usage-records.sql) in the statement that
+ * calls. Kept by svc_record_usage (src/db/custom/usage-records.sql) in the statement that
  * writes the records, so the two commit together; reconciliation checks the two agree
  * (src/billing/invariants.ts "usage rollup differs from its usage records").
  */

@@ -7,7 +7,7 @@ import { messagesRequest, parseMessagesRequest } from './schema.js';
 import { toChatRequest } from './translate.js';
 import { messagesWriter } from './writer.js';
 
-// POST /v1/messages (Anthropic Messages API; issue 18 item 2): the third front-end of the one model call
+// POST /v1/messages (Anthropic Messages API): the third front-end of the one model call
 // (src/models/call.ts), with the same credentials, rules and billing as chat. Errors take Anthropic's
 // shape (src/http/error-middleware.ts, surface `anthropic`).
 

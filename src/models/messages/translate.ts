@@ -2,7 +2,7 @@ import type { ChatRequest } from '../schema.js';
 import type { ChatMessage, ToolCall, Usage } from '../upstream/types.js';
 import type { Block, ImageBlock, MessagesRequest } from './schema.js';
 
-// The Messages API over the internal call, by translation (issue 18 item 2): an Anthropic request
+// The Messages API over the internal call, by translation: an Anthropic request
 // becomes a chat completions request (system → the system message, tool_use blocks → an assistant's
 // tool_calls, tool_result blocks → tool messages, tools' input_schema → function parameters), and the
 // chat answer becomes an Anthropic message (text and tool_use content blocks, stop_reason, usage).

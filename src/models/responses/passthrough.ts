@@ -16,7 +16,7 @@ import {
 } from './translate.js';
 
 // POST /v1/responses passed through to a provider that speaks the Responses API itself
-// (MODEL_UPSTREAM_API=responses; issue 18 item 1). Admission, the slot, the hold and the settle are the
+// (MODEL_UPSTREAM_API=responses). Admission, the slot, the hold and the settle are the
 // one call's (src/models/call.ts), exactly as by translation; what differs is the provider leg and the
 // wire format:
 //

@@ -13,7 +13,7 @@ import { inputMessages, outputItemMessages, parseItemId, toChatRequest } from '.
 import { responsesWriter } from './writer.js';
 import { passthroughWriter, upstreamBody } from './passthrough.js';
 
-// POST /v1/responses (OpenAI Responses API; issue 18 item 1): the second front-end of the one model call
+// POST /v1/responses (OpenAI Responses API): the second front-end of the one model call
 // (src/models/call.ts), with the same credentials, rules and billing as chat. GET and DELETE
 // /v1/responses/{id} read and remove a stored response of the acting organization. A provider that speaks
 // only chat is served by translation (translate.ts, writer.ts); with MODEL_UPSTREAM_API=responses the

@@ -3,7 +3,7 @@ import { queryRows, type Db } from '../../db/client.js';
 import type { ChatMessage } from '../upstream/types.js';
 import type { ResponseObject } from './translate.js';
 
-// Stored responses (table stored_responses; issue 18 item 1). Every statement names the organization:
+// Stored responses (table stored_responses). Every statement names the organization:
 // a response is never read, continued or deleted from another one (an id of another org is simply not
 // found). Kept STORED_RESPONSE_TTL_DAYS, as OpenAI keeps stored responses 30 days by default.
 

@@ -3,7 +3,7 @@ import type { ChatRequest } from '../schema.js';
 import type { ChatMessage, ToolCall, Usage } from '../upstream/types.js';
 import type { ContentPart, InputItem, ResponsesRequest } from './schema.js';
 
-// The Responses API over the internal call, by translation (issue 18 item 1): a Responses request
+// The Responses API over the internal call, by translation: a Responses request
 // becomes a chat completions request (input items → messages, function tools → tools, text.format →
 // response_format, max_output_tokens → max_tokens), and the chat answer becomes a Response object
 // (output items: one assistant message, one function_call per tool call). What a provider speaking only

@@ -2,7 +2,7 @@ import { generateSync } from 'json-schema-faker';
 
 import { AppError } from '../../http/errors.js';
 
-// Structured output for the built-in model `svc-local` (issue 18 item 3): with OpenAI's `response_format`
+// Structured output for the built-in model `svc-local`: with OpenAI's `response_format`
 // of `json_object` or `json_schema`, its answer is JSON, so structured-output clients (the AI SDK's
 // generateObject, LangChain's withStructuredOutput, `response_format` in the OpenAI SDKs) work on a fresh
 // machine. A `json_schema` answer is a value generated from the caller's schema by json-schema-faker with a

@@ -88,7 +88,7 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     }
     // The request itself was refused (bad messages, unsupported parameter): the caller can fix it.
     // Its message is never relayed: providers put their host, organization id and key fragments in it
-    // (issue 22 item 16). The caller gets a fixed message and, of the provider's error, only `param` and
+    //. The caller gets a fixed message and, of the provider's error, only `param` and
     // `code` when they are plain identifiers (e.g. messages / context_length_exceeded), enough for an
     // OpenAI SDK to tell what to fix.
     if (status === 400 || status === 404 || status === 413 || status === 422) {

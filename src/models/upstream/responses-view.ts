@@ -1,7 +1,7 @@
 import { AppError } from '../../http/errors.js';
 import type { ChatChunk, ChatCompletion, ToolCall, Usage } from './types.js';
 
-// A provider's own Responses API answer seen as chat (MODEL_UPSTREAM_API=responses; issue 18 item 1).
+// A provider's own Responses API answer seen as chat (MODEL_UPSTREAM_API=responses).
 // The one model call (src/models/call.ts) meters, settles and bills by chat completions' shapes; a
 // pass-through answer is given to it as that view — its text, its function calls with their arguments,
 // why it stopped, its usage — with the provider's own object or event kept in `native`, which the
