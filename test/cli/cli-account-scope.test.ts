@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { createUser, type TestUser } from './helpers/fixtures.js';
-import { setOrgBalance } from './helpers/billing.js';
-import { CLI_TEST_TIMEOUT_MS, cliHome, runCli, type CliBalance, type CliHome } from './helpers/cli.js';
-import { createGrants, issueAccessToken } from '../oauth/grants.js';
-import { BUILTIN_CLI_CLIENT_ID } from '../oauth/builtin.js';
-import { parseAs } from './helpers/json.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { createUser, type TestUser } from '../helpers/fixtures.js';
+import { setOrgBalance } from '../helpers/billing.js';
+import { CLI_TEST_TIMEOUT_MS, cliHome, runCli, type CliBalance, type CliHome } from '../helpers/cli.js';
+import { createGrants, issueAccessToken } from '../../oauth/grants.js';
+import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
+import { parseAs } from '../helpers/json.js';
 
 // One sign-in does it all (CONTRACT §7): with only svc-cli's OAuth grants (scope `model account`, as a
 // device login stores them) and no API key, `svc orgs` and `svc balance` read the account routes.
