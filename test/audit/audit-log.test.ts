@@ -7,7 +7,7 @@ import { createUser, type TestUser } from '../helpers/fixtures.js';
 import { assertAuthChecks } from '../helpers/auth-checks.js';
 import { detailOf, readJson, rejectionOf } from '../helpers/json.js';
 import { behindSvcsBack, chainEvents } from '../helpers/audit.js';
-import { auditListAnswer, auditVerifyAnswer } from '../../src/audit/schema.js';
+import { auditEventAnswer, auditListAnswer, auditVerifyAnswer } from '../../src/audit/schema.js';
 import { hashOfEvent, GENESIS_HASH } from '../../src/audit/chain.js';
 import canonicalize from 'canonicalize';
 import { createHash } from 'node:crypto';
@@ -331,5 +331,41 @@ describe('listing: newest first, cursor, filters', () => {
       query: { starting_after: foreign },
     });
     expect(res.status).toBe(400);
+  });
+});
+
+describe('exports', () => {
+  it('JSONL lines are the API items (each hash checks from the line alone); CSV has the contract columns', async () => {
+    const { owner, clientId } = await freshClient();
+    for (const name of ['=cmd', 'b, "quoted"'])
+      await api.patch(`/v1/clients/${clientId}`, { name }, { token: owner.session });
+    const items = (await list(clientId, owner)).data;
+    const auth = { headers: { authorization: `Bearer ${owner.session}` } };
+    const jsonl = await fetch(`${server.url}/v1/clients/${clientId}/audit-events.jsonl`, auth);
+    expect(jsonl.status).toBe(200);
+    expect(jsonl.headers.get('content-type')).toContain('application/x-ndjson');
+    const lines = (await jsonl.text()).trim().split('\n');
+    const parsed = lines.map((l) => readJson(auditEventAnswer, JSON.parse(l)));
+    expect(parsed).toEqual(items);
+    for (const e of parsed) expect(hashOfEvent(e)).toBe(e.hash);
+
+    const csv = await fetch(
+      `${server.url}/v1/clients/${clientId}/audit-events.csv?action=client.renamed`,
+      auth,
+    );
+    expect(csv.status).toBe(200);
+    expect(csv.headers.get('content-type')).toContain('text/csv');
+    const [header, ...rows] = (await csv.text()).trim().split('\r\n');
+    expect(header).toBe(
+      'id,created_at,action,actor_type,actor_id,actor_email,credential_id,ip,user_agent,target_type,target_id,details,prev_hash,hash',
+    );
+    expect(rows).toHaveLength(2);
+    const [latest] = items;
+    expect(
+      rows[0]!.startsWith(`${latest!.id},${latest!.created_at},client.renamed,user,${owner.userId},`),
+    ).toBe(true);
+    // details as JSON, quoted as RFC 4180 quotes a cell (doubled quotes).
+    expect(rows[0]).toContain('""from"":""=cmd""');
+    expect(rows[0]!.endsWith(`,${latest!.prev_hash},${latest!.hash}`)).toBe(true);
   });
 });
