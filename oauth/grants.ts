@@ -9,7 +9,7 @@ import { signJws } from './keys.js';
 import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { resourceUrl } from './resources.js';
 import { grantScopeOf } from './params.js';
-import { recordGrantEvents } from '../src/audit/grants.js';
+import { grantOfEventColumns, recordGrantEvents } from '../src/audit/grants.js';
 
 // Grants (one row per approved resource, CONTRACT §7) and the tokens minted for them: RFC 9068 access
 // tokens (typ at+jwt, ES256, 15 min) and refresh tokens stored as HMAC.
@@ -70,13 +70,7 @@ export async function revokeGrants(db: Db, grantIds: string[], reason: string): 
       .update(oauthGrants)
       .set({ revokedAt: new Date() })
       .where(and(inArray(oauthGrants.id, grantIds), isNull(oauthGrants.revokedAt)))
-      .returning({
-        id: oauthGrants.id,
-        org: oauthGrants.org,
-        userId: oauthGrants.userId,
-        clientId: oauthGrants.clientId,
-        resource: oauthGrants.resource,
-      });
+      .returning(grantOfEventColumns);
     await recordGrantEvents(tx, 'grant.revoked', rows, reason);
   });
 }
@@ -96,13 +90,7 @@ export async function revokeMemberGrants(
         isNull(oauthGrants.revokedAt),
       ),
     )
-    .returning({
-      id: oauthGrants.id,
-      org: oauthGrants.org,
-      userId: oauthGrants.userId,
-      clientId: oauthGrants.clientId,
-      resource: oauthGrants.resource,
-    });
+    .returning(grantOfEventColumns);
   await recordGrantEvents(tx, 'grant.revoked', rows, 'member_removed');
 }
 

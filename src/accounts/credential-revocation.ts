@@ -8,7 +8,7 @@ import {
   sessions,
   twoFactorChallenges,
 } from '../db/schema.js';
-import { recordGrantEvents } from '../audit/grants.js';
+import { grantOfEventColumns, recordGrantEvents } from '../audit/grants.js';
 
 // What a new password takes back (CONTRACT §7, last point). Whoever knew the old
 // password may have signed in, approved an app or started a device login; a new password must end all
@@ -52,13 +52,7 @@ export async function revokeCredentialsAfterPasswordChange(
     .update(oauthGrants)
     .set({ revokedAt: now })
     .where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
-    .returning({
-      id: oauthGrants.id,
-      org: oauthGrants.org,
-      userId: oauthGrants.userId,
-      clientId: oauthGrants.clientId,
-      resource: oauthGrants.resource,
-    });
+    .returning(grantOfEventColumns);
   await recordGrantEvents(db, 'grant.revoked', revokedGrants, 'password_changed');
   // A code not yet exchanged would mint a fresh grant: spend it.
   await db

@@ -1,7 +1,7 @@
 import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { oauthGrants, sessions, users } from '../db/schema.js';
-import { recordGrantEvents } from '../audit/grants.js';
+import { grantOfEventColumns, recordGrantEvents } from '../audit/grants.js';
 import { AppError } from '../http/errors.js';
 import type { Deps } from '../deps.js';
 import { hashPassword, passwordProblem } from './password.js';
@@ -138,13 +138,7 @@ export async function revokeConnectedApp(db: Db, userId: string, grantId: string
       .update(oauthGrants)
       .set({ revokedAt: new Date() })
       .where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
-      .returning({
-        id: oauthGrants.id,
-        org: oauthGrants.org,
-        userId: oauthGrants.userId,
-        clientId: oauthGrants.clientId,
-        resource: oauthGrants.resource,
-      });
+      .returning(grantOfEventColumns);
     await recordGrantEvents(tx, 'grant.revoked', revoked, 'disconnected');
     return revoked.length > 0;
   });

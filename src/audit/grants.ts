@@ -1,4 +1,5 @@
 import type { Db } from '../db/client.js';
+import { oauthGrants } from '../db/schema.js';
 import { recordAuditEvent } from './record.js';
 
 // OAuth grants' audit events (CONTRACT §11 `grant.approved|revoked`): one per grant, in the log of the
@@ -13,7 +14,14 @@ export interface GrantOfEvent {
   resource: string;
 }
 
-export const GRANT_EVENT_COLUMNS = ['id', 'org', 'userId', 'clientId', 'resource'] as const;
+/** What a grant update returns for its events: `.returning(grantOfEventColumns)`. */
+export const grantOfEventColumns = {
+  id: oauthGrants.id,
+  org: oauthGrants.org,
+  userId: oauthGrants.userId,
+  clientId: oauthGrants.clientId,
+  resource: oauthGrants.resource,
+};
 
 export async function recordGrantEvents(
   tx: Db,

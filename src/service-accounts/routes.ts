@@ -6,7 +6,7 @@ import { parse } from '../http/validate.js';
 import { requireLiveCredential } from '../orgs/membership.js';
 import { callerRole } from '../orgs/caller.js';
 import { databaseOutageAs503 } from '../db/outage.js';
-import { credentialOptionsOf } from '../tokens/schema.js';
+import { credentialOptionsOf, mintedTokenJson } from '../tokens/schema.js';
 import {
   createServiceAccount,
   deleteServiceAccount,
@@ -16,7 +16,6 @@ import {
 import {
   createServiceAccountBody,
   DEFAULT_SERVICE_ACCOUNT_TOKEN_NAME,
-  mintedTokenJson,
   mintServiceAccountTokenBody,
   serviceAccountCredentialJson,
   serviceAccountIdParam,

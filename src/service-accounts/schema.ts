@@ -34,13 +34,3 @@ export const serviceAccountCredentialJson = (t: ApiTokenRow) => ({
   scopes: t.scopes,
   last_used_at: unix(t.lastUsedAt),
 });
-
-export const mintedTokenJson = (row: ApiTokenRow, secret: string) => ({
-  id: row.id,
-  client_id: orgIdOf(row.orgId),
-  token_name: row.tokenName,
-  token: secret,
-  created_at: unix(row.createdAt),
-  expires_at: unix(row.expiresAt),
-  scopes: row.scopes,
-});

@@ -7,7 +7,14 @@ import { orgIdOf, unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
 import { credentialStatus, grantStatus } from './status.js';
-import { credentialOptionsOf, DEFAULT_TOKEN_NAME, mintBody, revokeBody, tokenListItem } from './schema.js';
+import {
+  credentialOptionsOf,
+  DEFAULT_TOKEN_NAME,
+  mintBody,
+  mintedTokenJson,
+  revokeBody,
+  tokenListItem,
+} from './schema.js';
 import { pageOf, pageQuery } from '../http/pagination.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 
@@ -30,15 +37,7 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
       ...credentialOptionsOf(body),
     });
     res.set('Cache-Control', 'no-store');
-    res.json({
-      id: row.id,
-      client_id: orgIdOf(row.orgId),
-      token_name: row.tokenName,
-      token: secret,
-      created_at: unix(row.createdAt),
-      expires_at: unix(row.expiresAt),
-      scopes: row.scopes,
-    });
+    res.json(mintedTokenJson(row, secret));
   });
 
   router.get('/v1/tokens', session, async (req, res) => {

@@ -60,3 +60,14 @@ export const tokenListItem = (row: ApiTokenRow) => ({
   expires_at: unix(row.expiresAt),
   scopes: row.scopes,
 });
+
+/** The answer to a mint (CONTRACT §6, §11): the only time the secret is shown. */
+export const mintedTokenJson = (row: ApiTokenRow, secret: string) => ({
+  id: row.id,
+  client_id: orgIdOf(row.orgId),
+  token_name: row.tokenName,
+  token: secret,
+  created_at: unix(row.createdAt),
+  expires_at: unix(row.expiresAt),
+  scopes: row.scopes,
+});
