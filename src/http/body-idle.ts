@@ -41,6 +41,11 @@ export function limitBodyTime(server: Server, bounds: BodyTimeBounds): void {
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (!announcesBody(req)) return;
     const socket = req.socket;
+    // An answer written before the body has arrived says `Connection: close` (RFC 9112 §9.6), so a
+    // keep-alive client does not send its next request on a connection we are about to close; once the
+    // body is in, the connection may be kept as usual.
+    const keepAlive = res.shouldKeepAlive;
+    res.shouldKeepAlive = false;
     let total: NodeJS.Timeout | undefined;
     const cut = (message: string) => {
       clearTimeout(total);
@@ -55,6 +60,7 @@ export function limitBodyTime(server: Server, bounds: BodyTimeBounds): void {
     const stalled = () => cut(`no part of the request body arrived for ${idleMs} ms`);
     // 'end': the whole body arrived; the bounds are off.
     req.once('end', () => {
+      if (!res.headersSent) res.shouldKeepAlive = keepAlive;
       clearTimeout(total);
       req.off('timeout', stalled);
       // Whatever timeout the server keeps between requests (keep-alive) it sets again itself.

@@ -95,8 +95,8 @@ describe('concurrency cap', () => {
     expect(await waitForNoLeases(server, owner.orgKey)).toBe(0); // both slots free for the child
     // A separate node process takes both slots with a 1 s lease TTL, then is killed with SIGKILL.
     const script = `
-      import { openDatabase } from '../src/db/client.ts';
-      import { createPgLimiter } from '../src/models/concurrency.ts';
+      import { openDatabase } from './src/db/client.ts';
+      import { createPgLimiter } from './src/models/concurrency.ts';
       const database = await openDatabase({ databaseUrl: process.env.DB });
       const limiter = createPgLimiter(database.db, { cap: 2, ttlMs: 1000 });
       await limiter.acquire(process.env.ORG, 'chat');
