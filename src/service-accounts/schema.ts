@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { orgIdOf, unix } from '../ids.js';
+import { unix } from '../ids.js';
 import { credentialOptions } from '../tokens/schema.js';
 import type { ApiTokenRow } from '../tokens/service.js';
 import type { ServiceAccountRow } from './service.js';

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { AppError, invalidToken } from '../http/errors.js';
 import { parse } from '../http/validate.js';
-import { orgIdOf, unix } from '../ids.js';
+import { unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
 import { credentialStatus, grantStatus } from './status.js';
