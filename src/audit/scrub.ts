@@ -28,8 +28,15 @@ const SECRET_SHAPES = [
 
 export const REDACTED = '[redacted]';
 
+// A lone UTF-16 surrogate (a client may send one, escaped, in any JSON string) has no UTF-8 form:
+// PostgreSQL refuses it in jsonb and re-encodes it in text, so the hash of what was stored would differ
+// from the hash of what was written. It becomes U+FFFD before the event is hashed, as it would be stored.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const wellFormed = (value: string): string => value.replace(LONE_SURROGATE, '\ufffd');
+
 export function scrubDetails(value: unknown): unknown {
-  if (typeof value === 'string') return SECRET_SHAPES.some((re) => re.test(value)) ? REDACTED : value;
+  if (typeof value === 'string')
+    return SECRET_SHAPES.some((re) => re.test(value)) ? REDACTED : wellFormed(value);
   if (Array.isArray(value)) return value.map(scrubDetails);
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};

@@ -112,6 +112,10 @@ const ROUTES: Route[] = [
   { method: 'PUT', path: '/v1/clients/:client_id/tokens/:token_id/budget', auth: 'session', writes: true },
   { method: 'DELETE', path: '/v1/clients/:client_id/tokens/:token_id/budget', auth: 'session', writes: true },
   { method: 'GET', path: '/v1/clients/:client_id/webhook-endpoints', auth: 'session' },
+  { method: 'GET', path: '/v1/clients/:client_id/audit-events', auth: 'session' },
+  { method: 'GET', path: '/v1/clients/:client_id/audit-events/verify', auth: 'session' },
+  { method: 'GET', path: '/v1/account/audit-events', auth: 'session' },
+  { method: 'GET', path: '/v1/account/audit-events/verify', auth: 'session' },
   { method: 'POST', path: '/v1/clients/:client_id/webhook-endpoints', auth: 'session', writes: true },
   {
     method: 'DELETE',
@@ -185,6 +189,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/account/clients/:clientId/members/:userId/remove', auth: 'page', writes: true },
   { method: 'GET', path: '/account/clients/:clientId/settings', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/settings/name', auth: 'page' },
+  { method: 'POST', path: '/account/clients/:clientId/settings/limits', auth: 'page' },
   { method: 'GET', path: '/account/clients/:clientId/delete', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/delete', auth: 'page', writes: true },
   { method: 'GET', path: '/account/clients/:clientId/leave', auth: 'page' },
@@ -615,7 +620,7 @@ describe('hostile input on every route', () => {
     [
       'accounts, clients, tokens, device',
       (r: Route) =>
-        /^\/v1\/(register|email|login|2fa|logout|password|account\/|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/(members|leave|invitations)|invitations|tokens|auth)/.test(
+        /^\/v1\/(register|email|login|2fa|logout|password|account\/|clients(\/[^/]+)?(\/members)?$|clients\/:client_id\/(members|leave|invitations|audit-events)|invitations|tokens|auth)/.test(
           r.path,
         ),
     ],
