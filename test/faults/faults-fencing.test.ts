@@ -8,6 +8,7 @@ import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { callChat, orgLedger, waitUntil, type CallResult } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { parseAs } from '../helpers/json.js';
+import { countTokens } from '../../src/models/tokenizer.js';
 
 // Issue 14 (b), self-fencing (src/models/liveness.ts): two svc processes on one PostgreSQL, A through a TCP
 // proxy of the test's own, B straight. A holds every slot of an org with long streams when its path to
@@ -29,6 +30,8 @@ interface Streamed {
   status: number;
   requestId: string | null;
   words: number;
+  /** The content the client received, as it received it. */
+  delivered: string;
   done: boolean;
   errorCode: string | null;
 }
@@ -42,6 +45,7 @@ async function streamChat(base: string, key: string): Promise<Streamed> {
   });
   const text = await res.text();
   let words = 0;
+  let delivered = '';
   let errorCode: string | null = null;
   for (const line of text.split('\n')) {
     if (!line.startsWith('data: {')) continue;
@@ -50,12 +54,17 @@ async function streamChat(base: string, key: string): Promise<Streamed> {
       error?: { code?: string };
     }>(line.slice(6));
     if (event.error) errorCode = event.error.code ?? 'unknown';
-    for (const c of event.choices ?? []) if (c.delta?.content) words++;
+    for (const c of event.choices ?? []) {
+      if (!c.delta?.content) continue;
+      words++;
+      delivered += c.delta.content;
+    }
   }
   return {
     status: res.status,
     requestId: res.headers.get('x-svc-request-id'),
     words,
+    delivered,
     done: text.includes('data: [DONE]'),
     errorCode,
   };
@@ -160,7 +169,7 @@ describe.runIf(storageMode() === 'postgres')(
       expect(mixed.filter((r) => r.status === 200).length).toBeGreaterThan(0);
       expect(mixed.filter((r) => r.status !== 200 && r.code !== 'concurrency_limit')).toEqual([]);
 
-      // The ledger: every call debited exactly what its client received. A's cut streams: their words
+      // The ledger: every call debited exactly what its client received. A's cut streams: their delivered output
       // (the provider's usage never came: svc's count) plus the prompt; the whole answers WHOLE each.
       await waitUntil(async () => (await orgLedger(server, owner.orgKey)).openHolds === 0, 20_000);
       await waitUntil(async () => (await orgLedger(server, owner.orgKey)).liveLeases === 0, 10_000);
@@ -175,7 +184,8 @@ describe.runIf(storageMode() === 'postgres')(
       expect(rows).toHaveLength(CAP);
       for (const s of cut) {
         const row = rows.find((r) => r.request_id === s.requestId)!;
-        expect(row.completion_tokens).toBe(s.words);
+        // The provider's usage never came: the delivered output as the tokenizer counts it (CONTRACT §9).
+        expect(row.completion_tokens).toBe(await countTokens(s.delivered));
         expect(row.debited).toBe(row.prompt_tokens + 2 * row.completion_tokens);
       }
       const after = await orgLedger(server, owner.orgKey);
