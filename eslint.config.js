@@ -50,6 +50,21 @@ export default defineConfig(
     },
   },
   {
+    // Every transaction opens through src/db/transaction.ts, which writes what must come last (the audit
+    // log's chain) just before COMMIT; a transaction opened on the driver directly would skip that.
+    files: ['src/**/*.ts', 'oauth/**/*.ts', 'mcp/**/*.ts'],
+    ignores: ['src/db/transaction.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.type='MemberExpression'][callee.property.name='transaction']",
+          message: 'Open transactions with transaction() from src/db/transaction.ts.',
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.{js,mjs,cjs}'],
     languageOptions: { globals: { ...globals.node } },
   },

@@ -19,6 +19,7 @@ import { createSpendBatchers } from '../src/models/services.js';
 import { checkInvariants } from '../src/billing/invariants.js';
 import { randomToken } from '../src/ids.js';
 import { knob } from './knobs.js';
+import { transaction } from '../src/db/transaction.js';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SECONDS = knob('BENCH_SECONDS', 5, 1);
@@ -47,8 +48,8 @@ async function setup(db: Db) {
   );
   for (const key of [HOT, ...Array.from({ length: SPREAD }, (_, i) => orgKeyOf(i))]) {
     await db.execute(sql`insert into orgs (id, name, owner_id) values (${key}, ${key}, 'usr_bench')`);
-    await db.transaction((tx) =>
-      grantToOrg(tx as unknown as Db, {
+    await transaction(db, (tx) =>
+      grantToOrg(tx, {
         key: `bench:${key}`,
         source: SOURCE_PURCHASES,
         ownerId: 'usr_bench',

@@ -10,6 +10,7 @@ import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { resourceUrl } from './resources.js';
 import { grantScopeOf } from './params.js';
 import { grantOfEventColumns, recordGrantEvents } from '../src/audit/grants.js';
+import { transaction } from '../src/db/transaction.js';
 
 // Grants (one row per approved resource, CONTRACT §7) and the tokens minted for them: RFC 9068 access
 // tokens (typ at+jwt, ES256, 15 min) and refresh tokens stored as HMAC.
@@ -65,7 +66,7 @@ export async function createGrants(
 
 export async function revokeGrants(db: Db, grantIds: string[], reason: string): Promise<void> {
   if (grantIds.length === 0) return;
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     const rows = await tx
       .update(oauthGrants)
       .set({ revokedAt: new Date() })

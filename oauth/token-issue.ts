@@ -8,6 +8,7 @@ import {
   type GrantTokens,
 } from './grants.js';
 import { recordIssuedGrants } from './codes.js';
+import { transaction } from '../src/db/transaction.js';
 
 // What one approval issues (CONTRACT §7): a grant per approved resource, each with its own access and
 // refresh token, and the token response's top level repeating one of them — the resource named in the
@@ -48,7 +49,7 @@ export async function issueApproval(
   },
 ): Promise<IssuedApproval> {
   // Grants, refresh tokens and the code's record in one transaction; signing after it commits.
-  const stored = await deps.db.transaction(async (tx) => {
+  const stored = await transaction(deps.db, async (tx) => {
     const rows = await createGrants(tx, input, input.resources);
     const out: { row: GrantRow; refresh: string }[] = [];
     for (const row of rows)

@@ -18,6 +18,7 @@ import { recordUsedTrial } from './trial-addresses.js';
 import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
+import { transaction } from '../db/transaction.js';
 
 // Deleting one's own account (the rule is written out in docs/accounts.md "Deleting an
 // account"). The ledger is append-only (src/db/custom/immutable-ledger.sql) and its rows name the
@@ -147,8 +148,7 @@ export async function deleteAccount(
   const [user] = await deps.db.select().from(users).where(eq(users.id, input.userId));
   if (!user || user.deletedAt) throw new AppError(401, 'INVALID_TOKEN', 'invalid token');
   await confirmPerson(deps, user, { ...input, secondFactor: true });
-  return deps.db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  return transaction(deps.db, async (t) => {
     await t.execute(sql`select id from users where id = ${user.id} for update`);
     const preview = await deletionPreview(t, user.id);
     if (preview.blockers.length > 0)

@@ -10,6 +10,7 @@ import { findUserByEmail, normaliseEmail, type UserRow } from './users.js';
 import { acceptSecondFactor, invalidCode } from './two-factor.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
+import { transaction } from '../db/transaction.js';
 
 // Signing in (CONTRACT §4). A wrong e-mail and a wrong password give the same 401 INVALID_CREDENTIALS
 // after the same work (an unknown e-mail is checked against a decoy hash). Failures are limited per
@@ -121,7 +122,7 @@ export async function completeTwoFactorLogin(
 
 /** A new session and its `account.signed_in` event (CONTRACT §11), in one transaction. */
 function signedIn(deps: Deps, user: UserRow, method: string) {
-  return deps.db.transaction(async (tx) => {
+  return transaction(deps.db, async (tx) => {
     const session = await issueSession(tx, deps.keys.session, user.id);
     await recordAuditEvent(
       tx,

@@ -1,6 +1,5 @@
 import { eq, isNull, and } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
-import type { Db } from '../db/client.js';
 import { users } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { passwordResetMail } from '../mail/templates.js';
@@ -10,6 +9,7 @@ import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from 
 import { findUserByEmail, normaliseEmail } from './users.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent, revokedCounts } from '../audit/account-events.js';
+import { transaction } from '../db/transaction.js';
 
 // Password reset (CONTRACT §4): the request answers the same whatever the address; the token is
 // single-use and lives 1 h; confirming sets the password and revokes every session and every OAuth
@@ -55,8 +55,8 @@ export async function confirmPasswordReset(
   const problem = passwordProblem(input.password);
   if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
   const passwordHash = await hashPassword(input.password);
-  const outcome = await deps.db.transaction(async (tx) => {
-    const db = tx as unknown as Db;
+  const outcome = await transaction(deps.db, async (tx) => {
+    const db = tx;
     const owner = await redeemOneTimeToken(db, deps.keys.hmac, input.token, 'reset_password');
     if (!owner) return null;
     await retireOneTimeTokens(db, owner, 'reset_password');

@@ -9,6 +9,7 @@ import { confirmPerson } from './reauthentication.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent, revokedCounts } from '../audit/account-events.js';
+import { transaction } from '../db/transaction.js';
 
 // What a signed-in person manages about their own account: name, password, sessions
 // and connected apps (OAuth grants). Each function acts only on the caller's own rows: every statement
@@ -36,8 +37,7 @@ export async function changePassword(
   const weak = passwordProblem(input.next);
   if (weak) throw new AppError(400, 'WEAK_PASSWORD', weak);
   const hash = await hashPassword(input.next);
-  return db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  return transaction(db, async (t) => {
     await t.update(users).set({ passwordHash: hash }).where(eq(users.id, input.userId));
     const revoked = await revokeCredentialsAfterPasswordChange(t, input.userId, {
       keepSessionId: input.sessionId,
@@ -70,7 +70,7 @@ export async function signOutSessions(
   which: { sessionId: string } | { allBut: string },
 ): Promise<number> {
   const target = 'sessionId' in which ? eq(sessions.id, which.sessionId) : ne(sessions.id, which.allBut);
-  return db.transaction(async (tx) => {
+  return transaction(db, async (tx) => {
     const rows = await tx
       .update(sessions)
       .set({ revokedAt: new Date() })
@@ -133,7 +133,7 @@ export async function connectedApps(db: Db, userId: string): Promise<ConnectedAp
 export async function revokeConnectedApp(db: Db, userId: string, grantId: string): Promise<boolean> {
   // One guarded update (STYLE: state that must not race): another person's grant, or one already revoked,
   // matches no row.
-  return db.transaction(async (tx) => {
+  return transaction(db, async (tx) => {
     const revoked = await tx
       .update(oauthGrants)
       .set({ revokedAt: new Date() })

@@ -9,6 +9,7 @@ import { randomToken } from '../ids.js';
 import type { UserRow } from './users.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
+import { transaction } from '../db/transaction.js';
 
 // TOTP two-factor authentication (CONTRACT §4): SHA-1, 6 digits, 30 s, ±1 step, a step already used is
 // refused; ten one-time recovery codes at enable. The TOTP seed must be read back to check codes, so it
@@ -142,7 +143,7 @@ export async function enableTwoFactor(
     throw invalidCode(400);
   }
   const codes = newRecoveryCodes();
-  const enabled = await deps.db.transaction(async (tx) => {
+  const enabled = await transaction(deps.db, async (tx) => {
     const [row] = await tx
       .update(users)
       .set({ totpEnabledAt: new Date() })
@@ -168,7 +169,7 @@ export async function disableTwoFactor(deps: Deps, userId: string, code: string)
     await deps.limits.twoFactorFailures.fail(userId);
     throw invalidCode(400);
   }
-  await deps.db.transaction(async (tx) => {
+  await transaction(deps.db, async (tx) => {
     await tx
       .update(users)
       .set({ totpSecretEnc: null, totpEnabledAt: null, totpLastStep: null })

@@ -4,6 +4,7 @@ import { isPersonId, memberships, orgs, users } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { newId, newOrgKey } from '../ids.js';
 import { hashPassword, passwordProblem } from './password.js';
+import { transaction } from '../db/transaction.js';
 
 // Account records: register, find, mark verified. The parts of the account service (login, two-factor,
 // password reset, e-mail verification) build on these; src/accounts/service.ts gathers them all for the
@@ -54,7 +55,7 @@ export async function registerAccount(
   const email = normaliseEmail(input.email);
   const passwordHash = await hashPassword(input.password);
   try {
-    return await db.transaction(async (tx) => {
+    return await transaction(db, async (tx) => {
       const [user] = await tx
         .insert(users)
         .values({ id: newId('usr'), email, name: input.name.trim(), passwordHash })

@@ -8,6 +8,7 @@ import { creditsPaidFor, grantPaidTopup, paymentEvent } from './paid-grant.js';
 import { idOf, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 // Auto top-up (docs/billing.md, "Auto top-up"). The owner opts in per organization with
 // a trigger balance, an amount and a monthly cap. Three steps, each exactly once:
@@ -69,7 +70,7 @@ export async function getAutoTopup(db: Db, orgKey: string): Promise<AutoTopupJso
 
 /** Opts in (or changes the settings): watches the balance for falls below the trigger. */
 export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings): Promise<AutoTopupJson> {
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     await tx.execute(
       sql`insert into auto_topups (org_key, enabled, trigger_credits, amount_cents, monthly_cap_cents)
           values (${orgKey}, true, ${s.trigger_credits}, ${s.amount_usd}, ${s.monthly_cap_usd})
@@ -85,7 +86,7 @@ export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings)
 
 /** Opts out (the owner, or svc after a decline with its reason). */
 export async function disableAutoTopup(db: Db, orgKey: string, reason: string | null): Promise<void> {
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     await tx.execute(
       sql`update auto_topups set enabled = false, disabled_reason = ${reason}, updated_at = now() where org_key = ${orgKey}`,
     );
@@ -206,8 +207,8 @@ export type DeliverDev = (type: string, object: Record<string, unknown>) => Prom
 
 /** A declined charge: recorded, auto top-up turned off, the owner told (by mail). */
 async function declined(deps: Deps, charge: ChargeRow, intent: string | null, reason: string) {
-  const owner = await deps.db.transaction(async (tx) =>
-    failCharge(tx as unknown as Db, charge.id, intent, reason, ['charging', 'charged']),
+  const owner = await transaction(deps.db, async (tx) =>
+    failCharge(tx, charge.id, intent, reason, ['charging', 'charged']),
   );
   if (owner) await mailChargeFailed(deps, owner, reason);
 }

@@ -14,6 +14,7 @@ import {
   WATCH_ALERT_LOW,
   type BalanceCrossing,
 } from './balance-crossings.js';
+import { transaction } from '../db/transaction.js';
 
 // Low-balance alerts (docs/billing.md "Low-balance alerts"). The owner sets a threshold T
 // in tokens per client (default: off). When the client's balance falls from ≥ T to < T, and when it falls
@@ -39,8 +40,7 @@ export async function setBalanceAlert(
   orgKey: string,
   threshold: number | null,
 ): Promise<BalanceAlert> {
-  await db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  await transaction(db, async (t) => {
     // "At 0" is a fall from ≥ 1 to < 1.
     await setBalanceWatch(t, orgKey, WATCH_ALERT_EXHAUSTED, threshold === null ? null : 1);
     await setBalanceWatch(

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import type { Logger } from '../log.js';
+import { transaction } from '../db/transaction.js';
 
 // "The balance of org X crossed below threshold T in this transaction".
 //
@@ -111,31 +112,28 @@ export async function handleCrossings(
     let claimed = false;
     // Set inside the transaction's callback (so TypeScript's narrowing cannot see it: read through a cast).
     let afterCommit = null as (() => Promise<void>) | null;
-    const found = await db
-      .transaction(async (tx) => {
-        const t = tx as unknown as Db;
-        const [row] = await queryRows<CrossingRow>(
-          t,
-          sql`select id, org_key, purpose, threshold, balance_before, balance_after, created_at
+    const found = await transaction(db, async (t) => {
+      const [row] = await queryRows<CrossingRow>(
+        t,
+        sql`select id, org_key, purpose, threshold, balance_before, balance_after, created_at
             from balance_crossings
             where purpose = any(${sql.param([...purposes])}::text[]) and handled_at is null and id > ${after}
             order by id limit 1 for update skip locked`,
-        );
-        if (!row) return false;
-        const crossing = toCrossing(row);
-        after = crossing.id;
-        claimed = true;
-        afterCommit = (await handle(t, crossing)) ?? null;
-        await t.execute(sql`update balance_crossings set handled_at = now() where id = ${crossing.id}`);
-        return true;
-      })
-      .catch((err: unknown) => {
-        // A handler's failure leaves its crossing for a later pass, and this pass moves past it; any other
-        // failure (the database) ends the pass.
-        if (!claimed) throw err;
-        onFailure?.(err);
-        return 'failed' as const;
-      });
+      );
+      if (!row) return false;
+      const crossing = toCrossing(row);
+      after = crossing.id;
+      claimed = true;
+      afterCommit = (await handle(t, crossing)) ?? null;
+      await t.execute(sql`update balance_crossings set handled_at = now() where id = ${crossing.id}`);
+      return true;
+    }).catch((err: unknown) => {
+      // A handler's failure leaves its crossing for a later pass, and this pass moves past it; any other
+      // failure (the database) ends the pass.
+      if (!claimed) throw err;
+      onFailure?.(err);
+      return 'failed' as const;
+    });
     if (found === false) break;
     if (found === true) {
       handled++;

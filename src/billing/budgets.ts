@@ -5,6 +5,7 @@ import { recordAuditEvent } from '../audit/record.js';
 import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
+import { transaction } from '../db/transaction.js';
 
 // Member budgets (docs/billing.md, "Member budgets"): the owner sets and clears them
 // here; the hold enforces them (svc_reserve_budgeted, src/db/custom/member-budgets.sql). A budget of a
@@ -135,7 +136,7 @@ export async function setBudget(
     target.apiTokenId === null
       ? sql`(org_key, user_id) where api_token_id is null`
       : sql`(api_token_id) where api_token_id is not null`;
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     await tx.execute(
       sql`insert into member_budgets (org_key, user_id, api_token_id, period, limit_credits)
           values (${target.orgKey}, ${target.userId}, ${target.apiTokenId}, ${period}, ${limitCredits})
@@ -150,7 +151,7 @@ export async function setBudget(
 
 /** Clears a budget: calls are limited by the allocation alone again. 404 when there is none. */
 export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     const rows = await queryRows<{ id: unknown }>(
       tx,
       sql`update member_budgets set cleared_at = now(), updated_at = now()
@@ -184,8 +185,7 @@ export async function noteBudgetExhausted(
   db: Db,
   call: { orgKey: string; userId: string; apiTokenId: number | null; least: number },
 ): Promise<void> {
-  await db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  await transaction(db, async (t) => {
     const rows = await queryRows<{
       user_id: string;
       api_token_id: number | null;

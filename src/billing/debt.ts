@@ -11,6 +11,7 @@ import {
   type EntryType,
 } from './ledger.js';
 import { settleCredits, type SettleInput, type SettleResult } from './spend.js';
+import { transaction } from '../db/transaction.js';
 
 // The owner's debt (CONTRACT §8 "Debt"): tokens an owner owes because they were spent and could not be
 // taken back — the part of a refund or lost dispute that no balance of the owner's could give
@@ -76,8 +77,7 @@ export async function chargeExcess(
 ): Promise<{ debited: number; debt: number }> {
   const actual = Math.max(0, Math.round(input.actualCredits));
   const none = { debited: 0, debt: 0, excess: 0, orgKey: '' };
-  const result = await db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  const result = await transaction(db, async (t) => {
     // Hold rows first, as every billing transaction locks.
     const [hold] = await queryRows<{
       account_id: string;

@@ -3,6 +3,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { pgCode } from '../db/deadlock.js';
 import { AppError } from '../http/errors.js';
 import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, transfer } from './ledger.js';
+import { transaction } from '../db/transaction.js';
 
 // Deleting a client with calls in flight (CONTRACT §8 "A client is deleted only with its calls settled").
 // The deletion stops new calls at once (its credentials are revoked in the same
@@ -39,7 +40,7 @@ export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: 
   await ensureOrgAccounts(tx, org.orgKey, org.ownerId);
   for (let attempt = 1; ; attempt++) {
     try {
-      await tx.transaction((sp) => reclaim(sp as unknown as Db, org));
+      await transaction(tx, (sp) => reclaim(sp, org));
       return;
     } catch (err) {
       // 55P03 lock_not_available: a late hold is being settled right now.

@@ -3,6 +3,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { CHECKS, type Violation } from './invariants.js';
 import { rollupDiffersSince } from './usage-rollup-check.js';
+import { transaction } from '../db/transaction.js';
 
 // Incremental reconciliation (docs/scale.md). The full check (invariants.ts) reads the
 // whole ledger and every hold: 380 s at 10M rows. This one reads what was written since a stored
@@ -299,7 +300,8 @@ async function writeCheckpoint(db: Db, cp: Checkpoint): Promise<void> {
 const RECONCILE_WORK_MEM = '64MB';
 
 const inSnapshot = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
-  db.transaction(
+  transaction(
+    db,
     async (tx) => {
       await tx.execute(sql.raw(`set local work_mem = '${RECONCILE_WORK_MEM}'`));
       return fn(tx);

@@ -20,6 +20,7 @@ import {
   transfer,
 } from './ledger.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 // The owner's pool and its allocations (interface document: Owner balance, Billing rules 1–2;
 // CONTRACT §8). global_credits is derived here on every read, never stored.
@@ -89,8 +90,7 @@ export async function setAllocation(
   db: Db,
   input: { userId: string; orgKey: string; target: number },
 ): Promise<void> {
-  await db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  await transaction(db, async (t) => {
     // The caller found the client live, but a deletion may have committed since: re-read under a lock of
     // the client's row (taken before the accounts, and before creating them, as a deletion takes it), so
     // tokens are never allocated to a deleted client (they would be stranded there; deleted-client.ts).

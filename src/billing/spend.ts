@@ -4,6 +4,7 @@ import { namedRows, queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
 import { accountBalance, orgAccount, sinkAccount } from './ledger.js';
 import { noteBudgetExhausted } from './budgets.js';
+import { transaction } from '../db/transaction.js';
 
 // Spending primitives for the model routes (CONTRACT §8: reserve-then-settle; a balance never goes
 // below zero, streaming included; a failed upstream call debits nothing; one `usage` transaction per
@@ -278,8 +279,7 @@ export async function settleCredits(db: Db, input: SettleInput): Promise<SettleR
 /** A settle that found no live hold: the first result stands, or an expired hold takes what is left. */
 async function settleNotLive(db: Db, input: SettleInput): Promise<SettleResult> {
   const actual = Math.max(0, Math.round(input.actualCredits));
-  return db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  return transaction(db, async (t) => {
     const [hold] = await queryRows<HoldRow>(
       t,
       sql`select account_id, org_key, amount, status, debited from billing_holds where request_id = ${input.requestId} for update`,
@@ -344,8 +344,7 @@ async function debitAccount(
 
 /** Releases a hold without debiting (a failed upstream call debits nothing). Idempotent. */
 export async function voidHold(db: Db, requestId: string): Promise<{ releasedCredits: number }> {
-  return db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  return transaction(db, async (t) => {
     const [hold] = await queryRows<HoldRow>(
       t,
       sql`select account_id, org_key, amount, status, debited from billing_holds where request_id = ${requestId} for update`,
@@ -374,7 +373,7 @@ export async function expireStaleHolds(db: Db, limit = 500): Promise<number> {
   );
   let released = 0;
   for (const { account_id } of accounts) {
-    released += await db.transaction((tx) => releaseExpiredHolds(tx as unknown as Db, account_id));
+    released += await transaction(db, (tx) => releaseExpiredHolds(tx, account_id));
   }
   return released;
 }

@@ -22,6 +22,7 @@ import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stri
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { verifyEvent } from './webhook-signature.js';
+import { transaction } from '../db/transaction.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
 // event applies exactly once: its id is inserted in the same transaction as its effect, and every
@@ -381,8 +382,7 @@ export async function processEvent(
   /** Steps to run once the transaction committed (the owner's mail of a failed auto top-up). */
   after: AfterCommit[] = [],
 ): Promise<{ duplicate: boolean; outcome: string }> {
-  return db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  return transaction(db, async (t) => {
     // A concurrent duplicate blocks on this insert until the first commits, then finds the conflict.
     const claimed = await queryRows<{ id: string }>(
       t,

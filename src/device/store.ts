@@ -6,6 +6,7 @@ import { AppError } from '../http/errors.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { resolveMemberOrg } from '../orgs/membership.js';
 import { generateDeviceCode, generateUserCode, normaliseUserCode } from './user-code.js';
+import { transaction } from '../db/transaction.js';
 
 // The device-code core (RFC 8628; CONTRACT §6, §7). One store for the terminal flow
 // (/v1/auth/device/*) and the OAuth device grant (/oauth/device_authorization): a user code from either
@@ -213,7 +214,7 @@ export async function pollDeviceCode<T = undefined>(
   const hash = hashDeviceCode(deps, deviceCode);
   const now = new Date();
 
-  const consumed = await deps.db.transaction(async (tx) => {
+  const consumed = await transaction(deps.db, async (tx) => {
     const [row] = await tx
       .update(deviceCodes)
       .set({ consumedAt: now })
@@ -235,7 +236,7 @@ export async function pollDeviceCode<T = undefined>(
 
   // Not handed out: record the poll and decide between pending, slow_down, denied and expired. The row
   // is locked while the previous poll time is read and replaced, so two concurrent polls serialise.
-  return deps.db.transaction(async (tx): Promise<PollOutcome<T>> => {
+  return transaction(deps.db, async (tx): Promise<PollOutcome<T>> => {
     const [row] = await tx
       .select()
       .from(deviceCodes)

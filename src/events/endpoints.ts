@@ -16,6 +16,7 @@ import {
 } from './schema.js';
 import type { EventType } from './types.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 // An organization's webhook endpoints and their delivery log. The routes check that the
 // caller owns the organization; every query here is scoped by it, so an endpoint of another organization
@@ -85,8 +86,7 @@ export async function createEndpoint(
   checkUrl(body.url, devMode);
   const secret = `whsec_${randomBytes(32).toString('base64url')}`;
   const id = newId('we');
-  return db.transaction(async (tx) => {
-    const t = tx as unknown as Db;
+  return transaction(db, async (t) => {
     // The organization's endpoints are counted under a lock on its first one's key: two creations
     // racing for the last place serialise (an advisory lock of the transaction, keyed by the org).
     await t.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhook_endpoints:${orgKey}`}))`);
@@ -142,7 +142,7 @@ const endpointNotFound = () => notFound('no such webhook endpoint');
 
 /** Deletes an endpoint and its pending deliveries (its log goes with it). */
 export async function deleteEndpoint(db: Db, orgKey: string, endpointId: string): Promise<{ deleted: true }> {
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     const [row] = await queryRows<{ id: string; url: string; events: string[] }>(
       tx,
       sql`delete from webhook_endpoints where id = ${endpointId} and org_key = ${orgKey} returning id, url, events`,

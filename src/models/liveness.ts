@@ -3,6 +3,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { randomToken } from '../ids.js';
 import { releaseExpiredHolds } from '../billing/spend.js';
 import type { Logger } from '../log.js';
+import { transaction } from '../db/transaction.js';
 
 // Which svc processes are alive, so that what a dead one took comes back within seconds
 // (docs/operations.md). Each process has a random tag, stamped on everything it takes: the first segment of its
@@ -117,8 +118,7 @@ export function createLiveness(db: Db, options: LivenessOptions): Liveness {
   }
 
   async function reclaim(): Promise<string[]> {
-    const { dead, accounts } = await db.transaction(async (tx) => {
-      const t = tx as unknown as Db;
+    const { dead, accounts } = await transaction(db, async (t) => {
       const gone = await queryRows<{ tag: string }>(
         t,
         sql`delete from svc_processes where beat_at < now() - make_interval(secs => ${deadAfterMs / 1000})
@@ -140,7 +140,7 @@ export function createLiveness(db: Db, options: LivenessOptions): Liveness {
     });
     let released = 0;
     for (const account of accounts)
-      released += await db.transaction((tx) => releaseExpiredHolds(tx as unknown as Db, account));
+      released += await transaction(db, (tx) => releaseExpiredHolds(tx, account));
     if (dead.length > 0) log.warn({ dead, releasedCredits: released }, 'reclaimed what dead processes held');
     return dead;
   }

@@ -12,6 +12,7 @@ import { canonicalMailbox } from '../accounts/trial-addresses.js';
 import { invitationMail } from '../mail/invitation-mail.js';
 import { memberAdded, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 // Invitations by e-mail (docs/orgs-tokens-device.md "Invitations"). POST …/members adds
 // only a registered, live account (interface document: Team membership); an invitation is how an owner
@@ -91,7 +92,7 @@ export async function createInvitation(
   const token = randomBytes(32).toString('base64url');
   let row: InvitationRow;
   try {
-    row = await deps.db.transaction(async (tx) => {
+    row = await transaction(deps.db, async (tx) => {
       // The open invitation for this address, expired or not, gives way (one open per address: index).
       const replaced = await tx
         .update(orgInvitations)
@@ -188,7 +189,7 @@ export async function openInvitations(db: Db, orgKey: string): Promise<Invitatio
  * member instead); another org's id is 404 like an unknown one.
  */
 export async function revokeInvitation(db: Db, orgKey: string, invitationId: string): Promise<InvitationRow> {
-  const revoked = await db.transaction(async (tx) => {
+  const revoked = await transaction(db, async (tx) => {
     const [row] = await tx
       .update(orgInvitations)
       .set({ revokedAt: new Date() })
@@ -276,7 +277,7 @@ export async function acceptInvitation(
       'this invitation was sent to another e-mail address; sign in with that address to accept it',
     );
   const { invitation } = found;
-  return deps.db.transaction(async (tx) => {
+  return transaction(deps.db, async (tx) => {
     const [taken] = await tx
       .update(orgInvitations)
       .set({ acceptedAt: new Date(), acceptedBy: user.userId })

@@ -6,6 +6,7 @@ import { AppError } from '../http/errors.js';
 import { removeMember, type MemberRecord, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { clientIdOf } from '../ids.js';
+import { transaction } from '../db/transaction.js';
 
 // What an organization's people do for themselves: the owner renames it and changes a
 // member's role; a member or viewer leaves. Deleting stays deleteClient (./service.ts: the one place
@@ -14,7 +15,7 @@ import { clientIdOf } from '../ids.js';
 
 /** Renames a live organization (the caller's role was checked by the route). */
 export async function renameClient(db: Db, orgKey: string, name: string): Promise<OrgRow> {
-  return db.transaction(async (tx) => {
+  return transaction(db, async (tx) => {
     const [before] = await tx
       .select({ name: orgs.name })
       .from(orgs)
@@ -51,7 +52,7 @@ export async function changeMemberRole(
 ): Promise<MemberRecord> {
   if (userId === org.ownerId)
     throw new AppError(400, 'CANNOT_CHANGE_OWNER', "the owner's role cannot be changed");
-  const row = await db.transaction(async (tx) => {
+  const row = await transaction(db, async (tx) => {
     const [before] = await tx
       .select({ role: memberships.role })
       .from(memberships)

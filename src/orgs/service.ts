@@ -10,6 +10,7 @@ import { normaliseEmail } from '../accounts/service.js';
 import { revokeOrgTokens } from '../tokens/service.js';
 import { liveRole, roleAtLeast } from './membership.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 // Clients (organizations) and their members (interface document: Clients, Team membership; CONTRACT §5).
 
@@ -53,7 +54,7 @@ export async function requireOrgRole(
 
 /** A new, non-default client owned by the caller, with the owner membership, in one transaction. */
 export async function createClient(db: Db, ownerId: string, name: string): Promise<OrgRow> {
-  return db.transaction(async (tx) => {
+  return transaction(db, async (tx) => {
     const [org] = await tx
       .insert(orgs)
       .values({ id: newOrgKey(), name, ownerId, isDefault: false })
@@ -74,7 +75,7 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
   // src/billing/deleted-client.ts), so no deadlock is expected; the retry stays as a guard, because a
   // victim of one is rolled back whole and can simply run again.
   return retryOnDeadlock(() =>
-    deps.db.transaction(async (tx) => {
+    transaction(deps.db, async (tx) => {
       const [deleted] = await tx
         .update(orgs)
         .set({ deletedAt: new Date() })
@@ -142,7 +143,7 @@ export async function addMemberByEmail(
     .where(and(eq(users.email, normaliseEmail(email)), isPersonId(users.id)));
   if (!user || !user.emailVerifiedAt)
     throw new AppError(404, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
-  const row = await db.transaction(async (tx) => {
+  const row = await transaction(db, async (tx) => {
     const [added] = await tx
       .insert(memberships)
       .values({ orgId: orgKey, userId: user.id, role })
@@ -162,7 +163,7 @@ export async function addMemberByEmail(
  */
 export async function removeMember(deps: Deps, org: OrgRow, userId: string): Promise<void> {
   if (userId === org.ownerId) throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
-  await deps.db.transaction(async (tx) => {
+  await transaction(deps.db, async (tx) => {
     const [removed] = await tx
       .delete(memberships)
       .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)))

@@ -16,6 +16,7 @@ import {
   type FileOut,
   type ReportOut,
 } from './schema.js';
+import { transaction } from '../db/transaction.js';
 
 // Reports and files of a project (CONTRACT §10). Access is always decided on the owning project.
 
@@ -221,8 +222,8 @@ export async function writeFile(
     throw new AppError(413, 'FILE_TOO_LARGE', 'a file holds at most 5 MB');
   await requireProject(db, actor, projectId, 'write');
   const sha256 = createHash('sha256').update(input.bytes).digest('hex');
-  const row = await db.transaction(async (txRaw) => {
-    const tx = txRaw as unknown as Db;
+  const row = await transaction(db, async (txRaw) => {
+    const tx = txRaw;
     if (!(await findProject(tx, projectId, 'update'))) throw notFound('project not found');
     const others = await filesBytesExcept(tx, projectId, input.path);
     if (others + input.bytes.length > PROJECT_QUOTA_BYTES) {

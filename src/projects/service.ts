@@ -16,12 +16,10 @@ import {
   namesWithPrefix,
 } from './queries.js';
 import { toProject, type ProjectDetailOut, type ProjectOut } from './schema.js';
+import { transaction } from '../db/transaction.js';
 
 // The rules of projects (interface document: Projects, rules 1–5; CONTRACT §10). REST routes and MCP
 // tools both call these, so the two surfaces cannot drift apart.
-
-const inTx = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
-  db.transaction((tx) => fn(tx as unknown as Db));
 
 /**
  * Projects of an org. A member sees all of them; someone who is not a member but has projects of that
@@ -130,7 +128,7 @@ export async function forkProject(
   const targetOrgKey = input.targetOrgKey ?? source.orgId;
   if (!canWriteOrg(await orgRoleOf(db, actor, targetOrgKey)))
     throw noAccess('you cannot create projects in the target client');
-  const row = await inTx(db, async (tx) => {
+  const row = await transaction(db, async (tx) => {
     await lockOrgProjectNames(tx, targetOrgKey);
     const current = await findProject(tx, projectId, 'share');
     if (!current) throw notFound('project not found');
@@ -169,7 +167,7 @@ export async function transferProject(
   ]);
   if (sourceRole !== 'owner' || targetRole !== 'owner')
     throw noAccess('a transfer needs the owner of both clients');
-  const row = await inTx(db, async (tx) => {
+  const row = await transaction(db, async (tx) => {
     const current = await findProject(tx, projectId, 'update');
     if (!current) throw notFound('project not found');
     // The project may have moved since the check above; the ownership rule applies to where it is now.

@@ -5,6 +5,7 @@ import { apiTokens, orgs } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 // The stored RPM and TPM limits of an organization and of one of its credentials (CONTRACT §11).
 
@@ -15,7 +16,7 @@ export type LimitsBody = z.infer<typeof limitsBody>;
 const noSuchToken = () => new AppError(404, 'NOT_FOUND', 'no such active token of this client');
 
 export async function setOrgLimits(db: Db, orgKey: string, limits: LimitsBody) {
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     await tx.update(orgs).set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm }).where(eq(orgs.id, orgKey));
     await recordAuditEvent(tx, limitsEvent(orgKey, { type: 'client', id: clientIdOf(orgKey) }, limits));
   });
@@ -42,7 +43,7 @@ const activeToken = (orgKey: string, tokenId: number) =>
   and(eq(apiTokens.id, tokenId), eq(apiTokens.orgId, orgKey), isNull(apiTokens.revokedAt));
 
 export async function setTokenLimits(db: Db, orgKey: string, tokenId: number, limits: LimitsBody) {
-  const row = await db.transaction(async (tx) => {
+  const row = await transaction(db, async (tx) => {
     const [updated] = await tx
       .update(apiTokens)
       .set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm })

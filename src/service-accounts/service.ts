@@ -5,6 +5,7 @@ import { newId } from '../ids.js';
 import { AppError } from '../http/errors.js';
 import { mintApiToken, type ApiTokenRow } from '../tokens/service.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 // Service accounts (CONTRACT §11): an organization's non-person principals. Each is a users row of its
 // own id (`sa_…`: no password, an address under `.invalid`, so it never signs in) with a membership of its
@@ -23,7 +24,7 @@ export async function createServiceAccount(
   input: { orgKey: string; name: string; role: Exclude<Role, 'owner'>; createdBy: string },
 ): Promise<ServiceAccountRow> {
   const id = newId('sa');
-  return db.transaction(async (tx) => {
+  return transaction(db, async (tx) => {
     await tx.insert(users).values({
       id,
       email: `${id}@service-account.invalid`,
@@ -109,7 +110,7 @@ export async function mintServiceAccountToken(
  * because the ledger and the usage records name it.
  */
 export async function deleteServiceAccount(db: Db, orgKey: string, id: string): Promise<void> {
-  await db.transaction(async (tx) => {
+  await transaction(db, async (tx) => {
     const [deleted] = await tx
       .update(serviceAccounts)
       .set({ deletedAt: new Date() })

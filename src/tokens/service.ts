@@ -6,6 +6,7 @@ import { hmacSecret } from '../crypto/hash.js';
 import { generateApiTokenSecret, tokenPrefixOf } from '../auth/api-token-secret.js';
 import { carryCredentialBudget } from '../billing/budgets.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { transaction } from '../db/transaction.js';
 
 export type ApiTokenRow = typeof apiTokens.$inferSelect;
 
@@ -22,7 +23,7 @@ export async function mintApiToken(
 ): Promise<{ row: ApiTokenRow; secret: string }> {
   const secret = generateApiTokenSecret();
   const attempt = () =>
-    db.transaction(async (tx) => {
+    transaction(db, async (tx) => {
       // Mints of one (org, user) queue behind each other instead of failing on the index and retrying
       // (five parallel mints would exhaust any retry budget); other pairs are not held up.
       await tx.execute(
@@ -108,7 +109,7 @@ export async function listOwnTokens(db: Db, userId: string, page: Page): Promise
  * (null → 404), so a member cannot probe a teammate's ids. Revoking twice returns the first revoked_at.
  */
 export async function revokeOwnToken(db: Db, userId: string, tokenId: number): Promise<ApiTokenRow | null> {
-  const revoked = await db.transaction(async (tx) => {
+  const revoked = await transaction(db, async (tx) => {
     const [row] = await tx
       .update(apiTokens)
       .set({ revokedAt: new Date() })
