@@ -6,7 +6,7 @@ import { AppError } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { callerRole } from '../orgs/caller.js';
 import { clientIdOf } from '../ids.js';
-import { disableAutoTopup, getAutoTopup, setAutoTopup } from './auto-topup.js';
+import { disableAutoTopup, getAutoTopup, setAutoTopup } from './auto-topup-settings.js';
 
 // Auto top-up settings over HTTP: the owner opts in, changes or opts out; members
 // (not viewers) read them, as they read the rest of their client's billing (CONTRACT §8).

@@ -3,11 +3,18 @@ import type { Deps } from '../deps.js';
 import { queryRows, type Db } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { clientIdOf } from '../ids.js';
-import { handleCrossings, setBalanceWatch, type BalanceCrossing } from './balance-crossings.js';
+import { handleCrossings, type BalanceCrossing } from './balance-crossings.js';
 import { creditsPaidFor, grantPaidTopup, paymentEvent } from './paid-grant.js';
 import { idOf, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { autoTopupFailedMail } from '../mail/auto-topup-mail.js';
+import {
+  COUNTED_CHARGES,
+  UTC_MONTH_START,
+  WATCH_AUTO_TOPUP,
+  disableAutoTopup,
+} from './auto-topup-settings.js';
 import { transaction } from '../db/transaction.js';
 
 // Auto top-up (docs/billing.md, "Auto top-up"). The owner opts in per organization with
@@ -23,85 +30,10 @@ import { transaction } from '../db/transaction.js';
 // top-up: the amount received, at par, for an intent svc asked for (autoTopupPaid). A decline turns auto
 // top-up off and mails the owner.
 
-export const WATCH_AUTO_TOPUP = 'auto_topup';
 /** A charge claimed this long ago and not answered (its process died) is tried again, with the same key. */
 export const CHARGE_RECLAIM_SECONDS = 120;
 /** How often each process looks for crossings and charges to handle. */
 export const AUTO_TOPUP_POLL_MS = 2_000;
-
-export interface AutoTopupSettings {
-  trigger_credits: number;
-  amount_usd: number;
-  monthly_cap_usd: number;
-}
-
-export interface AutoTopupJson extends AutoTopupSettings {
-  client_id: string;
-  enabled: boolean;
-  /** Why svc turned it off (a declined charge); null otherwise. */
-  disabled_reason: string | null;
-  /** Cents charged or being charged this UTC month (counted against the cap). */
-  charged_this_month_usd: number;
-}
-
-/** Charges that count against the month's cap: all but the failed and the skipped. */
-const COUNTED = sql`status in ('pending', 'charging', 'charged', 'succeeded')`;
-const MONTH_START = sql`(date_trunc('month', now() at time zone 'UTC') at time zone 'UTC')`;
-
-export async function getAutoTopup(db: Db, orgKey: string): Promise<AutoTopupJson | null> {
-  const [row] = await queryRows<Record<string, unknown>>(
-    db,
-    sql`select a.*, (select coalesce(sum(c.amount_cents), 0) from auto_topup_charges c
-                     where c.org_key = a.org_key and c.status in ('pending', 'charging', 'charged', 'succeeded')
-                       and c.created_at >= ${MONTH_START}) as charged
-        from auto_topups a where a.org_key = ${orgKey}`,
-  );
-  if (!row) return null;
-  return {
-    client_id: clientIdOf(orgKey),
-    enabled: Boolean(row.enabled),
-    trigger_credits: Number(row.trigger_credits),
-    amount_usd: Number(row.amount_cents),
-    monthly_cap_usd: Number(row.monthly_cap_cents),
-    disabled_reason: (row.disabled_reason as string | null) ?? null,
-    charged_this_month_usd: Number(row.charged),
-  };
-}
-
-/** Opts in (or changes the settings): watches the balance for falls below the trigger. */
-export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings): Promise<AutoTopupJson> {
-  await transaction(db, async (tx) => {
-    await tx.execute(
-      sql`insert into auto_topups (org_key, enabled, trigger_credits, amount_cents, monthly_cap_cents)
-          values (${orgKey}, true, ${s.trigger_credits}, ${s.amount_usd}, ${s.monthly_cap_usd})
-          on conflict (org_key) do update set enabled = true, trigger_credits = excluded.trigger_credits,
-            amount_cents = excluded.amount_cents, monthly_cap_cents = excluded.monthly_cap_cents,
-            disabled_reason = null, updated_at = now()`,
-    );
-    await setBalanceWatch(tx, orgKey, WATCH_AUTO_TOPUP, s.trigger_credits);
-    await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: true, ...s }));
-  });
-  return (await getAutoTopup(db, orgKey))!;
-}
-
-/** Opts out (the owner, or svc after a decline with its reason). */
-export async function disableAutoTopup(db: Db, orgKey: string, reason: string | null): Promise<void> {
-  await transaction(db, async (tx) => {
-    await tx.execute(
-      sql`update auto_topups set enabled = false, disabled_reason = ${reason}, updated_at = now() where org_key = ${orgKey}`,
-    );
-    await setBalanceWatch(tx, orgKey, WATCH_AUTO_TOPUP, null);
-    await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: false, disabled_reason: reason }));
-  });
-}
-
-/** Auto top-up's audit event (CONTRACT §11 `auto_topup.set`): on with its settings, or off and why. */
-const autoTopupEvent = (orgKey: string, details: Record<string, unknown>) => ({
-  orgKey,
-  action: 'auto_topup.set' as const,
-  target: { type: 'client', id: clientIdOf(orgKey) },
-  details,
-});
 
 /**
  * Step 2, in the crossing's own transaction: one charge row per crossing (`atu_<crossing id>`), pending,
@@ -118,7 +50,7 @@ export async function queueCharge(tx: Db, crossing: BalanceCrossing): Promise<vo
   const [month] = await queryRows<{ charged: unknown }>(
     tx,
     sql`select coalesce(sum(amount_cents), 0) as charged from auto_topup_charges
-        where org_key = ${crossing.orgKey} and ${COUNTED} and created_at >= ${MONTH_START}`,
+        where org_key = ${crossing.orgKey} and ${COUNTED_CHARGES} and created_at >= ${UTC_MONTH_START}`,
   );
   const [customer] = await queryRows<{ customer_id: string }>(
     tx,
@@ -272,20 +204,19 @@ async function failCharge(
 
 /** The owner's mail, after the failure committed (at most once: a crash at this moment loses it). */
 async function mailChargeFailed(deps: MailDeps, owner: FailedCharge, reason: string): Promise<void> {
-  const dollars = (owner.amountCents / 100).toFixed(2);
-  const text =
-    `The automatic top-up of ${dollars} USD for "${owner.name}" was not paid: ${reason}.\n\n` +
-    'Auto top-up is now off for this client. Update the payment method, then turn it on again on the ' +
-    `billing page: ${deps.config.v2Url}/account/clients/${clientIdOf(owner.orgKey)}/billing\n`;
+  const mail = autoTopupFailedMail({
+    to: owner.email,
+    orgName: owner.name,
+    amountCents: owner.amountCents,
+    reason,
+    link: `${deps.config.v2Url}/account/clients/${clientIdOf(owner.orgKey)}/billing`,
+  });
   await deps.mailer
-    .send({ to: owner.email, subject: 'Auto top-up failed', text, html: `<p>${escapeHtml(text)}</p>` })
+    .send(mail)
     .catch((err: unknown) =>
       deps.log.warn({ err, charge: owner.chargeId }, 'auto top-up failure mail not sent'),
     );
 }
-
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`).replace(/\n/g, '<br>');
 
 /**
  * The charge row of an intent svc asked for (found by the intent id or by the charge id svc put in its

@@ -1,11 +1,9 @@
 import type { MailMessage } from './mailer.js';
+import { escapeHtml } from './escape.js';
 
 // The low-balance and exhausted alerts to an organization's owner. Plain text first,
 // like the account mails (./templates.ts); the HTML part escapes everything it interpolates (the
 // organization's name is written by people).
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 export interface BalanceAlertMailInput {
   to: string;

@@ -1,13 +1,11 @@
 import type { MailMessage } from './mailer.js';
+import { escapeHtml } from './escape.js';
 
 // The invitation mail (docs/orgs-tokens-device.md § Invitations). Plain text first, like the account mails
 // (./templates.ts). The organization's and the inviter's names are written by the inviter, and a mail
 // carrying them could be made to read like svc's own words ("Your account is suspended - verify at …"):
 // the subject is svc's text alone, and the body quotes each name on a line of its own, labelled as what
 // it is. The HTML part escapes everything it interpolates.
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** A name on one line, in quotes: line breaks and other controls cannot start a paragraph of its own. */
 const quoted = (name: string): string => `“${name.replace(/[\p{Cc}\u2028\u2029]+/gu, ' ').trim()}”`;

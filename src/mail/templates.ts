@@ -1,10 +1,8 @@
 import type { MailMessage } from './mailer.js';
+import { escapeHtml } from './escape.js';
 
 // The account mails (CONTRACT §4). Plain text first (it is what the dev outbox shows and what a
 // terminal user copies from); the HTML part escapes everything it interpolates.
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 function message(
   to: string,

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../auth/principal.js';
-import { disableAutoTopup, getAutoTopup, setAutoTopup } from '../billing/auto-topup.js';
+import { disableAutoTopup, getAutoTopup, setAutoTopup } from '../billing/auto-topup-settings.js';
 import {
   budgetTargets,
   clearBudget,

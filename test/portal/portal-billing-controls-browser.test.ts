@@ -7,7 +7,7 @@ import {
   browserSuite,
   signedIn,
 } from '../helpers/browser.js';
-import { disableAutoTopup, getAutoTopup } from '../../src/billing/auto-topup.js';
+import { disableAutoTopup, getAutoTopup } from '../../src/billing/auto-topup-settings.js';
 import { listBudgets } from '../../src/billing/budgets.js';
 
 // Issue 19 items 2 and 3 on the billing page, in a real browser: the owner turns auto top-up on, changes
