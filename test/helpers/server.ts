@@ -82,7 +82,8 @@ export const PRODUCTION_ENV: Record<string, string> = {
 };
 
 export interface StartOptions {
-  env?: Record<string, string>;
+  /** Configuration over the defaults; a function gets the port the server will listen on. */
+  env?: Record<string, string> | ((port: number) => Record<string, string>);
   /** Reuse an existing database (a second process on the same data); migrations are not repeated. */
   databaseUrl?: string;
   /** Where the server's JSON log lines go (with LOG_LEVEL in `env`); default stdout. */
@@ -113,7 +114,7 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
       RATE_LIMIT_IP_PER_MIN: '100000',
       ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
       DATA_DIR: 'memory://',
-      ...options.env,
+      ...(typeof options.env === 'function' ? options.env(port) : options.env),
     });
     const database = await openDatabase({
       databaseUrl,
