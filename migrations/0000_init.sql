@@ -93,6 +93,7 @@ CREATE TABLE "api_tokens" (
 	"last_used_at" timestamp with time zone,
 	"revoked_at" timestamp with time zone,
 	"expires_at" timestamp with time zone,
+	"expiry_seen_at" timestamp with time zone,
 	"scopes" text[] DEFAULT '{model,account}'::text[] NOT NULL,
 	"rpm_limit" integer,
 	"tpm_limit" integer
@@ -676,6 +677,7 @@ CREATE INDEX "orgs_owner_idx" ON "orgs" USING btree ("owner_id");--> statement-b
 CREATE UNIQUE INDEX "api_tokens_hash_idx" ON "api_tokens" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "api_tokens_one_active_per_org_user" ON "api_tokens" USING btree ("org_id","user_id") WHERE "api_tokens"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "api_tokens_org_idx" ON "api_tokens" USING btree ("org_id","user_id");--> statement-breakpoint
+CREATE INDEX "api_tokens_expiry_due_idx" ON "api_tokens" USING btree ("expires_at") WHERE "api_tokens"."expires_at" is not null and "api_tokens"."expiry_seen_at" is null;--> statement-breakpoint
 CREATE INDEX "api_tokens_user_idx" ON "api_tokens" USING btree ("user_id",("revoked_at" is not null),"id" DESC NULLS FIRST);--> statement-breakpoint
 CREATE INDEX "mail_outbox_to_idx" ON "mail_outbox" USING btree ("to","created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "device_codes_device_code_idx" ON "device_codes" USING btree ("device_code_hash");--> statement-breakpoint

@@ -1,4 +1,4 @@
--- Balance crossings (issue 19 items 1 and 2; src/billing/balance-crossings.ts, src/db/tables/balance-watches.ts).
+-- Balance crossings (src/billing/balance-crossings.ts, src/db/tables/balance-watches.ts).
 -- A crossing of a watched threshold T is the balance of an org account going from ≥ T to < T. It is
 -- recorded by a trigger on the balance's own UPDATE, so in the very transaction that moved the balance,
 -- whichever path moved it (a batch of settles, an expired hold's settle, an allocation lowered, a refund

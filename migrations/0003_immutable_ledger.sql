@@ -1,4 +1,4 @@
--- Ledger rows are immutable (issue 5: "one immutable row per movement"): a correction is a new row, never
+-- Ledger rows are immutable ("one immutable row per movement"): a correction is a new row, never
 -- an edit. The application never updates or deletes them (src/billing/ledger.ts is their only writer);
 -- this makes the database refuse it too, whoever asks.
 CREATE OR REPLACE FUNCTION billing_entries_immutable() RETURNS trigger LANGUAGE plpgsql AS $$

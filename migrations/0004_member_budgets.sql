@@ -1,4 +1,4 @@
--- Member budgets (issue 19 item 3; src/db/tables/budgets.ts; docs/billing.md, "Member budgets"): a call of
+-- Member budgets (src/db/tables/budgets.ts; docs/billing.md, "Member budgets"): a call of
 -- a member with a budget (or made with a token that has one) holds only what the budget still has this
 -- period, in the same statement as its hold. Holds count against the budget as they are taken; a settle
 -- gives back what it did not debit, so a period's debits never exceed its budget.

@@ -2,7 +2,7 @@
 -- of its own on a call's path. Input i's record is p_usage->(i-1) (a JSON object, or null for none), for
 -- the inputs that settled (p_settled[i]) with p_debited[i] tokens debited. The cost is worked out here in
 -- exact decimal arithmetic (CONTRACT §9: prompt × MODEL_PRICE_INPUT / 1e6 + completion ×
--- MODEL_PRICE_OUTPUT / 1e6, its cached prompt tokens at MODEL_PRICE_CACHED_INPUT instead: issue 19 item 4)
+-- MODEL_PRICE_OUTPUT / 1e6, its cached prompt tokens at MODEL_PRICE_CACHED_INPUT instead)
 -- from the prices the call was priced with. A record without the cached fields (a settle spooled by an
 -- older version) has no cached tokens. A request id is recorded once.
 --
@@ -13,7 +13,7 @@
 --
 -- PL/pgSQL, not SQL: a SQL function's body is parsed and planned again at every call, a PL/pgSQL
 -- statement once per connection (its plan is kept). This one runs inside every settle; as SQL it was the
--- settle's largest part (A/B in docs/models.md, "Speed tricks": 0.91–1.05 ms → 0.30–0.37 ms of
+-- settle's largest part (A/B in docs/decisions/0013-usage-record-in-plpgsql.md: 0.91–1.05 ms → 0.30–0.37 ms of
 -- PostgreSQL time per settle).
 CREATE OR REPLACE FUNCTION svc_record_usage(
   p_request_ids text[], p_usage jsonb, p_debited bigint[], p_settled boolean[]

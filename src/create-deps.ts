@@ -19,6 +19,7 @@ import { startBalanceAlerts } from './billing/balance-alerts.js';
 import { startEventDelivery } from './events/delivery.js';
 import { startAutoTopups } from './billing/auto-topup.js';
 import { devEvents } from './billing/dev-events.js';
+import { startTokenExpirySweep } from './audit/token-expiry.js';
 
 // The composition root: builds the Deps (src/deps.ts) once, for src/main.ts and for the test harness
 // (test/helpers/server.ts) alike, so tests run the real wiring. It may import any domain; nothing but
@@ -52,6 +53,8 @@ export async function createDeps(config: Config, database: Database, log: Logger
     log,
     onClose,
   });
+  // Each credential whose expires_at passes gets its token.expired audit event (CONTRACT §11).
+  startTokenExpirySweep({ db: database.db, log, onClose });
   const deps: Deps = {
     config,
     database,

@@ -10,7 +10,9 @@ import type { NextFunction, Request, Response } from 'express';
 // request (read-only) in an AsyncLocalStorage for the length of its handling, as OpenTelemetry keeps
 // its context, and recordAuditEvent reads its principal, address and user agent when it writes. Outside
 // a request (jobs, the processor's webhooks, sweeps) there is none, and the actor is `system`.
-// docs/decisions: "Audit events take the request's origin from its async context".
+// docs/decisions: "Audit events take the request's origin from its async context". A caller that has the
+// origin in hand passes it instead (a job: SYSTEM_ORIGIN; a route: auditOriginOf(req)), and the context
+// goes once every caller does (docs/decisions/0071-audit-origin-passed-where-it-is-at-hand.md).
 
 const requests = new AsyncLocalStorage<Request>();
 
@@ -49,10 +51,16 @@ function credentialOf(principal: Request['principal']): string | null {
   return principal.kind === 'session' ? principal.sessionId : String(principal.tokenId);
 }
 
-/** The origin of the request being handled (a `system` origin outside one). */
-export function currentAuditOrigin(): AuditOrigin {
-  const req = requests.getStore();
-  if (!req) return { actor: { ...SYSTEM_ACTOR }, credentialId: null, ip: null, userAgent: null };
+/** Who made a change made outside any request: svc itself (a job, a sweep, the processor's webhooks). */
+export const SYSTEM_ORIGIN: AuditOrigin = Object.freeze({
+  actor: Object.freeze({ ...SYSTEM_ACTOR }),
+  credentialId: null,
+  ip: null,
+  userAgent: null,
+});
+
+/** What a request says about who makes the changes it makes: its principal, address and user agent. */
+export function auditOriginOf(req: Request): AuditOrigin {
   const agent = req.get('user-agent');
   return {
     actor: actorOf(req.principal),
@@ -60,4 +68,10 @@ export function currentAuditOrigin(): AuditOrigin {
     ip: req.ip ?? null,
     userAgent: agent ? agent.replace(CONTROL, '').slice(0, MAX_USER_AGENT) : null,
   };
+}
+
+/** The origin of the request being handled (a `system` origin outside one). */
+export function currentAuditOrigin(): AuditOrigin {
+  const req = requests.getStore();
+  return req ? auditOriginOf(req) : SYSTEM_ORIGIN;
 }

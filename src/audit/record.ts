@@ -17,6 +17,12 @@ interface Common {
   details?: Record<string, unknown>;
   /** Who did it, when the request's own caller is not the one to name (a sign-in, a job). */
   actor?: AuditOrigin['actor'];
+  /**
+   * Who made the change and from where, passed by a caller that has it in hand: a job passes
+   * SYSTEM_ORIGIN, a route `auditOriginOf(req)`. Absent: the request being handled (./context.ts; the
+   * callers that still rely on it: docs/decisions/0071-audit-origin-passed-where-it-is-at-hand.md).
+   */
+  origin?: AuditOrigin;
 }
 
 /** An event of an organization's log, or of a person's own account log. */
@@ -37,7 +43,7 @@ export async function recordAuditEvent(tx: Db, input: AuditInput): Promise<void>
     await transaction(tx, (inner) => recordAuditEvent(inner, input));
     return;
   }
-  const origin = currentAuditOrigin();
+  const origin = input.origin ?? currentAuditOrigin();
   const actor = input.actor ?? origin.actor;
   const orgKey = 'orgKey' in input ? input.orgKey : null;
   beforeCommit(tx, appendToChains, {

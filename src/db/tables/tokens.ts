@@ -24,6 +24,11 @@ export const apiTokens = pgTable(
     revokedAt: timestamp('revoked_at', { withTimezone: true }),
     /** After it the credential answers like a revoked one (CONTRACT §6 "Credential options"); null = never. */
     expiresAt: timestamp('expires_at', { withTimezone: true }),
+    /**
+     * When svc's expiry sweep saw `expiresAt` pass (src/audit/token-expiry.ts): its `token.expired` audit
+     * event was written then, once, if the credential was still active at its expiry. Null: not yet.
+     */
+    expirySeenAt: timestamp('expiry_seen_at', { withTimezone: true }),
     /** Which routes it reaches: `model`, `account` (CONTRACT §6); set at mint, never changed. */
     scopes: text('scopes')
       .array()
@@ -43,6 +48,10 @@ export const apiTokens = pgTable(
     // so a page is read from the index without a sort; also every lookup by user.
     // A service account's credential in its organization's list (src/service-accounts).
     index('api_tokens_org_idx').on(t.orgId, t.userId),
+    // The credentials whose expiry the sweep has still to see, in the order they expire (a handful at most).
+    index('api_tokens_expiry_due_idx')
+      .on(t.expiresAt)
+      .where(sql`${t.expiresAt} is not null and ${t.expirySeenAt} is null`),
     index('api_tokens_user_idx').on(t.userId, sql`(${t.revokedAt} is not null)`, t.id.desc().nullsFirst()),
   ],
 );
