@@ -5,7 +5,7 @@ import { clientIdOf, parseOrgId } from '../ids.js';
 import { html, type SafeHtml } from './template.js';
 
 // The one header of the signed-in pages: an organization switcher and the links
-// Overview, Usage, Billing, Members, Account. The organization is the one in the URL, else the person's
+// Overview, Usage, Billing, Members, Audit log (its owner only), Account. The organization is the one in the URL, else the person's
 // default one. The switcher is a plain GET form (works without JavaScript) answered by /account/switch.
 
 /** The sections of an organization a link or the switcher can lead to. */
@@ -66,7 +66,7 @@ export function navBar(req: Request, res: Response): SafeHtml {
         ? html`<span class="org-name">${org?.name ?? ''}</span>`
         : html``;
   return html`<nav class="site" aria-label="Main"><div class="bar">${switcher}<ul>
-${link('/account', 'Overview')}${org ? html`${link(orgPath(org.orgKey, 'usage'), 'Usage')}${link(orgPath(org.orgKey, 'billing'), 'Billing')}${link(orgPath(org.orgKey, 'members'), 'Members')}` : ''}${link('/account/settings', 'Account')}
+${link('/account', 'Overview')}${org ? html`${link(orgPath(org.orgKey, 'usage'), 'Usage')}${link(orgPath(org.orgKey, 'billing'), 'Billing')}${link(orgPath(org.orgKey, 'members'), 'Members')}` : ''}${org?.role === 'owner' ? link(`/account/clients/${clientIdOf(org.orgKey)}/audit-log`, 'Audit log') : ''}${link('/account/settings', 'Account')}
 </ul></div></nav>`;
 }
 

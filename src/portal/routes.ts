@@ -14,6 +14,7 @@ import { orgSettingsPageRoutes } from './org-settings-page.js';
 import { usagePageRoutes } from './usage-page.js';
 import { billingPageRoutes } from './billing-page.js';
 import { settingsPageRoutes } from './settings-page.js';
+import { auditPageRoutes } from './audit-pages.js';
 import { pageErrorHandler } from './page-errors.js';
 import { show } from './components.js';
 import { html, requirePageSession } from './html.js';
@@ -41,6 +42,7 @@ export function portalRoutes(deps: Deps, auth: Auth): Router {
   router.use(usagePageRoutes(deps, auth));
   router.use(billingPageRoutes(deps, auth));
   router.use(settingsPageRoutes(deps, auth));
+  router.use(auditPageRoutes(deps, auth));
   // An unknown page under /account is a page too: HTML 404, not the API's JSON.
   router.use('/account', (req, res) => {
     show(req, res, {

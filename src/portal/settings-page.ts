@@ -122,7 +122,8 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
               )
         }</td></tr>`,
     )}</tbody></table></div>
-${list.length > 1 ? postForm(req, res, `${BASE}/sessions/revoke-others`, html`<div class="actions"><button type="submit" class="danger">Sign out every other session</button></div>`) : ''}</section>`;
+${list.length > 1 ? postForm(req, res, `${BASE}/sessions/revoke-others`, html`<div class="actions"><button type="submit" class="danger">Sign out every other session</button></div>`) : ''}
+<p><a href="/account/audit-log">Your account log</a>: every sign-in, failed sign-in and change to your account.</p></section>`;
 
     const appsCard = html`<section class="card" aria-labelledby="h-apps"><h2 id="h-apps">Connected apps</h2>
 ${
