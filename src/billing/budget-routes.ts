@@ -39,8 +39,9 @@ export function budgetRoutes(deps: Deps, auth: Auth): Router {
     return { orgKey: org.id, userId, apiTokenId: parsed.data };
   }
 
-  // The caller's own budgets in this client: theirs as a member and their tokens'.
-  router.get('/v1/clients/:client_id/budget', signedIn, async (req, res) => {
+  // The caller's own budgets in this client: theirs as a member and their tokens'. A read of §8's billing
+  // routes, so a grant with scope `account` reads it too (CONTRACT §7): `svc` explains a 402 with it.
+  router.get('/v1/clients/:client_id/budget', auth.require({ grantReads: true }), async (req, res) => {
     const { org } = await callerRole(deps, req, 'viewer');
     const userId = principalOf(req).userId;
     const mine = await listBudgets(db, org.id, userId);

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CliError, EXIT, notSignedIn, signInAgain } from './errors.js';
 import type { IO } from './io.js';
 import { reach, serviceUnavailable } from './server.js';
-import { grantToken, signedInEntry } from './session.js';
+import { actingOrg, grantToken, signedInEntry } from './session.js';
+import { paymentRefused } from './refusals.js';
 
 // HTTP calls to svc's /v1 with the stored credential, and the answers a person understands: every
 // failure says what happened and what to do next.
@@ -80,11 +81,14 @@ export function errorFor(
   const lower = code.toLowerCase();
   if (status === 401) return signInAgain(origin);
   if (status === 402 || lower === 'insufficient_credits') {
+    // Said in full by explainRefusal (it reads the account routes); this is what is known without them.
     return new CliError(
       EXIT.denied,
-      'This organization has no credits left for this call.',
-      `Top up on ${origin}/account, or ask its owner to allocate more (\`svc balance\` shows what is left).`,
-      'insufficient_credits',
+      lower === 'member_budget_exhausted'
+        ? 'Your token budget in this organization for this period is used; ask the owner.'
+        : 'This organization has not enough tokens left for this call.',
+      `Top up on ${origin}/account (the owner), or ask its owner to allocate more; \`svc balance\` shows what is left.`,
+      lower || 'insufficient_credits',
     );
   }
   if (lower === 'viewer_cannot_spend') {
@@ -101,6 +105,14 @@ export function errorFor(
       `The server refused: ${message || code || 'forbidden'}.`,
       'Check the organization you act for (`svc whoami`, `svc orgs use ORG`).',
       lower || 'forbidden',
+    );
+  }
+  if (status === 429 && lower === 'rate_limit_exceeded') {
+    return new CliError(
+      EXIT.unavailable,
+      'The rate limit of this organization or credential is reached (calls or tokens a minute).',
+      `Try again ${retryAfter ? `in ${retryAfter} s` : 'in a minute'}.`,
+      'rate_limit_exceeded',
     );
   }
   if (status === 429 && lower === 'rate_limited') {
@@ -163,7 +175,7 @@ export async function callWithCredential(
     const body = await bodyOf(res);
     if (
       res.status === 429 &&
-      errorOf(body).code.toLowerCase() !== 'rate_limited' &&
+      errorOf(body).code.toLowerCase() === 'concurrency_limit' &&
       attempt < MAX_BUSY_RETRIES
     ) {
       const wait = Math.min(Math.max(Number(retryAfter) || 1, 1), MAX_RETRY_WAIT_SECONDS);
@@ -175,8 +187,34 @@ export async function callWithCredential(
       await sleep(wait * 1000, undefined, { signal: io.signal });
       continue;
     }
+    if (res.status === 402) throw await explainRefusal(io, origin, credential, body);
     throw errorFor(origin, res.status, body, retryAfter);
   }
+}
+
+/**
+ * A 402 (the organization's allocation, or the caller's budget) said with what the account routes tell:
+ * the organization's name, what it has left, the budget and when it resets (src/cli/refusals.ts).
+ */
+export async function explainRefusal(
+  io: IO,
+  origin: string,
+  credential: Credential,
+  body: unknown,
+): Promise<CliError> {
+  const entry = await signedInEntry(io, origin);
+  const raw = (body as { error?: unknown }).error;
+  const error = typeof raw === 'object' && raw ? (raw as Record<string, unknown>) : {};
+  const account = await accountCredential(io, origin).catch(() => undefined);
+  return paymentRefused(
+    origin,
+    credential.org ?? actingOrg(entry),
+    { code: String(error.code ?? errorOf(body).code ?? ''), needed_credits: error.needed_credits },
+    async (path) => {
+      if (!account) throw new Error('no account credential');
+      return (await callWithCredential(io, origin, path, { method: 'GET' }, account)).json();
+    },
+  );
 }
 
 /** GET a /v1 account route with the svc_ key (S|B routes take no OAuth grant). */

@@ -66,6 +66,10 @@ export async function saveGrants(
   return saved;
 }
 
+/** The organization model calls and runs act for: `svc orgs use`, else the grant's, else the API key's. */
+export const actingOrg = (entry: ServerEntry): string | undefined =>
+  entry.default_org ?? entry.grant_org ?? entry.api_key?.org;
+
 export async function signedInEntry(io: IO, origin: string): Promise<ServerEntry> {
   const entry = await readEntry(io.env, origin);
   if (!entry || (!entry.grants && !entry.api_key)) throw notSignedIn(origin);

@@ -218,7 +218,7 @@ async function admitWithLease(
     // A spare of ours for this org may hold the very tokens this call needs: given back, the general
     // way holds again.
     if (await spares.release(admission.orgKey!)) return null;
-    throw cannotPay();
+    throw cannotPay(plan.minCredits);
   }
   if (admission.outcome === 'budget_exhausted') {
     // The period's first refusal is told to the owner's endpoints (off the call's path).

@@ -37,9 +37,6 @@ export interface PreparedCall {
   rate: RateAdmission | null;
 }
 
-const insufficient = (message: string) =>
-  new AppError(402, 'insufficient_credits', message, { headers: { 'x-should-retry': 'false' } });
-
 /** What a call may cost, worked out from its request before anything is held. */
 export interface HoldPlan {
   requestId: string;
@@ -81,7 +78,12 @@ export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan 
   };
 }
 
-export const cannotPay = () => insufficient("the organization's allocation cannot pay for this call");
+/** 402 insufficient_credits naming `needed_credits`: the least the call needed held (its prompt at least). */
+export const cannotPay = (neededCredits: number) =>
+  new AppError(402, 'insufficient_credits', "the organization's allocation cannot pay for this call", {
+    headers: { 'x-should-retry': 'false' },
+    fields: { needed_credits: Math.ceil(neededCredits) },
+  });
 
 /**
  * The call's hold: the one taken ahead for the actor's org when it covers the call (spare-holds.ts;
@@ -130,7 +132,7 @@ export async function prepareCall(
     }));
   } catch (err) {
     // A member's budget (member_budget_exhausted) answers as the hold said; the allocation in our words.
-    if (err instanceof AppError && err.code === 'insufficient_credits') throw cannotPay();
+    if (err instanceof AppError && err.code === 'insufficient_credits') throw cannotPay(plan.minCredits);
     if (!(err instanceof AppError)) voidIfWritten(deps, plan.requestId);
     throw err;
   }
@@ -156,7 +158,7 @@ export async function heldCall(
   const perChoice = Math.floor(affordableOutput(prices, promptBound, heldCredits, wantedPerChoice * n) / n);
   if (perChoice < 1) {
     await voidHold(deps.db, requestId);
-    throw cannotPay();
+    throw cannotPay(plan.minCredits);
   }
   // RPM and TPM (CONTRACT §11): counted against the most this hold lets the call use; a refusal gives the
   // hold back. Without a limit this is a map lookup (src/ratelimit/model-limits.ts).

@@ -56,7 +56,7 @@ export type ServerFrame =
       balance_credits: number;
       outcome: string;
     }
-  | { type: 'error'; code: string; message: string; run_id?: string }
+  | { type: 'error'; code: string; message: string; run_id?: string; [field: string]: unknown }
   | { type: 'pong' };
 
 /** Close codes (RFC 6455 §7.4.2: 4000–4999 are the application's). */

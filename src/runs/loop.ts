@@ -181,6 +181,8 @@ export function errorFrame(err: unknown, runId?: string): ServerFrame {
       type: 'error',
       code: err.code.toLowerCase(),
       message: err.message,
+      // What the HTTP answer adds to the error object (a 402's needed_credits), the same in a frame.
+      ...err.extra.fields,
       ...(runId ? { run_id: runId } : {}),
     };
   return { type: 'error', code: 'internal', message: 'internal error', ...(runId ? { run_id: runId } : {}) };

@@ -5,13 +5,21 @@ import type { AddressInfo } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import WebSocket from 'ws';
 import { modelSuite } from '../helpers/model-suite.js';
-import { browserLogin, CLI_TEST_TIMEOUT_MS, cliHome, type CliHome, runCli } from '../helpers/cli.js';
+import {
+  browserLogin,
+  CLI_TEST_TIMEOUT_MS,
+  cliHome,
+  type CliHome,
+  runCli,
+  startCli,
+} from '../helpers/cli.js';
+import { client } from '../helpers/http.js';
 import { addMember, createApiToken, createUser } from '../helpers/fixtures.js';
 import { setOrgBalance } from '../helpers/billing.js';
 import { parseAs } from '../helpers/json.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 
-// Every error of issue 15 item 6, met for real: what the person reads, the next step, and the exit code
+// Every error a person meets, met for real: what the person reads, the next step, and the exit code
 // (docs/cli.md). svc runs with a concurrency cap of 1 so a run in flight makes the next call 429.
 
 const suite = modelSuite({ ORG_MAX_CONCURRENCY: '1' });
@@ -34,6 +42,14 @@ async function signedInWithKey(token: string, url = suite.server.url) {
   });
 }
 const chat = (url = suite.server.url) => runCli(['chat', '--url', url, 'hello'], { env: home.env });
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** The organization's name as GET /v1/clients gives it. */
+async function orgName(clientId: string): Promise<string> {
+  const list = await client(suite.server.url).get<{ data: { id: string; name: string }[] }>('/v1/clients', {
+    token: suite.owner.session,
+  });
+  return list.body.data.find((c) => c.id === clientId)!.name;
+}
 
 async function listen(server: Server | TcpServer): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -42,16 +58,59 @@ async function listen(server: Server | TcpServer): Promise<number> {
 }
 
 describe('errors a person understands, with the next step', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
-  it('402 insufficient_credits: says where to top up (chat and run), exit 4', async () => {
+  it('402 insufficient_credits: what is left, what the call needed, that organization’s billing page; chat and run exit 4', async () => {
     await signedInWithKey(suite.key);
     await setOrgBalance(suite.server, suite.owner.orgKey, 0);
+    const name = await orgName(suite.owner.clientId);
     const res = await chat();
     expect(res.code).toBe(4);
-    expect(res.stderr).toContain('This organization has no credits left for this call.');
-    expect(res.stderr).toContain(`Top up on ${suite.server.url}/account`);
+    expect(res.stderr).toMatch(
+      new RegExp(
+        `^Error: ${escape(name)} has 0 tokens left; this call needed at least \\d[\\d,]* tokens?\\.$`,
+        'm',
+      ),
+    );
+    expect(res.stderr).toContain(
+      `Top up on ${suite.server.url}/account/clients/${suite.owner.clientId}/billing`,
+    );
     const run = await runCli(['run', '--url', suite.server.url, '--yes', 'anything'], { env: home.env });
     expect(run.code).toBe(4);
-    expect(run.stderr).toContain('no credits left');
+    expect(run.stderr).toContain(`${name} has 0 tokens left; this call needed at least`);
+  });
+
+  it('402 member_budget_exhausted: the budget, its period and reset, never "top up"; chat and run exit 4', async () => {
+    const member = await createUser(suite.server);
+    await addMember(suite.server, suite.owner.orgKey, member.userId, 'member');
+    const key = (await createApiToken(suite.server, member, suite.owner.orgKey)).secret;
+    const api = client(suite.server.url);
+    const set = await api.put(
+      `/v1/clients/${suite.owner.clientId}/members/${member.userId}/budget`,
+      { period: 'day', budget_credits: 500 },
+      { token: suite.owner.session },
+    );
+    expect(set.status).toBe(200);
+    // The member spends until the budget refuses (20 tokens a call; the hold asks for more than that).
+    let refused = 0;
+    for (let i = 0; i < 40 && refused === 0; i++) {
+      const r = await api.post(
+        '/v1/chat/completions',
+        { model: 'default', messages: [{ role: 'user', content: 'hi' }] },
+        { token: key },
+      );
+      if (r.status === 402) refused = r.status;
+      else expect(r.status).toBe(200);
+    }
+    expect(refused).toBe(402);
+    await signedInWithKey(key);
+    const name = await orgName(suite.owner.clientId);
+    const said = `Your daily budget of 500 tokens in ${name} is used (resets 00:00 UTC); ask the owner.`;
+    const res = await chat();
+    expect(res.code).toBe(4);
+    expect(res.stderr).toContain(`Error: ${said}`);
+    expect(res.stderr).not.toMatch(/top up/i);
+    const run = await runCli(['run', '--url', suite.server.url, '--yes', 'anything'], { env: home.env });
+    expect(run.code).toBe(4);
+    expect(run.stderr).toContain(`Error: ${said}`);
   });
 
   it('403 viewer_cannot_spend: says why and what to do, exit 4', async () => {
@@ -99,17 +158,16 @@ describe('errors a person understands, with the next step', { timeout: CLI_TEST_
     expect(busyRun.code).toBe(5);
     expect(busyRun.stderr.match(/retrying in 1 s/g)).toHaveLength(3);
 
-    // Freed while the CLI waits: a retry gets through.
-    const pending = chat();
-    await new Promise((r) => setTimeout(r, 1200));
+    // Freed while the CLI waits (it has said it is retrying): a retry gets through.
+    const waiting = startCli(['chat', '--url', suite.server.url, 'hello'], { env: home.env });
+    await waiting.waitFor(/retrying in 1 s \(1\/3\)/);
     ws.send(
       JSON.stringify({ type: 'tool_result', tool_call_id: call.tool_call_id, status: 'ok', result: 'x' }),
     );
     await completed;
     ws.close();
-    const through = await pending;
-    expect(through.code, through.stderr).toBe(0);
-    expect(through.stdout).toBe('Hello from the fake upstream\n');
+    expect(await waiting.exit, waiting.stderr()).toBe(0);
+    expect(waiting.stdout()).toBe('Hello from the fake upstream\n');
   });
 
   it('503: says the server is unavailable and when to retry, exit 5', async () => {

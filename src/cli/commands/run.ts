@@ -4,7 +4,7 @@ import WebSocket from 'ws';
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { serverOrigin, unreachable } from '../server.js';
-import { callWithCredential, errorFor, MAX_BUSY_RETRIES, modelCredential } from '../api.js';
+import { callWithCredential, errorFor, explainRefusal, MAX_BUSY_RETRIES, modelCredential } from '../api.js';
 import { verifyOutcome } from '../outcome.js';
 import { guardOf, KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
 import { describeCall, type CallView } from '../approval.js';
@@ -193,6 +193,11 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
             line(io.stderr, 'Run cancelled. It is billed for what the model generated before the cancel.');
             return finish(() => resolve(EXIT.interrupted));
           }
+          // Every 402 is exit 4 (docs/cli.md), said with what the account routes tell.
+          if (PAYMENT_CODES.has(String(frame.code))) {
+            const refused = await explainRefusal(io, origin, credential, { error: frame });
+            return finish(() => reject(refused));
+          }
           return finish(() => reject(runError(origin, frame)));
         }
         default:
@@ -301,19 +306,21 @@ function preview(result: unknown): string {
   return shown.length > 100 ? `${shown.slice(0, 100)}…` : shown;
 }
 
+/** The codes of a 402 (CONTRACT §8: the allocation; docs/billing.md: a member's budget). */
+const PAYMENT_CODES = new Set(['insufficient_credits', 'member_budget_exhausted']);
+
 /** The run's error frame as a person-facing error, with the same wording as the HTTP answers. */
 function runError(origin: string, frame: Frame): CliError {
   const code = String(frame.code);
-  const status =
-    code === 'insufficient_credits'
-      ? 402
-      : code === 'viewer_cannot_spend' || code === 'not_a_member' || code === 'org_mismatch'
-        ? 403
-        : code === 'concurrency_limit'
-          ? 429
-          : code.endsWith('unavailable')
-            ? 503
-            : 500;
+  const status = PAYMENT_CODES.has(code)
+    ? 402
+    : code === 'viewer_cannot_spend' || code === 'not_a_member' || code === 'org_mismatch'
+      ? 403
+      : code === 'concurrency_limit' || code === 'rate_limit_exceeded'
+        ? 429
+        : code.endsWith('unavailable')
+          ? 503
+          : 500;
   if (status === 500)
     return new CliError(
       EXIT.failure,
