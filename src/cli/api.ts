@@ -209,7 +209,7 @@ export async function explainRefusal(
   return paymentRefused(
     origin,
     credential.org ?? actingOrg(entry),
-    { code: String(error.code ?? errorOf(body).code ?? ''), needed_credits: error.needed_credits },
+    { code: errorOf(body).code, needed_credits: error.needed_credits },
     async (path) => {
       if (!account) throw new Error('no account credential');
       return (await callWithCredential(io, origin, path, { method: 'GET' }, account)).json();
