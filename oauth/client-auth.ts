@@ -5,7 +5,7 @@ import { clientAuthenticates, findClient, type OAuthClient } from './clients.js'
 import { OAuthProtocolError } from './params.js';
 
 // Client authentication for the endpoints we serve without the library (device authorization,
-// revocation, introspection): client_secret_basic, client_secret_post, or `none` (client_id alone) for
+// revocation, introspection, the refresh grant): client_secret_basic, client_secret_post, or `none` (client_id alone) for
 // public clients (RFC 6749 §2.3.1; RFC 7009 §2.1; RFC 7662 §2.1 leaves the method to the server).
 
 export function clientCredentials(req: Pick<IncomingMessage, 'headers'> & { body?: unknown }): {
@@ -38,7 +38,14 @@ export function clientCredentials(req: Pick<IncomingMessage, 'headers'> & { body
 
 /** The authenticated client, or 401 invalid_client. */
 export async function authenticateClient(deps: Deps, req: Request): Promise<OAuthClient> {
-  const { clientId, secret } = clientCredentials(req);
+  return authenticateCredentials(deps, clientCredentials(req));
+}
+
+/** The client the credentials (read by clientCredentials) authenticate, or 401 invalid_client. */
+export async function authenticateCredentials(
+  deps: Deps,
+  { clientId, secret }: { clientId?: string; secret?: string },
+): Promise<OAuthClient> {
   if (!clientId)
     throw new OAuthProtocolError('invalid_client', 'client authentication is required (client_id)');
   const client = await findClient(deps, clientId);

@@ -16,23 +16,27 @@ export const REUSE_GRACE_SECONDS = 10;
 /** What a refresh needs of the grant: whose it is and what its access token says. */
 export type RefreshGrant = Pick<GrantRow, 'id' | 'clientId' | 'userId' | 'org' | 'resource' | 'scope'>;
 
-export type RefreshLookup =
-  | {
-      kind: 'ok';
-      grant: RefreshGrant;
-      expiresAt: Date;
-      /** The lookup itself rotated the token and stored its successor (see redeemRefreshToken). */
-      rotated: boolean;
-    }
-  | { kind: 'invalid' };
-
-/** The request as the rotation in the lookup must match it; `rotate: false` makes the lookup a pure read. */
+/** The request as the find statement must match it before it rotates the token at once. */
 export interface RefreshRequest {
   issuer: string;
   clientId: string;
   /** The one resource the request named, or null when it named none. */
   resource: OAuthResource | null;
+  /** False when a check after the find could still refuse the request: the statement then only reads. */
   rotate: boolean;
+}
+
+/** What the find statement read of a presented token and its grant. */
+export interface FoundRefreshToken {
+  grant: RefreshGrant;
+  /** The origin that granted it (a grant answers only there). */
+  issuer: string;
+  /** Unexpired, and its grant not revoked. */
+  live: boolean;
+  /** When an earlier request rotated it; null when it was unrotated as this statement began. */
+  rotatedAtMs: number | null;
+  /** This statement rotated it and stored its successor. */
+  rotatedNow: boolean;
 }
 
 interface RedeemRow {
@@ -156,39 +160,29 @@ function redeemBatcher(deps: Deps): Redeem {
 }
 
 /**
- * Finds a presented refresh token with its grant and, in the same statement, redeems it when the request
+ * Finds a presented refresh token with its grant and, in the same statement, rotates it when the request
  * can only succeed: the token unrotated and unexpired, its grant live, granted by this issuer to this
- * client, for the resource named. Redeeming marks it rotated (a guarded UPDATE: of two racing requests
- * only one matches) and stores its successor, so a refresh costs one round trip, shared with the other
- * refreshes waiting for the same statement (redeemBatcher; bench/results/oauth.md). Everything else is decided from what the statement found, as the two-step code did: a
- * token already rotated is a race inside the grace window or a replay, and a replay revokes the grant.
+ * client, for the resource named (the guarded UPDATE in REDEEM: of two racing requests only one matches).
+ * Rotating stores the successor too, so a refresh costs one round trip, shared with the other refreshes
+ * waiting for the same statement (redeemBatcher; bench/results/oauth.md). Null: no such token.
+ * Everything else is decided by the caller from what the statement read (oauth/refresh-grant.ts).
  */
-export async function redeemRefreshToken(
+export async function findRefreshToken(
   deps: Deps,
   token: string,
   request: RefreshRequest,
-): Promise<RefreshLookup> {
-  const tokenHash = hmacSecret(deps.keys.hmac, token);
-  const successorHash = hmacSecret(deps.keys.hmac, successorOf(deps.keys.hmac, token));
-  const successorExpiry = new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000).toISOString();
+): Promise<FoundRefreshToken | null> {
   const row = await redeemBatcher(deps)({
-    tokenHash,
+    tokenHash: hmacSecret(deps.keys.hmac, token),
     rotate: request.rotate,
     issuer: request.issuer,
     clientId: request.clientId,
     resource: request.resource,
-    successorHash,
-    successorExpiry,
+    successorHash: hmacSecret(deps.keys.hmac, successorOf(deps.keys.hmac, token)),
+    successorExpiry: new Date(Date.now() + REFRESH_TOKEN_TTL_SECONDS * 1000).toISOString(),
   });
-  if (!row || row.revoked || row.expired) return { kind: 'invalid' };
-  // A grant answers only to the issuer that granted it (mix-up defence: RFC 9700 §4.4).
-  if (row.issuer !== request.issuer) return { kind: 'invalid' };
-  if (row.rotated_at_ms !== null && !(await withinGrace(deps, token, row.rotated_at_ms))) {
-    await revokeGrants(deps.db, [row.grant_id], 'refresh_token_reused');
-    return { kind: 'invalid' };
-  }
+  if (!row) return null;
   return {
-    kind: 'ok',
     grant: {
       id: row.grant_id,
       clientId: row.client_id,
@@ -197,12 +191,18 @@ export async function redeemRefreshToken(
       resource: row.resource,
       scope: row.scope,
     },
-    expiresAt: new Date(row.expires_at_ms),
-    rotated: row.rotated_now,
+    issuer: row.issuer,
+    live: !row.revoked && !row.expired,
+    rotatedAtMs: row.rotated_at_ms,
+    rotatedNow: row.rotated_now,
   };
 }
 
-async function withinGrace(deps: Deps, token: string, rotatedAtMs: number): Promise<boolean> {
+/**
+ * A token rotated earlier, presented again: a client's retry or a second tab inside the grace window,
+ * while its successor is still unused (answered with that same successor), else a replay.
+ */
+export async function isRetryWithinGrace(deps: Deps, token: string, rotatedAtMs: number): Promise<boolean> {
   if (Date.now() - rotatedAtMs > REUSE_GRACE_SECONDS * 1000) return false;
   const [successor] = await deps.db
     .select({ rotatedAt: oauthRefreshTokens.rotatedAt })
@@ -212,9 +212,13 @@ async function withinGrace(deps: Deps, token: string, rotatedAtMs: number): Prom
   return !successor || successor.rotatedAt === null;
 }
 
+/** Reuse of a rotated token (RFC 9700 §4.14.2): the grant goes, and with it every token of its family. */
+export const revokeFamily = (deps: Deps, grantId: string): Promise<void> =>
+  revokeGrants(deps.db, [grantId], 'refresh_token_reused');
+
 /**
- * Rotates a token the lookup did not: one inside the grace window, one whose lookup lost a race to a
- * parallel refresh, or one looked up without rotating. Marks it used (only if it is not yet) and stores
+ * Rotates a token the find statement did not: one inside the grace window, one whose find lost a race to
+ * a parallel refresh, or one found without rotating. Marks it used (only if it is not yet) and stores
  * its successor (a no-op when it is stored already); every such request gets the same successor.
  */
 export async function rotateRefreshToken(deps: Deps, token: string, grantId: string): Promise<string> {

@@ -3,17 +3,15 @@ import type { Deps } from '../src/deps.js';
 import type { OAuthResource } from '../src/db/schema.js';
 import { clientAuthenticates, findClient } from './clients.js';
 import { consumeCode, findCode, hashCode, revokeReplayedCode, type CodeRow } from './codes.js';
-import { issueAccessToken, successorOf } from './grants.js';
 import { namedAmongApproved, OAuthProtocolError, parseResources } from './params.js';
-import { redeemRefreshToken, rotateRefreshToken, type RefreshGrant } from './refresh.js';
-import { resourceUrl } from './resources.js';
 import { CodeReplayedError, issueApproval, type IssuedApproval } from './token-issue.js';
 
-// The drizzle-backed model of @node-oauth/oauth2-server for the authorization_code and refresh_token
-// grants (and the token-response shape of the device grant). One model per token request: it knows
-// the issuer the request arrived on and the request's `resource` values, which the library does not
-// pass to model methods. What the library lacks is done here: codes bound to their issuer, RFC 8707
-// resources, replay revocation, refresh families with a reuse grace, two grants per approval.
+// The drizzle-backed model of @node-oauth/oauth2-server for the authorization_code grant (and the
+// token-response shape of the device grant); the refresh grant is not the library's
+// (oauth/refresh-grant.ts). One model per token request: it knows the issuer the request arrived on and
+// the request's `resource` values, which the library does not pass to model methods. What the library
+// lacks is done here: codes bound to their issuer, RFC 8707 resources, replay revocation, two grants
+// per approval.
 
 /** A library OAuthError with our error code (the library turns any other error into server_error). */
 export function libraryError(error: string, description: string, status = 400): Error {
@@ -64,7 +62,6 @@ export function createTokenModel(ctx: RequestContext) {
   const { deps, issuer } = ctx;
   let code: CodeRow | null = null;
   let codeResources: OAuthResource[] = [];
-  let refreshed: { grant: RefreshGrant; token: string; rotated: boolean } | null = null;
 
   return {
     getClient: (clientId: string, secret?: string) => libraryClient(ctx, clientId, secret),
@@ -113,65 +110,7 @@ export function createTokenModel(ctx: RequestContext) {
       return Promise.resolve(scope ?? []);
     },
 
-    async getRefreshToken(plain: string) {
-      // The lookup rotates the token at once when nothing checked after it can still refuse the request:
-      // the client (getClient authenticated body.client_id), the one resource named, and no `scope`
-      // (which the library checks afterwards). Otherwise it only reads, and saveToken rotates.
-      let named: OAuthResource[] | null = null;
-      let namedError: unknown = null;
-      try {
-        named = parseResources(issuer, ctx.body.resource);
-      } catch (err) {
-        namedError = err;
-      }
-      const clientId = typeof ctx.body.client_id === 'string' ? ctx.body.client_id : '';
-      const oneResource = namedError === null && (named === null || named.length === 1);
-      const found = await redeemRefreshToken(deps, plain, {
-        issuer,
-        clientId,
-        resource: named?.length === 1 ? named[0]! : null,
-        rotate: clientId !== '' && oneResource && ctx.body.scope === undefined,
-      });
-      if (found.kind !== 'ok') return null;
-      if (namedError) throw asLibraryError(namedError);
-      // A refresh token belongs to one grant, hence one resource: only that one may be named (RFC 8707 §2.2).
-      if (named && (named.length !== 1 || named[0] !== found.grant.resource)) {
-        throw libraryError(
-          'invalid_target',
-          `this refresh token is for ${resourceUrl(issuer, found.grant.resource)}`,
-        );
-      }
-      refreshed = { grant: found.grant, token: plain, rotated: found.rotated };
-      return {
-        refreshToken: plain,
-        refreshTokenExpiresAt: found.expiresAt,
-        scope: [found.grant.scope],
-        client: { id: found.grant.clientId },
-        user: { id: found.grant.userId },
-      };
-    },
-
-    /** Rotation happens in saveToken (with the successor); the guarded update there settles races. */
-    revokeToken() {
-      return Promise.resolve(true);
-    },
-
     async saveToken(_token: unknown, client: LibraryClient, user: { id: string }) {
-      if (refreshed) {
-        const successor = refreshed.rotated
-          ? successorOf(deps.keys.hmac, refreshed.token)
-          : await rotateRefreshToken(deps, refreshed.token, refreshed.grant.id);
-        const access = await issueAccessToken(deps, refreshed.grant, issuer);
-        const entry = {
-          resource: resourceUrl(issuer, refreshed.grant.resource),
-          scope: refreshed.grant.scope,
-          access_token: access.token,
-          token_type: 'Bearer' as const,
-          expires_in: access.expiresIn,
-          refresh_token: successor,
-        };
-        return tokenResult({ top: entry, grants: [entry] }, client, user);
-      }
       if (!code) throw libraryError('invalid_grant', 'no authorization code');
       try {
         const issued = await issueApproval(deps, {

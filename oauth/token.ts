@@ -10,9 +10,12 @@ import { DeviceCodeGrantType } from './device-grant.js';
 import { createTokenModel } from './token-model.js';
 import { clientCredentials } from './client-auth.js';
 import { OAuthProtocolError } from './params.js';
+import { REFRESH_TOKEN_GRANT, refreshTokenGrant } from './refresh-grant.js';
 
-// POST /oauth/token on @node-oauth/oauth2-server (the product's chosen library) with a per-request model
-// (oauth/token-model.ts). The response is the library's, checked against an allow-list: with
+// POST /oauth/token. The refresh grant is one handler of ours in the order of RFC 6749 §6
+// (oauth/refresh-grant.ts); the authorization code and device grants run on @node-oauth/oauth2-server
+// with a per-request model (oauth/token-model.ts), which checks the code, its redirect URI and PKCE
+// (docs/decisions/0085-one-refresh-handler.md). The library's response is checked against an allow-list: with
 // allowExtendedTokenAttributes every extra property of saveToken's result would reach the client
 // (the library's own authorization-code object among them), so only `grants` is let through.
 // The endpoint works on plain node objects: Express serves it (tokenRoutes), and so does the token
@@ -20,7 +23,10 @@ import { OAuthProtocolError } from './params.js';
 
 export const TOKEN_PATH = '/oauth/token';
 
-const GRANT_TYPES = new Set(['authorization_code', 'refresh_token', DEVICE_CODE_GRANT]);
+const GRANT_TYPES = new Set(['authorization_code', REFRESH_TOKEN_GRANT, DEVICE_CODE_GRANT]);
+
+/** RFC 6749 §3.2: the token request is form-encoded. */
+const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
 
 const RESPONSE_FIELDS = new Set([
   'access_token',
@@ -50,29 +56,25 @@ export function tokenEndpoint(deps: Deps) {
     res.setHeader('Pragma', 'no-cache');
     const issuer = requestOrigin(req, deps.config);
     const body = { ...((req.body ?? {}) as Record<string, unknown>) };
-    // The library's own Request, built first: its is() is the content-type check the library applies.
-    const { authorization: _credentials, ...libraryHeaders } = req.headers;
-    const request = new OAuth2Server.Request({
-      headers: libraryHeaders as Record<string, string>,
-      method: req.method ?? 'POST',
-      query: (req.query ?? {}) as Record<string, string>,
-      body,
-    });
-    const form = Boolean(request.is(['application/x-www-form-urlencoded']));
-    // The grant type is checked first: the library would otherwise ask an unknown grant for client
-    // credentials and answer invalid_client where RFC 6749 §5.2 says unsupported_grant_type.
-    if (form && typeof body.grant_type !== 'string') {
+    if (!FORM.test(req.headers['content-type'] ?? ''))
+      throw new OAuthProtocolError(
+        'invalid_request',
+        'the token request must be application/x-www-form-urlencoded',
+      );
+    // The grant type is checked first: RFC 6749 §5.2 answers an unknown grant unsupported_grant_type,
+    // whatever its client credentials.
+    if (typeof body.grant_type !== 'string') {
       throw new OAuthProtocolError('invalid_request', 'grant_type is required (sent once)');
     }
-    if (form && !GRANT_TYPES.has(body.grant_type as string)) {
+    if (!GRANT_TYPES.has(body.grant_type)) {
       throw new OAuthProtocolError(
         'unsupported_grant_type',
-        `grant_type ${String(body.grant_type).slice(0, 100)} is not supported`,
+        `grant_type ${body.grant_type.slice(0, 100)} is not supported`,
       );
     }
-    // The library does not form-decode Basic credentials (RFC 6749 §2.3.1 requires it; strict clients
-    // such as oauth4webapi encode every '-' and '_'), so they are decoded here and handed over as body
-    // credentials. Two methods at once is a malformed request (RFC 6749 §2.3).
+    // Basic credentials are form-decoded (RFC 6749 §2.3.1 requires it; strict clients such as
+    // oauth4webapi encode every '-' and '_'; the library does not) and handed on as body credentials.
+    // Two methods at once is a malformed request (RFC 6749 §2.3).
     const creds = clientCredentials(req);
     if (creds.basic) {
       if (body.client_secret !== undefined)
@@ -82,6 +84,18 @@ export function tokenEndpoint(deps: Deps) {
       body.client_id = creds.clientId;
       body.client_secret = creds.secret;
     }
+    if (body.grant_type === REFRESH_TOKEN_GRANT) {
+      sendJson(res, 200, await refreshTokenGrant(deps, { issuer, form: body }));
+      return;
+    }
+    // The library's own Request, without the Authorization header (its credentials are in the body now).
+    const { authorization: _credentials, ...libraryHeaders } = req.headers;
+    const request = new OAuth2Server.Request({
+      headers: libraryHeaders as Record<string, string>,
+      method: req.method ?? 'POST',
+      query: (req.query ?? {}) as Record<string, string>,
+      body,
+    });
     const model = Object.assign(createTokenModel({ deps, issuer, body }), { ctx: { deps, issuer, body } });
     const server = new OAuth2Server({ model } as unknown as ConstructorParameters<typeof OAuth2Server>[0]);
     const response = new OAuth2Server.Response({ headers: {} });
@@ -95,7 +109,6 @@ export function tokenEndpoint(deps: Deps) {
         // checked in the model's getClient whatever the grant.
         requireClientAuthentication: {
           authorization_code: false,
-          refresh_token: false,
           [DEVICE_CODE_GRANT]: false,
         },
         extendedGrantTypes: { [DEVICE_CODE_GRANT]: DeviceCodeGrantType as never },

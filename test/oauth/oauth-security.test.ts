@@ -7,7 +7,7 @@ import { driveConsent, sessionCookie } from '../helpers/oauth.js';
 import { verifyAccessToken } from '../../oauth/verify.js';
 import { oauthCodes, oauthRefreshTokens } from '../../src/db/schema.js';
 import { hmacSecret } from '../../src/crypto/hash.js';
-import { redeemRefreshToken, REUSE_GRACE_SECONDS } from '../../oauth/refresh.js';
+import { findRefreshToken, REUSE_GRACE_SECONDS } from '../../oauth/refresh.js';
 import { issueApproval } from '../../oauth/token-issue.js';
 import { AppError } from '../../src/http/errors.js';
 import { anyOf, jsonAs, type JsonObject } from '../helpers/json.js';
@@ -297,8 +297,8 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
     ).rejects.toMatchObject({ status: 401 });
   });
 
-  // The lookup rotates the token in the same statement when the request can only succeed (oauth/refresh.ts
-  // redeemRefreshToken). A request refused after it must leave the token as it was: used up, it would make
+  // The find rotates the token in the same statement when the request can only succeed (oauth/refresh.ts
+  // findRefreshToken). A request refused after it must leave the token as it was: used up, it would make
   // the rightful client's next refresh (after the grace window) look like a replay.
   const refreshWith = (rt: string, extra: Record<string, string> = {}, origin = server.v2Url) =>
     fetch(`${origin}/oauth/token`, {
@@ -369,6 +369,54 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
       verifyAccessToken(server.deps, next.access_token, { resource: 'platform', origin: server.v2Url }),
     ).rejects.toMatchObject({ status: 401 });
   });
+  it("takes a scope within the grant's, refuses one beyond it without using the token up", async () => {
+    const { top } = await issueApproval(server.deps, {
+      clientId: 'svc-cli',
+      userId: user.userId,
+      orgKey: user.orgKey,
+      issuer: server.v2Url,
+      resources: ['model'],
+      scope: 'model account',
+      named: null,
+    });
+    for (const scope of ['model platform', 'model "account"', '']) {
+      const refused = await refreshWith(top.refresh_token, { scope });
+      expect([refused.status, (await json(refused)).error]).toEqual([400, 'invalid_scope']);
+    }
+    expect(await rotatedAt(top.refresh_token)).toBeNull();
+    const narrowed = await refreshWith(top.refresh_token, { scope: 'model' });
+    expect(narrowed.status).toBe(200);
+    expect(await json(narrowed)).toMatchObject({ scope: 'model account', token_type: 'Bearer' });
+    expect(await rotatedAt(top.refresh_token)).toBeInstanceOf(Date);
+  });
+
+  it('rotates a token once when several refreshes race with it: one successor, answered to all', async () => {
+    const { top, grants } = await issueApproval(server.deps, {
+      clientId: 'svc-cli',
+      userId: user.userId,
+      orgKey: user.orgKey,
+      issuer: server.v2Url,
+      resources: ['platform'],
+      named: null,
+    });
+    const answers = await Promise.all([1, 2, 3].map(() => refreshWith(top.refresh_token)));
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
+    const successors = new Set(
+      await Promise.all(answers.map(async (r) => (await tokensOf(r)).refresh_token)),
+    );
+    expect(successors.size).toBe(1);
+    const [grant] = await server.deps.db
+      .select({ grantId: oauthRefreshTokens.grantId })
+      .from(oauthRefreshTokens)
+      .where(eq(oauthRefreshTokens.tokenHash, hmacSecret(server.deps.keys.hmac, top.refresh_token)));
+    const family = await server.deps.db
+      .select({ tokenHash: oauthRefreshTokens.tokenHash })
+      .from(oauthRefreshTokens)
+      .where(eq(oauthRefreshTokens.grantId, grant!.grantId));
+    expect(family).toHaveLength(2);
+    expect(grants).toHaveLength(1);
+  });
+
   // Refreshes that reach the database together go in one statement (oauth/refresh.ts redeemBatcher, on src/db/batch.ts): each must be
   // decided as if it had gone alone.
   it('redeems refreshes arriving together in one statement, each for its own request', async () => {
@@ -392,22 +440,22 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
     });
     // The first goes at once; the others wait for it and then go together.
     const [ra, rb, rc1, rc2, rd, unknown] = await Promise.all([
-      redeemRefreshToken(server.deps, a, request()),
-      redeemRefreshToken(server.deps, b, request()),
-      redeemRefreshToken(server.deps, c, request()),
-      redeemRefreshToken(server.deps, c, request()),
-      redeemRefreshToken(server.deps, d, request('another-client')),
-      redeemRefreshToken(server.deps, `srt_${'x'.repeat(43)}`, request()),
+      findRefreshToken(server.deps, a, request()),
+      findRefreshToken(server.deps, b, request()),
+      findRefreshToken(server.deps, c, request()),
+      findRefreshToken(server.deps, c, request()),
+      findRefreshToken(server.deps, d, request('another-client')),
+      findRefreshToken(server.deps, `srt_${'x'.repeat(43)}`, request()),
     ]);
-    expect([ra, rb].map((r) => r.kind === 'ok' && r.rotated)).toEqual([true, true]);
-    expect(ra.kind === 'ok' && rb.kind === 'ok' && ra.grant.id !== rb.grant.id).toBe(true);
-    // The same token twice: rotated for one of them; the other is decided as a lost race is (saveToken
+    expect([ra, rb].map((r) => r?.rotatedNow)).toEqual([true, true]);
+    expect(ra!.grant.id).not.toBe(rb!.grant.id);
+    // The same token twice: rotated for one of them; the other is decided as a lost race is (the handler
     // rotates it again, a no-op, and answers the same successor).
-    expect([rc1, rc2].map((r) => r.kind === 'ok' && r.rotated).sort()).toEqual([false, true]);
-    // Another client's request rotates nothing (the library then refuses it, as test above).
-    expect(rd.kind === 'ok' && rd.rotated).toBe(false);
+    expect([rc1, rc2].map((r) => r?.rotatedNow).sort()).toEqual([false, true]);
+    // Another client's request rotates nothing (the handler then refuses it, as the test above shows).
+    expect(rd?.rotatedNow).toBe(false);
     expect(await rotatedAt(d)).toBeNull();
-    expect(unknown.kind).toBe('invalid');
+    expect(unknown).toBeNull();
     for (const rt of [a, b, c]) expect(await rotatedAt(rt)).toBeInstanceOf(Date);
   });
 });
