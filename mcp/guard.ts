@@ -3,6 +3,7 @@ import type { Deps } from '../src/deps.js';
 import type { Role } from '../src/db/schema.js';
 import { AppError } from '../src/http/errors.js';
 import { configuredOrigins, requestOrigin } from '../src/http/origin.js';
+import { bearerOf } from '../src/http/bearer.js';
 import { resolveActingOrg, verifyAccessToken } from '../oauth/verify.js';
 import { resourceMetadataUrl } from '../oauth/resources.js';
 
@@ -93,8 +94,7 @@ export function requirePlatformGrant(deps: Deps) {
         headers: { 'WWW-Authenticate': challenge(origin) },
       });
     }
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    const token = m?.[1];
+    const token = bearerOf(header);
     if (!token || token.startsWith('svc_')) {
       throw new AppError(
         401,

@@ -13,6 +13,7 @@ import { API_TOKEN_PATTERN } from './api-token-secret.js';
 import { verifyAccessToken } from '../../oauth/verify.js';
 import { ACCOUNT_SCOPE } from '../../oauth/resources.js';
 import { requestOrigin } from '../http/origin.js';
+import { bearerOf } from '../http/bearer.js';
 
 /** An RFC 9068 access token (typ at+jwt) rather than a session JWT: read from its header, unverified. */
 function isAccessTokenShaped(token: string): boolean {
@@ -277,9 +278,8 @@ export function createAuth(deps: Deps) {
   async function resolve(req: Request): Promise<Principal | null> {
     const header = req.get('authorization');
     if (header) {
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-      if (!m) throw invalidToken();
-      const credential = m[1]!;
+      const credential = bearerOf(header);
+      if (!credential) throw invalidToken();
       const principal = credential.startsWith('svc_')
         ? await fromApiToken(credential)
         : isAccessTokenShaped(credential)

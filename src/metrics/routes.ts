@@ -3,6 +3,7 @@ import { Router } from 'express';
 import { sql } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { AppError } from '../http/errors.js';
+import { bearerOf } from '../http/bearer.js';
 import { queryRows } from '../db/client.js';
 import { clusterMetricsText, inCluster } from './cluster.js';
 import {
@@ -28,7 +29,7 @@ export function metricsRoutes(deps: Deps): Router {
 
   router.get('/metrics', async (req, res) => {
     if (!expected) throw new AppError(404, 'NOT_FOUND', 'no such route');
-    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.get('authorization') ?? '')?.[1];
+    const bearer = bearerOf(req.get('authorization'));
     if (!bearer || !timingSafeEqual(digest(bearer), expected)) {
       throw new AppError(401, 'INVALID_TOKEN', 'the metrics token is missing or wrong', {
         headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },

@@ -5,6 +5,7 @@ import type { Auth, Principal } from '../auth/principal.js';
 import type { Role } from '../db/schema.js';
 import { AppError, insufficientScope, invalidToken } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
+import { bearerOf } from '../http/bearer.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { resolveActingOrg, verifyAccessToken } from '../../oauth/verify.js';
@@ -39,13 +40,6 @@ export const apiTokenCredential = (apiTokenId: number): ActorCredential => ({
 });
 
 export const ORG_HEADER = 'x-svc-organisation';
-
-const bearerOf = (header: string | undefined): string | null => {
-  if (!header) return null;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!m) throw invalidToken();
-  return m[1]!;
-};
 
 const notAMember = () => new AppError(403, 'not_a_member', 'the user does not belong to this organization');
 

@@ -4,6 +4,7 @@ import type { Auth } from '../auth/principal.js';
 import { API_TOKEN_PATTERN } from '../auth/api-token-secret.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
+import { bearerOf } from '../http/bearer.js';
 import {
   apiTokenCredential,
   assertCanSpend,
@@ -59,15 +60,13 @@ export const chatIntake: Intake = {
   full: (body) => parseChatRequest(body),
 };
 
-const SVC_BEARER = /^Bearer\s+(svc_\S+)\s*$/i;
-
 /** A request as these steps read it: Express's, or a plain one on the chat call's own entry (no query). */
 export type ChatHttpRequest = IncomingMessage & { body?: unknown; query?: Record<string, unknown> };
 
 /** The bearer when the caller is an `svc_` token and nothing else names who acts, else null. */
 function svcTokenOf(req: ChatHttpRequest): string | null {
   if (req.headers[ORG_HEADER] !== undefined || req.query?.org_id !== undefined) return null;
-  const token = SVC_BEARER.exec(req.headers.authorization ?? '')?.[1];
+  const token = bearerOf(req.headers.authorization);
   return token && API_TOKEN_PATTERN.test(token) ? token : null;
 }
 

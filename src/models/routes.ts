@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { AppError, invalidToken } from '../http/errors.js';
+import { bearerOf } from '../http/bearer.js';
 import { actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './actor.js';
 import { resolveActingOrg } from '../../oauth/verify.js';
 import { parseOrgId } from '../ids.js';
@@ -69,7 +70,7 @@ const modelEntry = (deps: Deps) => ({
 
 async function agentsCaller(deps: Deps, auth: Auth, req: Request) {
   const header = req.get('authorization');
-  const bearer = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
+  const bearer = bearerOf(header);
   if (header && !bearer) throw invalidToken();
   // An svc_ token or a model grant (ES256) acts exactly as on /v1/models: a removed member is refused
   // (Authentication 5), x-svc-organisation must name an org it may act for (CONTRACT §7) and org_id must
