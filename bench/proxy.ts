@@ -69,6 +69,12 @@ if (role === 'fake') {
     if (process.env.BENCH_BALANCE_WATCH === '1')
       await setBalanceWatch(server.deps.db, user.orgKey, 'alert.low', 1_000);
   }
+  // BENCH_MEMORY=1 (bench/memory.ts): SIGUSR2 asks for the heap after a full collection (with --expose-gc).
+  if (process.env.BENCH_MEMORY === '1')
+    process.on('SIGUSR2', () => {
+      (globalThis as { gc?: () => void }).gc?.();
+      process.stdout.write(`BENCH_MEM ${JSON.stringify(process.memoryUsage())}\n`);
+    });
   const stopProfile = await startCpuProfile();
   announce({ url: server.url, token: tokens[0], spread: tokens.slice(1), storage: server.database.kind });
   process.on(
