@@ -8,6 +8,7 @@ import { logout } from './commands/logout.js';
 import { whoami } from './commands/whoami.js';
 import { orgsList, orgsUse } from './commands/orgs.js';
 import { balance } from './commands/balance.js';
+import { usage } from './commands/usage.js';
 import { mcpConfig } from './commands/mcp-config.js';
 import { chat } from './commands/chat.js';
 import { run } from './commands/run.js';
@@ -58,7 +59,7 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
       '--api-key',
       'get an svc_ API key for scripts and CI instead (replaces your previous key in that organization)',
     )
-    .option('--org <org>', 'the organization to act for (client_… or org_…)')
+    .option('--org <org>', 'the organization to act for (its name, client_… or org_…)')
     .action(
       act((o: { url?: string; json?: boolean; browser?: boolean; apiKey?: boolean; org?: string }) =>
         login(io, o),
@@ -68,7 +69,7 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
   command('logout', 'revoke this terminal’s grants and forget them').action(
     act((o: { url?: string; json?: boolean }) => logout(io, o)),
   );
-  command('whoami', 'who you are signed in as, the organization and role, and the grants’ expiry').action(
+  command('whoami', 'who you are signed in as (asked of the server): e-mail, organization and role').action(
     act((o: { url?: string; json?: boolean }) => whoami(io, o)),
   );
 
@@ -77,8 +78,8 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
   );
   orgs
     .command('use')
-    .description('act for ORG from now on (sent as x-svc-organisation)')
-    .argument('<org>', 'client_… or org_…')
+    .description('act for ORG from now on: model calls, runs, balance and usage are that organization’s')
+    .argument('<org>', 'the organization’s name (as `svc orgs` lists it), client_… or org_…')
     .addOption(url())
     .addOption(json())
     // `orgs` has the same options, so commander may hand them to it: read both levels.
@@ -90,6 +91,9 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
 
   command('balance', 'the organization’s token balance (and your pool, if you own it)').action(
     act((o: { url?: string; json?: boolean }) => balance(io, o)),
+  );
+  command('usage', 'tokens the organization spent today and this month (UTC), by model').action(
+    act((o: { url?: string; json?: boolean }) => usage(io, o)),
   );
   command('mcp-config', 'print the MCP client configuration for this server’s /mcp/platform')
     .addOption(

@@ -49,7 +49,9 @@ describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('signs in through the authorization code flow with a loopback redirect on a random port', async () => {
     const url = suite.server.v2Url;
     const login = await browserLogin(url, home.env, suite.owner);
-    expect(login.stdout()).toContain(`Signed in to ${url} as ${suite.owner.userId}`);
+    expect(login.stdout()).toContain(
+      `Signed in to ${url} as ${suite.owner.email} (Test User's personal organization, owner).`,
+    );
     const entry = (await home.credentials()).servers[url];
     expect(entry!.grants!.model!.scope).toBe('model account');
     expect(entry!.grants!.platform!.scope).toBe('platform');
@@ -72,7 +74,11 @@ describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(chat.stderr).toMatch(/20 tokens debited · balance 4,980/);
     expect((await usage(team.orgKey)).length).toBe(before + 1);
     const who = parseAs<WhoAmI>((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
-    expect(who.org).toBe(team.clientId);
+    expect(who).toMatchObject({
+      org: team.clientId,
+      org_name: "Team Owner's personal organization",
+      role: 'member',
+    });
   });
 });
 
@@ -101,12 +107,16 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('whoami shows the e-mail and role; orgs lists memberships; balance shows the org and the owner’s pool', async () => {
     const url = suite.server.url;
     const who = parseAs<WhoAmI>((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
-    expect(who).toMatchObject({ email: suite.owner.email, org: suite.owner.orgId, role: 'owner' });
+    expect(who).toMatchObject({ email: suite.owner.email, org: suite.owner.clientId, role: 'owner' });
 
     const orgs = await runCli(['orgs', '--url', url], { env: home.env });
     expect(orgs.code, orgs.stderr).toBe(0);
-    expect(orgs.stdout).toMatch(new RegExp(`^\\* ${suite.owner.clientId}\\s+owner`, 'm'));
-    expect(orgs.stdout).toMatch(new RegExp(`^  ${team.clientId}\\s+member\\s+Team Owner`, 'm'));
+    expect(orgs.stdout).toMatch(
+      new RegExp(`^\\* +Test User's personal organization +owner +${suite.owner.clientId}$`, 'm'),
+    );
+    expect(orgs.stdout).toMatch(
+      new RegExp(`^  +Team Owner's personal organization +member +${team.clientId}$`, 'm'),
+    );
 
     await setOrgBalance(suite.server, suite.owner.orgKey, 7_000);
     const balance = await runCli(['balance', '--json', '--url', url], { env: home.env });
@@ -116,7 +126,9 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(b.role).toBe('owner');
     expect(typeof b.owner!.unallocated_credits).toBe('number');
     const text = await runCli(['balance', '--url', url], { env: home.env });
-    expect(text.stdout).toContain(`(${suite.owner.orgId}): 7,000 tokens`); // named: "Name (org_…)"
+    expect(text.stdout).toContain(
+      `Test User's personal organization (${suite.owner.clientId}): 7,000 tokens`,
+    );
     expect(text.stdout).toContain('Your pool (unallocated)');
   });
 });

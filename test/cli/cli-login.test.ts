@@ -68,7 +68,9 @@ describe(
       expect(login.stderr()).toContain(`${url}/account/device?user_code=${userCode}`);
       await approveOnDevicePage(url, suite.owner, userCode!);
       expect(await login.exit).toBe(0);
-      expect(login.stdout()).toContain(`Signed in to ${url} as ${suite.owner.userId} (${suite.owner.orgId})`);
+      expect(login.stdout()).toBe(
+        `Signed in to ${url} as ${suite.owner.email} (Test User's personal organization, owner).\n`,
+      );
 
       const file = `${home.env.XDG_CONFIG_HOME}/svc/credentials.json`;
       expect((await stat(file)).mode & 0o777).toBe(0o600);
@@ -81,14 +83,30 @@ describe(
       expect(login.stdout() + login.stderr()).not.toContain(entry!.grants!.model!.refresh_token);
     });
 
-    it('whoami names the user, organization and both grants with their expiry', async () => {
+    it('whoami, orgs, balance and usage work with the device login alone (no API key)', async () => {
+      expect((await home.credentials()).servers[url]!.api_key).toBeUndefined();
       const text = await cli('whoami');
-      expect(text.code).toBe(0);
-      expect(text.stdout).toContain(suite.owner.userId);
-      expect(text.stdout).toContain(suite.owner.orgId);
+      expect(text.code, text.stderr).toBe(0);
+      expect(text.stdout).toMatch(new RegExp(`^E-mail +${suite.owner.email}$`, 'm'));
+      expect(text.stdout).toMatch(
+        new RegExp(`^Organization +Test User's personal organization \\(${suite.owner.clientId}\\)$`, 'm'),
+      );
+      expect(text.stdout).toMatch(/^Role +owner$/m);
+      for (const command of ['orgs', 'balance', 'usage']) {
+        const res = await cli(command);
+        expect(res.code, `${command}: ${res.stderr}`).toBe(0);
+        expect(res.stdout).toContain("Test User's personal organization");
+      }
       const json = await cli('whoami', '--json');
       const who = parseAs<WhoAmI>(json.stdout);
-      expect(who).toMatchObject({ server: url, user: suite.owner.userId, org: suite.owner.orgId });
+      expect(who).toMatchObject({
+        server: url,
+        status: 'active',
+        user: suite.owner.userId,
+        email: suite.owner.email,
+        org: suite.owner.clientId,
+        role: 'owner',
+      });
       const expiry = Date.parse(who.grants.model!.expires_at);
       expect(expiry).toBeGreaterThan(Date.now() + 10 * 60_000);
       expect(Date.parse(who.grants.platform!.expires_at)).toBeGreaterThan(Date.now());
@@ -101,6 +119,8 @@ describe(
       expect(res.stdout).toBe('Hello from the fake upstream\n');
       // Fake provider: 10 prompt + 5 completion tokens, priced prompt + 2 × completion → 20 tokens.
       expect(res.stderr).toMatch(/^20 tokens debited · balance 9,980 \(req_/m);
+      const usage = await cli('usage');
+      expect(usage.stdout).toMatch(/^Total +20 \(1 call\) +20 \(1 call\)$/m);
       const rows = await usageRows(suite.owner.orgKey);
       expect(rows.length).toBe(before + 1);
       expect(Number(rows.at(-1)!.amount)).toBe(20);

@@ -1,10 +1,10 @@
 import { CliError, EXIT } from '../errors.js';
-import { line, type IO } from '../io.js';
+import { line, withSpinner, type IO } from '../io.js';
 import { inertLine, jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
 import { accountCredential, callWithCredential } from '../api.js';
-import { signedInEntry } from '../session.js';
-import { memberships } from './whoami.js';
+import { actingOrg, signedInEntry } from '../session.js';
+import { bareOrg, memberships } from './whoami.js';
 
 // `svc balance`: the acting organization's token balance and, when you own it, your pool
 // (GET /v1/clients/{id}/credits/balance and GET /v1/owner/balance, docs/billing.md).
@@ -20,9 +20,10 @@ export async function balance(io: IO, opts: { url?: string; json?: boolean }): P
       `Run \`svc login --url ${origin}\` again.`,
     );
   }
-  const org = entry.default_org ?? entry.grant_org ?? entry.api_key!.org;
-  const bare = (id: string) => id.replace(/^\w+_/, '');
-  const membership = (await memberships(io, origin))?.find((m) => bare(m.id) === bare(org));
+  const org = `client_${bareOrg(actingOrg(entry))}`;
+  const membership = (await withSpinner(io, 'Reading the balance…', () => memberships(io, origin)))?.find(
+    (m) => bareOrg(m.id) === bareOrg(org),
+  );
   const role = membership?.role;
   const get = async (path: string) =>
     (await (await callWithCredential(io, origin, path, { method: 'GET' }, credential)).json()) as Record<

@@ -7,7 +7,8 @@ import { saveGrants, type TokenSet } from '../session.js';
 import { pollUntilDone, showCode } from '../device-code.js';
 import { loginWithBrowser } from './login-browser.js';
 import { loginWithApiKey } from './login-api-key.js';
-import { adoptOrg, describeEntry } from './whoami.js';
+import { adoptOrg, describeEntry, storedSummary } from './whoami.js';
+import { inertLine } from '../inert.js';
 
 export interface LoginOptions {
   url?: string;
@@ -28,9 +29,15 @@ export async function login(io: IO, opts: LoginOptions): Promise<number> {
   const as = await discover(origin);
   const entry = opts.browser ? await loginWithBrowser(io, origin, as) : await deviceGrant(io, origin, as);
   if (opts.org) await adoptOrg(io, origin, opts.org);
-  const summary = await describeEntry(io, origin);
+  // Who signed in, asked of the server; a server that cannot say (an old one) leaves the ids alone.
+  const summary = await describeEntry(io, origin).catch(async () => storedSummary(io, origin));
   if (opts.json) line(io.stdout, jsonText(summary));
-  else line(io.stdout, `${io.color.green('Signed in')} to ${origin} as ${summary.user} (${summary.org}).`);
+  else {
+    // "Signed in to <server> as ada@example.com (Acme Research, owner)": a person, not ids.
+    const who = inertLine(summary.email ?? summary.user ?? 'you');
+    const where = [summary.org_name ?? summary.org, summary.role].filter(Boolean).map(inertLine).join(', ');
+    line(io.stdout, `${io.color.green('Signed in')} to ${origin} as ${who}${where ? ` (${where})` : ''}.`);
+  }
   return entry ? EXIT.ok : EXIT.failure;
 }
 
