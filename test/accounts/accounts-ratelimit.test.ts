@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { createUser } from '../helpers/fixtures.js';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
+import { eventually } from '../helpers/eventually.js';
 import { queryRows } from '../../src/db/client.js';
 import { sql } from 'drizzle-orm';
 import { detailError, readJson } from '../helpers/json.js';
@@ -135,16 +136,15 @@ describe('stores shared by several processes (CONTRACT §1)', () => {
       probe.on('error', () => {}); // refused connections are expected while it starts and after the kill
       const servers: TestServer[] = [];
       try {
-        for (let i = 0; i < 50; i++) {
-          if (
-            await probe.ping().then(
+        await eventually(
+          () =>
+            probe.ping().then(
               () => true,
               () => false,
-            )
-          )
-            break;
-          await new Promise((r) => setTimeout(r, 50));
-        }
+            ),
+          10_000,
+          'redis-server answering',
+        );
         const env = { REDIS_URL: `redis://127.0.0.1:${port}` };
         servers.push(await startTestServer({ env }));
         if (storageMode() === 'postgres')

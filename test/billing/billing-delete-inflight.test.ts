@@ -38,7 +38,6 @@ const suite = modelSuite();
 beforeAll(() => void ({ server, fake, owner } = suite));
 
 const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i}`).join(' ');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const waitFor = (what: string, check: () => Promise<boolean> | boolean, ms = 30_000) =>
   eventually(check, ms, what);
@@ -259,13 +258,14 @@ describe('deleting a client with calls in flight (issue 21 item 1)', () => {
     fake.chunkDelayMs = 40;
     fake.reply = () => ({ content: words(60), promptTokens: 10 });
     const poolBefore = await pool();
+    const chunksBefore = fake.contentChunksSent;
     const run = await runSocket(server, b.key);
     run.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'go' }] });
     const started = await run.next('run_started');
     // The model call is streaming (its hold taken, the provider asked, some words generated).
     await waitFor('the run’s model call', async () => (await orgAccountRow(server, b.orgKey)).held > 0);
     await waitFor('the provider to be asked', () => fake.requests.length > 0);
-    await sleep(400);
+    await waitFor('some words to stream', () => fake.contentChunksSent >= chunksBefore + 5);
 
     expect(
       (await client(server.url).delete(`/v1/clients/${b.clientId}`, { token: owner.session })).status,

@@ -6,6 +6,7 @@ import express from 'express';
 import { pino } from 'pino';
 import { requestLogger } from '../../src/http/request-log.js';
 import { parseAs } from '../helpers/json.js';
+import { eventually } from '../helpers/eventually.js';
 
 // The request log (src/http/request-log.ts): one line per request with id, method, path, the client's
 // address (behind a proxy: test/foundation/proxy-trust.test.ts), status and duration; never the query string or a
@@ -23,6 +24,7 @@ const sink = new Writable({
 
 let server: Server;
 let base: string;
+let slowArrived = 0;
 beforeAll(async () => {
   const app = express();
   app.use(requestLogger(pino({ level: 'info' }, sink), { trustProxy: undefined }));
@@ -33,7 +35,7 @@ beforeAll(async () => {
     res.status(503).json({ down: true });
   });
   app.get('/slow', () => {
-    // never answers: the client leaves
+    slowArrived++; // never answers: the client leaves
   });
   server = app.listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));
@@ -44,7 +46,8 @@ afterAll(async () => {
   await new Promise((r) => server.close(r));
 });
 
-const settle = () => new Promise((r) => setTimeout(r, 50));
+/** The log line of each request answered so far: one is written when its response finishes. */
+const settle = (count = 1) => eventually(() => lines.length >= count, 5_000, `${count} log lines`);
 
 describe('request log', () => {
   it('logs id, method, path (no query), status and duration; echoes a well-formed x-request-id', async () => {
@@ -72,10 +75,10 @@ describe('request log', () => {
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
     const controller = new AbortController();
     const left = fetch(`${base}/slow`, { signal: controller.signal }).catch(() => null);
-    await settle();
+    await eventually(() => slowArrived === 1, 5_000, '/slow reached its handler');
     controller.abort();
     await left;
-    await settle();
+    await settle(2);
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatchObject({
       level: 50,

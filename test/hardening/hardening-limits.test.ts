@@ -11,6 +11,7 @@ import { setOrgBalance } from '../helpers/billing.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../../src/http/json-body.js';
 import { detailError, matching, oauthError, openAiError, readJson } from '../helpers/json.js';
+import { eventually, eventuallyValue } from '../helpers/eventually.js';
 
 // Issue 22, part A: request-level limits that need no frozen event loop to show (those are in
 // hardening-event-loop.test.ts, against a server in a child process).
@@ -258,7 +259,7 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
     // The ping was read before the auth frame (one connection, in order) and got nothing.
     expect(s.pongs()).toBe(0);
     s.ws.ping();
-    while (s.pongs() === 0) await new Promise((r) => setTimeout(r, 10));
+    await eventually(() => s.pongs() > 0, 5_000, 'a pong');
     s.ws.close();
     await s.closed;
   });
@@ -287,11 +288,12 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
     a1.ws.close();
     await a1.closed;
     // The server counts the socket out when its close arrives; a new auth may race it, so retry briefly.
-    let b3 = await authenticate(bKey);
-    for (let i = 0; i < 50 && b3.answer.type !== 'authenticated'; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      b3 = await authenticate(bKey);
-    }
+    const b3 = await eventuallyValue(
+      () => authenticate(bKey),
+      (s) => s.answer.type === 'authenticated',
+      5_000,
+      'a place freed',
+    );
     expect(b3.answer.type).toBe('authenticated');
     for (const s of [a2, b1, b3]) s.ws.close();
   });

@@ -90,6 +90,8 @@ export interface FakeUpstream {
   omitUsage: boolean;
   /** Streams that were cut by the client before the end. */
   abortedStreams: number;
+  /** Content chunks written to chat streams so far, all streams together: words a caller was sent. */
+  contentChunksSent: number;
   /** TCP connections accepted so far (keep-alive reuse shows as few connections for many calls). */
   connections: number;
   /** Requests currently being answered. */
@@ -143,6 +145,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     stallAfterChunks: null,
     omitUsage: false,
     abortedStreams: 0,
+    contentChunksSent: 0,
     connections: 0,
     inFlight: 0,
     maxInFlight: 0,
@@ -263,6 +266,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       if (!(await contentChunkGoes(state, res, sent))) return;
       send([{ index: 0, delta: { content: piece }, finish_reason: null }]);
       sent++;
+      state.contentChunksSent++;
     }
     toolCalls.forEach((t, i) => {
       send([

@@ -14,7 +14,9 @@ import { leaseRows, waitForNoLeases } from '../helpers/leases.js';
 import { createRedisLimiter } from '../../src/models/concurrency-redis.js';
 import { execFileSync } from 'node:child_process';
 import { rejectionOf } from '../helpers/json.js';
-import { eventuallyValue } from '../helpers/eventually.js';
+import { eventually, eventuallyValue } from '../helpers/eventually.js';
+import { Redis } from 'ioredis';
+import { connect } from 'node:net';
 import type { AppError } from '../../src/http/errors.js';
 import { queryRows } from '../../src/db/client.js';
 
@@ -112,8 +114,24 @@ describe('concurrency cap', () => {
       child.stdout.on('data', (d) => String(d).includes('held') && resolve());
       child.once('exit', (code) => reject(new Error(`child exited ${code}`)));
     });
-    // Keep it beating for a while: its leases stay live past their first TTL.
-    await new Promise((r) => setTimeout(r, 1300));
+    // Its leases stay live past their first TTL: the database's clock is past the expiry they were
+    // taken with, and the child's heartbeat has moved every one of them later.
+    const [taken] = await queryRows<{ at: Date }>(
+      server.deps.db,
+      sql`select max(expires_at) as at from concurrency_leases where org_id = ${owner.orgKey}`,
+    );
+    await eventually(
+      async () => {
+        const [row] = await queryRows<{ renewed: boolean }>(
+          server.deps.db,
+          sql`select now() > ${taken!.at} and min(expires_at) > ${taken!.at} as renewed
+              from concurrency_leases where org_id = ${owner.orgKey}`,
+        );
+        return row!.renewed === true;
+      },
+      10_000,
+      'the first TTL passed with the leases renewed',
+    );
     expect(await hi()).toBe('429:concurrency_limit:1');
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
@@ -138,8 +156,7 @@ describe('concurrency cap', () => {
     await dead.acquire(owner.orgKey, 'chat');
     await dead.close(); // stops the heartbeat without releasing: what a killed process leaves behind
     expect(await hi()).toBe('429:concurrency_limit:1');
-    await new Promise((r) => setTimeout(r, 700));
-    expect(await hi()).toBe(200);
+    expect(await eventuallyValue(hi, (r) => r === 200, 4_000, "the dead limiter's slots freed")).toBe(200);
   });
 });
 
@@ -218,6 +235,17 @@ describe('billing race', () => {
   });
 });
 
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+const accepts = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+
 const hasRedis = (() => {
   try {
     execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
@@ -234,7 +262,7 @@ describe.runIf(hasRedis)('concurrency cap on Redis (REDIS_URL)', () => {
       stdio: 'ignore',
     });
     try {
-      await new Promise((r) => setTimeout(r, 300));
+      await eventually(() => accepts(port), 10_000, 'redis-server listening');
       const url = `redis://127.0.0.1:${port}`;
       const a = createRedisLimiter(url, { cap: 2, ttlMs: 600 });
       const b = createRedisLimiter(url, { cap: 2, ttlMs: 600 }); // a second process
@@ -249,16 +277,46 @@ describe.runIf(hasRedis)('concurrency cap on Redis (REDIS_URL)', () => {
       expect(await b.acquire('org2', 'chat')).toBeDefined(); // per organization
       await l1.release();
       await a.acquire('org1', 'chat');
-      // Leases kept alive by heartbeats outlive their TTL...
-      await new Promise((r) => setTimeout(r, 800));
+      // Leases kept alive by heartbeats outlive their TTL: Redis's clock is past the expiry they were
+      // taken with, and every one has been moved later...
+      const reader = new Redis(url);
+      try {
+        const expiries = async () =>
+          (await reader.zrange('svc:concurrency:org1', 0, -1, 'WITHSCORES'))
+            .filter((_, i) => i % 2 === 1)
+            .map(Number);
+        const taken = Math.max(...(await expiries()));
+        await eventually(
+          async () => {
+            const [seconds, micros] = await reader.time();
+            const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+            const renewed = await expiries();
+            return now > taken && renewed.length === 2 && Math.min(...renewed) > taken;
+          },
+          10_000,
+          'the first TTL passed with the leases renewed',
+        );
+      } finally {
+        reader.disconnect();
+      }
       expect((await rejectionOf<AppError>(b.acquire('org1', 'chat'))).status).toBe(429);
       // ...and those of a holder that stopped beating (b, killed) expire.
       await b.close();
       await a.close();
-      await new Promise((r) => setTimeout(r, 700));
       const c = createRedisLimiter(url, { cap: 2, ttlMs: 600 });
-      await c.acquire('org1', 'chat');
-      await c.acquire('org1', 'chat');
+      let slots = 0;
+      const takeBoth = async () => {
+        while (slots < 2) {
+          const refused = await c.acquire('org1', 'chat').then(
+            () => false,
+            () => true,
+          );
+          if (refused) return false;
+          slots++;
+        }
+        return true;
+      };
+      await eventually(takeBoth, 5_000, 'both slots taken again after the TTL');
       await c.close();
     } finally {
       redis.kill('SIGKILL');

@@ -337,9 +337,11 @@ describe('/v1/runs/ws', () => {
       await new Promise((r) => ws.once('open', r));
       // 1006: the server terminated the TCP connection without a close frame.
       expect(await closed).toBe(1006);
-      // A peer that answers stays.
+      // A peer that answers stays: by its third ping the server has checked two of its pongs.
       const c = await connect();
-      await new Promise((r) => setTimeout(r, 350));
+      let pings = 0;
+      c.ws.on('ping', () => pings++);
+      await eventually(() => pings >= 3 || c.ws.readyState !== WebSocket.OPEN, 5_000, 'three pings');
       expect(c.ws.readyState).toBe(WebSocket.OPEN);
       c.ws.close();
     } finally {
@@ -385,13 +387,14 @@ describe('/v1/runs/ws', () => {
     fake.reply = () => ({ content: Array.from({ length: 300 }, (_, i) => `w${i}`).join(' ') });
     const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
     const seen = fake.requests.length;
+    const chunksBefore = fake.contentChunksSent;
     const c = await connect();
     c.send({ type: 'auth', token: key });
     await c.next('authenticated');
     c.send({ type: 'start', agent: 'default', messages: [{ role: 'user', content: 'write a lot' }] });
     await c.next('run_started');
     await eventually(() => fake.requests.length > seen, 15_000, 'the provider asked');
-    await new Promise((r) => setTimeout(r, 150)); // some words stream
+    await eventually(() => fake.contentChunksSent >= chunksBefore + 5, 15_000, 'some words streamed');
     c.ws.terminate();
     const rows = await eventuallyValue(
       usageRows,

@@ -16,6 +16,7 @@ import {
 import { queryRows } from '../../src/db/client.js';
 import { client } from '../helpers/http.js';
 import { anything, containing, detailOf, parseAs } from '../helpers/json.js';
+import { eventually } from '../helpers/eventually.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 import type { UsageCalls, UsageSummary } from '../helpers/answers.js';
 
@@ -372,7 +373,17 @@ describe('records written by the settle', () => {
       maxCredits: 50,
       ttlSeconds: 0.001,
     });
-    await new Promise((r) => setTimeout(r, 20));
+    await eventually(
+      async () =>
+        (
+          await queryRows<{ expired: boolean }>(
+            server.deps.db,
+            sql`select expires_at < now() as expired from billing_holds where request_id = ${requestId}`,
+          )
+        )[0]!.expired === true,
+      5_000,
+      "the hold's expiry passed",
+    );
     await expireStaleHolds(server.deps.db);
     const record = {
       org: owner.orgKey,
