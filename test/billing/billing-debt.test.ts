@@ -1,8 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
 import type { TestServer } from '../helpers/server.js';
 import type { client } from '../helpers/http.js';
-import { checkoutUrls, useStripeServer } from '../helpers/stripe-server.js';
+import { checkoutUrls, rid, useStripeServer } from '../helpers/stripe-server.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
 import type { FakeStripe } from '../helpers/fake-stripe.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
@@ -25,7 +24,6 @@ beforeAll(() => {
   ({ fake, server, api } = stripe.world);
 });
 
-const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const send = stripe.send;
 const owner = async (u: TestUser) =>
   (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body;

@@ -1,9 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import type { TestServer } from '../helpers/server.js';
 import type { client } from '../helpers/http.js';
-import { checkoutUrls, useStripeServer } from '../helpers/stripe-server.js';
+import { checkoutUrls, rid, useStripeServer } from '../helpers/stripe-server.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
 import {
   deliverWebhook,
@@ -28,7 +27,6 @@ beforeAll(() => {
   ({ fake, server, api } = stripe.world);
 });
 
-const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const send = stripe.send;
 const balance = async (u: TestUser) =>
   (
