@@ -29,7 +29,19 @@ export default defineConfig({
     hookTimeout: 60_000,
     reporters: ['default'],
     projects: [
-      { extends: true, test: { name: 'fast', include: ['test/**/*.test.ts'], exclude: SLOW_TESTS } },
+      {
+        extends: true,
+        test: {
+          name: 'fast',
+          include: ['test/**/*.test.ts'],
+          exclude: SLOW_TESTS,
+          // A worker process runs its files one after another with the modules it already loaded (svc's
+          // own, Express, the SDKs): loading them again for every file was most of a file's cost.
+          // Files share no state through them: each starts its own server on its own database and
+          // closes it (docs/testing.md). The slow set keeps a fresh process per file.
+          isolate: false,
+        },
+      },
       { extends: true, test: { name: 'slow', include: SLOW_TESTS } },
     ],
   },
