@@ -10,9 +10,10 @@ const GROUND =
 const DOMAINS = '^src/[^/]+/|^oauth/|^mcp/';
 /** The entry points and the composition root: they see everything, nothing in the service sees them. */
 const ROOTS = '^src/(app|server|main|serve|create-deps)[.]ts$';
-/** What of oauth/ the rest may build on: verifying tokens (and the keys and resource names that takes), and
- *  the built-in client's id (oauth/builtin.ts: constants only). */
-const TOKEN_VERIFICATION = '^oauth/(verify|keys|resources|builtin)[.]ts$';
+/** What of oauth/ the rest may build on: verifying tokens (and the keys and resource names that takes), the
+ *  built-in client's id (oauth/builtin.ts) and the error catalogue the API document lists (oauth/errors.ts):
+ *  constants only. */
+const TOKEN_VERIFICATION = '^oauth/(verify|keys|resources|builtin|errors)[.]ts$';
 /** The portal's page kit, shared with the few pages served elsewhere (OAuth consent, share links, dev
  *  checkout): layout, escaping, style, and the organization-boundary field the consent page shares. */
 const PAGE_KIT = '^src/portal/(html|template|style|org-boundary)[.]ts$';

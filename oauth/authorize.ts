@@ -5,7 +5,8 @@ import { principalOf } from '../src/auth/principal.js';
 import { requestOrigin } from '../src/http/origin.js';
 import { liveMemberships, requireLiveMembership } from '../src/orgs/membership.js';
 import { clientIdOf, parseOrgId } from '../src/ids.js';
-import { AppError } from '../src/http/errors.js';
+import { errorOf } from '../src/http/errors.js';
+import { OAUTH_ERRORS } from './errors.js';
 import {
   csrfField,
   html,
@@ -186,15 +187,19 @@ ${request.client.source === 'builtin' ? html`<p class="hint">The svc command-lin
       return;
     }
     if (form.decision !== 'approve')
-      throw new AppError(400, 'invalid_request', 'decision must be approve or deny');
+      throw errorOf(OAUTH_ERRORS, 'invalid_request', 'decision must be approve or deny');
     let orgKey: string | null;
     if (typeof form.client_id === 'string' && form.client_id !== '') {
       orgKey = parseOrgId(form.client_id);
       if (!orgKey)
-        throw new AppError(400, 'invalid_request', 'client_id (the organization) is not an organization id');
+        throw errorOf(
+          OAUTH_ERRORS,
+          'invalid_request',
+          'client_id (the organization) is not an organization id',
+        );
     } else {
       orgKey = (await liveMemberships(deps.db, principal.userId))[0]?.orgKey ?? null;
-      if (!orgKey) throw new AppError(403, 'NOT_A_MEMBER', 'you do not belong to any organization');
+      if (!orgKey) throw errorOf(OAUTH_ERRORS, 'NOT_A_MEMBER', 'you do not belong to any organization');
     }
     await requireLiveMembership(deps.db, principal.userId, orgKey);
     const code = await createCode(deps.db, deps.keys.hmac, {

@@ -2,7 +2,8 @@ import { eq } from 'drizzle-orm';
 import type { Deps } from '../src/deps.js';
 import { oauthClients } from '../src/db/schema.js';
 import { constantTimeEqual, hmacSecret } from '../src/crypto/hash.js';
-import { AppError } from '../src/http/errors.js';
+import { errorOf } from '../src/http/errors.js';
+import { OAUTH_ERRORS } from './errors.js';
 import { BUILTIN_CLI_CLIENT, BUILTIN_CLI_CLIENT_ID } from './builtin.js';
 import { fetchClientMetadataDocument, isMetadataDocumentUrl } from './client-metadata.js';
 import { redirectUriProblem } from './redirect-uris.js';
@@ -24,7 +25,7 @@ export async function findClient(deps: Deps, clientId: string): Promise<OAuthCli
     [row] = await deps.db.select().from(oauthClients).where(eq(oauthClients.clientId, clientId));
   } catch {
     // Fail closed, and say what could not be established (not a membership).
-    throw new AppError(503, 'temporarily_unavailable', 'the client registry cannot be read; try again');
+    throw errorOf(OAUTH_ERRORS, 'temporarily_unavailable');
   }
   if (!row || row.source !== 'registered') return null;
   return { ...row, source: 'registered' };

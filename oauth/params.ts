@@ -2,22 +2,23 @@ import { AppError } from '../src/http/errors.js';
 import { OAUTH_RESOURCES, type OAuthResource } from '../src/db/schema.js';
 import { ACCOUNT_SCOPE, resourceFromUrl } from './resources.js';
 import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
+import { OAUTH_ERRORS, type OAuthErrorCode } from './errors.js';
 
 // Request parameters shared by the authorization, device and token endpoints.
 
 /**
- * A protocol error with its RFC 6749 / 7009 / 7662 / 8628 / 8707 error code. It is an AppError, so the
- * error middleware renders it on /oauth/* as {error, error_description}; invalid_client is 401 with
- * WWW-Authenticate (RFC 6749 §5.2).
+ * A protocol error: a code of the authorization server's catalogue (oauth/errors.ts), with its status.
+ * It is an AppError, so the error middleware renders it on /oauth/* as {error, error_description};
+ * invalid_client is 401 with WWW-Authenticate (RFC 6749 §5.2).
  */
 export class OAuthProtocolError extends AppError {
-  constructor(error: string, description: string, status?: number) {
-    const s = status ?? (error === 'invalid_client' ? 401 : 400);
+  constructor(error: OAuthErrorCode, description: string) {
+    const { status } = OAUTH_ERRORS[error];
     super(
-      s,
+      status,
       error,
       description,
-      s === 401 ? { headers: { 'WWW-Authenticate': 'Basic realm="svc", charset="UTF-8"' } } : {},
+      status === 401 ? { headers: { 'WWW-Authenticate': 'Basic realm="svc", charset="UTF-8"' } } : {},
     );
   }
   get error(): string {

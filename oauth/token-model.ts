@@ -1,6 +1,7 @@
 import OAuth2Server from '@node-oauth/oauth2-server';
 import type { Deps } from '../src/deps.js';
 import type { OAuthResource } from '../src/db/schema.js';
+import { OAUTH_ERRORS, type OAuthErrorCode } from './errors.js';
 import { clientAuthenticates, findClient } from './clients.js';
 import { consumeCode, findCode, hashCode, revokeReplayedCode, type CodeRow } from './codes.js';
 import { namedAmongApproved, OAuthProtocolError, parseResources } from './params.js';
@@ -14,12 +15,12 @@ import { CodeReplayedError, issueApproval, type IssuedApproval } from './token-i
 // per approval.
 
 /** A library OAuthError with our error code (the library turns any other error into server_error). */
-export function libraryError(error: string, description: string, status = 400): Error {
-  return new OAuth2Server.OAuthError(description, { code: status, name: error });
+export function libraryError(error: OAuthErrorCode, description: string): Error {
+  return new OAuth2Server.OAuthError(description, { code: OAUTH_ERRORS[error].status, name: error });
 }
 
 export function asLibraryError(err: unknown): unknown {
-  return err instanceof OAuthProtocolError ? libraryError(err.error, err.message, err.status) : err;
+  return err instanceof OAuthProtocolError ? libraryError(err.error as OAuthErrorCode, err.message) : err;
 }
 
 export interface LibraryClient {

@@ -3,7 +3,8 @@ import type { Deps } from '../src/deps.js';
 import { type OAuthResource, type Role } from '../src/db/schema.js';
 import { createBatcher } from '../src/db/batch.js';
 import type { Database } from '../src/db/client.js';
-import { AppError, membershipUnavailable } from '../src/http/errors.js';
+import { COMMON_ERRORS, errorOf, membershipUnavailable, type AppError } from '../src/http/errors.js';
+import { OAUTH_ERRORS } from './errors.js';
 import { parseOrgId } from '../src/ids.js';
 import { liveRole, requireLiveMembership } from '../src/orgs/membership.js';
 import { SIGNING_ALG } from './keys.js';
@@ -140,7 +141,7 @@ function remember(
 }
 
 function invalidToken(origin: string, resource: OAuthResource, description: string): AppError {
-  return new AppError(401, 'invalid_token', description, {
+  return errorOf(OAUTH_ERRORS, 'invalid_token', description, {
     headers: {
       'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${resourceMetadataUrl(origin, resource)}"`,
     },
@@ -197,7 +198,7 @@ export async function verifyAccessToken(
     throw membershipUnavailable();
   }
   if (!state.live) throw invalidToken(origin, resource, 'the grant behind this token was revoked');
-  if (!state.role) throw new AppError(403, 'NOT_A_MEMBER', 'the user does not belong to this organization');
+  if (!state.role) throw errorOf(OAUTH_ERRORS, 'NOT_A_MEMBER');
   return {
     userId: payload.sub!,
     orgKey,
@@ -231,15 +232,15 @@ export async function resolveActingOrg(
   }
   const orgKey = parseOrgId(raw);
   if (access.orgBound && orgKey !== access.orgKey)
-    throw new AppError(
-      403,
+    throw errorOf(
+      COMMON_ERRORS,
       'NO_ACCESS',
       'this application was granted one organization only; x-svc-organisation names another',
     );
   const role = orgKey ? await liveRole(deps.db, access.userId, orgKey) : null;
   if (!orgKey || !role)
-    throw new AppError(
-      403,
+    throw errorOf(
+      OAUTH_ERRORS,
       'NOT_A_MEMBER',
       'x-svc-organisation names an organization this user does not belong to',
     );

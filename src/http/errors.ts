@@ -27,23 +27,76 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * One code of a domain's error catalogue (STYLE: Errors; docs/decisions/0086-error-catalogues.md): the
+ * status it answers with and what it means. Codes are UPPER_SNAKE; a code a standard or the contract
+ * spells in lower case (an RFC 6749 error, CONTRACT §3's `payment_failed`) keeps that spelling and says
+ * where it comes from in `spelledBy`.
+ */
+export interface ErrorEntry {
+  readonly status: number;
+  /** What the code means: the API document's text, and the message when a throw site adds nothing. */
+  readonly message: string;
+  readonly spelledBy?: string;
+}
+
+/** A domain's `errors.ts`: code → status, meaning. */
+export type ErrorCatalogue = Readonly<Record<string, ErrorEntry>>;
+
+/** The error for `code` of `catalogue`, with its status, and its meaning unless a message says more. */
+export function errorOf<C extends ErrorCatalogue>(
+  catalogue: C,
+  code: keyof C & string,
+  message?: string,
+  extra?: ConstructorParameters<typeof AppError>[3],
+): AppError {
+  const entry = catalogue[code]!;
+  return new AppError(entry.status, code, message ?? entry.message, extra);
+}
+
+/** The codes every surface may answer with, whatever the domain (src/http/, src/auth/, src/db/outage.ts). */
+export const COMMON_ERRORS = {
+  BAD_REQUEST: { status: 400, message: 'bad request' },
+  VALIDATION_ERROR: { status: 400, message: 'the input failed validation (detail.errors names each field)' },
+  INVALID_TOKEN: { status: 401, message: 'invalid token' },
+  CSRF: { status: 403, message: 'cross-site request refused' },
+  EMAIL_NOT_VERIFIED: { status: 403, message: 'verify your e-mail address first' },
+  NO_ACCESS: { status: 403, message: 'no access to this resource' },
+  insufficient_scope: {
+    status: 403,
+    message: "the credential's scopes do not include the route's",
+    spelledBy: 'CONTRACT §6',
+  },
+  NOT_FOUND: { status: 404, message: 'not found' },
+  REQUEST_TIMEOUT: { status: 408, message: 'the request body did not arrive in time' },
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'request body too large' },
+  UNSUPPORTED_ENCODING: { status: 415, message: 'unsupported content encoding' },
+  RATE_LIMITED: { status: 429, message: 'too many attempts; try again later' },
+  INTERNAL: { status: 500, message: 'internal error' },
+  MEMBERSHIP_UNAVAILABLE: { status: 503, message: 'membership cannot be established; try again' },
+  DATABASE_UNAVAILABLE: {
+    status: 503,
+    message: 'the service cannot reach its database right now; try again',
+  },
+} as const satisfies ErrorCatalogue;
+
 export const badRequest = (code: string, message: string, fields?: Record<string, unknown>) =>
   new AppError(400, code, message, fields ? { fields } : {});
-export const notFound = (message = 'not found') => new AppError(404, 'NOT_FOUND', message);
-export const noAccess = (message = 'no access to this resource') => new AppError(403, 'NO_ACCESS', message);
+export const notFound = (message?: string) => errorOf(COMMON_ERRORS, 'NOT_FOUND', message);
+export const noAccess = (message?: string) => errorOf(COMMON_ERRORS, 'NO_ACCESS', message);
 export const forbidden = (code: string, message: string) => new AppError(403, code, message);
 export const conflict = (code: string, message: string) => new AppError(409, code, message);
 
 /** 401 for unknown, revoked or removed credentials (interface document: Errors; CONTRACT §3). */
 export const invalidToken = () =>
-  new AppError(401, 'INVALID_TOKEN', 'invalid token', { headers: { 'WWW-Authenticate': 'Bearer' } });
+  errorOf(COMMON_ERRORS, 'INVALID_TOKEN', undefined, { headers: { 'WWW-Authenticate': 'Bearer' } });
 
 /** The Retry-After of every 503 that does not say otherwise: an outage is waited out in seconds. */
 export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 
 /** Membership could not be established: fail closed (interface document: Authentication 5). */
 export const membershipUnavailable = () =>
-  new AppError(503, 'MEMBERSHIP_UNAVAILABLE', 'membership cannot be established; try again', {
+  errorOf(COMMON_ERRORS, 'MEMBERSHIP_UNAVAILABLE', undefined, {
     headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
   });
 
@@ -52,17 +105,17 @@ export const membershipUnavailable = () =>
  * fault of the request, so 503 with Retry-After, like /readyz (CONTRACT §1), never a 500.
  */
 export const databaseUnavailable = () =>
-  new AppError(503, 'DATABASE_UNAVAILABLE', 'the service cannot reach its database right now; try again', {
+  errorOf(COMMON_ERRORS, 'DATABASE_UNAVAILABLE', undefined, {
     headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
   });
 
 export const rateLimited = (retryAfterSeconds: number) =>
-  new AppError(429, 'RATE_LIMITED', 'too many attempts; try again later', {
+  errorOf(COMMON_ERRORS, 'RATE_LIMITED', undefined, {
     headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
   });
 
 /** A credential whose scopes do not cover the route (CONTRACT §6 "Credential options"): 403 insufficient_scope. */
 export const insufficientScope = (scope: string) =>
-  new AppError(403, 'insufficient_scope', `this credential's scopes do not include '${scope}'`, {
+  errorOf(COMMON_ERRORS, 'insufficient_scope', `this credential's scopes do not include '${scope}'`, {
     headers: { 'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scope}"` },
   });

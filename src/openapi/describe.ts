@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiResponsesObject } from 'zod-openapi';
 import { SESSION_COOKIE } from '../auth/session.js';
+import type { ErrorCatalogue } from '../http/errors.js';
+import { codesOf } from './error-codes.js';
 
 // How a route is described in the OpenAPI document (docs/openapi.md). One `route(...)` call per route,
 // in src/openapi/<surface>.ts, with the zod schemas the route itself parses its input with; the output
@@ -167,8 +169,12 @@ const ERROR_TEXT: Record<number, string> = {
   503: 'A dependency is unavailable (Retry-After says when to retry)',
 };
 
-function errorResponse(surface: Surface, status: number) {
-  const description = ERROR_TEXT[status] ?? `Error ${status}`;
+/** The status's meaning, then the codes it may carry, from the catalogues (src/openapi/error-codes.ts). */
+function errorResponse(surface: Surface, status: number, domain: ErrorCatalogue | undefined) {
+  const codes = codesOf(domain, surface, status);
+  const description =
+    (ERROR_TEXT[status] ?? `Error ${status}`) +
+    (codes.length ? `. Codes: ${codes.map((c) => `\`${c.code}\` (${c.message})`).join('; ')}` : '');
   switch (surface) {
     case 'detail':
       return { description, content: { 'application/json': { schema: detailError } } };
@@ -246,8 +252,8 @@ function securityOf(auth: Credential[] | undefined) {
   return out;
 }
 
-/** The OpenAPI operation of a described route. */
-export function operationOf(r: DescribedRoute): ZodOpenApiOperationObject {
+/** The OpenAPI operation of a described route; `domain` is its domain's error catalogue. */
+export function operationOf(r: DescribedRoute, domain?: ErrorCatalogue): ZodOpenApiOperationObject {
   const { spec } = r;
   const surface = spec.surface ?? surfaceOfPath(r.path);
   const names = [...r.path.matchAll(/:([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!);
@@ -279,7 +285,8 @@ export function operationOf(r: DescribedRoute): ZodOpenApiOperationObject {
   // Every API surface answers 503 with Retry-After while the database is out (src/db/outage.ts).
   if (surface !== 'page') statuses.add(503);
   const byStatus = responses as Record<string, unknown>;
-  for (const status of [...statuses].sort()) byStatus[String(status)] ??= errorResponse(surface, status);
+  for (const status of [...statuses].sort())
+    byStatus[String(status)] ??= errorResponse(surface, status, domain);
 
   const bodyType = spec.bodyType === 'form' ? 'application/x-www-form-urlencoded' : 'application/json';
   return {

@@ -15,6 +15,7 @@ import { projectRoutes } from './projects.js';
 import { serviceRoutes } from './service.js';
 import { usageRoutes } from './usage.js';
 import { auditRoutes } from './audit.js';
+import { domainErrorsOf } from './error-codes.js';
 
 // The OpenAPI 3.1 document, generated from the zod schemas by zod-openapi (docs/openapi.md). Every
 // surface's routes are listed in its own file; a new route is one `route(...)` call there.
@@ -55,7 +56,7 @@ export function openApiDocument(options: { devMode: boolean } = { devMode: true 
     if (!options.devMode && isDevRoute(r)) continue;
     const item = (paths[openApiPath(r.path)] ??= {});
     if (item[r.method]) throw new Error(`OpenAPI: ${r.method.toUpperCase()} ${r.path} is described twice`);
-    item[r.method] = operationOf(r);
+    item[r.method] = operationOf(r, domainErrorsOf(r.path));
   }
   const document = createDocument({
     openapi: '3.1.0',

@@ -1,0 +1,49 @@
+import { AppError, COMMON_ERRORS, type ErrorCatalogue } from '../http/errors.js';
+import { renderError } from '../http/error-middleware.js';
+import { OAUTH_ERRORS } from '../../oauth/errors.js';
+
+// The error codes the API document lists for each status of a route (docs/openapi.md): the common
+// catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
+// surface renders it (src/http/error-middleware.ts renderError: an OAuth route says invalid_request for
+// VALIDATION_ERROR, a model route lower-cases).
+
+/** Every domain's catalogue, for the checks that keep them in one spelling (test/openapi/). */
+export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
+  common: COMMON_ERRORS,
+  oauth: OAUTH_ERRORS,
+};
+
+export interface ListedCode {
+  code: string;
+  message: string;
+}
+
+/** The wire code of an error on a surface, or null on a surface whose errors carry none (pages, MCP). */
+function wireCode(code: string, status: number, surface: string): string | null {
+  if (surface !== 'detail' && surface !== 'openai' && surface !== 'oauth' && surface !== 'plain') return null;
+  const body = renderError(new AppError(status, code, ''), surface === 'plain' ? 'detail' : surface) as {
+    detail?: { code: string };
+    error?: string | { code: string };
+  };
+  if (body.detail) return body.detail.code;
+  return typeof body.error === 'string' ? body.error : (body.error?.code ?? null);
+}
+
+/** The codes a route of `surface` answers `status` with: its domain's first, then the common ones. */
+export function codesOf(domain: ErrorCatalogue | undefined, surface: string, status: number): ListedCode[] {
+  const out = new Map<string, string>();
+  for (const catalogue of [domain ?? {}, COMMON_ERRORS] as ErrorCatalogue[]) {
+    for (const [code, entry] of Object.entries(catalogue)) {
+      if (entry.status !== status) continue;
+      const wire = wireCode(code, status, surface);
+      if (wire && !out.has(wire)) out.set(wire, entry.message);
+    }
+  }
+  return [...out].map(([code, message]) => ({ code, message }));
+}
+
+/** Which domain's catalogue a route's path belongs to (none: the common codes alone). */
+const DOMAIN_BY_PATH: [RegExp, ErrorCatalogue][] = [[/^\/oauth\//, OAUTH_ERRORS]];
+
+export const domainErrorsOf = (path: string): ErrorCatalogue | undefined =>
+  DOMAIN_BY_PATH.find(([re]) => re.test(path))?.[1];
