@@ -35,6 +35,8 @@ COPY package.json package-lock.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
+# The terminal client's guide, served at /docs/cli (svc --help points there).
+COPY docs/cli.md ./docs/cli.md
 # The embedded database (when DATABASE_URL is unset) needs a writable directory.
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -1,6 +1,5 @@
 import type { Readable, Writable } from 'node:stream';
 import picocolors from 'picocolors';
-import yoctoSpinner from 'yocto-spinner';
 
 // Every command writes through this object, never through process.* (STYLE, "The terminal client"): a test
 // hands it plain streams, the pseudo-terminal test and a person get the real ones. Colour and spinners
@@ -39,15 +38,4 @@ export function processIO(signal: AbortSignal): IO {
 
 export function line(stream: Writable, text = ''): void {
   stream.write(`${text}\n`);
-}
-
-/** A spinner on stderr while `work` runs — on a terminal only; elsewhere the text is printed once. */
-export async function withSpinner<T>(io: IO, text: string, work: () => Promise<T>): Promise<T> {
-  if (!io.isTTY) return work();
-  const spinner = yoctoSpinner({ text, stream: io.stderr }).start();
-  try {
-    return await work();
-  } finally {
-    spinner.stop();
-  }
 }

@@ -13,6 +13,8 @@ import { mcpConfig } from './commands/mcp-config.js';
 import { chat } from './commands/chat.js';
 import { run } from './commands/run.js';
 import { registerServiceAccounts } from './commands/service-accounts.js';
+import { completion } from './commands/completion.js';
+import { EXAMPLES, helpUrl } from './examples.js';
 
 // The `svc` terminal client (docs/cli.md). Arguments are parsed by commander; each command is a small
 // function over its parsed options and an IO object (STYLE, "The terminal client"). Exit codes: errors.ts.
@@ -41,7 +43,8 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
       'after',
       '\nThe server is --url, else $SVC_URL, else http://localhost:8080.\n' +
         'Exit codes: 0 ok, 1 failed, 2 usage, 3 sign in needed, 4 not allowed (credits, role), ' +
-        '5 server unavailable or busy, 6 server not trusted, 130 interrupted.\nMore: docs/cli.md',
+        '5 server unavailable or busy, 6 server not trusted, 130 interrupted.\n' +
+        `NO_COLOR=1 turns colour off.\n\nExamples:\n${EXAMPLES.svc}\n\nMore help: ${helpUrl(io.env)}`,
     );
 
   const url = () => new Option('--url <url>', 'the svc server (default: $SVC_URL or http://localhost:8080)');
@@ -120,6 +123,16 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     .option('--output-cap <bytes>', 'most output a command may return', String(64 * 1024))
     .action(act((words: string[], o: Parameters<typeof run>[2]) => run(io, words.join(' '), o)));
   registerServiceAccounts(program, io, act);
+  program
+    .command('completion')
+    .description('print a completion script for bash, zsh or fish')
+    .argument('<shell>', 'bash, zsh or fish')
+    .action(act((shell: string) => completion(io, program, shell)));
+
+  for (const c of program.commands) {
+    const examples = EXAMPLES[c.name()];
+    if (examples) c.addHelpText('after', `\nExamples:\n${examples}\n\nMore help: ${helpUrl(io.env)}`);
+  }
 
   return program;
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import express, { Router } from 'express';
@@ -47,6 +48,21 @@ const DOCS_PAGE = `<!doctype html>
 // (docs/openapi.md § Swagger UI renders what is on screen).
 const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });\n`;
 
+/**
+ * The terminal client's guide (docs/cli.md), which `svc --help` points to as {server}/docs/cli: read from
+ * the checkout or the image (two folders up from src/openapi, three from dist/src/openapi); absent, 404.
+ */
+function cliGuide(): string | undefined {
+  for (const up of ['../../docs/cli.md', '../../../docs/cli.md']) {
+    try {
+      return readFileSync(new URL(up, import.meta.url), 'utf8');
+    } catch {
+      /* try the next */
+    }
+  }
+  return undefined;
+}
+
 export function openApiRoutes(deps: Deps): Router {
   const router = Router();
   router.get('/openapi.json', (req, res) => {
@@ -64,6 +80,13 @@ export function openApiRoutes(deps: Deps): Router {
       'X-Content-Type-Options': 'nosniff',
     });
     res.send(DOCS_PAGE);
+  });
+  router.get('/docs/cli', (_req, res) => {
+    const guide = cliGuide();
+    if (guide === undefined) return void res.status(404).type('text/plain').send('not found\n');
+    // Markdown as text: readable in a browser and in a terminal (curl), and nothing in it runs.
+    res.set({ 'X-Content-Type-Options': 'nosniff', 'Cache-Control': 'public, max-age=300' });
+    res.type('text/plain; charset=utf-8').send(guide);
   });
   router.get('/docs/init.js', (_req, res) => {
     res.type('text/javascript').set('X-Content-Type-Options', 'nosniff').send(DOCS_INIT);

@@ -7,7 +7,14 @@ import { and, eq } from 'drizzle-orm';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from '../helpers/billing.js';
-import { CLI_TEST_TIMEOUT_MS, cliHome, inTerminal as inTerminalAt, type CliHome } from '../helpers/cli.js';
+import {
+  approveOnDevicePage,
+  CLI_TEST_TIMEOUT_MS,
+  cliHome,
+  inTerminal as inTerminalAt,
+  runCli,
+  type CliHome,
+} from '../helpers/cli.js';
 import { TEST_PRICES } from '../helpers/fake-upstream.js';
 import { billingEntries } from '../../src/db/schema.js';
 
@@ -72,14 +79,53 @@ describe('svc in a real terminal', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(plain.screen()).not.toMatch(/\x1b\[3\dm/);
   });
 
+  it('a spinner while the model thinks and a tool runs, on a terminal only; none in a pipe', async () => {
+    const t = inTerminal(['run', '--url', server.url, '--yes', 'run `echo hi` please']);
+    expect(await t.exit).toBe(0);
+    expect(t.screen()).toContain('Waiting for the model…');
+    expect(t.screen()).toContain('Running run_command…');
+    const piped = await runCli(['run', '--url', server.url, '--yes', 'run `echo hi` please'], {
+      env: home.env,
+      cwd: work,
+    });
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(piped.stderr).not.toMatch(/Waiting for the model|Running run_command|[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]/);
+    expect(piped.stderr + piped.stdout).not.toContain('\x1b');
+  });
+
+  it('--help: examples and a URL for more help; NO_COLOR means not one escape sequence', async () => {
+    const t = inTerminal(['run', '--help'], { NO_COLOR: '1' });
+    expect(await t.exit).toBe(0);
+    expect(t.screen()).toContain('Examples:\r\n  $ svc run "list the files here"');
+    expect(t.screen()).toContain(`More help: http://localhost:8080/docs/cli`);
+    expect(t.screen()).not.toContain('\x1b');
+    const guide = await fetch(`${server.url}/docs/cli`);
+    expect(guide.status).toBe(200);
+    expect(await guide.text()).toContain('# `svc`, the terminal client');
+  });
+
+  it('device login at a terminal: "Press Enter to open the browser" and a spinner while waiting', async () => {
+    const t = inTerminal(['login', '--url', server.url], {
+      XDG_CONFIG_HOME: join(work, 'fresh'),
+      NO_COLOR: '1',
+    });
+    await t.waitFor(/enter the code [^A-Z]*([B-Z]{4}-[B-Z]{4})/);
+    await t.waitFor(/Waiting for the approval/);
+    expect(t.screen()).toContain('Press Enter to open the browser.');
+    const code = /enter the code [^A-Z]*([B-Z]{4}-[B-Z]{4})/.exec(t.screen())![1]!;
+    await approveOnDevicePage(server.v2Url, owner, code);
+    expect(await t.exit).toBe(0);
+    expect(t.screen()).toContain(`Signed in to ${server.url} as ${owner.email}`);
+  });
+
   it('"y" runs the command; Ctrl-C while it runs stops it and cancels the run, billed for what ran', async () => {
     const before = (await usage()).length;
     const t = inTerminal(['run', '--url', server.url, 'run `sleep 30 && touch late.txt` please']);
     await t.waitFor(/Allow run_command: sleep 30 && touch late\.txt\?/);
     t.type('y');
     t.type('\r');
-    await t.waitFor(/✔|Allow run_command[^\n]*Yes/);
-    await new Promise((r) => setTimeout(r, 500));
+    // The command has started when its spinner is on the screen: then Ctrl-C.
+    await t.waitFor(/Running run_command…/);
     t.type('\x03'); // Ctrl-C: the terminal sends SIGINT to the foreground process group
     expect(await t.exit).toBe(130);
     expect(t.screen()).toContain('Cancelling the run');

@@ -1,5 +1,6 @@
 import { CliError, EXIT } from '../errors.js';
-import { line, withSpinner, type IO } from '../io.js';
+import { line, type IO } from '../io.js';
+import { withSpinner } from '../spinner.js';
 import { inertLine, jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
 import { accountCredential, callWithCredential } from '../api.js';

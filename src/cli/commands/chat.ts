@@ -7,6 +7,7 @@ import { callWithCredential, modelCredential } from '../api.js';
 import { verifyOutcome, type Outcome } from '../outcome.js';
 import { readSse } from '../sse.js';
 import { inert, inertLine, InertStream, jsonText } from '../inert.js';
+import { spin } from '../spinner.js';
 
 // `svc chat [PROMPT]`: one question (the argument, or stdin when it is not a terminal), or a conversation
 // when a person is at the terminal. Answers stream as they arrive (stdout); after each turn the tokens
@@ -70,12 +71,20 @@ async function turn(io: IO, origin: string, messages: Message[], opts: ChatOptio
     messages,
     ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
   };
+  // A spinner until the first token (or the whole answer) arrives; on a terminal only.
+  const waiting = spin(io, 'Waiting for the model…');
   const res = await callWithCredential(
     io,
     origin,
     '/v1/chat/completions',
     { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) },
     await modelCredential(io, origin),
+  ).then(
+    (r) => (stream ? r : (waiting.stop(), r)),
+    (err: unknown) => {
+      waiting.stop();
+      throw err;
+    },
   );
   const requestId = res.headers.get('x-svc-request-id');
   if (!stream) {
@@ -89,23 +98,28 @@ async function turn(io: IO, origin: string, messages: Message[], opts: ChatOptio
   let jws = '';
   // The model's text reaches the terminal inert, an escape sequence split across chunks included.
   const shown = new InertStream();
-  for await (const event of readSse(res.body!)) {
-    if (event.comment?.startsWith('x-svc-outcome '))
-      jws = event.comment.slice('x-svc-outcome '.length).trim();
-    if (!event.data || event.data === '[DONE]') continue;
-    const chunk = JSON.parse(event.data) as {
-      choices?: { delta?: { content?: string } }[];
-      error?: { message?: string };
-    };
-    if (chunk.error)
-      throw new CliError(
-        EXIT.failure,
-        `The model failed mid-answer: ${chunk.error.message ?? 'error'}.`,
-        'Try again.',
-      );
-    const piece = chunk.choices?.[0]?.delta?.content ?? '';
-    answer += piece;
-    io.stdout.write(shown.push(piece));
+  try {
+    for await (const event of readSse(res.body!)) {
+      if (event.comment?.startsWith('x-svc-outcome '))
+        jws = event.comment.slice('x-svc-outcome '.length).trim();
+      if (!event.data || event.data === '[DONE]') continue;
+      const chunk = JSON.parse(event.data) as {
+        choices?: { delta?: { content?: string } }[];
+        error?: { message?: string };
+      };
+      if (chunk.error)
+        throw new CliError(
+          EXIT.failure,
+          `The model failed mid-answer: ${chunk.error.message ?? 'error'}.`,
+          'Try again.',
+        );
+      const piece = chunk.choices?.[0]?.delta?.content ?? '';
+      if (piece) waiting.stop();
+      answer += piece;
+      io.stdout.write(shown.push(piece));
+    }
+  } finally {
+    waiting.stop();
   }
   line(io.stdout, shown.end());
   if (!jws) throw new CliError(EXIT.failure, 'The answer ended without its signed outcome.', 'Try again.');

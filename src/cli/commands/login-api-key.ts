@@ -39,36 +39,41 @@ export async function loginWithApiKey(
     '/v1/auth/device/code',
     {},
   );
-  await showCode(io, issued);
-  const done = await pollUntilDone<Poll>(io, issued.interval, async () => {
-    const answer = await postJson<Poll>(
-      io,
-      origin,
-      '/v1/auth/device/poll',
-      { device_code: issued.device_code },
-      [400],
-    );
-    switch (answer.status) {
-      case 'authorization_pending':
-        return 'pending' as const;
-      case 'slow_down':
-        return { slowDown: answer.interval };
-      case 'complete':
-        return answer;
-      case 'access_denied':
-        throw new CliError(
-          EXIT.denied,
-          'The sign-in was denied on the device page.',
-          'Run `svc login --api-key` to try again.',
-        );
-      default:
-        throw new CliError(
-          EXIT.auth,
-          'The code expired before it was approved.',
-          'Run `svc login --api-key` again.',
-        );
-    }
-  });
+  const stopWaiting = await showCode(io, issued);
+  const done = await pollUntilDone<Poll>(
+    io,
+    issued.interval,
+    async () => {
+      const answer = await postJson<Poll>(
+        io,
+        origin,
+        '/v1/auth/device/poll',
+        { device_code: issued.device_code },
+        [400],
+      );
+      switch (answer.status) {
+        case 'authorization_pending':
+          return 'pending' as const;
+        case 'slow_down':
+          return { slowDown: answer.interval };
+        case 'complete':
+          return answer;
+        case 'access_denied':
+          throw new CliError(
+            EXIT.denied,
+            'The sign-in was denied on the device page.',
+            'Run `svc login --api-key` to try again.',
+          );
+        default:
+          throw new CliError(
+            EXIT.auth,
+            'The code expired before it was approved.',
+            'Run `svc login --api-key` again.',
+          );
+      }
+    },
+    stopWaiting,
+  );
   const key = { token: done.token!, org: done.client_id!, email: done.email! };
   await updateEntry(io.env, origin, (old) => ({ ...old, api_key: key }));
   if (opts.org && opts.org.replace(/^client_/, 'org_') !== key.org) {

@@ -1,13 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as oauth from 'oauth4webapi';
-import open from 'open';
-import { createInterface } from 'node:readline';
 import { CliError, EXIT } from '../errors.js';
 import { inertLine } from '../inert.js';
 import { line, type IO } from '../io.js';
 import { CLI_CLIENT, CLI_CLIENT_AUTH, httpOptions, reach } from '../server.js';
 import { saveGrants, type TokenSet } from '../session.js';
+import { canOpenBrowser, openOnEnter } from '../browser.js';
 
 // `svc login --browser`: authorization code + PKCE S256 with a loopback redirect (RFC 8252 §7.3): a
 // one-shot listener on 127.0.0.1 at a port the system picks; svc-cli's registered loopback redirect
@@ -36,7 +35,7 @@ export async function loginWithBrowser(io: IO, origin: string, as: oauth.Authori
       code_challenge_method: 'S256',
     }).toString();
 
-    const canOpen = io.isTTY && io.stdinIsTTY && !io.env.SVC_NO_BROWSER;
+    const canOpen = canOpenBrowser(io);
     line(
       io.stderr,
       canOpen ? 'Press Enter to open your browser, or open this address yourself:' : 'To sign in, open:',
@@ -112,19 +111,6 @@ export function openableEndpoint(as: oauth.AuthorizationServer): URL {
     );
   }
   return url;
-}
-
-/** Opens the browser when the person presses Enter; answers a function that stops listening. */
-function openOnEnter(io: IO, url: string): () => void {
-  const rl = createInterface({ input: io.stdin, terminal: false });
-  rl.once('line', () => {
-    void open(url)
-      .then((child) => child.on('error', () => {}))
-      .catch(() => {});
-    line(io.stderr, io.color.dim('Opening your browser…'));
-    rl.close();
-  });
-  return () => rl.close();
 }
 
 interface Returned {

@@ -47,30 +47,35 @@ async function deviceGrant(io: IO, origin: string, as: oauth.AuthorizationServer
     oauth.deviceAuthorizationRequest(as, CLI_CLIENT, CLI_CLIENT_AUTH, {}, http),
   );
   const code = await oauth.processDeviceAuthorizationResponse(as, CLI_CLIENT, response);
-  await showCode(io, code);
-  const tokens = await pollUntilDone<TokenSet>(io, code.interval ?? 5, async () => {
-    const res = await reach(origin, () =>
-      oauth.deviceCodeGrantRequest(as, CLI_CLIENT, CLI_CLIENT_AUTH, code.device_code, http),
-    );
-    if (res.status === 503) return 'pending' as const; // temporarily_unavailable: keep the rhythm, ask again
-    try {
-      return await oauth.processDeviceCodeResponse(as, CLI_CLIENT, res);
-    } catch (err) {
-      if (!(err instanceof oauth.ResponseBodyError)) throw err;
-      if (err.error === 'authorization_pending') return 'pending' as const;
-      if (err.error === 'slow_down') return { slowDown: undefined };
-      if (err.error === 'access_denied') {
-        throw new CliError(
-          EXIT.denied,
-          'The sign-in was denied on the device page.',
-          'Run `svc login` to try again.',
-        );
+  const stopWaiting = await showCode(io, code);
+  const tokens = await pollUntilDone<TokenSet>(
+    io,
+    code.interval ?? 5,
+    async () => {
+      const res = await reach(origin, () =>
+        oauth.deviceCodeGrantRequest(as, CLI_CLIENT, CLI_CLIENT_AUTH, code.device_code, http),
+      );
+      if (res.status === 503) return 'pending' as const; // temporarily_unavailable: keep the rhythm, ask again
+      try {
+        return await oauth.processDeviceCodeResponse(as, CLI_CLIENT, res);
+      } catch (err) {
+        if (!(err instanceof oauth.ResponseBodyError)) throw err;
+        if (err.error === 'authorization_pending') return 'pending' as const;
+        if (err.error === 'slow_down') return { slowDown: undefined };
+        if (err.error === 'access_denied') {
+          throw new CliError(
+            EXIT.denied,
+            'The sign-in was denied on the device page.',
+            'Run `svc login` to try again.',
+          );
+        }
+        if (err.error === 'expired_token') {
+          throw new CliError(EXIT.auth, 'The code expired before it was approved.', 'Run `svc login` again.');
+        }
+        throw err;
       }
-      if (err.error === 'expired_token') {
-        throw new CliError(EXIT.auth, 'The code expired before it was approved.', 'Run `svc login` again.');
-      }
-      throw err;
-    }
-  });
+    },
+    stopWaiting,
+  );
   return saveGrants(io, origin, as.issuer, tokens);
 }

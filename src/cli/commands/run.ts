@@ -9,6 +9,7 @@ import { verifyOutcome } from '../outcome.js';
 import { guardOf, KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
 import { describeCall, type CallView } from '../approval.js';
 import { inert, inertLine, jsonText } from '../inert.js';
+import { spin, type Spinning } from '../spinner.js';
 
 // `svc run [--agent NAME] [TASK]`: an agent run over the run WebSocket (docs/models.md, "The run
 // WebSocket"). The server runs the model; this terminal runs the agent's tools, here, in the working
@@ -29,6 +30,9 @@ interface Frame {
   type: string;
   [k: string]: unknown;
 }
+
+/** Frames that say nothing yet of the model's answer: the spinner goes on through them. */
+const QUIET_FRAMES = new Set(['authenticated', 'run_started', 'pong']);
 
 /** How long to wait for the server to confirm a cancel before closing anyway. */
 const CANCEL_GRACE_MS = 5000;
@@ -104,10 +108,22 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
     const ws = new WebSocket(wsUrl);
     let cancelling = false;
     let finished = false;
-    const send = (f: object) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify(f));
+    // A spinner while the model thinks (after the start and after each tool result) and while a tool runs.
+    let waiting: Spinning = { stop() {} };
+    const waitFor = (text: string) => {
+      waiting.stop();
+      waiting = opts.json ? { stop() {} } : spin(io, text);
+    };
+    const send = (f: object) => {
+      if (ws.readyState !== WebSocket.OPEN) return;
+      ws.send(JSON.stringify(f));
+      const type = (f as { type?: string }).type;
+      if (type === 'start' || type === 'tool_result') waitFor('Waiting for the model…');
+    };
     const finish = (fn: () => void) => {
       if (finished) return;
       finished = true;
+      waiting.stop();
       io.signal.removeEventListener('abort', onAbort);
       ws.close();
       fn();
@@ -115,6 +131,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
     const onAbort = () => {
       if (cancelling) return;
       cancelling = true;
+      waiting.stop();
       line(io.stderr, c.yellow('\nCancelling the run…'));
       send({ type: 'cancel' });
       setTimeout(() => finish(() => resolve(EXIT.interrupted)), CANCEL_GRACE_MS).unref();
@@ -148,6 +165,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
     ws.on('message', (data) => {
       // ws's default binaryType hands a text frame over as one Buffer.
       const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
+      if (!QUIET_FRAMES.has(frame.type)) waiting.stop();
       if (opts.json) line(io.stdout, jsonText(frame));
       void handle(frame).catch((err: unknown) =>
         finish(() => reject(err instanceof Error ? err : new Error('the run failed', { cause: err }))),
@@ -278,7 +296,8 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
         });
       }
       try {
-        const result = await runTool(root, name, args, limits);
+        waitFor(`Running ${inertLine(name)}…`);
+        const result = await runTool(root, name, args, limits).finally(() => waiting.stop());
         if (!opts.json) line(io.stderr, c.dim(`  ${preview(result)}`));
         send({ type: 'tool_result', tool_call_id: id, status: 'ok', result });
       } catch (err) {

@@ -1,6 +1,7 @@
 import { readEntry, updateEntry, type ServerEntry } from '../credentials.js';
 import { CliError, EXIT, notSignedIn } from '../errors.js';
-import { line, withSpinner, type IO } from '../io.js';
+import { line, type IO } from '../io.js';
+import { withSpinner } from '../spinner.js';
 import { inertLine, jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
 import { accountCredential, callWithCredential, modelCredential, type Credential } from '../api.js';
