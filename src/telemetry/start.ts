@@ -20,6 +20,7 @@ import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-t
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { enableTracing, type SpanStart } from './spans.js';
+import { instrumentPglite } from './pglite.js';
 
 // Starts OpenTelemetry's SDK for Node (CONTRACT §1, Traces). src/main.ts imports this module only when
 // an OTLP endpoint is configured, and before anything that serves: the instrumentations patch `http`,
@@ -35,7 +36,7 @@ import { enableTracing, type SpanStart } from './spans.js';
 // - the instrumentations: `http` (a server span for every request, the chat and token entries that skip
 //   Express included), `express` (the route in the server span's name; its request handlers as spans),
 //   `pg` (each statement a span, under a request only: heartbeats and background sweeps make no traces;
-//   its text with placeholders, never the values).
+//   its text with placeholders, never the values); the embedded PGlite's statements the same (./pglite.ts).
 
 const SERVICE_VERSION = (() => {
   try {
@@ -117,6 +118,7 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
     ],
   });
   const tracer = provider.getTracer('svc', SERVICE_VERSION);
+  instrumentPglite(provider.getTracer('svc-pglite', SERVICE_VERSION));
   enableTracing({
     tracer,
     start: (name: string, options: SpanStart, parent?) =>
