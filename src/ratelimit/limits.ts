@@ -13,13 +13,17 @@ import type { Logger } from '../log.js';
 import { rateLimited } from '../http/errors.js';
 import { clientAddress } from '../http/client-address.js';
 import { createModelRateLimits, type ModelRateLimits } from './model-limits.js';
+import { createPostgresWindows } from './rolling-window-postgres.js';
+import { createRedisWindows } from './rolling-window-redis.js';
+import type { RollingWindows } from './rolling-window.js';
 import { createFailureLimiter, storeKey, type FailureLimiter, type Policy } from './failure-limiter.js';
 
 // The rate limits of CONTRACT §1 on rate-limiter-flexible. The store follows the deployment so that
 // every process sharing the data shares the counts: Redis when REDIS_URL is set, else the PostgreSQL
 // database when DATABASE_URL is set (table rate_limits, created by the migration), else memory (PGlite
 // is one process by construction). A store error falls back to a per-process memory limiter
-// (insuranceLimiter), so an outage of the store never turns sign-in into a 500.
+// (insuranceLimiter), so an outage of the store never turns sign-in into a 500. The model RPM and TPM
+// limits are rolling windows of their own in the same kind of store (modelWindows below).
 
 export interface Limits {
   /** Wrong passwords per e-mail (CONTRACT §4). Key: the normalised e-mail. */
@@ -127,6 +131,24 @@ function storeFactory(ctx: LimitsContext): Factory {
   return memory;
 }
 
+/**
+ * The rolling windows of the RPM and TPM limits, in the store the concurrency cap uses: Redis when
+ * REDIS_URL is set, else the database (PGlite included). Unlike the sign-in limits they have no per-process
+ * fallback: a store that does not answer refuses the call with 503 (as the concurrency cap does), since
+ * counting per process would let every process admit the whole limit.
+ */
+function modelWindows(ctx: LimitsContext): RollingWindows {
+  if (!ctx.config.redisUrl) return createPostgresWindows(ctx.database.db, ctx.log);
+  // Its own connection, queueing while it connects: a call in the first moments after start waits for
+  // Redis instead of failing.
+  const redis = new Redis(ctx.config.redisUrl, { maxRetriesPerRequest: 1 });
+  redis.on('error', () => {
+    // Reconnects by itself; a call while it is down is answered 503 by the model limits.
+  });
+  ctx.onClose(() => redis.disconnect());
+  return createRedisWindows(redis);
+}
+
 export function createLimits(ctx: LimitsContext): Limits {
   const make = storeFactory(ctx);
   const failure = (p: Policy) => createFailureLimiter(make(p), ctx.hmacKey);
@@ -146,7 +168,7 @@ export function createLimits(ctx: LimitsContext): Limits {
     next();
   };
 
-  const modelRates = createModelRateLimits({ db: ctx.database.db, window: make, log: ctx.log });
+  const modelRates = createModelRateLimits({ db: ctx.database.db, windows: modelWindows(ctx), log: ctx.log });
   ctx.onClose(() => modelRates.close());
 
   return {

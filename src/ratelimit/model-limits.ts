@@ -1,22 +1,26 @@
 import { sql } from 'drizzle-orm';
-import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { queryRows, type Db } from '../db/client.js';
 import { AppError } from '../http/errors.js';
 import type { Logger } from '../log.js';
-import type { Policy } from './failure-limiter.js';
+import type {
+  RollingWindows,
+  WindowAdmission,
+  WindowCount,
+  WindowEntry,
+  WindowState,
+} from './rolling-window.js';
 
-// RPM and TPM limits of model calls, per organization and per credential (CONTRACT §11 "Rate limits").
-// The windows are rate-limiter-flexible's, in the store every process shares (src/ratelimit/limits.ts:
-// Redis when REDIS_URL is set, else PostgreSQL, else memory for the one PGlite process). A call is admitted
-// against the tokens its hold may use (prompt bound + capped output) and corrected at its settle.
+// RPM and TPM limits of model calls and run steps, per organization and per credential (CONTRACT §11
+// "Rate limits"), each a rolling minute in the store every process shares (src/ratelimit/rolling-window.ts:
+// the database by default, Redis when REDIS_URL is set). A call is admitted against the tokens its hold
+// may use (prompt bound + capped output) and corrected to what it really used at its settle.
 //
 // The limits themselves are read by one statement for the whole process every LIMITS_REFRESH_MS (and at
 // once after a change through this process), never per call: with no limit set, a call costs a map lookup.
+// That statement reads only rows with a limit (the partial indexes of src/db/custom/rate-windows.sql).
 
 /** How soon a limit set through another process applies here. */
 export const LIMITS_REFRESH_MS = 5_000;
-/** The rolling window the limits count in: a minute (CONTRACT §11). */
-export const WINDOW_SECONDS = 60;
 
 export interface RateLimitValues {
   rpm: number | null;
@@ -27,7 +31,7 @@ export interface RateLimitValues {
 export interface RateWindow {
   limit: number;
   remaining: number;
-  /** Milliseconds until the window frees. */
+  /** Milliseconds until the window is fully replenished (its newest counted call leaves it). */
   resetMs: number;
 }
 
@@ -39,16 +43,12 @@ export interface RateAdmission {
 }
 
 type Metric = 'rpm' | 'tpm';
-interface Counted {
-  metric: Metric;
-  key: string;
-  limit: number;
-  points: number;
-}
+type Counted = WindowCount & { metric: Metric };
 
-const refusals = new WeakMap<AppError, RateWindow & { metric: Metric; others: RateAdmission }>();
+/** `others`: every window the refused call was counted against, as the headers show them. */
+const refusals = new WeakMap<AppError, { others: Pick<RateAdmission, 'requests' | 'tokens'> }>();
 
-/** The window a 429 rate_limit_exceeded refused, for the front-end's headers. */
+/** The windows of a 429 rate_limit_exceeded, for the front-end's headers. */
 export const refusalOf = (err: unknown) => (err instanceof AppError ? refusals.get(err) : undefined);
 
 export interface ModelRateLimits {
@@ -59,25 +59,28 @@ export interface ModelRateLimits {
   close(): void;
 }
 
+/** The limits the periodic scan reads: only rows that have one (partial indexes orgs_limited, api_tokens_limited). */
+export const limitedRowsQuery = () =>
+  sql`select 'o' as kind, id, rpm_limit as rpm, tpm_limit as tpm from orgs
+       where deleted_at is null and (rpm_limit is not null or tpm_limit is not null)
+      union all
+      select 't', id::text, rpm_limit, tpm_limit from api_tokens
+       where revoked_at is null and (rpm_limit is not null or tpm_limit is not null)`;
+
 export function createModelRateLimits(ctx: {
   db: Db;
-  window: (p: Policy) => RateLimiterAbstract;
+  windows: RollingWindows;
   log: Logger;
 }): ModelRateLimits {
   let orgLimits = new Map<string, RateLimitValues>();
   let tokenLimits = new Map<number, RateLimitValues>();
   let first: Promise<void> | null = null;
   let timer: NodeJS.Timeout | undefined;
-  const windows = new Map<string, RateLimiterAbstract>();
 
   async function load() {
     const rows = await queryRows<{ kind: string; id: string; rpm: number | null; tpm: number | null }>(
       ctx.db,
-      sql`select 'o' as kind, id, rpm_limit as rpm, tpm_limit as tpm from orgs
-           where deleted_at is null and (rpm_limit is not null or tpm_limit is not null)
-          union all
-          select 't', id::text, rpm_limit, tpm_limit from api_tokens
-           where revoked_at is null and (rpm_limit is not null or tpm_limit is not null)`,
+      limitedRowsQuery(),
     );
     const orgsNext = new Map<string, RateLimitValues>();
     const tokensNext = new Map<number, RateLimitValues>();
@@ -101,98 +104,53 @@ export function createModelRateLimits(ctx: {
     return first;
   }
 
-  /** One limiter per (metric, limit): the key prefix is the metric's, so a changed limit keeps the count. */
-  function windowFor(metric: Metric, limit: number): RateLimiterAbstract {
-    const id = `${metric}:${limit}`;
-    let w = windows.get(id);
-    if (!w) {
-      w = ctx.window({ name: `model-${metric}`, points: limit, durationSeconds: WINDOW_SECONDS });
-      windows.set(id, w);
-    }
-    return w;
-  }
-
-  const giveBack = (c: Counted, points: number) => {
-    if (points <= 0) return;
-    windowFor(c.metric, c.limit)
-      .reward(c.key, points)
-      .catch((err: unknown) => ctx.log.warn({ err }, 'could not correct a rate-limit window'));
-  };
-
   async function admit(orgKey: string, apiTokenId: number | null, tokens: number) {
     await started();
     const org = orgLimits.get(orgKey);
     const token = apiTokenId === null ? undefined : tokenLimits.get(apiTokenId);
     if (!org && !token) return null;
+    // The key names the metric and the holder, not the limit: a changed limit keeps what was counted.
     const counted: Counted[] = [];
-    const add = (scope: string, v: RateLimitValues | undefined) => {
-      if (v?.rpm) counted.push({ metric: 'rpm', key: `${scope}`, limit: v.rpm, points: 1 });
-      if (v?.tpm) counted.push({ metric: 'tpm', key: `${scope}`, limit: v.tpm, points: Math.max(1, tokens) });
+    const add = (holder: string, v: RateLimitValues | undefined) => {
+      if (v?.rpm) counted.push({ metric: 'rpm', key: `rpm:${holder}`, limit: v.rpm, amount: 1 });
+      if (v?.tpm)
+        counted.push({ metric: 'tpm', key: `tpm:${holder}`, limit: v.tpm, amount: Math.max(1, tokens) });
     };
     add(`org:${orgKey}`, org);
-    add(`token:${apiTokenId}`, token);
-    const done: { c: Counted; res: RateLimiterRes }[] = [];
-    for (const c of counted) {
-      try {
-        done.push({ c, res: await windowFor(c.metric, c.limit).consume(c.key, c.points) });
-      } catch (rejection) {
-        for (const d of done) giveBack(d.c, d.c.points);
-        if (!(rejection instanceof RateLimiterRes)) throw rejection;
-        // A refused call is not counted (CONTRACT §11: what is admitted counts).
-        giveBack(c, c.points);
-        throw refused(c, rejection);
-      }
+    if (apiTokenId !== null) add(`token:${apiTokenId}`, token);
+    let result: WindowAdmission;
+    try {
+      result = await ctx.windows.admit(counted);
+    } catch (err) {
+      ctx.log.error({ err }, 'rate-limit store unavailable');
+      throw new AppError(503, 'rate_limit_unavailable', 'the rate limiter cannot be reached; try again', {
+        headers: { 'Retry-After': '5' },
+      });
     }
-    return admission(done);
+    const shown = headerWindows(counted, result.states);
+    if (!result.admitted) throw refused(counted, result.states, shown);
+    return admission(counted, result.entries, shown);
   }
 
-  function admission(done: { c: Counted; res: RateLimiterRes }[]): RateAdmission {
-    // The tighter of the organization's and the credential's: the window with the least left.
-    const tightest = (metric: Metric): RateWindow | undefined => {
-      let best: RateWindow | undefined;
-      for (const { c, res } of done) {
-        if (c.metric !== metric) continue;
-        const w = { limit: c.limit, remaining: Math.max(0, res.remainingPoints), resetMs: res.msBeforeNext };
-        if (!best || w.remaining < best.remaining) best = w;
-      }
-      return best;
-    };
+  function admission(
+    counted: Counted[],
+    entries: WindowEntry[],
+    shown: Pick<RateAdmission, 'requests' | 'tokens'>,
+  ): RateAdmission {
     let settled = false;
     return {
-      requests: tightest('rpm'),
-      tokens: tightest('tpm'),
+      ...shown,
       settle(actualTokens) {
         if (settled) return;
         settled = true;
-        for (const { c } of done) {
-          if (c.metric !== 'tpm') continue;
-          if (actualTokens < c.points) giveBack(c, c.points - actualTokens);
-          else if (actualTokens > c.points) {
-            windowFor(c.metric, c.limit)
-              .penalty(c.key, actualTokens - c.points)
-              .catch((err: unknown) => ctx.log.warn({ err }, 'could not correct a rate-limit window'));
-          }
-        }
+        entries.forEach((entry, i) => {
+          if (counted[i]!.metric !== 'tpm' || entry.amount === actualTokens) return;
+          ctx.windows
+            .correct(entry, actualTokens)
+            .catch((err: unknown) => ctx.log.warn({ err }, 'could not correct a rate-limit window'));
+        });
       },
     };
-  }
-
-  function refused(c: Counted, res: RateLimiterRes): AppError {
-    const seconds = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
-    const what = c.metric === 'rpm' ? 'requests' : 'tokens';
-    const err = new AppError(
-      429,
-      'rate_limit_exceeded',
-      `rate limit reached: ${c.limit} ${what} per minute; try again in ${seconds} s`,
-      { headers: { 'Retry-After': String(seconds) } },
-    );
-    const window = { limit: c.limit, remaining: 0, resetMs: res.msBeforeNext };
-    refusals.set(err, {
-      ...window,
-      metric: c.metric,
-      others: { [c.metric === 'rpm' ? 'requests' : 'tokens']: window, settle: () => {} },
-    });
-    return err;
   }
 
   return {
@@ -201,8 +159,62 @@ export function createModelRateLimits(ctx: {
       await started();
       await load();
     },
-    close: () => clearInterval(timer),
+    close: () => {
+      clearInterval(timer);
+      ctx.windows.close();
+    },
   };
+}
+
+/** Per metric, the tighter of the organization's and the credential's windows: the one with the least left. */
+function headerWindows(
+  counted: Counted[],
+  states: WindowState[],
+): Pick<RateAdmission, 'requests' | 'tokens'> {
+  const tightest = (metric: Metric): RateWindow | undefined => {
+    let best: RateWindow | undefined;
+    counted.forEach((c, i) => {
+      if (c.metric !== metric) return;
+      const s = states[i]!;
+      const w = { limit: c.limit, remaining: Math.max(0, c.limit - s.used), resetMs: s.resetMs };
+      if (!best || w.remaining < best.remaining) best = w;
+    });
+    return best;
+  };
+  return { requests: tightest('rpm'), tokens: tightest('tpm') };
+}
+
+/**
+ * 429 rate_limit_exceeded: Retry-After is when the call would fit every window it was refused by, in
+ * whole seconds rounded up (a call above a limit by itself can never fit: a minute, and the message says
+ * why).
+ */
+function refused(
+  counted: Counted[],
+  states: WindowState[],
+  shown: Pick<RateAdmission, 'requests' | 'tokens'>,
+) {
+  let waitMs = 0;
+  let never: Counted | undefined;
+  let over: Counted | undefined;
+  counted.forEach((c, i) => {
+    const retry = states[i]!.retryMs;
+    if (retry === null) never ??= c;
+    else if (retry > waitMs) {
+      waitMs = retry;
+      over = c;
+    }
+  });
+  const what = (c: Counted) => `${c.limit} ${c.metric === 'rpm' ? 'requests' : 'tokens'} per minute`;
+  const seconds = never ? 60 : Math.max(1, Math.ceil(waitMs / 1000));
+  const message = never
+    ? `this call may use ${never.amount} tokens, more than the limit of ${what(never)}; lower max_tokens`
+    : `rate limit reached: ${what(over ?? counted[0]!)}; try again in ${seconds} s`;
+  const err = new AppError(429, 'rate_limit_exceeded', message, {
+    headers: { 'Retry-After': String(seconds) },
+  });
+  refusals.set(err, { others: shown });
+  return err;
 }
 
 /** OpenAI writes a reset as a Go duration: `6s`, `1m0s`, `120ms` (x-ratelimit-reset-*). */

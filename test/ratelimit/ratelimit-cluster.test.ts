@@ -57,8 +57,9 @@ describe.skipIf(storageMode() !== 'postgres')('rate limits across processes', ()
       const elapsed = Date.now() - started;
       const admitted = results.filter((r) => r.status === 200).length;
       const refused = results.filter((r) => r.status === 429);
-      expect(admitted).toBeGreaterThan(0);
-      expect(admitted).toBeLessThanOrEqual(RPM);
+      // A rolling window admits exactly its limit in a burst shorter than the window: never more, and no
+      // call lost to a race (both processes decide against the one window in the database).
+      expect(admitted).toBe(RPM);
       expect(refused.length).toBe(200 - admitted);
       for (const r of refused) {
         expect(r.code).toBe('rate_limit_exceeded');

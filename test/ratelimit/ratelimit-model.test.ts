@@ -7,8 +7,8 @@ import { addMember, createApiToken, createUser, type TestUser } from '../helpers
 import { TEST_PRICES } from '../helpers/fake-upstream.js';
 import { detailOf, rejectionOf } from '../helpers/json.js';
 import { eventually } from '../helpers/webhook-receiver.js';
-import { eq } from 'drizzle-orm';
-import { usageRecords } from '../../src/db/schema.js';
+import { sql } from 'drizzle-orm';
+import { queryRows } from '../../src/db/client.js';
 
 // RPM and TPM limits per organization and per credential (CONTRACT §11): the routes' shapes and roles,
 // 429 rate_limit_exceeded with Retry-After, and the vendors' rate-limit headers as the official SDKs read
@@ -131,19 +131,29 @@ describe('enforcement and the headers', () => {
     // The settle gives back what the hold counted beyond the call's real use: the next call sees more left
     // than the first hold alone would leave, less the second's own hold.
     const used = ok.data.usage!.total_tokens;
-    // The answer goes out before its settle: wait for the call's usage record.
-    await eventually(
-      async () =>
-        (await server.deps.db.select().from(usageRecords).where(eq(usageRecords.apiTokenId, key.id)))
-          .length === 1,
-    );
+    // The answer goes out before its settle, and the settle corrects the window after: wait for the entry
+    // to hold the call's real count.
+    const counted = async () =>
+      (
+        await queryRows<{ amount: number }>(
+          server.deps.db,
+          sql`select amount from rate_window_entries where key = ${`tpm:token:${key.id}`}`,
+        )
+      ).map((r) => Number(r.amount));
+    await eventually(async () => (await counted()).join() === String(used));
     const next = await chat(key.secret, 16);
     const held = 2_000 - left;
     expect(Number(next.response.headers.get('x-ratelimit-remaining-tokens'))).toBe(2_000 - used - held);
+    const usedNext = next.data.usage!.total_tokens;
+    await eventually(async () => (await counted()).reduce((a, b) => a + b, 0) === used + usedNext);
+    // A call whose hold alone is above the limit can never fit: refused, nothing counted, and the headers
+    // show what the window really has left.
     const err = await rejectionOf<ApiError>(chat(key.secret, 4_000));
     expect(err.status).toBe(429);
     expect(err.code).toBe('rate_limit_exceeded');
-    expect(err.headers?.get('x-ratelimit-remaining-tokens')).toBe('0');
+    expect(err.message).toMatch(/lower max_tokens/);
+    expect(err.headers?.get('x-ratelimit-remaining-tokens')).toBe(String(2_000 - used - usedNext));
+    expect((await counted()).length).toBe(2);
   });
 
   it('/v1/messages carries Anthropic’s headers, reset as RFC 3339, read by @anthropic-ai/sdk', async () => {
