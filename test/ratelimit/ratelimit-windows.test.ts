@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { sql } from 'drizzle-orm';
+import { Redis } from 'ioredis';
+import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
+import { openDatabase, queryRows, type Database } from '../../src/db/client.js';
+import { createLogger } from '../../src/log.js';
+import { randomToken } from '../../src/ids.js';
+import { createPostgresWindows } from '../../src/ratelimit/rolling-window-postgres.js';
+import { createRedisWindows } from '../../src/ratelimit/rolling-window-redis.js';
+import { WINDOW_MS, type RollingWindows, type WindowCount } from '../../src/ratelimit/rolling-window.js';
+
+// The rolling windows of the RPM and TPM limits (CONTRACT §11; decision 0065), on each store: the
+// database (PGlite, or PostgreSQL with TEST_DATABASE_URL) and Redis on 127.0.0.1:6379. Two handles on one
+// store stand for two processes (two pools, two Redis connections). The window's age is moved by
+// backdating entries in the store, so what a minute later looks like is checked without waiting a minute.
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisAnswers =
+  spawnSync('redis-cli', ['-u', REDIS_URL, 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG';
+const log = createLogger('silent');
+
+interface Store {
+  /** Two handles on the one store, as two processes would have. */
+  a: RollingWindows;
+  b: RollingWindows;
+  /** Moves every entry of `key` `ms` into the past. */
+  age(key: string, ms: number): Promise<void>;
+  /** The amounts the store holds for `key`. */
+  amounts(key: string): Promise<number[]>;
+  close(): Promise<void>;
+}
+
+let server: TestServer;
+let second: Database | undefined;
+beforeAll(async () => {
+  server = await startTestServer();
+  if (storageMode() === 'postgres') second = await openDatabase({ databaseUrl: server.databaseUrl! });
+});
+afterAll(async () => {
+  await second?.close();
+  await server?.close();
+});
+
+const databaseStore = (): Store => ({
+  a: createPostgresWindows(server.deps.db, log),
+  b: createPostgresWindows((second ?? server.database).db, log),
+  async age(key, ms) {
+    await queryRows(
+      server.deps.db,
+      sql`update rate_window_entries set at = at - make_interval(secs => ${ms / 1000}::float8) where key = ${key}`,
+    );
+  },
+  async amounts(key) {
+    const rows = await queryRows<{ amount: number }>(
+      server.deps.db,
+      sql`select amount from rate_window_entries where key = ${key} order by id`,
+    );
+    return rows.map((r) => Number(r.amount));
+  },
+  async close() {},
+});
+
+function redisStore(): Store {
+  const one = new Redis(REDIS_URL);
+  const two = new Redis(REDIS_URL);
+  return {
+    a: createRedisWindows(one),
+    b: createRedisWindows(two),
+    async age(key, ms) {
+      const members = await one.zrange(`svc:rate:${key}`, 0, -1);
+      for (const m of members) await one.zincrby(`svc:rate:${key}`, -ms, m);
+    },
+    async amounts(key) {
+      const members = await one.zrange(`svc:rate:${key}`, 0, -1);
+      return members.map((m) => Number(m.split(':').pop()));
+    },
+    async close() {
+      await Promise.all([one.quit(), two.quit()]);
+    },
+  };
+}
+
+const stores: [string, () => Store, boolean][] = [
+  [`database (${storageMode()})`, databaseStore, true],
+  ['redis', redisStore, redisAnswers],
+];
+
+describe.each(stores)('rolling windows on %s', (_name, make, available) => {
+  let store: Store;
+  beforeAll(() => {
+    if (available) store = make();
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+  const key = (what: string) => `test:${what}:${randomToken(6)}`;
+
+  it.runIf(available)('admits exactly the limit under concurrent calls from two handles', async () => {
+    const k = key('exact');
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (i % 2 ? store.a : store.b).admit([{ key: k, limit: 15, amount: 1 }]),
+      ),
+    );
+    expect(results.filter((r) => r.admitted)).toHaveLength(15);
+    expect(await store.amounts(k)).toHaveLength(15);
+    for (const r of results.filter((x) => !x.admitted)) {
+      expect(r.states[0]!.used).toBe(15);
+      expect(r.states[0]!.retryMs).toBeGreaterThan(WINDOW_MS - 15_000);
+    }
+  });
+
+  it.runIf(available)(
+    'is rolling: a call counts for 60 s from its admission, not to a window boundary',
+    async () => {
+      const k = key('rolling');
+      const count: WindowCount[] = [{ key: k, limit: 2, amount: 1 }];
+      expect((await store.a.admit(count)).admitted).toBe(true);
+      await store.age(k, 50_000);
+      const second = await store.b.admit(count);
+      expect(second.admitted).toBe(true);
+      expect(second.states[0]).toMatchObject({ used: 2, resetMs: WINDOW_MS });
+      // Full: the next fits when the older call (50 s old) leaves, about 10 s from now.
+      const refused = await store.a.admit(count);
+      expect(refused.admitted).toBe(false);
+      expect(refused.states[0]!.used).toBe(2);
+      expect(refused.states[0]!.retryMs).toBeGreaterThan(8_000);
+      expect(refused.states[0]!.retryMs).toBeLessThanOrEqual(10_000);
+      expect(refused.states[0]!.resetMs).toBeGreaterThan(58_000);
+      // 10 s later the older one has left; the newer (now 10 s old) still counts: one more fits, not two.
+      await store.age(k, 10_000);
+      expect((await store.b.admit(count)).admitted).toBe(true);
+      const again = await store.a.admit(count);
+      expect(again.admitted).toBe(false);
+      expect(again.states[0]!.retryMs).toBeGreaterThan(48_000);
+      expect(await store.amounts(k)).toHaveLength(2);
+    },
+  );
+
+  it.runIf(available)(
+    'counts a call in all its windows or none; weighted amounts and their correction',
+    async () => {
+      const requests = key('rpm');
+      const tokens = key('tpm');
+      const call = (amount: number): WindowCount[] => [
+        { key: requests, limit: 10, amount: 1 },
+        { key: tokens, limit: 1_000, amount },
+      ];
+      const first = await store.a.admit(call(700));
+      expect(first.admitted).toBe(true);
+      expect(first.states.map((s) => s.used)).toEqual([1, 700]);
+      // Over the tpm: refused, and the rpm window did not count it either.
+      const over = await store.b.admit(call(400));
+      expect(over.admitted).toBe(false);
+      expect(over.states[0]).toMatchObject({ used: 1, retryMs: 0 });
+      expect(over.states[1]!.used).toBe(700);
+      expect(await store.amounts(requests)).toEqual([1]);
+      // The settle corrects the held 700 to the 250 really used: now it fits.
+      await store.a.correct(first.entries[1]!, 250);
+      expect(await store.amounts(tokens)).toEqual([250]);
+      const fits = await store.b.admit(call(400));
+      expect(fits.admitted).toBe(true);
+      expect(fits.states.map((s) => s.used)).toEqual([2, 650]);
+      // An amount above the limit by itself never fits.
+      const never = await store.a.admit(call(1_001));
+      expect(never.admitted).toBe(false);
+      expect(never.states[1]!.retryMs).toBeNull();
+    },
+  );
+
+  it.runIf(available)(
+    'an entry that left the window is gone and its correction changes nothing',
+    async () => {
+      const k = key('gone');
+      const first = await store.a.admit([{ key: k, limit: 5, amount: 5 }]);
+      await store.age(k, WINDOW_MS);
+      const next = await store.b.admit([{ key: k, limit: 5, amount: 5 }]);
+      expect(next.admitted).toBe(true);
+      expect(next.states[0]!.used).toBe(5);
+      await store.a.correct(first.entries[0]!, 1);
+      expect(await store.amounts(k)).toEqual([5]);
+    },
+  );
+});
