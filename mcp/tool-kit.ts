@@ -90,8 +90,8 @@ export function defineTool<In extends z.ZodRawShape, Out extends z.ZodRawShape>(
   },
   run: (ctx: ToolContext, args: z.output<z.ZodObject<In>>) => Promise<Record<string, unknown>>,
 ): PlatformTool {
-  const inputSchema = z.object(config.inputSchema);
-  const definition = { ...config, inputSchema, outputSchema: z.object(config.outputSchema) };
+  const inputSchema = jsonSchemaOnce(z.object(config.inputSchema));
+  const definition = { ...config, inputSchema, outputSchema: jsonSchemaOnce(z.object(config.outputSchema)) };
   return {
     name,
     readOnly: config.annotations.readOnlyHint === true,
@@ -101,6 +101,41 @@ export function defineTool<In extends z.ZodRawShape, Out extends z.ZodRawShape>(
       );
     },
   };
+}
+
+/** How the SDK asks a schema for its JSON Schema form (Standard JSON Schema: the target draft). */
+type JsonSchemaOptions = Parameters<z.ZodType['~standard']['jsonSchema']['input']>[0];
+
+/**
+ * The schema with its JSON Schema form converted once per process. The SDK converts a tool's zod
+ * schemas to JSON Schema on the servers it builds (the input schema before every 2026-07-28 call, for
+ * its `Mcp-Param-*` check; the output schema for the result's projection; both for `tools/list`), and a
+ * server here lives for one request: that conversion, the same every time, took about 8% of svc's CPU
+ * on a `tools/call` in a profile (docs/decisions/0095-mcp-schema-conversion-once.md). The converted
+ * forms are frozen: requests share them.
+ */
+function jsonSchemaOnce<T extends z.ZodType>(schema: T): T {
+  const standard = schema['~standard'];
+  const converted = new Map<string, Record<string, unknown>>();
+  const once = (io: 'input' | 'output') => (options: JsonSchemaOptions) => {
+    const key = `${io} ${options.target}`;
+    let json = converted.get(key);
+    if (!json) {
+      json = deepFreeze(standard.jsonSchema[io](options));
+      if (!options.libraryOptions) converted.set(key, json);
+    }
+    return json;
+  };
+  schema['~standard'] = { ...standard, jsonSchema: { input: once('input'), output: once('output') } };
+  return schema;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
 }
 
 /** Tool arguments are plain strings in the schema (JSON Schema cannot express our id transform). */

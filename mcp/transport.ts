@@ -59,7 +59,11 @@ export function mcpAnswer(deps: Deps): McpAnswer {
 
   return async (req, res, exchange) => {
     const aborted = new AbortController();
-    res.on('close', () => aborted.abort());
+    // A client that hangs up aborts the exchange; a response that was sent in full has nothing to abort
+    // (an abort builds an AbortError for every listener, on every request).
+    res.on('close', () => {
+      if (!res.writableFinished) aborted.abort();
+    });
     const request = webRequestOf(req, requestOrigin(req, deps.config), aborted.signal);
     const authInfo: AuthInfo = {
       token: '',
@@ -110,6 +114,13 @@ async function send(res: Response, answer: globalThis.Response): Promise<void> {
   answer.headers.forEach((value, name) => {
     if (name !== 'content-length') res.setHeader(name, value);
   });
-  if (answer.body) for await (const chunk of answer.body) res.write(chunk);
-  res.end();
+  // A JSON answer (every answer of this stateless server but an event stream) is one buffer; only a
+  // stream is relayed chunk by chunk.
+  if (!answer.body) res.end();
+  else if (answer.headers.get('content-type')?.startsWith('application/json'))
+    res.end(Buffer.from(await answer.arrayBuffer()));
+  else {
+    for await (const chunk of answer.body) res.write(chunk);
+    res.end();
+  }
 }
