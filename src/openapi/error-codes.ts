@@ -1,6 +1,7 @@
 import { AppError, COMMON_ERRORS, type ErrorCatalogue } from '../http/errors.js';
 import { renderError } from '../http/error-middleware.js';
 import { OAUTH_ERRORS } from '../../oauth/errors.js';
+import { PROJECT_ERRORS } from '../projects/errors.js';
 
 // The error codes the API document lists for each status of a route (docs/openapi.md): the common
 // catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
@@ -11,6 +12,7 @@ import { OAUTH_ERRORS } from '../../oauth/errors.js';
 export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
   common: COMMON_ERRORS,
   oauth: OAUTH_ERRORS,
+  projects: PROJECT_ERRORS,
 };
 
 export interface ListedCode {
@@ -43,7 +45,10 @@ export function codesOf(domain: ErrorCatalogue | undefined, surface: string, sta
 }
 
 /** Which domain's catalogue a route's path belongs to (none: the common codes alone). */
-const DOMAIN_BY_PATH: [RegExp, ErrorCatalogue][] = [[/^\/oauth\//, OAUTH_ERRORS]];
+const DOMAIN_BY_PATH: [RegExp, ErrorCatalogue][] = [
+  [/^\/oauth\//, OAUTH_ERRORS],
+  [/^\/v1\/projects(\/|$)/, PROJECT_ERRORS],
+];
 
 export const domainErrorsOf = (path: string): ErrorCatalogue | undefined =>
   DOMAIN_BY_PATH.find(([re]) => re.test(path))?.[1];

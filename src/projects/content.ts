@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { and, asc, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { projectFiles, projectReports } from '../db/schema.js';
-import { AppError, notFound } from '../http/errors.js';
+import { COMMON_ERRORS, errorOf, notFound } from '../http/errors.js';
+import { PROJECT_ERRORS } from './errors.js';
 import { newId } from '../ids.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
 import { requireProject, type Actor, type Need } from './access.js';
@@ -145,7 +146,7 @@ export type FileRef = { fileId?: string | undefined; path?: string | undefined }
 
 async function findFile(db: Db, projectId: string, ref: FileRef) {
   if (!ref.fileId && !ref.path)
-    throw new AppError(400, 'VALIDATION_ERROR', 'name the file with file_id or path');
+    throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'name the file with file_id or path');
   const [row] = await db
     .select()
     .from(projectFiles)
@@ -203,7 +204,7 @@ export function guessMediaType(path: string, encoding: 'utf8' | 'base64'): strin
 export function decodeContent(content: string, encoding: 'utf8' | 'base64'): Buffer {
   if (encoding === 'utf8') return Buffer.from(content, 'utf8');
   if (!/^[A-Za-z0-9+/\-_]*={0,2}$/.test(content.replace(/\s+/g, ''))) {
-    throw new AppError(400, 'VALIDATION_ERROR', 'content is not valid base64');
+    throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'content is not valid base64');
   }
   return Buffer.from(content, 'base64');
 }
@@ -218,8 +219,7 @@ export async function writeFile(
   projectId: string,
   input: { path: string; bytes: Buffer; mediaType: string },
 ): Promise<FileOut> {
-  if (input.bytes.length > MAX_FILE_BYTES)
-    throw new AppError(413, 'FILE_TOO_LARGE', 'a file holds at most 5 MB');
+  if (input.bytes.length > MAX_FILE_BYTES) throw errorOf(PROJECT_ERRORS, 'FILE_TOO_LARGE');
   await requireProject(db, actor, projectId, 'write');
   const sha256 = createHash('sha256').update(input.bytes).digest('hex');
   const row = await transaction(db, async (txRaw) => {
@@ -227,7 +227,7 @@ export async function writeFile(
     if (!(await findProject(tx, projectId, 'update'))) throw notFound('project not found');
     const others = await filesBytesExcept(tx, projectId, input.path);
     if (others + input.bytes.length > PROJECT_QUOTA_BYTES) {
-      throw new AppError(413, 'QUOTA_EXCEEDED', 'the project holds at most 50 MB of files');
+      throw errorOf(PROJECT_ERRORS, 'QUOTA_EXCEEDED');
     }
     const now = new Date();
     const [written] = await tx

@@ -2,7 +2,8 @@ import { Router, type Request } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
-import { forbidden } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
+import { PROJECT_ERRORS } from './errors.js';
 import { parse } from '../http/validate.js';
 import { pageOf } from '../http/pagination.js';
 import type { Actor } from './access.js';
@@ -29,7 +30,7 @@ import { databaseOutageAs503 } from '../db/outage.js';
 export function actorOf(req: Request): Actor {
   const p = principalOf(req);
   if (p.kind === 'session') return { userId: p.userId };
-  if (!p.role) throw forbidden('NOT_A_MEMBER', 'the user no longer belongs to this token’s organization');
+  if (!p.role) throw errorOf(PROJECT_ERRORS, 'NOT_A_MEMBER');
   return { userId: p.userId, boundOrgKey: p.orgKey };
 }
 

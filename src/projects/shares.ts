@@ -3,7 +3,8 @@ import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { projectShares, type ShareRole } from '../db/schema.js';
 import { hmacSecret } from '../crypto/hash.js';
-import { AppError, notFound } from '../http/errors.js';
+import { COMMON_ERRORS, errorOf, notFound } from '../http/errors.js';
+import { PROJECT_ERRORS } from './errors.js';
 import { newId } from '../ids.js';
 import { requireProject, type Actor } from './access.js';
 import { findShare, findUserByEmail, listLiveShares, projectByLinkHash, type ProjectRow } from './queries.js';
@@ -22,8 +23,7 @@ export async function shareWithUser(
 ): Promise<ShareOut> {
   await requireProject(db, actor, projectId, 'manage');
   const user = await findUserByEmail(db, input.email);
-  if (!user || !user.verifiedAt)
-    throw new AppError(404, 'USER_NOT_FOUND', 'no registered account has this e-mail');
+  if (!user || !user.verifiedAt) throw errorOf(PROJECT_ERRORS, 'USER_NOT_FOUND');
   const live = and(
     eq(projectShares.projectId, projectId),
     eq(projectShares.userId, user.id),
@@ -51,7 +51,7 @@ export async function shareWithUser(
       if ((err as { code?: string }).code !== '23505') throw err;
     }
   }
-  throw new AppError(409, 'CONFLICT', 'the share changed while it was being written; try again');
+  throw errorOf(PROJECT_ERRORS, 'CONFLICT');
 }
 
 /** A new read-only public link. The URL (with the token) is returned once, in this answer. */
@@ -81,7 +81,8 @@ export async function createShareLink(
 /** Live shares of a project; members of its client (any role) may list them. */
 export async function listShares(db: Db, actor: Actor, projectId: string): Promise<ShareOut[]> {
   const access = await requireProject(db, actor, projectId, 'read');
-  if (access.viaShare) throw new AppError(403, 'NO_ACCESS', 'only members of the client can list shares');
+  if (access.viaShare)
+    throw errorOf(COMMON_ERRORS, 'NO_ACCESS', 'only members of the client can list shares');
   return (await listLiveShares(db, projectId)).map((r) => toShare(r.share, r.email));
 }
 

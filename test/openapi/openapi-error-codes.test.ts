@@ -37,6 +37,7 @@ describe('error catalogues', () => {
     expect(token['503']!.description).toContain('`temporarily_unavailable`');
     const project = operation('/v1/projects/{project_id}', 'get').responses;
     expect(project['404']!.description).toContain('`NOT_FOUND`');
+    expect(project['403']!.description).toContain('`NOT_A_MEMBER`');
     expect(project['401']!.description).toContain('`INVALID_TOKEN`');
     expect(project['403']!.description).toContain('`insufficient_scope`');
     const models = operation('/v1/models', 'get').responses;
