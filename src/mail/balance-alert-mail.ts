@@ -15,13 +15,20 @@ export interface BalanceAlertMailInput {
   link: string;
 }
 
-const tokens = (n: number) => n.toLocaleString('en-US');
+const dollars = new Intl.NumberFormat('en-US', {
+  style: 'currency',
+  currency: 'USD',
+  minimumFractionDigits: 2,
+  maximumFractionDigits: 3,
+});
+/** 920 → "920 tokens · $0.92": svc tokens with their money at par (1,000 tokens = 1 dollar), as the pages say. */
+const tokens = (n: number) => `${n.toLocaleString('en-US')} tokens · ${dollars.format(n / 1000)}`;
 
 export function balanceAlertMail(m: BalanceAlertMailInput): MailMessage {
   const lines =
     m.kind === 'low'
       ? [
-          `The token balance of “${m.orgName}” fell below ${tokens(m.threshold)} tokens: ${tokens(m.balance)} tokens are left.`,
+          `The token balance of “${m.orgName}” fell below ${tokens(m.threshold)}; ${tokens(m.balance)} left.`,
           'Top up or raise its allocation before it runs out: at 0, model calls fail with 402 insufficient_credits.',
         ]
       : [
@@ -30,7 +37,7 @@ export function balanceAlertMail(m: BalanceAlertMailInput): MailMessage {
         ];
   const subject =
     m.kind === 'low'
-      ? `${m.orgName}: below ${tokens(m.threshold)} tokens`
+      ? `${m.orgName}: below ${m.threshold.toLocaleString('en-US')} tokens`
       : `${m.orgName}: out of tokens, calls now fail with 402`;
   const text = ['Hello,', '', ...lines, '', m.link, ''].join('\n');
   const html = [

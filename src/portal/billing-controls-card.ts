@@ -29,6 +29,7 @@ import {
   type CardError,
   type OwnerAction,
 } from './billing-card-kit.js';
+import { tokensAndMoney } from './money.js';
 
 // The billing page's cards for auto top-up and member budgets: auto top-up (trigger, amount, monthly cap; the
 // owner turns it on, changes it or off, members see it) and member budgets (the owner sets or removes a
@@ -56,7 +57,7 @@ export async function autoTopupCard(
   const s = await getAutoTopup(deps.db, org.orgKey);
   const on = s?.enabled === true;
   const status = s
-    ? html`<p>${on ? html`<strong>On</strong>: when the balance falls below ${fmtTokens(s.trigger_credits)} tokens, ${fmtUsd(s.amount_usd)} (${fmtTokens(s.amount_usd * CREDITS_PER_CENT)} tokens) is charged to the default card, at most ${fmtUsd(s.monthly_cap_usd)} a month.` : html`<strong>Off.</strong>`}</p>
+    ? html`<p>${on ? html`<strong>On</strong>: when the balance falls below ${tokensAndMoney(s.trigger_credits)}, ${fmtUsd(s.amount_usd)} (${fmtTokens(s.amount_usd * CREDITS_PER_CENT)} tokens) is charged to the default card, at most ${fmtUsd(s.monthly_cap_usd)} a month.` : html`<strong>Off.</strong>`}</p>
 ${s.disabled_reason ? html`<p><span class="badge warn">Turned off by svc</span> ${s.disabled_reason}. Check the card, then save the settings to turn it on again.</p>` : ''}
 <p class="muted">Charged this month: ${fmtUsd(s.charged_this_month_usd)} of ${fmtUsd(s.monthly_cap_usd)}.</p>`
     : html`<p><strong>Off.</strong></p>`;
@@ -103,7 +104,7 @@ export async function budgetsCard(
   const rows = budgets.map((b, i) => {
     const who = whoOf(b, people, tokens);
     const target = b.token_id === null ? `member:${b.user_id}` : `token:${String(b.token_id)}`;
-    return html`<tr><td>${owner ? who : b.token_id === null ? 'You' : who}</td><td>${b.period}</td><td class="num">${fmtTokens(b.budget_credits)}</td><td class="num">${fmtTokens(b.spent_credits)}</td><td class="num">${fmtTokens(b.remaining_credits)}</td><td>${fmtTime(b.period_end)} UTC</td>${
+    return html`<tr><td data-label="Who">${owner ? who : b.token_id === null ? 'You' : who}</td><td data-label="Period">${b.period}</td><td class="num" data-label="Budget">${tokensAndMoney(b.budget_credits)}</td><td class="num" data-label="Used">${tokensAndMoney(b.spent_credits)}</td><td class="num" data-label="Left">${tokensAndMoney(b.remaining_credits)}</td><td data-label="Resets">${fmtTime(b.period_end)} UTC</td>${
       owner
         ? html`<td>${postForm(req, res, `${base}/budgets/remove`, html`<input type="hidden" name="target" value="${target}"><button type="submit" class="danger" id="f-budget-rm-${String(i)}" aria-label="Remove the budget of ${who}">Remove</button>`)}</td>`
         : ''
@@ -112,8 +113,8 @@ export async function budgetsCard(
   const table =
     budgets.length === 0
       ? html`<p class="muted">${owner ? 'No budgets: every member may spend the whole allocation.' : 'You have no budget here: your calls are limited by the allocation alone.'}</p>`
-      : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-budgets"><table aria-labelledby="h-budgets"><thead><tr><th scope="col">Who</th><th scope="col">Period</th><th scope="col" class="num">Budget</th><th scope="col" class="num">Used</th><th scope="col" class="num">Left</th><th scope="col">Resets</th>${owner ? html`<th scope="col">Remove</th>` : ''}</tr></thead>
-<tbody>${rows}</tbody></table></div>`;
+      : html`<table class="stack" aria-labelledby="h-budgets"><thead><tr><th scope="col">Who</th><th scope="col">Period</th><th scope="col" class="num">Budget</th><th scope="col" class="num">Used</th><th scope="col" class="num">Left</th><th scope="col">Resets</th>${owner ? html`<th scope="col">Remove</th>` : ''}</tr></thead>
+<tbody>${rows}</tbody></table>`;
   const intro = owner
     ? html`<p class="muted">A member, or one of a member's API tokens, may spend at most this many tokens a UTC day, week or month, inside the allocation; a call beyond it is refused (402 member_budget_exhausted). A token's budget applies on top of its member's.</p>`
     : html`<p class="muted">What you (and your API token) may spend here per period; calls beyond it are refused.</p>`;

@@ -20,11 +20,11 @@ import {
   fieldMistake,
   fieldState,
   fmtTime,
-  fmtTokens,
   parseTokens,
   type CardError,
   type OwnerAction,
 } from './billing-card-kit.js';
+import { tokensAndMoney } from './money.js';
 
 // The billing page's owner cards for alerts and events: the low-balance alert threshold and the
 // webhook endpoints with their recent deliveries, on the same services as GET/PUT …/balance-alert and
@@ -52,7 +52,7 @@ export async function billingEventsCards(
   const t = alertSetting.threshold_credits;
   const threshold = fieldState(error, 'alert', 'threshold', 'f-threshold', 'f-threshold-hint');
   const alertCard = html`<section class="card" aria-labelledby="h-alert"><h2 id="h-alert">Low-balance alert</h2>
-<p>${t === null ? 'Off.' : t === 0 ? 'On, when the balance reaches 0.' : html`On, below <strong>${fmtTokens(t)}</strong> tokens and at 0.`}</p>
+<p>${t === null ? 'Off.' : t === 0 ? 'On, when the balance reaches 0.' : html`On, below <strong>${tokensAndMoney(t)}</strong> and at 0.`}</p>
 ${cardMessage(error, 'alert', ['threshold'])}
 ${postForm(
   req,

@@ -12,6 +12,7 @@ import {
   clientBalance,
   CREDITS_PER_CENT,
   findLiveOrg,
+  PRO_PERIOD_CREDITS,
   ownerBalance,
   setAllocation,
 } from '../billing/service.js';
@@ -27,8 +28,12 @@ import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html
 import { billingEventsActions, billingEventsCards, revealedSecretCard } from './billing-events-card.js';
 import { autoTopupCard, billingControlsActions, budgetsCard } from './billing-controls-card.js';
 import { notFoundPage } from './org-page-kit.js';
+import { CHECKOUT_NOTICES, NOTICES, processorOrigins } from './billing-notices.js';
+import { tokensAndMoney, usdOfTokens } from './money.js';
+import { PRO_PRICE_CENTS } from '../billing/dev-events.js';
 import {
   errorField,
+  fmtTime,
   fmtTokens,
   fmtUsd,
   isChargeCents,
@@ -57,35 +62,6 @@ import {
 
 const date = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 10);
 const PAGE_SIZE = 20;
-
-/** Where checkout and portal redirects may lead: our own dev processor's pages, or Stripe's. */
-const processorOrigins = (deps: Deps) => [
-  new URL(deps.config.v2Url).origin,
-  'https://checkout.stripe.com',
-  'https://billing.stripe.com',
-];
-
-const CHECKOUT_NOTICES: Record<string, Notice> = {
-  success: {
-    kind: 'ok',
-    text: 'Payment received. The tokens appear here as soon as the processor confirms it (usually within seconds).',
-  },
-  cancelled: { kind: 'info', text: 'Checkout cancelled. Nothing was charged.' },
-  declined: {
-    kind: 'error',
-    text: 'The card was declined. Nothing was charged; try another card or payment method.',
-  },
-};
-const NOTICES: Record<string, Notice> = {
-  allocated: { kind: 'ok', text: 'Allocations saved.' },
-  alert_saved: { kind: 'ok', text: 'Low-balance alert saved.' },
-  endpoint_added: { kind: 'ok', text: 'Webhook endpoint added.' },
-  endpoint_removed: { kind: 'ok', text: 'Webhook endpoint removed.' },
-  autotopup_saved: { kind: 'ok', text: 'Auto top-up saved: it is on.' },
-  autotopup_off: { kind: 'ok', text: 'Auto top-up turned off.' },
-  budget_saved: { kind: 'ok', text: 'Budget saved.' },
-  budget_removed: { kind: 'ok', text: 'Budget removed.' },
-};
 
 export function billingPageRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
@@ -148,7 +124,7 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
     const notice = opts.notice ?? (await returnNotice(req, org));
 
     const balanceCard = html`<section class="card" aria-labelledby="h-balance"><h2 id="h-balance">Balance</h2>
-<p><strong>${fmtTokens(balance.balance_credits)}</strong> tokens left of an allocation of ${fmtTokens(balance.allocation_credits)}.</p>
+<p><strong>${tokensAndMoney(balance.balance_credits)}</strong> left of an allocation of ${tokensAndMoney(balance.allocation_credits)}.</p>
 <p class="muted">Model calls of this organization's members are paid from this balance. One US dollar buys ${fmtTokens(100 * CREDITS_PER_CENT)} tokens.</p></section>`;
 
     const poolCard = owner ? await allocationCard(req, res, opts.allocationError) : html``;
@@ -177,7 +153,7 @@ ${
     ? html`<p>Status: <strong>${subscription.status}</strong>${subscription.cancel_at_period_end ? html` · <span class="badge warn">ends ${date(subscription.current_period_end)}</span>` : html` · renews ${date(subscription.current_period_end)}`}</p>
 <p class="muted">Current period ${date(subscription.current_period_start)} to ${date(subscription.current_period_end)}.</p>
 ${owner ? postForm(req, res, `${base(org)}/portal`, html`<div class="actions"><button type="submit" class="secondary">${subscription.cancel_at_period_end ? 'Resume or manage the subscription' : 'Cancel or manage the subscription'}</button></div>`) : ''}`
-    : html`<p>No subscription. Pro adds 210,000 tokens every month to this organization.</p>
+    : html`<p>No subscription. <strong>Pro: ${usdOfTokens(PRO_PRICE_CENTS * CREDITS_PER_CENT)} / month, ${fmtTokens(PRO_PERIOD_CREDITS)} tokens</strong> added to this organization every month (worth ${usdOfTokens(PRO_PERIOD_CREDITS)} at par).</p>
 ${owner ? postForm(req, res, `${base(org)}/subscribe`, html`<div class="actions"><button type="submit">Subscribe to Pro</button></div>`) : ''}`
 }</section>`;
 
@@ -201,8 +177,8 @@ ${
 ${
   transactions.length === 0
     ? html`<p class="muted">No transactions.</p>`
-    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-tx"><table aria-labelledby="h-tx"><thead><tr><th scope="col">Date</th><th scope="col">Type</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Balance after</th></tr></thead>
-<tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td>${date(t.created_at)}</td><td>${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num">${t.amount_credits > 0 ? '+' : ''}${fmtTokens(t.amount_credits)}</td><td class="num">${fmtTokens(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
+    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-tx"><table aria-labelledby="h-tx"><thead><tr><th scope="col">Time (UTC)</th><th scope="col">Type</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Balance after</th></tr></thead>
+<tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td>${fmtTime(t.created_at)}</td><td data-label="Type">${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num" data-label="Amount">${t.amount_credits > 0 ? '+' : ''}${tokensAndMoney(t.amount_credits)}</td><td class="num" data-label="Balance after">${tokensAndMoney(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
 }
 <div class="pager">${offset > 0 ? link(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? link(offset + PAGE_SIZE, 'Older →') : ''}</div></section>`;
 
@@ -220,11 +196,11 @@ ${
     const pool = await ownerBalance(db, principalOf(req).userId);
     const rows = pool.allocations.map((a, i) => {
       const id = `f-alloc-${i}`;
-      return html`<div class="field"><label for="${id}">${a.name}${a.is_default ? ' (personal)' : ''} <span class="hint">now ${fmtTokens(a.allocated_credits)}</span></label>
+      return html`<div class="field"><label for="${id}">${a.name}${a.is_default ? ' (personal)' : ''} <span class="hint">now ${tokensAndMoney(a.allocated_credits)}</span></label>
 <input id="${id}" name="${a.org_id}" type="text" inputmode="numeric" value="${String(a.allocated_credits)}" autocomplete="off"${error && i === 0 ? html` aria-invalid="true" aria-describedby="f-alloc-error" autofocus` : ''}></div>`;
     });
     return html`<section class="card" aria-labelledby="h-pool"><h2 id="h-pool">Your tokens across organizations</h2>
-<p><strong>${fmtTokens(pool.global_credits)}</strong> tokens in all: ${fmtTokens(pool.unallocated_credits)} not allocated, the rest allocated below. ${fmtTokens(pool.lifetime_granted_credits)} granted since you joined.</p>
+<p><strong>${tokensAndMoney(pool.global_credits)}</strong> in all: ${tokensAndMoney(pool.unallocated_credits)} not allocated, the rest allocated below. ${tokensAndMoney(pool.lifetime_granted_credits)} granted since you joined.</p>
 ${error ? html`<div class="field-error" id="f-alloc-error" role="alert">${error}</div>` : ''}
 ${postForm(req, res, '/account/allocations', html`<input type="hidden" name="return_to" value="${req.path}">${rows}<div class="actions"><button type="submit" class="secondary">Save allocations</button></div>`)}</section>`;
   }

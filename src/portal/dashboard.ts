@@ -18,6 +18,7 @@ import {
   type Notice,
 } from './components.js';
 import { twoFactorCard } from './two-factor-card.js';
+import { tokensAndMoney } from './money.js';
 
 // The dashboard (/account): who you are, whether the e-mail is verified (with a resend), two-factor
 // authentication, your organizations (clients) with their token balance, and sign-out. The parts with
@@ -37,8 +38,6 @@ const NOTICES: Record<string, Notice> = {
   },
   left: { kind: 'ok', text: 'You left the organization.' },
 };
-
-const fmt = new Intl.NumberFormat('en-US');
 
 export function dashboardRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
@@ -119,7 +118,7 @@ async function clientsCard(deps: Deps, req: Request, res: Response, error?: stri
       // Viewers do not read balances (CONTRACT §8: live members, not viewers).
       const balance = o.role === 'viewer' ? null : await orgBalanceCredits(deps.db, o.orgKey);
       return html`<tr><td><a href="/account/clients/${clientIdOf(o.orgKey)}">${o.name}</a>${o.isDefault && o.ownerId === p.userId ? html` <span class="badge">default</span>` : ''}
-<div class="sub"><code>${clientIdOf(o.orgKey)}</code></div></td><td>${o.role}</td><td>${balance === null ? html`<span class="muted">—</span>` : `${fmt.format(balance)} tokens`}</td></tr>`;
+<div class="sub"><code>${clientIdOf(o.orgKey)}</code></div></td><td>${o.role}</td><td>${balance === null ? html`<span class="muted">—</span>` : tokensAndMoney(balance)}</td></tr>`;
     }),
   );
   const create = postForm(

@@ -4,6 +4,7 @@ import { clientIdOf } from '../ids.js';
 import { html, type SafeHtml } from './html.js';
 import { field, postForm, show } from './components.js';
 import { forgetNavOrgs } from './nav.js';
+import { tokensAndMoney } from './money.js';
 
 // The "Delete account" card of /account/settings and the page shown after. The card
 // states the rule before anything is asked (docs/accounts.md "Deleting an account"): what stops the
@@ -13,8 +14,6 @@ export interface DeleteErrors {
   confirm_password?: string;
   code?: string;
 }
-
-const fmt = (n: number) => n.toLocaleString('en-US');
 
 export function deleteAccountCard(
   req: Request,
@@ -50,7 +49,7 @@ export function deleteAccountCard(
       html`${i > 0 ? ', ' : ''}<a href="/account/clients/${clientIdOf(o.orgKey)}">${o.name}</a>${o.isDefault ? ' (personal)' : ''}`,
   )}, with their projects;</li>
 ${preview.otherMemberships > 0 ? html`<li>ends your membership of ${preview.otherMemberships} other organization(s);</li>` : ''}
-<li>forfeits your ${fmt(preview.forfeitedCredits)} unspent tokens;</li>
+<li>forfeits your unspent tokens: ${tokensAndMoney(preview.forfeitedCredits)};</li>
 <li>signs out every session and revokes every connected app and API token.</li>
 </ul>
 <p class="muted">Your past transactions stay in the organizations’ records under “Deleted account”. Your e-mail address is freed, but the free trial is once per address: a new account with it starts without trial tokens (it can buy tokens).</p>
@@ -72,7 +71,7 @@ export function showDeleted(req: Request, res: Response, forfeited: number, orga
     title: 'Account deleted',
     narrow: true,
     body: html`<div class="card"><h1>Account deleted</h1>
-<p role="status">Your account and the ${organizations} organization(s) you owned were deleted; ${fmt(forfeited)} unspent tokens were forfeited. Every session, app connection and API token was revoked.</p>
+<p role="status">Your account and the ${organizations} organization(s) you owned were deleted; your unspent tokens (${tokensAndMoney(forfeited)}) were forfeited. Every session, app connection and API token was revoked.</p>
 <p>A new account with the same e-mail address starts without the free trial; it can buy tokens.</p>
 <p><a href="/account/register">Create a new account</a></p></div>`,
   });

@@ -12,6 +12,7 @@ import { alert, field, formValue, parseForm, postForm, queryValue, show, type No
 import { confirmPage, formAction, notFoundPage, orgOfPage } from './org-page-kit.js';
 import { limitsCard, limitsForm } from './limits-card.js';
 import { getOrgLimits, setOrgLimits } from '../ratelimit/limit-settings.js';
+import { tokensAndMoney } from './money.js';
 
 // An organization's settings: the owner renames it and deletes it (never the default,
 // personal one), a member or viewer leaves it; deleting and leaving each ask on a page of their own
@@ -22,7 +23,6 @@ import { getOrgLimits, setOrgLimits } from '../ratelimit/limit-settings.js';
 const nameBody = z.object({
   name: z.string().trim().min(1, 'Enter a name.').max(100, 'At most 100 characters.'),
 });
-const fmt = new Intl.NumberFormat('en-US');
 const NOTICES: Record<string, Notice> = {
   renamed: { kind: 'ok', text: 'Organization renamed.' },
   limits: { kind: 'ok', text: 'Rate limits saved.' },
@@ -118,7 +118,7 @@ ${owner ? rename : html`<p class="muted">Only the owner can rename or delete thi
     confirmPage(req, res, {
       title: `Delete ${org.name}?`,
       what: html`<p>This cannot be undone. Every member loses access, and every API token and app connection of <strong>${org.name}</strong> stops working at once. Calls already running finish and are billed from your pool.</p>
-<p>Its balance (${fmt.format(balance)} tokens now) goes back to your pool at once, unallocated; the part held by calls still running becomes free as each one settles. From the pool you can give it to another organization on a billing page.</p>`,
+<p>Its balance (${tokensAndMoney(balance)} now) goes back to your pool at once, unallocated; the part held by calls still running becomes free as each one settles. From the pool you can give it to another organization on a billing page.</p>`,
       form: postForm(
         req,
         res,

@@ -44,11 +44,13 @@ ul.rows li{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;justify
 @media (max-width:640px){table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 table.stack tr{display:block;padding:.5rem 0;border-bottom:1px solid var(--line)}
 table.stack td{display:block;border:0;padding:.2rem 0;overflow-wrap:anywhere}
-table.stack td[data-label]::before{content:attr(data-label);display:block;font-size:.8rem;font-weight:600;color:var(--muted)}}
+table.stack td[data-label]::before{content:attr(data-label);display:block;font-size:.8rem;font-weight:600;color:var(--muted)}
+table.stack td.num{text-align:left}}
 .chart svg{display:block;width:100%;height:auto}
 .chart .bar-fill{fill:var(--accent)}
 .chart text{fill:var(--muted);font-size:11px}
 .chart line{stroke:var(--line)}
+@media (max-width:640px){.chart text{font-size:24px}}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 .pager{display:flex;gap:1rem;margin-top:.75rem}
 .actions label{margin:0}

@@ -9,6 +9,7 @@ import { usageCalls, usageSummary, type UsageGroupRow, type UsagePeriod } from '
 import { html, requirePageSession, type SafeHtml } from './html.js';
 import { queryValue, show } from './components.js';
 import { barChart, daysOf } from './usage-chart.js';
+import { modelTokens, tokensAndMoney } from './money.js';
 
 // The usage page of an organization (the API is docs/usage.md): tokens per day for the
 // chosen period as a chart and a table, totals by member and by credential (API token or app), and the
@@ -22,9 +23,9 @@ const n = (v: number) => fmt.format(v);
 
 function totalsTable(caption: string, keyHeader: string, rows: UsageGroupRow[]): SafeHtml {
   if (rows.length === 0) return html`<h3>${caption}</h3><p class="muted">No calls in this period.</p>`;
-  return html`<h3 id="h-${keyHeader.toLowerCase()}">${caption}</h3><div class="scroll" role="region" tabindex="0" aria-labelledby="h-${keyHeader.toLowerCase()}"><table aria-labelledby="h-${keyHeader.toLowerCase()}">
-<thead><tr><th scope="col">${keyHeader}</th><th scope="col" class="num">Calls</th><th scope="col" class="num">Tokens in / out</th><th scope="col" class="num">Tokens debited</th></tr></thead>
-<tbody>${rows.map((r) => html`<tr><td>${r.label}</td><td class="num">${n(r.calls)}</td><td class="num">${n(r.prompt_tokens)} / ${n(r.completion_tokens)}</td><td class="num">${n(r.credits_debited)}</td></tr>`)}</tbody></table></div>`;
+  return html`<h3 id="h-${keyHeader.toLowerCase()}">${caption}</h3><table class="stack" aria-labelledby="h-${keyHeader.toLowerCase()}">
+<thead><tr><th scope="col">${keyHeader}</th><th scope="col" class="num">Calls</th><th scope="col" class="num">Model tokens</th><th scope="col" class="num">Debited</th></tr></thead>
+<tbody>${rows.map((r) => html`<tr><td>${r.label}</td><td class="num" data-label="Calls">${n(r.calls)}</td><td class="num" data-label="Model tokens">${modelTokens(r.prompt_tokens, r.completion_tokens)}</td><td class="num" data-label="Debited">${tokensAndMoney(r.credits_debited)}</td></tr>`)}</tbody></table>`;
 }
 
 export function usagePageRoutes(deps: Deps, auth: Auth): Router {
@@ -65,10 +66,10 @@ export function usagePageRoutes(deps: Deps, auth: Auth): Router {
 <select id="f-days" name="days">${PERIODS.map((d) => html`<option value="${d}"${d === days ? html` selected` : ''}>Last ${d} days</option>`)}</select>
 <button type="submit" class="secondary">Show</button></form>`;
 
-    const dayTable = html`<details><summary>Every day as a table</summary><div class="scroll" role="region" tabindex="0" aria-label="Tokens debited per day"><table>
+    const dayTable = html`<details><summary>Every day as a table</summary><table class="stack">
 <caption class="sr">Tokens debited per day</caption>
-<thead><tr><th scope="col">Day (UTC)</th><th scope="col" class="num">Calls</th><th scope="col" class="num">Tokens debited</th></tr></thead>
-<tbody>${series.map((s) => html`<tr><td>${s.day}</td><td class="num">${n(perDay.get(s.day)?.calls ?? 0)}</td><td class="num">${n(s.value)}</td></tr>`)}</tbody></table></div></details>`;
+<thead><tr><th scope="col">Day (UTC)</th><th scope="col" class="num">Calls</th><th scope="col" class="num">Debited</th></tr></thead>
+<tbody>${series.map((s) => html`<tr><td>${s.day}</td><td class="num" data-label="Calls">${n(perDay.get(s.day)?.calls ?? 0)}</td><td class="num" data-label="Debited">${tokensAndMoney(s.value)}</td></tr>`)}</tbody></table></details>`;
 
     let detail: SafeHtml = html`<p class="muted">As a viewer you see the organization's totals; members and owners also see who spent them and with which credential.</p>`;
     if (reader) {
@@ -89,14 +90,14 @@ ${totalsTable('By credential', 'Credential', byCredential.data)}
 ${
   shown.length === 0
     ? html`<p class="muted">No calls in this period.</p>`
-    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-calls"><table aria-labelledby="h-calls"><thead><tr><th scope="col">When (UTC)</th><th scope="col">Who</th><th scope="col">Credential</th><th scope="col" class="num">Tokens in / out</th><th scope="col" class="num">Debited</th><th scope="col">Outcome</th></tr></thead>
+    : html`<table class="stack" aria-labelledby="h-calls"><thead><tr><th scope="col">When (UTC)</th><th scope="col">Who</th><th scope="col">Credential</th><th scope="col" class="num">Model tokens</th><th scope="col" class="num">Debited</th><th scope="col">Outcome</th></tr></thead>
 <tbody>${shown.map(
         (
           c,
         ) => html`<tr><td>${new Date(c.created_at * 1000).toISOString().slice(0, 16).replace('T', ' ')}<div class="sub">${c.source === 'run' ? 'run step' : 'chat'} · ${c.duration_ms} ms</div></td>
-<td>${c.email ?? c.user_id}</td><td>${c.credential.type === 'api_token' ? `API token ${c.credential.token_name ?? `#${c.credential.token_id}`}` : `App ${c.credential.client_name ?? c.credential.client_id ?? ''}`}</td>
-<td class="num">${n(c.prompt_tokens)} / ${n(c.completion_tokens)}</td><td class="num">${n(c.credits_debited)}</td><td>${c.outcome}</td></tr>`,
-      )}</tbody></table></div>`
+<td data-label="Who">${c.email ?? c.user_id}</td><td data-label="Credential">${c.credential.type === 'api_token' ? `API token ${c.credential.token_name ?? `#${c.credential.token_id}`}` : `App ${c.credential.client_name ?? c.credential.client_id ?? ''}`}</td>
+<td class="num" data-label="Model tokens">${modelTokens(c.prompt_tokens, c.completion_tokens)}</td><td class="num" data-label="Debited">${tokensAndMoney(c.credits_debited)}</td><td data-label="Outcome">${c.outcome}</td></tr>`,
+      )}</tbody></table>`
 }
 <div class="pager">${offset > 0 ? pageLink(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? pageLink(offset + PAGE_SIZE, 'Older →') : ''}</div>
 <p><a href="${csv('/calls')}">Download the calls (CSV)</a></p></section>`;
@@ -106,7 +107,7 @@ ${
       title: `Usage · ${org.name}`,
       body: html`<h1>Usage of ${org.name}</h1>
 <section class="card" aria-labelledby="h-daily"><h2 id="h-daily">Tokens per day</h2>${periodForm}
-<p><strong>${n(t.credits_debited)}</strong> tokens debited by <strong>${n(t.calls)}</strong> calls (${n(t.prompt_tokens)} tokens in, ${n(t.completion_tokens)} out) in the last ${days} days.</p>
+<p><strong>${tokensAndMoney(t.credits_debited)}</strong> debited by <strong>${n(t.calls)}</strong> calls (${modelTokens(t.prompt_tokens, t.completion_tokens)}) in the last ${days} days.</p>
 ${barChart(series, `Tokens debited per day, last ${days} days`)}${dayTable}
 <p><a href="${csv('', '&group_by=day')}">Download per day (CSV)</a></p></section>
 ${detail}`,

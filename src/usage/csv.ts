@@ -17,3 +17,13 @@ function field(value: CsvField): string {
 export function toCsv(header: string[], rows: CsvField[][]): string {
   return [header, ...rows].map((row) => row.map(field).join(',')).join('\r\n') + '\r\n';
 }
+
+/**
+ * What `tokens` svc tokens are worth in US dollars at par (1,000 tokens = 1 dollar: interface document,
+ * Token economics), as an exact decimal: 920 → "0.920", 1 → "0.001".
+ */
+export function usdAtPar(tokens: number): string {
+  const sign = tokens < 0 ? '-' : '';
+  const milli = Math.abs(tokens);
+  return `${sign}${Math.floor(milli / 1000)}.${String(milli % 1000).padStart(3, '0')}`;
+}

@@ -8,7 +8,7 @@ import { parse } from '../http/validate.js';
 import { clientIdOf, parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import type { Role } from '../db/schema.js';
-import { toCsv } from './csv.js';
+import { toCsv, usdAtPar } from './csv.js';
 import { USAGE_GROUPS, usageCalls, usageSummary, type UsagePeriod } from './service.js';
 
 // The usage API (docs/usage.md): where an organization's tokens went.
@@ -94,9 +94,11 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         'prompt_tokens',
         'completion_tokens',
         'credits_debited',
-        'cost_cents',
-        // Appended last: the columns before it keep their places for existing readers.
+        // The provider's price of the calls, not what was charged (that is credits_debited, debited_usd).
+        'compute_cost_cents',
+        // Appended last: the columns before them keep their places for existing readers.
         'cached_prompt_tokens',
+        'debited_usd',
       ];
       const rows = data.map((r) => [
         r.key,
@@ -107,6 +109,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         r.credits_debited,
         r.cost_cents,
         r.cached_prompt_tokens,
+        usdAtPar(r.credits_debited),
       ]);
       const t = totals;
       rows.push([
@@ -118,6 +121,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         t.credits_debited,
         t.cost_cents,
         t.cached_prompt_tokens,
+        usdAtPar(t.credits_debited),
       ]);
       return sendCsv(res, `usage-${clientIdOf(orgKey)}-${q.group_by}.csv`, toCsv(header, rows));
     }
@@ -154,11 +158,12 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         'model',
         'prompt_tokens',
         'completion_tokens',
-        'cost_cents',
+        'compute_cost_cents',
         'credits_debited',
         'duration_ms',
         'outcome',
         'cached_prompt_tokens',
+        'debited_usd',
       ];
       const rows = calls.map((c) => [
         c.id,
@@ -181,6 +186,7 @@ export function usageRoutes(deps: Deps, auth: Auth): Router {
         c.duration_ms,
         c.outcome,
         c.cached_prompt_tokens,
+        usdAtPar(c.credits_debited),
       ]);
       return sendCsv(res, `usage-calls-${clientIdOf(orgKey)}.csv`, toCsv(header, rows));
     }

@@ -11,6 +11,7 @@ import {
 } from '../helpers/browser.js';
 import { orgBalanceCredits } from '../../src/billing/spend.js';
 import { ownerBalance } from '../../src/billing/service.js';
+import { tokensAndMoney } from '../../src/portal/money.js';
 
 // The billing page in a real browser (issue 16 item 2), against the dev processor (no STRIPE_SECRET_KEY):
 // an owner moves tokens between two organizations in one form, buys tokens (seeing what they buy before
@@ -106,6 +107,10 @@ describe.skipIf(!haveChromium)('the billing page', () => {
   it('subscribes to Pro and shows its status and period end; the portal button leads to the processor', async () => {
     const { context, page } = await signedIn(suite.browser, suite.server.v2Url, owner);
     await page.goto(billingUrl(team.id));
+    // The price and what it grants, before any click.
+    expect(await page.locator('section[aria-labelledby=h-pro]').textContent()).toContain(
+      'Pro: $200.00 / month, 210,000 tokens',
+    );
     await page.getByRole('button', { name: 'Subscribe to Pro' }).click();
     await page.waitForURL((u) => u.pathname.startsWith('/dev/checkout/'));
     await page.getByRole('button', { name: /^Pay/ }).click();
@@ -121,7 +126,11 @@ describe.skipIf(!haveChromium)('the billing page', () => {
   it('a member reads the balance and transactions, with no forms; an outsider gets 404', async () => {
     const { context, page } = await signedIn(suite.browser, suite.server.v2Url, member, 390);
     await page.goto(billingUrl(owner.clientId));
-    expect(await page.locator('section[aria-labelledby=h-balance]').textContent()).toContain('tokens left');
+    // The balance in tokens and in money at par, as the ledger has it.
+    const left = await orgBalanceCredits(suite.server.deps.db, owner.orgKey);
+    expect(await page.locator('section[aria-labelledby=h-balance]').textContent()).toContain(
+      `${tokensAndMoney(left)} left`,
+    );
     expect(await page.locator('main form').count()).toBe(0);
     await expectAccessible(page);
     await expectNoSidewaysScroll(page);

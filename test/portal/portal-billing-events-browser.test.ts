@@ -52,7 +52,7 @@ describe.skipIf(!haveChromium)('the billing page: alerts and webhook endpoints',
     expect(await getBalanceAlert(suite.server.deps.db, owner.orgKey)).toMatchObject({
       threshold_credits: 5_000,
     });
-    expect(await page.locator('main').textContent()).toContain('On, below 5,000 tokens and at 0.');
+    expect(await page.locator('main').textContent()).toContain('On, below 5,000 tokens · $5.00 and at 0.');
 
     await page.getByLabel(/Alert me below this many tokens/).fill('lots');
     await page.getByRole('button', { name: 'Save the alert' }).click();

@@ -26,7 +26,7 @@ describe.skipIf(!haveChromium)('deleting the account', () => {
     const { context, page } = await signedIn(suite.browser, suite.server.v2Url, user);
     await page.goto(settings());
     const section = page.locator(`section:has(${card})`);
-    expect(await section.textContent()).toContain('forfeits your 50,000 unspent tokens');
+    expect(await section.textContent()).toContain('forfeits your unspent tokens: 50,000 tokens · $50.00');
     expect(await section.textContent()).toContain('(personal)');
     expect(await section.textContent()).toContain('the free trial is once per address');
     await expectAccessible(page);
@@ -45,7 +45,9 @@ describe.skipIf(!haveChromium)('deleting the account', () => {
     await page.getByRole('button', { name: 'Delete my account' }).click();
     await page.waitForLoadState();
     expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Account deleted');
-    expect(await page.getByRole('status').textContent()).toContain('50,000 unspent tokens were forfeited');
+    expect(await page.getByRole('status').textContent()).toContain(
+      'your unspent tokens (50,000 tokens · $50.00) were forfeited',
+    );
     expect(await page.locator('.card').textContent()).toContain('starts without the free trial');
     expect(await page.locator('nav.site').count()).toBe(0);
     await expectAccessible(page);

@@ -210,12 +210,14 @@ describe('usage totals', () => {
     );
     const lines = res.body.trimEnd().split('\r\n');
     expect(lines[0]).toBe(
-      'key,label,calls,prompt_tokens,completion_tokens,credits_debited,cost_cents,cached_prompt_tokens',
+      'key,label,calls,prompt_tokens,completion_tokens,credits_debited,compute_cost_cents,cached_prompt_tokens,debited_usd',
     );
     expect(lines).toHaveLength(4);
     const total = lines[3]!.split(',');
     expect(total[0]).toBe('total');
     expect(Number(total[5])).toBe(sumOf(spent).credits_debited);
+    // The debit in money at par (1,000 tokens = 1 dollar), exact to the tenth of a cent.
+    expect(total[8]).toBe((sumOf(spent).credits_debited / 1000).toFixed(3));
   });
 });
 
@@ -271,7 +273,15 @@ describe('the call log', () => {
     expect(res.status).toBe(200);
     const lines = res.body.trimEnd().split('\r\n');
     expect(lines).toHaveLength(7);
-    expect(lines[0]!.split(',')).toContain('credits_debited');
+    const header = lines[0]!.split(',');
+    expect(header).toContain('credits_debited');
+    expect(header).toContain('compute_cost_cents');
+    expect(header).not.toContain('cost_cents');
+    for (const line of lines.slice(1)) {
+      const cells = line.split(',');
+      const debited = Number(cells[header.indexOf('credits_debited')]);
+      expect(cells[header.indexOf('debited_usd')]).toBe((debited / 1000).toFixed(3));
+    }
     expect(lines.slice(1).some((l) => l.includes(`grant:${grantId}`))).toBe(true);
   });
 });
