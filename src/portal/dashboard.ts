@@ -19,6 +19,7 @@ import {
 } from './components.js';
 import { twoFactorCard } from './two-factor-card.js';
 import { tokensAndMoney } from './money.js';
+import { getStartedCard } from './get-started-card.js';
 
 // The dashboard (/account): who you are, whether the e-mail is verified (with a resend), two-factor
 // authentication, your organizations (clients) with their token balance, and sign-out. The parts with
@@ -98,15 +99,22 @@ ${postForm(req, res, '/account/logout', html`<button type="submit" class="second
 
   const twoFactor = p.emailVerified ? (extras.twoFactor ?? (await twoFactorCard(deps, req, res))) : html``;
   const clients = p.emailVerified ? await clientsCard(deps, req, res, extras.clientError) : html``;
+  const start = p.emailVerified
+    ? await getStartedCard(deps, req, p, await liveMemberships(deps.db, p.userId))
+    : null;
 
   show(req, res, {
     title: 'Your account',
     status: extras.status ?? 200,
-    body: html`<h1>Your account</h1>${alert(notice)}
+    body: html`<h1>Your account</h1>${alert(notice)}${start ?? ''}
 <div class="grid">${profile}${twoFactor}</div>
 ${clients}
-<section class="card" aria-labelledby="h-device"><h2 id="h-device">Connect a terminal</h2>
-<p>Run <code>npx svc login</code> in your terminal (or <code>svc login</code> once installed), then enter the code it shows on <a href="/account/device">the device page</a>.</p></section>`,
+${
+  start
+    ? ''
+    : html`<section class="card" aria-labelledby="h-device"><h2 id="h-device">Connect a terminal</h2>
+<p>Run <code>npx svc login</code> in your terminal (or <code>svc login</code> once installed), then enter the code it shows on <a href="/account/device">the device page</a>. The API: <a href="/docs">its reference</a>.</p></section>`
+}`,
   });
 }
 

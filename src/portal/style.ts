@@ -57,6 +57,8 @@ table.stack td.num{text-align:left}}
 .actions select{width:auto}
 .actions input[type=email]{width:auto;flex:1 1 14rem}
 .mail{white-space:pre-wrap;overflow-wrap:anywhere}
+pre.copy{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--code-bg,#f4f4f5);padding:.6rem .75rem;border-radius:6px;font-size:.85rem}
+ol.steps{padding-left:1.25rem}ol.steps li+li{margin-top:.75rem}
 .md{overflow-wrap:anywhere}.md pre{white-space:pre-wrap}.md img{max-width:100%}
 .report+.report{border-top:1px solid var(--line);margin-top:1rem;padding-top:.5rem}
 main{flex:1;width:100%;max-width:960px;margin:0 auto;padding:2rem 1.25rem}
