@@ -17,13 +17,12 @@ import {
   postForm,
   queryValue,
   show,
+  PASSWORD_HINT,
 } from './components.js';
 
 // Registration, the e-mail verification landing and password reset (CONTRACT §4). Each page calls the
 // service behind the matching /v1 route, so the password rule, the "same answer whatever the address"
 // of reset requests, token lifetimes and single use are enforced in one place.
-
-const PASSWORD_HINT = 'at least 8 characters, with a letter, a number and a special character';
 
 const registerBody = z.object({
   name: z.string().trim().min(1, 'Enter your name.').max(200),

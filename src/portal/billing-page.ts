@@ -63,6 +63,19 @@ import {
 const date = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 10);
 const PAGE_SIZE = 20;
 
+/** The page's sections, each a link from its top (docs/portal.md "What a person finds where"). */
+function sectionsNav(owner: boolean): SafeHtml {
+  const sections: [string, string][] = [
+    ['overview', 'Overview'],
+    ...(owner ? ([['buy', 'Buy tokens']] as [string, string][]) : []),
+    ['automations', 'Automations'],
+    ['budgets', "Members' budgets"],
+    ['invoices', 'Invoices'],
+    ['transactions', 'Transactions'],
+  ];
+  return html`<nav class="sections" aria-label="Billing sections"><ul>${sections.map(([id, label]) => html`<li><a href="#${id}">${label}</a></li>`)}</ul></nav>`;
+}
+
 export function billingPageRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const session = requirePageSession(auth);
@@ -130,7 +143,8 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
     const poolCard = owner ? await allocationCard(req, res, opts.allocationError) : html``;
     const cardError = opts.cardError;
     const eventsCards = owner ? await billingEventsCards(req, res, deps, org.orgKey, cardError) : html``;
-    const controlCards = html`${await autoTopupCard(req, res, deps, org, cardError)}${await budgetsCard(req, res, deps, org, cardError)}`;
+    const autoTopup = await autoTopupCard(req, res, deps, org, cardError);
+    const budgets = await budgetsCard(req, res, deps, org, cardError);
     // Shown by the GET that follows an endpoint's creation, once (POST/redirect/GET).
     const secretCard = owner ? await revealedSecretCard(req, deps, org.orgKey) : null;
 
@@ -187,7 +201,10 @@ ${
       status: opts.status ?? 200,
       formAction: owner ? processorOrigins(deps) : undefined,
       body: html`<h1>Billing of ${org.name}</h1>${alert(notice)}${secretCard ?? ''}
-<div class="grid">${balanceCard}${proCard}</div>${poolCard}${topupCard}${controlCards}${eventsCards}${invoicesCard}${transactionsCard}`,
+${sectionsNav(owner)}
+<div id="overview" class="grid">${balanceCard}${proCard}</div>${poolCard}<div id="buy">${topupCard}</div>
+<div id="automations">${autoTopup}${eventsCards}</div><div id="budgets">${budgets}</div>
+<div id="invoices">${invoicesCard}</div><div id="transactions">${transactionsCard}</div>`,
     });
   }
 

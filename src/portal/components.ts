@@ -150,3 +150,6 @@ export function clientError(err: unknown): AppError {
   if (err instanceof AppError && err.expose) return err;
   throw err;
 }
+
+/** The password rule's hint, the one every form shows (interface document, Limits; src/accounts/password.ts). */
+export const PASSWORD_HINT = 'at least 8 characters, with a letter, a number and a special character';

@@ -44,7 +44,7 @@ export function renderPage({ title, body, user, narrow, nav }: PageOptions): str
 <main id="main" class="${narrow ? 'narrow' : ''}">
 ${body}
 </main>
-<footer>svc · accounts, credentials and model access</footer>
+<footer>svc · accounts, credentials and model access · <a href="/docs">API reference</a></footer>
 </body>
 </html>`;
   return doc.value;

@@ -29,6 +29,7 @@ import {
   queryValue,
   show,
   type Notice,
+  PASSWORD_HINT,
 } from './components.js';
 
 // The account page (/account/settings): change the name, change the password (the
@@ -102,7 +103,7 @@ export function settingsPageRoutes(deps: Deps, auth: Auth): Router {
       res,
       `${BASE}/password`,
       html`${field({ label: 'Current password', name: 'current_password', type: 'password', autocomplete: 'current-password', required: true, error: errors.current_password, autofocus: first === 'current_password' })}
-${field({ label: 'New password', name: 'password', type: 'password', autocomplete: 'new-password', required: true, hint: 'at least 10 characters', error: errors.password, autofocus: first === 'password' })}
+${field({ label: 'New password', name: 'password', type: 'password', autocomplete: 'new-password', required: true, hint: PASSWORD_HINT, error: errors.password, autofocus: first === 'password' })}
 <div class="actions"><button type="submit" class="secondary">Change password</button></div>`,
     )}</section>`;
 
@@ -129,12 +130,12 @@ ${list.length > 1 ? postForm(req, res, `${BASE}/sessions/revoke-others`, html`<d
 ${
   apps.length === 0
     ? html`<p class="muted">No app is connected. Apps connect through “Sign in with svc” (OAuth), and the terminal through the device page.</p>`
-    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-apps"><table aria-labelledby="h-apps"><thead><tr><th scope="col">App</th><th scope="col">Access</th><th scope="col">Organization</th><th scope="col">Last used (UTC)</th><th scope="col"><span class="sr">Action</span></th></tr></thead>
+    : html`<table class="stack" aria-labelledby="h-apps"><thead><tr><th scope="col">App</th><th scope="col">Access</th><th scope="col">Organization</th><th scope="col">Last used (UTC)</th><th scope="col"><span class="sr">Action</span></th></tr></thead>
 <tbody>${apps.map((a) => {
         const name = a.clientId === BUILTIN_CLI_CLIENT_ID ? 'svc terminal' : (a.clientName ?? a.clientId);
-        return html`<tr><td>${name}<div class="sub">connected ${stamp(a.connectedAt)}</div></td><td>${RESOURCES[a.resource] ?? a.resource}</td><td>${a.orgName}</td><td>${stamp(a.lastUsedAt)}</td>
+        return html`<tr><td>${name}<div class="sub">connected ${stamp(a.connectedAt)}</div></td><td data-label="Access">${RESOURCES[a.resource] ?? a.resource}</td><td data-label="Organization">${a.orgName}</td><td data-label="Last used (UTC)">${stamp(a.lastUsedAt)}</td>
 <td>${postForm(req, res, `${BASE}/apps/${a.grantId}/revoke`, html`<button type="submit" class="danger" aria-label="Disconnect ${name} (${RESOURCES[a.resource] ?? a.resource})">Disconnect</button>`, '')}</td></tr>`;
-      })}</tbody></table></div>`
+      })}</tbody></table>`
 }</section>`;
 
     show(req, res, {

@@ -57,6 +57,8 @@ table.stack td.num{text-align:left}}
 .actions select{width:auto}
 .actions input[type=email]{width:auto;flex:1 1 14rem}
 .mail{white-space:pre-wrap;overflow-wrap:anywhere}
+nav.sections ul{list-style:none;margin:0 0 1rem;padding:0;display:flex;flex-wrap:wrap;gap:.25rem 1rem}
+[id]{scroll-margin-top:1rem}
 pre.copy{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--code-bg,#f4f4f5);padding:.6rem .75rem;border-radius:6px;font-size:.85rem}
 ol.steps{padding-left:1.25rem}ol.steps li+li{margin-top:.75rem}
 .md{overflow-wrap:anywhere}.md pre{white-space:pre-wrap}.md img{max-width:100%}
