@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { confirmPasswordReset, registerAndNotify, requestPasswordReset, verifyEmail } from './services.js';
 import { html, verifyCsrfField } from './html.js';
+import { resetLinkIsLive } from './reset-link.js';
 import {
   alert,
   applyErrorHeaders,
@@ -37,6 +38,11 @@ const resetConfirmBody = z.object({
   token: z.string().min(1).max(512),
   password: z.string().min(1, 'Choose a new password.').max(1024),
 });
+
+const DEAD_RESET_LINK: Notice = {
+  kind: 'error',
+  text: 'This reset link is not valid any more (it was used already or has expired). Ask for a new one.',
+};
 
 export function accountPageRoutes(deps: Deps, _auth: Auth): Router {
   const router = Router();
@@ -173,8 +179,11 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
     });
   }
 
-  router.get('/account/reset', (req, res) => {
+  router.get('/account/reset', async (req, res) => {
     const token = queryValue(req, 'token', 512);
+    // A used or expired link says so when opened, before anyone types a new password.
+    if (token && !(await resetLinkIsLive(deps, token)))
+      return resetRequestView(req, res, { notice: DEAD_RESET_LINK, status: 400 });
     if (token) return resetConfirmView(req, res, { token });
     const sent = queryValue(req, 'sent') === '1';
     resetRequestView(req, res, {
@@ -232,13 +241,7 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
           notice: { kind: 'error', text: errorText(err) },
           status: err.status,
         });
-      resetRequestView(req, res, {
-        notice: {
-          kind: 'error',
-          text: 'This reset link is not valid any more (it was used already or has expired). Ask for a new one.',
-        },
-        status: err.status,
-      });
+      resetRequestView(req, res, { notice: DEAD_RESET_LINK, status: err.status });
     }
   });
 

@@ -360,6 +360,11 @@ describe('password reset', () => {
     });
     expect(replay.status).toBe(400);
     expect(replay.text).toContain('not valid any more');
+    // Opened again, the used link says so at once: no password form to type into first.
+    const reopened = await browser.get(link.pathname + link.search);
+    expect(reopened.status).toBe(400);
+    expect(reopened.text).toContain('not valid any more');
+    expect(reopened.text).not.toMatch(/name="password" type="password"/);
 
     expect((await old.get('/account')).status).toBe(303);
     expect((await signIn(new PageClient(server.url), user.email, user.password)).status).toBe(401);
