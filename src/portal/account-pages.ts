@@ -117,15 +117,20 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
         notice = { kind: 'ok', text: 'Your e-mail address is verified. Thank you!' };
       } catch (caught) {
         const err = clientError(caught);
-        applyErrorHeaders(res, err);
-        status = err.status;
-        notice = {
-          kind: 'error',
-          text:
-            err.status === 429
-              ? errorText(err)
-              : 'This link is not valid any more (it was used already or has expired). Sign in to send a new one.',
-        };
+        if (req.principal?.emailVerified && err.status !== 429) {
+          // Signed in with an address already verified: a used link only means it worked before.
+          notice = { kind: 'ok', text: 'Your e-mail address is already verified.' };
+        } else {
+          applyErrorHeaders(res, err);
+          status = err.status;
+          notice = {
+            kind: 'error',
+            text:
+              err.status === 429
+                ? errorText(err)
+                : 'This link is not valid any more (it was used already or has expired). Sign in to send a new one.',
+          };
+        }
       }
     }
     const signedIn = !!req.principal;

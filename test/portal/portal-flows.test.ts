@@ -93,6 +93,10 @@ describe('register → verify → sign in → dashboard', () => {
     // The CSRF token is rotated at sign-in: the one from before no longer fits.
     const dash = await browser.follow(login);
     expect(dash.status).toBe(200);
+    // Signed in and verified, the used verification link says so kindly.
+    const reopened = await browser.get(link.pathname + link.search);
+    expect(reopened.status).toBe(200);
+    expect(reopened.text).toContain('already verified');
     expect(csrfOf(dash.text)).not.toBe(preLoginToken);
     expect(
       (await browser.post('/account/clients', { csrf_token: preLoginToken, name: 'Stale' })).status,
