@@ -24,6 +24,7 @@ import { AppError } from '../http/errors.js';
 import { notFoundPage, orgOfPage } from './org-page-kit.js';
 import { roleForm } from './member-pages.js';
 import { invitationsCard } from './invitation-pages.js';
+import { serviceAccountsCard } from './service-accounts-card.js';
 
 // Organizations on the dashboard: create one (the service of POST /v1/clients), see the members of one
 // you belong to (any live member), and — owners only — add a registered account by e-mail, change a
@@ -116,7 +117,7 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
 <section class="card" aria-labelledby="h-members"><h2 id="h-members">Members</h2>
 <p class="muted">Id <code>${clientId}</code> · your role: ${role} · <a href="${base}/settings">Organization settings</a></p>
 <table class="stack" aria-labelledby="h-members"><thead><tr><th scope="col">Member</th><th scope="col">Role</th>${owner ? html`<th scope="col"><span class="sr">Actions</span></th>` : ''}</tr></thead>
-<tbody>${rows}</tbody></table>${addForm}</section>${owner ? await invitationsCard(deps, req, res, org.id) : ''}`,
+<tbody>${rows}</tbody></table>${addForm}</section>${owner ? await serviceAccountsCard(deps, org.id) : ''}${owner ? await invitationsCard(deps, req, res, org.id) : ''}`,
     });
   }
 
