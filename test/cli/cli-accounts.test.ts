@@ -133,6 +133,22 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   });
 });
 
+describe('svc login --api-key again', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
+  it('names the key it would replace: its name, organization and last use, before the code', async () => {
+    const url = suite.server.url;
+    const again = startCli(['login', '--api-key', '--url', url], { env: home.env });
+    const [warning] = await again.waitFor(/Your current API key[^\n]*\n[\s\S]*enter the code/);
+    again.child.kill('SIGINT');
+    await again.exit;
+    expect(warning).toMatch(
+      new RegExp(
+        `^Your current API key "Device login" for ${suite.owner.orgId} \\((last used \\d{4}-|never used)`,
+      ),
+    );
+    expect(warning).toContain('stops working if you approve that organization again.');
+  });
+});
+
 describe('svc mcp-config', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('prints the /mcp/platform configuration for an editor', async () => {
     const res = await runCli(['mcp-config', '--editor', 'vscode', '--url', suite.server.v2Url], {

@@ -1,8 +1,8 @@
 import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
-import { jsonText } from '../inert.js';
+import { inertLine, jsonText } from '../inert.js';
 import { reach, serviceUnavailable } from '../server.js';
-import { updateEntry } from '../credentials.js';
+import { readEntry, updateEntry } from '../credentials.js';
 import { pollUntilDone, showCode, type ShownCode } from '../device-code.js';
 import { errorFor } from '../api.js';
 
@@ -32,7 +32,8 @@ export async function loginWithApiKey(
         'organization you approve: anything still using that key stops working.',
     ),
   );
-  if (opts.org) line(io.stderr, `Choose ${opts.org} on the device page.`);
+  await warnOfCurrentKey(io, origin);
+  if (opts.org) line(io.stderr, `Choose ${inertLine(opts.org)} on the device page.`);
   const issued = await postJson<ShownCode & { device_code: string; interval: number }>(
     io,
     origin,
@@ -110,4 +111,29 @@ async function postJson<T>(
   if (res.ok || alsoOk.includes(res.status)) return json;
   if (res.status === 503) throw serviceUnavailable(origin, res.headers.get('retry-after'));
   throw errorFor(origin, res.status, json, res.headers.get('retry-after'));
+}
+
+/**
+ * The key this terminal holds for the server, named before a new one replaces it: its name, organization
+ * and when it was last used (GET /v1/auth/verify with the key itself). A key the server no longer
+ * accepts, or none, says nothing more.
+ */
+async function warnOfCurrentKey(io: IO, origin: string): Promise<void> {
+  const key = (await readEntry(io.env, origin))?.api_key;
+  if (!key) return;
+  const res = await reach(origin, () =>
+    fetch(`${origin}/v1/auth/verify`, {
+      headers: { authorization: `Bearer ${key.token}` },
+      signal: io.signal,
+    }),
+  );
+  if (!res.ok) return void (await res.body?.cancel());
+  const v = (await res.json()) as { token_name?: string; client_id?: string; last_used_at?: number | null };
+  const used = v.last_used_at ? `last used ${new Date(v.last_used_at * 1000).toISOString()}` : 'never used';
+  line(
+    io.stderr,
+    io.color.yellow(
+      `Your current API key "${inertLine(v.token_name ?? '')}" for ${inertLine(v.client_id ?? key.org)} (${used}) stops working if you approve that organization again.`,
+    ),
+  );
 }
