@@ -36,6 +36,13 @@ export const serviceRoutes = [
     surface: 'page',
     response: 'html',
   }),
+  route('get', '/docs/cli', {
+    summary: 'The terminal client’s guide (docs/cli.md) as plain text; `svc --help` points here',
+    response: {
+      '200': { description: 'Markdown as text', content: { 'text/plain': { schema: z.string() } } },
+    },
+    errors: [404],
+  }),
   route('get', '/docs/init.js', {
     summary: 'The script that starts the reference page',
     response: {
