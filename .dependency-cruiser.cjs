@@ -1,25 +1,22 @@
 // The architecture as rules (docs/architecture.md says the same in words): which part of svc may import
 // which. `npm run lint` checks them (`npm run lint:deps`); `npm run lint:graph` redraws
 // docs/architecture.svg from the same cruise. Tests and benches exercise any module they need: the
-// rules about who may import what bind the service's own code (src/, oauth/, mcp/; not oauth/tools/).
+// rules about who may import what bind the service's own code (src/, oauth/, mcp/).
 
-/** The ground: configuration, logging, ids, HTTP helpers, database, crypto primitives, the metric counters, traces. */
+/** The ground: configuration, logging, ids, HTTP helpers, database, crypto primitives, the metric counters, traces,
+ *  and the page kit (layout, escaping, style, CSRF: every page stands on it, the portal's and the few served elsewhere). */
 const GROUND =
-  '^src/(config|log|ids)[.]ts$|^src/(http|db|crypto|telemetry)/|^src/metrics/(registry|http|models)[.]ts$';
+  '^src/(config|production|log|ids)[.]ts$|^src/(http|db|crypto|telemetry|page-kit)/|^src/metrics/(registry|http|models)[.]ts$';
 /** Domains: every other folder of src/ (accounts, billing, models, portal…, and any new one), plus the OAuth and MCP faces. */
 const DOMAINS = '^src/[^/]+/|^oauth/|^mcp/';
 /** The entry points and the composition root: they see everything, nothing in the service sees them. */
 const ROOTS = '^src/(app|server|main|serve|create-deps)[.]ts$';
-/** What of oauth/ the rest may build on: verifying tokens (and the keys and resource names that takes), the
- *  built-in client's id (oauth/builtin.ts) and the error catalogue the API document lists (oauth/errors.ts):
- *  constants only. */
-const TOKEN_VERIFICATION = '^oauth/(verify|keys|resources|builtin|errors)[.]ts$';
-/** The portal's page kit, shared with the few pages served elsewhere (OAuth consent, share links, dev
- *  checkout): layout, escaping, style, and the organization-boundary field the consent page shares. */
-const PAGE_KIT = '^src/portal/(html|template|style|org-boundary)[.]ts$';
-/** Code that ships. oauth/tools/ holds a CI driver (the conformance run), tooling like test/. */
-const SERVICE_CODE = '^(src|mcp)/|^oauth/(?!tools/)';
-const TOOLING = '^(test|bench|scripts|[.]ci)/|^oauth/tools/';
+/** What of oauth/ the rest may build on: verifying tokens (and the keys and resource names that takes), and
+ *  the error catalogue the API document lists (oauth/errors.ts: constants only). */
+const TOKEN_VERIFICATION = '^oauth/(verify|keys|resources|errors)[.]ts$';
+/** Code that ships. */
+const SERVICE_CODE = '^(src|oauth|mcp)/';
+const TOOLING = '^(test|bench|scripts|[.]ci)/';
 
 module.exports = {
   forbidden: [
@@ -78,9 +75,18 @@ module.exports = {
       severity: 'error',
       comment:
         "Nothing imports the portal's pages but the portal (and the app, which mounts its routes and error page). " +
-        'The page kit (html, template, style) is shared.',
+        'A page served elsewhere stands on the page kit (src/page-kit/, the ground), not on the portal.',
       from: { path: SERVICE_CODE, pathNot: '^src/portal/|^src/app[.]ts$' },
-      to: { path: '^src/portal/', pathNot: PAGE_KIT },
+      to: { path: '^src/portal/' },
+    },
+    {
+      name: 'the-model-call-not-on-runs',
+      severity: 'error',
+      comment:
+        'A run (src/runs/) is a loop of model calls: it builds on src/models/, never the other way. ' +
+        'A path both name is in src/http/paths.ts.',
+      from: { path: '^src/models/' },
+      to: { path: '^src/runs/' },
     },
     {
       name: 'nothing-imports-the-roots',

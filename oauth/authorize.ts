@@ -11,11 +11,11 @@ import {
   csrfField,
   html,
   renderPage,
-  requirePageSession,
   sendPage,
   verifyCsrfField,
   type SafeHtml,
-} from '../src/portal/html.js';
+} from '../src/page-kit/html.js';
+import { requirePageSession } from '../src/auth/page-session.js';
 import type { OAuthResource } from '../src/db/schema.js';
 import { createCode } from './codes.js';
 import {
@@ -24,7 +24,7 @@ import {
   type AuthorizationRequest,
 } from './authorize-request.js';
 import { ACCOUNT_SCOPE, ACCOUNT_SCOPE_TEXT, resourceUrl } from './resources.js';
-import { allOrganizationsField, allOrganizationsTicked } from '../src/portal/org-boundary.js';
+import { allOrganizationsField, allOrganizationsTicked } from '../src/page-kit/org-boundary.js';
 
 // GET/POST /oauth/authorize: the consent page (CONTRACT §4, §7). GET validates the request and shows who
 // asks (the client's name and where that name comes from), for what (the resources) and for which

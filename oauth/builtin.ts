@@ -1,7 +1,7 @@
 // The built-in public client (CONTRACT §7): the svc terminal. It is not a row: it cannot be edited or
 // deleted through registration, and its redirect URIs are loopback ones (RFC 8252 §7.3, any port).
 
-export const BUILTIN_CLI_CLIENT_ID = 'svc-cli';
+import { BUILTIN_CLI_CLIENT_ID } from '../src/ids.js';
 
 export const BUILTIN_CLI_CLIENT = {
   clientId: BUILTIN_CLI_CLIENT_ID,

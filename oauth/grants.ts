@@ -6,7 +6,7 @@ import { oauthGrants, oauthRefreshTokens, type OAuthResource } from '../src/db/s
 import { hmacSecret } from '../src/crypto/hash.js';
 import { orgIdOf, randomToken } from '../src/ids.js';
 import { signJws } from './keys.js';
-import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
+import { BUILTIN_CLI_CLIENT_ID } from '../src/ids.js';
 import { resourceUrl } from './resources.js';
 import { grantScopeOf } from './params.js';
 import { grantOfEventColumns, recordGrantEvents } from '../src/audit/grants.js';

@@ -1,7 +1,7 @@
 import { AppError } from '../src/http/errors.js';
 import { OAUTH_RESOURCES, type OAuthResource } from '../src/db/schema.js';
 import { ACCOUNT_SCOPE, resourceFromUrl } from './resources.js';
-import { BUILTIN_CLI_CLIENT_ID } from './builtin.js';
+import { BUILTIN_CLI_CLIENT_ID } from '../src/ids.js';
 import { OAUTH_ERRORS, type OAuthErrorCode } from './errors.js';
 
 // Request parameters shared by the authorization, device and token endpoints.

@@ -73,3 +73,9 @@ export function unix(date: Date | null | undefined): number | null {
 }
 
 export const nowUnix = (): number => Math.floor(Date.now() / 1000);
+
+/**
+ * The built-in public client's id (CONTRACT §7): the svc terminal's. Its record is oauth/builtin.ts; the
+ * id sits here so the pages that name the terminal (src/portal/) need not import the OAuth face.
+ */
+export const BUILTIN_CLI_CLIENT_ID = 'svc-cli';

@@ -8,4 +8,4 @@ DIR=.ci/node22/conformance
 if [ ! -f "$DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; then
   flock /tmp/svc-npm.lock npm install --prefix "$DIR" --no-save --no-audit --no-fund --loglevel=error @modelcontextprotocol/conformance@0.2.0-alpha.12 >/dev/null
 fi
-exec timeout 300 node --import tsx oauth/tools/conformance-run.ts
+exec timeout 300 node --import tsx .ci/extra.d/oauth-conformance-run.ts

@@ -6,7 +6,7 @@ import { queryRows } from '../db/client.js';
 import { badRequest, notFound } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { nowUnix } from '../ids.js';
-import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../portal/html.js';
+import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../page-kit/html.js';
 import { devId } from './dev-processor.js';
 import { onlyDevIds, type DevEvents } from './dev-events.js';
 

@@ -5,7 +5,7 @@ import type { Deps } from '../deps.js';
 import { queryRows } from '../db/client.js';
 import { notFound } from '../http/errors.js';
 import { parse } from '../http/validate.js';
-import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../portal/html.js';
+import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../page-kit/html.js';
 import { devId } from './dev-processor.js';
 import { listInvoices } from './payments.js';
 import { PERIOD_SECONDS, onlyDevIds, type DevEvents } from './dev-events.js';

@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import { desc, eq } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { mailOutbox } from '../db/schema.js';
-import { html, renderPage, sendPage, type SafeHtml } from '../portal/html.js';
+import { html, renderPage, sendPage, type SafeHtml } from '../page-kit/html.js';
 import { z } from 'zod';
 
 // The dev mail outbox as a page (DEV_MODE only): an address form, then that address's

@@ -8,7 +8,7 @@ import { resolveActingOrg } from '../../oauth/verify.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { publicAgent } from './agents.js';
-import { RUNS_PATH } from '../runs/socket.js';
+import { RUNS_PATH } from '../http/paths.js';
 import { deleteStoredResponse, getStoredResponse, RESPONSES_PATH } from './responses/route.js';
 
 // The model routes (interface document: Model and run endpoints; CONTRACT §9). Errors render in the

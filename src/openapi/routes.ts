@@ -12,7 +12,7 @@ import { openApiDocumentFor } from './document.js';
 
 const swaggerDir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
 
-/** The page's own policy: the portal's (src/portal/html.ts) with this origin's scripts allowed. */
+/** The page's own policy: the page kit's (src/page-kit/html.ts) with this origin's scripts allowed. */
 export const DOCS_CSP = [
   "default-src 'self'",
   "script-src 'self'",

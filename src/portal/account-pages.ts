@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { confirmPasswordReset, registerAndNotify, requestPasswordReset, verifyEmail } from './services.js';
-import { html, verifyCsrfField } from './html.js';
+import { html, verifyCsrfField } from '../page-kit/html.js';
 import { resetLinkIsLive } from './reset-link.js';
 import {
   alert,

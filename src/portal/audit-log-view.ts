@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { AuditEventItem } from '../audit/chain.js';
 import type { AuditFilter } from '../audit/service.js';
-import { html, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
 
 // What the two audit log pages share (./audit-pages.ts; CONTRACT §11 "The portal shows both, filterable"):
 // the filter form (action, actor, from and to days), the events as a table that becomes one card per

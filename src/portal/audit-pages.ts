@@ -8,7 +8,8 @@ import { ACCOUNT_AUDIT_ACTIONS, ORG_AUDIT_ACTIONS } from '../audit/actions.js';
 import { listAuditEvents, verifyAuditChain, type AuditFilter } from '../audit/service.js';
 import { listMembers } from '../orgs/service.js';
 import { listServiceAccounts } from '../service-accounts/service.js';
-import { html, requirePageSession, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import { alert, queryValue, show, type Notice } from './components.js';
 import { notFoundPage, orgOfPage } from './org-page-kit.js';
 import {

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { AppError } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
-import { html, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
 
 // What the billing page's owner cards share (alert, auto top-up, budgets, webhook endpoints):
 // the organization of the URL, the form-action registrar the page hands each card (CSRF checked first,

@@ -12,7 +12,7 @@ import {
 } from '../billing/budgets.js';
 import { BUDGET_PERIODS, type BudgetPeriod } from '../db/tables/budgets.js';
 import { CREDITS_PER_CENT } from '../billing/service.js';
-import { html, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
 import { formValue, postForm } from './components.js';
 import {
   billingPath,

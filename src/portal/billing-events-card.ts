@@ -12,7 +12,7 @@ import {
 import { endpointBody } from '../events/schema.js';
 import { EVENT_TYPES } from '../events/types.js';
 import { parse } from '../http/validate.js';
-import { html, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
 import { formValue, postForm } from './components.js';
 import {
   billingPath,

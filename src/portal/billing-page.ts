@@ -24,7 +24,8 @@ import {
   paymentMethods,
   startCheckout,
 } from '../billing/payments.js';
-import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
+import { html, verifyCsrfField, type SafeHtml } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import { billingEventsActions, billingEventsCards, revealedSecretCard } from './billing-events-card.js';
 import { autoTopupCard, billingControlsActions, budgetsCard } from './billing-controls-card.js';
 import { notFoundPage } from './org-page-kit.js';

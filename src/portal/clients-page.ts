@@ -5,7 +5,8 @@ import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
 import { clientIdOf } from '../ids.js';
 import { addMemberByEmail, createClient, listMembers, removeMember, requireOrgRole } from './services.js';
-import { html, requirePageSession, verifyCsrfField } from './html.js';
+import { html, verifyCsrfField } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import {
   alert,
   applyErrorHeaders,

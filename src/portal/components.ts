@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
-import { csrfField, html, renderPage, sendPage, type SafeHtml } from './html.js';
+import { csrfField, html, renderPage, sendPage, type SafeHtml } from '../page-kit/html.js';
 import { AppError } from '../http/errors.js';
 import { navBar } from './nav.js';
 

@@ -5,7 +5,8 @@ import { principalOf } from '../auth/principal.js';
 import { liveMemberships } from '../orgs/membership.js';
 import { orgBalanceCredits } from '../billing/spend.js';
 import { clientIdOf } from '../ids.js';
-import { html, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
+import { html, verifyCsrfField, type SafeHtml } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import { resendVerification } from './services.js';
 import {
   alert,

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import type { DeletionPreview } from '../accounts/account-deletion.js';
 import { clientIdOf } from '../ids.js';
-import { html, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
 import { field, postForm, show } from './components.js';
 import { forgetNavOrgs } from './nav.js';
 import { tokensAndMoney } from './money.js';

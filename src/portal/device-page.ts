@@ -6,11 +6,11 @@ import { principalOf } from '../auth/principal.js';
 import { approveUserCode, denyUserCode, findByUserCode, type DeviceCodeRow } from '../device/store.js';
 import { normaliseUserCode } from '../device/user-code.js';
 import { liveMemberships, type LiveOrg } from '../orgs/membership.js';
-import { orgIdOf, parseOrgId } from '../ids.js';
-import { html, requirePageSession, verifyCsrfField } from './html.js';
+import { BUILTIN_CLI_CLIENT_ID, orgIdOf, parseOrgId } from '../ids.js';
+import { html, verifyCsrfField } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import { AppError } from '../http/errors.js';
-import { allOrganizationsField, allOrganizationsTicked } from './org-boundary.js';
-import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
+import { allOrganizationsField, allOrganizationsTicked } from '../page-kit/org-boundary.js';
 import { ACCOUNT_SCOPE, ACCOUNT_SCOPE_TEXT } from '../../oauth/resources.js';
 import {
   alert,

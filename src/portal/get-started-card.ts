@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { queryRows } from '../db/client.js';
 import { requestOrigin } from '../http/origin.js';
 import { clientIdOf } from '../ids.js';
-import { html, type SafeHtml } from './template.js';
+import { html, type SafeHtml } from '../page-kit/template.js';
 
 // The "Get started" card of /account, shown until the person's first model call: the terminal
 // (install, `svc login`), a first call with curl against this very server with the two ways the

@@ -13,7 +13,8 @@ import {
   revokeInvitation,
   type InvitationView,
 } from '../orgs/invitations.js';
-import { html, requirePageSession, loginUrlFor, type SafeHtml } from './html.js';
+import { html, loginUrlFor, type SafeHtml } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import {
   alert,
   errorText,

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import type { Role } from '../db/schema.js';
-import { html, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
 import { field, formValue, postForm } from './components.js';
 
 // The organization's RPM and TPM limits on its settings page (CONTRACT §11): the owner sets them in a

@@ -6,7 +6,8 @@ import { clientIdOf } from '../ids.js';
 import { AppError } from '../http/errors.js';
 import { changeMemberRole } from '../orgs/self-service.js';
 import { listMembers, type MemberRecord } from '../orgs/service.js';
-import { csrfField, html, requirePageSession, type SafeHtml } from './html.js';
+import { csrfField, html, type SafeHtml } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import { alert, postForm, show, type Notice } from './components.js';
 import { confirmPage, formAction, notFoundPage, orgOfPage } from './org-page-kit.js';
 

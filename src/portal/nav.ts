@@ -2,7 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import { liveMemberships, type LiveOrg } from '../orgs/membership.js';
 import { clientIdOf, parseOrgId } from '../ids.js';
-import { html, type SafeHtml } from './template.js';
+import { html, type SafeHtml } from '../page-kit/template.js';
 
 // The one header of the signed-in pages: an organization switcher and the links
 // Overview, Usage, Billing, Members, Audit log (its owner only), Account. The organization is the one in the URL, else the person's

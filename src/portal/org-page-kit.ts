@@ -5,7 +5,7 @@ import { parseOrgId } from '../ids.js';
 import { AppError } from '../http/errors.js';
 import { requireOrgRole, type OrgRow } from '../orgs/service.js';
 import type { Role } from '../db/schema.js';
-import { html, verifyCsrfField } from './html.js';
+import { html, verifyCsrfField } from '../page-kit/html.js';
 import { applyErrorHeaders, clientError, errorText, show, type Notice } from './components.js';
 
 // What the organization pages share (members, settings, invitations): the org of the

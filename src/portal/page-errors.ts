@@ -1,5 +1,5 @@
 import type { ErrorRequestHandler } from 'express';
-import { html } from './html.js';
+import { html } from '../page-kit/html.js';
 import { applyErrorHeaders, errorStatus, errorText, show } from './components.js';
 import type { Logger } from '../log.js';
 import { AppError } from '../http/errors.js';

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
-import { attachPageSession } from './session-guard.js';
+import { attachPageSession } from '../auth/page-session.js';
 import { signInRoutes } from './sign-in.js';
 import { accountPageRoutes } from './account-pages.js';
 import { devicePageRoutes } from './device-page.js';
@@ -17,7 +17,8 @@ import { settingsPageRoutes } from './settings-page.js';
 import { auditPageRoutes } from './audit-pages.js';
 import { pageErrorHandler } from './page-errors.js';
 import { show } from './components.js';
-import { html, requirePageSession } from './html.js';
+import { html } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import { loadNavOrgs, switchOrg } from './nav.js';
 
 // The server-rendered pages people use (CONTRACT §4 "Pages"): sign-in with 2FA, registration, e-mail

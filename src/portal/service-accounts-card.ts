@@ -1,6 +1,6 @@
 import type { Deps } from '../deps.js';
 import { listServiceAccounts } from '../service-accounts/service.js';
-import { html } from './html.js';
+import { html } from '../page-kit/html.js';
 
 // The organization's service accounts on its members page, as principals beside the people: name, role
 // and when their credential was last used (CONTRACT §11 "Service accounts"). The owner sees them, as the

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
-import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
+import { BUILTIN_CLI_CLIENT_ID } from '../ids.js';
 import {
   changeName,
   changePassword,
@@ -16,7 +16,8 @@ import { deleteAccount, deletionPreview } from '../accounts/account-deletion.js'
 import { twoFactorStatus } from '../accounts/two-factor.js';
 import { SESSION_COOKIE, sessionCookieOptions } from '../auth/session.js';
 import { deleteAccountCard, showDeleted, type DeleteErrors } from './delete-account-card.js';
-import { html, requirePageSession, verifyCsrfField } from './html.js';
+import { html, verifyCsrfField } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import {
   alert,
   applyErrorHeaders,

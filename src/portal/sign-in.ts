@@ -4,7 +4,8 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { revokeSession, SESSION_COOKIE, SESSION_TTL_SECONDS, sessionCookieOptions } from '../auth/session.js';
 import { completeTwoFactorLogin, loginWithPassword } from './services.js';
-import { html, requirePageSession, rotateCsrfToken, safeReturnTo, verifyCsrfField } from './html.js';
+import { html, rotateCsrfToken, safeReturnTo, verifyCsrfField } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import {
   alert,
   applyErrorHeaders,

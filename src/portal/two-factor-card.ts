@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../auth/principal.js';
 import { twoFactorStatus } from './services.js';
-import { html, type SafeHtml } from './html.js';
+import { html, type SafeHtml } from '../page-kit/html.js';
 import { alert, field, postForm, type Notice } from './components.js';
 
 // The two-factor card of the dashboard in its resting state. The dashboard shows it; the two-factor

@@ -5,7 +5,8 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
 import { disableTwoFactor, enableTwoFactor, pendingTwoFactorSetup, setupTwoFactor } from './services.js';
-import { html, raw, requirePageSession, verifyCsrfField, type SafeHtml } from './html.js';
+import { html, raw, verifyCsrfField, type SafeHtml } from '../page-kit/html.js';
+import { requirePageSession } from '../auth/page-session.js';
 import {
   alert,
   applyErrorHeaders,

@@ -1,4 +1,4 @@
-import { html, type SafeHtml } from './template.js';
+import { html, type SafeHtml } from '../page-kit/template.js';
 import { tokensAndMoney } from './money.js';
 
 // The usage page's daily chart: an inline SVG drawn on the server (readable without JavaScript and under

@@ -3,7 +3,7 @@ import MarkdownIt from 'markdown-it';
 import { asc, eq } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { projectReports } from '../db/schema.js';
-import { html, raw, renderPage, sendPage } from '../portal/html.js';
+import { html, raw, renderPage, sendPage } from '../page-kit/html.js';
 import { projectForLink } from './shares.js';
 
 // The public, read-only page of a share link `{V2_URL}/s/<token>` (CONTRACT §10): the project's brief

@@ -6,6 +6,7 @@ import type { Deps } from '../deps.js';
 import { createAuth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
+import { RUNS_PATH } from '../http/paths.js';
 import { hostAllowed, refuseForeignUpgrade } from '../http/host-guard.js';
 import { orgIdOf } from '../ids.js';
 import {
@@ -29,8 +30,6 @@ import { clusterSocketCaps } from './cluster-socket-caps.js';
 // user hold at most RUN_SOCKETS_PER_ORG / RUN_SOCKETS_PER_USER authenticated sockets (socket-caps.ts).
 // One run at a time per socket; an `error` frame ends the run it belongs to. ping/pong every 30 s drops
 // peers that stopped answering; a dropped socket aborts its run, which bills what was generated.
-
-export const RUNS_PATH = '/v1/runs/ws';
 
 export interface RunSocketOptions {
   authTimeoutMs: number;

@@ -11,7 +11,7 @@ import {
   type WhoAmI,
 } from '../helpers/cli.js';
 import { createGrants, issueAccessToken, revokeGrants } from '../../oauth/grants.js';
-import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
+import { BUILTIN_CLI_CLIENT_ID } from '../../src/ids.js';
 import { parseAs } from '../helpers/json.js';
 
 // One sign-in does it all (CONTRACT §7): with only svc-cli's OAuth grants (scope `model account`, as a

@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import type { OAuthResource } from '../../src/db/schema.js';
 import { createGrants, issueAccessToken } from '../../oauth/grants.js';
-import { BUILTIN_CLI_CLIENT_ID } from '../../oauth/builtin.js';
+import { BUILTIN_CLI_CLIENT_ID } from '../../src/ids.js';
 import type { TestServer } from './server.js';
 
 // Real access tokens from the real issuance code, without an HTTP flow: for the MCP and model suites,

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { html, raw, renderPage, pageCsp, escapeHtml } from '../../src/portal/html.js';
-import { PAGE_CSS } from '../../src/portal/style.js';
-import { safeReturnTo, loginUrlFor } from '../../src/portal/session-guard.js';
+import { html, raw, renderPage, pageCsp, escapeHtml } from '../../src/page-kit/html.js';
+import { PAGE_CSS } from '../../src/page-kit/style.js';
+import { safeReturnTo, loginUrlFor } from '../../src/page-kit/return-to.js';
 
 // The layout's rules as plain functions; the HTTP side (headers, CSRF, redirects) is in portal-pages.
 

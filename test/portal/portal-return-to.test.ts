@@ -3,7 +3,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser, STRONG_PASSWORD, type TestUser } from '../helpers/fixtures.js';
 import { PageClient, csrfOf, hiddenOf } from '../helpers/page-client.js';
 import { sessionCookie } from '../helpers/oauth.js';
-import { safeReturnTo } from '../../src/portal/session-guard.js';
+import { safeReturnTo } from '../../src/page-kit/return-to.js';
 
 // Sign-in's return_to never leaves the origin (issue 22 item 7; RFC 9700 §4.11). URL normalisation
 // resolves dot segments, so spellings that pass a check of the raw string became `//evil.example/…`

@@ -94,4 +94,4 @@ export function sendPage(
 }
 
 export { csrfToken, csrfField, verifyCsrfField, rotateCsrfToken, CSRF_FIELD, CSRF_COOKIE } from './csrf.js';
-export { requirePageSession, safeReturnTo, loginUrlFor } from './session-guard.js';
+export { safeReturnTo, loginUrlFor } from './return-to.js';
