@@ -3,7 +3,6 @@ import type { Deps } from './deps.js';
 import { createAuth, type Auth } from './auth/principal.js';
 import { errorMiddleware, notFoundHandler } from './http/error-middleware.js';
 import { databaseOutageAs503 } from './db/outage.js';
-import { requestLogger } from './http/request-log.js';
 import { healthRoutes } from './http/health.js';
 import { devRoutes } from './dev/routes.js';
 import { accountRoutes } from './accounts/routes.js';
@@ -17,17 +16,15 @@ import { eventRoutes } from './events/routes.js';
 import { usageRoutes } from './usage/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import { modelRoutes } from './models/routes.js';
-import { chatCompletionsRoute } from './models/chat.js';
-import { RESPONSES_PATH, responsesRoute } from './models/responses/route.js';
-import { apiKeyAsBearer, MESSAGES_PATH, messagesRoute } from './models/messages/route.js';
-import { CHAT_PATH, chatSteps } from './models/chat-entry.js';
+import { modelRouteTable } from './models/entry.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
 import { isMcpPath, mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
 import { rejectNulCharacters } from './http/input-guard.js';
 import { trustFunction } from './http/client-address.js';
-import { devHostGuard } from './http/host-guard.js';
 import { jsonBody } from './http/json-body.js';
+import { formBody } from './http/form-body.js';
+import { frontSteps } from './http/entry-steps.js';
 import { pageErrorHandler, browserErrorPage } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { metricsRoutes } from './metrics/routes.js';
@@ -51,32 +48,13 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // req.ip, req.host and req.protocol believe exactly the proxies TRUST_PROXY names (src/http/client-address.ts).
   app.set('trust proxy', trustFunction(deps.config));
   app.set('query parser', 'simple');
-  app.use(requestLogger(deps.log, deps.config));
-  // Dev mode answers only its own Host names and loopback (CONTRACT §1: DNS rebinding; src/http/host-guard.ts).
-  const hostGuard = devHostGuard(deps.config);
-  if (hostGuard) app.use(hostGuard);
+  // The request log and dev mode's Host guard, as the entries ahead of Express run them (src/http/entry-steps.ts).
+  for (const step of frontSteps(deps)) app.use(step as express.RequestHandler);
 
-  // The chat call has a chain of its own ahead of every other layer (so it walks none of theirs): before
-  // its body is read, a call that can use a hold taken ahead starts its caller's read
-  // (startSpareAdmission); then its body (chat histories: 10 MB), the NUL guard, the route. Only a call
-  // with a query string gets here: the others take the same steps without Express (src/models/chat-entry.ts).
-  app.post(
-    CHAT_PATH,
-    ...(chatSteps(deps, auth) as express.RequestHandler[]),
-    chatCompletionsRoute(deps, auth),
-  );
-  // The other front-ends of the same model call (src/models/call.ts), with the same steps.
-  app.post(
-    RESPONSES_PATH,
-    ...(chatSteps(deps, auth) as express.RequestHandler[]),
-    responsesRoute(deps, auth),
-  );
-  app.post(
-    MESSAGES_PATH,
-    apiKeyAsBearer,
-    ...(chatSteps(deps, auth) as express.RequestHandler[]),
-    messagesRoute(deps, auth),
-  );
+  // The model calls' routes, from their table (src/models/entry.ts), ahead of every other layer so that
+  // they walk none of them; each reads its own body after its credential. The chat call without a query
+  // string never gets here: the node-level entry serves it (src/server.ts).
+  for (const route of modelRouteTable(deps, auth)) app.post(route.path, (req, res) => route.handle(req, res));
 
   // Body parsers (every JSON body nesting-limited: src/http/json-body.ts). MCP reads its own body (10 MB,
   // file writes) after its credential is checked (mcp/routes.ts), so it is skipped here.
@@ -87,7 +65,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
     },
   });
   app.use((req, res, next) => (isMcpPath(req.path) ? next() : json(req, res, next)));
-  app.use(express.urlencoded({ extended: false, limit: '100kb' }));
+  app.use(formBody());
   // The webhook's body is judged by its own route (signature over the raw bytes).
   app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
   // Every change below records who made it from the request being handled (src/audit/context.ts).

@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 // left from the socket's peer, each trusted hop vouches for the next; the first address no trusted hop
 // stands behind is the client. Whatever a client writes into the header itself sits left of that and is
 // never read. proxy-addr (Express's own) does the walk; this file gives Express and the plain node
-// entry of chat calls (src/models/chat-entry.ts) one function, so rate limits and logs agree.
+// entry of chat calls (src/models/entry.ts) one function, so rate limits and logs agree.
 
 type Trust = (address: string, hop: number) => boolean;
 /** The one setting read here (the rate limiter is given a slice of the configuration). */

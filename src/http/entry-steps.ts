@@ -1,12 +1,60 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { Deps } from '../deps.js';
+import { asOutage } from '../db/outage.js';
+import { sendError, type Surface } from './error-middleware.js';
+import { devHostGuard } from './host-guard.js';
+import { requestLogger } from './request-log.js';
+import { nameRoute } from '../telemetry/spans.js';
 
-// The node-level entries ahead of Express (the chat call: src/models/chat-entry.ts; the token request:
-// oauth/token-entry.ts) run the same steps Express mounts for their path, the way Express runs a
-// route's handlers: each step calls next(), or next(err) to answer with the error; after the last one,
-// the route. One runner for both, so the two entries cannot drift apart in how a step fails.
+// The few routes served ahead of Express (the chat call: decision 0001; the token request: decision 0021)
+// take the same steps Express runs for their path, in the same order, the way Express runs a route's
+// handlers: each step calls next(), or next(err) to answer with the error; after the last one, the route.
+// The steps every request takes first (the request log, dev mode's Host guard) are listed once, here,
+// for both ways in (src/app.ts mounts them on Express); each entry names only its own steps after them.
 
 /** A step as Express middleware is written; a step may also answer with a promise that rejects. */
 export type EntryStep<Req> = (req: Req, res: ServerResponse, next: (err?: unknown) => void) => unknown;
+
+/** The steps every request takes before its route, on either way in: the request log, the Host guard. */
+export function frontSteps(deps: Deps): EntryStep<IncomingMessage>[] {
+  // Dev mode answers only its own Host names and loopback (CONTRACT §1: DNS rebinding; host-guard.ts).
+  const hostGuard = devHostGuard(deps.config);
+  return [requestLogger(deps.log, deps.config), ...(hostGuard ? [hostGuard] : [])];
+}
+
+/** A route served ahead of Express: `POST path` exactly (no query string). */
+export interface FastEntry<Req extends IncomingMessage> {
+  path: string;
+  /** Beyond the method and the path, whether this request takes the entry (else Express serves it). */
+  accepts?(req: IncomingMessage): boolean;
+  /** The shape its errors take, as Express's error middleware would render them. */
+  surface: Surface;
+  /** Its own steps, after the front steps. */
+  steps: EntryStep<Req>[];
+  route(req: Req, res: ServerResponse): Promise<void>;
+}
+
+/**
+ * The server's listener: each of `entries` served here, every other request by `app`. A database outage is
+ * 503 with Retry-After, as on every route (src/db/outage.ts), never a 500.
+ */
+export function servedAheadOfExpress(
+  deps: Deps,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry reads its own request type
+  entries: FastEntry<any>[],
+  app: RequestListener,
+): RequestListener {
+  const front = frontSteps(deps);
+  const byPath = new Map(entries.map((e) => [e.path, { ...e, steps: [...front, ...e.steps] }]));
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const entry = req.method === 'POST' ? byPath.get(req.url ?? '') : undefined;
+    if (!entry || (entry.accepts && !entry.accepts(req))) return app(req, res);
+    nameRoute(entry.path); // the server span's name, as Express would give it (CONTRACT §1)
+    const fail = (err: unknown) =>
+      void asOutage(deps.db, err).then((e) => sendError(deps.log, e, req, res, entry.surface));
+    runSteps(entry.steps, req, res, (r, s) => entry.route(r, s), fail);
+  };
+}
 
 /**
  * Runs `steps` in order, then `route`. An error passed to next, thrown by a step, or rejected by a step's
@@ -32,4 +80,14 @@ export function runSteps<Req extends IncomingMessage>(
     }
   };
   next();
+}
+
+/** One Express-style step awaited inside a route (a body parser, a guard): resolves on next(), rejects on next(err). */
+export function stepDone<Req>(step: EntryStep<Req>, req: Req, res: ServerResponse): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a step's error goes on as given, as Express passes on next(err)
+    const fail = (err: unknown) => reject(err);
+    const pending = step(req, res, (err?: unknown) => (err ? fail(err) : resolve()));
+    if (pending instanceof Promise) pending.catch(fail);
+  });
 }

@@ -137,7 +137,7 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
 
 /**
  * Answers `err` in the surface's shape: the error middleware's work, on plain node objects so that the
- * chat call's own entry (src/models/chat-entry.ts) answers exactly as Express would.
+ * chat call's own entry (src/models/entry.ts) answers exactly as Express would.
  */
 export function sendError(
   log: Logger,

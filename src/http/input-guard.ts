@@ -30,7 +30,7 @@ export function hasNul(value: unknown): boolean {
  * 400 VALIDATION_ERROR for a NUL in the URL or the parsed body. `skipBodyOn`: paths whose body is
  * verified as raw bytes by its sender's signature (a webhook) and judged by its own route. Mounted at
  * the root (so the URL's path is the route's path); Express middleware, and a step of the chat call's
- * own entry on plain node objects (src/models/chat-entry.ts).
+ * own entry on plain node objects (src/models/entry.ts).
  */
 export function rejectNulCharacters(skipBodyOn: string[] = []) {
   return (

@@ -20,7 +20,7 @@ declare module 'http' {
   }
 }
 
-/** Express middleware, and the chat call's own entry (src/models/chat-entry.ts) calls it on plain node objects. */
+/** Express middleware, and the chat call's own entry (src/models/entry.ts) calls it on plain node objects. */
 export function requestLogger(log: Logger, config: Pick<Config, 'trustProxy'>) {
   return (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse, next: () => void) => {
     const incoming = req.headers['x-request-id'];

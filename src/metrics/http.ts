@@ -10,7 +10,7 @@ type LoggedRequest = IncomingMessage & { originalUrl?: string; route?: { path?: 
 function routeLabel(req: LoggedRequest): string {
   const path = req.route?.path;
   if (typeof path === 'string') return path;
-  // The chat call's own entry (src/models/chat-entry.ts) never enters Express (no originalUrl) and takes
+  // The chat call's own entry (src/models/entry.ts) never enters Express (no originalUrl) and takes
   // exactly one path, without a query string: its URL is its template.
   if (req.originalUrl === undefined && req.url) return req.url;
   return 'unmatched';

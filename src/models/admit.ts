@@ -15,7 +15,8 @@ export interface AdmitInput {
   maxCredits: number;
 }
 
-export interface Admission {
+/** One call's row of svc_admit_api_calls: who the token is, and what became of its hold. */
+export interface AdmitRow {
   /**
    * no_token: unknown, revoked or expired; insufficient_scope: no `model` scope; refused: read, but may
    * not spend (nothing held); else the hold's outcome.
@@ -46,13 +47,13 @@ interface AdmissionRow {
   email_verified: boolean;
   org_deleted: boolean;
   take: unknown;
-  outcome: Admission['outcome'];
+  outcome: AdmitRow['outcome'];
 }
 
 const ADMIT = `select ord, token_id, user_id, org_key, role, email_verified, org_deleted, take, outcome
   from svc_admit_api_calls($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::float8[])`;
 
-export async function admitMany(db: Db, inputs: AdmitInput[]): Promise<Admission[]> {
+export async function admitMany(db: Db, inputs: AdmitInput[]): Promise<AdmitRow[]> {
   const bounds = inputs.map(holdBounds);
   const rows = await retryOnDeadlock(() =>
     namedRows<AdmissionRow>(db, 'svc_admit', ADMIT, [
@@ -63,7 +64,7 @@ export async function admitMany(db: Db, inputs: AdmitInput[]): Promise<Admission
       inputs.map(() => DEFAULT_HOLD_TTL_SECONDS),
     ]),
   );
-  const out = new Array<Admission>(inputs.length);
+  const out = new Array<AdmitRow>(inputs.length);
   for (const r of rows) {
     out[Number(r.ord) - 1] = {
       outcome: r.outcome,

@@ -4,10 +4,9 @@ import type { Auth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { sendJson } from '../http/error-middleware.js';
 import { actorOf, type Actor } from './actor.js';
-import { admitChat, type ChatHttpRequest, type Intake } from './chat-admission.js';
-import { callerReadEarly } from './chat-credential.js';
+import type { Admission, ModelHttpRequest } from './admission.js';
+import { admitChat, type Intake } from './chat-admission.js';
 import type { Lease } from './concurrency.js';
-import { chatLease } from './lease.js';
 import { prepareCall, type PreparedCall } from './metered.js';
 import { rateLimitHeaders, refusalOf } from '../ratelimit/model-limits.js';
 import { OUTCOME_HEADER } from './outcome.js';
@@ -23,7 +22,7 @@ import { tracedProvider } from './call-trace.js';
 // completions request (their Intake) and the provider's answer into their own wire format (their
 // CallWriter). Everything else happens here, once, in this order (CONTRACT §8–§9):
 //
-//   admission (who acts: chat-admission.ts, chat-credential.ts) → the slot (lease.ts) → the hold
+//   admission (who acts: admission.ts, chat-admission.ts) → the slot (lease.ts) → the hold
 //   (metered.ts) → the provider (deps.models.upstream, or the front-end's own leg: FrontEnd.provider) →
 //   the settle (settle.ts) → the signed outcome.
 //
@@ -76,21 +75,22 @@ const clientClosed = () => new AppError(499, 'client_closed_request', 'the clien
 export async function modelCall(
   deps: Deps,
   auth: Auth,
-  req: ChatHttpRequest,
+  admission: Admission,
+  req: ModelHttpRequest,
   res: ServerResponse,
   frontEnd: FrontEnd,
 ): Promise<void> {
   const path = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '';
   const rateStyle = path.startsWith('/v1/messages') ? 'anthropic' : 'openai';
-  const { actor, request, held } = await admit(deps, auth, req, res, frontEnd.intake).catch(
+  const { actor, request, held } = await admit(deps, auth, admission, req, frontEnd.intake).catch(
     (err: unknown) => {
       throw withRateHeaders(res, err, rateStyle);
     },
   );
   const stream = !!request.stream;
   // The slot first, then the hold: a 429 writes nothing. The lease was started as
-  // soon as the caller was known (src/models/lease.ts), so waiting for it here rarely costs a round trip.
-  const lease = held?.lease ?? (await chatLease(deps, req, res, actor.orgKey));
+  // soon as the caller was known (src/models/admission.ts), so waiting for it here rarely costs a round trip.
+  const lease = held?.lease ?? (await admission.lease(actor.orgKey));
   let call: PreparedCall;
   try {
     call = held?.call ?? (await prepareCall(deps, actor, request, stream));
@@ -130,19 +130,19 @@ export async function modelCall(
 
 /**
  * Who acts, and the internal request. An `svc_` token alone: its read and the call's hold in one
- * statement (chat-admission.ts). The general way: the caller was read before the body
- * (chat-credential.ts), then the body is taken in.
+ * statement, or the spare claimed as it arrived (chat-admission.ts). The general way: the caller was read
+ * before the body (admission.ts), then the body is taken in.
  */
 async function admit(
   deps: Deps,
   auth: Auth,
-  req: ChatHttpRequest,
-  res: ServerResponse,
+  admission: Admission,
+  req: ModelHttpRequest,
   intake: Intake,
 ): Promise<{ actor: Actor; request: ChatRequest; held?: { lease: Lease; call: PreparedCall } }> {
-  const admitted = await admitChat(deps, auth, req, res, intake);
+  const admitted = await admitChat(deps, admission, req, intake);
   if (admitted) return { actor: admitted.actor, request: admitted.request, held: admitted };
-  const actor = callerReadEarly(req) ?? (await actorOf(deps, auth, req, { spend: true }));
+  const actor = admission.caller ?? (await actorOf(deps, auth, req, { spend: true }));
   return { actor, request: await intake.full(req.body, actor) };
 }
 

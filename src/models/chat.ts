@@ -1,25 +1,16 @@
-import type { ServerResponse } from 'node:http';
-import type { Deps } from '../deps.js';
-import type { Auth } from '../auth/principal.js';
 import { renderError } from '../http/error-middleware.js';
-import { modelCall, type CallWriter, type FrontEnd } from './call.js';
-import { chatIntake, type ChatHttpRequest } from './chat-admission.js';
+import type { CallWriter, FrontEnd } from './call.js';
+import { chatIntake } from './chat-admission.js';
 import type { ChatRequest } from './schema.js';
 
 // POST /v1/chat/completions (CONTRACT §9): the first front-end of the one model call (call.ts). The body
 // is the internal request itself (allow-listed: schema.ts), and the provider's answer goes out as it came
 // (model forced): the JSON completion, or its chunks as `data:` events ending with `data: [DONE]`.
 
-/**
- * The route, after its own steps (chatSteps: the spare's early read, the credential, the body parser, the
- * NUL guard): run by the chat call's own entry (src/models/chat-entry.ts), or by Express for a call with
- * a query string (src/app.ts, ahead of every other layer).
- */
-export function chatCompletionsRoute(deps: Deps, auth: Auth) {
-  return (req: ChatHttpRequest, res: ServerResponse) => modelCall(deps, auth, req, res, chatFrontEnd);
-}
+export const CHAT_PATH = '/v1/chat/completions';
 
-const chatFrontEnd: FrontEnd = { intake: chatIntake, writer: (request) => chatWriter(request) };
+/** Mounted with the other front-ends by the model routes' table (src/models/entry.ts). */
+export const chatFrontEnd: FrontEnd = { intake: chatIntake, writer: (request) => chatWriter(request) };
 
 function chatWriter(request: ChatRequest): CallWriter {
   // svc always asks the provider for usage on a stream; the client gets the usage chunk only when it asked.

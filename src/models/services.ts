@@ -6,7 +6,7 @@ import type { Db } from '../db/client.js';
 import { createBatcher } from '../db/batch.js';
 import { spanned } from '../telemetry/spans.js';
 import { orgIdOf } from '../ids.js';
-import { admitMany, type AdmitInput, type Admission } from './admit.js';
+import { admitMany, type AdmitInput, type AdmitRow } from './admit.js';
 import {
   reserveMany,
   settleMany,
@@ -68,7 +68,7 @@ export const SETTLE_FLUSH_MS = 5_000;
 export interface SpendBatchers {
   reserve(input: ReserveInput): Promise<{ heldCredits: number }>;
   /** An `svc_` token's live read and its call's hold together (src/models/admit.ts). */
-  admit(input: AdmitInput): Promise<Admission>;
+  admit(input: AdmitInput): Promise<AdmitRow>;
   settle(input: SettleInput): Promise<SettleResult>;
 }
 
@@ -92,7 +92,7 @@ export function createSpendBatchers(db: Db): SpendBatchers {
     ),
     admit: spanned(
       'svc.hold',
-      createBatcher<AdmitInput, Admission>((inputs) => admitMany(db, inputs), options),
+      createBatcher<AdmitInput, AdmitRow>((inputs) => admitMany(db, inputs), options),
       {
         // The token's live read and the hold in one statement (admit.ts).
         before: (i) => ({ 'svc.request_id': i.requestId, 'svc.hold.with_token_read': true }),

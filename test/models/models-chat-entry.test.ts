@@ -6,10 +6,11 @@ import { addMember, createApiToken, createUser, type TestUser } from '../helpers
 import type { TestServer } from '../helpers/server.js';
 import { issueTestGrants } from '../helpers/oauth.js';
 import { createAuth } from '../../src/auth/principal.js';
-import { chatEntry } from '../../src/models/chat-entry.js';
+import { modelEntriesAheadOfExpress } from '../../src/models/entry.js';
+import { servedAheadOfExpress } from '../../src/http/entry-steps.js';
 import { openAiError, readJson, type OpenAiError } from '../helpers/json.js';
 
-// The chat call's own entry (src/models/chat-entry.ts) serves POST /v1/chat/completions without a query
+// The chat call's own entry (src/models/entry.ts, src/http/entry-steps.ts) serves POST /v1/chat/completions without a query
 // string, without Express; Express serves a chat call with a query with the same steps. Here: which
 // requests the entry takes, and that both ways answer alike, error for error. The Express way is reached
 // with the same credential by naming its own org in the query (`?org_id=`), which the entry never takes.
@@ -67,7 +68,13 @@ describe('the chat call’s own entry', () => {
       res.statusCode = 299;
       res.end();
     };
-    const listener = createServer(chatEntry(server.deps, createAuth(server.deps), app));
+    const listener = createServer(
+      servedAheadOfExpress(
+        server.deps,
+        modelEntriesAheadOfExpress(server.deps, createAuth(server.deps)),
+        app,
+      ),
+    );
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
     const send = (path: string, headers: Record<string, string>, method = 'POST') =>

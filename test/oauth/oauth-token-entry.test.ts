@@ -5,6 +5,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
 import { issueApproval } from '../../oauth/token-issue.js';
 import { tokenEntry } from '../../oauth/token-entry.js';
+import { servedAheadOfExpress } from '../../src/http/entry-steps.js';
 
 // The token request's own entry (oauth/token-entry.ts) serves a form-encoded POST /oauth/token without a
 // query string, without Express; Express serves the same path with a query (or any other body) with the
@@ -86,7 +87,7 @@ describe('the token request’s own entry', () => {
       res.statusCode = 299;
       res.end();
     };
-    const listener = createServer(tokenEntry(server.deps, app));
+    const listener = createServer(servedAheadOfExpress(server.deps, [tokenEntry(server.deps)], app));
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
     const send = (path: string, headers: Record<string, string>, method = 'POST') =>

@@ -1,8 +1,6 @@
-import type { ServerResponse } from 'node:http';
 import type { Deps } from '../../deps.js';
-import type { Auth } from '../../auth/principal.js';
-import { modelCall, type FrontEnd } from '../call.js';
-import type { ChatHttpRequest } from '../chat-admission.js';
+import type { FrontEnd } from '../call.js';
+import type { ModelHttpRequest } from '../admission.js';
 import { messagesRequest, parseMessagesRequest } from './schema.js';
 import { toChatRequest } from './translate.js';
 import { messagesWriter } from './writer.js';
@@ -13,8 +11,9 @@ import { messagesWriter } from './writer.js';
 
 export const MESSAGES_PATH = '/v1/messages';
 
-export function messagesRoute(deps: Deps, auth: Auth) {
-  const frontEnd: FrontEnd = {
+/** Mounted with the other front-ends by the model routes' table (src/models/entry.ts). */
+export function messagesFrontEnd(deps: Deps): FrontEnd {
+  return {
     intake: {
       quick(body) {
         const parsed = messagesRequest.safeParse(body);
@@ -24,17 +23,15 @@ export function messagesRoute(deps: Deps, auth: Auth) {
     },
     writer: () => messagesWriter(deps),
   };
-  return (req: ChatHttpRequest, res: ServerResponse) => modelCall(deps, auth, req, res, frontEnd);
 }
 
 /**
  * Anthropic's clients send their key in `x-api-key` (Claude Code and the SDKs' `apiKey`); svc reads
  * credentials from `Authorization: Bearer`, so the key is read as that bearer when no Authorization
- * header is sent. Mounted first on POST /v1/messages, before the chat call's steps read the credential.
+ * header is sent. The first step of POST /v1/messages, before the admission reads the credential.
  */
-export function apiKeyAsBearer(req: ChatHttpRequest, _res: ServerResponse, next: () => void) {
+export function apiKeyAsBearer(req: ModelHttpRequest) {
   const key = req.headers['x-api-key'];
   if (req.headers.authorization === undefined && typeof key === 'string' && key)
     req.headers.authorization = `Bearer ${key}`;
-  next();
 }

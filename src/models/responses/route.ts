@@ -1,11 +1,9 @@
-import type { ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import type { Deps } from '../../deps.js';
 import type { Auth } from '../../auth/principal.js';
 import { AppError } from '../../http/errors.js';
 import { actorOf } from '../actor.js';
-import { modelCall, type FrontEnd } from '../call.js';
-import type { ChatHttpRequest } from '../chat-admission.js';
+import type { FrontEnd } from '../call.js';
 import type { ChatMessage } from '../upstream/types.js';
 import { parseResponsesRequest, responsesRequest, type InputItem, type ResponsesRequest } from './schema.js';
 import { deleteStored, loadStored } from './store.js';
@@ -22,9 +20,13 @@ import { passthroughWriter, upstreamBody } from './passthrough.js';
 
 export const RESPONSES_PATH = '/v1/responses';
 
-export function responsesRoute(deps: Deps, auth: Auth) {
+/**
+ * A front-end per request (it keeps the parsed request and the conversation between intake and writer),
+ * mounted with the others by the model routes' table (src/models/entry.ts).
+ */
+export function responsesFrontEnd(deps: Deps): () => FrontEnd {
   const native = deps.models.upstream.responses;
-  return (req: ChatHttpRequest, res: ServerResponse) => {
+  return () => {
     let parsed: ResponsesRequest | undefined;
     let conversation: ChatMessage[] = [];
     const frontEnd: FrontEnd = {
@@ -53,7 +55,7 @@ export function responsesRoute(deps: Deps, auth: Auth) {
         complete: (body, signal) => native.complete(upstreamBody(parsed!, conversation, body), signal),
         stream: (body, signal) => native.stream(upstreamBody(parsed!, conversation, body), signal),
       };
-    return modelCall(deps, auth, req, res, frontEnd);
+    return frontEnd;
   };
 }
 
