@@ -24,3 +24,27 @@ export function knob(name: string, normal: number, inSmoke: number): number {
 export function namedDatabaseUrl(): string | undefined {
   return process.env.TEST_DATABASE_URL || process.env.DATABASE_URL || undefined;
 }
+
+/** This machine's PostgreSQL, the benches' default when it answers. */
+export const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
+
+/**
+ * The PostgreSQL a bench's svc runs on, as deployed: the named one, else this machine's when it answers;
+ * undefined (the embedded PGlite) when none answers or BENCH_STORAGE=pglite asks for it.
+ */
+export async function benchDatabaseUrl(): Promise<string | undefined> {
+  if (process.env.BENCH_STORAGE === 'pglite') return undefined;
+  const named = namedDatabaseUrl();
+  if (named) return named;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: LOCAL_POSTGRES, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return LOCAL_POSTGRES;
+  } catch {
+    return undefined;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}

@@ -6,9 +6,9 @@
 // Prints req/s, p50 and p99 of each and the ratios.
 //
 // Each server runs in its own process (this file with BENCH_ROLE=svc|bare), so the load generator does
-// not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
-// TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite: it needs no
-// database variable and no server.
+// not share an event loop with what it measures. svc runs on PostgreSQL as deployed (bench/knobs.ts
+// benchDatabaseUrl: the named one, else this machine's when it answers; a fresh database, dropped
+// afterwards), on the embedded PGlite when none answers or BENCH_STORAGE=pglite.
 // Beside the throughput it prints what a request cost each server (bench/mcp-cost.ts): CPU µs of the
 // server process, and on PostgreSQL its backends' CPU and the statements sent — figures that a loaded
 // machine moves far less than req/s.
@@ -17,7 +17,7 @@
 // warm-up (bench/knobs.ts); BENCH_PROFILE=1 writes a V8 CPU profile of svc into ./bench-profiles.
 import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
-import { knob, namedDatabaseUrl } from './knobs.js';
+import { benchDatabaseUrl, knob } from './knobs.js';
 import { costLine, countStatements, perRequest, readCost, serveCost } from './mcp-cost.js';
 import { inTurns } from './turns.js';
 
@@ -48,8 +48,8 @@ const MCP_HEADERS = {
 };
 
 if (role === 'svc') {
-  // test/helpers/server.ts reads TEST_DATABASE_URL; set it only when a URL was named (bench/knobs.ts).
-  const named = namedDatabaseUrl();
+  // test/helpers/server.ts reads TEST_DATABASE_URL; set it only when there is one (bench/knobs.ts).
+  const named = await benchDatabaseUrl();
   if (named) process.env.TEST_DATABASE_URL = named;
   else delete process.env.TEST_DATABASE_URL;
   countStatements();

@@ -1,5 +1,5 @@
 // `npm run bench -- memory`: does svc's memory plateau under a long mixed load, and come back when idle?
-// svc (bench/proxy.ts's svc child, on PostgreSQL as deployed) serves a mixed load against the fake
+// svc (bench/proxy.ts's svc child, on PostgreSQL as deployed: bench/knobs.ts benchDatabaseUrl) serves a mixed load against the fake
 // provider for BENCH_SECONDS: JSON calls, streams read whole, streams dropped after their first chunk, and
 // streams read slowly. svc's memory is sampled every BENCH_SAMPLE_SECONDS: its resident set from /proc
 // (as the collector left it), then the V8 heap after a full collection, asked of the child with SIGUSR2. Printed: before the load, at its
@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import type { ChildProcess } from 'node:child_process';
 import { request } from 'undici';
 import { startChild, stopChild, type ProxySvcInfo } from './children.js';
-import { knob, namedDatabaseUrl } from './knobs.js';
+import { benchDatabaseUrl, knob } from './knobs.js';
 
 const SECONDS = knob('BENCH_SECONDS', 600, 6);
 const IDLE_SECONDS = knob('BENCH_IDLE_SECONDS', 30, 2);
@@ -79,7 +79,7 @@ async function call(url: string, token: string, kind: Kind): Promise<number> {
   return res.statusCode;
 }
 
-const databaseUrl = namedDatabaseUrl() ?? 'postgres://postgres@127.0.0.1:5432/test';
+const databaseUrl = (await benchDatabaseUrl()) ?? '';
 const fake = await startChild([`--import`, 'tsx', proxyBench], { BENCH_ROLE: 'fake' });
 const svc = await startChild<ProxySvcInfo>(['--expose-gc', '--import', 'tsx', proxyBench], {
   BENCH_ROLE: 'svc',

@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import type { Result } from 'autocannon';
 import { announce, startChild, type ProxySvcInfo } from './children.js';
 import { startCpuProfile } from './cpu-profile.js';
-import { knob, namedDatabaseUrl, smoke } from './knobs.js';
+import { benchDatabaseUrl, knob, smoke } from './knobs.js';
 import { pacedJson } from './proxy-paced.js';
 
 const role = process.env.BENCH_ROLE;
@@ -93,25 +93,6 @@ async function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-/** The PostgreSQL svc runs on here, or undefined for PGlite (see the header). */
-async function benchDatabaseUrl(): Promise<string | undefined> {
-  const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
-  if (process.env.BENCH_STORAGE === 'pglite') return undefined;
-  const named = namedDatabaseUrl();
-  if (named) return named;
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: LOCAL_POSTGRES, connectionTimeoutMillis: 2000 });
-  try {
-    await client.connect();
-    await client.query('select 1');
-    return LOCAL_POSTGRES;
-  } catch {
-    return undefined;
-  } finally {
-    await client.end().catch(() => {});
-  }
 }
 
 interface Target {
