@@ -51,6 +51,12 @@ export const pageRoutes = [
   page('get', '/account/clients/:clientId/usage', "An organization's usage: chart, totals, call log", true),
   page('get', '/account/clients/:clientId/billing', "An organization's billing", true),
   page(
+    'get',
+    '/account/clients/:clientId/audit-log',
+    "An organization's audit log (owner): filter by action, who and days; export; check the chain",
+    true,
+  ),
+  page(
     'post',
     '/account/clients/:clientId/billing/topup',
     'Review a top-up: the tokens an amount buys (form)',
@@ -113,6 +119,7 @@ export const pageRoutes = [
     true,
   ),
   page('get', '/account/settings', 'Account settings: name, password, sessions, connected apps', true),
+  page('get', '/account/audit-log', "A person's own account log: sign-ins, password, 2FA, sessions", true),
   page('post', '/account/settings/name', 'Change the name (form)', true),
   page('post', '/account/settings/password', 'Change the password (form)', true),
   page('post', '/account/settings/sessions/revoke-others', 'Sign out every other session (form)', true),
