@@ -6,7 +6,7 @@ import { processCpuUs } from './proc-cpu.js';
 // What a request costs the server that answers it, in figures a loaded machine does not move much: CPU
 // time of the server process (process.cpuUsage) and of its PostgreSQL backends (/proc), and the
 // statements it sent (each one a round trip). Throughput on a shared 2-core machine swings with the
-// scheduler; CPU per request and round trips per request do not (issue 18 item 5). Used by the mcp and
+// scheduler; CPU per request and round trips per request do not. Used by the mcp and
 // oauth benches: a server child serves its counters on a loopback port of its own (serveCost), the
 // parent reads them before and after a phase (readCost) and divides by the requests of that phase.
 

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 
-// The proxy bench's chat JSON row (issue 18's table: "chat JSON at a paced 200 req/s, time added over the
-// provider"): non-streamed calls sent open-loop at a fixed rate — one call every 1000/rate ms, whether or
+// The proxy bench's chat JSON row (chat JSON at a paced 200 req/s, time added over the
+// provider): non-streamed calls sent open-loop at a fixed rate — one call every 1000/rate ms, whether or
 // not the previous ones answered, as real traffic arrives — each timed alone on a monotonic clock, to
 // the last byte of its body. Targets take turns in blocks (the first few calls of each block unrecorded),
 // as the first-byte phase does, so a drift of the machine falls on every target alike; a target's added

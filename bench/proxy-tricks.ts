@@ -1,5 +1,5 @@
 // `node --import tsx bench/proxy-tricks.ts`: CPU A/B of three of the chat path's speed tricks against the
-// plain way each replaced (issue 18 item 6: the figure beside every trick kept, docs/models.md). CPU
+// plain way each replaced (the figure beside every trick kept, docs/models.md). CPU
 // time over N operations (process.cpuUsage: every thread of the process) is far less sensitive to a
 // loaded machine than throughput; rounds are printed so a reader sees the spread (the first is warm-up).
 import { generateKeyPairSync, sign, webcrypto } from 'node:crypto';

@@ -64,7 +64,7 @@ if (role === 'fake') {
     const user = await createUser(server);
     tokens.push((await createApiToken(server, user, user.orgKey)).secret);
     await setOrgBalance(server, user.orgKey, 1_000_000_000);
-    // BENCH_BALANCE_WATCH=1: each org watches a low-balance threshold (issue 19), so every settle pays the
+    // BENCH_BALANCE_WATCH=1: each org watches a low-balance threshold, so every settle pays the
     // crossing check over a watched account (never crossed here).
     if (process.env.BENCH_BALANCE_WATCH === '1')
       await setBalanceWatch(server.deps.db, user.orgKey, 'alert.low', 1_000);

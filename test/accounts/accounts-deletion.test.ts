@@ -18,7 +18,7 @@ import { detailOf, type DetailError } from '../helpers/json.js';
 import type { ClientRow, CreatedClient, MemberRow, Page, Registered } from '../helpers/answers.js';
 import type { DeletionBlocker } from '../../src/accounts/account-deletion.js';
 
-// Deleting one's account (issue 16 item 4; docs/accounts.md "Deleting an account") over real HTTP:
+// Deleting one's account (docs/accounts.md "Deleting an account") over real HTTP:
 // the password (and the 2FA code) asked again; refused while an owned organization has other members,
 // while tokens are owed, or while a Pro subscription renews; else every credential stops working (the
 // session, svc_ tokens, OAuth grants), every owned organization is deleted, the person's memberships

@@ -21,7 +21,7 @@ import type { ClientRow, Page } from '../helpers/answers.js';
 const sidOf = (jwt: string): string =>
   (JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()) as { sid: string }).sid;
 
-// What a new password takes back (CONTRACT §7; issue 22 item 10), over real HTTP with oauth4webapi as
+// What a new password takes back (CONTRACT §7), over real HTTP with oauth4webapi as
 // the third-party app: a reset revokes every session and every OAuth grant (access tokens stop working
 // on /mcp/platform, refresh tokens stop refreshing, a code not yet exchanged is spent), and leaves svc_
 // tokens working while the answer counts them. A change (the portal's route calls the same function)
@@ -229,7 +229,7 @@ describe('a password change (the portal route calls revokeCredentialsAfterPasswo
   });
 });
 
-describe('sessions are stored by the hash of their secret (issue 22 item 17)', () => {
+describe('sessions are stored by the hash of their secret', () => {
   it('no column holds the sid of the JWT, and a JWT naming the public handle signs nobody in', async () => {
     const user = await signUp(server);
     const sid = sidOf(user.session);

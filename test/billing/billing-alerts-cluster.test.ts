@@ -13,7 +13,7 @@ import { outboxDrained } from '../helpers/outbox.js';
 import { queryRows } from '../../src/db/client.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 19 item 1 across processes (PostgreSQL): 50 model calls on two svc processes sharing one
+// Across processes (PostgreSQL): 50 model calls on two svc processes sharing one
 // database fall below the owner's threshold together. The crossing is recorded once (in the settle that
 // made it), handled once by one of the two alert workers, mailed once and delivered once.
 

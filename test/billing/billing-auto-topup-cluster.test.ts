@@ -20,7 +20,7 @@ import { queryRows } from '../../src/db/client.js';
 import { billingCustomers } from '../../src/db/schema.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 19 item 2 across processes (PostgreSQL): two svc processes on one database, each running its own
+// Across processes (PostgreSQL): two svc processes on one database, each running its own
 // auto top-up worker against the stripe fake (the stripe SDK in each), and 50 concurrent chat calls split
 // across them falling below the trigger together. Exactly one PaymentIntent, exactly one grant however
 // often and wherever its payment_intent.succeeded arrives, a second crossing beyond the monthly cap

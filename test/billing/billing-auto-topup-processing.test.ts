@@ -9,7 +9,7 @@ import { billingCustomers } from '../../src/db/schema.js';
 import { runAutoTopups } from '../../src/billing/auto-topup.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 19 item 2, a payment that fails late: the off-session PaymentIntent svc asks for (the stripe SDK
+// A payment that fails late: the off-session PaymentIntent svc asks for (the stripe SDK
 // against the fake) answers `processing` (a bank debit, say), Stripe sends payment_intent.processing and
 // later payment_intent.payment_failed. Through the signed webhook: no tokens, the charge failed (out of
 // the month's cap), auto top-up off with the reason, one topup.failed and one mail to the owner, however

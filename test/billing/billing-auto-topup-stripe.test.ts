@@ -7,7 +7,7 @@ import { queryRows } from '../../src/db/client.js';
 import { billingCustomers } from '../../src/db/schema.js';
 import { runAutoTopups } from '../../src/billing/auto-topup.js';
 
-// Issue 19 item 2 against the stripe SDK and the local fake (STRIPE_API_BASE): the off-session
+// Against the stripe SDK and the local fake (STRIPE_API_BASE): the off-session
 // PaymentIntent svc asks for (confirm, off_session, the default card, an idempotency key derived from the
 // client and the crossing), the grant only from its payment_intent.succeeded, once, and a decline.
 

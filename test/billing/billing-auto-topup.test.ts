@@ -18,7 +18,7 @@ import { devEvents } from '../../src/billing/dev-events.js';
 import { DEV_DECLINED_LAST4 } from '../../src/billing/dev-processor.js';
 import type { Deps } from '../../src/deps.js';
 
-// Issue 19 item 2: auto top-up through the dev processor (no Stripe key: it works on a fresh machine).
+// Auto top-up through the dev processor (no Stripe key: it works on a fresh machine).
 // When the balance falls below the owner's trigger, one off-session charge per crossing, however many
 // calls and processes cross it together; the grant arrives as a signed payment_intent.succeeded through
 // the webhook code; the monthly cap holds; a decline turns auto top-up off and tells the owner.

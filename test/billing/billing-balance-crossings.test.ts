@@ -14,7 +14,7 @@ import {
   type BalanceCrossing,
 } from '../../src/billing/balance-crossings.js';
 
-// Issue 19 items 1 and 2: "the balance of org X crossed below threshold T", recorded by the database in the
+// Balance alerts and auto top-up: "the balance of org X crossed below threshold T", recorded by the database in the
 // transaction that moved the balance: once per crossing under concurrent settles, re-armed by a top-up.
 
 let server: TestServer;

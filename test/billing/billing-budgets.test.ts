@@ -15,7 +15,7 @@ import { client } from '../helpers/http.js';
 import { detailError, readJson } from '../helpers/json.js';
 import type { TestServer } from '../helpers/server.js';
 
-// Issue 19 item 3: member budgets. The owner gives a member (or one of the member's tokens) a budget per
+// Member budgets. The owner gives a member (or one of the member's tokens) a budget per
 // period; a call that the budget cannot cover gets 402 member_budget_exhausted even while the org has
 // tokens, enforced by the hold itself (svc_reserve_budgeted), so concurrent calls cannot overspend it.
 // The fake provider bills each call 20 tokens (10 prompt + 2 × 5 completion: model-suite.ts prices).

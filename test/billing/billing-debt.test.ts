@@ -9,7 +9,7 @@ import { reserveCredits, settleCredits } from '../../src/billing/spend.js';
 import { detailOf } from '../helpers/json.js';
 import type { Checkout, ClientBalance, CreatedClient, OwnerBalance } from '../helpers/answers.js';
 
-// Take-back across clients and the owner's debt (CONTRACT §8 "Debt", issue 21 item 2): a refund or a lost
+// Take-back across clients and the owner's debt (CONTRACT §8 "Debt"): a refund or a lost
 // dispute takes back from the client it was bought through, then the pool, then the owner's other
 // clients; what is still missing is debt, shown in GET /v1/owner/balance, paid first by every later
 // grant, and while it exists no allocation can be raised. Signed webhooks (the stripe SDK's test
@@ -64,7 +64,7 @@ const dispute = (pi: string, amount: number) => ({
 });
 
 describe('take-back across clients, and debt', () => {
-  it('a dispute takes back tokens moved to another client of the owner first (issue 21 item 2 as reported)', async () => {
+  it('a dispute takes back tokens moved to another client of the owner first', async () => {
     const u = await createUser(server);
     const b = (await api.post<CreatedClient>('/v1/clients', { name: 'B' }, { token: u.session })).body as {
       id: string;

@@ -22,9 +22,8 @@ import { eq } from 'drizzle-orm';
 
 // Deleting a client with model calls in flight (CONTRACT §8 "A client is deleted only with its calls
 // settled: deleting a client stops new calls at once, ends its calls and runs in flight (billed for what
-// ran), and returns its balance to the pool when they have settled"; issue 21 item 1). Before session 8
-// the deletion voided every hold, so the calls that ran on were free; then every call was billed but ran
-// to its end; now the deletion ends them, in this process and in any other on the same database
+// ran), and returns its balance to the pool when they have settled"). The deletion
+// ends them, in this process and in any other on the same database
 // (src/billing/live-calls.ts), and each is billed for what it delivered (src/billing/deleted-client.ts).
 // Real streams through the openai SDK and a real `ws` run socket against a slow fake provider over HTTP;
 // the ledger decides: Σ usage debits == Σ the cost of what was delivered, one row each, no hold left,
@@ -165,7 +164,7 @@ async function runSocket(at: TestServer, key: string) {
   };
 }
 
-describe('deleting a client with calls in flight (issue 21 item 1)', () => {
+describe('deleting a client with calls in flight', () => {
   it('ends every call in flight and bills each for what it delivered, from the owner’s pool', async () => {
     const b = await newClient('Deleted mid-call');
     await setOrgBalance(server, b.orgKey, 20_000);

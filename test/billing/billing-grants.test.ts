@@ -14,7 +14,7 @@ import {
 import { queryRows } from '../../src/db/client.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Grants come only from what was paid (CONTRACT §8, issue 21 item 6): signed events that name a session
+// Grants come only from what was paid (CONTRACT §8): signed events that name a session
 // svc never created, an amount only in metadata, an invoice of another price or one paid nothing grant
 // nothing; a signature dated in the future is refused like a stale one. Events signed by the stripe SDK.
 

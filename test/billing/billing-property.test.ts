@@ -23,10 +23,10 @@ import { checkInvariants } from '../../src/billing/invariants.js';
 import { createLogger } from '../../src/log.js';
 import { setBudget } from '../../src/billing/budgets.js';
 
-// Property test of the ledger (issue 5): random sequences of grant, allocate, reclaim, reserve, settle,
+// Property test of the ledger: random sequences of grant, allocate, reclaim, reserve, settle,
 // void, expire and webhook replay, spread over six connections running at once on the real
 // PostgreSQL; after every run every invariant holds. BILLING_PROPERTY_RUNS raises the run count.
-// Issue 21 added the operations that move money against the owner: deleting a client (also between a
+// The operations that move money against the owner: deleting a client (also between a
 // call's reserve and its settle), taking back (an allocation lowered or removed; refunds and lost
 // disputes, which take from the client, then the pool, then the other clients, the rest as debt), usage
 // beyond the hold (debited up to the balance, the rest as debt), and grants that pay the debt first. On
@@ -34,11 +34,11 @@ import { setBudget } from '../../src/billing/budgets.js';
 // accounts sum to zero, a deleted client holds nothing…) each run checks, per owner:
 // global = unallocated + Σ allocations, every grant paid min(grant, debt) of the debt before anything
 // else, and no allocation was raised while there was debt (debtOrder below).
-// Issue 19 item 3 added member budgets: the owner sets a member's monthly budget, members make calls
+// Member budgets: the owner sets a member's monthly budget, members make calls
 // (settled, voided, or crashed), a period ends (its row aged, as a month boundary would); each run checks
 // that every budget period's use is exactly what its holds hold and debited, and that a member's debits
 // in a period never exceed the largest budget the member had (budgetRules below). Budgets of a member's
-// svc_ token ride along (issue 19 item 3, "or one of the member's credentials"): the owner sets them too,
+// svc_ token ride along ("or one of the member's credentials"): the owner sets them too,
 // calls made with the token count against its budget and the member's, and the same two rules hold for
 // each token's periods.
 // PGlite is one connection in one process, so there the lanes run one after another (smaller version).
@@ -127,8 +127,7 @@ type Op =
 const ORGS = 4; // two per owner
 
 /**
- * Client deletion, alone and across a call. With six concurrent lanes on PostgreSQL these found (issue 21,
- * session 8) a deadlock between a deletion and a settle, and a deleted client left holding 37,530 tokens
+ * Client deletion, alone and across a call. With six concurrent lanes on PostgreSQL these found a deadlock between a deletion and a settle, and a deleted client left holding 37,530 tokens
  * (a won dispute's give-back racing the deletion); both are fixed, and every run checks that PostgreSQL saw
  * no deadlock at all (pg_stat_database.deadlocks), since the billing paths retry a deadlock's victim once.
  */
@@ -197,7 +196,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
   fc.constant({ k: 'sweep' as const }),
   fc.record({ k: fc.constant('replay' as const), event: fc.nat(7) }),
-  // Issue 21: deletion, take-back, debt.
+  // Deletion, take-back, debt.
   ...deletionOps(),
   fc.record({
     k: fc.constant('lower' as const),
@@ -234,13 +233,13 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     }),
     weight: 2,
   },
-  // Issue 19 item 3: member budgets.
+  // Member budgets.
   fc.record({
     k: fc.constant('budget' as const),
     org: fc.nat(ORGS - 1),
     member: fc.nat(1),
     limit: fc.integer({ min: 0, max: 20_000 }),
-    // Issue 19 item 3: "a member (or one of the member's credentials)".
+    // "A member (or one of the member's credentials)".
     onToken: fc.boolean(),
   }),
   {
@@ -602,7 +601,7 @@ async function execute(ops: Op[]) {
 }
 
 /**
- * Member budgets (issue 19 item 3), per budget period row of the run's clients: what it counts (used,
+ * Member budgets, per budget period row of the run's clients: what it counts (used,
  * less what settles gave back and no hold folded in yet) is exactly what the holds counted in it hold
  * (live or expired: their whole amount) or debited (settled); and their debits never exceed the
  * largest budget the member had this run.
@@ -743,7 +742,7 @@ describe(`ledger invariants under random concurrent operations (${concurrent ? `
     );
     console.info(`billing-property: exercised ${JSON.stringify(seen)}`);
     for (const [what, count] of Object.entries(seen)) expect(count, what).toBeGreaterThan(0);
-    // Issue 21's paths were reached too, as the ledger recorded them.
+    // The owner-side paths (debt, deletion, excess, take-back) were reached too, as the ledger recorded them.
     const [paths] = await queryRows<Record<string, unknown>>(
       db,
       sql`select count(*) filter (where type = 'debt') as debt_recorded,
@@ -754,7 +753,7 @@ describe(`ledger invariants under random concurrent operations (${concurrent ? `
                  count(*) filter (where type = 'usage' and from_account like 'pool:%') as billed_after_delete
           from billing_entries`,
     );
-    console.info(`billing-property: issue 21 paths ${JSON.stringify(paths)}`);
+    console.info(`billing-property: owner-side paths ${JSON.stringify(paths)}`);
     for (const [what, count] of Object.entries(paths!)) expect(Number(count), what).toBeGreaterThan(0);
     // One lock order for every path (docs/billing.md "Lock order"): not one deadlock, even one retried.
     if (concurrent) expect(await deadlocks()).toBe(deadlocksBefore);

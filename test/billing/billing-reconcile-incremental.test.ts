@@ -10,7 +10,7 @@ import { HOLD_RETENTION_DAYS } from '../../src/billing/hold-retention.js';
 import { queryRows } from '../../src/db/client.js';
 import { createLogger } from '../../src/log.js';
 
-// Reconciliation that grows with new rows (issue 24 item 3; docs/scale.md): the first run checks the
+// Reconciliation that grows with new rows (docs/scale.md): the first run checks the
 // whole ledger and stores a checkpoint; later runs check what was written since, the balances against
 // the stored checksum; --full still checks everything; closed holds past the retention are deleted.
 // The settle window is 0 here (nothing else writes), so the checkpoint reaches the newest row.

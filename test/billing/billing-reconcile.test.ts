@@ -9,7 +9,7 @@ import { proLines, startFakeStripe, stripeEnv, type FakeStripe } from '../helper
 import { reconcile } from '../../src/billing/reconcile.js';
 import { createLogger } from '../../src/log.js';
 
-// Reconciliation (issue 5): invariants against the database, and missed webhooks made good from
+// Reconciliation: invariants against the database, and missed webhooks made good from
 // Stripe's own records, idempotently.
 
 let fake: FakeStripe;
@@ -116,7 +116,7 @@ describe('billing reconciliation', () => {
   }, 60_000);
 });
 
-describe('the ledger is append-only (issue 5: one immutable row per movement)', () => {
+describe('the ledger is append-only (one immutable row per movement)', () => {
   it('refuses UPDATE, DELETE and TRUNCATE of ledger rows in the database itself', async () => {
     const u = await createUser(server); // the trial writes ledger rows
     const db = server.deps.db;

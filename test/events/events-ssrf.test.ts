@@ -11,7 +11,7 @@ import { createdEndpointAnswer, deliveryAnswer } from '../../src/events/schema.j
 import { webhookEndpoints } from '../../src/db/schema.js';
 import { eq } from 'drizzle-orm';
 
-// Issue 19 item 5: outside DEV_MODE an owner's webhook endpoint never reaches a private or loopback
+// Outside DEV_MODE an owner's webhook endpoint never reaches a private or loopback
 // address (src/http/outbound-guard.ts): an address literal is refused when the endpoint is registered, a
 // name is checked against every address it resolves to when svc connects (DNS rebinding included).
 

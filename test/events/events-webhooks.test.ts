@@ -14,7 +14,7 @@ import { outboxDrained } from '../helpers/outbox.js';
 import { queryRows } from '../../src/db/client.js';
 import { createdEndpointAnswer, deliveryAnswer, endpointAnswer } from '../../src/events/schema.js';
 
-// Issue 19 items 1 and 5 over real HTTP: the owner sets a low-balance threshold and registers webhook
+// Over real HTTP: the owner sets a low-balance threshold and registers webhook
 // endpoints; real model calls (the openai SDK against svc-local) cross the threshold; the receiver on
 // loopback (DEV_MODE allows it) gets signed events, retried after its 500s with backoff under one event id.
 

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAs } from '../helpers/json.js';
 
-// Issue 14, items 1, 3, 4 and 8: svc (its own process, src/main.ts) reaches PostgreSQL through a TCP
+// Svc (its own process, src/main.ts) reaches PostgreSQL through a TCP
 // proxy of the test's own, which resets or black-holes the path under load. The process must not exit,
 // every refusal is a 503 with Retry-After (never a 500), it recovers by itself, and the ledger stays
 // exact: Σ debits == price × answered calls, no hold or lease left over.

@@ -9,7 +9,7 @@ import { freePort, startChildSvc, type ChildSvc } from '../helpers/child-svc.js'
 import { callChat, orgLedger, waitUntil } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 14, item 2, on the Redis lease store (REDIS_URL): two svc processes share a real redis-server
+// On the Redis lease store (REDIS_URL): two svc processes share a real redis-server
 // and one PostgreSQL; one is killed (-9) while it holds every slot of an organization. Its Redis leases
 // must come back within seconds of its death (its heartbeat key in Redis expires, and the survivor's next
 // acquire drops its leases: src/models/concurrency-redis.ts), not after the 30 s lease TTL as before.

@@ -7,7 +7,7 @@ import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { callChat, orgLedger, sleep, waitUntil } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 14, items 2 and 5: two svc processes on one PostgreSQL; one is killed (-9) while it holds every
+// Two svc processes on one PostgreSQL; one is killed (-9) while it holds every
 // slot of an organization and their holds. The survivor must get the whole cap back, and the org its
 // held tokens, within seconds of the death (PROCESS_DEAD_AFTER_MS, 4 s by default): not after the 30 s
 // lease TTL nor the 15-minute hold TTL.

@@ -13,8 +13,8 @@ import { sleep, waitUntil } from '../helpers/chat-load.js';
 import { queryRows } from '../../src/db/client.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// A settle deferred by a database cut still charges the usage beyond its hold (issue 21, the excess of
-// item 3, on the deferred path of issue 14 item 3). svc runs as its own process behind a TCP proxy to
+// A settle deferred by a database cut still charges the usage beyond its hold (CONTRACT §9
+// "Excess beyond a hold", on the deferred settle's path). svc runs as its own process behind a TCP proxy to
 // PostgreSQL; the provider reports a prompt far beyond the call's hold; the database path is cut while the
 // provider works, so the call's settle is kept and retried (and, in the second test, spooled at shutdown
 // and replayed by the next start). Before: the kept settle debited the hold only, the excess was lost.

@@ -6,7 +6,7 @@ import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.j
 import { startChildSvc } from '../helpers/child-svc.js';
 import { callChat, orgLedger, sleep } from '../helpers/chat-load.js';
 
-// Issue 14, item 6: SIGTERM lets a stream in flight finish within SHUTDOWN_GRACE_SECONDS (billed once,
+// SIGTERM lets a stream in flight finish within SHUTDOWN_GRACE_SECONDS (billed once,
 // for what it delivered), takes no new request, and the process exits 0.
 // PostgreSQL only: the svc child and this process share the database.
 

@@ -10,7 +10,7 @@ import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { callChat, orgLedger, sleep, waitUntil, type CallResult } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 14, the soak: two svc processes on one PostgreSQL behind a TCP proxy, under mixed load (JSON and
+// Two svc processes on one PostgreSQL behind a TCP proxy, under mixed load (JSON and
 // streams, clients that leave mid-stream, more calls than the cap), while faults come one after another:
 // the database reset, slowed, the provider failing, breaking mid-stream, slowing. At the end: no process
 // exited, every answered call was billed its exact price once, no call billed more than its price, the

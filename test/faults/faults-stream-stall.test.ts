@@ -9,7 +9,7 @@ import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.j
 import { callChat, orgLedger, waitUntil } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 14, item 7: nobody holds an org's slot and hold by going silent. A client that stops reading a
+// Nobody holds an org's slot and hold by going silent. A client that stops reading a
 // stream is cut after STREAM_STALL_TIMEOUT_MS and billed for what svc relayed; a provider that stops
 // mid-stream is given up after MODEL_UPSTREAM_BODY_IDLE_TIMEOUT_MS and the client billed for what it got;
 // a provider that sends no headers is given up after MODEL_UPSTREAM_HEADERS_TIMEOUT_MS, nothing debited.

@@ -11,7 +11,7 @@ import { callChat, orgLedger, sleep, waitUntil, type CallResult } from '../helpe
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { authenticateRunSocket } from '../helpers/run-socket.js';
 
-// Issue 17 item 3: WEB_CONCURRENCY=2 runs two worker processes behind one port (src/cluster.ts). Billing
+// WEB_CONCURRENCY=2 runs two worker processes behind one port (src/cluster.ts). Billing
 // and the organization's cap stay exact across them — proved with the ledger and the provider's own count
 // of calls in flight —, a worker killed with -9 is replaced, and SIGTERM to the primary stops every worker
 // gracefully. PostgreSQL only: the workers and this process share the database (PGlite is one process's).

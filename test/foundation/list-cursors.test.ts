@@ -8,7 +8,7 @@ import type { InvitationRow, Page } from '../helpers/answers.js';
 import { projectOut } from '../../src/projects/schema.js';
 import { addMember, createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
 
-// Cursor paging on every list (CONTRACT §3, issue 24): `starting_after` names the last item of the
+// Cursor paging on every list (CONTRACT §3): `starting_after` names the last item of the
 // previous page; walking a list by cursor yields exactly the list (each item once, in order), the same as
 // walking it by offset; `offset` still works and counts from the cursor; a cursor that is not an item of
 // this very list (unknown, another organization's, malformed) is 400 VALIDATION_ERROR on starting_after.

@@ -9,7 +9,7 @@ import { createTestDatabase } from '../helpers/server.js';
 import { nodeEntry } from '../helpers/entry.js';
 
 // NODE_ENV=production refuses unsafe settings, naming each variable, and the banner tells the truth
-// (CONTRACT §1; issue 22 item 14); generated server keys are sealed under KEY_ENCRYPTION_KEY (item 17).
+// (CONTRACT §1); generated server keys are sealed under KEY_ENCRYPTION_KEY (item 17).
 // Each case starts the real entry point (src/main.ts) as a child process with an environment of its
 // own, on the test's storage mode: its own PostgreSQL database, or a PGlite data directory.
 

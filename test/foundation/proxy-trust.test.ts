@@ -6,7 +6,7 @@ import { startForwardingProxy, type ForwardingProxy } from '../helpers/forwardin
 import { rawRequest } from '../helpers/raw-http.js';
 import { at, parseAs } from '../helpers/json.js';
 
-// TRUST_PROXY as a hop count or the proxies' addresses (CONTRACT §1; issue 22, item 13): the client's
+// TRUST_PROXY as a hop count or the proxies' addresses (CONTRACT §1): the client's
 // address is the right-most X-Forwarded-For entry that is not a trusted proxy, so a client that writes
 // its own X-Forwarded-For cannot pick the key the per-address limit counts on. Real proxies in processes
 // of their own (test/helpers/forwarding-proxy.ts) stand in front of the server; each client connects

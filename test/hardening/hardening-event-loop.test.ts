@@ -7,7 +7,7 @@ import { startChildServer, type ChildServer } from '../helpers/child-server.js';
 import { textPieces, countText } from '../../src/models/upstream/local-words.js';
 import { openAiError, readJson } from '../helpers/json.js';
 
-// Issue 22, "one request must never stall everyone". svc runs in a child process: on the old code each
+// One request must never stall everyone. svc runs in a child process: on the old code each
 // hostile request below froze its event loop for minutes or hours, which in-process would have frozen
 // the test runner with it. Each test asserts that /healthz answers while the hostile request is still
 // running; on the old code it never did, and the test failed by its timeout.
@@ -82,7 +82,7 @@ afterAll(async () => {
 
 const sdk = () => new OpenAI({ apiKey: svc.key, baseURL: `${svc.url}/v1`, maxRetries: 0 });
 
-describe('token counting is linear (issue 22 item 1)', () => {
+describe('token counting is linear', () => {
   it('splits text as /\\s*\\S+/g did, on random mixes of spaces, words and Unicode space', () => {
     const alphabet = [' ', 'a', '\n', 'bc', '\u00a0', 'é', '\t', '\u2003', '😀'];
     for (let i = 0; i < 3000; i++) {
@@ -180,7 +180,7 @@ const TEN_MB = 10 * 1024 * 1024;
 const nested = (bytes: number) => Buffer.from('['.repeat(bytes / 2) + ']'.repeat(bytes / 2));
 const forgedKey = `svc_${'A'.repeat(43)}`;
 
-describe('credential before body, nesting limit (issue 22 item 2)', () => {
+describe('credential before body, nesting limit', () => {
   it('answers chat calls without a valid credential 401 before their 10 MB bodies arrive; /healthz meanwhile', async () => {
     const credentials: Record<string, string>[] = [
       {},

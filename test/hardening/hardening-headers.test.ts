@@ -4,7 +4,7 @@ import { PRODUCTION_ENV, startTestServer, type TestServer } from '../helpers/ser
 import { rawRequest } from '../helpers/raw-http.js';
 import { at, detailError, oauthError, openAiError, readJson } from '../helpers/json.js';
 
-// Issue 22, item 15 (CONTRACT §1: in dev mode the server answers only Host names of its own origins
+// Item 15 (CONTRACT §1: in dev mode the server answers only Host names of its own origins
 // and loopback, so a DNS-rebinding page cannot read /dev/mail) and item 18 (every answer says
 // `X-Content-Type-Options: nosniff`; documents cached `public` say what they vary on). Raw HTTP: the
 // Host header is sent as a browser on a rebound name would send it.

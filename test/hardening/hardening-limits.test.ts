@@ -13,7 +13,7 @@ import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../../src/http/json-body.js
 import { detailError, matching, oauthError, openAiError, readJson } from '../helpers/json.js';
 import { eventually, eventuallyValue } from '../helpers/eventually.js';
 
-// Issue 22, part A: request-level limits that need no frozen event loop to show (those are in
+// Request-level limits that need no frozen event loop to show (those are in
 // hardening-event-loop.test.ts, against a server in a child process).
 
 let server: TestServer;
@@ -45,7 +45,7 @@ const nestedArray = (levels: number): unknown => {
 };
 const json = { 'content-type': 'application/json' };
 
-describe('JSON nesting limit on every body (issue 22 item 2)', () => {
+describe('JSON nesting limit on every body', () => {
   it('finds the depth in one pass, ignoring brackets inside strings and escaped quotes', () => {
     const depthOf = (text: string) => {
       for (let max = 0; ; max++) if (!jsonNestsDeeperThan(Buffer.from(text), max)) return max;
@@ -149,7 +149,7 @@ describe('JSON nesting limit on every body (issue 22 item 2)', () => {
   }
 });
 
-describe('a body that stops arriving (issue 22 item 4)', () => {
+describe('a body that stops arriving', () => {
   const IDLE_MS = 1_000;
   let idle: TestServer;
   let fake: FakeUpstream;
@@ -231,7 +231,7 @@ describe('a body that stops arriving (issue 22 item 4)', () => {
   });
 });
 
-describe('run sockets: nothing before auth, caps per organization and user (issue 22 item 5)', () => {
+describe('run sockets: nothing before auth, caps per organization and user', () => {
   let capped: TestServer;
   let a: TestUser;
   let aKey: string;
@@ -299,7 +299,7 @@ describe('run sockets: nothing before auth, caps per organization and user (issu
   });
 });
 
-describe('provider error text is not relayed (issue 22 item 16)', () => {
+describe('provider error text is not relayed', () => {
   let relay: TestServer;
   let provider: Server;
   let providerError: unknown;

@@ -5,7 +5,7 @@ import { AxeBuilder } from '@axe-core/playwright';
 import { startTestServer, type StartOptions, type TestServer } from './server.js';
 
 // Real Chromium (playwright-core) for the portal's page tests: launch, sign in through the form as a
-// person does, and the checks every page gets (issue 16): axe-core with zero serious or critical
+// person does, and the checks every page gets: axe-core with zero serious or critical
 // violations, and no sideways scroll at a 390 px wide phone.
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';

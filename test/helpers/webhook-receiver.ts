@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 
-// A webhook receiver on loopback for the outbound-event tests (issue 19 item 5): it records every
+// A webhook receiver on loopback for the outbound-event tests: it records every
 // delivery and answers what `status` says. Its signature check is written here from the documented
 // scheme (docs/billing.md "Outbound events"), not taken from svc's own code.
 

@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from '../../src/config.js';
 import type { CompletionUsage } from 'openai/resources/completions';
 import type { UsageCalls, UsageSummary } from '../helpers/answers.js';
 
-// Cached-token pricing (issue 19 item 4; docs/billing.md "Cached prompt tokens"): the fake provider reports
+// Cached-token pricing (docs/billing.md "Cached prompt tokens"): the fake provider reports
 // usage.prompt_tokens_details.cached_tokens in JSON replies and in the stream's usage chunk; svc prices
 // those at MODEL_PRICE_CACHED_INPUT and the rest of the prompt at MODEL_PRICE_INPUT. Every debit is
 // checked against the ledger (the call's `usage` row and the balance) and against a figure worked out

@@ -164,7 +164,7 @@ describe('the chat call’s own entry', () => {
       type: 'invalid_request_error',
     });
     expect((await post(PATH, okBody, {}, unknownKey)).status).toBe(401);
-    // The credential is judged before the body is read (issue 22 item 2): a bad body with a bad token is 401.
+    // The credential is judged before the body is read: a bad body with a bad token is 401.
     expect((await post(PATH, '{', {}, unknownKey)).status).toBe(401);
     expect((await post(PATH, '{}', {}, unknownKey)).status).toBe(401);
     expect(readJson(openAiError, (await post(PATH, okBody, {}, viewerKey)).json).error.code).toBe(

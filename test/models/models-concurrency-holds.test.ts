@@ -8,7 +8,7 @@ import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.j
 import { callChat, orgLedger, waitUntil } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
-// Issue 14, item 9: a call refused 429 `concurrency_limit` writes nothing to the ledger. Before, the lease
+// A call refused 429 `concurrency_limit` writes nothing to the ledger. Before, the lease
 // and the hold were taken in parallel, so every 429 wrote a hold and then voided it (a write pair per
 // refusal). Now the slot comes first (src/models/lease.ts): with the org at its cap, refused calls on
 // every way in (an `svc_` token alone, seen before or not; a token naming its org, the general way)

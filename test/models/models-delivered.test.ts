@@ -16,7 +16,7 @@ import { grantToOrg, SOURCE_PURCHASES } from '../../src/billing/ledger.js';
 import type { Db } from '../../src/db/client.js';
 
 // What a call delivered is billed, and the reserve is an upper bound for every kind of input (CONTRACT
-// §8; issue 21 items 3 and 5, issue 22 item 3). The fake provider over HTTP, the openai SDK as the client;
+// §8). The fake provider over HTTP, the openai SDK as the client;
 // prices make a call debit exactly prompt + 2 × completion tokens. Every test checks the ledger: the
 // usage rows' sum is the real cost, no hold is left, the invariants (billing:reconcile) hold.
 
@@ -266,7 +266,7 @@ describe('the excess is charged exactly once, whichever path settles (item 3)', 
   });
 });
 
-describe('a request nested too deeply to measure (issue 22 item 3)', () => {
+describe('a request nested too deeply to measure', () => {
   it('is 400 validation_error, never 500, inside a content part and inside a tool', async () => {
     // Built as text: JSON.stringify itself overflows on it.
     const deep = '{"a":'.repeat(20_000) + '"x"' + '}'.repeat(20_000);
@@ -279,7 +279,7 @@ describe('a request nested too deeply to measure (issue 22 item 3)', () => {
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
         body: `{"model":"m",${body}}`,
       });
-      // A body parser's own depth limit (issue 22 item 2) answers 400 too; either way never a 500.
+      // A body parser's own depth limit answers 400 too; either way never a 500.
       expect(res.status).toBe(400);
       const json = (await res.json()) as { error: { code: string } };
       expect(json.error.code).toBe('validation_error');

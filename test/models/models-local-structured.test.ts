@@ -8,7 +8,7 @@ import type { TestUser } from '../helpers/fixtures.js';
 import { localModelSuite } from '../helpers/model-suite.js';
 import { orgBalanceCredits } from '../../src/billing/spend.js';
 
-// Structured output on the built-in model (issue 18 item 3): `response_format` json_object and json_schema
+// Structured output on the built-in model: `response_format` json_object and json_schema
 // answer JSON that the OpenAI SDK's own parser accepts, that validates against the caller's schema (checked
 // by a maintained validator, not by svc's code), deterministically, and billed like any answer.
 

@@ -7,7 +7,7 @@ import { queryRows } from '../../src/db/client.js';
 import { setOrgBalance } from '../helpers/billing.js';
 import { jsonAs } from '../helpers/json.js';
 
-// POST /v1/messages (issue 18 item 2): the Anthropic Messages API as a front-end of the one model call,
+// POST /v1/messages: the Anthropic Messages API as a front-end of the one model call,
 // served by translation to chat completions, tested with the official `@anthropic-ai/sdk` client: JSON,
 // stream, a tool round trip, the key in x-api-key or as a bearer, errors in Anthropic's shape. Money is
 // proved by the ledger: the fake provider's prices make a call cost exactly prompt + 2 × completion.

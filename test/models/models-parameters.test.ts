@@ -7,7 +7,7 @@ import { setOrgBalance } from '../helpers/billing.js';
 import { type FakeUpstream } from '../helpers/fake-upstream.js';
 import { orgBalanceCredits } from '../../src/billing/spend.js';
 
-// The parameter allow-list of /v1/chat/completions (CONTRACT §8, issue 21 item 4): a parameter off the
+// The parameter allow-list of /v1/chat/completions (CONTRACT §8): a parameter off the
 // list is 400 `unsupported_parameter` naming it, as OpenAI answers an unknown argument, and never reaches
 // the provider; the `user` the provider sees is svc's own opaque id of the acting user. Driven with the
 // openai SDK against the fake provider over HTTP.

@@ -8,7 +8,7 @@ import { modelSuite } from '../helpers/model-suite.js';
 import { setOrgBalance } from '../helpers/billing.js';
 
 // The reserve's output cap (CONTRACT §8: the server caps max_tokens to what the balance can pay), as a
-// property over prompt sizes, prices, max_tokens and n (issue 21 item 7): a call whose hold the balance
+// property over prompt sizes, prices, max_tokens and n: a call whose hold the balance
 // covers is never refused, and the capped max_tokens is the largest the hold pays for. The old
 // affordableOutput stepped only down from an estimate made before rounding and refused ~41 % of prompt
 // sizes at max_tokens 5; the HTTP test below shows it through the real route.
@@ -33,7 +33,7 @@ const depsWith = (p: { input: number; output: number; cachedInput: number }) =>
     models: { prices: p, partTokens: {}, liveness: { requestId: () => 'req_property' } },
   }) as unknown as Deps;
 
-describe('cached prompt tokens (issue 19 item 4)', () => {
+describe('cached prompt tokens', () => {
   it('never cost more than the hold priced them at, nor less than the cached floor; unset prices change nothing', () => {
     fc.assert(
       fc.property(

@@ -15,7 +15,7 @@ import { countedCall } from '../helpers/counted.js';
 import { loadConfig } from '../../src/config.js';
 
 // POST /v1/responses passed through to a provider that speaks the Responses API itself
-// (MODEL_UPSTREAM_API=responses; issue 18 item 1). The fake provider answers POST /v1/responses over
+// (MODEL_UPSTREAM_API=responses). The fake provider answers POST /v1/responses over
 // real HTTP (JSON and its event stream); the client is the `openai` SDK's responses.create. Money is
 // proved by the ledger: prompt tokens cost 1, cached prompt tokens 0.5 and completion tokens 2 credits
 // each (FakeUpstream.env and MODEL_PRICE_CACHED_INPUT below), one `usage` row per call, no hold left,

@@ -11,7 +11,7 @@ import { addMember, createApiToken, createUser } from '../helpers/fixtures.js';
 import { setOrgBalance } from '../helpers/billing.js';
 import { jsonAs, matching, type OpenAiError } from '../helpers/json.js';
 
-// POST /v1/responses (issue 18 item 1): the OpenAI Responses API as a front-end of the one model call,
+// POST /v1/responses: the OpenAI Responses API as a front-end of the one model call,
 // served by translation to chat completions. Clients: the `openai` SDK's responses.create (JSON, stream,
 // a tool round trip, previous_response_id, stored responses per organization) and the AI SDK's default
 // provider `openai(model)`, which speaks Responses. Money is proved by the ledger: the fake provider's

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
-// Fetching client ID metadata documents on demand (issue 22 item 6): before, every
+// Fetching client ID metadata documents on demand: before, every
 // GET /oauth/authorize?client_id=<new URL> made the server fetch it, with no limit. Now the per-address
 // limit (RATE_LIMIT_IP_PER_MIN) applies to requests that name a document URL, a failed URL is not
 // fetched again for a while, and requests for one URL share one fetch. A real document server on

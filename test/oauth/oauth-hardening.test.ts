@@ -5,8 +5,8 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
 import { discoverAuthorizationServer, registerPublicClient, sessionCookie } from '../helpers/oauth.js';
 
-// The authorization endpoint before sign-in and the redirect URIs of metadata documents (issue 22
-// items 8 and 9; CONTRACT §7). Real HTTP on the V2 origin, oauth4webapi for registration, a document
+// The authorization endpoint before sign-in and the redirect URIs of metadata documents
+// (CONTRACT §7). Real HTTP on the V2 origin, oauth4webapi for registration, a document
 // server on loopback (DEV_MODE allows http://127.0.0.1 client IDs).
 
 let server: TestServer;

@@ -14,7 +14,7 @@ import {
 import { PageClient, csrfOf } from '../helpers/page-client.js';
 import { jsonAs, type JsonObject } from '../helpers/json.js';
 
-// The organization boundary of third-party grants (CONTRACT §7; issue 22 item 11), and device codes
+// The organization boundary of third-party grants (CONTRACT §7), and device codes
 // bound to their origin (item 12). Real HTTP with oauth4webapi as the app, the MCP SDK client on
 // /mcp/platform, the model routes with x-svc-organisation; V2 and LIGHT are distinct hosts.
 //

@@ -19,7 +19,7 @@ import type {
   InvitationRow,
 } from '../helpers/answers.js';
 
-// An organization's people (issue 16 item 5): rename, change a member's role, leave, and invitations
+// An organization's people: rename, change a member's role, leave, and invitations
 // by e-mail (single-use, expiring, revocable, hashed at rest, wrong tokens limited). Each rule for the
 // owner, a member, a viewer and an outsider.
 

@@ -13,7 +13,7 @@ import { orgBalanceCredits } from '../../src/billing/spend.js';
 import { ownerBalance } from '../../src/billing/service.js';
 import { tokensAndMoney } from '../../src/portal/money.js';
 
-// The billing page in a real browser (issue 16 item 2), against the dev processor (no STRIPE_SECRET_KEY):
+// The billing page in a real browser, against the dev processor (no STRIPE_SECRET_KEY):
 // an owner moves tokens between two organizations in one form, buys tokens (seeing what they buy before
 // paying) and sees the notice, subscribes to Pro and sees its status, and is told when a card is
 // declined; a member reads and cannot act. axe-core and the 390 px check on every state.

@@ -10,7 +10,7 @@ import {
 import { disableAutoTopup, getAutoTopup } from '../../src/billing/auto-topup-settings.js';
 import { listBudgets } from '../../src/billing/budgets.js';
 
-// Issue 19 items 2 and 3 on the billing page, in a real browser: the owner turns auto top-up on, changes
+// On the billing page, in a real browser: the owner turns auto top-up on, changes
 // it and off, and sets and removes budgets of a member and of a member's token; each mistake is said on
 // the billing page next to its field, and nothing is saved; a member sees their own budget and auto
 // top-up read-only, and a POST of theirs is 403. axe-core on every state, and the 390 px check.

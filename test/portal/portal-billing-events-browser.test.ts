@@ -13,7 +13,7 @@ import {
 import { getBalanceAlert } from '../../src/billing/balance-alerts.js';
 import { listEndpoints } from '../../src/events/endpoints.js';
 
-// Issue 19 items 1 and 5 on the billing page, in a real browser: the owner sets the low-balance alert,
+// On the billing page, in a real browser: the owner sets the low-balance alert,
 // adds a webhook endpoint by POST/redirect/GET (its secret shown once, on the GET; a reload neither adds
 // a second endpoint nor shows the secret again), sees its recent deliveries and removes it; a mistake is
 // said in words next to its field; a member's forged POST is 403. axe-core on every state, 390 px check.

@@ -13,7 +13,7 @@ import { createProject } from '../../src/projects/service.js';
 import { createReport } from '../../src/projects/content.js';
 import { createShareLink } from '../../src/projects/shares.js';
 
-// The consent page and the share page in the portal's card layout (issue 16 item 7), in a real browser:
+// The consent page and the share page in the portal's card layout, in a real browser:
 // each is a card like the sign-in and device pages; a shared document's headings sit under the page's
 // own (the brief's `#` under "Brief", a report's `#` under the report's title), so the page has one h1;
 // neither scrolls sideways at 390 px, even with a long URL, a wide table or a long code line; axe-core.

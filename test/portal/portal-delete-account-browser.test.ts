@@ -9,7 +9,7 @@ import {
   signedIn,
 } from '../helpers/browser.js';
 
-// Deleting the account from /account/settings in a real browser (issue 16 item 4): the card says what
+// Deleting the account from /account/settings in a real browser: the card says what
 // goes with the account before asking anything; a wrong password is shown on its field, which gets the
 // focus; the right one deletes the account, signs the browser out and kills its API token. An owner
 // whose organization has other members is told why not, with a link, and gets no form. axe-core and

@@ -6,7 +6,7 @@ import { expectAccessible, expectNoSidewaysScroll, haveChromium, launchBrowser }
 import { detailError, readJson } from '../helpers/json.js';
 import type { DevMail, Page } from '../helpers/answers.js';
 
-// First run and errors (issue 16 item 6): `/` leads to the account page or sign-in; /dev/mail is a page
+// First run and errors: `/` leads to the account page or sign-in; /dev/mail is a page
 // for a browser and JSON for an API client; an unknown page or a bad dev checkout is an HTML error page
 // for a browser and the JSON envelope for everyone else.
 

@@ -20,7 +20,7 @@ import {
 } from '../helpers/browser.js';
 import { newEmail } from '../helpers/accounts-support.js';
 
-// Organizations in a real browser (issue 16 item 5): the owner changes a role, removes someone after a
+// Organizations in a real browser: the owner changes a role, removes someone after a
 // confirmation page, renames and deletes an organization (its balance back in the pool); a member
 // leaves after confirming; a person with no account is invited by e-mail, registers, verifies and
 // accepts. On every page: axe-core (no serious or critical violation), no sideways scroll at 390 px, and

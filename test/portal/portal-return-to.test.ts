@@ -5,7 +5,7 @@ import { PageClient, csrfOf, hiddenOf } from '../helpers/page-client.js';
 import { sessionCookie } from '../helpers/oauth.js';
 import { safeReturnTo } from '../../src/page-kit/return-to.js';
 
-// Sign-in's return_to never leaves the origin (issue 22 item 7; RFC 9700 §4.11). URL normalisation
+// Sign-in's return_to never leaves the origin (RFC 9700 §4.11). URL normalisation
 // resolves dot segments, so spellings that pass a check of the raw string became `//evil.example/…`
 // afterwards: a signed-in visitor was sent there at once and the sign-in form carried it. Every
 // spelling below is tried where a browser meets it: the 303 of a signed-in visitor, the form's hidden

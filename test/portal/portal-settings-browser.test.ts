@@ -10,7 +10,7 @@ import {
   signedIn,
 } from '../helpers/browser.js';
 
-// The account page in a real browser (issue 16 item 4): change the name; change the password with the
+// The account page in a real browser: change the name; change the password with the
 // current one (a wrong one is shown on its field, which gets the focus), after which another browser's
 // session is signed out and this one stays; sign out one session; disconnect an app, whose tokens then
 // stop working. axe-core and the 390 px check.

@@ -12,7 +12,7 @@ import {
 import { orgBalanceCredits } from '../../src/billing/spend.js';
 import { tokensAndMoney } from '../../src/portal/money.js';
 
-// The usage page in a real browser (issue 16 item 3): after some calls, a person reads what was spent,
+// The usage page in a real browser: after some calls, a person reads what was spent,
 // by whom and with which credential, and downloads the CSV; a viewer sees the totals only. Every page
 // visited is checked with axe-core and at 390 px.
 

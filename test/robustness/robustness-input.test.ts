@@ -99,7 +99,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/v1/clients/:client_id/billing/portal', auth: 'session' },
   { method: 'GET', path: '/v1/clients/:client_id/usage', auth: 'session' },
   { method: 'GET', path: '/v1/clients/:client_id/usage/calls', auth: 'session' },
-  // the owner's alerts, auto top-up and member budgets (issue 19)
+  // the owner's alerts, auto top-up and member budgets
   { method: 'GET', path: '/v1/clients/:client_id/balance-alert', auth: 'session' },
   { method: 'PUT', path: '/v1/clients/:client_id/balance-alert', auth: 'session', writes: true },
   { method: 'GET', path: '/v1/clients/:client_id/auto-topup', auth: 'session' },
@@ -213,7 +213,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/account/clients/:clientId/billing/topup/pay', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/subscribe', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/portal', auth: 'page' },
-  // Issue 19's owner cards (registered through the billing page's owner-action wrapper, so the census
+  // The billing page's owner cards (registered through the billing page's owner-action wrapper, so the census
   // above cannot name them): every body hostile, never 5xx.
   { method: 'POST', path: '/account/clients/:clientId/billing/alert', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/webhook-endpoints', auth: 'page' },
@@ -610,7 +610,7 @@ async function drive(route: Route, signedIn: boolean): Promise<Finding[]> {
 const report = (findings: Finding[]) =>
   findings.map((f) => `${f.status} ${f.why}: ${f.what} → ${f.body}`).join('\n');
 
-/** The portal's self-service pages (issue 16): a group of their own, so each group stays within its time. */
+/** The portal's self-service pages: a group of their own, so each group stays within its time. */
 const selfService = (r: Route) =>
   r.path === '/' ||
   /^\/account\/(switch|allocations|settings|clients\/:clientId\/(usage|billing))/.test(r.path);

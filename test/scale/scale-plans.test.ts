@@ -11,7 +11,7 @@ import { listMembers } from '../../src/orgs/service.js';
 import { listOwnTokens } from '../../src/tokens/service.js';
 import { pruneClosedHolds } from '../../src/billing/hold-retention.js';
 
-// Every list reads its page from an index in the list's order (issue 24): on a seeded database shaped
+// Every list reads its page from an index in the list's order: on a seeded database shaped
 // like the issue's (other clients' rows written after the measured client's), the plan of each list's
 // real statement, captured by auto_explain as the service runs it, uses the named index, sorts nothing,
 // and reads no more rows than the page needs (no other organization's rows filtered away). PostgreSQL
@@ -114,7 +114,7 @@ function expectIndexPage(plan: PlanNode, table: string, index: string, mostRows:
   expect((scan['Actual Rows'] ?? 0) * (scan['Actual Loops'] ?? 1), text).toBeLessThanOrEqual(mostRows);
 }
 
-describe.skipIf(!postgres)('every list reads its page from an index in its order (issue 24)', () => {
+describe.skipIf(!postgres)('every list reads its page from an index in its order', () => {
   it('transactions: first page, a cursor deep in the list, an offset', async () => {
     const db = explained.db;
     const first = await planOf('billing_entries', () => listTransactions(db, measured.orgKey, 20, 0));
@@ -206,7 +206,7 @@ describe.skipIf(!postgres)('every list reads its page from an index in its order
   });
 
   it('retention finds closed holds past the retention through billing_holds_closed_idx, not a scan of every hold', async () => {
-    // Issue 24: each reconcile run's retention read all 8M settled holds to find none old enough.
+    // Each reconcile run's retention read all 8M settled holds to find none old enough.
     const plan = await planOf('billing_holds', () => pruneClosedHolds(explained.db));
     const text = JSON.stringify(plan, null, 1);
     const scans = nodes(plan).filter((n) => n['Relation Name'] === 'billing_holds');
@@ -221,7 +221,7 @@ describe.skipIf(!postgres)('every list reads its page from an index in its order
   });
 
   it('verify: the read lane plans its statement once (a generic plan), not at every request', async () => {
-    // Issue 24 item 4: re-planned at every run (PostgreSQL kept custom plans: its generic estimate
+    // Re-planned at every run (PostgreSQL kept custom plans: its generic estimate
     // assumes ten hashes), the planning cost ~9× the statement on an analyzed database of this shape.
     const { secret } = await createApiToken(server, measured, measured.orgKey, 'lane');
     for (let i = 0; i < 12; i++) {

@@ -16,8 +16,8 @@ import { createLogger } from '../../src/log.js';
 import { queryRows } from '../../src/db/client.js';
 import { planPeriod } from '../../src/usage/rollup.js';
 
-// The usage API's totals come from usage_rollup, kept by the settle's own statement (issue 24;
-// docs/usage.md "The rollup"), and must equal the records they sum. After mixed calls (svc_ tokens of
+// The usage API's totals come from usage_rollup, kept by the settle's own statement
+// (docs/usage.md "The rollup"), and must equal the records they sum. After mixed calls (svc_ tokens of
 // two members, an OAuth grant, a zero-cost call, a burst settled in one statement, a settle replayed,
 // settles spread over hours and days), every grouping of many periods (ends inside hours, on hours,
 // in the future, both in one hour) equals the same sums computed from the raw records; reconciliation

@@ -20,7 +20,7 @@ import { eventually } from '../helpers/eventually.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 import type { UsageCalls, UsageSummary } from '../helpers/answers.js';
 
-// The usage API (issue 16: docs/usage.md) against real calls through the openai SDK and the run socket,
+// The usage API (docs/usage.md) against real calls through the openai SDK and the run socket,
 // with a fake provider. The truth is the ledger: the usage rows (`billing_entries` of type usage) and the
 // balance each call took, seen from outside.
 
