@@ -42,6 +42,17 @@ export async function accountCredential(io: IO, origin: string): Promise<Credent
   return undefined;
 }
 
+/** The credential for an account read, or an error saying that this sign-in predates scope `account`. */
+export async function requireAccountCredential(io: IO, origin: string, reading: string): Promise<Credential> {
+  const credential = await accountCredential(io, origin);
+  if (credential) return credential;
+  throw new CliError(
+    EXIT.auth,
+    `This sign-in cannot read ${reading} (it was made before svc-cli asked for the account scope).`,
+    `Run \`svc login --url ${origin}\` again.`,
+  );
+}
+
 /** The svc_ key, for the account routes that take S|B (clients, balances). */
 export async function apiKey(io: IO, origin: string): Promise<string | undefined> {
   return (await signedInEntry(io, origin)).api_key?.token;

@@ -1,9 +1,9 @@
-import { CliError, EXIT } from '../errors.js';
+import { EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { withSpinner } from '../spinner.js';
 import { inertLine, jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
-import { accountCredential, callWithCredential } from '../api.js';
+import { callWithCredential, requireAccountCredential } from '../api.js';
 import { actingOrg, signedInEntry } from '../session.js';
 import { bareOrg, memberships } from './whoami.js';
 
@@ -13,14 +13,7 @@ import { bareOrg, memberships } from './whoami.js';
 export async function balance(io: IO, opts: { url?: string; json?: boolean }): Promise<number> {
   const origin = serverOrigin(opts.url, io.env);
   const entry = await signedInEntry(io, origin);
-  const credential = await accountCredential(io, origin);
-  if (!credential) {
-    throw new CliError(
-      EXIT.auth,
-      'This sign-in cannot read balances (it was made before svc-cli asked for the account scope).',
-      `Run \`svc login --url ${origin}\` again.`,
-    );
-  }
+  const credential = await requireAccountCredential(io, origin, 'balances');
   const org = `client_${bareOrg(actingOrg(entry))}`;
   const membership = (await withSpinner(io, 'Reading the balance…', () => memberships(io, origin)))?.find(
     (m) => bareOrg(m.id) === bareOrg(org),

@@ -1,9 +1,9 @@
-import { CliError, EXIT } from '../errors.js';
+import { EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { withSpinner } from '../spinner.js';
 import { inertLine, jsonText } from '../inert.js';
 import { serverOrigin } from '../server.js';
-import { accountCredential, callWithCredential } from '../api.js';
+import { callWithCredential, requireAccountCredential } from '../api.js';
 import { actingOrg, signedInEntry } from '../session.js';
 import { columns } from '../table.js';
 import { bareOrg, memberships } from './whoami.js';
@@ -37,14 +37,7 @@ export function periodStarts(now = new Date()): { today: number; month: number }
 export async function usage(io: IO, opts: { url?: string; json?: boolean }): Promise<number> {
   const origin = serverOrigin(opts.url, io.env);
   const entry = await signedInEntry(io, origin);
-  const credential = await accountCredential(io, origin);
-  if (!credential) {
-    throw new CliError(
-      EXIT.auth,
-      'This sign-in cannot read usage (it was made before svc-cli asked for the account scope).',
-      `Run \`svc login --url ${origin}\` again.`,
-    );
-  }
+  const credential = await requireAccountCredential(io, origin, 'usage');
   const org = `client_${bareOrg(actingOrg(entry))}`;
   const nowSeconds = Math.ceil(Date.now() / 1000);
   const starts = periodStarts();
