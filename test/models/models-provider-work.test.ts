@@ -244,6 +244,8 @@ describe('a JSON call whose caller hangs up is completed and settled (CONTRACT Â
   it('three callers leave before their answers: each is settled at the providerâ€™s usage, its slot held until then', async () => {
     s.fake.promptFromFields = true;
     s.fake.reply = () => ({ content: 'one two three four five' });
+    // An earlier call's slot may still be parked for this process's next call (slot reuse): counted below.
+    await waitUntil(async () => (await orgLedger(s.server, s.owner.orgKey)).liveLeases === 0, 10_000);
     const release = s.fake.holdAnswers();
     const since = await lastEntryId(s.server);
     const received = s.fake.received.length;
