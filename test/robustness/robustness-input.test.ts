@@ -42,6 +42,7 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/openapi.json', auth: 'none' },
   { method: 'GET', path: '/docs', auth: 'none' },
   { method: 'GET', path: '/docs/init.js', auth: 'none' },
+  { method: 'GET', path: '/docs/cli', auth: 'none' },
   { method: 'GET', path: '/metrics', auth: 'none' },
   // accounts
   { method: 'POST', path: '/v1/register', auth: 'none' },
@@ -209,6 +210,7 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/account/switch', auth: 'page' },
   { method: 'GET', path: '/account/clients/:clientId/usage', auth: 'page' },
   { method: 'GET', path: '/account/clients/:clientId/billing', auth: 'page' },
+  { method: 'GET', path: '/account/clients/:clientId/audit-log', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/topup', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/topup/pay', auth: 'page' },
   { method: 'POST', path: '/account/clients/:clientId/billing/subscribe', auth: 'page' },
@@ -229,6 +231,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/account/clients/:clientId/billing/budgets/remove', auth: 'page' },
   { method: 'POST', path: '/account/allocations', auth: 'page' },
   { method: 'GET', path: '/account/settings', auth: 'page' },
+  { method: 'GET', path: '/account/audit-log', auth: 'page' },
   { method: 'POST', path: '/account/settings/name', auth: 'page' },
   { method: 'POST', path: '/account/settings/password', auth: 'page' },
   // Not driven: POST /account/settings/sessions/revoke-others would sign out this table's own session
