@@ -98,8 +98,9 @@ describe('scopes', () => {
 describe('expiry', () => {
   it('a credential past its expires_at is 401 invalid token on every route, the chat call’s short way included', async () => {
     const user = await createUser(server);
-    const minted = await mint(user, { expires_at: now() + 3 });
-    expect(minted.body.expires_at).toBe(now() + 3);
+    const expiresAt = now() + 3;
+    const minted = await mint(user, { expires_at: expiresAt });
+    expect(minted.body.expires_at).toBe(expiresAt);
     // Two calls while it lives: the second is admitted in one statement (the token is known).
     expect((await chat(minted.body.token)).choices.length).toBe(1);
     expect((await chat(minted.body.token)).choices.length).toBe(1);
