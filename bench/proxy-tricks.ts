@@ -4,7 +4,7 @@
 // loaded machine than throughput; rounds are printed so a reader sees the spread (the first is warm-up).
 import { generateKeyPairSync, sign, webcrypto } from 'node:crypto';
 import { SseDecoder } from '../src/models/upstream/sse.js';
-import { promptTokenCount } from '../src/models/tokens.js';
+import { promptTokenCount } from '../src/models/metering/tokens.js';
 import type { ChatMessage } from '../src/models/upstream/types.js';
 
 const ROUNDS = 4;
@@ -62,7 +62,7 @@ class PlainDecoder {
   }
 }
 
-// 2. The prompt counted only when a call's usage never came (src/models/metered.ts promptEstimate),
+// 2. The prompt counted only when a call's usage never came (src/models/metering/metered.ts promptEstimate),
 //    against counting it for every call: the bench's prompt, and an agent's 14 KB conversation.
 const para =
   'The quick brown fox jumps over the lazy dog, twice: the quick brown fox jumps over the lazy dog. ';
@@ -77,7 +77,7 @@ const prompts: Record<string, ChatMessage[]> = {
   ],
 };
 
-// 3. The outcome's ES256 signature with node:crypto, synchronously (src/models/outcome.ts), against
+// 3. The outcome's ES256 signature with node:crypto, synchronously (src/models/metering/outcome.ts), against
 //    WebCrypto's awaited subtle.sign (its work on the thread pool is counted: cpuUsage is per process).
 const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const webKey = await webcrypto.subtle.importKey(

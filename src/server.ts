@@ -90,7 +90,7 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
               s.close(() => resolve());
               s.closeIdleConnections();
               // Requests still in flight (long streams) get SHUTDOWN_GRACE_SECONDS, then their sockets are
-              // closed; a stream cut so is billed for what it delivered (src/models/chat.ts).
+              // closed; a stream cut so is billed for what it delivered (src/models/front-ends/chat.ts).
               setTimeout(() => s.closeAllConnections(), deps.config.reliability.shutdownGraceMs).unref();
             }),
         ),

@@ -65,7 +65,7 @@ export async function recordDebt(
  * `usage:<request id>:excess`), and the rest is recorded as the owner's debt (keyed `…:debt`), never lost.
  *
  * Exactly once per request id, whichever path settles the call (the call itself, or a settle kept and
- * retried after a database cut or replayed from the spool, src/models/pending-settles.ts): it reads what
+ * retried after a database cut or replayed from the spool, src/models/metering/pending-settles.ts): it reads what
  * the settled hold debited, and under the accounts' locks looks for either row of an earlier charge, so a
  * repeat (a retry whose first attempt committed, a spool replayed twice) charges nothing, even when the
  * balance has changed since. Logged and counted each time it charges.
@@ -178,7 +178,7 @@ async function chargeBudgets(
 /**
  * A settle, then the excess beyond its hold when there is one (chargeExcess): the one way every settle
  * path bills a call whole. Used by settles kept and retried (src/models/services.ts); the call's own
- * settle goes through the batcher and calls chargeExcess itself (src/models/metered.ts).
+ * settle goes through the batcher and calls chargeExcess itself (src/models/metering/metered.ts).
  */
 export async function settleWithExcess(db: Db, log: Logger, input: SettleInput): Promise<SettleResult> {
   const settled = await settleCredits(db, input);

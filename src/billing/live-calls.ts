@@ -14,7 +14,7 @@ import type { Logger } from '../log.js';
 // commit — never for a deletion rolled back — to every session that LISTENs, and every svc process (each
 // worker of WEB_CONCURRENCY, each process on the same database) listens on a connection of its own, its
 // own deletions included, so one path serves one process and many. PGlite delivers the same notification
-// to its in-process listener. What a call does when it is ended is its own (src/models/chat.ts: the
+// to its in-process listener. What a call does when it is ended is its own (src/models/front-ends/chat.ts: the
 // provider is aborted, what was delivered is billed, the stream ends with an error event; src/runs:
 // the run is aborted and billed, an `error` frame, close 4403); its hold was re-pointed at the owner's
 // pool by the deletion (deleted-client.ts), so the tokens it does not spend return there as it settles.

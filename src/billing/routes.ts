@@ -86,7 +86,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     assertCredentialReaches(principal, org.id);
     const { target_credits } = parse(allocationBody, req.body);
     // A hold this process took ahead for the client's next model call is not a call in flight: it goes
-    // back first, so that only real calls can answer CREDITS_IN_USE (src/models/spare-holds.ts).
+    // back first, so that only real calls can answer CREDITS_IN_USE (src/models/admission/spare-holds.ts).
     await deps.models.spares.release(org.id);
     await setAllocation(db, { userId: principal.userId, orgKey: org.id, target: target_credits });
     res.json(await ownerBalance(db, principal.userId));

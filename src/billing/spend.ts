@@ -151,7 +151,7 @@ export interface SettleInput {
   requestId: string;
   actualCredits: number;
   description: string;
-  /** Also take the org's next hold in the same statement (src/models/spare-holds.ts). */
+  /** Also take the org's next hold in the same statement (src/models/admission/spare-holds.ts). */
   next?: NextHoldInput;
   /** The call's usage record, written by the settle itself (src/db/custom/usage-records.sql). */
   usage?: UsageRecordInput;
@@ -170,7 +170,7 @@ export interface UsageRecordInput {
   prompt_tokens: number;
   completion_tokens: number;
   /**
-   * Of prompt_tokens, those the provider served from its cache (clamped: src/models/pricing.ts), priced
+   * Of prompt_tokens, those the provider served from its cache (clamped: src/models/metering/pricing.ts), priced
    * at price_cached_input. Absent (a settle spooled by an older version): none, at price_input.
    */
   cached_prompt_tokens?: number;

@@ -3,28 +3,30 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { AppError } from '../http/errors.js';
 import { sendJson } from '../http/error-middleware.js';
-import { actorOf, type Actor } from './actor.js';
-import type { Admission, ModelHttpRequest } from './admission.js';
-import { admitChat, type Intake } from './chat-admission.js';
-import type { Lease } from './concurrency.js';
-import { prepareCall, type PreparedCall } from './metered.js';
+import { actorOf, type Actor } from './admission/actor.js';
+import type { Admission, ModelHttpRequest } from './admission/admission.js';
+import { admitChat, type Intake } from './admission/chat-admission.js';
+import type { Lease } from './slot/concurrency.js';
+import { prepareCall, type PreparedCall } from './metering/metered.js';
 import { rateLimitHeaders, refusalOf } from '../ratelimit/model-limits.js';
-import { OUTCOME_HEADER } from './outcome.js';
+import { OUTCOME_HEADER } from './metering/outcome.js';
 import type { ChatRequest } from './schema.js';
-import { balanceOf, settleOrKeep, signOutcome, voidCall, type CallOutcome } from './settle.js';
-import { countedUsage, deliveredTextOf, StreamMeter } from './stream-meter.js';
+import { balanceOf, settleOrKeep, signOutcome, voidCall, type CallOutcome } from './metering/settle.js';
+import { countedUsage, deliveredTextOf, StreamMeter } from './metering/stream-meter.js';
 import type { ChatChunk, ChatCompletion, ProviderLeg, Usage } from './upstream/types.js';
 import { recordFirstByte } from '../metrics/models.js';
-import { tracedProvider } from './call-trace.js';
+import { tracedProvider } from './upstream/call-trace.js';
 
-// The one model call behind every front-end: POST /v1/chat/completions (chat.ts),
-// POST /v1/responses (responses/) and POST /v1/messages (messages/) each turn their body into a chat
-// completions request (their Intake) and the provider's answer into their own wire format (their
-// CallWriter). Everything else happens here, once, in this order (CONTRACT §8–§9):
+// The one model call behind every front-end: POST /v1/chat/completions (front-ends/chat.ts),
+// POST /v1/responses (front-ends/responses/) and POST /v1/messages (front-ends/messages/) each turn their
+// body into a chat completions request (their Intake) and the provider's answer into their own wire
+// format (their CallWriter). Everything else happens here, once, in this order (CONTRACT §8–§9), each
+// stage in its own folder:
 //
-//   admission (who acts: admission.ts, chat-admission.ts) → the slot (lease.ts) → the hold
-//   (metered.ts) → the provider (deps.models.upstream, or the front-end's own leg: FrontEnd.provider) →
-//   the settle (settle.ts) → the signed outcome.
+//   entry.ts, routes.ts (the node-level fast entry and Express's mounting, from one route table) →
+//   admission/ (who acts) → slot/ (the concurrency lease) → metering/ (the hold, then the settle) →
+//   upstream/ (the provider, or the front-end's own leg: FrontEnd.provider) → the signed outcome
+//   (metering/outcome.ts).
 //
 // The outcome of a stream: its debit is only known at the end, after the headers left. It goes (a) as an
 // SSE comment line `: x-svc-outcome <jws>` just before the stream's last event (comments are ignored by
@@ -89,7 +91,7 @@ export async function modelCall(
   );
   const stream = !!request.stream;
   // The slot first, then the hold: a 429 writes nothing. The lease was started as
-  // soon as the caller was known (src/models/admission.ts), so waiting for it here rarely costs a round trip.
+  // soon as the caller was known (src/models/admission/admission.ts), so waiting for it here rarely costs a round trip.
   const lease = held?.lease ?? (await admission.lease(actor.orgKey));
   let call: PreparedCall;
   try {
@@ -117,7 +119,7 @@ export async function modelCall(
   // Deleting the client ends the call (CONTRACT §8; src/billing/live-calls.ts): aborted with `client_deleted`.
   const deleted = deps.billing.liveCalls.watch(actor.orgKey);
   try {
-    // Its lease taken back (self-fencing, src/models/liveness.ts) ends it the same way, with 503.
+    // Its lease taken back (self-fencing, src/models/slot/liveness.ts) ends it the same way, with 503.
     const ended = AbortSignal.any([deleted.signal, lease.signal]);
     const provider = tracedProvider(deps, call, frontEnd.provider ?? deps.models.upstream);
     if (stream) await streamCall(deps, provider, call, req, res, writer, freeSlot, ended);

@@ -4,11 +4,11 @@ import type { Auth } from '../auth/principal.js';
 import { rejectNulCharacters } from '../http/input-guard.js';
 import { jsonBody } from '../http/json-body.js';
 import { stepDone, type FastEntry } from '../http/entry-steps.js';
-import { readCallerBeforeBody, startAdmission, type ModelHttpRequest } from './admission.js';
+import { readCallerBeforeBody, startAdmission, type ModelHttpRequest } from './admission/admission.js';
 import { modelCall, type FrontEnd } from './call.js';
-import { CHAT_PATH, chatFrontEnd } from './chat.js';
-import { RESPONSES_PATH, responsesFrontEnd } from './responses/route.js';
-import { apiKeyAsBearer, MESSAGES_PATH, messagesFrontEnd } from './messages/route.js';
+import { CHAT_PATH, chatFrontEnd } from './front-ends/chat.js';
+import { RESPONSES_PATH, responsesFrontEnd } from './front-ends/responses/route.js';
+import { apiKeyAsBearer, MESSAGES_PATH, messagesFrontEnd } from './front-ends/messages/route.js';
 
 // The model call's entry: one table of its routes (the three front-ends of src/models/call.ts), from which
 // Express mounts every one (src/app.ts, ahead of every other layer, so they walk none of them) and the

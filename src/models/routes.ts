@@ -3,13 +3,13 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { AppError, invalidToken } from '../http/errors.js';
 import { bearerOf } from '../http/bearer.js';
-import { actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './actor.js';
+import { actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './admission/actor.js';
 import { resolveActingOrg } from '../../oauth/verify.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
-import { publicAgent } from './agents.js';
+import { publicAgent } from './front-ends/agents.js';
 import { RUNS_PATH } from '../http/paths.js';
-import { deleteStoredResponse, getStoredResponse, RESPONSES_PATH } from './responses/route.js';
+import { deleteStoredResponse, getStoredResponse, RESPONSES_PATH } from './front-ends/responses/route.js';
 
 // The model routes (interface document: Model and run endpoints; CONTRACT §9). Errors render in the
 // OpenAI shape (src/http/error-middleware.ts); auth is a `svc_` token or a model grant, never a cookie.

@@ -1,12 +1,12 @@
 import type { SigningKeys } from '../../oauth/keys.js';
-import { createUpstreamUserIds } from './upstream-user.js';
-import type { PartTokens } from './tokens.js';
+import { createUpstreamUserIds } from './upstream/upstream-user.js';
+import type { PartTokens } from './metering/tokens.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/client.js';
 import { createBatcher } from '../db/batch.js';
 import { spanned } from '../telemetry/spans.js';
 import { orgIdOf } from '../ids.js';
-import { admitMany, type AdmitInput, type AdmitRow } from './admit.js';
+import { admitMany, type AdmitInput, type AdmitRow } from './admission/admit.js';
 import {
   reserveMany,
   settleMany,
@@ -14,17 +14,17 @@ import {
   type SettleInput,
   type SettleResult,
 } from '../billing/spend.js';
-import { loadAgentCatalog, type AgentCatalog } from './agents.js';
-import { createPgLimiter, type ConcurrencyLimiter } from './concurrency.js';
-import { createRedisLimiter } from './concurrency-redis.js';
-import { createOutcomeSigner, type OutcomeSigner } from './outcome.js';
-import { createSpareHolds, type SpareHolds } from './spare-holds.js';
+import { loadAgentCatalog, type AgentCatalog } from './front-ends/agents.js';
+import { createPgLimiter, type ConcurrencyLimiter } from './slot/concurrency.js';
+import { createRedisLimiter } from './slot/concurrency-redis.js';
+import { createOutcomeSigner, type OutcomeSigner } from './metering/outcome.js';
+import { createSpareHolds, type SpareHolds } from './admission/spare-holds.js';
 import { voidHold } from '../billing/spend.js';
 import { settleWithExcess } from '../billing/debt.js';
-import { createPendingSettles, type PendingSettles } from './pending-settles.js';
-import { createLiveness, type Liveness } from './liveness.js';
+import { createPendingSettles, type PendingSettles } from './metering/pending-settles.js';
+import { createLiveness, type Liveness } from './slot/liveness.js';
 import type { Logger } from '../log.js';
-import type { Prices } from './pricing.js';
+import type { Prices } from './metering/pricing.js';
 import { createLocalUpstream } from './upstream/local.js';
 import { createOpenAICompatibleUpstream } from './upstream/openai-compatible.js';
 import type { Upstream } from './upstream/types.js';
@@ -67,7 +67,7 @@ export const SETTLE_FLUSH_MS = 5_000;
 
 export interface SpendBatchers {
   reserve(input: ReserveInput): Promise<{ heldCredits: number }>;
-  /** An `svc_` token's live read and its call's hold together (src/models/admit.ts). */
+  /** An `svc_` token's live read and its call's hold together (src/models/admission/admit.ts). */
   admit(input: AdmitInput): Promise<AdmitRow>;
   settle(input: SettleInput): Promise<SettleResult>;
 }

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { chatRequest } from '../models/schema.js';
-import { responsesRequest } from '../models/responses/schema.js';
-import { messagesRequest } from '../models/messages/schema.js';
-import { ORG_HEADER } from '../models/actor.js';
+import { responsesRequest } from '../models/front-ends/responses/schema.js';
+import { messagesRequest } from '../models/front-ends/messages/schema.js';
+import { ORG_HEADER } from '../models/admission/actor.js';
 import { route } from './describe.js';
 
 // The OpenAI-compatible model routes (CONTRACT §9). A call spends credits: an svc_ token or a model

@@ -1,4 +1,4 @@
-import type { Actor } from '../models/actor.js';
+import type { Actor } from '../models/admission/actor.js';
 
 // How many authenticated run sockets one organization and one user may hold open (200
 // idle sockets per organization were held with no run). A socket counts from its `auth` to its close;

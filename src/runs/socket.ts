@@ -17,7 +17,7 @@ import {
   revalidate,
   type Actor,
   type ModelRequest,
-} from '../models/actor.js';
+} from '../models/admission/actor.js';
 import { CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, parseFrame, type ServerFrame } from './frames.js';
 import { errorFrame, newRunId, RunAborted, runAgent } from './loop.js';
 import { CLOSE_TOO_MANY_SOCKETS, localSocketCaps, type SocketCaps } from './socket-caps.js';

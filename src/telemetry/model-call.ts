@@ -3,7 +3,7 @@ import { tracer } from './spans.js';
 
 // A provider call's client span (CONTRACT §1): `chat {model}` with the GenAI semantic conventions'
 // attributes, svc.credits_debited and svc.org_id. It opens when the provider is asked (traceModelCall wraps
-// the provider the call uses) and ends when the call is settled or voided (src/models/settle.ts), so that
+// the provider the call uses) and ends when the call is settled or voided (src/models/metering/settle.ts), so that
 // it carries what the ledger debited. Only what the provider's answer says about itself is read (its
 // model, id, finish reasons): never a prompt, a message or an answer's text.
 
@@ -117,7 +117,7 @@ export function modelCallSettled(
   });
 }
 
-/** The settle could not be written now (kept and retried: src/models/pending-settles.ts); the span ends. */
+/** The settle could not be written now (kept and retried: src/models/metering/pending-settles.ts); the span ends. */
 export function modelCallSettleKept(key: object, usage: { inputTokens: number; outputTokens: number }): void {
   end(key, {
     'gen_ai.usage.input_tokens': usage.inputTokens,

@@ -43,7 +43,7 @@ describe.runIf(storageMode() === 'postgres')(
     beforeAll(async () => {
       fake = await startFakeUpstream();
       // Only svc's path is cut, not this process's: with the default 4 s, a slow machine could see the
-      // child silent long enough to be declared dead (src/models/liveness.ts, tested on its own in
+      // child silent long enough to be declared dead (src/models/slot/liveness.ts, tested on its own in
       // faults-liveness.test.ts). Here it is kept out of the way.
       server = await startTestServer({ env: fake.env({ PROCESS_DEAD_AFTER_MS: '30000' }) });
       owner = await createUser(server);

@@ -8,9 +8,9 @@ import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { callChat, orgLedger, waitUntil, type CallResult } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { parseAs } from '../helpers/json.js';
-import { countTokens } from '../../src/models/tokenizer.js';
+import { countTokens } from '../../src/models/metering/tokenizer.js';
 
-// Self-fencing (src/models/liveness.ts): two svc processes on one PostgreSQL, A through a TCP
+// Self-fencing (src/models/slot/liveness.ts): two svc processes on one PostgreSQL, A through a TCP
 // proxy of the test's own, B straight. A holds every slot of an org with long streams when its path to
 // the database alone is cut. B, beating all along, declares A dead after PROCESS_DEAD_AFTER_MS and takes
 // the slots. A must have ended its streams before that (billed for what they delivered) and admit

@@ -12,7 +12,7 @@ import { checkInvariants } from '../../src/billing/invariants.js';
 // On the Redis lease store (REDIS_URL): two svc processes share a real redis-server
 // and one PostgreSQL; one is killed (-9) while it holds every slot of an organization. Its Redis leases
 // must come back within seconds of its death (its heartbeat key in Redis expires, and the survivor's next
-// acquire drops its leases: src/models/concurrency-redis.ts), not after the 30 s lease TTL as before.
+// acquire drops its leases: src/models/slot/concurrency-redis.ts), not after the 30 s lease TTL as before.
 //
 // PostgreSQL only (two processes cannot share an embedded PGlite); skipped without redis-server.
 

@@ -38,7 +38,7 @@ function workerPids(primary: number): number[] {
   return pids;
 }
 
-/** The 8-character process tag in a request id (`req_<tag>…`, src/models/liveness.ts). */
+/** The 8-character process tag in a request id (`req_<tag>…`, src/models/slot/liveness.ts). */
 const tagOf = (r: { requestId: string | null }) => r.requestId?.slice(4, 12);
 
 /**
@@ -160,7 +160,7 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
     fake.headersDelayMs = 100; // calls overlap, so 12 lanes press on a cap of 4
     // Each lane (its own connection, so six on each worker) makes calls until 8 are answered, waiting a
     // little after a 429 as a client told Retry-After would. Without the retries, a worker that took all
-    // four slots first keeps them (slot reuse, src/models/concurrency.ts) while its own lanes have calls,
+    // four slots first keeps them (slot reuse, src/models/slot/concurrency.ts) while its own lanes have calls,
     // and the other worker's lanes spent their eight calls on 429s in a few milliseconds: both workers
     // answering was then luck (CI, once: every answer from one worker).
     const lanes = await Promise.all(

@@ -1,5 +1,5 @@
-import { countTokens } from '../../src/models/tokenizer.js';
-import { promptTokenCount, type PromptSource } from '../../src/models/tokens.js';
+import { countTokens } from '../../src/models/metering/tokenizer.js';
+import { promptTokenCount, type PromptSource } from '../../src/models/metering/tokens.js';
 import type { PartTokens } from '../../src/config.js';
 
 // What svc bills a call whose provider's usage never came (CONTRACT §9): the prompt of the body the

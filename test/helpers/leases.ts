@@ -3,7 +3,7 @@ import { queryRows } from '../../src/db/client.js';
 import type { TestServer } from './server.js';
 import { eventuallyValue } from './eventually.js';
 
-// Concurrency lease rows of one org (src/models/concurrency.ts). A finished call's slot stays with its
+// Concurrency lease rows of one org (src/models/slot/concurrency.ts). A finished call's slot stays with its
 // process for the reuse window (DEFAULT_SLOT_REUSE_MS), so "released" is observed by waiting for it.
 
 /** The org's live leases (an expired row stays until a taker overwrites it, and counts for nothing). */

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { addMember, createApiToken, createUser } from '../helpers/fixtures.js';
 import { orgAccountRow, setOrgBalance } from '../helpers/billing.js';
-import { admitMany, type AdmitInput } from '../../src/models/admit.js';
+import { admitMany, type AdmitInput } from '../../src/models/admission/admit.js';
 import { hmacSecret } from '../../src/crypto/hash.js';
 
 // svc_admit_api_calls (src/db/custom/token-admission.sql): an `svc_` token's live read and its call's hold

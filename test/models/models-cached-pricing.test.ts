@@ -18,7 +18,7 @@ import type { UsageCalls, UsageSummary } from '../helpers/answers.js';
 
 const CACHED_PRICE = '22500';
 
-/** The debit, worked out independently of src/models/pricing.ts (quarters of a token, exact). */
+/** The debit, worked out independently of src/models/metering/pricing.ts (quarters of a token, exact). */
 const expectedDebit = (prompt: number, cached: number, completion: number) =>
   Math.round(((prompt - cached) * 4 + cached + completion * 8) / 4);
 

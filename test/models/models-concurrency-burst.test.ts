@@ -9,7 +9,7 @@ import { setOrgBalance } from '../helpers/billing.js';
 import { leaseRows, waitForNoLeases } from '../helpers/leases.js';
 import { sleep, waitUntil } from '../helpers/chat-load.js';
 import { authenticateRunSocket } from '../helpers/run-socket.js';
-import { DEFAULT_SLOT_REUSE_MS } from '../../src/models/concurrency.js';
+import { DEFAULT_SLOT_REUSE_MS } from '../../src/models/slot/concurrency.js';
 
 // The cap's edge after calls end (CONTRACT §9; docs/limits.md, The cap right after calls end). A finished
 // call's slot stays with its process for DEFAULT_SLOT_REUSE_MS, its row still counted, and is then deleted;

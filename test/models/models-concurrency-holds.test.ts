@@ -10,7 +10,7 @@ import { checkInvariants } from '../../src/billing/invariants.js';
 
 // A call refused 429 `concurrency_limit` writes nothing to the ledger. Before, the lease
 // and the hold were taken in parallel, so every 429 wrote a hold and then voided it (a write pair per
-// refusal). Now the slot comes first (src/models/lease.ts): with the org at its cap, refused calls on
+// refusal). Now the slot comes first (src/models/slot/lease.ts): with the org at its cap, refused calls on
 // every way in (an `svc_` token alone, seen before or not; a token naming its org, the general way)
 // leave billing_holds exactly as it was.
 

@@ -9,9 +9,9 @@ import { setOrgBalance } from '../helpers/billing.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { billingEntries } from '../../src/db/schema.js';
 import { orgBalanceCredits } from '../../src/billing/spend.js';
-import { createPgLimiter, DEFAULT_SLOT_REUSE_MS } from '../../src/models/concurrency.js';
+import { createPgLimiter, DEFAULT_SLOT_REUSE_MS } from '../../src/models/slot/concurrency.js';
 import { leaseRows, waitForNoLeases } from '../helpers/leases.js';
-import { createRedisLimiter } from '../../src/models/concurrency-redis.js';
+import { createRedisLimiter } from '../../src/models/slot/concurrency-redis.js';
 import { execFileSync } from 'node:child_process';
 import { rejectionOf } from '../helpers/json.js';
 import { eventually, eventuallyValue } from '../helpers/eventually.js';
@@ -98,7 +98,7 @@ describe('concurrency cap', () => {
     // A separate node process takes both slots with a 1 s lease TTL, then is killed with SIGKILL.
     const script = `
       import { openDatabase } from './src/db/client.ts';
-      import { createPgLimiter } from './src/models/concurrency.ts';
+      import { createPgLimiter } from './src/models/slot/concurrency.ts';
       const database = await openDatabase({ databaseUrl: process.env.DB });
       const limiter = createPgLimiter(database.db, { cap: 2, ttlMs: 1000 });
       await limiter.acquire(process.env.ORG, 'chat');

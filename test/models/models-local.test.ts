@@ -5,7 +5,7 @@ import type { TestServer } from '../helpers/server.js';
 import { createApiToken, type TestUser } from '../helpers/fixtures.js';
 import { localModelSuite } from '../helpers/model-suite.js';
 import { orgBalanceCredits } from '../../src/billing/spend.js';
-import { loadAgentCatalog } from '../../src/models/agents.js';
+import { loadAgentCatalog } from '../../src/models/front-ends/agents.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 import { parseAs } from '../helpers/json.js';
 import { writeFileSync, mkdtempSync } from 'node:fs';

@@ -161,7 +161,7 @@ describe('POST /v1/messages with the Anthropic SDK', () => {
   it('takes what Claude Code sends on every request: system turns, thinking, effort, context management', async () => {
     // The shape of Claude Code 2.1's requests (captured from it): the beta client (`?beta=true` and the
     // anthropic-beta header), system turns inside messages, a deferred tool, and three parameters svc
-    // takes without applying (src/models/messages/schema.ts). Tried by hand with Claude Code itself too
+    // takes without applying (src/models/front-ends/messages/schema.ts). Tried by hand with Claude Code itself too
     // (docs/models.md).
     s.fake.reply = () => ({ content: 'hello from svc', promptTokens: 30 });
     const before = await balance();

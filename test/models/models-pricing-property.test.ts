@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import OpenAI from 'openai';
-import { affordableOutput, creditsFor } from '../../src/models/pricing.js';
-import { planHold } from '../../src/models/metered.js';
+import { affordableOutput, creditsFor } from '../../src/models/metering/pricing.js';
+import { planHold } from '../../src/models/metering/metered.js';
 import type { Deps } from '../../src/deps.js';
 import { modelSuite } from '../helpers/model-suite.js';
 import { setOrgBalance } from '../helpers/billing.js';

@@ -9,17 +9,17 @@ import { client } from '../helpers/http.js';
 import { apiTokens, billingHolds } from '../../src/db/schema.js';
 import { orgBalanceCredits } from '../../src/billing/spend.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
-import { planHold } from '../../src/models/metered.js';
+import { planHold } from '../../src/models/metering/metered.js';
 import {
   createSpareHolds,
   SPARE_HEADROOM,
   SPARE_IDLE_MS,
   SPARE_MARGIN,
-} from '../../src/models/spare-holds.js';
+} from '../../src/models/admission/spare-holds.js';
 import { openAiError, readJson } from '../helpers/json.js';
 import { eventuallyValue } from '../helpers/eventually.js';
 
-// Holds taken ahead (src/models/spare-holds.ts, docs/models.md): the statement that settles a call also
+// Holds taken ahead (src/models/admission/spare-holds.ts, docs/models.md): the statement that settles a call also
 // takes the org's next call's hold, and that call adopts it. Prices as in models-chat: a call
 // debits exactly prompt + 2 × completion tokens.
 

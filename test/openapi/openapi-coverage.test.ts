@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { CHAT_PATH } from '../../src/models/chat.js';
+import { CHAT_PATH } from '../../src/models/front-ends/chat.js';
 import { openApiDocument } from '../../src/openapi/document.js';
 import { openApiPath } from '../../src/openapi/describe.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';

@@ -25,7 +25,7 @@ export const mailOutbox = pgTable(
 
 /**
  * Every svc process sharing the database, by the tag it stamps on what it takes (items 2 and
- * 5; src/models/liveness.ts): its leases and holds belong to it while its heartbeat is fresh, and are
+ * 5; src/models/slot/liveness.ts): its leases and holds belong to it while its heartbeat is fresh, and are
  * reclaimed within seconds once it is not.
  */
 export const svcProcesses = pgTable('svc_processes', {

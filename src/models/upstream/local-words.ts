@@ -2,7 +2,7 @@ import type { ChatMessage, ToolSpec } from './types.js';
 
 // svc-local's own tokenizer (src/models/upstream/local.ts): one token a word, 4 a message. It is the
 // built-in model's metering, reported as its usage like any provider's; svc never counts money with it
-// (a call whose usage is missing is counted with a real tokenizer: src/models/tokenizer.ts).
+// (a call whose usage is missing is counted with a real tokenizer: src/models/metering/tokenizer.ts).
 
 // A word is a run of non-space. The obvious `/\s*\S+/g` backtracks: at every position of a whitespace run
 // with no word after it, `\s*` takes the rest of the run and gives it back one character at a time, so a

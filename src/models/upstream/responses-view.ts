@@ -5,7 +5,7 @@ import type { ChatChunk, ChatCompletion, ToolCall, Usage } from './types.js';
 // The one model call (src/models/call.ts) meters, settles and bills by chat completions' shapes; a
 // pass-through answer is given to it as that view — its text, its function calls with their arguments,
 // why it stopped, its usage — with the provider's own object or event kept in `native`, which the
-// Responses front-end relays (src/models/responses/passthrough.ts). So a passed-through call is counted
+// Responses front-end relays (src/models/front-ends/responses/passthrough.ts). So a passed-through call is counted
 // by the same rules as every other call: the provider's usage when it reports one, else one token per
 // content piece at least (CONTRACT §8), and nothing needs a second meter.
 

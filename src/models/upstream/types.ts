@@ -75,7 +75,7 @@ export interface ChatChunk {
 }
 
 /**
- * A provider's own Responses API (MODEL_UPSTREAM_API=responses; src/models/responses/passthrough.ts).
+ * A provider's own Responses API (MODEL_UPSTREAM_API=responses; src/models/front-ends/responses/passthrough.ts).
  * Each answer comes as the chat view the call meters and settles by (responses-view.ts), the provider's
  * own object or event kept beside it in `native` for the front-end to relay.
  */
