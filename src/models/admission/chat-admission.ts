@@ -9,7 +9,14 @@ import {
 } from './actor.js';
 import type { AdmitRow } from './admit.js';
 import { putBackClaimed, type Admission, type ModelHttpRequest, type SpareStart } from './admission.js';
-import { cannotPay, heldCall, planHold, prepareCall, voidIfWritten, type PreparedCall } from '../metering/metered.js';
+import {
+  cannotPay,
+  heldCall,
+  planHold,
+  prepareCall,
+  voidIfWritten,
+  type PreparedCall,
+} from '../metering/metered.js';
 import { memberBudgetExhausted, voidHold } from '../../billing/spend.js';
 import { noteBudgetExhausted } from '../../billing/budgets.js';
 import { chatRequest, parseChatRequest, type ChatRequest } from '../schema.js';

@@ -3,7 +3,14 @@ import type { AppError } from '../../../http/errors.js';
 import type { CallWriter } from '../../call.js';
 import type { PreparedCall } from '../../metering/metered.js';
 import { TERMINAL_EVENTS, type NativeObject } from '../../upstream/responses-view.js';
-import type { ChatBody, ChatChunk, ChatCompletion, ChatMessage, ToolCall, Usage } from '../../upstream/types.js';
+import type {
+  ChatBody,
+  ChatChunk,
+  ChatCompletion,
+  ChatMessage,
+  ToolCall,
+  Usage,
+} from '../../upstream/types.js';
 import type { ResponsesRequest } from './schema.js';
 import { saveStored } from './store.js';
 import {
