@@ -28,8 +28,8 @@ import { transaction } from '../db/transaction.js';
 /** Interface document, Token economics and Limits. */
 export const TRIAL_CREDITS = 50_000;
 export const PRO_PERIOD_CREDITS = 210_000;
-/** 1 unit of currency = 1,000 tokens, so one cent = 10 tokens. */
-export const CREDITS_PER_CENT = 10;
+/** 1 unit of currency = 1,000 tokens, so one cent = 10 tokens (src/billing/par.ts). */
+export { CREDITS_PER_CENT } from './par.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
 

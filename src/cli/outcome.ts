@@ -1,6 +1,7 @@
 import { compactVerify, createRemoteJWKSet } from 'jose';
 import { CliError, EXIT } from './errors.js';
 import { discover } from './server.js';
+import { tokensAndMoney } from '../billing/par.js';
 
 // The signed outcome of a call (docs/models.md, "The signed outcome"): a compact JWS (ES256, typ
 // svc-outcome+jwt) over {sub, org, request_id, credits_debited, balance_credits, iat}, verified against
@@ -36,8 +37,16 @@ export async function verifyOutcome(
     throw new CliError(
       EXIT.untrusted,
       `The call's signed outcome did not verify (${(err as Error).message}); its debit is not shown.`,
-      'Check the balance in the portal, and tell the server’s operator.',
+      'Check the balance (`svc balance`), and tell the server’s operator.',
       'outcome_unverified',
     );
   }
+}
+
+/**
+ * "920 tokens · $0.92 debited · balance 9,080 tokens · $9.08": svc tokens with their money at par, the
+ * words the pages and mails use (docs/portal.md "Tokens and money").
+ */
+export function debitText(o: Outcome): string {
+  return `${tokensAndMoney(o.credits_debited)} debited · balance ${tokensAndMoney(o.balance_credits)}`;
 }

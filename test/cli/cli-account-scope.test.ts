@@ -82,7 +82,7 @@ describe('svc with the OAuth sign-in alone', { timeout: CLI_TEST_TIMEOUT_MS }, (
     const human = await runCli(['balance', '--url', server.url], { env: home.env });
     expect(human.code, human.stderr).toBe(0);
     expect(human.stdout).toBe(
-      `${ORG} (${owner.clientId}): 4,321 tokens\nYour pool (unallocated): ${poolOf(json.stdout)} tokens\n`,
+      `${ORG} (${owner.clientId}): 4,321 tokens · $4.321\nYour pool (unallocated): ${poolOf(json.stdout)} tokens · $45.679\n`,
     );
   });
 
@@ -124,7 +124,7 @@ describe('svc with the OAuth sign-in alone', { timeout: CLI_TEST_TIMEOUT_MS }, (
     const text = await runCli(['usage', '--url', server.url], { env: home.env });
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toBe(
-      `Tokens debited in ${ORG} (${owner.clientId}), UTC:\nModel        Today   This month\nTotal  0 (0 calls)  0 (0 calls)\n`,
+      `Tokens debited in ${ORG} (${owner.clientId}), UTC:\nModel                       Today                  This month\nTotal  0 tokens · $0.00 (0 calls)  0 tokens · $0.00 (0 calls)\n`,
     );
   });
 

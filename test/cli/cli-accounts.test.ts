@@ -71,7 +71,7 @@ describe('svc login --browser', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     const before = (await usage(team.orgKey)).length;
     const chat = await runCli(['chat', '--url', url, 'for', 'the', 'team'], { env: home.env });
     expect(chat.code, chat.stderr).toBe(0);
-    expect(chat.stderr).toMatch(/20 tokens debited · balance 4,980/);
+    expect(chat.stderr).toMatch(/20 tokens · \$0\.02 debited · balance 4,980 tokens · \$4\.98 \(req_/);
     expect((await usage(team.orgKey)).length).toBe(before + 1);
     const who = parseAs<WhoAmI>((await runCli(['whoami', '--json', '--url', url], { env: home.env })).stdout);
     expect(who).toMatchObject({
@@ -127,7 +127,7 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(typeof b.owner!.unallocated_credits).toBe('number');
     const text = await runCli(['balance', '--url', url], { env: home.env });
     expect(text.stdout).toContain(
-      `Test User's personal organization (${suite.owner.clientId}): 7,000 tokens`,
+      `Test User's personal organization (${suite.owner.clientId}): 7,000 tokens · $7.00\n`,
     );
     expect(text.stdout).toContain('Your pool (unallocated)');
   });

@@ -118,9 +118,11 @@ describe(
       expect(res.code).toBe(0);
       expect(res.stdout).toBe('Hello from the fake upstream\n');
       // Fake provider: 10 prompt + 5 completion tokens, priced prompt + 2 × completion → 20 tokens.
-      expect(res.stderr).toMatch(/^20 tokens debited · balance 9,980 \(req_/m);
+      expect(res.stderr).toMatch(/^20 tokens · \$0\.02 debited · balance 9,980 tokens · \$9\.98 \(req_/m);
       const usage = await cli('usage');
-      expect(usage.stdout).toMatch(/^Total +20 \(1 call\) +20 \(1 call\)$/m);
+      expect(usage.stdout).toMatch(
+        /^Total +20 tokens · \$0\.02 \(1 call\) +20 tokens · \$0\.02 \(1 call\)$/m,
+      );
       const rows = await usageRows(suite.owner.orgKey);
       expect(rows.length).toBe(before + 1);
       expect(Number(rows.at(-1)!.amount)).toBe(20);

@@ -95,7 +95,9 @@ describe('svc run', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     // Three model calls: two tool calls (10 + 2 × 5 each) and the answer (10 + 2 × 3).
     const rows = (await usageAmounts()).slice(before);
     expect(rows).toEqual([20, 20, 16]);
-    expect(res.stderr).toMatch(/finished \(completed\) in 3 steps: 56 tokens debited · balance 9,944/);
+    expect(res.stderr).toMatch(
+      /finished \(completed\) in 3 steps: 56 tokens · \$0\.056 debited · balance 9,944 tokens · \$9\.944$/m,
+    );
     expect(suite.fake.requests.at(-3)!.body.messages.at(-1)).toEqual({
       role: 'user',
       content: 'summarize notes.txt',

@@ -1,3 +1,4 @@
+import { tokensAndMoney } from '../../billing/par.js';
 import { EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { withSpinner } from '../spinner.js';
@@ -31,9 +32,10 @@ export async function balance(io: IO, opts: { url?: string; json?: boolean }): P
     return EXIT.ok;
   }
   const name = membership ? `${inertLine(membership.name)} (${inertLine(org)})` : inertLine(org);
-  line(io.stdout, `${name}: ${fmt(client.balance_credits)} tokens`);
-  if (owner) line(io.stdout, `Your pool (unallocated): ${fmt(owner.unallocated_credits)} tokens`);
+  line(io.stdout, `${name}: ${fmt(client.balance_credits)}`);
+  if (owner) line(io.stdout, `Your pool (unallocated): ${fmt(owner.unallocated_credits)}`);
   return EXIT.ok;
 }
 
-const fmt = (n: unknown) => (typeof n === 'number' ? n.toLocaleString('en') : inertLine(n));
+/** "7,000 tokens · $7.00": svc tokens with their money at par. */
+const fmt = (n: unknown) => (typeof n === 'number' ? tokensAndMoney(n) : inertLine(n));

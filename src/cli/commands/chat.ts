@@ -4,7 +4,7 @@ import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { serverOrigin } from '../server.js';
 import { callWithCredential, modelCredential } from '../api.js';
-import { verifyOutcome, type Outcome } from '../outcome.js';
+import { debitText, verifyOutcome, type Outcome } from '../outcome.js';
 import { readSse } from '../sse.js';
 import { inert, inertLine, InertStream, jsonText } from '../inert.js';
 import { spin } from '../spinner.js';
@@ -56,12 +56,7 @@ export async function chat(io: IO, prompt: string | undefined, opts: ChatOptions
 }
 
 export function showDebit(io: IO, o: Outcome): void {
-  line(
-    io.stderr,
-    io.color.dim(
-      `${o.credits_debited.toLocaleString('en')} tokens debited · balance ${o.balance_credits.toLocaleString('en')} (${inertLine(o.request_id)})`,
-    ),
-  );
+  line(io.stderr, io.color.dim(`${debitText(o)} (${inertLine(o.request_id)})`));
 }
 
 async function turn(io: IO, origin: string, messages: Message[], opts: ChatOptions) {

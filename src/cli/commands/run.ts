@@ -5,7 +5,7 @@ import { CliError, EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { serverOrigin, unreachable } from '../server.js';
 import { callWithCredential, errorFor, explainRefusal, MAX_BUSY_RETRIES, modelCredential } from '../api.js';
-import { verifyOutcome } from '../outcome.js';
+import { debitText, verifyOutcome } from '../outcome.js';
 import { guardOf, KNOWN_TOOLS, READ_TOOLS, runTool, ToolRefused } from '../tools.js';
 import { describeCall, type CallView } from '../approval.js';
 import { inert, inertLine, jsonText } from '../inert.js';
@@ -187,7 +187,7 @@ export async function run(io: IO, task: string | undefined, opts: RunOptions): P
             line(
               io.stderr,
               c.dim(
-                `Run ${inertLine(frame.run_id)} finished (${inertLine(frame.stop_reason)}) in ${inertLine(frame.steps)} steps: ${outcome.credits_debited.toLocaleString('en')} tokens debited · balance ${outcome.balance_credits.toLocaleString('en')}`,
+                `Run ${inertLine(frame.run_id)} finished (${inertLine(frame.stop_reason)}) in ${inertLine(frame.steps)} steps: ${debitText(outcome)}`,
               ),
             );
           }

@@ -1,3 +1,4 @@
+import { tokensAndMoney } from '../../billing/par.js';
 import { EXIT } from '../errors.js';
 import { line, type IO } from '../io.js';
 import { withSpinner } from '../spinner.js';
@@ -64,8 +65,8 @@ export async function usage(io: IO, opts: { url?: string; json?: boolean }): Pro
   const models = [...new Set([...month.data, ...today.data].map((r) => r.key))];
   const cell = (r: Omit<Row, 'key' | 'label'> | undefined) =>
     r
-      ? `${r.credits_debited.toLocaleString('en')} (${r.calls.toLocaleString('en')} call${r.calls === 1 ? '' : 's'})`
-      : '0';
+      ? `${tokensAndMoney(r.credits_debited)} (${r.calls.toLocaleString('en')} call${r.calls === 1 ? '' : 's'})`
+      : tokensAndMoney(0);
   const rows = models.map((key) => [
     inertLine(
       month.data.find((r) => r.key === key)?.label ?? today.data.find((r) => r.key === key)?.label ?? key,

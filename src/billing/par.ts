@@ -1,0 +1,25 @@
+// svc tokens at par (interface document, Token economics): 1 unit of currency = 1,000 tokens, so one cent
+// is 10 tokens. A leaf module, so every face that names an amount — the pages, the terminal client —
+// says it the same way (docs/portal.md "Tokens and money") without loading the billing service.
+
+/** 1 unit of currency = 1,000 tokens, so one cent = 10 tokens. */
+export const CREDITS_PER_CENT = 10;
+
+const whole = new Intl.NumberFormat('en-US');
+// At par one token is a tenth of a cent: three decimals are exact, two are shown when the third is 0.
+const dollars = new Intl.NumberFormat('en-US', {
+  style: 'currency',
+  currency: 'USD',
+  minimumFractionDigits: 2,
+  maximumFractionDigits: 3,
+});
+
+/** 920 → "$0.92"; 1 → "$0.001"; −12 → "-$0.012": what `tokens` svc tokens are worth at par, exactly. */
+export function usdOfTokens(tokens: number): string {
+  return dollars.format(tokens / (100 * CREDITS_PER_CENT));
+}
+
+/** 920 → "920 tokens · $0.92". */
+export function tokensAndMoney(tokens: number): string {
+  return `${whole.format(tokens)} ${Math.abs(tokens) === 1 ? 'token' : 'tokens'} · ${usdOfTokens(tokens)}`;
+}
