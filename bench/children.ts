@@ -15,6 +15,8 @@ export interface ProxySvcInfo {
   token: string;
   /** Tokens of further organizations (BENCH_ORGS), to spread the load over. */
   spread: string[];
+  /** A key of one more organization with an RPM and a TPM limit set (never reached). */
+  limited: string;
   storage: string;
 }
 

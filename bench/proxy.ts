@@ -22,6 +22,8 @@ import { benchDatabaseUrl, knob, smoke } from './knobs.js';
 import { pacedJson } from './proxy-paced.js';
 
 const role = process.env.BENCH_ROLE;
+/** The largest limit a key may have (CONTRACT §11: a positive 32-bit integer). */
+const LIMIT_MAX = 2_147_483_647;
 const here = fileURLToPath(import.meta.url);
 
 if (role === 'fake') {
@@ -44,6 +46,19 @@ if (role === 'fake') {
   const { setOrgBalance } = await import('../test/helpers/billing.js');
   const { setBalanceWatch } = await import('../src/billing/balance-crossings.js');
   const { FAKE_KEY } = await import('../test/helpers/fake-upstream.js');
+  const { client } = await import('../test/helpers/http.js');
+  /**
+   * Sets the largest RPM and TPM a key may have (CONTRACT §11), through the route an owner uses (which
+   * makes this process read them at once): every call is counted in both rolling windows, none refused.
+   */
+  const limitKey = async (owner: { clientId: string; session: string }, tokenId: number) => {
+    const res = await client(server.url).put(
+      `/v1/clients/${owner.clientId}/tokens/${tokenId}/limits`,
+      { rpm: LIMIT_MAX, tpm: LIMIT_MAX },
+      { token: owner.session },
+    );
+    if (res.status !== 200) throw new Error(`PUT limits: ${res.status}`);
+  };
   const server = await startTestServer({
     env: {
       MODEL_UPSTREAM_URL: process.env.FAKE_URL!,
@@ -58,12 +73,16 @@ if (role === 'fake') {
       ORG_MAX_CONCURRENCY: '1024',
     },
   });
-  // One hot organization, plus 16 for the spread run (each org's ledger row is its own lock).
+  // One hot organization, plus 16 for the spread run (each org's ledger row is its own lock), plus one
+  // whose key has an RPM and a TPM limit set (the limited row), never reached: what counting costs.
   const tokens: string[] = [];
-  for (let i = 0; i < 17; i++) {
+  for (let i = 0; i < 18; i++) {
     const user = await createUser(server);
-    tokens.push((await createApiToken(server, user, user.orgKey)).secret);
+    const key = await createApiToken(server, user, user.orgKey);
+    tokens.push(key.secret);
     await setOrgBalance(server, user.orgKey, 1_000_000_000);
+    // BENCH_KEY_LIMITS=1 (an ab side's environment): the hot key limited too.
+    if (i === 17 || (i === 0 && process.env.BENCH_KEY_LIMITS === '1')) await limitKey(user, key.id);
     // BENCH_BALANCE_WATCH=1: each org watches a low-balance threshold, so every settle pays the
     // crossing check over a watched account (never crossed here).
     if (process.env.BENCH_BALANCE_WATCH === '1')
@@ -76,7 +95,13 @@ if (role === 'fake') {
       process.stdout.write(`BENCH_MEM ${JSON.stringify(process.memoryUsage())}\n`);
     });
   const stopProfile = await startCpuProfile();
-  announce({ url: server.url, token: tokens[0], spread: tokens.slice(1), storage: server.database.kind });
+  announce({
+    url: server.url,
+    token: tokens[0],
+    spread: tokens.slice(1, 17),
+    limited: tokens[17],
+    storage: server.database.kind,
+  });
   process.on(
     'SIGTERM',
     () => void stopProfile().finally(() => server.close().finally(() => process.exit(0))),
@@ -172,6 +197,11 @@ async function main() {
         url: `${svc.info.url}/v1/chat/completions`,
         headers: { authorization: `Bearer ${svc.info.spread[0]}` },
         rotate: svc.info.spread,
+      },
+      {
+        name: 'svc (1 org, key limited)',
+        url: `${svc.info.url}/v1/chat/completions`,
+        headers: { authorization: `Bearer ${svc.info.limited}` },
       },
       {
         name: 'portkey',
@@ -356,6 +386,13 @@ async function main() {
         `${name} chat JSON at a paced ${rate} req/s adds over the provider: p50 ${String(r['JSON adds p50 ms'])} ms, p99 ${String(r['JSON adds p99 ms'])} ms\n`,
       );
     }
+    // The limits' cost per call: the key-limited org beside the unlimited hot org (both one org, one key).
+    const limited = rows['svc (1 org, key limited)']!;
+    const unlimited = rows['svc (1 org)']!;
+    const delta = (k: string) => (Number(limited[k]) - Number(unlimited[k])).toFixed(2);
+    process.stdout.write(
+      `key limited / unlimited (1 org): max throughput ${(Number(limited['max req/s']) / Number(unlimited['max req/s'])).toFixed(2)}×, first byte p50 ${delta('first byte p50 ms')} ms, JSON paced p50 ${delta('JSON paced p50 ms')} ms, p99 ${delta('JSON paced p99 ms')} ms\n`,
+    );
     const floorRow = rows['floor (DB round trip + forward)'];
     if (floorRow) {
       // svc's own share of its first-byte time: what it adds beyond the hops any read-before-call proxy pays here.

@@ -24,6 +24,11 @@ export interface SeedOptions {
    * no one else's (the scale bench's empty side, for what an offset costs an organization alone).
    */
   measuredRows?: number;
+  /**
+   * The measured client's own audit events (default 2N), after the events its registration wrote; the
+   * others get AUDIT_PER_USER each.
+   */
+  measuredAuditEvents?: number;
   /** Rows per statement. */
   chunk?: number;
   progress?: (line: string) => void;
@@ -35,9 +40,15 @@ export interface SeedCounts {
   measuredLedgerRows: number;
   holds: number;
   measuredProjects: number;
+  auditEvents: number;
+  measuredAuditEvents: number;
 }
 
 const USAGE_PER_USER = 6;
+/** Audit events of each other client (a million at the default N of 100,000). */
+const AUDIT_PER_USER = 10;
+/** The actions the seeded events take in turn (a filter by one of them keeps a fifth of a chain). */
+const SEED_ACTIONS = ['token.created', 'token.revoked', 'member.added', 'limits.set', 'budget.set'];
 const TRIAL = 50_000;
 
 async function chunked(
@@ -222,6 +233,9 @@ export async function seedScale(c: pg.ClientBase, o: SeedOptions): Promise<SeedC
        cost_cents = usage_rollup.cost_cents + excluded.cost_cents`,
   );
 
+  const mAudit = o.measuredAuditEvents ?? 2 * n;
+  await seedAuditEvents(c, { n, chunk, mOrg, mUser, mAudit, say });
+
   say('seed: vacuum analyze');
   for (const t of [
     'users',
@@ -234,6 +248,7 @@ export async function seedScale(c: pg.ClientBase, o: SeedOptions): Promise<SeedC
     'billing_holds',
     'usage_records',
     'usage_rollup',
+    'audit_events',
   ])
     await c.query(`vacuum analyze ${t}`);
   return {
@@ -242,7 +257,57 @@ export async function seedScale(c: pg.ClientBase, o: SeedOptions): Promise<SeedC
     measuredLedgerRows: mRows + 1,
     holds,
     measuredProjects: mProjects,
+    auditEvents: n * AUDIT_PER_USER + mAudit,
+    measuredAuditEvents: mAudit,
   };
+}
+
+/**
+ * Audit events in bulk: `mAudit` on the measured client's chain after the events svc wrote for it, and
+ * AUDIT_PER_USER on each other client's. They have the shape of real events but not their hashes (each
+ * `hash` is a stand-in, each `prev_hash` the one before): listing never reads the chain, so a page costs
+ * what it would on a real log; GET …/audit-events/verify on a seeded chain reports it invalid.
+ */
+async function seedAuditEvents(
+  c: pg.ClientBase,
+  o: { n: number; chunk: number; mOrg: string; mUser: string; mAudit: number; say: (line: string) => void },
+) {
+  const fakeHash = (x: string) => `md5(${x}) || md5('h' || ${x})`;
+  const action = (g: string) => `($1::text[])[(${g} % ${SEED_ACTIONS.length}) + 1]`;
+  o.say(`seed: ${o.mAudit} audit events of the measured client`);
+  // After svc's own events: seq and time go on from its head (times are monotonic along a chain).
+  const head = await c.query<{ seq: string; at: Date }>(
+    `select coalesce(max(seq), 0) as seq, coalesce(max(created_at), now()) as at from audit_events where chain = $1`,
+    [o.mOrg],
+  );
+  const base = Number(head.rows[0]!.seq);
+  const at = head.rows[0]!.at;
+  await chunked(
+    c,
+    o.mAudit,
+    o.chunk,
+    `insert into audit_events (id, chain, seq, created_at, action, actor_type, actor_id, target_type, target_id,
+                               details, prev_hash, hash)
+     select 'ae_m' || g, $2, $3::bigint + g, $4::timestamptz + g * interval '1 microsecond', ${action('g')},
+            'user', $5, 'token', g::text, '{"seeded":true}'::jsonb,
+            case when g = 1 then repeat('0', 64) else ${fakeHash("'m' || (g - 1)")} end, ${fakeHash("'m' || g")}
+     from generate_series($6::bigint, $7::bigint) g`,
+    (from, to) => [SEED_ACTIONS, o.mOrg, base, at, o.mUser, from, to],
+  );
+  o.say(`seed: ${o.n * AUDIT_PER_USER} audit events of the others`);
+  await chunked(
+    c,
+    o.n * AUDIT_PER_USER,
+    o.chunk,
+    `insert into audit_events (id, chain, seq, created_at, action, actor_type, actor_id, target_type, target_id,
+                               details, prev_hash, hash)
+     select 'ae_s' || g, 's' || u, k, now() - interval '10 days' + g * interval '1 millisecond', ${action('g')},
+            'user', 'usr_s' || u, 'token', k::text, '{"seeded":true}'::jsonb,
+            case when k = 1 then repeat('0', 64) else ${fakeHash("'s' || (g - 1)")} end, ${fakeHash("'s' || g")}
+     from generate_series($2::bigint, $3::bigint) g,
+          lateral (select (g - 1) / ${AUDIT_PER_USER} + 1 as u, (g - 1) % ${AUDIT_PER_USER} + 1 as k) p`,
+    (from, to) => [SEED_ACTIONS, from, to],
+  );
 }
 
 /**

@@ -130,6 +130,7 @@ if (role === 'svc') {
         users: 0,
         measured: { userId: measured.userId, orgKey: measured.orgKey },
         measuredRows: Number(process.env.BENCH_ALONE_ROWS ?? 0),
+        measuredAuditEvents: Number(process.env.BENCH_ALONE_ROWS ?? 0),
         measuredProjects: 0,
       });
     } finally {
@@ -370,6 +371,29 @@ async function main() {
       name: 'usage totals by member, 30 days',
       path: (s) => `/v1/clients/${s.clientId}/usage?group_by=member`,
       auth: 'session',
+    },
+    // The audit log (CONTRACT §11): the measured client's chain of 2N events among N × 10 of the others
+    // (bench/scale-seed.ts: synthetic hashes; listing does not read the chain).
+    {
+      name: 'audit events, first page',
+      path: (s) => `/v1/clients/${s.clientId}/audit-events`,
+      auth: 'session',
+    },
+    {
+      name: `audit events, starting_after ${deep} deep`,
+      path: (s) => `/v1/clients/${s.clientId}/audit-events?starting_after={cursor}`,
+      auth: 'session',
+      cursorAt: { list: (s) => `/v1/clients/${s.clientId}/audit-events?x=1`, depth: deep, id: 'id' },
+    },
+    {
+      name: `audit events, action, ${Math.floor(deep / 5)} deep`,
+      path: (s) => `/v1/clients/${s.clientId}/audit-events?action=limits.set&starting_after={cursor}`,
+      auth: 'session',
+      cursorAt: {
+        list: (s) => `/v1/clients/${s.clientId}/audit-events?action=limits.set`,
+        depth: Math.floor(deep / 5),
+        id: 'id',
+      },
     },
     { name: 'GET /v1/auth/verify', path: () => '/v1/auth/verify', auth: 'token' },
     { name: 'GET /v1/owner/balance', path: () => '/v1/owner/balance', auth: 'session' },
