@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { eq, sql } from 'drizzle-orm';
 import { Redis } from 'ioredis';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
@@ -14,8 +15,9 @@ import type { ServerFrame } from '../../src/runs/frames.js';
 
 // The RPM and TPM limits (CONTRACT §11) where a client meets them: a run step over a limit ends the run
 // with `error {code: "rate_limit_exceeded"}` (the steps before it billed, the refused one not), and the
-// official `openai` client's own retry, told when by Retry-After, succeeds once the rolling minute has
-// let the earlier call go. On each store: the database, and Redis (REDIS_URL, 127.0.0.1:6379).
+// official `openai` client's own retry (on chat completions, an organization's rpm) and `@anthropic-ai/sdk`'s
+// (on /v1/messages, a credential's rpm), told when by Retry-After, succeed once the rolling minute has let
+// the earlier call go. On each store: the database, and Redis (REDIS_URL, 127.0.0.1:6379).
 //
 // The minute is not waited out: the earlier call's entry is moved 57 s into the past in the store, so the
 // window rolls 3 s after the refusal, and the client's retry is what the test waits for.
@@ -29,7 +31,7 @@ const stores: [string, Record<string, string> | null][] = [
   ['Redis', redisAnswers ? { REDIS_URL } : null],
 ];
 
-describe.each(stores)('limits met by runs and by the OpenAI client, on %s', (_name, env) => {
+describe.each(stores)('limits met by runs and by the official clients, on %s', (_name, env) => {
   let server: TestServer;
   let redis: Redis | undefined;
   beforeAll(async () => {
@@ -63,6 +65,22 @@ describe.each(stores)('limits met by runs and by the OpenAI client, on %s', (_na
     );
     expect(res.status).toBe(200);
   };
+  const setKeyLimits = async (owner: TestUser, tokenId: number, rpm: number | null, tpm: number | null) => {
+    const res = await client(server.url).put(
+      `/v1/clients/${owner.clientId}/tokens/${tokenId}/limits`,
+      { rpm, tpm },
+      { token: owner.session },
+    );
+    expect(res.status).toBe(200);
+  };
+  /** A fetch that records every attempt the client's transport made: its status, headers and time. */
+  const recording =
+    (attempts: { status: number; headers: Headers; at: number }[]) =>
+    async (url: string | URL | Request, init?: RequestInit) => {
+      const res = await fetch(url, init);
+      attempts.push({ status: res.status, headers: res.headers, at: Date.now() });
+      return res;
+    };
   const usageCount = async (owner: TestUser) =>
     (await server.deps.db.select().from(usageRecords).where(eq(usageRecords.orgKey, owner.orgKey))).length;
 
@@ -144,11 +162,7 @@ describe.each(stores)('limits met by runs and by the OpenAI client, on %s', (_na
         // waited as Retry-After said succeeds.
         maxRetries: 1,
         timeout: 20_000,
-        fetch: async (url, init) => {
-          const res = await fetch(url, init);
-          attempts.push({ status: res.status, headers: res.headers, at: Date.now() });
-          return res;
-        },
+        fetch: recording(attempts),
       });
       const ask = () =>
         openai.chat.completions.create({
@@ -173,6 +187,51 @@ describe.each(stores)('limits met by runs and by the OpenAI client, on %s', (_na
       expect(attempts[2]!.at - refusal.at).toBeGreaterThanOrEqual(retryAfter * 1000 - 50);
       expect(attempts[2]!.headers.get('x-ratelimit-remaining-requests')).toBe('0');
       expect(await usageCount(owner)).toBeLessThanOrEqual(2);
+      await eventually(async () => (await usageCount(owner)) === 2);
+    },
+  );
+
+  it.runIf(env)(
+    'the anthropic client retries a 429 on /v1/messages after Retry-After, reading anthropic-ratelimit-*',
+    async () => {
+      const owner = await createUser(server);
+      const key = await createApiToken(server, owner, owner.orgKey);
+      // The credential's own limit (the organization has none): one call a minute, tokens plenty.
+      await setKeyLimits(owner, key.id, 1, 100_000);
+      const attempts: { status: number; headers: Headers; at: number }[] = [];
+      const anthropic = new Anthropic({
+        apiKey: key.secret,
+        baseURL: server.url,
+        // As above: one retry, which only a client that waited as Retry-After said can win.
+        maxRetries: 1,
+        timeout: 20_000,
+        fetch: recording(attempts),
+      });
+      const send = () =>
+        anthropic.messages.create({
+          model: 'm',
+          max_tokens: 8,
+          messages: [{ role: 'user', content: 'hi' }],
+        });
+      await send();
+      await age(`rpm:token:${key.id}`, 57_000);
+      const answer = await send();
+      expect(answer.content.length).toBeGreaterThan(0);
+      expect(attempts.map((a) => a.status)).toEqual([200, 429, 200]);
+      const refusal = attempts[1]!;
+      const retryAfter = Number(refusal.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThanOrEqual(2);
+      expect(retryAfter).toBeLessThanOrEqual(3);
+      expect(refusal.headers.get('anthropic-ratelimit-requests-limit')).toBe('1');
+      expect(refusal.headers.get('anthropic-ratelimit-requests-remaining')).toBe('0');
+      // RFC 3339, when the window is empty again: the 57 s old call leaves it in about 3 s.
+      const reset = Date.parse(refusal.headers.get('anthropic-ratelimit-requests-reset')!);
+      expect(reset - refusal.at).toBeGreaterThan(0);
+      expect(reset - refusal.at).toBeLessThanOrEqual(4_000);
+      expect(refusal.headers.get('anthropic-ratelimit-tokens-limit')).toBe('100000');
+      expect(refusal.headers.get('x-ratelimit-limit-requests')).toBeNull();
+      expect(attempts[2]!.at - refusal.at).toBeGreaterThanOrEqual(retryAfter * 1000 - 50);
+      expect(attempts[2]!.headers.get('anthropic-ratelimit-requests-remaining')).toBe('0');
       await eventually(async () => (await usageCount(owner)) === 2);
     },
   );
