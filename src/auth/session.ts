@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { SignJWT, jwtVerify } from 'jose';
+import { webcrypto } from 'node:crypto';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { sessions } from '../db/schema.js';
@@ -48,12 +49,24 @@ export async function readSessionToken(
   token: string,
 ): Promise<{ userId: string; secretHash: string } | null> {
   try {
-    const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'] });
+    const { payload } = await jwtVerify(token, await verifyingKey(key), { algorithms: ['HS256'] });
     if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') return null;
     return { userId: payload.sub, secretHash: sessionSecretHash(payload.sid) };
   } catch {
     return null;
   }
+}
+
+// Given the raw bytes, jose imports a WebCrypto key on every verification; every session request
+// verifies one, so the key is imported once per process (decision 0130).
+const verifyingKeys = new WeakMap<Uint8Array, Promise<webcrypto.CryptoKey>>();
+function verifyingKey(key: Uint8Array): Promise<webcrypto.CryptoKey> {
+  let imported = verifyingKeys.get(key);
+  if (!imported) {
+    imported = webcrypto.subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+    verifyingKeys.set(key, imported);
+  }
+  return imported;
 }
 
 /** Revokes one session by its public handle (ses_…). */
