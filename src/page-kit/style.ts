@@ -6,7 +6,8 @@ import { createHash } from 'node:crypto';
 // background ≥ 4.5:1); focus is always visible (a 3 px outline, never removed). A table wider than the
 // screen scrolls sideways inside its `.scroll` box, which every page marks `role="region" tabindex="0"`
 // with the table's name, so a keyboard can reach it and scroll it with the arrow keys (WCAG 2.1.1; axe
-// `scrollable-region-focusable`).
+// `scrollable-region-focusable`). A select is as wide as its longest option (an e-mail address in a
+// filter's "Who" list), so in a row of fields (.actions) it and its field are capped at the row's width.
 
 export const PAGE_CSS = `
 :root{--bg:#f5f6f8;--card:#fff;--ink:#1c2430;--muted:#56606e;--line:#d5dae1;--accent:#1f5fbf;
@@ -54,7 +55,8 @@ table.stack td.num{text-align:left}}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 .pager{display:flex;gap:1rem;margin-top:.75rem}
 .actions label{margin:0}
-.actions select{width:auto}
+.actions select{width:auto;max-width:100%}
+.actions>.field{min-width:0;max-width:100%}
 .actions input[type=email]{width:auto;flex:1 1 14rem}
 .mail{white-space:pre-wrap;overflow-wrap:anywhere}
 nav.sections ul{list-style:none;margin:0 0 1rem;padding:0;display:flex;flex-wrap:wrap;gap:.25rem 1rem}

@@ -210,4 +210,19 @@ describe.skipIf(!haveChromium)('the audit log pages', () => {
     await expectNoSidewaysScroll(page);
     await context.close();
   });
+
+  it('a wide address in the "Who" list stays inside 390 px', async () => {
+    // The filter's "Who" select is as wide as "You (<address>)": an address of wide letters once made
+    // the page scroll sideways at 390 px, depending on the letters a random test address drew.
+    const wide = await createUser(suite.server, {
+      name: 'Wim Wide',
+      email: `wwwwwwwwwwwwwwwwwwww-${Date.now().toString(36)}@example.test`,
+    });
+    const { context, page } = await signedIn(suite.browser, suite.server.v2Url, wide, 390);
+    await page.goto(`${suite.server.v2Url}/account/audit-log?action=account.signed_in`);
+    expect(await page.locator('#f-actor option').allTextContents()).toContain(`You (${wide.email})`);
+    await expectNoSidewaysScroll(page);
+    await expectAccessible(page);
+    await context.close();
+  });
 });
