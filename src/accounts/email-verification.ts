@@ -11,13 +11,19 @@ import { trialUsedBefore } from './trial-addresses.js';
 // single-use, 24 h. Until verified, auth.require answers 403 EMAIL_NOT_VERIFIED on every route but
 // logout, resend and 2FA status; signing in itself is allowed so that the user can ask for a new mail.
 
-/** Issues a verification token and mails its link. */
+/**
+ * Issues a verification token and mails its link. `invitation`: the link of the invitation the person
+ * registered from, carried on in the verification link so the verification page leads straight on to it
+ * (the same mailbox received both, so the mail reveals nothing new).
+ */
 export async function sendVerificationMail(
   deps: Deps,
   user: Pick<UserRow, 'id' | 'email' | 'name'>,
+  opts: { invitation?: string } = {},
 ): Promise<void> {
   const token = await issueOneTimeToken(deps.db, deps.keys.hmac, user.id, 'verify_email');
-  const link = `${deps.config.v2Url}/account/verify?token=${encodeURIComponent(token)}`;
+  const then = opts.invitation ? `&invitation=${encodeURIComponent(opts.invitation)}` : '';
+  const link = `${deps.config.v2Url}/account/verify?token=${encodeURIComponent(token)}${then}`;
   await deps.mailer.send(verificationMail(user.email, user.name, link));
 }
 
@@ -29,12 +35,13 @@ export async function sendVerificationMail(
 export async function registerAndNotify(
   deps: Deps,
   input: RegisterInput,
+  opts: { invitation?: string } = {},
 ): Promise<{ user: UserRow; org: OrgRow }> {
   const created = await registerAccount(deps.db, input, deps.hooks.accountCreated, {
     trialUsedBefore: (tx, email) => trialUsedBefore(tx, deps.keys.hmac, email),
   });
   try {
-    await sendVerificationMail(deps, created.user);
+    await sendVerificationMail(deps, created.user, opts);
   } catch (err) {
     deps.log.warn({ err: (err as Error).message, userId: created.user.id }, 'verification mail not sent');
   }

@@ -74,7 +74,15 @@ export const peopleRoutes = [
     params: clientParams,
     body: inviteBody,
     response: invitation,
-    errors: [403, 404, 409],
+    errors: [403, 404, 409, 429],
+  }),
+  route('post', '/v1/clients/:client_id/invitations/:invitation_id/resend', {
+    summary:
+      'Send an open invitation again (owner): a new link valid 7 days, the old one stops working; at most 3 re-sends per invitation and 20 a day per client (429 past either)',
+    auth: [...both],
+    params: clientParams.extend({ invitation_id: z.string() }),
+    response: invitation,
+    errors: [403, 404, 409, 410, 429],
   }),
   route('delete', '/v1/clients/:client_id/invitations/:invitation_id', {
     summary: 'Revoke an invitation (owner): its link stops working',
@@ -115,6 +123,12 @@ export const peoplePageRoutes = [
     'post',
     '/account/clients/:clientId/invitations/:invitationId/revoke',
     'Revoke an invitation (form)',
+    true,
+  ),
+  page(
+    'post',
+    '/account/clients/:clientId/invitations/:invitationId/resend',
+    'Send an invitation again (form)',
     true,
   ),
   page(

@@ -25,6 +25,8 @@ export const INVITATION_TTL_DAYS = 7;
 /** Open invitations one organization may have at once: a bound on the mail an owner can make us send. */
 export const MAX_OPEN_INVITATIONS = 50;
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+/** The page an invitation's link opens (src/portal/invitation-pages.ts). */
+export const INVITATION_ACCEPT_PATH = '/account/invitations/accept';
 
 export type InvitationRow = typeof orgInvitations.$inferSelect;
 export type InvitationStatus = 'pending' | 'accepted' | 'revoked' | 'expired';
@@ -137,17 +139,89 @@ export async function createInvitation(
       throw new AppError(409, 'INVITATION_PENDING', 'an invitation to this address is being sent; try again');
     throw err;
   }
-  const link = `${deps.config.v2Url}/account/invitations/accept?token=${encodeURIComponent(token)}`;
+  await mailInvitation(deps, org, inviter.name, row, token);
+  return row;
+}
+
+async function mailInvitation(
+  deps: Deps,
+  org: OrgRow,
+  inviterName: string,
+  row: InvitationRow,
+  token: string,
+): Promise<void> {
+  const link = `${deps.config.v2Url}${INVITATION_ACCEPT_PATH}?token=${encodeURIComponent(token)}`;
   await deps.mailer.send(
     invitationMail({
-      to: email,
-      inviterName: inviter.name,
+      to: row.email,
+      inviterName,
       orgName: org.name,
-      role,
+      role: row.role,
       link,
       expiresInDays: INVITATION_TTL_DAYS,
     }),
   );
+}
+
+/**
+ * Sends an open invitation again: a new link (the one mailed before stops working) valid for
+ * INVITATION_TTL_DAYS from now, the same id, address and role. Bounded per invitation (3 re-sends) and
+ * per organization (20 a day), besides the bounds every invitation mail counts against (inviter,
+ * mailbox): 429 RATE_LIMITED with Retry-After past any, and no mail (docs/limits.md § Invitation mail).
+ * Another org's id is 404 like an unknown one; an accepted one 409 INVITATION_USED; a revoked or expired
+ * one 410 (invite again instead).
+ */
+export async function resendInvitation(
+  deps: Deps,
+  org: OrgRow,
+  sender: { userId: string; name: string },
+  invitationId: string,
+): Promise<InvitationRow> {
+  const [found] = await deps.db
+    .select()
+    .from(orgInvitations)
+    .where(and(eq(orgInvitations.id, invitationId), eq(orgInvitations.orgId, org.id)));
+  if (!found) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
+  const status = invitationStatus(found);
+  if (status !== 'pending') throw refusal(status);
+
+  const perInvitation = deps.limits.invitationResendsPerInvitation;
+  const perOrg = deps.limits.invitationResendsPerOrg;
+  await perInvitation.check(found.id);
+  await perOrg.check(org.id);
+  await countInvitationMail(deps, sender.userId, found.email);
+  await perInvitation.fail(found.id);
+  await perOrg.fail(org.id);
+
+  const token = randomBytes(32).toString('base64url');
+  const row = await transaction(deps.db, async (tx) => {
+    const now = new Date();
+    const [renewed] = await tx
+      .update(orgInvitations)
+      .set({
+        tokenHash: hmacSecret(deps.keys.hmac, token),
+        expiresAt: new Date(now.getTime() + INVITATION_TTL_DAYS * 24 * 3600 * 1000),
+      })
+      .where(and(eq(orgInvitations.id, found.id), openOf(org.id)))
+      .returning();
+    if (renewed)
+      await recordAuditEvent(
+        tx,
+        invitationEvent('invitation.sent', org.id, renewed.id, {
+          email: renewed.email,
+          role: renewed.role,
+          resent: true,
+        }),
+      );
+    return renewed;
+  });
+  if (!row) {
+    // Accepted, revoked or expired between the read and the update: say which.
+    const [now] = await deps.db.select().from(orgInvitations).where(eq(orgInvitations.id, found.id));
+    const state = now ? invitationStatus(now) : 'revoked';
+    throw refusal(state === 'pending' ? 'revoked' : state);
+  }
+  await mailInvitation(deps, org, sender.name, row, token);
   return row;
 }
 

@@ -14,6 +14,7 @@ import {
   createInvitation,
   invitationStatus,
   listInvitations,
+  resendInvitation,
   revokeInvitation,
   type InvitationRow,
 } from './invitations.js';
@@ -65,7 +66,7 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
     const { org } = await callerRole(deps, req, 'owner');
     const userId = parse(userIdParam, req.params.user_id);
     const { role } = parse(roleBody, req.body ?? {});
-    res.json(memberJson(await changeMemberRole(deps.db, org, userId, role)));
+    res.json(memberJson(await changeMemberRole(deps, org, userId, role)));
   });
 
   router.post('/v1/clients/:client_id/leave', ...signedIn, async (req, res) => {
@@ -93,6 +94,14 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
     const id = invitationIdParam.safeParse(req.params.invitation_id);
     if (!id.success) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
     res.json(invitationJson(await revokeInvitation(deps.db, org.id, id.data)));
+  });
+
+  router.post('/v1/clients/:client_id/invitations/:invitation_id/resend', ...signedIn, async (req, res) => {
+    const { org } = await callerRole(deps, req, 'owner');
+    const id = invitationIdParam.safeParse(req.params.invitation_id);
+    if (!id.success) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
+    const p = principalOf(req);
+    res.json(invitationJson(await resendInvitation(deps, org, { userId: p.userId, name: p.name }, id.data)));
   });
 
   // Accepting changes the person's own memberships: a session only, like minting a token (an svc_ token

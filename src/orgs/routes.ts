@@ -75,7 +75,7 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
   router.post('/v1/clients/:client_id/members', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const body = parse(addMemberBody, req.body ?? {});
-    res.json(memberJson(await addMemberByEmail(deps.db, org.id, body.email, body.role)));
+    res.json(memberJson(await addMemberByEmail(deps, org, body.email, body.role)));
   });
 
   router.delete('/v1/clients/:client_id/members/:user_id', ...signedIn, async (req, res) => {

@@ -7,6 +7,7 @@ import { removeMember, type MemberRecord, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { clientIdOf } from '../ids.js';
 import { transaction } from '../db/transaction.js';
+import { tellMember } from './member-notices.js';
 
 // What an organization's people do for themselves: the owner renames it and changes a
 // member's role; a member or viewer leaves. Deleting stays deleteClient (./service.ts: the one place
@@ -42,16 +43,19 @@ export async function renameClient(db: Db, orgKey: string, name: string): Promis
  * Sets a member's role to `member` or `viewer`. The owner's role is not changed here (400
  * CANNOT_CHANGE_OWNER): an organization has exactly one owner, and ownership is not transferable yet.
  * No credential is revoked: every spend reads the role live (CONTRACT §7: a viewer spending gets 403),
- * so a member made viewer stops spending on the next request and keeps reading.
+ * so a member made viewer stops spending on the next request and keeps reading. The person is mailed
+ * when the role did change.
  */
 export async function changeMemberRole(
-  db: Db,
+  deps: Deps,
   org: OrgRow,
   userId: string,
   role: Exclude<Role, 'owner'>,
 ): Promise<MemberRecord> {
   if (userId === org.ownerId)
     throw new AppError(400, 'CANNOT_CHANGE_OWNER', "the owner's role cannot be changed");
+  const { db } = deps;
+  let from: Role | undefined;
   const row = await transaction(db, async (tx) => {
     const [before] = await tx
       .select({ role: memberships.role })
@@ -65,6 +69,7 @@ export async function changeMemberRole(
         and(eq(memberships.orgId, org.id), eq(memberships.userId, userId), ne(memberships.role, 'owner')),
       )
       .returning();
+    from = before?.role;
     if (changed && before && before.role !== role)
       await recordAuditEvent(tx, {
         orgKey: org.id,
@@ -75,6 +80,7 @@ export async function changeMemberRole(
     return changed;
   });
   if (!row) throw new AppError(404, 'NOT_FOUND', 'no such member');
+  if (from !== undefined && from !== role) await tellMember(deps, org, userId, { kind: 'role_changed', from, to: role });
   const [user] = await db.select().from(users).where(eq(users.id, userId));
   return { userId, email: user!.email, name: user!.name, role: row.role, createdAt: row.createdAt };
 }
@@ -91,5 +97,5 @@ export async function leaveClient(deps: Deps, org: OrgRow, userId: string): Prom
       'OWNER_CANNOT_LEAVE',
       'the owner cannot leave the organization; delete it instead',
     );
-  await removeMember(deps, org, userId);
+  await removeMember(deps, org, userId, { byOwner: false });
 }

@@ -11,6 +11,7 @@ import { revokeOrgTokens } from '../tokens/service.js';
 import { liveRole, roleAtLeast } from './membership.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { transaction } from '../db/transaction.js';
+import { tellMember } from './member-notices.js';
 
 // Clients (organizations) and their members (interface document: Clients, Team membership; CONTRACT §5).
 
@@ -128,15 +129,17 @@ export async function listMembers(db: Db, orgKey: string, page?: Page): Promise<
 
 /**
  * Adds an already registered, verified account by e-mail (trimmed, case-insensitive; never inferred
- * from a domain). 404 USER_NOT_FOUND otherwise — the same answer for unknown and unverified, so the
- * route does not tell which; 409 ALREADY_MEMBER (CONTRACT §5).
+ * from a domain), and mails them that it did. 404 USER_NOT_FOUND otherwise — the same answer for unknown
+ * and unverified, so the route does not tell which; 409 ALREADY_MEMBER (CONTRACT §5).
  */
 export async function addMemberByEmail(
-  db: Db,
-  orgKey: string,
+  deps: Deps,
+  org: Pick<OrgRow, 'id' | 'name'>,
   email: string,
   role: Exclude<Role, 'owner'>,
 ): Promise<MemberRecord> {
+  const { db } = deps;
+  const orgKey = org.id;
   const [user] = await db
     .select()
     .from(users)
@@ -153,6 +156,7 @@ export async function addMemberByEmail(
     return added;
   });
   if (!row) throw new AppError(409, 'ALREADY_MEMBER', 'this account is already a member of the client');
+  await tellMember(deps, org, user.id, { kind: 'added', role: row.role });
   return { userId: user.id, email: user.email, name: user.name, role: row.role, createdAt: row.createdAt };
 }
 
@@ -161,7 +165,12 @@ export async function addMemberByEmail(
  * revokes that user's API tokens for this client and runs the memberRemoved hooks (OAuth grants), so
  * access ends on the very next request (CONTRACT §5; States: Membership live → removed).
  */
-export async function removeMember(deps: Deps, org: OrgRow, userId: string): Promise<void> {
+export async function removeMember(
+  deps: Deps,
+  org: OrgRow,
+  userId: string,
+  opts: { byOwner: boolean } = { byOwner: true },
+): Promise<void> {
   if (userId === org.ownerId) throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
   await transaction(deps.db, async (tx) => {
     const [removed] = await tx
@@ -180,6 +189,8 @@ export async function removeMember(deps: Deps, org: OrgRow, userId: string): Pro
     });
     for (const hook of deps.hooks.memberRemoved) await hook(tx, { orgKey: org.id, userId });
   });
+  // A person who left knows it; one the owner removed is told.
+  if (opts.byOwner) await tellMember(deps, org, userId, { kind: 'removed' });
 }
 
 /** The audit event of a new membership (CONTRACT §11), by the owner or by an accepted invitation. */

@@ -3,8 +3,10 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { confirmPasswordReset, registerAndNotify, requestPasswordReset, verifyEmail } from './services.js';
-import { html, verifyCsrfField } from '../page-kit/html.js';
+import { html, loginUrlFor, verifyCsrfField } from '../page-kit/html.js';
 import { resetLinkIsLive } from './reset-link.js';
+import { normaliseEmail } from '../accounts/users.js';
+import { INVITATION_ACCEPT_PATH, invitationByToken, type InvitationView } from '../orgs/invitations.js';
 import {
   alert,
   applyErrorHeaders,
@@ -44,9 +46,29 @@ const DEAD_RESET_LINK: Notice = {
   text: 'This reset link is not valid any more (it was used already or has expired). Ask for a new one.',
 };
 
+/** Where an invitation's link leads: its page, where a signed-in, verified invitee joins. */
+const acceptPathOf = (token: string) => `${INVITATION_ACCEPT_PATH}?token=${encodeURIComponent(token)}`;
+
+/** What the registration form needs of the invitation it was opened from. */
+interface Invited {
+  token: string;
+  email: string;
+  orgName: string;
+}
+
 export function accountPageRoutes(deps: Deps, _auth: Auth): Router {
   const router = Router();
   const perIp = deps.limits.perIp;
+
+  /** The open invitation a token opens, or null (none, used, revoked, expired: registration goes on without). */
+  async function openInvitation(token: string): Promise<InvitationView | null> {
+    if (!token) return null;
+    const view = await invitationByToken(deps, token);
+    return view?.status === 'pending' ? view : null;
+  }
+
+  const invitedOf = (view: InvitationView | null, token: string): Invited | null =>
+    view ? { token, email: view.invitation.email, orgName: view.orgName } : null;
 
   function registerView(
     req: Request,
@@ -57,37 +79,69 @@ export function accountPageRoutes(deps: Deps, _auth: Auth): Router {
       errors?: Record<string, string>;
       notice?: Notice | null;
       status?: number;
+      invited?: Invited | null;
     } = {},
   ) {
+    const { invited, errors } = opts;
+    // An invitation's address is the one the invitation is for: shown, sent, not editable here. Another
+    // address is another registration, without the invitation (the link below).
+    const emailField = invited
+      ? field({ label: 'E-mail', name: 'email', type: 'email', value: invited.email, autocomplete: 'email', required: true, readonly: true, hint: 'the invited address', error: errors?.email })
+      : field({ label: 'E-mail', name: 'email', type: 'email', value: opts.email ?? '', autocomplete: 'email', required: true, autofocus: Boolean(errors?.email && !errors.name), error: errors?.email });
+    // Focus on the first field in error, else on the first field.
+    const focusName = !errors || Object.keys(errors).length === 0 || Boolean(errors.name);
+    const focusPassword = Boolean(errors?.password && !errors.name && !errors.email);
     const form = postForm(
       req,
       res,
       '/account/register',
-      html`${field({ label: 'Name', name: 'name', value: opts.name ?? '', autocomplete: 'name', required: true, autofocus: true, error: opts.errors?.name })}
-${field({ label: 'E-mail', name: 'email', type: 'email', value: opts.email ?? '', autocomplete: 'email', required: true, error: opts.errors?.email })}
-${field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'new-password', required: true, hint: PASSWORD_HINT, error: opts.errors?.password })}
+      html`${hidden('invitation', invited?.token)}${field({ label: 'Name', name: 'name', value: opts.name ?? '', autocomplete: 'name', required: true, autofocus: focusName, error: errors?.name })}
+${emailField}
+${field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'new-password', required: true, hint: PASSWORD_HINT, autofocus: focusPassword, error: errors?.password })}
 <div class="actions"><button type="submit">Create account</button></div>`,
     );
+    const joining = invited
+      ? html`<p class="alert info">You are invited to join <strong>${invited.orgName}</strong>. Create your account with ${invited.email}; once you verify the address from the mail we send, you join in one click.</p>`
+      : '';
+    const signIn = invited ? loginUrlFor(acceptPathOf(invited.token)) : '/account/login';
     show(req, res, {
-      title: 'Create an account',
+      title: invited ? `Create an account to join ${invited.orgName}` : 'Create an account',
       narrow: true,
       status: opts.status ?? 200,
-      body: html`<div class="card"><h1>Create an account</h1>${alert(opts.notice)}${form}</div>
-<p class="muted">Already have one? <a href="/account/login">Sign in</a>.</p>`,
+      body: html`<div class="card"><h1>Create an account</h1>${joining}${alert(opts.notice)}${form}</div>
+<p class="muted">Already have one? <a href="${signIn}">Sign in</a>.</p>${
+        invited
+          ? html`<p class="muted">Another address? <a href="/account/register">Create an account without the invitation</a>.</p>`
+          : ''
+      }`,
     });
   }
 
-  router.get('/account/register', (req, res) => registerView(req, res));
+  router.get('/account/register', async (req, res) => {
+    const token = queryValue(req, 'invitation', 200);
+    registerView(req, res, { invited: invitedOf(await openInvitation(token), token) });
+  });
 
   router.post('/account/register', perIp, async (req, res) => {
+    const token = formValue(req, 'invitation', 200);
+    const invited = invitedOf(await openInvitation(token), token);
     const name = formValue(req, 'name', 200);
     const email = formValue(req, 'email', 320);
     try {
       verifyCsrfField(req);
       const parsed = parseForm(registerBody, req.body);
-      if (!parsed.ok) return registerView(req, res, { name, email, errors: parsed.errors, status: 400 });
-      await registerAndNotify(deps, parsed.data);
-      res.redirect(303, '/account/login?registered=1');
+      if (!parsed.ok)
+        return registerView(req, res, { name, email, invited, errors: parsed.errors, status: 400 });
+      // The invitation goes on only with its own address (an address edited past the read-only field is
+      // a registration without it).
+      const carried = invited && normaliseEmail(parsed.data.email) === invited.email ? invited : null;
+      await registerAndNotify(deps, parsed.data, carried ? { invitation: carried.token } : {});
+      res.redirect(
+        303,
+        carried
+          ? `/account/login?registered=1&return_to=${encodeURIComponent(acceptPathOf(carried.token))}`
+          : '/account/login?registered=1',
+      );
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
@@ -98,12 +152,29 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
       const notice: Notice | null = Object.keys(errors).length
         ? null
         : { kind: 'error', text: errorText(err) };
-      registerView(req, res, { name, email, errors, notice, status: err.status });
+      registerView(req, res, { name, email, invited, errors, notice, status: err.status });
     }
   });
 
   // The link in the verification mail ({V2_URL}/account/verify?token=…). A GET verifies: the token is
   // single-use and only proves the mailbox, so a prefetching mail scanner cannot do harm with it.
+  /**
+   * After a verification from an invitation's registration: straight on to the invitation's page (its
+   * "Join" button) when this browser is signed in as the verified account, else to signing in and back
+   * there. Null when there is no open invitation for this address to go on to.
+   */
+  async function onToInvitation(
+    req: Request,
+    verified: { id: string; email: string },
+  ): Promise<string | null> {
+    const token = queryValue(req, 'invitation', 200);
+    const view = await openInvitation(token);
+    if (!view || view.invitation.email !== normaliseEmail(verified.email)) return null;
+    const p = req.principal;
+    if (p?.kind === 'session' && p.userId === verified.id) return acceptPathOf(token);
+    return `/account/login?verified=1&return_to=${encodeURIComponent(acceptPathOf(token))}`;
+  }
+
   router.get('/account/verify', perIp, async (req, res) => {
     const token = queryValue(req, 'token', 512);
     let notice: Notice;
@@ -113,12 +184,17 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
       status = 400;
     } else {
       try {
-        await verifyEmail(deps, token);
+        const user = await verifyEmail(deps, token);
+        const next = await onToInvitation(req, user);
+        if (next) return res.redirect(303, next);
         notice = { kind: 'ok', text: 'Your e-mail address is verified. Thank you!' };
       } catch (caught) {
         const err = clientError(caught);
-        if (req.principal?.emailVerified && err.status !== 429) {
+        const p = req.principal;
+        if (p?.emailVerified && err.status !== 429) {
           // Signed in with an address already verified: a used link only means it worked before.
+          const next = p.kind === 'session' ? await onToInvitation(req, { id: p.userId, email: p.email }) : null;
+          if (next) return res.redirect(303, next);
           notice = { kind: 'ok', text: 'Your e-mail address is already verified.' };
         } else {
           applyErrorHeaders(res, err);

@@ -14,6 +14,7 @@ import {
   errorText,
   field,
   formValue,
+  hidden,
   type Notice,
   parseForm,
   postForm,
@@ -49,6 +50,10 @@ const NOTICES: Record<string, Notice> = {
   role: { kind: 'ok', text: 'Role changed.' },
   invited: { kind: 'ok', text: 'Invitation sent. The link works once and expires in 7 days.' },
   invitation_revoked: { kind: 'ok', text: 'Invitation revoked. Its link no longer works.' },
+  invitation_resent: {
+    kind: 'ok',
+    text: 'Invitation sent again with a new link (the one sent before no longer works); it expires in 7 days.',
+  },
   joined: { kind: 'ok', text: 'You joined this organization.' },
 };
 
@@ -76,7 +81,15 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
   async function membersPage(
     req: Request,
     res: Response,
-    opts: { notice?: Notice | null; status?: number; email?: string; emailError?: string } = {},
+    opts: {
+      notice?: Notice | null;
+      status?: number;
+      email?: string;
+      role?: string;
+      emailError?: string;
+      /** The address is not a verified account's: offer to invite it, with the same role. */
+      inviteInstead?: { email: string; role: 'member' | 'viewer' };
+    } = {},
   ) {
     const found = await orgOf(req);
     if (!found) return notFoundPage(req, res);
@@ -107,9 +120,20 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
           res,
           `/account/clients/${clientId}/members`,
           html`${field({ label: 'E-mail', name: 'email', type: 'email', value: opts.email ?? '', autocomplete: 'off', required: true, error: opts.emailError, autofocus: Boolean(opts.emailError) })}
-<div class="field"><label for="f-role">Role</label><select id="f-role" name="role"><option value="member">member — uses the organization's tokens and projects</option><option value="viewer">viewer — reads only</option></select></div>
+<div class="field"><label for="f-role">Role</label><select id="f-role" name="role"><option value="member">member — uses the organization's tokens and projects</option><option value="viewer"${opts.role === 'viewer' ? html` selected` : ''}>viewer — reads only</option></select></div>
 <div class="actions"><button type="submit" class="secondary">Add member</button></div>`,
-        )}`
+        )}${
+          opts.inviteInstead
+            ? postForm(
+                req,
+                res,
+                `/account/clients/${clientId}/invitations`,
+                html`${hidden('invite_email', opts.inviteInstead.email)}${hidden('role', opts.inviteInstead.role)}<p>Not an svc account yet? Invite ${opts.inviteInstead.email} as ${opts.inviteInstead.role}: we mail them a link to create one and join.</p>
+<div class="actions"><button type="submit">Invite instead</button></div>`,
+                'stack invite-instead',
+              )
+            : ''
+        }`
       : '';
     show(req, res, {
       title: org.name,
@@ -136,18 +160,22 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
         return membersPage(req, res, {
           status: 400,
           email,
+          role: formValue(req, 'role', 20),
           emailError: parsed.errors.email ?? parsed.errors.role,
         });
-      await addMemberByEmail(deps, org.id, parsed.data.email, parsed.data.role);
+      await addMemberByEmail(deps, org, parsed.data.email, parsed.data.role);
       res.redirect(303, `/account/clients/${clientIdOf(org.id)}?notice=added`);
     } catch (caught) {
       const err = clientError(caught);
       applyErrorHeaders(res, err);
       const inline = err.code === 'USER_NOT_FOUND' || err.code === 'ALREADY_MEMBER';
+      const role = formValue(req, 'role', 20) === 'viewer' ? 'viewer' : 'member';
       await membersPage(req, res, {
         status: err.status,
         email,
+        role,
         ...(inline ? { emailError: errorText(err) } : { notice: { kind: 'error', text: errorText(err) } }),
+        ...(err.code === 'USER_NOT_FOUND' ? { inviteInstead: { email: email.trim(), role } } : {}),
       });
     }
   });

@@ -22,6 +22,8 @@ export interface FieldSpec {
   inputmode?: 'numeric' | 'text';
   autofocus?: boolean;
   maxlength?: number;
+  /** Shown and sent, not editable (an invited address). */
+  readonly?: boolean;
 }
 
 export function field(f: FieldSpec): SafeHtml {
@@ -34,6 +36,8 @@ export function field(f: FieldSpec): SafeHtml {
   }${f.required ? html` required` : ''}${f.className ? html` class="${f.className}"` : ''}${
     f.inputmode ? html` inputmode="${f.inputmode}"` : ''
   }${f.autofocus ? html` autofocus` : ''}${f.maxlength ? html` maxlength="${f.maxlength}"` : ''}${
+    f.readonly ? html` readonly` : ''
+  }${
     describedBy ? html` aria-describedby="${describedBy}"` : ''
   }${f.error ? html` aria-invalid="true"` : ''}>
 ${f.error ? html`<div class="field-error" id="${id}-error">${f.error}</div>` : ''}

@@ -7,9 +7,11 @@ import { clientIdOf } from '../ids.js';
 import {
   acceptInvitation,
   createInvitation,
+  INVITATION_ACCEPT_PATH,
   invitationByToken,
   openInvitations,
   refusal,
+  resendInvitation,
   revokeInvitation,
   type InvitationView,
 } from '../orgs/invitations.js';
@@ -39,7 +41,7 @@ const inviteForm = z.object({
   role: z.enum(['member', 'viewer']).default('member'),
 });
 const invitationIdParam = z.string().regex(/^inv_[a-z0-9]{1,64}$/);
-const ACCEPT_PATH = '/account/invitations/accept';
+const ACCEPT_PATH = INVITATION_ACCEPT_PATH;
 const day = (d: Date) => d.toISOString().slice(0, 10);
 
 /** The owner's card on the members page: invite by e-mail, and the open invitations with Revoke. */
@@ -57,16 +59,22 @@ export async function invitationsCard(
       ? html`<p class="muted">No open invitations.</p>`
       : html`<ul class="rows">${open.map(
           (i) =>
-            html`<li><span>${i.email} <span class="badge">${i.role}</span><span class="sub"> · expires ${day(i.expiresAt)}</span></span>${postForm(
+            html`<li><span>${i.email} <span class="badge">${i.role}</span><span class="sub"> · expires ${day(i.expiresAt)}</span></span><span class="actions">${postForm(
+              req,
+              res,
+              `${base}/${i.id}/resend`,
+              html`<button type="submit" class="secondary" aria-label="Send the invitation of ${i.email} again">Send again</button>`,
+              '',
+            )}${postForm(
               req,
               res,
               `${base}/${i.id}/revoke`,
               html`<button type="submit" class="danger" aria-label="Revoke the invitation of ${i.email}">Revoke</button>`,
               '',
-            )}</li>`,
+            )}</span></li>`,
         )}</ul>`;
   return html`<section class="card" aria-labelledby="h-invite"><h2 id="h-invite">Invite by e-mail</h2>
-<p class="muted">For anyone, with or without an account: we mail them a link that works once and expires in 7 days. They join after signing in with that address.</p>${postForm(
+<p class="muted">For anyone, with or without an account: we mail them a link that works once and expires in 7 days. They join after signing in with that address (or creating an account with it). "Send again" mails a new link (at most 3 times per invitation).</p>${postForm(
     req,
     res,
     base,
@@ -133,6 +141,19 @@ export function invitationPageRoutes(deps: Deps, auth: Auth): Router {
     }, ownerError),
   );
 
+  router.post(
+    '/account/clients/:clientId/invitations/:invitationId/resend',
+    session,
+    formAction(async (req, res) => {
+      const found = await orgOfPage(deps, req, 'owner');
+      const id = invitationIdParam.safeParse(req.params.invitationId);
+      if (!found || !id.success) return notFoundPage(req, res);
+      const p = principalOf(req);
+      await resendInvitation(deps, found.org, { userId: p.userId, name: p.name }, id.data);
+      res.redirect(303, `/account/clients/${clientIdOf(found.org.id)}?notice=invitation_resent`);
+    }, ownerError),
+  );
+
   /** The invitation a link opens, and what the visitor can do about it. */
   async function acceptPage(req: Request, res: Response, token: string, notice?: Notice, status = 200) {
     const view = await invitationByToken(deps, token);
@@ -166,12 +187,12 @@ ${whatNext(req, res, view, token)}</div>`,
     const here = `${ACCEPT_PATH}?token=${encodeURIComponent(token)}`;
     if (!p || p.kind !== 'session')
       return html`<p>Sign in with that address to accept.</p><div class="actions"><a class="button" href="${loginUrlFor(here)}">Sign in to accept</a></div>
-<p class="muted">No account yet? <a href="/account/register">Create one with ${view.invitation.email}</a>, verify the address from the mail we send you, then open this invitation link again.</p>`;
+<p class="muted">No account yet? <a href="/account/register?invitation=${encodeURIComponent(token)}">Create one with ${view.invitation.email}</a>: once you verify the address from the mail we send you, you come back here to join.</p>`;
     if (p.email !== view.invitation.email)
       return html`<p class="alert info">You are signed in as ${p.email}. This invitation is for ${view.invitation.email}: sign out, then sign in with that address.</p>
 ${postForm(req, res, '/account/logout', html`<button type="submit" class="secondary">Sign out</button>`)}`;
     if (!p.emailVerified)
-      return html`<p class="alert info">Verify your e-mail address first (open the link we mailed you), then open this invitation link again.</p>`;
+      return html`<p class="alert info">Verify your e-mail address first: open the link we mailed you, which brings you back here to join.</p>`;
     return postForm(
       req,
       res,

@@ -58,7 +58,7 @@ export function memberPageRoutes(deps: Deps, auth: Auth): Router {
       if (!found) return notFoundPage(req, res);
       const parsed = roleBody.safeParse(req.body);
       if (!parsed.success) throw new AppError(400, 'VALIDATION_ERROR', 'choose member or viewer');
-      await changeMemberRole(deps.db, found.org, found.member.userId, parsed.data.role);
+      await changeMemberRole(deps, found.org, found.member.userId, parsed.data.role);
       res.redirect(303, `/account/clients/${clientIdOf(found.org.id)}?notice=role`);
     }, errorPage),
   );

@@ -64,8 +64,8 @@ export async function pendingTwoFactorSetup(
 export const createClient = (deps: Deps, input: { userId: string; name: string }) =>
   orgs.createClient(deps.db, input.userId, input.name);
 export const listMembers = (deps: Deps, orgKey: string) => orgs.listMembers(deps.db, orgKey);
-export const addMemberByEmail = (deps: Deps, orgKey: string, email: string, role: 'member' | 'viewer') =>
-  orgs.addMemberByEmail(deps.db, orgKey, email, role);
+export const addMemberByEmail = (deps: Deps, org: orgs.OrgRow, email: string, role: 'member' | 'viewer') =>
+  orgs.addMemberByEmail(deps, org, email, role);
 export const removeMember = (deps: Deps, org: orgs.OrgRow, userId: string) =>
   orgs.removeMember(deps, org, userId);
 export { requireOrgRole } from '../orgs/service.js';

@@ -48,6 +48,15 @@ export interface Limits {
   invitationsPerAddressDay: FailureLimiter;
   /** The first invitation to a mailbox and one re-send in the hour. */
   invitationsPerAddressHour: FailureLimiter;
+  /** Re-sends of one open invitation (key: its id), over any invitation's whole life. */
+  invitationResendsPerInvitation: FailureLimiter;
+  /** Re-sends from one organization (key: the organization), a day. */
+  invitationResendsPerOrg: FailureLimiter;
+  /**
+   * Mails telling a person they were added to, re-roled in or removed from an organization, per
+   * recipient mailbox (key: as for invitations). Past it the change is made and the mail is left out.
+   */
+  memberMailsPerAddress: FailureLimiter;
   /** RATE_LIMIT_IP_PER_MIN requests a minute per address on sign-in, registration, reset, 2FA, device routes. */
   perIp: RequestHandler;
   /** RPM and TPM limits of model calls per organization and credential (CONTRACT §11), in the same store. */
@@ -63,6 +72,10 @@ export const POLICIES = {
   invitationsPerInviter: { name: 'invite-sender', points: 20, durationSeconds: 24 * 3600 },
   invitationsPerAddressDay: { name: 'invite-to-day', points: 4, durationSeconds: 24 * 3600 },
   invitationsPerAddressHour: { name: 'invite-to-hour', points: 2, durationSeconds: 3600 },
+  // 30 days: longer than an invitation can live (7 days from its last send, and at most 3 sends more).
+  invitationResendsPerInvitation: { name: 'invite-resend', points: 3, durationSeconds: 30 * 24 * 3600 },
+  invitationResendsPerOrg: { name: 'invite-resend-org', points: 20, durationSeconds: 24 * 3600 },
+  memberMailsPerAddress: { name: 'member-mail', points: 10, durationSeconds: 24 * 3600 },
 } as const satisfies Record<string, Policy>;
 
 export interface LimitsContext {
@@ -181,6 +194,9 @@ export function createLimits(ctx: LimitsContext): Limits {
     invitationsPerInviter: failure(POLICIES.invitationsPerInviter),
     invitationsPerAddressDay: failure(POLICIES.invitationsPerAddressDay),
     invitationsPerAddressHour: failure(POLICIES.invitationsPerAddressHour),
+    invitationResendsPerInvitation: failure(POLICIES.invitationResendsPerInvitation),
+    invitationResendsPerOrg: failure(POLICIES.invitationResendsPerOrg),
+    memberMailsPerAddress: failure(POLICIES.memberMailsPerAddress),
     perIp,
   };
 }

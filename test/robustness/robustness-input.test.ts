@@ -77,6 +77,12 @@ const ROUTES: Route[] = [
     auth: 'session',
     writes: true,
   },
+  {
+    method: 'POST',
+    path: '/v1/clients/:client_id/invitations/:invitation_id/resend',
+    auth: 'session',
+    writes: true,
+  },
   { method: 'POST', path: '/v1/invitations/accept', auth: 'session' },
   // tokens and the device flow
   { method: 'POST', path: '/v1/tokens', auth: 'session' },
@@ -201,6 +207,12 @@ const ROUTES: Route[] = [
   {
     method: 'POST',
     path: '/account/clients/:clientId/invitations/:invitationId/revoke',
+    auth: 'page',
+    writes: true,
+  },
+  {
+    method: 'POST',
+    path: '/account/clients/:clientId/invitations/:invitationId/resend',
     auth: 'page',
     writes: true,
   },
