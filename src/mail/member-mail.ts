@@ -9,9 +9,7 @@ import { escapeHtml } from './escape.js';
 const quoted = (name: string): string => `“${name.replace(/[\p{Cc}\u2028\u2029]+/gu, ' ').trim()}”`;
 
 export type MemberChange =
-  | { kind: 'added'; role: string }
-  | { kind: 'role_changed'; from: string; to: string }
-  | { kind: 'removed' };
+  { kind: 'added'; role: string } | { kind: 'role_changed'; from: string; to: string } | { kind: 'removed' };
 
 export interface MemberMailInput {
   to: string;
@@ -35,10 +33,12 @@ function what(change: MemberChange): string[] {
         `Its owner added your account as ${change.role}.`,
         change.role === 'viewer'
           ? 'As viewer you read its projects, usage and billing; you do not spend its tokens.'
-          : "As member you use its tokens and projects; get a credential with `svc login` or on the page below.",
+          : 'As member you use its tokens and projects; get a credential with `svc login` or on the page below.',
       ];
     case 'role_changed':
-      return [`Its owner changed your role from ${change.from} to ${change.to}. It applies from your next request.`];
+      return [
+        `Its owner changed your role from ${change.from} to ${change.to}. It applies from your next request.`,
+      ];
     case 'removed':
       return [
         'Its owner removed your account from it. Your API tokens and sign-ins for that organization stopped working at once.',

@@ -80,7 +80,8 @@ export async function changeMemberRole(
     return changed;
   });
   if (!row) throw new AppError(404, 'NOT_FOUND', 'no such member');
-  if (from !== undefined && from !== role) await tellMember(deps, org, userId, { kind: 'role_changed', from, to: role });
+  if (from !== undefined && from !== role)
+    await tellMember(deps, org, userId, { kind: 'role_changed', from, to: role });
   const [user] = await db.select().from(users).where(eq(users.id, userId));
   return { userId, email: user!.email, name: user!.name, role: row.role, createdAt: row.createdAt };
 }

@@ -86,8 +86,27 @@ export function accountPageRoutes(deps: Deps, _auth: Auth): Router {
     // An invitation's address is the one the invitation is for: shown, sent, not editable here. Another
     // address is another registration, without the invitation (the link below).
     const emailField = invited
-      ? field({ label: 'E-mail', name: 'email', type: 'email', value: invited.email, autocomplete: 'email', required: true, readonly: true, hint: 'the invited address', error: errors?.email })
-      : field({ label: 'E-mail', name: 'email', type: 'email', value: opts.email ?? '', autocomplete: 'email', required: true, autofocus: Boolean(errors?.email && !errors.name), error: errors?.email });
+      ? field({
+          label: 'E-mail',
+          name: 'email',
+          type: 'email',
+          value: invited.email,
+          autocomplete: 'email',
+          required: true,
+          readonly: true,
+          hint: 'the invited address',
+          error: errors?.email,
+        })
+      : field({
+          label: 'E-mail',
+          name: 'email',
+          type: 'email',
+          value: opts.email ?? '',
+          autocomplete: 'email',
+          required: true,
+          autofocus: Boolean(errors?.email && !errors.name),
+          error: errors?.email,
+        });
     // Focus on the first field in error, else on the first field.
     const focusName = !errors || Object.keys(errors).length === 0 || Boolean(errors.name);
     const focusPassword = Boolean(errors?.password && !errors.name && !errors.email);
@@ -193,7 +212,8 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
         const p = req.principal;
         if (p?.emailVerified && err.status !== 429) {
           // Signed in with an address already verified: a used link only means it worked before.
-          const next = p.kind === 'session' ? await onToInvitation(req, { id: p.userId, email: p.email }) : null;
+          const next =
+            p.kind === 'session' ? await onToInvitation(req, { id: p.userId, email: p.email }) : null;
           if (next) return res.redirect(303, next);
           notice = { kind: 'ok', text: 'Your e-mail address is already verified.' };
         } else {

@@ -37,9 +37,7 @@ export function field(f: FieldSpec): SafeHtml {
     f.inputmode ? html` inputmode="${f.inputmode}"` : ''
   }${f.autofocus ? html` autofocus` : ''}${f.maxlength ? html` maxlength="${f.maxlength}"` : ''}${
     f.readonly ? html` readonly` : ''
-  }${
-    describedBy ? html` aria-describedby="${describedBy}"` : ''
-  }${f.error ? html` aria-invalid="true"` : ''}>
+  }${describedBy ? html` aria-describedby="${describedBy}"` : ''}${f.error ? html` aria-invalid="true"` : ''}>
 ${f.error ? html`<div class="field-error" id="${id}-error">${f.error}</div>` : ''}
 </div>`;
 }

@@ -32,7 +32,11 @@ async function owner(name = 'Olga', orgName = 'Team') {
 type Owner = Awaited<ReturnType<typeof owner>>;
 
 const invite = (o: Owner, email: string, role = 'member') =>
-  api().post<InvitationRow>(`/v1/clients/${o.clientId}/invitations`, { email, role }, { token: o.user.session });
+  api().post<InvitationRow>(
+    `/v1/clients/${o.clientId}/invitations`,
+    { email, role },
+    { token: o.user.session },
+  );
 const resend = (o: Owner, id: string, as: TestUser = o.user) =>
   api().post<InvitationRow>(`/v1/clients/${o.clientId}/invitations/${id}/resend`, {}, { token: as.session });
 
@@ -74,7 +78,11 @@ describe('re-sending an invitation', () => {
 
     // The invitee registers with the address and accepts: the old token opens nothing, the new one joins.
     const invitee = await createUser(server, { email, name: 'Ivy' });
-    const withOld = await api().post('/v1/invitations/accept', { token: oldToken }, { token: invitee.session });
+    const withOld = await api().post(
+      '/v1/invitations/accept',
+      { token: oldToken },
+      { token: invitee.session },
+    );
     expect(withOld.status).toBe(404);
     const withNew = await api().post<{ client: { id: string; role: string } }>(
       '/v1/invitations/accept',
@@ -164,13 +172,14 @@ describe('mails to people added, re-roled and removed', () => {
     expect(added.status).toBe(200);
     let inbox = await mails(api(), mia.email);
     const addedMail = inbox.find((m) => m.subject === 'You were added to an organization on svc')!;
-    expect(addedMail.text).toContain("The organization's name, as its owner wrote it: “Lab of <b>Things</b>”");
+    expect(addedMail.text).toContain(
+      "The organization's name, as its owner wrote it: “Lab of <b>Things</b>”",
+    );
     expect(addedMail.text).toContain('added your account as viewer');
     expect(addedMail.text).toContain(`/account/clients/${o.clientId}`);
     expect(addedMail.html).not.toContain('<b>Things');
 
-    const patch = (role: string) =>
-      api().patch(`${base}/${mia.userId}`, { role }, { token: o.user.session });
+    const patch = (role: string) => api().patch(`${base}/${mia.userId}`, { role }, { token: o.user.session });
     expect((await patch('member')).status).toBe(200);
     expect((await patch('member')).status).toBe(200); // no change: no mail
     inbox = await mails(api(), mia.email);

@@ -198,7 +198,9 @@ describe.skipIf(!haveChromium)('the members page', () => {
     await page.getByRole('link', { name: `Remove ${mia.email}…` }).click();
     await page.getByRole('button', { name: 'Remove Mia' }).click();
     await page.waitForURL((u) => u.searchParams.get('notice') === 'removed');
-    const subjects = (await mails(api(), mia.email)).map((m) => m.subject).filter((s) => /organization/.test(s));
+    const subjects = (await mails(api(), mia.email))
+      .map((m) => m.subject)
+      .filter((s) => /organization/.test(s));
     expect(subjects.reverse()).toEqual([
       'You were added to an organization on svc',
       'Your role in an organization on svc changed',
