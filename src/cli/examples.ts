@@ -38,6 +38,11 @@ export const EXAMPLES: Record<string, string> = {
     '  $ svc run --allow read "explain this project"   # reads only, never asks',
     '  $ svc run --agent default --command-timeout 30 "run the tests"',
   ].join('\n'),
+  keys: [
+    '  $ svc keys                         # asks for your e-mail, password and 2FA code',
+    "  $ svc keys --all --json | jq '.data[] | {id, token_name, revoked_at}'",
+    '  $ svc keys revoke 42',
+  ].join('\n'),
   'service-accounts': [
     '  $ svc service-accounts create ci-bot --role member',
     '  $ svc service-accounts mint sa_… --expires-in-days 90',

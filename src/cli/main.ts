@@ -14,6 +14,7 @@ import { chat } from './commands/chat.js';
 import { run } from './commands/run.js';
 import { registerServiceAccounts } from './commands/service-accounts.js';
 import { completion } from './commands/completion.js';
+import { keysList, keysRevoke } from './commands/keys.js';
 import { EXAMPLES, helpUrl } from './examples.js';
 
 // The `svc` terminal client (docs/cli.md). Arguments are parsed by commander; each command is a small
@@ -122,6 +123,28 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     .option('--command-timeout <seconds>', 'longest a command may run', '60')
     .option('--output-cap <bytes>', 'most output a command may return', String(64 * 1024))
     .action(act((words: string[], o: Parameters<typeof run>[2]) => run(io, words.join(' '), o)));
+  const email = () =>
+    new Option('--email <address>', 'your e-mail address (asked at the terminal when omitted)');
+  const keys = command(
+    'keys',
+    'your API keys: name, organization, prefix, created, last used, expiry, scopes (asks for your password)',
+  )
+    .addOption(email())
+    .option('--all', 'revoked and expired keys too')
+    .action(act((o: { url?: string; json?: boolean; email?: string; all?: boolean }) => keysList(io, o)));
+  keys
+    .command('revoke')
+    .description('revoke one of your API keys at once (asks for your password)')
+    .argument('<id>', 'the key’s ID, as `svc keys` lists it')
+    .addOption(url())
+    .addOption(json())
+    .addOption(email())
+    // `keys` has the same options, so commander may hand them to it: read both levels.
+    .action(
+      act((id: string, _o: unknown, cmd: Command) =>
+        keysRevoke(io, id, cmd.optsWithGlobals<{ url?: string; json?: boolean; email?: string }>()),
+      ),
+    );
   registerServiceAccounts(program, io, act);
   program
     .command('completion')
