@@ -21,6 +21,7 @@ import { detectResources, envDetector, resourceFromAttributes } from '@opentelem
 import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { enableTracing, type SpanStart } from './spans.js';
 import { instrumentPglite } from './pglite.js';
+import { errorTextRedactor } from './redact.js';
 
 // Starts OpenTelemetry's SDK for Node (CONTRACT §1, Traces). src/main.ts imports this module only when
 // an OTLP endpoint is configured, and before anything that serves: the instrumentations patch `http`,
@@ -37,6 +38,7 @@ import { instrumentPglite } from './pglite.js';
 //   Express included), `express` (the route in the server span's name; its request handlers as spans),
 //   `pg` (each statement a span, under a request only: heartbeats and background sweeps make no traces;
 //   its text with placeholders, never the values); the embedded PGlite's statements the same (./pglite.ts).
+// - no error's message in any span (./redact.ts), whichever instrumentation wrote it.
 
 const SERVICE_VERSION = (() => {
   try {
@@ -92,7 +94,8 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
   }).merge(detectResources({ detectors: [envDetector] }));
   const provider = new NodeTracerProvider({
     resource,
-    spanProcessors: [new BatchSpanProcessor(exporterFor(env))],
+    // Every span loses its error text as it ends (./redact.ts), before the batch takes it.
+    spanProcessors: [errorTextRedactor, new BatchSpanProcessor(exporterFor(env))],
   });
   provider.register();
   registerInstrumentations({

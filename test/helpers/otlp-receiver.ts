@@ -16,6 +16,10 @@ export interface ReceivedSpan {
   kind: number;
   /** 0 unset, 1 ok, 2 error. */
   status: number;
+  /** The status's description, when the span has one. */
+  statusMessage?: string;
+  /** Its events (`exception` among them), with their attributes. */
+  events: { name: string; attributes: Record<string, unknown> }[];
   attributes: Record<string, unknown>;
   /** The resource's attributes (service.name, …). */
   resource: Record<string, unknown>;
@@ -64,8 +68,9 @@ interface ExportRequest {
         parentSpanId?: string;
         name: string;
         kind?: number;
-        status?: { code?: number };
+        status?: { code?: number; message?: string };
         attributes?: { key: string; value: AnyValue }[];
+        events?: { name: string; attributes?: { key: string; value: AnyValue }[] }[];
       }[];
     }[];
   }[];
@@ -102,6 +107,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
                 name: s.name,
                 kind: s.kind ?? 0,
                 status: s.status?.code ?? 0,
+                ...(s.status?.message ? { statusMessage: s.status.message } : {}),
+                events: (s.events ?? []).map((e) => ({
+                  name: e.name,
+                  attributes: attributesOf(e.attributes),
+                })),
                 attributes: attributesOf(s.attributes),
                 resource,
               });
