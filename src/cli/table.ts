@@ -18,3 +18,7 @@ export function columns(rows: string[][], align: ('left' | 'right')[] = []): str
       .trimEnd(),
   );
 }
+
+/** "2026-11-28 14:02 UTC" — minutes, as the server keeps a key's last use (CONTRACT §6). */
+export const utcMinute = (seconds: number) =>
+  `${new Date(seconds * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;

@@ -184,7 +184,7 @@ ${
       await page(req, res, {
         notice: {
           kind: 'ok',
-          text: `Password changed. ${revoked.sessionsRevoked} other session(s) signed out and ${revoked.grantsRevoked} app connection(s) revoked.${tokens ? ` Your ${tokens} API token(s) keep working; revoke any you do not trust with the terminal (svc tokens) or the API.` : ''}`,
+          text: `Password changed. ${revoked.sessionsRevoked} other session(s) signed out and ${revoked.grantsRevoked} app connection(s) revoked.${tokens ? ` Your ${tokens} API token(s) keep working; list them and revoke any you do not trust with “svc keys” in a terminal, or the API.` : ''}`,
         },
       });
     } catch (caught) {

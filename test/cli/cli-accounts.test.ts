@@ -92,6 +92,8 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
       /enter the code ([B-Z]{4}-[B-Z]{4})[\s\S]*Waiting for the approval/,
     );
     expect(login.stderr()).toMatch(/replaces your previous API key in the organization you approve/);
+    // This terminal holds no key yet: a key held elsewhere is pointed to, not guessed at.
+    expect(login.stderr()).toContain('`svc keys` lists your keys with their last use first.');
     await approveOnDevicePage(suite.server.v2Url, suite.owner, userCode!);
     expect(await login.exit).toBe(0);
     expect(login.stdout()).toContain(`as ${suite.owner.email} with an API key for ${suite.owner.orgId}`);
@@ -136,13 +138,14 @@ describe('svc login --api-key', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
 describe('svc login --api-key again', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('names the key it would replace: its name, organization and last use, before the code', async () => {
     const url = suite.server.url;
+    const key = (await home.credentials()).servers[url]!.api_key!;
     const again = startCli(['login', '--api-key', '--url', url], { env: home.env });
     const [warning] = await again.waitFor(/Your current API key[^\n]*\n[\s\S]*enter the code/);
     again.child.kill('SIGINT');
     await again.exit;
     expect(warning).toMatch(
       new RegExp(
-        `^Your current API key "Device login" for ${suite.owner.orgId} \\((last used \\d{4}-|never used)`,
+        `^Your current API key "Device login" \\(${key.token.slice(0, 8)}…\\) for ${suite.owner.orgId} \\((last used \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC|never used)\\)`,
       ),
     );
     expect(warning).toContain('stops working if you approve that organization again.');

@@ -3,7 +3,7 @@ import { line, type IO } from '../io.js';
 import { inertLine, jsonText } from '../inert.js';
 import { reach, serverOrigin } from '../server.js';
 import { errorFor } from '../api.js';
-import { columns } from '../table.js';
+import { columns, utcMinute } from '../table.js';
 import { readEntry, updateEntry } from '../credentials.js';
 import { withPasswordSession, type PasswordSession } from '../password-session.js';
 
@@ -69,10 +69,6 @@ const bare = (id: string) => id.replace(/^(client|org)_/, '');
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 const isActive = (k: KeyItem) =>
   k.revoked_at === null && (k.expires_at === null || k.expires_at > nowSeconds());
-
-/** "2026-11-28 14:02 UTC" — minutes, as the server keeps last use (CONTRACT §6). */
-export const utcMinute = (seconds: number) =>
-  `${new Date(seconds * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 
 function status(k: KeyItem): string {
   if (k.revoked_at !== null) return `revoked ${utcMinute(k.revoked_at)}`;

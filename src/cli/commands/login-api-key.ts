@@ -5,6 +5,7 @@ import { reach, serviceUnavailable } from '../server.js';
 import { readEntry, updateEntry } from '../credentials.js';
 import { pollUntilDone, showCode, type ShownCode } from '../device-code.js';
 import { errorFor } from '../api.js';
+import { utcMinute } from '../table.js';
 
 // `svc login --api-key`: the terminal device flow of /v1/auth/device/* (interface document, Device
 // login; CONTRACT §6). It yields a durable svc_ token bound to the organization chosen on the device page,
@@ -114,26 +115,36 @@ async function postJson<T>(
 }
 
 /**
- * The key this terminal holds for the server, named before a new one replaces it: its name, organization
- * and when it was last used (GET /v1/auth/verify with the key itself). A key the server no longer
- * accepts, or none, says nothing more.
+ * Before the code is shown, what an approval will replace (CONTRACT §6: one active key per organization
+ * and person). svc keeps no place of use for a key, only when it was last used (to the minute), so the key
+ * is named by name, prefix, organization and last use (docs/decisions/0105). The key this terminal holds
+ * is read with the key itself (GET /v1/auth/verify); a key held elsewhere is on the list of `svc keys`,
+ * which needs a session (docs/decisions/0060): this command does not ask for the password too.
  */
 async function warnOfCurrentKey(io: IO, origin: string): Promise<void> {
   const key = (await readEntry(io.env, origin))?.api_key;
-  if (!key) return;
+  const elsewhere =
+    'A key of yours used on another machine is replaced the same way: `svc keys` lists your keys with their last use first.';
+  if (!key) return line(io.stderr, io.color.yellow(elsewhere));
   const res = await reach(origin, () =>
     fetch(`${origin}/v1/auth/verify`, {
       headers: { authorization: `Bearer ${key.token}` },
       signal: io.signal,
     }),
   );
-  if (!res.ok) return void (await res.body?.cancel());
+  if (!res.ok) {
+    await res.body?.cancel();
+    return line(io.stderr, io.color.yellow(elsewhere));
+  }
   const v = (await res.json()) as { token_name?: string; client_id?: string; last_used_at?: number | null };
-  const used = v.last_used_at ? `last used ${new Date(v.last_used_at * 1000).toISOString()}` : 'never used';
+  const used = v.last_used_at ? `last used ${utcMinute(v.last_used_at)}` : 'never used';
   line(
     io.stderr,
     io.color.yellow(
-      `Your current API key "${inertLine(v.token_name ?? '')}" for ${inertLine(v.client_id ?? key.org)} (${used}) stops working if you approve that organization again.`,
+      `Your current API key "${inertLine(v.token_name ?? '')}" (${inertLine(tokenPrefix(key.token))}…) for ${inertLine(v.client_id ?? key.org)} (${used}) stops working if you approve that organization again.`,
     ),
   );
 }
+
+/** What lists show of a secret (CONTRACT §6 `token_prefix`): `svc_` and four more characters. */
+const tokenPrefix = (secret: string) => secret.slice(0, 8);

@@ -8,7 +8,7 @@ import { CLI_CLIENT, CLI_CLIENT_AUTH, discover, httpOptions, reach, serverOrigin
 // `svc logout`: revokes both grants at the server (RFC 7009; revoking a refresh token revokes its whole
 // grant, docs/oauth.md), then forgets the server's entry. The svc_ key of `login --api-key` is forgotten
 // locally only — it is a durable credential for scripts; a new `svc login --api-key` for that organization
-// replaces it, and POST /v1/tokens/revoke (a session's route) revokes it. The portal manages no API keys.
+// replaces it, and `svc keys revoke ID` (POST /v1/tokens/revoke, a session's route) revokes it.
 
 export async function logout(io: IO, opts: { url?: string; json?: boolean }): Promise<number> {
   const origin = serverOrigin(opts.url, io.env);
@@ -41,8 +41,8 @@ export async function logout(io: IO, opts: { url?: string; json?: boolean }): Pr
     if (entry.api_key) {
       line(
         io.stdout,
-        'The API key was removed from this machine but still works until it is revoked (POST /v1/tokens/revoke ' +
-          'with a session), or replaced by a new `svc login --api-key` in its organization.',
+        'The API key was removed from this machine but still works until you revoke it (`svc keys` lists ' +
+          'your keys, `svc keys revoke ID` ends one), or a new `svc login --api-key` in its organization replaces it.',
       );
     }
   }
