@@ -10,6 +10,7 @@ import { usageCalls, usageSummary } from '../../src/usage/service.js';
 import { listMembers } from '../../src/orgs/service.js';
 import { listOwnTokens } from '../../src/tokens/service.js';
 import { pruneClosedHolds } from '../../src/billing/hold-retention.js';
+import { listAuditEvents } from '../../src/audit/service.js';
 
 // Every list reads its page from an index in the list's order: on a seeded database shaped
 // like the issue's (other clients' rows written after the measured client's), the plan of each list's
@@ -163,6 +164,24 @@ describe.skipIf(!postgres)('every list reads its page from an index in its order
       usageCalls(db, period, { limit: 20, offset: 0, startingAfter: deep!.id }),
     );
     expectIndexPage(cursor, 'usage_records', 'usage_records_org_id_idx', 21);
+  });
+
+  it('the audit log: first page, a cursor deep in the chain, an action filter after it', async () => {
+    // The measured client's chain of 2 × USERS seeded events among 10 of each other client's
+    // (bench/scale-seed.ts), read along (chain, seq) and (chain, action, seq).
+    const db = explained.db;
+    const page = { limit: 20, offset: 0 };
+    const first = await planOf('audit_events', () => listAuditEvents(db, measured.orgKey, {}, page));
+    expectIndexPage(first, 'audit_events', 'audit_events_chain_seq_idx', 21);
+    const [deep] = (await listAuditEvents(db, measured.orgKey, {}, { limit: 1, offset: 5_000 })).data;
+    const cursor = await planOf('audit_events', () =>
+      listAuditEvents(db, measured.orgKey, {}, { ...page, startingAfter: deep!.id }),
+    );
+    expectIndexPage(cursor, 'audit_events', 'audit_events_chain_seq_idx', 21);
+    const filtered = await planOf('audit_events', () =>
+      listAuditEvents(db, measured.orgKey, { action: 'limits.set' }, { ...page, startingAfter: deep!.id }),
+    );
+    expectIndexPage(filtered, 'audit_events', 'audit_events_chain_action_idx', 21);
   });
 
   it('members and tokens', async () => {
