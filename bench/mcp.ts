@@ -14,12 +14,13 @@
 // machine moves far less than req/s.
 // The two take turns in BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS (5) each, the first alternating.
 // Knobs: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP (2), BENCH_CONNECTIONS (16); --smoke: short phases, no
-// warm-up (bench/knobs.ts); BENCH_PROFILE=1 writes a V8 CPU profile of svc into ./bench-profiles.
+// warm-up (bench/knobs.ts); BENCH_PROFILE=1 writes V8 CPU profiles of svc and of the bare server into ./bench-profiles/svc and
+// ./bench-profiles/bare.
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
 import { benchDatabaseUrl, knob } from './knobs.js';
 import { costLine, countStatements, perRequest, readCost, serveCost } from './mcp-cost.js';
-import { inTurns } from './turns.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -174,44 +175,76 @@ function combined(rounds: Figures[]): Figures {
   };
 }
 
+interface SvcInfo {
+  url: string;
+  token: string;
+  storage: string;
+  structured: unknown;
+  cost: string;
+}
+
+interface Side {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+  cost: string;
+}
+
+type Spent = ReturnType<typeof perRequest>;
+
 async function main() {
   const seconds = knob('BENCH_SECONDS', 5, 1);
   const rounds = knob('BENCH_ROUNDS', 3, 1);
   const warmup = knob('BENCH_WARMUP', 2, 0);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
-  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=bench-profiles'] : [];
-  const svc = await startChild<{
-    url: string;
-    token: string;
-    storage: string;
-    structured: unknown;
-    cost: string;
-  }>([...profile, '--import', 'tsx', here], { BENCH_ROLE: 'svc' });
-  let bare: Awaited<ReturnType<typeof startChild<{ url: string; cost: string }>>> | undefined;
+  // BENCH_MCP_B_TREE: the repository root of another checkout, served as a second svc ("svc B") beside
+  // this tree's, in the same turns: the A/B figure of a change.
+  const bTree = process.env.BENCH_MCP_B_TREE;
+  const profile = (side: string) =>
+    process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=bench-profiles/${side}`] : [];
+  const children: Awaited<ReturnType<typeof startChild>>['child'][] = [];
   try {
-    bare = await startChild(['--import', 'tsx', here], {
-      BENCH_ROLE: 'bare',
-      BENCH_BODY: JSON.stringify(svc.info.structured),
+    const svc = await startChild<SvcInfo>([...profile('svc'), '--import', 'tsx', here], {
+      BENCH_ROLE: 'svc',
     });
-    const auth = { authorization: `Bearer ${svc.info.token}` };
-    if (warmup) {
-      await load('warm-up', svc.info.url, auth, warmup, connections);
-      await load('warm-up', bare.info.url, {}, warmup, connections);
+    children.push(svc.child);
+    const svcB = bTree
+      ? await startChild<SvcInfo>([...profile('svc-b'), '--import', 'tsx', join(bTree, 'bench/mcp.ts')], {
+          BENCH_ROLE: 'svc',
+        })
+      : undefined;
+    if (svcB) children.push(svcB.child);
+    const bare = await startChild<{ url: string; cost: string }>(
+      [...profile('bare'), '--import', 'tsx', here],
+      { BENCH_ROLE: 'bare', BENCH_BODY: JSON.stringify(svc.info.structured) },
+    );
+    children.push(bare.child);
+    const svcSide = (name: string, info: SvcInfo): Side => ({
+      name,
+      url: info.url,
+      headers: { authorization: `Bearer ${info.token}` },
+      cost: info.cost,
+    });
+    const sides: Side[] = [
+      svcSide(svcB ? 'svc (A: this tree)' : 'svc list_projects', svc.info),
+      ...(svcB ? [svcSide('svc (B: other tree)', svcB.info)] : []),
+      { name: 'SDK bare, constant tool', url: bare.info.url, headers: {}, cost: bare.info.cost },
+    ];
+    if (warmup) for (const side of sides) await load('warm-up', side.url, side.headers, warmup, connections);
+    // The sides take turns, the order reversed every round (svc, bare; bare, svc; …), so that a drift of
+    // the machine falls on all of them: one stretch each moved svc's ratio from 0.52× to 0.72× in three
+    // quiet runs.
+    const stretches = sides.map(() => [] as { figures: Figures; spent: Spent }[]);
+    for (let r = 0; r < rounds; r++) {
+      const order = sides.map((_, i) => i);
+      if (r % 2 === 1) order.reverse();
+      for (const i of order) {
+        const side = sides[i]!;
+        const before = await readCost(side.cost);
+        const figures = await load(side.name, side.url, side.headers, seconds, connections);
+        stretches[i]!.push({ figures, spent: perRequest(before, await readCost(side.cost), 1) });
+      }
     }
-    // The two take turns, the first alternating (svc, bare; bare, svc; …), so that a drift of the
-    // machine falls on both: one stretch each moved svc's ratio from 0.52× to 0.72× in three quiet runs.
-    type Spent = ReturnType<typeof perRequest>;
-    const sides = {
-      svc: { name: 'svc list_projects', url: svc.info.url, headers: auth, cost: svc.info.cost },
-      bare: { name: 'SDK bare, constant tool', url: bare.info.url, headers: {}, cost: bare.info.cost },
-    };
-    const stretches = await inTurns(rounds, ['svc', 'bare'] as const, async (k) => {
-      const side = sides[k];
-      const before = await readCost(side.cost);
-      const figures = await load(side.name, side.url, side.headers, seconds, connections);
-      return { figures, spent: perRequest(before, await readCost(side.cost), 1) };
-    });
-    const runs = { svc: stretches.svc.map((x) => x.figures), bare: stretches.bare.map((x) => x.figures) };
     /** A side's CPU, PostgreSQL CPU and statements over all its rounds, per request. */
     const per = (xs: { spent: Spent }[], n: number): Spent => {
       const sum = (f: (c: Spent) => number) => xs.reduce((t, x) => t + f(x.spent), 0) / Math.max(n, 1);
@@ -221,27 +254,34 @@ async function main() {
         statements: sum((c) => c.statements),
       };
     };
-    const a = combined(runs.svc);
-    const b = combined(runs.bare);
-    const svcCost = per(stretches.svc, a.requests);
-    const bareCost = per(stretches.bare, b.requests);
-    const roundRatios = runs.svc.map((f, i) => f.rps / runs.bare[i]!.rps);
+    const all = stretches.map((xs) => combined(xs.map((x) => x.figures)));
+    const costs = stretches.map((xs, i) => per(xs, all[i]!.requests));
+    const b = all.at(-1)!;
     const row = (f: Figures) =>
       `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}`;
+    const ratioLine = (i: number) => {
+      const a = all[i]!;
+      const roundRatios = stretches[i]!.map((x, k) => x.figures.rps / stretches.at(-1)![k]!.figures.rps);
+      return `ratio ${a.name}/bare: throughput ${(a.rps / b.rps).toFixed(2)}× (rounds ${Math.min(...roundRatios).toFixed(2)}–${Math.max(...roundRatios).toFixed(2)}×), p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`;
+    };
+    const svcCount = sides.length - 1;
     process.stdout.write(
       [
         `mcp benchmark: tools/call list_projects, ${rounds} rounds of ${seconds}s per server taking turns, ${connections} connections over loopback; svc storage: ${svc.info.storage}`,
-        row(a),
-        row(b),
-        `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}× (rounds ${Math.min(...roundRatios).toFixed(2)}–${Math.max(...roundRatios).toFixed(2)}×), p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
-        `time per request at saturation: svc ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms → auth + database + selection ≈ ${(1000 / a.rps - 1000 / b.rps).toFixed(3)} ms`,
-        costLine(a.name, svcCost, svc.info.storage),
-        costLine(b.name, bareCost, 'memory'),
+        ...all.map(row),
+        ...all.slice(0, svcCount).map((_, i) => ratioLine(i)),
+        ...(svcB
+          ? [
+              `A/B: throughput ${(all[0]!.rps / all[1]!.rps).toFixed(2)}×, CPU per request ${(costs[0]!.cpuUs / costs[1]!.cpuUs).toFixed(2)}×`,
+            ]
+          : [
+              `time per request at saturation: svc ${(1000 / all[0]!.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms → auth + database + selection ≈ ${(1000 / all[0]!.rps - 1000 / b.rps).toFixed(3)} ms`,
+            ]),
+        ...all.map((f, i) => costLine(f.name, costs[i]!, i < svcCount ? svc.info.storage : 'memory')),
       ].join('\n') + '\n',
     );
-    if (a.errors > 0 || b.errors > 0) process.exitCode = 1;
+    if (all.some((f) => f.errors > 0)) process.exitCode = 1;
   } finally {
-    if (bare) await stopChild(bare.child);
-    await stopChild(svc.child);
+    for (const child of children.reverse()) await stopChild(child);
   }
 }
