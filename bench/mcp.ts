@@ -12,7 +12,9 @@
 // Beside the throughput it prints what a request cost each server (bench/mcp-cost.ts): CPU µs of the
 // server process, and on PostgreSQL its backends' CPU and the statements sent — figures that a loaded
 // machine moves far less than req/s.
-// The two take turns in BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS (5) each, the first alternating.
+// The servers take turns in BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS (5) each, the order reversed
+// every round. BENCH_MCP_B_TREE=<repository root of another checkout> adds a second svc from that tree
+// ("svc B", its own database) to the same turns: the A/B figure of a change, with both ratios to bare.
 // Knobs: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP (2), BENCH_CONNECTIONS (16); --smoke: short phases, no
 // warm-up (bench/knobs.ts); BENCH_PROFILE=1 writes V8 CPU profiles of svc and of the bare server into ./bench-profiles/svc and
 // ./bench-profiles/bare.

@@ -3,6 +3,7 @@ import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
 import { jsonBody } from '../src/http/json-body.js';
 import { rejectNulCharacters } from '../src/http/input-guard.js';
+import { auditRequestContext } from '../src/audit/context.js';
 import { checkOrigin, insufficientScope, requirePlatformGrant } from './guard.js';
 import { READONLY_SUFFIX, selectionOf } from './selection.js';
 import { mcpAnswer, type McpExchange } from './transport.js';
@@ -68,9 +69,15 @@ export function mcpRoutes(deps: Deps): Router {
       res.set('Allow', 'POST');
       rpcError(res, 405, 'Method not allowed: this server is stateless; POST JSON-RPC messages', -32000);
     });
-    router.post(path, MCP_BODY, rejectNulCharacters(), async (req: Request, res: Response) => {
-      await answer(req, res, exchangeOf(req));
-    });
+    router.post(
+      path,
+      MCP_BODY,
+      rejectNulCharacters(),
+      auditRequestContext,
+      async (req: Request, res: Response) => {
+        await answer(req, res, exchangeOf(req));
+      },
+    );
   }
 
   router.use(MCP_PATH, mcpErrorHandler(deps));

@@ -70,7 +70,7 @@ export const ADDITIVE_IDEMPOTENT = {
 /**
  * A platform tool: its MCP definition, whose zod schemas are built once when the module loads, and the
  * step that registers it on a request's server with that request's context. Building the schemas per
- * request cost more than the call itself (docs/platform.md, Benchmark).
+ * request cost more than the call itself (bench/README.md#mcp).
  */
 export interface PlatformTool {
   name: string;

@@ -71,12 +71,32 @@ export function mcpAnswer(deps: Deps): McpAnswer {
       scopes: [],
       extra: { [PLATFORM_REQUEST]: exchange.request },
     };
-    const answer = (await isLegacyRequest(request, req.body))
-      ? await legacy(request, req.body, authInfo, exchange)
-      : await modern.fetch(request, { authInfo, parsedBody: req.body });
+    const answer =
+      !claimsModernEnvelope(req.body) && (await isLegacyRequest(request, req.body))
+        ? await legacy(request, req.body, authInfo, exchange)
+        : await modern.fetch(request, { authInfo, parsedBody: req.body });
     await send(res, answer);
   };
 }
+
+const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
+
+/**
+ * True for a body the SDK's classification (isLegacyRequest) can only route to the 2026-07-28 serving: one
+ * JSON-RPC request or notification, not `initialize`, whose `params._meta` carries the protocol-version
+ * claim (an invalid claim or a header mismatch is a rejection, which that serving answers too). Such a
+ * body skips isLegacyRequest, which classifies the whole body once more before createMcpHandler does
+ * (docs/decisions/0100-mcp-path-mounted-first.md); any other body asks it.
+ */
+function claimsModernEnvelope(body: unknown): boolean {
+  if (!isPlainObject(body) || 'result' in body || 'error' in body) return false;
+  if (typeof body.method !== 'string' || body.method === 'initialize') return false;
+  const meta = isPlainObject(body.params) ? body.params._meta : undefined;
+  return isPlainObject(meta) && PROTOCOL_VERSION_META_KEY in meta;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
 
 /**
  * The 2025-era answer to a tool that is not there stays what it was before this SDK: a tool result whose

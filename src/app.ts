@@ -55,6 +55,9 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // they walk none of them; each reads its own body after its credential. The chat call without a query
   // string never gets here: the node-level entry serves it (src/server.ts).
   for (const route of modelRouteTable(deps, auth)) app.post(route.path, (req, res) => route.handle(req, res));
+  // /mcp/platform next, for the same reason: it checks its credential, reads its own body and takes the
+  // request's audit context itself (mcp/routes.ts), and no layer below has a route on its paths.
+  app.use(mcpRoutes(deps));
 
   // Body parsers (every JSON body nesting-limited: src/http/json-body.ts). MCP reads its own body (10 MB,
   // file writes) after its credential is checked (mcp/routes.ts), so it is skipped here.
@@ -80,7 +83,6 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(metricsRoutes(deps));
   app.use(devRoutes(deps));
   app.use(oauthRoutes(deps, auth));
-  app.use(mcpRoutes(deps));
   app.use(accountRoutes(deps, auth));
   app.use(orgRoutes(deps, auth));
   app.use(tokenRoutes(deps, auth));

@@ -38,7 +38,9 @@ export interface BodyTimeBounds {
 
 export function limitBodyTime(server: Server, bounds: BodyTimeBounds): void {
   const { idleMs, totalMs } = bounds;
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+  // Ahead of the app's own listener: a route may answer within the request event itself (a refusal
+  // before any body is read), and that answer must already carry `Connection: close`.
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
     if (!announcesBody(req)) return;
     const socket = req.socket;
     // An answer written before the body has arrived says `Connection: close` (RFC 9112 §9.6), so a

@@ -66,6 +66,26 @@ const toolCall = (name: string, args: Record<string, unknown> = {}) => ({
   method: 'tools/call',
   params: { name, arguments: args },
 });
+/** A 2026-07-28 (stateless) tools/call: the envelope in `_meta`, the routing headers beside it. */
+const statelessCall = (name: string, args: Record<string, unknown> = {}) => ({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'tools/call',
+  params: {
+    name,
+    arguments: args,
+    _meta: {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'svc-security-test', version: '1.0.0' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    },
+  },
+});
+const STATELESS_HEADERS = {
+  'mcp-protocol-version': '2026-07-28',
+  'mcp-method': 'tools/call',
+  'mcp-name': 'list_projects',
+};
 
 async function connect(token: string, headers: Record<string, string> = {}): Promise<Client> {
   const c = new Client({ name: 'svc-security-test', version: '1.0.0' });
@@ -213,25 +233,34 @@ describe('who may call (401 / 403 at the HTTP layer)', () => {
     expect([401, 403]).toContain(res.status);
   });
 
-  // The per-request work is shared where it holds no caller state (mcp/server.ts, docs/platform.md
-  // Benchmark); what a call may do is still read on that call.
-  it('refuses the second of two calls when the grant was revoked between them', async () => {
-    const temp = await createUser(server);
-    await addMember(server, alice.orgKey, temp.userId, 'member');
-    const { platform, grantIds } = await issueTestGrants(server, temp, {
-      orgKey: alice.orgKey,
-      resources: ['platform'],
-    });
-    const auth = { authorization: `Bearer ${platform}` };
-    expect((await rpc(toolCall('list_projects'), auth)).status).toBe(200);
-    await server.deps.db
-      .update(oauthGrants)
-      .set({ revokedAt: new Date() })
-      .where(eq(oauthGrants.id, grantIds.platform!));
-    const res = await rpc(toolCall('list_projects'), auth);
-    expect(res.status).toBe(401);
-    expect(res.headers.get('www-authenticate')).toMatch(/error="invalid_token"/);
-  });
+  // The per-request work is shared where it holds no caller state (mcp/server.ts, bench/README.md#mcp);
+  // what a call may do is still read on that call. Both revisions: a 2025-era call, and a 2026-07-28 one (the envelope in `_meta` and the routing
+  // headers, as bench/mcp.ts sends it), which takes a shorter way to the SDK (mcp/transport.ts).
+  it.each([
+    ['2025-11-25', toolCall('list_projects'), {}],
+    ['2026-07-28', statelessCall('list_projects'), STATELESS_HEADERS],
+  ] as const)(
+    'refuses the second of two calls when the grant was revoked between them (%s)',
+    async (_, body, headers) => {
+      const temp = await createUser(server);
+      await addMember(server, alice.orgKey, temp.userId, 'member');
+      const { platform, grantIds } = await issueTestGrants(server, temp, {
+        orgKey: alice.orgKey,
+        resources: ['platform'],
+      });
+      const auth = { ...headers, authorization: `Bearer ${platform}` };
+      const first = await rpc(body, auth);
+      expect(first.status).toBe(200);
+      expect((await jsonAs<{ result: CallToolResult }>(first)).result.isError).toBeFalsy();
+      await server.deps.db
+        .update(oauthGrants)
+        .set({ revokedAt: new Date() })
+        .where(eq(oauthGrants.id, grantIds.platform!));
+      const res = await rpc(body, auth);
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toMatch(/error="invalid_token"/);
+    },
+  );
 
   it('acts with the role read on each call: a member demoted between two calls can no longer write', async () => {
     const temp = await createUser(server);
