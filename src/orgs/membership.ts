@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
-import { and, eq, isNull } from 'drizzle-orm';
+import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
+import { preparedRead } from '../db/prepared.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
 import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
 
@@ -11,15 +12,28 @@ const RANK: Record<Role, number> = { viewer: 1, member: 2, owner: 3 };
 
 export const roleAtLeast = (role: Role, min: Role): boolean => RANK[role] >= RANK[min];
 
+const liveRoleRead = preparedRead(
+  (db, name) =>
+    db
+      .select({ role: memberships.role })
+      .from(memberships)
+      .innerJoin(orgs, eq(orgs.id, memberships.orgId))
+      .where(
+        and(
+          eq(memberships.userId, sql.placeholder('userId')),
+          eq(memberships.orgId, sql.placeholder('orgKey')),
+          isNull(orgs.deletedAt),
+        ),
+      )
+      .prepare(name),
+  'orgs_live_role',
+);
+
 /** The user's live role in the org, or null. Throws 503 when the database cannot answer (fail closed). */
 export async function liveRole(db: Db, userId: string, orgKey: string): Promise<Role | null> {
   let rows: { role: Role }[];
   try {
-    rows = await db
-      .select({ role: memberships.role })
-      .from(memberships)
-      .innerJoin(orgs, eq(orgs.id, memberships.orgId))
-      .where(and(eq(memberships.userId, userId), eq(memberships.orgId, orgKey), isNull(orgs.deletedAt)));
+    rows = await liveRoleRead(db).execute({ userId, orgKey });
   } catch {
     throw membershipUnavailable();
   }
@@ -42,11 +56,9 @@ export interface LiveOrg {
   createdAt: Date;
 }
 
-/** Every live membership of a user, the default client first (consent and device pages offer these). */
-export async function liveMemberships(db: Db, userId: string): Promise<LiveOrg[]> {
-  let rows: LiveOrg[];
-  try {
-    rows = await db
+const liveMembershipsRead = preparedRead(
+  (db, name) =>
+    db
       .select({
         orgKey: orgs.id,
         name: orgs.name,
@@ -58,8 +70,17 @@ export async function liveMemberships(db: Db, userId: string): Promise<LiveOrg[]
       .from(memberships)
       .innerJoin(orgs, eq(orgs.id, memberships.orgId))
       .innerJoin(users, eq(users.id, memberships.userId))
-      .where(and(eq(memberships.userId, userId), isNull(orgs.deletedAt)))
-      .orderBy(orgs.createdAt);
+      .where(and(eq(memberships.userId, sql.placeholder('userId')), isNull(orgs.deletedAt)))
+      .orderBy(orgs.createdAt)
+      .prepare(name),
+  'orgs_live_memberships',
+);
+
+/** Every live membership of a user, the default client first (consent and device pages offer these). */
+export async function liveMemberships(db: Db, userId: string): Promise<LiveOrg[]> {
+  let rows: LiveOrg[];
+  try {
+    rows = await liveMembershipsRead(db).execute({ userId });
   } catch {
     throw membershipUnavailable();
   }
