@@ -31,8 +31,11 @@ export async function debtOf(db: Db, userId: string): Promise<number> {
     db,
     sql`select balance from billing_accounts where id = ${debtAccount(userId)}`,
   );
-  return Math.max(0, -Number(row?.balance ?? 0));
+  return debtFromBalance(row?.balance);
 }
+
+/** What the owner owes, from the debt account's balance (negative while they owe). */
+export const debtFromBalance = (balance: unknown): number => Math.max(0, -Number(balance ?? 0));
 
 /** Records `amount` as the owner's debt, the tokens going to `to` (the caller locked the accounts in order). */
 export async function recordDebt(

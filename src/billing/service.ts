@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { orgs } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { debtOf } from './debt.js';
+import { debtFromBalance } from './debt.js';
 import {
   debtAccount,
   InsufficientFunds,
@@ -12,7 +12,7 @@ import {
   ensureOrgAccounts,
   ensurePool,
   grantToOrg,
-  lifetimeGranted,
+  lifetimeGrantedSql,
   lockAccounts,
   orgAccount,
   poolAccount,
@@ -43,31 +43,43 @@ export interface OwnerBalance {
   allocations: { org_id: string; name: string; is_default: boolean; allocated_credits: number }[];
 }
 
+/**
+ * GET /v1/owner/balance. One statement, so one snapshot: the pool, the allocations and the debt it sums
+ * are read at the same instant (four reads could straddle an allocation and show tokens twice or not at
+ * all).
+ */
 export async function ownerBalance(db: Db, userId: string): Promise<OwnerBalance> {
-  const [pool] = await queryRows<{ balance: unknown }>(
+  const pool = poolAccount(userId);
+  const [row] = await queryRows<{ pool: unknown; debt: unknown; granted: unknown; allocations: unknown }>(
     db,
-    sql`select balance from billing_accounts where id = ${poolAccount(userId)}`,
+    sql`select
+          (select balance from billing_accounts where id = ${pool}) as pool,
+          (select balance from billing_accounts where id = ${debtAccount(userId)}) as debt,
+          ${lifetimeGrantedSql(userId)} as granted,
+          (select coalesce(json_agg(json_build_array(o.id, o.name, o.is_default, coalesce(a.balance, 0))
+                    order by o.is_default desc, o.created_at, o.id), '[]')
+            from orgs o left join billing_accounts a on a.id = 'org:' || o.id
+            where o.owner_id = ${userId} and o.deleted_at is null) as allocations`,
   );
-  const rows = await queryRows<{ id: string; name: string; is_default: boolean; balance: unknown }>(
-    db,
-    sql`select o.id, o.name, o.is_default, coalesce(a.balance, 0) as balance
-        from orgs o left join billing_accounts a on a.id = 'org:' || o.id
-        where o.owner_id = ${userId} and o.deleted_at is null
-        order by o.is_default desc, o.created_at, o.id`,
-  );
-  const unallocated = num(pool?.balance);
-  const allocations = rows.map((r) => ({
-    org_id: `client_${r.id}`,
-    name: r.name,
-    is_default: Boolean(r.is_default),
-    allocated_credits: num(r.balance),
+  const listed = (typeof row?.allocations === 'string' ? JSON.parse(row.allocations) : row?.allocations) as [
+    string,
+    string,
+    boolean,
+    number | string,
+  ][];
+  const unallocated = num(row?.pool);
+  const allocations = listed.map(([id, name, isDefault, balance]) => ({
+    org_id: `client_${id}`,
+    name,
+    is_default: Boolean(isDefault),
+    allocated_credits: num(balance),
   }));
   return {
     owner_id: userId,
     global_credits: unallocated + allocations.reduce((s, a) => s + a.allocated_credits, 0),
     unallocated_credits: unallocated,
-    lifetime_granted_credits: await lifetimeGranted(db, userId),
-    debt_credits: await debtOf(db, userId),
+    lifetime_granted_credits: num(row?.granted),
+    debt_credits: debtFromBalance(row?.debt),
     allocations,
   };
 }
