@@ -49,6 +49,12 @@ export const serviceRoutes = [
       '200': { description: 'JavaScript', content: { 'text/javascript': { schema: z.string() } } },
     },
   }),
+  route('get', '/docs/docs.css', {
+    summary: "The reference page's colours over Swagger UI's (WCAG AA contrast)",
+    response: {
+      '200': { description: 'CSS', content: { 'text/css': { schema: z.string() } } },
+    },
+  }),
 
   route('get', '/metrics', {
     summary: 'Prometheus metrics (a bearer of METRICS_TOKEN; 404 when it is not set)',

@@ -8,6 +8,13 @@ const clientId = z.string().meta({ example: 'client_k3j9x2' });
 const clientParams = z.object({ client_id: clientId });
 const both = ['session', 'token'] as const;
 
+// Two amounts that a reader must not take for each other (decision record 0075): what the calls cost
+// svc at the provider's price, and what the organization was charged in svc tokens.
+const COMPUTE_COST =
+  "The compute cost: what the calls cost at the provider's model prices, in US cents, as an exact decimal string. Not the charge: the charge is credits_debited (svc tokens, 1,000 tokens = $1.00 at par). The usage CSVs name this column compute_cost_cents.";
+const CREDITS_DEBITED =
+  'svc tokens debited for the calls: the charge. Its money at par is credits_debited / 1000 US dollars (920 tokens · $0.92); the usage CSVs carry it as debited_usd.';
+
 const totals = z.object({
   calls: z.number().int(),
   prompt_tokens: z.number().int(),
@@ -16,8 +23,8 @@ const totals = z.object({
     description:
       "Of prompt_tokens, those served from the provider's cache (priced at MODEL_PRICE_CACHED_INPUT)",
   }),
-  credits_debited: z.number().int(),
-  cost_cents: z.string().meta({ description: 'Exact decimal, as a string', example: '12.6' }),
+  credits_debited: z.number().int().meta({ description: CREDITS_DEBITED }),
+  cost_cents: z.string().meta({ description: COMPUTE_COST, example: '12.6' }),
 });
 
 const call = z
@@ -48,8 +55,8 @@ const call = z
       description:
         "Of prompt_tokens, those served from the provider's cache (priced at MODEL_PRICE_CACHED_INPUT)",
     }),
-    cost_cents: z.string(),
-    credits_debited: z.number().int(),
+    cost_cents: z.string().meta({ description: COMPUTE_COST, example: '2.07' }),
+    credits_debited: z.number().int().meta({ description: CREDITS_DEBITED }),
     duration_ms: z.number().int(),
     outcome: z.string(),
   })

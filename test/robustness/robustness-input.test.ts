@@ -42,6 +42,7 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/openapi.json', auth: 'none' },
   { method: 'GET', path: '/docs', auth: 'none' },
   { method: 'GET', path: '/docs/init.js', auth: 'none' },
+  { method: 'GET', path: '/docs/docs.css', auth: 'none' },
   { method: 'GET', path: '/docs/cli', auth: 'none' },
   { method: 'GET', path: '/metrics', auth: 'none' },
   // accounts
