@@ -5,7 +5,7 @@ import { principalOf } from '../src/auth/principal.js';
 import { requestOrigin } from '../src/http/origin.js';
 import { liveMemberships, requireLiveMembership } from '../src/orgs/membership.js';
 import { clientIdOf, parseOrgId } from '../src/ids.js';
-import { errorOf } from '../src/http/errors.js';
+import { COMMON_ERRORS, errorOf } from '../src/http/errors.js';
 import { OAUTH_ERRORS } from './errors.js';
 import {
   csrfField,
@@ -199,7 +199,7 @@ ${request.client.source === 'builtin' ? html`<p class="hint">The svc command-lin
         );
     } else {
       orgKey = (await liveMemberships(deps.db, principal.userId))[0]?.orgKey ?? null;
-      if (!orgKey) throw errorOf(OAUTH_ERRORS, 'NOT_A_MEMBER', 'you do not belong to any organization');
+      if (!orgKey) throw errorOf(COMMON_ERRORS, 'NOT_A_MEMBER', 'you do not belong to any organization');
     }
     await requireLiveMembership(deps.db, principal.userId, orgKey);
     const code = await createCode(deps.db, deps.keys.hmac, {

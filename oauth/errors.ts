@@ -2,8 +2,9 @@ import type { ErrorCatalogue } from '../src/http/errors.js';
 
 // The authorization server's error codes (STYLE: Errors): code → status, meaning. The codes are the ones
 // the OAuth RFCs register, spelled as they spell them; /oauth/* renders them as RFC 6749 §5.2
-// {error, error_description} (src/http/error-middleware.ts). The resource servers' codes (invalid_token,
-// NOT_A_MEMBER) are raised by oauth/verify.ts for the model routes and MCP. The OpenAPI document lists
+// {error, error_description} (src/http/error-middleware.ts). The resource servers' invalid_token (RFC 6750) is
+// raised by oauth/verify.ts for the model routes and MCP, where the {detail} surface says INVALID_TOKEN
+// (src/http/errors.ts: both are fixed from outside, CONTRACT §3). The OpenAPI document lists
 // them per status (src/openapi/error-codes.ts).
 
 export const OAUTH_ERRORS = {
@@ -74,7 +75,6 @@ export const OAUTH_ERRORS = {
     message: 'the access token is missing, invalid, expired, revoked or for another resource',
     spelledBy: 'RFC 6750 §3.1',
   },
-  NOT_A_MEMBER: { status: 403, message: 'the user does not belong to this organization' },
 } as const satisfies ErrorCatalogue;
 
 export type OAuthErrorCode = keyof typeof OAUTH_ERRORS;

@@ -198,7 +198,7 @@ export async function verifyAccessToken(
     throw membershipUnavailable();
   }
   if (!state.live) throw invalidToken(origin, resource, 'the grant behind this token was revoked');
-  if (!state.role) throw errorOf(OAUTH_ERRORS, 'NOT_A_MEMBER');
+  if (!state.role) throw errorOf(COMMON_ERRORS, 'NOT_A_MEMBER');
   return {
     userId: payload.sub!,
     orgKey,
@@ -240,7 +240,7 @@ export async function resolveActingOrg(
   const role = orgKey ? await liveRole(deps.db, access.userId, orgKey) : null;
   if (!orgKey || !role)
     throw errorOf(
-      OAUTH_ERRORS,
+      COMMON_ERRORS,
       'NOT_A_MEMBER',
       'x-svc-organisation names an organization this user does not belong to',
     );

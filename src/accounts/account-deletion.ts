@@ -10,7 +10,7 @@ import {
   recoveryCodes,
   users,
 } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { debtOf } from '../billing/debt.js';
 import { revokeOrgTokens } from '../tokens/service.js';
 import { confirmPerson } from './reauthentication.js';
@@ -19,6 +19,7 @@ import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // Deleting one's own account (the rule is written out in docs/accounts.md "Deleting an
 // account"). The ledger is append-only (src/db/custom/immutable-ledger.sql) and its rows name the
@@ -146,15 +147,20 @@ export async function deleteAccount(
   input: { userId: string; password: string; code?: string },
 ): Promise<DeletionResult> {
   const [user] = await deps.db.select().from(users).where(eq(users.id, input.userId));
-  if (!user || user.deletedAt) throw new AppError(401, 'INVALID_TOKEN', 'invalid token');
+  if (!user || user.deletedAt) throw errorOf(COMMON_ERRORS, 'INVALID_TOKEN', 'invalid token');
   await confirmPerson(deps, user, { ...input, secondFactor: true });
   return transaction(deps.db, async (t) => {
     await t.execute(sql`select id from users where id = ${user.id} for update`);
     const preview = await deletionPreview(t, user.id);
     if (preview.blockers.length > 0)
-      throw new AppError(409, 'ACCOUNT_DELETION_BLOCKED', preview.blockers.map((b) => b.message).join('; '), {
-        fields: { blockers: preview.blockers },
-      });
+      throw errorOf(
+        ACCOUNT_ERRORS,
+        'ACCOUNT_DELETION_BLOCKED',
+        preview.blockers.map((b) => b.message).join('; '),
+        {
+          fields: { blockers: preview.blockers },
+        },
+      );
     const now = new Date();
     // The person's svc_ tokens, in every organization (counted in the answer).
     const tokens = await t

@@ -1,11 +1,12 @@
 import { eq } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { users } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
 import { verificationMail } from '../mail/templates.js';
 import { issueOneTimeToken, redeemOneTimeToken } from './one-time-tokens.js';
 import { registerAccount, type OrgRow, type RegisterInput, type UserRow } from './users.js';
 import { trialUsedBefore } from './trial-addresses.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // Registration and e-mail verification (CONTRACT §4): a mail with {V2_URL}/account/verify?token=…,
 // single-use, 24 h. Until verified, auth.require answers 403 EMAIL_NOT_VERIFIED on every route but
@@ -52,15 +53,15 @@ export async function registerAndNotify(
 export async function verifyEmail(deps: Deps, token: string): Promise<UserRow> {
   const userId = await redeemOneTimeToken(deps.db, deps.keys.hmac, token, 'verify_email');
   if (!userId)
-    throw new AppError(
-      400,
+    throw errorOf(
+      ACCOUNT_ERRORS,
       'INVALID_VERIFICATION_TOKEN',
       'this verification link is invalid, used or expired',
     );
   const [user] = await deps.db.select().from(users).where(eq(users.id, userId));
   if (!user)
-    throw new AppError(
-      400,
+    throw errorOf(
+      ACCOUNT_ERRORS,
       'INVALID_VERIFICATION_TOKEN',
       'this verification link is invalid, used or expired',
     );

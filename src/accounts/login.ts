@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { and, eq, gt, isNull, lt, sql } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { twoFactorChallenges, users } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { issueSession } from '../auth/session.js';
 import { decoyHash, verifyPassword } from './password.js';
@@ -11,6 +11,7 @@ import { acceptSecondFactor, invalidCode } from './two-factor.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // Signing in (CONTRACT §4). A wrong e-mail and a wrong password give the same 401 INVALID_CREDENTIALS
 // after the same work (an unknown e-mail is checked against a decoy hash). Failures are limited per
@@ -25,10 +26,10 @@ export type LoginResult =
   | { kind: 'challenge'; challengeToken: string; email: string };
 
 const invalidCredentials = () =>
-  new AppError(401, 'INVALID_CREDENTIALS', 'e-mail or password is not correct');
+  errorOf(ACCOUNT_ERRORS, 'INVALID_CREDENTIALS', 'e-mail or password is not correct');
 const invalidChallenge = () =>
-  new AppError(
-    401,
+  errorOf(
+    ACCOUNT_ERRORS,
     'INVALID_CHALLENGE',
     'this sign-in attempt is unknown, expired or used up; sign in again',
   );

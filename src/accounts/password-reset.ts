@@ -1,7 +1,7 @@
 import { eq, isNull, and } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { users } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
 import { passwordResetMail } from '../mail/templates.js';
 import { issueOneTimeToken, redeemOneTimeToken, retireOneTimeTokens } from './one-time-tokens.js';
 import { hashPassword, passwordProblem } from './password.js';
@@ -10,6 +10,7 @@ import { findUserByEmail, normaliseEmail } from './users.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent, revokedCounts } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // Password reset (CONTRACT §4): the request answers the same whatever the address; the token is
 // single-use and lives 1 h; confirming sets the password and revokes every session and every OAuth
@@ -39,7 +40,7 @@ export async function requestPasswordReset(deps: Deps, email: string): Promise<v
 }
 
 const invalidResetToken = () =>
-  new AppError(400, 'INVALID_RESET_TOKEN', 'this reset link is invalid, used or expired');
+  errorOf(ACCOUNT_ERRORS, 'INVALID_RESET_TOKEN', 'this reset link is invalid, used or expired');
 
 /**
  * Sets a new password from a reset token. The password rule is checked before the token is spent, so
@@ -53,7 +54,7 @@ export async function confirmPasswordReset(
   input: { token: string; password: string },
 ): Promise<{ userId: string; revoked: CredentialRevocation }> {
   const problem = passwordProblem(input.password);
-  if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
+  if (problem) throw errorOf(ACCOUNT_ERRORS, 'WEAK_PASSWORD', problem);
   const passwordHash = await hashPassword(input.password);
   const outcome = await transaction(deps.db, async (tx) => {
     const db = tx;

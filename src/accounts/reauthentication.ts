@@ -1,8 +1,9 @@
 import type { Deps } from '../deps.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
 import { verifyPassword } from './password.js';
 import { acceptSecondFactor } from './two-factor.js';
 import { normaliseEmail, type UserRow } from './users.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // Asking a signed-in person for their password again (a password change, account deletion; docs/accounts.md
 // § Re-entering the password). A stolen session must not become a password oracle:
@@ -15,11 +16,11 @@ import { normaliseEmail, type UserRow } from './users.js';
 //     A missing code is CODE_REQUIRED before the password is looked at: that answer is the same for
 //     every password.
 
-export const wrongPassword = () => new AppError(400, 'WRONG_PASSWORD', 'the password is not right');
+export const wrongPassword = () => errorOf(ACCOUNT_ERRORS, 'WRONG_PASSWORD', 'the password is not right');
 export const wrongPasswordOrCode = () =>
-  new AppError(400, 'WRONG_PASSWORD_OR_CODE', 'the password or the code is not right');
+  errorOf(ACCOUNT_ERRORS, 'WRONG_PASSWORD_OR_CODE', 'the password or the code is not right');
 export const codeRequired = () =>
-  new AppError(400, 'CODE_REQUIRED', 'enter a code from your authenticator app or a recovery code');
+  errorOf(ACCOUNT_ERRORS, 'CODE_REQUIRED', 'enter a code from your authenticator app or a recovery code');
 
 /**
  * Confirms the person behind a session: their password and, with 2FA on (`secondFactor`), a TOTP or

@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { revokeSession, SESSION_COOKIE, SESSION_TTL_SECONDS, sessionCookieOptions } from '../auth/session.js';
 import { parse } from '../http/validate.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { isSameOrigin } from '../http/origin.js';
 import { completeTwoFactorLogin, loginWithPassword } from './login.js';
 import { registerAndNotify, resendVerification, verifyEmail } from './email-verification.js';
@@ -56,7 +56,7 @@ function sameSiteOnly(deps: Deps): RequestHandler {
     const crossSite = origin
       ? !isSameOrigin(req, deps.config, origin)
       : site !== undefined && site !== 'same-origin' && site !== 'none';
-    if (crossSite) throw new AppError(403, 'CSRF', 'cross-site request refused');
+    if (crossSite) throw errorOf(COMMON_ERRORS, 'CSRF', 'cross-site request refused');
     next();
   };
 }

@@ -2,7 +2,7 @@ import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { oauthGrants, sessions, users } from '../db/schema.js';
 import { grantOfEventColumns, recordGrantEvents } from '../audit/grants.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import type { Deps } from '../deps.js';
 import { hashPassword, passwordProblem } from './password.js';
 import { confirmPerson } from './reauthentication.js';
@@ -10,6 +10,7 @@ import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from 
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent, revokedCounts } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // What a signed-in person manages about their own account: name, password, sessions
 // and connected apps (OAuth grants). Each function acts only on the caller's own rows: every statement
@@ -31,11 +32,11 @@ export async function changePassword(
 ): Promise<CredentialRevocation> {
   const db = deps.db;
   const [user] = await db.select().from(users).where(eq(users.id, input.userId));
-  if (!user || user.deletedAt) throw new AppError(401, 'INVALID_TOKEN', 'invalid token');
+  if (!user || user.deletedAt) throw errorOf(COMMON_ERRORS, 'INVALID_TOKEN', 'invalid token');
   // The current password counts like a sign-in attempt (./reauthentication.ts).
   await confirmPerson(deps, user, { password: input.current, secondFactor: false });
   const weak = passwordProblem(input.next);
-  if (weak) throw new AppError(400, 'WEAK_PASSWORD', weak);
+  if (weak) throw errorOf(ACCOUNT_ERRORS, 'WEAK_PASSWORD', weak);
   const hash = await hashPassword(input.next);
   return transaction(db, async (t) => {
     await t.update(users).set({ passwordHash: hash }).where(eq(users.id, input.userId));

@@ -3,13 +3,14 @@ import { generateSecret, generateURI, verify } from 'otplib';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { recoveryCodes, users } from '../db/schema.js';
-import { AppError, conflict } from '../http/errors.js';
+import { errorOf, errorWithStatus, COMMON_ERRORS } from '../http/errors.js';
 import { decrypt, encrypt, hmacSecret } from '../crypto/hash.js';
 import { randomToken } from '../ids.js';
 import type { UserRow } from './users.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { accountEvent } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // TOTP two-factor authentication (CONTRACT §4): SHA-1, 6 digits, 30 s, ±1 step, a step already used is
 // refused; ten one-time recovery codes at enable. The TOTP seed must be read back to check codes, so it
@@ -18,11 +19,12 @@ import { transaction } from '../db/transaction.js';
 export const TOTP_ISSUER = 'svc';
 export const RECOVERY_CODE_COUNT = 10;
 
-const invalidCode = (status: 400 | 401) => new AppError(status, 'INVALID_CODE', 'the code is not valid');
+const invalidCode = (status: 400 | 401) =>
+  errorWithStatus(ACCOUNT_ERRORS, 'INVALID_CODE', status, 'the code is not valid');
 
 async function loadUser(db: Db, userId: string): Promise<UserRow> {
   const [user] = await db.select().from(users).where(eq(users.id, userId));
-  if (!user) throw new AppError(401, 'INVALID_TOKEN', 'invalid token');
+  if (!user) throw errorOf(COMMON_ERRORS, 'INVALID_TOKEN', 'invalid token');
   return user;
 }
 
@@ -103,7 +105,11 @@ export async function setupTwoFactor(
 ): Promise<{ secret: string; otpauth_uri: string }> {
   const user = await loadUser(deps.db, userId);
   if (user.totpEnabledAt)
-    throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on; disable it first');
+    throw errorOf(
+      ACCOUNT_ERRORS,
+      'TWO_FACTOR_ALREADY_ENABLED',
+      'two-factor authentication is already on; disable it first',
+    );
   const secret = generateSecret(); // 20 random bytes, base32 (RFC 4226 §4 recommends 160 bits)
   await deps.db
     .update(users)
@@ -135,8 +141,9 @@ export async function enableTwoFactor(
 ): Promise<{ recoveryCodes: string[] }> {
   const user = await loadUser(deps.db, userId);
   if (user.totpEnabledAt)
-    throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on');
-  if (!user.totpSecretEnc) throw new AppError(400, 'TWO_FACTOR_NOT_SET_UP', 'call POST /v1/2fa/setup first');
+    throw errorOf(ACCOUNT_ERRORS, 'TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on');
+  if (!user.totpSecretEnc)
+    throw errorOf(ACCOUNT_ERRORS, 'TWO_FACTOR_NOT_SET_UP', 'call POST /v1/2fa/setup first');
   await deps.limits.twoFactorFailures.check(userId);
   if (!(await acceptTotp(deps, user, code.replace(/\s+/g, '')))) {
     await deps.limits.twoFactorFailures.fail(userId);
@@ -155,7 +162,8 @@ export async function enableTwoFactor(
     await recordAuditEvent(tx, accountEvent(userId, 'account.2fa_enabled'));
     return true;
   });
-  if (!enabled) throw conflict('TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on');
+  if (!enabled)
+    throw errorOf(ACCOUNT_ERRORS, 'TWO_FACTOR_ALREADY_ENABLED', 'two-factor authentication is already on');
   await deps.limits.twoFactorFailures.reset(userId);
   return { recoveryCodes: codes };
 }
@@ -163,7 +171,8 @@ export async function enableTwoFactor(
 /** Turns 2FA off with a current TOTP code or an unused recovery code; the seed and codes are erased. */
 export async function disableTwoFactor(deps: Deps, userId: string, code: string): Promise<void> {
   const user = await loadUser(deps.db, userId);
-  if (!user.totpEnabledAt) throw conflict('TWO_FACTOR_NOT_ENABLED', 'two-factor authentication is not on');
+  if (!user.totpEnabledAt)
+    throw errorOf(ACCOUNT_ERRORS, 'TWO_FACTOR_NOT_ENABLED', 'two-factor authentication is not on');
   await deps.limits.twoFactorFailures.check(userId);
   if (!(await acceptSecondFactor(deps, user, code))) {
     await deps.limits.twoFactorFailures.fail(userId);

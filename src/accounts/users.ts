@@ -1,10 +1,11 @@
 import { and, eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { isPersonId, memberships, orgs, users } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf } from '../http/errors.js';
 import { newId, newOrgKey } from '../ids.js';
 import { hashPassword, passwordProblem } from './password.js';
 import { transaction } from '../db/transaction.js';
+import { ACCOUNT_ERRORS } from './errors.js';
 
 // Account records: register, find, mark verified. The parts of the account service (login, two-factor,
 // password reset, e-mail verification) build on these; src/accounts/service.ts gathers them all for the
@@ -51,7 +52,7 @@ export async function registerAccount(
   } = {},
 ): Promise<{ user: UserRow; org: OrgRow }> {
   const problem = passwordProblem(input.password);
-  if (problem) throw new AppError(400, 'WEAK_PASSWORD', problem);
+  if (problem) throw errorOf(ACCOUNT_ERRORS, 'WEAK_PASSWORD', problem);
   const email = normaliseEmail(input.email);
   const passwordHash = await hashPassword(input.password);
   try {
@@ -61,7 +62,7 @@ export async function registerAccount(
         .values({ id: newId('usr'), email, name: input.name.trim(), passwordHash })
         .onConflictDoNothing({ target: users.email })
         .returning();
-      if (!user) throw new AppError(409, 'EMAIL_TAKEN', 'an account with this e-mail already exists');
+      if (!user) throw errorOf(ACCOUNT_ERRORS, 'EMAIL_TAKEN', 'an account with this e-mail already exists');
       const [org] = await tx
         .insert(orgs)
         .values({
@@ -80,7 +81,7 @@ export async function registerAccount(
     if (err instanceof AppError) throw err;
     // A racing registration of the same e-mail can still surface as a unique violation.
     if ((err as { code?: string }).code === '23505') {
-      throw new AppError(409, 'EMAIL_TAKEN', 'an account with this e-mail already exists');
+      throw errorOf(ACCOUNT_ERRORS, 'EMAIL_TAKEN', 'an account with this e-mail already exists');
     }
     throw err;
   }

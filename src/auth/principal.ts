@@ -4,7 +4,14 @@ import { decodeProtectedHeader } from 'jose';
 import { eq, inArray } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import { apiTokens, users, type Role } from '../db/schema.js';
-import { AppError, insufficientScope, invalidToken, membershipUnavailable } from '../http/errors.js';
+import {
+  AppError,
+  insufficientScope,
+  invalidToken,
+  membershipUnavailable,
+  errorOf,
+  COMMON_ERRORS,
+} from '../http/errors.js';
 import { isSameOrigin } from '../http/origin.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { createBatcher } from '../db/batch.js';
@@ -313,7 +320,7 @@ export function createAuth(deps: Deps) {
     const ok = site
       ? site === 'same-origin'
       : origin !== undefined && origin !== 'null' && isSameOrigin(req, config, origin);
-    if (!ok) throw new AppError(403, 'CSRF', 'cross-site request refused');
+    if (!ok) throw errorOf(COMMON_ERRORS, 'CSRF', 'cross-site request refused');
   }
 
   interface RequireOptions {
@@ -345,7 +352,7 @@ export function createAuth(deps: Deps) {
       }
       checkCsrf(req, principal);
       if (!principal.emailVerified && !options.allowUnverified) {
-        throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
+        throw errorOf(COMMON_ERRORS, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
       }
       req.principal = principal;
       next();
@@ -385,6 +392,6 @@ export function assertCredentialReaches(principal: Principal, orgKey: string): v
     (principal.kind === 'api_token' || (principal.kind === 'grant' && principal.orgBound)) &&
     principal.orgKey !== orgKey
   ) {
-    throw new AppError(403, 'NO_ACCESS', 'this API token is bound to another client');
+    throw errorOf(COMMON_ERRORS, 'NO_ACCESS', 'this API token is bound to another client');
   }
 }

@@ -38,6 +38,8 @@ export interface ErrorEntry {
   /** What the code means: the API document's text, and the message when a throw site adds nothing. */
   readonly message: string;
   readonly spelledBy?: string;
+  /** A second status the code answers with where the contract gives it one (the throw site names it). */
+  readonly alsoStatus?: number;
 }
 
 /** A domain's `errors.ts`: code → status, meaning. */
@@ -54,6 +56,19 @@ export function errorOf<C extends ErrorCatalogue>(
   return new AppError(entry.status, code, message ?? entry.message, extra);
 }
 
+/** As errorOf, with the entry's second status (`alsoStatus`): the throw site says which of the two. */
+export function errorWithStatus<C extends ErrorCatalogue>(
+  catalogue: C,
+  code: keyof C & string,
+  status: number,
+  message?: string,
+): AppError {
+  const entry = catalogue[code]!;
+  if (status !== entry.status && status !== entry.alsoStatus)
+    throw new Error(`${code} does not answer with ${status}`);
+  return new AppError(status, code, message ?? entry.message);
+}
+
 /** The codes every surface may answer with, whatever the domain (src/http/, src/auth/, src/db/outage.ts). */
 export const COMMON_ERRORS = {
   BAD_REQUEST: { status: 400, message: 'bad request' },
@@ -62,6 +77,9 @@ export const COMMON_ERRORS = {
   CSRF: { status: 403, message: 'cross-site request refused' },
   EMAIL_NOT_VERIFIED: { status: 403, message: 'verify your e-mail address first' },
   NO_ACCESS: { status: 403, message: 'no access to this resource' },
+  // One code for the membership guard's refusal wherever it answers: NOT_A_MEMBER on {detail}, MCP and
+  // /v1/auth/verify, not_a_member on the model routes and run frames, which lower-case (CONTRACT §3).
+  NOT_A_MEMBER: { status: 403, message: 'the user does not belong to this organization' },
   insufficient_scope: {
     status: 403,
     message: "the credential's scopes do not include the route's",

@@ -16,6 +16,9 @@ import { serviceRoutes } from './service.js';
 import { usageRoutes } from './usage.js';
 import { auditRoutes } from './audit.js';
 import { domainErrorsOf } from './error-codes.js';
+import type { ErrorCatalogue } from '../http/errors.js';
+import { ACCOUNT_ERRORS } from '../accounts/errors.js';
+import { ORG_ERRORS } from '../orgs/errors.js';
 
 // The OpenAPI 3.1 document, generated from the zod schemas by zod-openapi (docs/openapi.md). Every
 // surface's routes are listed in its own file; a new route is one `route(...)` call there.
@@ -39,6 +42,19 @@ export const describedRoutes: DescribedRoute[] = [
   ...peoplePageRoutes,
 ];
 
+/**
+ * The error catalogue whose codes a surface's routes list beside the common ones (decision record 0086),
+ * where the path alone does not say (src/openapi/error-codes.ts DOMAIN_BY_PATH does for /oauth/* and
+ * /v1/projects).
+ */
+const DOMAIN_OF_GROUP = new Map<DescribedRoute[], ErrorCatalogue>([
+  [accountRoutes, ACCOUNT_ERRORS],
+  [peopleRoutes, { ...ORG_ERRORS, USER_NOT_FOUND: ACCOUNT_ERRORS.USER_NOT_FOUND }],
+]);
+const domainOfRoute = new Map<DescribedRoute, ErrorCatalogue>(
+  [...DOMAIN_OF_GROUP].flatMap(([group, catalogue]) => group.map((r) => [r, catalogue] as const)),
+);
+
 const cached = new Map<boolean, Record<string, unknown>>();
 
 /** `/dev/*` answers 404 outside DEV_MODE (CONTRACT §1), so the production document leaves those routes out. */
@@ -56,7 +72,7 @@ export function openApiDocument(options: { devMode: boolean } = { devMode: true 
     if (!options.devMode && isDevRoute(r)) continue;
     const item = (paths[openApiPath(r.path)] ??= {});
     if (item[r.method]) throw new Error(`OpenAPI: ${r.method.toUpperCase()} ${r.path} is described twice`);
-    item[r.method] = operationOf(r, domainErrorsOf(r.path));
+    item[r.method] = operationOf(r, domainOfRoute.get(r) ?? domainErrorsOf(r.path));
   }
   const document = createDocument({
     openapi: '3.1.0',

@@ -2,6 +2,8 @@ import { AppError, COMMON_ERRORS, type ErrorCatalogue } from '../http/errors.js'
 import { renderError } from '../http/error-middleware.js';
 import { OAUTH_ERRORS } from '../../oauth/errors.js';
 import { PROJECT_ERRORS } from '../projects/errors.js';
+import { ACCOUNT_ERRORS } from '../accounts/errors.js';
+import { ORG_ERRORS } from '../orgs/errors.js';
 
 // The error codes the API document lists for each status of a route (docs/openapi.md): the common
 // catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
@@ -12,6 +14,8 @@ import { PROJECT_ERRORS } from '../projects/errors.js';
 export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
   common: COMMON_ERRORS,
   oauth: OAUTH_ERRORS,
+  accounts: ACCOUNT_ERRORS,
+  orgs: ORG_ERRORS,
   projects: PROJECT_ERRORS,
 };
 
@@ -23,6 +27,7 @@ export interface ListedCode {
 /** The wire code of an error on a surface, or null on a surface whose errors carry none (pages, MCP). */
 function wireCode(code: string, status: number, surface: string): string | null {
   if (surface !== 'detail' && surface !== 'openai' && surface !== 'oauth' && surface !== 'plain') return null;
+  // error-catalogue: renders a catalogue's code to read its spelling on the surface; nothing is thrown.
   const body = renderError(new AppError(status, code, ''), surface === 'plain' ? 'detail' : surface) as {
     detail?: { code: string };
     error?: string | { code: string };
@@ -36,7 +41,7 @@ export function codesOf(domain: ErrorCatalogue | undefined, surface: string, sta
   const out = new Map<string, string>();
   for (const catalogue of [domain ?? {}, COMMON_ERRORS] as ErrorCatalogue[]) {
     for (const [code, entry] of Object.entries(catalogue)) {
-      if (entry.status !== status) continue;
+      if (entry.status !== status && entry.alsoStatus !== status) continue;
       const wire = wireCode(code, status, surface);
       if (wire && !out.has(wire)) out.set(wire, entry.message);
     }
@@ -47,7 +52,7 @@ export function codesOf(domain: ErrorCatalogue | undefined, surface: string, sta
 /** Which domain's catalogue a route's path belongs to (none: the common codes alone). */
 const DOMAIN_BY_PATH: [RegExp, ErrorCatalogue][] = [
   [/^\/oauth\//, OAUTH_ERRORS],
-  [/^\/v1\/projects(\/|$)/, PROJECT_ERRORS],
+  [/^\/v1\/projects(\/|$)/, { ...PROJECT_ERRORS, USER_NOT_FOUND: ACCOUNT_ERRORS.USER_NOT_FOUND }],
 ];
 
 export const domainErrorsOf = (path: string): ErrorCatalogue | undefined =>

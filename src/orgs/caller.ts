@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import type { Deps } from '../deps.js';
 import { assertCredentialReaches, principalOf } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parseOrgId, unix } from '../ids.js';
 import type { Role } from '../db/schema.js';
 import { requireOrgRole, type MemberRecord } from './service.js';
@@ -12,7 +12,7 @@ import { requireOrgRole, type MemberRecord } from './service.js';
 /** The org a path names, in either spelling (CONTRACT §2); anything else names no org (404). */
 export function orgKeyParam(req: Request): string {
   const key = parseOrgId(String(req.params.client_id ?? ''));
-  if (!key) throw new AppError(404, 'NOT_FOUND', 'no such client');
+  if (!key) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such client');
   return key;
 }
 

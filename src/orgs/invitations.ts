@@ -3,7 +3,7 @@ import { and, count, desc, eq, gt, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { memberships, orgInvitations, orgs, users, type Role } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { newId } from '../ids.js';
@@ -13,6 +13,7 @@ import { invitationMail } from '../mail/invitation-mail.js';
 import { memberAdded, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { transaction } from '../db/transaction.js';
+import { ORG_ERRORS } from './errors.js';
 
 // Invitations by e-mail (docs/orgs-tokens-device.md "Invitations"). POST …/members adds
 // only a registered, live account (interface document: Team membership); an invitation is how an owner
@@ -80,11 +81,11 @@ export async function createInvitation(
     .from(memberships)
     .innerJoin(users, eq(users.id, memberships.userId))
     .where(and(eq(memberships.orgId, org.id), eq(users.email, email)));
-  if (member) throw new AppError(409, 'ALREADY_MEMBER', 'this account is already a member of the client');
+  if (member) throw errorOf(ORG_ERRORS, 'ALREADY_MEMBER', 'this account is already a member of the client');
   const [open] = await deps.db.select({ n: count() }).from(orgInvitations).where(openOf(org.id));
   if ((open?.n ?? 0) >= MAX_OPEN_INVITATIONS)
-    throw new AppError(
-      409,
+    throw errorOf(
+      ORG_ERRORS,
       'TOO_MANY_INVITATIONS',
       `at most ${MAX_OPEN_INVITATIONS} invitations can be open at once; revoke some first`,
     );
@@ -135,8 +136,7 @@ export async function createInvitation(
     });
   } catch (err) {
     // Two invitations of the same address at the same moment: the index keeps one.
-    if ((err as { code?: string }).code === '23505')
-      throw new AppError(409, 'INVITATION_PENDING', 'an invitation to this address is being sent; try again');
+    if ((err as { code?: string }).code === '23505') throw errorOf(ORG_ERRORS, 'INVITATION_PENDING');
     throw err;
   }
   await mailInvitation(deps, org, inviter.name, row, token);
@@ -181,7 +181,7 @@ export async function resendInvitation(
     .select()
     .from(orgInvitations)
     .where(and(eq(orgInvitations.id, invitationId), eq(orgInvitations.orgId, org.id)));
-  if (!found) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
+  if (!found) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such invitation');
   const status = invitationStatus(found);
   if (status !== 'pending') throw refusal(status);
 
@@ -285,9 +285,9 @@ export async function revokeInvitation(db: Db, orgKey: string, invitationId: str
     .select()
     .from(orgInvitations)
     .where(and(eq(orgInvitations.id, invitationId), eq(orgInvitations.orgId, orgKey)));
-  if (!row) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
+  if (!row) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such invitation');
   if (row.acceptedAt)
-    throw new AppError(409, 'INVITATION_USED', 'this invitation was accepted; remove the member instead');
+    throw errorOf(ORG_ERRORS, 'INVITATION_USED', 'this invitation was accepted; remove the member instead');
   return row;
 }
 
@@ -317,10 +317,9 @@ export async function invitationByToken(deps: Deps, token: string): Promise<Invi
 /** Why an invitation that exists cannot be accepted (the holder of its link may know its state). */
 export function refusal(status: Exclude<InvitationStatus, 'pending'>): AppError {
   if (status === 'accepted')
-    return new AppError(409, 'INVITATION_USED', 'this invitation has already been accepted');
-  if (status === 'revoked')
-    return new AppError(410, 'INVITATION_REVOKED', 'this invitation was withdrawn by the owner');
-  return new AppError(410, 'INVITATION_EXPIRED', 'this invitation has expired; ask the owner for a new one');
+    return errorOf(ORG_ERRORS, 'INVITATION_USED', 'this invitation has already been accepted');
+  if (status === 'revoked') return errorOf(ORG_ERRORS, 'INVITATION_REVOKED');
+  return errorOf(ORG_ERRORS, 'INVITATION_EXPIRED');
 }
 
 /**
@@ -341,12 +340,12 @@ export async function acceptInvitation(
   const found = await invitationByToken(deps, token);
   if (!found) {
     await limiter.fail(user.userId);
-    throw new AppError(404, 'INVITATION_NOT_FOUND', 'this invitation link is not valid');
+    throw errorOf(ORG_ERRORS, 'INVITATION_NOT_FOUND', 'this invitation link is not valid');
   }
   if (found.status !== 'pending') throw refusal(found.status);
   if (found.invitation.email !== normaliseEmail(user.email))
-    throw new AppError(
-      403,
+    throw errorOf(
+      ORG_ERRORS,
       'INVITATION_FOR_ANOTHER_EMAIL',
       'this invitation was sent to another e-mail address; sign in with that address to accept it',
     );
@@ -370,7 +369,7 @@ export async function acceptInvitation(
       .values({ orgId: invitation.orgId, userId: user.userId, role: invitation.role })
       .onConflictDoNothing()
       .returning();
-    if (!member) throw new AppError(409, 'ALREADY_MEMBER', 'you are already a member of this organization');
+    if (!member) throw errorOf(ORG_ERRORS, 'ALREADY_MEMBER', 'you are already a member of this organization');
     await recordAuditEvent(
       tx,
       invitationEvent('invitation.accepted', invitation.orgId, invitation.id, { role: member.role }),

@@ -3,7 +3,7 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { preparedRead } from '../db/prepared.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
-import { AppError, invalidToken, membershipUnavailable } from '../http/errors.js';
+import { invalidToken, membershipUnavailable, errorOf, COMMON_ERRORS } from '../http/errors.js';
 
 // The membership guard (interface document: Authentication 5). Every spend, run, MCP call and protected
 // account operation asks it; it never answers from a cache, so a removal takes effect on the next request.
@@ -43,7 +43,7 @@ export async function liveRole(db: Db, userId: string, orgKey: string): Promise<
 /** 403 NOT_A_MEMBER when the user does not (or no longer) belong to the org; 503 when unknown. */
 export async function requireLiveMembership(db: Db, userId: string, orgKey: string): Promise<Role> {
   const role = await liveRole(db, userId, orgKey);
-  if (!role) throw new AppError(403, 'NOT_A_MEMBER', 'the user does not belong to this organization');
+  if (!role) throw errorOf(COMMON_ERRORS, 'NOT_A_MEMBER', 'the user does not belong to this organization');
   return role;
 }
 
@@ -108,7 +108,7 @@ export async function resolveMemberOrg(
 ): Promise<{ orgKey: string; role: Role }> {
   const key = orgKey ?? (await defaultOrgKey(db, userId));
   const role = key ? await liveRole(db, userId, key) : null;
-  if (!key || !role) throw new AppError(403, 'NO_ACCESS', 'you are not a member of this organization');
+  if (!key || !role) throw errorOf(COMMON_ERRORS, 'NO_ACCESS', 'you are not a member of this organization');
   return { orgKey: key, role };
 }
 
@@ -123,7 +123,7 @@ export const requireLiveCredential: RequestHandler = (req, _res, next) => {
   const principal = req.principal;
   if (!principal) throw invalidToken();
   if (principal.kind === 'api_token' && !principal.role) {
-    throw new AppError(403, 'NOT_A_MEMBER', 'the user does not belong to this organization');
+    throw errorOf(COMMON_ERRORS, 'NOT_A_MEMBER', 'the user does not belong to this organization');
   }
   next();
 };

@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { pageOf, pageQuery } from '../http/pagination.js';
 import { clientIdOf, unix } from '../ids.js';
@@ -92,14 +92,14 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
   router.delete('/v1/clients/:client_id/invitations/:invitation_id', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const id = invitationIdParam.safeParse(req.params.invitation_id);
-    if (!id.success) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
+    if (!id.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such invitation');
     res.json(invitationJson(await revokeInvitation(deps.db, org.id, id.data)));
   });
 
   router.post('/v1/clients/:client_id/invitations/:invitation_id/resend', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const id = invitationIdParam.safeParse(req.params.invitation_id);
-    if (!id.success) throw new AppError(404, 'NOT_FOUND', 'no such invitation');
+    if (!id.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such invitation');
     const p = principalOf(req);
     res.json(invitationJson(await resendInvitation(deps, org, { userId: p.userId, name: p.name }, id.data)));
   });

@@ -2,12 +2,13 @@ import { and, eq, isNull, ne } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { memberships, orgs, users, type Role } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { removeMember, type MemberRecord, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { clientIdOf } from '../ids.js';
 import { transaction } from '../db/transaction.js';
 import { tellMember } from './member-notices.js';
+import { ORG_ERRORS } from './errors.js';
 
 // What an organization's people do for themselves: the owner renames it and changes a
 // member's role; a member or viewer leaves. Deleting stays deleteClient (./service.ts: the one place
@@ -27,7 +28,7 @@ export async function renameClient(db: Db, orgKey: string, name: string): Promis
       .set({ name })
       .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
       .returning();
-    if (!org || !before) throw new AppError(404, 'NOT_FOUND', 'no such client');
+    if (!org || !before) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such client');
     const target = { type: 'client', id: clientIdOf(orgKey) };
     await recordAuditEvent(tx, {
       orgKey,
@@ -53,7 +54,7 @@ export async function changeMemberRole(
   role: Exclude<Role, 'owner'>,
 ): Promise<MemberRecord> {
   if (userId === org.ownerId)
-    throw new AppError(400, 'CANNOT_CHANGE_OWNER', "the owner's role cannot be changed");
+    throw errorOf(ORG_ERRORS, 'CANNOT_CHANGE_OWNER', "the owner's role cannot be changed");
   const { db } = deps;
   let from: Role | undefined;
   const row = await transaction(db, async (tx) => {
@@ -79,7 +80,7 @@ export async function changeMemberRole(
       });
     return changed;
   });
-  if (!row) throw new AppError(404, 'NOT_FOUND', 'no such member');
+  if (!row) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such member');
   if (from !== undefined && from !== role)
     await tellMember(deps, org, userId, { kind: 'role_changed', from, to: role });
   const [user] = await db.select().from(users).where(eq(users.id, userId));
@@ -93,8 +94,8 @@ export async function changeMemberRole(
  */
 export async function leaveClient(deps: Deps, org: OrgRow, userId: string): Promise<void> {
   if (userId === org.ownerId)
-    throw new AppError(
-      400,
+    throw errorOf(
+      ORG_ERRORS,
       'OWNER_CANNOT_LEAVE',
       'the owner cannot leave the organization; delete it instead',
     );

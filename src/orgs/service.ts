@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { retryOnDeadlock } from '../db/deadlock.js';
 import { isPersonId, memberships, orgs, users, type Role } from '../db/schema.js';
-import { AppError, membershipUnavailable } from '../http/errors.js';
+import { membershipUnavailable, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { unknownCursor, type Page } from '../http/pagination.js';
 import { clientIdOf, newOrgKey } from '../ids.js';
 import { normaliseEmail } from '../accounts/service.js';
@@ -12,6 +12,8 @@ import { liveRole, roleAtLeast } from './membership.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { transaction } from '../db/transaction.js';
 import { tellMember } from './member-notices.js';
+import { ORG_ERRORS } from './errors.js';
+import { ACCOUNT_ERRORS } from '../accounts/errors.js';
 
 // Clients (organizations) and their members (interface document: Clients, Team membership; CONTRACT §5).
 
@@ -46,10 +48,11 @@ export async function requireOrgRole(
   } catch {
     throw membershipUnavailable();
   }
-  if (!org) throw new AppError(404, 'NOT_FOUND', 'no such client');
+  if (!org) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such client');
   const role = await liveRole(db, userId, orgKey);
-  if (!role) throw new AppError(403, 'NO_ACCESS', 'you are not a member of this client');
-  if (!roleAtLeast(role, minRole)) throw new AppError(403, 'NO_ACCESS', `this needs the ${minRole} role`);
+  if (!role) throw errorOf(COMMON_ERRORS, 'NO_ACCESS', 'you are not a member of this client');
+  if (!roleAtLeast(role, minRole))
+    throw errorOf(COMMON_ERRORS, 'NO_ACCESS', `this needs the ${minRole} role`);
   return { org, role };
 }
 
@@ -71,7 +74,8 @@ export async function createClient(db: Db, ownerId: string, name: string): Promi
  */
 export async function deleteClient(deps: Deps, userId: string, orgKey: string): Promise<OrgRow> {
   const { org } = await requireOrgRole(deps.db, userId, orgKey, 'owner');
-  if (org.isDefault) throw new AppError(400, 'CANNOT_DELETE_DEFAULT', 'the default client cannot be deleted');
+  if (org.isDefault)
+    throw errorOf(ORG_ERRORS, 'CANNOT_DELETE_DEFAULT', 'the default client cannot be deleted');
   // The billing hook takes its locks in the one order every billing path takes (hold rows, then accounts:
   // src/billing/deleted-client.ts), so no deadlock is expected; the retry stays as a guard, because a
   // victim of one is rolled back whole and can simply run again.
@@ -82,7 +86,7 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
         .set({ deletedAt: new Date() })
         .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
         .returning();
-      if (!deleted) throw new AppError(404, 'NOT_FOUND', 'no such client');
+      if (!deleted) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such client');
       await revokeOrgTokens(tx, orgKey);
       await recordAuditEvent(tx, {
         orgKey,
@@ -145,7 +149,7 @@ export async function addMemberByEmail(
     .from(users)
     .where(and(eq(users.email, normaliseEmail(email)), isPersonId(users.id)));
   if (!user || !user.emailVerifiedAt)
-    throw new AppError(404, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
+    throw errorOf(ACCOUNT_ERRORS, 'USER_NOT_FOUND', 'no registered, verified account has this e-mail');
   const row = await transaction(db, async (tx) => {
     const [added] = await tx
       .insert(memberships)
@@ -155,7 +159,7 @@ export async function addMemberByEmail(
     if (added) await recordAuditEvent(tx, { orgKey, ...memberAdded(user.id, role) });
     return added;
   });
-  if (!row) throw new AppError(409, 'ALREADY_MEMBER', 'this account is already a member of the client');
+  if (!row) throw errorOf(ORG_ERRORS, 'ALREADY_MEMBER', 'this account is already a member of the client');
   await tellMember(deps, org, user.id, { kind: 'added', role: row.role });
   return { userId: user.id, email: user.email, name: user.name, role: row.role, createdAt: row.createdAt };
 }
@@ -171,15 +175,15 @@ export async function removeMember(
   userId: string,
   opts: { byOwner: boolean } = { byOwner: true },
 ): Promise<void> {
-  if (userId === org.ownerId) throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
+  if (userId === org.ownerId) throw errorOf(ORG_ERRORS, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
   await transaction(deps.db, async (tx) => {
     const [removed] = await tx
       .delete(memberships)
       .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)))
       .returning();
-    if (!removed) throw new AppError(404, 'NOT_FOUND', 'no such member');
+    if (!removed) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such member');
     if (removed.role === 'owner')
-      throw new AppError(400, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
+      throw errorOf(ORG_ERRORS, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
     await revokeOrgTokens(tx, org.id, userId);
     await recordAuditEvent(tx, {
       orgKey: org.id,

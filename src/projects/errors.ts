@@ -5,8 +5,6 @@ import type { ErrorCatalogue } from '../http/errors.js';
 // {detail: {code, message}}; an MCP tool's failure message starts with the code (CONTRACT §10).
 
 export const PROJECT_ERRORS = {
-  NOT_A_MEMBER: { status: 403, message: 'the user no longer belongs to this token’s organization' },
-  USER_NOT_FOUND: { status: 404, message: 'no registered account has this e-mail' },
   CONFLICT: { status: 409, message: 'the share changed while it was being written; try again' },
   FILE_TOO_LARGE: { status: 413, message: 'a file holds at most 5 MB' },
   QUOTA_EXCEEDED: { status: 413, message: 'the project holds at most 50 MB of files' },

@@ -2,8 +2,7 @@ import { Router, type Request } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
-import { errorOf } from '../http/errors.js';
-import { PROJECT_ERRORS } from './errors.js';
+import { COMMON_ERRORS, errorOf } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { pageOf } from '../http/pagination.js';
 import type { Actor } from './access.js';
@@ -30,7 +29,7 @@ import { databaseOutageAs503 } from '../db/outage.js';
 export function actorOf(req: Request): Actor {
   const p = principalOf(req);
   if (p.kind === 'session') return { userId: p.userId };
-  if (!p.role) throw errorOf(PROJECT_ERRORS, 'NOT_A_MEMBER');
+  if (!p.role) throw errorOf(COMMON_ERRORS, 'NOT_A_MEMBER');
   return { userId: p.userId, boundOrgKey: p.orgKey };
 }
 

@@ -5,6 +5,7 @@ import { projectShares, type ShareRole } from '../db/schema.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { COMMON_ERRORS, errorOf, notFound } from '../http/errors.js';
 import { PROJECT_ERRORS } from './errors.js';
+import { ACCOUNT_ERRORS } from '../accounts/errors.js';
 import { newId } from '../ids.js';
 import { requireProject, type Actor } from './access.js';
 import { findShare, findUserByEmail, listLiveShares, projectByLinkHash, type ProjectRow } from './queries.js';
@@ -23,7 +24,8 @@ export async function shareWithUser(
 ): Promise<ShareOut> {
   await requireProject(db, actor, projectId, 'manage');
   const user = await findUserByEmail(db, input.email);
-  if (!user || !user.verifiedAt) throw errorOf(PROJECT_ERRORS, 'USER_NOT_FOUND');
+  if (!user || !user.verifiedAt)
+    throw errorOf(ACCOUNT_ERRORS, 'USER_NOT_FOUND', 'no registered account has this e-mail');
   const live = and(
     eq(projectShares.projectId, projectId),
     eq(projectShares.userId, user.id),

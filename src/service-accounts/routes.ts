@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { requireLiveCredential } from '../orgs/membership.js';
 import { callerRole } from '../orgs/caller.js';
@@ -28,7 +28,7 @@ const PATH = '/v1/clients/:client_id/service-accounts';
 
 function saIdOf(req: Request): string {
   const parsed = serviceAccountIdParam.safeParse(req.params.sa_id);
-  if (!parsed.success) throw new AppError(404, 'NOT_FOUND', 'no such service account');
+  if (!parsed.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such service account');
   return parsed.data;
 }
 

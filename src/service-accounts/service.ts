@@ -2,7 +2,7 @@ import { and, asc, desc, eq, inArray, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { apiTokens, memberships, serviceAccounts, users, type Role } from '../db/schema.js';
 import { newId } from '../ids.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { mintApiToken, type ApiTokenRow } from '../tokens/service.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { transaction } from '../db/transaction.js';
@@ -17,7 +17,7 @@ export type ServiceAccountRow = typeof serviceAccounts.$inferSelect & { role: Ro
 /** The hash stored for a service account's "password": no KDF output, so nothing ever verifies. */
 const NO_PASSWORD = '!service-account';
 
-const noSuchServiceAccount = () => new AppError(404, 'NOT_FOUND', 'no such service account');
+const noSuchServiceAccount = () => errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such service account');
 
 export async function createServiceAccount(
   db: Db,

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
-import { AppError, invalidToken } from '../http/errors.js';
+import { invalidToken, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { unix } from '../ids.js';
 import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
@@ -49,7 +49,7 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
   router.post('/v1/tokens/revoke', session, async (req, res) => {
     const { id } = parse(revokeBody, req.body ?? {});
     const row = await revokeOwnToken(deps.db, principalOf(req).userId, id);
-    if (!row) throw new AppError(404, 'NOT_FOUND', 'no such token');
+    if (!row) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such token');
     res.json({ id: row.id, revoked_at: unix(row.revokedAt) });
   });
 
