@@ -63,6 +63,9 @@ export interface Limits {
   modelRates: ModelRateLimits;
 }
 
+/** A Node timer waits at most 2^31 - 1 ms (about 24.8 days); a longer one fires at once. */
+export const MAX_WINDOW_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
 export const POLICIES = {
   loginFailures: { name: 'login', points: 10, durationSeconds: 15 * 60 },
   twoFactorFailures: { name: '2fa', points: 10, durationSeconds: 15 * 60 },
@@ -72,8 +75,10 @@ export const POLICIES = {
   invitationsPerInviter: { name: 'invite-sender', points: 20, durationSeconds: 24 * 3600 },
   invitationsPerAddressDay: { name: 'invite-to-day', points: 4, durationSeconds: 24 * 3600 },
   invitationsPerAddressHour: { name: 'invite-to-hour', points: 2, durationSeconds: 3600 },
-  // 30 days: longer than an invitation can live (7 days from its last send, and at most 3 sends more).
-  invitationResendsPerInvitation: { name: 'invite-resend', points: 3, durationSeconds: 30 * 24 * 3600 },
+  // The window opens at an invitation's first re-send, after which it lives at most 21 days (each re-send
+  // gives it 7 more, three at most): 22 days covers it, and stays under the longest wait of a Node timer
+  // (MAX_WINDOW_SECONDS), which ends an entry in the memory store.
+  invitationResendsPerInvitation: { name: 'invite-resend', points: 3, durationSeconds: 22 * 24 * 3600 },
   invitationResendsPerOrg: { name: 'invite-resend-org', points: 20, durationSeconds: 24 * 3600 },
   memberMailsPerAddress: { name: 'member-mail', points: 10, durationSeconds: 24 * 3600 },
 } as const satisfies Record<string, Policy>;
