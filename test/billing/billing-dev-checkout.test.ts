@@ -1,29 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer, PRODUCTION_ENV } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
+import { clientBalance, openDevPage, postDevForm, useTestServer } from '../helpers/billing-world.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
-import type {
-  Checkout,
-  ClientBalance,
-  Invoice,
-  LedgerEntry,
-  PaymentMethod,
-  Subscription,
-} from '../helpers/answers.js';
+import type { Checkout, Invoice, LedgerEntry, PaymentMethod, Subscription } from '../helpers/answers.js';
 import { containing, matching, type DetailError } from '../helpers/json.js';
 
 // The dev processor end to end (CONTRACT §8): checkout_url → a plain HTML form → decision=pay|fail →
 // signed events through the webhook code → redirect to success_url / cancel_url.
 
+const world = useTestServer();
 let server: TestServer;
 let api: ReturnType<typeof client>;
-beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
-});
-afterAll(async () => {
-  await server?.close();
+beforeAll(() => {
+  ({ server, api } = world);
 });
 
 const urls = {
@@ -33,40 +24,19 @@ const urls = {
 
 /** Opens the checkout page like a browser: its cookie, CSRF field and form action. */
 async function openForm(checkoutUrl: string) {
-  const page = await fetch(checkoutUrl);
-  expect(page.status).toBe(200);
-  const text = await page.text();
-  const cookie = page.headers
-    .getSetCookie()
-    .map((c) => c.split(';')[0])
-    .join('; ');
-  const csrf = /name="csrf_token" value="([^"]+)"/.exec(text)?.[1];
-  const action = /<form method="post" action="([^"]+)"/.exec(text)?.[1];
-  expect(csrf && action).toBeTruthy();
-  return { cookie, csrf: csrf!, action: new URL(action!, checkoutUrl) };
+  const form = await openDevPage(checkoutUrl);
+  expect(form.csrf && form.action).toBeTruthy();
+  return { cookie: form.cookie, csrf: form.csrf!, action: form.action! };
 }
 
-function post(form: Awaited<ReturnType<typeof openForm>>, decision: string) {
-  return fetch(form.action, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/x-www-form-urlencoded',
-      cookie: form.cookie,
-      origin: form.action.origin,
-    },
-    body: new URLSearchParams({ csrf_token: form.csrf, decision }).toString(),
-    redirect: 'manual',
-  });
-}
+const post = (form: Awaited<ReturnType<typeof openForm>>, decision: string) =>
+  postDevForm(form, { csrf_token: form.csrf, decision });
 
 async function submit(checkoutUrl: string, decision: string) {
   return post(await openForm(checkoutUrl), decision);
 }
 
-async function balance(u: TestUser) {
-  return (await api.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session }))
-    .body.balance_credits;
-}
+const balance = (u: TestUser) => clientBalance(world, u);
 
 describe('dev checkout', () => {
   it('buys tokens end to end: top-up form, signed webhook, grant, invoice, card, redirect', async () => {
@@ -171,19 +141,10 @@ describe('dev checkout', () => {
     // The portal's own actions go through the webhook code too: a renewal grants the next period once.
     const portalForm = await openForm(portal.body.portal_url);
     const act = (action: string) =>
-      fetch(portalForm.action, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/x-www-form-urlencoded',
-          cookie: portalForm.cookie,
-          origin: portalForm.action.origin,
-        },
-        body: new URLSearchParams({
-          csrf_token: portalForm.csrf,
-          action,
-          subscription: sub.body.payment_subscription_id,
-        }).toString(),
-        redirect: 'manual',
+      postDevForm(portalForm, {
+        csrf_token: portalForm.csrf,
+        action,
+        subscription: sub.body.payment_subscription_id,
       });
     expect((await act('renew')).status).toBe(303);
     expect(await balance(u)).toBe(470_000);

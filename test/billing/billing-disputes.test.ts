@@ -1,7 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { startTestServer, type TestServer } from '../helpers/server.js';
-import { client } from '../helpers/http.js';
+import type { TestServer } from '../helpers/server.js';
+import type { client } from '../helpers/http.js';
+import {
+  clientBalance,
+  openDevPage,
+  payDevTopup,
+  postDevForm,
+  useTestServer,
+} from '../helpers/billing-world.js';
 import { checkoutUrls, rid, useStripeServer } from '../helpers/stripe-server.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
 import { deliverWebhook, signatureFor, stripeEvent, type FakeStripe } from '../helpers/fake-stripe.js';
@@ -481,80 +488,33 @@ describe('disputes', () => {
 });
 
 describe('dev processor: the Dispute action on /dev/invoices/{id}', () => {
-  let dev: TestServer;
-  let devApi: ReturnType<typeof client>;
-  beforeAll(async () => {
-    dev = await startTestServer();
-    devApi = client(dev.url);
-  });
-  afterAll(async () => {
-    await dev?.close();
-  });
-
-  /** Opens a page like a browser: its cookie, its CSRF field and the action of the form posting to `suffix`. */
-  async function openPage(url: string, suffix: string) {
-    const page = await fetch(url);
-    expect(page.status).toBe(200);
-    const text = await page.text();
-    const cookie = page.headers
-      .getSetCookie()
-      .map((c) => c.split(';')[0])
-      .join('; ');
-    const csrf = /name="csrf_token" value="([^"]+)"/.exec(text)?.[1];
-    const action = new RegExp(`<form method="post" action="([^"]+${suffix})"`).exec(text)?.[1];
-    return { text, cookie, csrf, action: action ? new URL(action, url) : null };
-  }
-  const post = (form: { cookie: string; action: URL | null }, fields: Record<string, string>) =>
-    fetch(form.action!, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/x-www-form-urlencoded',
-        cookie: form.cookie,
-        origin: form.action!.origin,
-      },
-      body: new URLSearchParams(fields).toString(),
-      redirect: 'manual',
-    });
+  const dev = useTestServer();
 
   it('a lost dispute takes back its share, a won one takes and gives back; CSRF and amount are checked', async () => {
-    const u = await createUser(dev);
-    const start = await devApi.post<Checkout>(
-      `/v1/clients/${u.clientId}/credits/topup`,
-      { amount_usd: 1_000, ...urls },
-      { token: u.session },
-    );
-    const checkout = await openPage(start.body.checkout_url, '');
-    expect((await post(checkout, { csrf_token: checkout.csrf!, decision: 'pay' })).status).toBe(303);
-    const devBalance = async () =>
-      (await devApi.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session }))
-        .body.balance_credits;
-    expect(await devBalance()).toBe(60_000);
-    const invoice = (await devApi.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session }))
+    const u = await createUser(dev.server);
+    await payDevTopup(dev, u, 1_000);
+    expect(await clientBalance(dev, u)).toBe(60_000);
+    const invoice = (await dev.api.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session }))
       .body[0]!; // the top-up's invoice
-    const page = await openPage(invoice.invoice_pdf, '/dispute');
+    const page = await openDevPage(invoice.invoice_pdf, '/dispute');
     expect(page.text).toContain('>Dispute</button>');
     expect(page.action!.pathname).toBe(`/dev/invoices/${invoice.id}/dispute`);
-    expect((await post(page, { amount_cents: '400', outcome: 'lost' })).status).toBe(403);
-    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '400', outcome: 'lost' })).status).toBe(
-      303,
-    );
-    expect(await devBalance()).toBe(56_000);
-    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '601', outcome: 'won' })).status).toBe(
-      400,
-    );
-    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '600', outcome: 'won' })).status).toBe(
-      303,
-    );
-    expect(await devBalance()).toBe(56_000);
+    const post = (fields: Record<string, string>) => postDevForm(page, fields);
+    expect((await post({ amount_cents: '400', outcome: 'lost' })).status).toBe(403);
+    expect((await post({ csrf_token: page.csrf!, amount_cents: '400', outcome: 'lost' })).status).toBe(303);
+    expect(await clientBalance(dev, u)).toBe(56_000);
+    expect((await post({ csrf_token: page.csrf!, amount_cents: '601', outcome: 'won' })).status).toBe(400);
+    expect((await post({ csrf_token: page.csrf!, amount_cents: '600', outcome: 'won' })).status).toBe(303);
+    expect(await clientBalance(dev, u)).toBe(56_000);
     const tx = (
-      await devApi.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })
+      await dev.api.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })
     ).body;
     expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([
       6_000, -6_000, -4_000,
     ]);
-    expect((await openPage(invoice.invoice_pdf, '/dispute')).text).toContain(
+    expect((await openDevPage(invoice.invoice_pdf, '/dispute')).text).toContain(
       '<dt>Refunded or disputed</dt><dd>4.00 USD</dd>',
     );
-    expect(await checkInvariants(dev.deps.db)).toEqual([]);
+    expect(await checkInvariants(dev.server.deps.db)).toEqual([]);
   });
 });

@@ -1,22 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { startTestServer, type TestServer } from '../helpers/server.js';
-import { client } from '../helpers/http.js';
-import { checkoutUrls, rid, useStripeServer } from '../helpers/stripe-server.js';
+import type { TestServer } from '../helpers/server.js';
+import type { client } from '../helpers/http.js';
+import {
+  clientBalance,
+  openDevPage,
+  payDevTopup,
+  postDevForm,
+  useTestServer,
+} from '../helpers/billing-world.js';
+import { rid, useStripeServer } from '../helpers/stripe-server.js';
 import { createUser } from '../helpers/fixtures.js';
 import { proLines, type FakeStripe } from '../helpers/fake-stripe.js';
 import { queryRows } from '../../src/db/client.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { reconcile } from '../../src/billing/reconcile.js';
 import { reserveCredits, settleCredits, voidHold } from '../../src/billing/spend.js';
-import type {
-  Checkout,
-  ClientBalance,
-  CreatedClient,
-  Invoice,
-  LedgerEntry,
-  OwnerBalance,
-} from '../helpers/answers.js';
+import type { ClientBalance, CreatedClient, Invoice, LedgerEntry, OwnerBalance } from '../helpers/answers.js';
 import { containing } from '../helpers/json.js';
 
 // Refunds (src/billing/refunds.ts): a refunded payment takes back its tokens in proportion, once per
@@ -32,7 +32,6 @@ beforeAll(() => {
   ({ fake, server, api } = stripe.world);
 });
 
-const urls = checkoutUrls;
 const { send, balance, pool, transactions, outcome, topup } = stripe;
 const refundRow = async (id: string) =>
   (
@@ -373,77 +372,35 @@ describe('refunds', () => {
 });
 
 describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
-  let dev: TestServer;
-  let devApi: ReturnType<typeof client>;
-  beforeAll(async () => {
-    dev = await startTestServer();
-    devApi = client(dev.url);
-  });
-  afterAll(async () => {
-    await dev?.close();
-  });
-
-  /** Opens a page like a browser: its cookie and the CSRF field and action of its first form. */
-  async function openPage(url: string) {
-    const page = await fetch(url);
-    expect(page.status).toBe(200);
-    const text = await page.text();
-    const cookie = page.headers
-      .getSetCookie()
-      .map((c) => c.split(';')[0])
-      .join('; ');
-    const csrf = /name="csrf_token" value="([^"]+)"/.exec(text)?.[1];
-    const action = /<form method="post" action="([^"]+)"/.exec(text)?.[1];
-    return { text, cookie, csrf, action: action ? new URL(action, url) : null };
-  }
-  const post = (form: { cookie: string; action: URL | null }, fields: Record<string, string>) =>
-    fetch(form.action!, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/x-www-form-urlencoded',
-        cookie: form.cookie,
-        origin: form.action!.origin,
-      },
-      body: new URLSearchParams(fields).toString(),
-      redirect: 'manual',
-    });
+  const dev = useTestServer();
 
   it('refunds part, then the rest, through signed events; too much is refused; the form then disappears', async () => {
-    const u = await createUser(dev);
-    const start = await devApi.post<Checkout>(
-      `/v1/clients/${u.clientId}/credits/topup`,
-      { amount_usd: 2_000, ...urls },
-      { token: u.session },
-    );
-    const checkout = await openPage(start.body.checkout_url);
-    expect((await post(checkout, { csrf_token: checkout.csrf!, decision: 'pay' })).status).toBe(303);
-    const devBalance = async () =>
-      (await devApi.get<ClientBalance>(`/v1/clients/${u.clientId}/credits/balance`, { token: u.session }))
-        .body.balance_credits;
-    expect(await devBalance()).toBe(70_000);
-    const invoice = (await devApi.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session }))
+    const u = await createUser(dev.server);
+    await payDevTopup(dev, u, 2_000);
+    expect(await clientBalance(dev, u)).toBe(70_000);
+    const invoice = (await dev.api.get<Invoice[]>(`/v1/clients/${u.clientId}/invoices`, { token: u.session }))
       .body[0]!; // the top-up's invoice
-    const page = await openPage(invoice.invoice_pdf);
+    const page = await openDevPage(invoice.invoice_pdf);
     expect(page.text).toContain('>Refund</button>');
     expect(page.action!.pathname).toBe(`/dev/invoices/${invoice.id}/refund`);
+    const post = (fields: Record<string, string>) => postDevForm(page, fields);
     // Without the CSRF field: refused, nothing refunded.
-    expect((await post(page, { amount_cents: '500' })).status).toBe(403);
-    const half = await post(page, { csrf_token: page.csrf!, amount_cents: '500' });
-    expect(half.status).toBe(303);
-    expect(await devBalance()).toBe(65_000);
-    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1501' })).status).toBe(400);
-    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1500' })).status).toBe(303);
-    expect(await devBalance()).toBe(50_000);
+    expect((await post({ amount_cents: '500' })).status).toBe(403);
+    expect((await post({ csrf_token: page.csrf!, amount_cents: '500' })).status).toBe(303);
+    expect(await clientBalance(dev, u)).toBe(65_000);
+    expect((await post({ csrf_token: page.csrf!, amount_cents: '1501' })).status).toBe(400);
+    expect((await post({ csrf_token: page.csrf!, amount_cents: '1500' })).status).toBe(303);
+    expect(await clientBalance(dev, u)).toBe(50_000);
     const tx = (
-      await devApi.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })
+      await dev.api.get<LedgerEntry[]>(`/v1/clients/${u.clientId}/credits/transactions`, { token: u.session })
     ).body;
     expect(tx.filter((t) => t.transaction_type === 'refund').map((t) => t.amount_credits)).toEqual([
       -15_000, -5_000,
     ]);
-    const after = await openPage(invoice.invoice_pdf);
+    const after = await openDevPage(invoice.invoice_pdf);
     expect(after.text).toContain('<dt>Refunded or disputed</dt><dd>20.00 USD</dd>');
     expect(after.action).toBeNull();
-    expect((await post(page, { csrf_token: page.csrf!, amount_cents: '1' })).status).toBe(400);
-    expect(await checkInvariants(dev.deps.db)).toEqual([]);
+    expect((await post({ csrf_token: page.csrf!, amount_cents: '1' })).status).toBe(400);
+    expect(await checkInvariants(dev.server.deps.db)).toEqual([]);
   });
 });

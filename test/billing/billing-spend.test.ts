@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser } from '../helpers/fixtures.js';
 import { setOrgBalance } from '../helpers/billing.js';
+import { useTestServer } from '../helpers/billing-world.js';
 import {
   creditsForCostCents,
   expireStaleHolds,
@@ -19,12 +20,10 @@ import { AppError } from '../../src/http/errors.js';
 import { queryRows } from '../../src/db/client.js';
 import { anyOf } from '../helpers/json.js';
 
+const world = useTestServer();
 let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
+beforeAll(() => {
+  ({ server } = world);
 });
 
 const rid = () => `req_${randomUUID()}`;
