@@ -242,7 +242,9 @@ describe('createSpareHolds alone', () => {
     const second = shelf.ahead('org_a', 100)!;
     let closed = false;
     const closing = shelf.close().then(() => (closed = true));
-    await new Promise((r) => setTimeout(r, 20));
+    // Everything here settles in promise jobs (giveBack resolves at once): a close that did not wait for
+    // the settle in flight would have resolved before the next turn of the event loop.
+    await new Promise((r) => setImmediate(r));
     expect(closed).toBe(false);
     shelf.landed(second, second.amount);
     await closing;

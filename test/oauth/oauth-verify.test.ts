@@ -260,7 +260,10 @@ describe('concurrent verifications (one batched read of grant and membership)', 
       .delete(memberships)
       .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, removedHolder!.userId)));
     // A busy database (a transaction held open: PGlite runs one at a time) lets the verifications
-    // queue, so one statement answers many of them (repeats included), on either engine.
+    // queue, so one statement answers many of them (repeats included), on either engine. The 300 ms is
+    // not a wait for something to happen: it is how long the database stays busy. Every assertion below
+    // holds for any grouping of the calls, so a loaded machine that groups them differently cannot make
+    // it pass or fail.
     const busy = server.deps.db.transaction(async (tx) => {
       await tx.execute(sql`select 1`);
       await new Promise((r) => setTimeout(r, 300));
