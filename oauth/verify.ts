@@ -56,7 +56,7 @@ interface GrantState {
 // statement starts after its requests arrived and nothing is kept between batches, so a revocation or a
 // removal still takes effect on the next request. It runs on the read lane (src/db/lane.ts), as the
 // `svc_` token read does: prepared once per connection and planned once (the ORM's unnamed statement was
-// parsed and planned on every batch: docs/platform.md, Benchmark), its rows read as arrays. One batcher
+// parsed and planned on every batch: bench/README.md, mcp), its rows read as arrays. One batcher
 // per database.
 const GRANT_STATE_READ = `select q.i::int, g.id is not null, case when o.deleted_at is null then m.role end, g.all_orgs
   from unnest($1::text[], $2::text[], $3::text[], $4::text[]) with ordinality as q(grant_id, user_id, org, resource, i)
@@ -99,7 +99,7 @@ function grantStateOf(database: Database): (check: GrantCheck) => Promise<GrantS
 // key must still be published (a retired key's tokens stop verifying at once) and `exp` must not have
 // passed. What can change while a token lives is never remembered: the grant's revocation and the
 // membership are read on every request, below. An MCP client presents one access token for up to 15
-// minutes; a remembered one skips the ES256 verification (≈ 290 µs CPU: docs/platform.md, Benchmark).
+// minutes; a remembered one skips the ES256 verification (≈ 290 µs CPU: bench/README.md, mcp).
 // Bounded: the oldest entry leaves when the map is full; only tokens that verified enter it. One map per
 // key set (a process serves one; tests start several).
 const VERIFIED_MAX = 10_000;

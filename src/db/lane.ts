@@ -108,7 +108,7 @@ export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): 
  * Named statements on the embedded engine. PGlite's `query` parses, describes and plans its statement on
  * every call, six trips into the engine; here a statement is parsed and described once per engine and
  * each read is one trip (Bind, Execute, Sync). PGlite runs in this process, so that work was this
- * process's CPU: 1,180 → 213 µs for the grant read (docs/platform.md, Benchmark). Each read waits for the
+ * process's CPU: 1,180 → 213 µs for the grant read (bench/README.md, mcp). Each read waits for the
  * engine's transaction and query locks, as `query` does, so it never runs inside another caller's
  * transaction. Values are serialized and rows parsed with the engine's own type handlers.
  */

@@ -26,7 +26,7 @@ export interface Actor {
    * The caller's role in one organization as this request's own authentication has just read it live
    * (the MCP guard: the acting organization, read with the grant). orgRoleOf answers that organization
    * from it instead of reading the same membership twice in one request; nothing outlives the request,
-   * so a removal still takes effect on the next one (docs/platform.md, Benchmark).
+   * so a removal still takes effect on the next one (bench/README.md, mcp).
    */
   readRole?: { orgKey: string; role: Role } | undefined;
 }

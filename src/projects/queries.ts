@@ -63,7 +63,7 @@ const ORG_PROJECTS_READ = `select id, org_id, name, description, created_at, upd
  * listProjectsInOrg's common case, a page by offset of a member's organization (what an MCP client's
  * `list_projects` asks for), as a statement prepared once (src/db/lane.ts pooledRows) instead of one the
  * ORM builds, and the engine parses and plans, on every call: on PGlite, inside this process, that was
- * most of a call's CPU (docs/platform.md, Benchmark). Same order and index as listProjectsInOrg.
+ * most of a call's CPU (bench/README.md, mcp). Same order and index as listProjectsInOrg.
  */
 export async function orgProjectsPage(
   lane: ReadLane,
