@@ -15,6 +15,9 @@ export const ALL_ERROR_CATALOGUES: readonly { domain: string; file: string; cata
   { domain: 'common', file: 'src/http/errors.ts' },
   { domain: 'accounts', file: 'src/accounts/errors.ts' },
   { domain: 'orgs', file: 'src/orgs/errors.ts' },
+  { domain: 'device', file: 'src/device/errors.ts' },
+  { domain: 'events', file: 'src/events/errors.ts' },
+  { domain: 'metrics', file: 'src/metrics/errors.ts' },
   { domain: 'projects', file: 'src/projects/errors.ts' },
   { domain: 'oauth', file: 'oauth/errors.ts' },
 ].map((d) => ({ ...d, catalogue: ERROR_CATALOGUES[d.domain]! }));
@@ -23,6 +26,9 @@ const TITLES: Record<string, string> = {
   common: 'Common (every surface)',
   accounts: 'Accounts: sign-up, sign-in, two-factor, reset, deletion',
   orgs: 'Clients, members and invitations',
+  device: 'Device flow',
+  events: 'Webhook endpoints',
+  metrics: 'Metrics endpoint',
   projects: 'Projects, files and shares',
   oauth: 'OAuth authorization server',
 };

@@ -2,11 +2,12 @@ import { and, eq, gt, isNull, lt } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/client.js';
 import { deviceCodes, type DeviceFlow } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { resolveMemberOrg } from '../orgs/membership.js';
 import { generateDeviceCode, generateUserCode, normaliseUserCode } from './user-code.js';
 import { transaction } from '../db/transaction.js';
+import { DEVICE_ERRORS } from './errors.js';
 
 // The device-code core (RFC 8628; CONTRACT §6, §7). One store for the terminal flow
 // (/v1/auth/device/*) and the OAuth device grant (/oauth/device_authorization): a user code from either
@@ -110,18 +111,13 @@ async function pendingByUserCode(deps: Deps, userCode: string): Promise<DeviceCo
 
 /** 503 DEVICE_CODES_UNAVAILABLE: the device-code store cannot be read or written now (fail closed). */
 export const deviceCodesUnavailable = () =>
-  new AppError(
-    503,
-    'DEVICE_CODES_UNAVAILABLE',
-    'device codes cannot be read or written right now; try again',
-    { headers: { 'Retry-After': '5' } },
-  );
+  errorOf(DEVICE_ERRORS, 'DEVICE_CODES_UNAVAILABLE', undefined, { headers: { 'Retry-After': '5' } });
 
 /** 400 INVALID_USER_CODE, counted against the user (CONTRACT §6: ten wrong codes in 10 min → 429). */
 async function wrongUserCode(deps: Deps, userId: string | undefined): Promise<never> {
   if (userId) await userCodeLimiter(deps).fail(userId);
-  throw new AppError(
-    400,
+  throw errorOf(
+    DEVICE_ERRORS,
     'INVALID_USER_CODE',
     'this code is not valid or has expired; start again on the device',
   );

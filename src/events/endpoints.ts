@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { queryRows, type Db } from '../db/client.js';
 import { decrypt, encrypt } from '../crypto/hash.js';
-import { AppError, conflict, notFound } from '../http/errors.js';
+import { notFound, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { isForbiddenAddress, literalAddress } from '../http/outbound-guard.js';
 import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
 import { clientIdOf, newId, unix } from '../ids.js';
@@ -17,6 +17,7 @@ import {
 import type { EventType } from './types.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { transaction } from '../db/transaction.js';
+import { EVENT_ERRORS } from './errors.js';
 
 // An organization's webhook endpoints and their delivery log. The routes check that the
 // caller owns the organization; every query here is scoped by it, so an endpoint of another organization
@@ -41,7 +42,7 @@ const toEndpoint = (r: EndpointRow): Endpoint => ({
 });
 
 const badUrl = (message: string) =>
-  new AppError(400, 'VALIDATION_ERROR', `url: ${message}`, {
+  errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', `url: ${message}`, {
     errors: [{ path: 'url', message }],
     param: 'url',
   });
@@ -95,7 +96,8 @@ export async function createEndpoint(
       sql`select count(*) as n from webhook_endpoints where org_key = ${orgKey}`,
     );
     if (Number(count?.n) >= MAX_ENDPOINTS_PER_CLIENT)
-      throw conflict(
+      throw errorOf(
+        EVENT_ERRORS,
         'TOO_MANY_ENDPOINTS',
         `a client has at most ${MAX_ENDPOINTS_PER_CLIENT} webhook endpoints`,
       );

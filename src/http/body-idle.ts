@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { AppError } from './errors.js';
+import { errorOf, COMMON_ERRORS } from './errors.js';
 import { renderError, sendJson, surfaceOfPath } from './error-middleware.js';
 
 // Time bounds on a request body (docs/limits.md § A body that stops arriving). The server's
@@ -56,7 +56,11 @@ export function limitBodyTime(server: Server, bounds: BodyTimeBounds): void {
       // Node's own handler for a socket timeout (destroy) runs only when no one listens; we answer first.
       res.setHeader('connection', 'close');
       const path = (req.url ?? '/').split('?')[0]!;
-      sendJson(res, 408, renderError(new AppError(408, 'REQUEST_TIMEOUT', message), surfaceOfPath(path)));
+      sendJson(
+        res,
+        408,
+        renderError(errorOf(COMMON_ERRORS, 'REQUEST_TIMEOUT', message), surfaceOfPath(path)),
+      );
       closeAfterAnswer(socket);
     };
     const stalled = () => cut(`no part of the request body arrived for ${idleMs} ms`);

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
-import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './errors.js';
+import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS, errorOf, COMMON_ERRORS } from './errors.js';
 import type { Logger } from '../log.js';
 
 // Renders every error in the shape of its surface (STYLE: Errors):
@@ -68,14 +68,15 @@ function normalise(err: unknown): AppError | null {
     // detail.errors), its path the root, as src/http/validate.ts names it.
     if (e.type === 'entity.parse.failed') {
       const message = 'request body is not valid JSON';
-      return new AppError(400, 'VALIDATION_ERROR', `(root): ${message}`, {
+      return errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', `(root): ${message}`, {
         errors: [{ path: '(root)', message }],
       });
     }
     if (e.type === 'entity.too.large')
-      return new AppError(413, 'PAYLOAD_TOO_LARGE', 'request body too large');
+      return errorOf(COMMON_ERRORS, 'PAYLOAD_TOO_LARGE', 'request body too large');
     if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported')
-      return new AppError(415, 'UNSUPPORTED_ENCODING', 'unsupported content encoding');
+      return errorOf(COMMON_ERRORS, 'UNSUPPORTED_ENCODING', 'unsupported content encoding');
+    // error-catalogue: COMMON_ERRORS' BAD_REQUEST, with the 4xx the parser's error carries.
     return new AppError(status, 'BAD_REQUEST', 'bad request');
   }
   return null;
@@ -149,7 +150,7 @@ export function sendError(
   let appErr = normalise(err);
   if (!appErr) {
     log.error({ err, reqId: req.id }, 'unhandled error');
-    appErr = new AppError(500, 'INTERNAL', `internal error (request ${String(req.id)})`);
+    appErr = errorOf(COMMON_ERRORS, 'INTERNAL', `internal error (request ${String(req.id)})`);
   }
   if (res.headersSent) {
     res.destroy();
@@ -173,5 +174,5 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 
 /** Unknown route: 404 NOT_FOUND in the surface's shape (CONTRACT §3). */
 export const notFoundHandler: RequestHandler = (_req, _res, next) => {
-  next(new AppError(404, 'NOT_FOUND', 'no such route'));
+  next(errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such route'));
 };

@@ -87,11 +87,16 @@ export const COMMON_ERRORS = {
   },
   NOT_FOUND: { status: 404, message: 'not found' },
   REQUEST_TIMEOUT: { status: 408, message: 'the request body did not arrive in time' },
+  MISDIRECTED_REQUEST: {
+    status: 421,
+    message: 'a dev-mode server does not answer for this Host (DNS-rebinding guard)',
+  },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'request body too large' },
   UNSUPPORTED_ENCODING: { status: 415, message: 'unsupported content encoding' },
   RATE_LIMITED: { status: 429, message: 'too many attempts; try again later' },
   INTERNAL: { status: 500, message: 'internal error' },
   MEMBERSHIP_UNAVAILABLE: { status: 503, message: 'membership cannot be established; try again' },
+  MAIL_UNAVAILABLE: { status: 503, message: 'the mail relay did not take the message; try again' },
   DATABASE_UNAVAILABLE: {
     status: 503,
     message: 'the service cannot reach its database right now; try again',

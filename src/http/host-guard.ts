@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../config.js';
-import { AppError } from './errors.js';
+import { AppError, COMMON_ERRORS, errorOf } from './errors.js';
 import { renderError, surfaceOfPath } from './error-middleware.js';
 import { configuredOrigins, requestHost, type HostedRequest } from './origin.js';
 
@@ -38,8 +38,8 @@ export function hostAllowed(req: HostedRequest, config: Config): boolean {
 
 function foreignHost(req: HostedRequest, config: Config): AppError {
   const host = requestHost(req, config).slice(0, 100);
-  return new AppError(
-    421,
+  return errorOf(
+    COMMON_ERRORS,
     'MISDIRECTED_REQUEST',
     `this dev-mode server does not answer for Host '${host}' (DNS-rebinding guard): use one of its ` +
       'origins (BASE_URL, V2_URL, LIGHT_URL) or a loopback name, or add the name as one of those origins',

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AppError } from './errors.js';
+import { AppError, errorOf, COMMON_ERRORS } from './errors.js';
 
 // PostgreSQL text and jsonb cannot hold U+0000 (SQLSTATE 22021 / 22P05), so a NUL anywhere in a request
 // is a client mistake no route can store: without this guard it reached a query and came back as a 500
@@ -51,7 +51,7 @@ export function rejectNulCharacters(skipBodyOn: string[] = []) {
 
 function nulFound(where: 'url' | 'body'): AppError {
   const message = 'must not contain a NUL character';
-  return new AppError(400, 'VALIDATION_ERROR', `${where}: ${message}`, {
+  return errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', `${where}: ${message}`, {
     errors: [{ path: where, message }],
   });
 }

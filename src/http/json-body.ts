@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express from 'express';
-import { AppError } from './errors.js';
+import { AppError, errorOf, COMMON_ERRORS } from './errors.js';
 
 // Every JSON body is read through here: express.json with a nesting limit checked on the raw bytes before
 // JSON.parse runs. Deep nesting is what makes a body expensive beyond its size (V8 parsed 5 million
@@ -50,7 +50,7 @@ export function jsonNestsDeeperThan(json: Buffer, max: number): boolean {
 
 export function nestedTooDeep(): AppError {
   const message = `nested deeper than ${MAX_JSON_DEPTH} levels`;
-  return new AppError(400, 'VALIDATION_ERROR', `(root): ${message}`, {
+  return errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', `(root): ${message}`, {
     errors: [{ path: '(root)', message }],
   });
 }
@@ -65,7 +65,7 @@ export function jsonBody(options: { limit: string; verify?: Verify }) {
       // RFC 8259 §8.1: JSON between systems is UTF-8. The scan reads UTF-8 bytes (no byte of a multi-byte
       // character is a quote or a bracket); in UTF-16 or UTF-7 it could be led astray, so they are refused.
       if (encoding !== 'utf-8')
-        throw new AppError(415, 'UNSUPPORTED_ENCODING', 'JSON bodies must be UTF-8 (RFC 8259 §8.1)');
+        throw errorOf(COMMON_ERRORS, 'UNSUPPORTED_ENCODING', 'JSON bodies must be UTF-8 (RFC 8259 §8.1)');
       // body-parser keeps an error's own status (400), where it would otherwise answer 403.
       if (jsonNestsDeeperThan(buf, MAX_JSON_DEPTH)) throw nestedTooDeep();
       options.verify?.(req, res, buf, encoding);

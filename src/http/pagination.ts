@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AppError } from './errors.js';
+import { AppError, errorOf, COMMON_ERRORS } from './errors.js';
 
 // Paging of every list (CONTRACT §3): `limit` default 20, max 100, `offset` ≥ 0; outside that, 400. The
 // values arrive as query strings and must be written as decimal integers: "0x10", "1e1", "+5", " 1" or
@@ -45,7 +45,7 @@ export const pageOf = (q: { limit: number; offset: number; starting_after?: stri
 
 /** 400 for a cursor that names no item of the list being paged. */
 export const unknownCursor = (): AppError =>
-  new AppError(400, 'VALIDATION_ERROR', 'starting_after: no such item in this list', {
+  errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'starting_after: no such item in this list', {
     errors: [{ path: 'starting_after', message: 'no such item in this list' }],
     param: 'starting_after',
   });

@@ -1,7 +1,7 @@
 import nodemailer from 'nodemailer';
 import type { Db } from '../db/client.js';
 import { mailOutbox } from '../db/schema.js';
-import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../http/errors.js';
+import { COMMON_ERRORS, UNAVAILABLE_RETRY_AFTER_SECONDS, errorOf } from '../http/errors.js';
 
 // Mail goes to the dev outbox unless SMTP_URL is configured (STYLE: optional parts get a real default).
 
@@ -41,8 +41,8 @@ export function createSmtpMailer(smtpUrl: string, from: string): Mailer {
         // The relay refused or did not answer: not the caller's fault, and worth a retry (503 with
         // Retry-After, as every outage of a part svc depends on), never a 500. Callers that must not reveal
         // whether a mail was sent (password reset) catch this themselves.
-        const unavailable = new AppError(
-          503,
+        const unavailable = errorOf(
+          COMMON_ERRORS,
           'MAIL_UNAVAILABLE',
           'the mail relay did not take the message; try again',
           { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } },

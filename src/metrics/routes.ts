@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { Router } from 'express';
 import { sql } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { bearerOf } from '../http/bearer.js';
 import { queryRows } from '../db/client.js';
 import { clusterMetricsText, inCluster } from './cluster.js';
@@ -14,6 +14,7 @@ import {
   stateRegistry,
   watchPool,
 } from './registry.js';
+import { METRICS_ERRORS } from './errors.js';
 
 // GET /metrics in the Prometheus text format (docs/operations.md § Metrics). Guarded by METRICS_TOKEN
 // (a bearer, compared in constant time); without it the route does not exist (404), so metrics are never
@@ -28,10 +29,10 @@ export function metricsRoutes(deps: Deps): Router {
   watchPool(deps.database.pool ?? undefined);
 
   router.get('/metrics', async (req, res) => {
-    if (!expected) throw new AppError(404, 'NOT_FOUND', 'no such route');
+    if (!expected) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such route');
     const bearer = bearerOf(req.get('authorization'));
     if (!bearer || !timingSafeEqual(digest(bearer), expected)) {
-      throw new AppError(401, 'INVALID_TOKEN', 'the metrics token is missing or wrong', {
+      throw errorOf(COMMON_ERRORS, 'INVALID_TOKEN', 'the metrics token is missing or wrong', {
         headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
       });
     }
@@ -39,7 +40,7 @@ export function metricsRoutes(deps: Deps): Router {
     const processes = inCluster()
       ? await clusterMetricsText().catch((err: Error) => {
           deps.log.warn({ err }, 'metrics: the cluster did not answer');
-          throw new AppError(503, 'METRICS_UNAVAILABLE', 'the cluster did not answer; try again');
+          throw errorOf(METRICS_ERRORS, 'METRICS_UNAVAILABLE', 'the cluster did not answer; try again');
         })
       : await registry.metrics();
     res.set('Content-Type', registry.contentType);

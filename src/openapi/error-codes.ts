@@ -4,6 +4,9 @@ import { OAUTH_ERRORS } from '../../oauth/errors.js';
 import { PROJECT_ERRORS } from '../projects/errors.js';
 import { ACCOUNT_ERRORS } from '../accounts/errors.js';
 import { ORG_ERRORS } from '../orgs/errors.js';
+import { DEVICE_ERRORS } from '../device/errors.js';
+import { EVENT_ERRORS } from '../events/errors.js';
+import { METRICS_ERRORS } from '../metrics/errors.js';
 
 // The error codes the API document lists for each status of a route (docs/openapi.md): the common
 // catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
@@ -16,6 +19,9 @@ export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
   oauth: OAUTH_ERRORS,
   accounts: ACCOUNT_ERRORS,
   orgs: ORG_ERRORS,
+  device: DEVICE_ERRORS,
+  events: EVENT_ERRORS,
+  metrics: METRICS_ERRORS,
   projects: PROJECT_ERRORS,
 };
 

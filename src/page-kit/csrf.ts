@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { parse as parseCookie } from 'cookie';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { constantTimeEqual } from '../crypto/hash.js';
 import { html, type SafeHtml } from './template.js';
 
@@ -86,8 +86,8 @@ export function verifyCsrfField(req: Request): void {
   const field = (req.body as Record<string, unknown> | undefined)?.[CSRF_FIELD];
   const cookie = cookieToken(req);
   if (typeof field !== 'string' || !cookie || !constantTimeEqual(field, cookie) || crossSite(req)) {
-    throw new AppError(
-      403,
+    throw errorOf(
+      COMMON_ERRORS,
       'CSRF',
       'this form has expired or came from another site; reload the page and try again',
     );
