@@ -98,7 +98,8 @@ export async function completeTwoFactorLogin(
   if (!user || !user.totpEnabledAt) throw invalidChallenge();
   await deps.limits.twoFactorFailures.check(user.id);
 
-  if (!(await acceptSecondFactor(deps, user, input.code))) {
+  const outcome = await acceptSecondFactor(deps, user, input.code);
+  if (outcome !== 'accepted') {
     await deps.db
       .update(twoFactorChallenges)
       .set({ failedAttempts: sql`${twoFactorChallenges.failedAttempts} + 1` })
@@ -108,7 +109,7 @@ export async function completeTwoFactorLogin(
       deps.db,
       accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_code' }, user),
     );
-    throw invalidCode(401);
+    throw invalidCode(401, outcome);
   }
   const [won] = await deps.db
     .update(twoFactorChallenges)

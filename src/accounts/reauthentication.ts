@@ -40,7 +40,8 @@ export async function confirmPerson(
     if (!input.code) throw codeRequired();
   }
   const passwordRight = await verifyPassword(user.passwordHash, input.password);
-  const confirmed = passwordRight && (!twoFactor || (await acceptSecondFactor(deps, user, input.code!)));
+  const confirmed =
+    passwordRight && (!twoFactor || (await acceptSecondFactor(deps, user, input.code!)) === 'accepted');
   if (!confirmed) {
     await deps.limits.loginFailures.fail(email);
     if (twoFactor) await deps.limits.twoFactorFailures.fail(user.id);

@@ -19,8 +19,22 @@ import { ACCOUNT_ERRORS } from './errors.js';
 export const TOTP_ISSUER = 'svc';
 export const RECOVERY_CODE_COUNT = 10;
 
-const invalidCode = (status: 400 | 401) =>
-  errorWithStatus(ACCOUNT_ERRORS, 'INVALID_CODE', status, 'the code is not valid');
+/** What became of a code: taken, wrong, or right but already used (a TOTP step or a recovery code spent). */
+export type CodeOutcome = 'accepted' | 'invalid' | 'used';
+
+/**
+ * The refusal of a code. The code on the wire is INVALID_CODE either way; a replayed code says so, so a
+ * person who typed a code twice waits for the next one instead of doubting their authenticator.
+ */
+const invalidCode = (status: 400 | 401, outcome: CodeOutcome = 'invalid') =>
+  errorWithStatus(
+    ACCOUNT_ERRORS,
+    'INVALID_CODE',
+    status,
+    outcome === 'used'
+      ? 'code already used: wait for the next code in your authenticator app, or use a recovery code you have not used'
+      : 'the code is not valid',
+  );
 
 async function loadUser(db: Db, userId: string): Promise<UserRow> {
   const [user] = await db.select().from(users).where(eq(users.id, userId));
@@ -33,24 +47,25 @@ async function loadUser(db: Db, userId: string): Promise<UserRow> {
  * (`… WHERE totp_last_step < step`), so two racing uses of one code cannot both pass, and neither can
  * a code of an earlier step than one already used (no replay).
  */
-export async function acceptTotp(deps: Deps, user: UserRow, code: string): Promise<boolean> {
-  if (!user.totpSecretEnc || !/^\d{6}$/.test(code)) return false;
+export async function acceptTotp(deps: Deps, user: UserRow, code: string): Promise<CodeOutcome> {
+  if (!user.totpSecretEnc || !/^\d{6}$/.test(code)) return 'invalid';
   const secret = decrypt(deps.keys.encryption, user.totpSecretEnc);
   let result;
   try {
     // epochTolerance 30 s with a 30 s period: the previous, current and next step (±1 step).
     result = await verify({ secret, token: code, epochTolerance: 30 });
   } catch {
-    return false;
+    return 'invalid';
   }
-  if (!result.valid || !('timeStep' in result)) return false;
+  if (!result.valid || !('timeStep' in result)) return 'invalid';
   const step = result.timeStep;
   const claimed = await deps.db
     .update(users)
     .set({ totpLastStep: step })
     .where(and(eq(users.id, user.id), or(isNull(users.totpLastStep), lt(users.totpLastStep, step))))
     .returning({ id: users.id });
-  return claimed.length > 0;
+  // A right code whose step (or a later one) was already claimed: a replay.
+  return claimed.length > 0 ? 'accepted' : 'used';
 }
 
 /** Recovery codes are compared without case, spaces or hyphens: `abcde-fghij`, `ABCDEFGHIJ` are one code. */
@@ -59,8 +74,8 @@ const recoveryHash = (deps: Deps, code: string) =>
   hmacSecret(deps.keys.hmac, `recovery:${normaliseRecoveryCode(code)}`);
 
 /** Spends a recovery code: one guarded UPDATE … WHERE used_at IS NULL RETURNING; of two racers one wins. */
-export async function redeemRecoveryCode(deps: Deps, userId: string, code: string): Promise<boolean> {
-  if (normaliseRecoveryCode(code).length !== 10) return false;
+export async function redeemRecoveryCode(deps: Deps, userId: string, code: string): Promise<CodeOutcome> {
+  if (normaliseRecoveryCode(code).length !== 10) return 'invalid';
   const rows = await deps.db
     .update(recoveryCodes)
     .set({ usedAt: new Date() })
@@ -72,11 +87,16 @@ export async function redeemRecoveryCode(deps: Deps, userId: string, code: strin
       ),
     )
     .returning({ id: recoveryCodes.id });
-  return rows.length > 0;
+  if (rows.length > 0) return 'accepted';
+  const [spent] = await deps.db
+    .select({ id: recoveryCodes.id })
+    .from(recoveryCodes)
+    .where(and(eq(recoveryCodes.userId, userId), eq(recoveryCodes.codeHash, recoveryHash(deps, code))));
+  return spent ? 'used' : 'invalid';
 }
 
 /** A six-digit code is a TOTP code; anything else is tried as a recovery code (interface document). */
-export async function acceptSecondFactor(deps: Deps, user: UserRow, rawCode: string): Promise<boolean> {
+export async function acceptSecondFactor(deps: Deps, user: UserRow, rawCode: string): Promise<CodeOutcome> {
   const code = rawCode.replace(/\s+/g, '');
   if (/^\d{6}$/.test(code)) return acceptTotp(deps, user, code);
   return redeemRecoveryCode(deps, user.id, code);
@@ -145,9 +165,10 @@ export async function enableTwoFactor(
   if (!user.totpSecretEnc)
     throw errorOf(ACCOUNT_ERRORS, 'TWO_FACTOR_NOT_SET_UP', 'call POST /v1/2fa/setup first');
   await deps.limits.twoFactorFailures.check(userId);
-  if (!(await acceptTotp(deps, user, code.replace(/\s+/g, '')))) {
+  const outcome = await acceptTotp(deps, user, code.replace(/\s+/g, ''));
+  if (outcome !== 'accepted') {
     await deps.limits.twoFactorFailures.fail(userId);
-    throw invalidCode(400);
+    throw invalidCode(400, outcome);
   }
   const codes = newRecoveryCodes();
   const enabled = await transaction(deps.db, async (tx) => {
@@ -174,9 +195,10 @@ export async function disableTwoFactor(deps: Deps, userId: string, code: string)
   if (!user.totpEnabledAt)
     throw errorOf(ACCOUNT_ERRORS, 'TWO_FACTOR_NOT_ENABLED', 'two-factor authentication is not on');
   await deps.limits.twoFactorFailures.check(userId);
-  if (!(await acceptSecondFactor(deps, user, code))) {
+  const outcome = await acceptSecondFactor(deps, user, code);
+  if (outcome !== 'accepted') {
     await deps.limits.twoFactorFailures.fail(userId);
-    throw invalidCode(400);
+    throw invalidCode(400, outcome);
   }
   await transaction(deps.db, async (tx) => {
     await tx

@@ -108,14 +108,21 @@ ${field({ label: 'Password', name: 'password', type: 'password', autocomplete: '
   function twoFactorView(
     req: Request,
     res: Response,
-    opts: { challengeToken: string; returnTo?: string | null; notice?: Notice | null; status?: number },
+    opts: {
+      challengeToken: string;
+      returnTo?: string | null;
+      notice?: Notice | null;
+      /** A code refused: shown on the field (which has the focus). */
+      error?: string;
+      status?: number;
+    },
   ) {
     const form = postForm(
       req,
       res,
       '/account/login/2fa',
       html`${hidden('challenge_token', opts.challengeToken)}${hidden('return_to', safeReturnTo(opts.returnTo))}
-${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-time-code', inputmode: 'text', required: true, autofocus: true, maxlength: 64, hint: '6 digits from your app, or a recovery code' })}
+${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-time-code', inputmode: 'text', required: true, autofocus: true, maxlength: 64, hint: '6 digits from your app, or a recovery code', error: opts.error })}
 <div class="actions"><button type="submit">Verify</button><a href="/account/login">Start over</a></div>`,
     );
     show(req, res, {
@@ -202,7 +209,10 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
       twoFactorView(req, res, {
         challengeToken,
         returnTo,
-        notice: { kind: 'error', text: errorText(err) },
+        // A wrong or replayed code is said on the field; anything else (429) above the form.
+        ...(err.code === 'INVALID_CODE'
+          ? { error: errorText(err) }
+          : { notice: { kind: 'error', text: errorText(err) } }),
         status: err.status,
       });
     }

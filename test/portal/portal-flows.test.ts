@@ -236,7 +236,9 @@ describe('two-factor authentication through the pages', () => {
       return_to: '/account/device',
     });
     expect(bad.status).toBe(401);
-    expect(bad.text).toMatch(/class="alert error"/);
+    // Said on the field, which has the focus.
+    expect(bad.text).toMatch(/<input id="f-code"[^>]* autofocus[^>]* aria-invalid="true">/);
+    expect(bad.text).toContain('<div class="field-error" id="f-code-error">The code is not valid.</div>');
     // The next time step (enable used the current one; a used step is refused).
     const next = await generate({ secret, epoch: Math.floor(Date.now() / 1000) + 30 });
     const ok = await b2.post('/account/login/2fa', {
@@ -248,6 +250,16 @@ describe('two-factor authentication through the pages', () => {
     expect(ok.status).toBe(303);
     expect(ok.location).toBe(`${server.url}/account/device`);
     expect(b2.jar.has('__Host-svc_session')).toBe(true);
+    // The same code again, on another sign-in: refused, and said to be used (not "not valid").
+    const b5 = new PageClient(server.url);
+    const s5 = await signIn(b5, user.email, user.password);
+    const replayed = await b5.post('/account/login/2fa', {
+      csrf_token: csrfOf(s5.text),
+      challenge_token: hiddenOf(s5.text, 'challenge_token')!,
+      code: next,
+    });
+    expect(replayed.status).toBe(401);
+    expect(replayed.text).toContain('Code already used: wait for the next code');
 
     // A recovery code instead of the app.
     const b3 = new PageClient(server.url);
@@ -268,6 +280,7 @@ describe('two-factor authentication through the pages', () => {
       code: codes[0]!,
     });
     expect(reused.status).toBe(401);
+    expect(reused.text).toContain('Code already used');
 
     // Disable with another recovery code.
     const d = await browser.get('/account');
