@@ -19,6 +19,7 @@ export const ALL_ERROR_CATALOGUES: readonly { domain: string; file: string; cata
   { domain: 'events', file: 'src/events/errors.ts' },
   { domain: 'metrics', file: 'src/metrics/errors.ts' },
   { domain: 'projects', file: 'src/projects/errors.ts' },
+  { domain: 'ratelimit', file: 'src/ratelimit/errors.ts' },
   { domain: 'oauth', file: 'oauth/errors.ts' },
 ].map((d) => ({ ...d, catalogue: ERROR_CATALOGUES[d.domain]! }));
 
@@ -30,6 +31,7 @@ const TITLES: Record<string, string> = {
   events: 'Webhook endpoints',
   metrics: 'Metrics endpoint',
   projects: 'Projects, files and shares',
+  ratelimit: 'Model rate limits',
   oauth: 'OAuth authorization server',
 };
 

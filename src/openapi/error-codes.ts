@@ -7,6 +7,7 @@ import { ORG_ERRORS } from '../orgs/errors.js';
 import { DEVICE_ERRORS } from '../device/errors.js';
 import { EVENT_ERRORS } from '../events/errors.js';
 import { METRICS_ERRORS } from '../metrics/errors.js';
+import { RATELIMIT_ERRORS } from '../ratelimit/errors.js';
 
 // The error codes the API document lists for each status of a route (docs/openapi.md): the common
 // catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
@@ -22,6 +23,7 @@ export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
   device: DEVICE_ERRORS,
   events: EVENT_ERRORS,
   metrics: METRICS_ERRORS,
+  ratelimit: RATELIMIT_ERRORS,
   projects: PROJECT_ERRORS,
 };
 

@@ -1,5 +1,5 @@
 import type { Request, Response } from 'express';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { html, type SafeHtml } from '../page-kit/html.js';
 
@@ -34,7 +34,7 @@ export const billingPath = (orgKey: string) => `/account/clients/${clientIdOf(or
 
 /** A form mistake about one field (the page shows it next to that field's input). */
 export const fieldMistake = (field: string, message: string) =>
-  new AppError(400, 'VALIDATION_ERROR', message, { errors: [{ path: field, message }], param: field });
+  errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', message, { errors: [{ path: field, message }], param: field });
 
 /** Which field an error is about: a form mistake's, or a service's validation of that field. */
 export function errorField(err: AppError): string | undefined {

@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
 import { queryRows } from '../db/client.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { requestOrigin } from '../http/origin.js';
 import { clientIdOf, parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
@@ -244,7 +244,7 @@ ${postForm(req, res, '/account/allocations', html`<input type="hidden" name="ret
       try {
         verifyCsrfField(req);
         if (org.role !== 'owner')
-          throw new AppError(403, 'NO_ACCESS', "only the organization's owner may do this");
+          throw errorOf(COMMON_ERRORS, 'NO_ACCESS', "only the organization's owner may do this");
         await act(req, res, org);
       } catch (caught) {
         const err = clientError(caught);
@@ -292,7 +292,11 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
   ownerAction('topup/pay', async (req, res, org) => {
     const cents = Number(formValue(req, 'amount_cents', 32));
     if (!isChargeCents(cents))
-      throw new AppError(400, 'VALIDATION_ERROR', 'the amount must be from 1.00 to 10,000.00 US dollars');
+      throw errorOf(
+        COMMON_ERRORS,
+        'VALIDATION_ERROR',
+        'the amount must be from 1.00 to 10,000.00 US dollars',
+      );
     const p = principalOf(req);
     const { checkout_url } = await startCheckout(db, deps.billing, {
       orgKey: org.orgKey,

@@ -22,7 +22,7 @@ import {
   show,
 } from './components.js';
 import { renderDashboard } from './dashboard.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { notFoundPage, orgOfPage } from './org-page-kit.js';
 import { roleForm } from './member-pages.js';
 import { invitationsCard } from './invitation-pages.js';
@@ -187,7 +187,7 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
       if (!found) return notFoundPage(req, res);
       const { org } = await requireOrgRole(deps.db, principalOf(req).userId, found.org.id, 'owner');
       const userId = userIdParam.safeParse(req.params.userId);
-      if (!userId.success) throw new AppError(404, 'NOT_FOUND', 'no such member');
+      if (!userId.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such member');
       await removeMember(deps, org, userId.data);
       res.redirect(303, `/account/clients/${clientIdOf(org.id)}?notice=removed`);
     } catch (caught) {

@@ -9,7 +9,7 @@ import { liveMemberships, type LiveOrg } from '../orgs/membership.js';
 import { BUILTIN_CLI_CLIENT_ID, orgIdOf, parseOrgId } from '../ids.js';
 import { html, verifyCsrfField } from '../page-kit/html.js';
 import { requirePageSession } from '../auth/page-session.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { allOrganizationsField, allOrganizationsTicked } from '../page-kit/org-boundary.js';
 import { ACCOUNT_SCOPE, ACCOUNT_SCOPE_TEXT } from '../../oauth/resources.js';
 import {
@@ -223,7 +223,7 @@ ${alert(approved ? { kind: 'ok', text: 'Done. You can return to your device; it 
     if (!decision) return res.redirect(303, `/account/device?user_code=${encodeURIComponent(userCode)}`);
     const orgKey = clientId ? parseOrgId(clientId) : undefined;
     try {
-      if (clientId && !orgKey) throw new AppError(403, 'NO_ACCESS', 'choose one of your organizations');
+      if (clientId && !orgKey) throw errorOf(COMMON_ERRORS, 'NO_ACCESS', 'choose one of your organizations');
       if (decision === 'approve') {
         await approveUserCode(deps, {
           userCode,

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { clientIdOf } from '../ids.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { changeMemberRole } from '../orgs/self-service.js';
 import { listMembers, type MemberRecord } from '../orgs/service.js';
 import { csrfField, html, type SafeHtml } from '../page-kit/html.js';
@@ -57,7 +57,7 @@ export function memberPageRoutes(deps: Deps, auth: Auth): Router {
       const found = await memberOf(deps, req);
       if (!found) return notFoundPage(req, res);
       const parsed = roleBody.safeParse(req.body);
-      if (!parsed.success) throw new AppError(400, 'VALIDATION_ERROR', 'choose member or viewer');
+      if (!parsed.success) throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'choose member or viewer');
       await changeMemberRole(deps, found.org, found.member.userId, parsed.data.role);
       res.redirect(303, `/account/clients/${clientIdOf(found.org.id)}?notice=role`);
     }, errorPage),

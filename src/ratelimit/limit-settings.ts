@@ -2,7 +2,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Db } from '../db/client.js';
 import { apiTokens, orgs } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { transaction } from '../db/transaction.js';
@@ -13,7 +13,7 @@ const limitValue = z.number().int().positive().max(2_147_483_647).nullable().def
 export const limitsBody = z.object({ rpm: limitValue, tpm: limitValue });
 export type LimitsBody = z.infer<typeof limitsBody>;
 
-const noSuchToken = () => new AppError(404, 'NOT_FOUND', 'no such active token of this client');
+const noSuchToken = () => errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such active token of this client');
 
 export async function setOrgLimits(db: Db, orgKey: string, limits: LimitsBody) {
   await transaction(db, async (tx) => {

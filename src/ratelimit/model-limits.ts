@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import type {
   RollingWindows,
@@ -9,6 +9,7 @@ import type {
   WindowEntry,
   WindowState,
 } from './rolling-window.js';
+import { RATELIMIT_ERRORS } from './errors.js';
 
 // RPM and TPM limits of model calls and run steps, per organization and per credential (CONTRACT §11
 // "Rate limits"), each a rolling minute in the store every process shares (src/ratelimit/rolling-window.ts:
@@ -123,7 +124,7 @@ export function createModelRateLimits(ctx: {
       result = await ctx.windows.admit(counted);
     } catch (err) {
       ctx.log.error({ err }, 'rate-limit store unavailable');
-      throw new AppError(503, 'rate_limit_unavailable', 'the rate limiter cannot be reached; try again', {
+      throw errorOf(RATELIMIT_ERRORS, 'RATE_LIMIT_UNAVAILABLE', undefined, {
         headers: { 'Retry-After': '5' },
       });
     }
@@ -210,7 +211,7 @@ function refused(
   const message = never
     ? `this call may use ${never.amount} tokens, more than the limit of ${what(never)}; lower max_tokens`
     : `rate limit reached: ${what(over ?? counted[0]!)}; try again in ${seconds} s`;
-  const err = new AppError(429, 'rate_limit_exceeded', message, {
+  const err = errorOf(RATELIMIT_ERRORS, 'rate_limit_exceeded', message, {
     headers: { 'Retry-After': String(seconds) },
   });
   refusals.set(err, { others: shown });

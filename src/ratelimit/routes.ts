@@ -2,7 +2,7 @@ import { Router, type Request } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { requireLiveCredential } from '../orgs/membership.js';
 import { callerRole } from '../orgs/caller.js';
@@ -16,7 +16,7 @@ const tokenIdParam = z.coerce.number().int().positive().max(2_147_483_647);
 
 function tokenIdOf(req: Request): number {
   const parsed = tokenIdParam.safeParse(req.params.token_id);
-  if (!parsed.success) throw new AppError(404, 'NOT_FOUND', 'no such active token of this client');
+  if (!parsed.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such active token of this client');
   return parsed.data;
 }
 
