@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { AppError, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { html, type SafeHtml } from '../page-kit/html.js';
+import { CREDITS_PER_CENT, usdOfTokens } from '../billing/par.js';
 
 // What the billing page's owner cards share (alert, auto top-up, budgets, webhook endpoints):
 // the organization of the URL, the form-action registrar the page hands each card (CSRF checked first,
@@ -68,7 +69,8 @@ export function cardMessage(error: CardError | undefined, card: BillingCard, fie
 
 const tokenFormat = new Intl.NumberFormat('en-US'); // built once: each call would build one
 export const fmtTokens = (v: number) => tokenFormat.format(v);
-export const fmtUsd = (cents: number) => `${(cents / 100).toFixed(2)} USD`;
+/** 2500 → "$25.00": the one money format of the pages (cents through the par formatter, src/billing/par.ts). */
+export const fmtUsd = (cents: number) => usdOfTokens(cents * CREDITS_PER_CENT);
 export const fmtTime = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ');
 
 /** CONTRACT §8: one charge (a top-up, an automatic one) is 1.00 to 10,000.00 USD. */

@@ -176,8 +176,8 @@ ${owner ? postForm(req, res, `${base(org)}/subscribe`, html`<div class="actions"
 ${
   invoices.length === 0
     ? html`<p class="muted">No invoices yet.</p>`
-    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-invoices"><table aria-labelledby="h-invoices"><thead><tr><th scope="col">Date</th><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">PDF</th></tr></thead>
-<tbody>${invoices.map((i) => html`<tr><td>${date(i.created_at)}</td><td class="num">${fmtUsd(i.amount_due_cents)}</td><td>${i.status}${'payment_failed' in i ? html` <span class="badge warn">payment failed</span>` : ''}</td><td>${i.invoice_pdf ? html`<a href="${i.invoice_pdf}">Invoice ${date(i.created_at)} (PDF)</a>` : '—'}</td></tr>`)}</tbody></table></div>`
+    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-invoices"><table class="stack" aria-labelledby="h-invoices"><thead><tr><th scope="col">Date</th><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">PDF</th></tr></thead>
+<tbody>${invoices.map((i) => html`<tr><td data-label="Date">${date(i.created_at)}</td><td class="num" data-label="Amount">${fmtUsd(i.amount_due_cents)}</td><td data-label="Status">${i.status}${'payment_failed' in i ? html` <span class="badge warn">payment failed</span>` : ''}</td><td data-label="PDF">${i.invoice_pdf ? html`<a href="${i.invoice_pdf}">Invoice ${date(i.created_at)} (PDF)</a>` : '—'}</td></tr>`)}</tbody></table></div>`
 }
 <h3>Payment methods</h3>
 ${
@@ -192,8 +192,8 @@ ${
 ${
   transactions.length === 0
     ? html`<p class="muted">No transactions.</p>`
-    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-tx"><table aria-labelledby="h-tx"><thead><tr><th scope="col">Time (UTC)</th><th scope="col">Type</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Balance after</th></tr></thead>
-<tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td>${fmtTime(t.created_at)}</td><td data-label="Type">${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num" data-label="Amount">${t.amount_credits > 0 ? '+' : ''}${tokensAndMoney(t.amount_credits)}</td><td class="num" data-label="Balance after">${tokensAndMoney(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
+    : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-tx"><table class="stack" aria-labelledby="h-tx"><thead><tr><th scope="col">Time (UTC)</th><th scope="col">Type</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Balance after</th></tr></thead>
+<tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td data-label="Time (UTC)">${fmtTime(t.created_at)}</td><td data-label="Type">${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num" data-label="Amount">${t.amount_credits > 0 ? '+' : ''}${tokensAndMoney(t.amount_credits)}</td><td class="num" data-label="Balance after">${tokensAndMoney(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
 }
 <div class="pager">${offset > 0 ? link(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? link(offset + PAGE_SIZE, 'Older →') : ''}</div></section>`;
 

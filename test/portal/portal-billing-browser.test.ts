@@ -75,10 +75,10 @@ describe.skipIf(!haveChromium)('the billing page', () => {
     await page.getByLabel(/Amount in US dollars/).fill('12.50');
     await page.getByRole('button', { name: 'Review' }).click();
     await page.waitForLoadState();
-    expect(await page.locator('main').textContent()).toContain('12.50 USD buys 12,500 tokens');
+    expect(await page.locator('main').textContent()).toContain('$12.50 buys 12,500 tokens');
     await expectAccessible(page);
     const before = await orgBalanceCredits(suite.server.deps.db, owner.orgKey);
-    await page.getByRole('button', { name: 'Pay 12.50 USD' }).click();
+    await page.getByRole('button', { name: 'Pay $12.50' }).click();
     await page.waitForURL((u) => u.pathname.startsWith('/dev/checkout/'));
     await page.getByRole('button', { name: /^Pay/ }).click();
     await page.waitForURL((u) => u.searchParams.get('checkout') === 'success');
@@ -94,7 +94,7 @@ describe.skipIf(!haveChromium)('the billing page', () => {
     // A declined card: back on the page with a notice that says so, nothing granted.
     await page.getByLabel(/Amount in US dollars/).fill('5');
     await page.getByRole('button', { name: 'Review' }).click();
-    await page.getByRole('button', { name: 'Pay 5.00 USD' }).click();
+    await page.getByRole('button', { name: 'Pay $5.00' }).click();
     await page.waitForURL((u) => u.pathname.startsWith('/dev/checkout/'));
     const afterPaid = await orgBalanceCredits(suite.server.deps.db, owner.orgKey);
     await page.getByRole('button', { name: 'Simulate a declined card' }).click();
@@ -132,6 +132,17 @@ describe.skipIf(!haveChromium)('the billing page', () => {
       `${tokensAndMoney(left)} left`,
     );
     expect(await page.locator('main form').count()).toBe(0);
+    // At phone width the invoices and transactions stack: one block per row, each figure labelled.
+    for (const table of ['h-invoices', 'h-tx']) {
+      const cell = page.locator(`table[aria-labelledby=${table}] tbody td`).first();
+      if ((await cell.count()) === 0) continue;
+      const display = await page.evaluate(
+        `getComputedStyle(document.querySelector('table[aria-labelledby=${table}] tbody td')).display`,
+      );
+      expect(display, table).toBe('block');
+      expect(await cell.getAttribute('data-label'), table).toBeTruthy();
+    }
+    expect(await page.locator('table[aria-labelledby=h-tx] tbody td').count()).toBeGreaterThan(0);
     await expectAccessible(page);
     await expectNoSidewaysScroll(page);
     const res = await page.goto(billingUrl(team.id));

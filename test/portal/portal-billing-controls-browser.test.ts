@@ -69,7 +69,7 @@ describe.skipIf(!haveChromium)('the billing page: auto top-up and member budgets
       monthly_cap_usd: 10_000,
     });
     expect(await card.textContent()).toContain(
-      'when the balance falls below 20,000 tokens · $20.00, 25.00 USD (25,000 tokens) is charged',
+      'when the balance falls below 20,000 tokens · $20.00, $25.00 (25,000 tokens) is charged',
     );
     expect(await amount.inputValue()).toBe('25.00');
     await expectAccessible(page);
