@@ -3,7 +3,9 @@
 -- (`rpm:org:<org>`, `tpm:token:<id>`, …): one row per admitted call, stamped with the database's clock,
 -- counting `amount` (1 for a request, the hold's most for tokens, corrected to the real count at settle).
 -- What a key has used is the sum of its rows younger than the window: no bucket boundary, so no burst at
--- a boundary can pass twice the limit.
+-- a boundary can pass twice the limit. That sum is kept beside the log, in rate_window_totals, changed in
+-- the statement that changes the log (an admission, a correction, a row leaving the window), so an
+-- admission reads one number instead of adding up the key's minute.
 CREATE TABLE IF NOT EXISTS rate_window_entries (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   key text NOT NULL,
@@ -12,6 +14,11 @@ CREATE TABLE IF NOT EXISTS rate_window_entries (
 );
 --> statement-breakpoint
 CREATE INDEX IF NOT EXISTS rate_window_entries_key_at ON rate_window_entries (key, at);
+--> statement-breakpoint
+CREATE TABLE IF NOT EXISTS rate_window_totals (
+  key text PRIMARY KEY,
+  used bigint NOT NULL
+);
 --> statement-breakpoint
 
 -- Admits one call against every window it counts in, all or none. Input i counts p_amounts[i] against
@@ -52,10 +59,14 @@ BEGIN
   END LOOP;
   v_now := clock_timestamp();
   v_since := v_now - v_window;
-  DELETE FROM rate_window_entries e WHERE e.key = ANY (p_keys) AND e.at <= v_since;
+  WITH gone AS (
+    DELETE FROM rate_window_entries e WHERE e.key = ANY (p_keys) AND e.at <= v_since RETURNING e.key, e.amount
+  )
+  UPDATE rate_window_totals t SET used = t.used - g.amount
+    FROM (SELECT gone.key, sum(gone.amount) AS amount FROM gone GROUP BY gone.key) g WHERE t.key = g.key;
   FOR i IN 1 .. v_n LOOP
-    SELECT coalesce(sum(e.amount), 0), max(e.at) INTO v_sum, v_newest
-      FROM rate_window_entries e WHERE e.key = p_keys[i];
+    SELECT coalesce((SELECT t.used FROM rate_window_totals t WHERE t.key = p_keys[i]), 0) INTO v_sum;
+    SELECT e.at INTO v_newest FROM rate_window_entries e WHERE e.key = p_keys[i] ORDER BY e.at DESC LIMIT 1;
     v_used[i] := v_sum;
     v_reset[i] := CASE WHEN v_newest IS NULL THEN 0
       ELSE greatest(0, ceil(extract(epoch FROM (v_newest + v_window - v_now)) * 1000))::integer END;
@@ -82,6 +93,8 @@ BEGIN
     FOR i IN 1 .. v_n LOOP
       INSERT INTO rate_window_entries (key, at, amount) VALUES (p_keys[i], v_now, p_amounts[i])
         RETURNING id INTO v_id;
+      INSERT INTO rate_window_totals AS t (key, used) VALUES (p_keys[i], p_amounts[i])
+        ON CONFLICT (key) DO UPDATE SET used = t.used + excluded.used;
       v_ids[i] := v_id;
       v_used[i] := v_used[i] + p_amounts[i];
       v_reset[i] := p_window_ms;
@@ -90,6 +103,37 @@ BEGIN
   RETURN QUERY SELECT g.i, v_used[g.i], v_reset[g.i], v_retry[g.i], v_ids[g.i]
     FROM generate_series(1, v_n) AS g(i);
 END;
+$$;
+--> statement-breakpoint
+
+-- An admitted entry's amount set to what its call really used, and its key's total with it; nothing when
+-- the entry has left the window. The entry's row lock orders it with the admission or sweep that deletes
+-- the row, so the total never counts an amount that is not in the log, or misses one that is.
+CREATE OR REPLACE FUNCTION svc_rate_correct(p_id bigint, p_amount integer) RETURNS void
+LANGUAGE sql AS $$
+  WITH old AS (
+    SELECT e.id, e.key, e.amount FROM rate_window_entries e WHERE e.id = p_id FOR UPDATE
+  ), changed AS (
+    UPDATE rate_window_entries e SET amount = p_amount FROM old WHERE e.id = old.id
+      RETURNING old.key, p_amount - old.amount AS delta
+  )
+  UPDATE rate_window_totals t SET used = t.used + c.delta FROM changed c WHERE t.key = c.key;
+$$;
+--> statement-breakpoint
+
+-- Rows whose keys no admission comes back to, with their totals; rows an admission is deleting are
+-- skipped (it subtracts them itself), so the two never wait on each other.
+CREATE OR REPLACE FUNCTION svc_rate_sweep(p_window_ms integer) RETURNS void
+LANGUAGE sql AS $$
+  WITH gone AS (
+    DELETE FROM rate_window_entries e WHERE e.id IN (
+      SELECT x.id FROM rate_window_entries x
+        WHERE x.at <= clock_timestamp() - make_interval(secs => p_window_ms / 1000.0)
+        FOR UPDATE SKIP LOCKED)
+    RETURNING e.key, e.amount
+  )
+  UPDATE rate_window_totals t SET used = t.used - g.amount
+    FROM (SELECT gone.key, sum(gone.amount) AS amount FROM gone GROUP BY gone.key) g WHERE t.key = g.key;
 $$;
 --> statement-breakpoint
 

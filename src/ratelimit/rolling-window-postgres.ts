@@ -22,10 +22,9 @@ interface AdmitRow {
 export function createPostgresWindows(db: Db, log: Logger): RollingWindows {
   let sweeper: NodeJS.Timeout | undefined;
   const sweep = () =>
-    queryRows(
-      db,
-      sql`delete from rate_window_entries where at <= clock_timestamp() - make_interval(secs => ${WINDOW_MS / 1000}::float8)`,
-    ).catch((err: unknown) => log.warn({ err }, 'could not sweep the rate-limit windows'));
+    queryRows(db, sql`select svc_rate_sweep(${WINDOW_MS}::int)`).catch((err: unknown) =>
+      log.warn({ err }, 'could not sweep the rate-limit windows'),
+    );
 
   return {
     async admit(counts: WindowCount[]): Promise<WindowAdmission> {
@@ -54,10 +53,7 @@ export function createPostgresWindows(db: Db, log: Logger): RollingWindows {
       };
     },
     async correct(entry, amount) {
-      await queryRows(
-        db,
-        sql`update rate_window_entries set amount = ${amount}::int where id = ${entry.id}::bigint`,
-      );
+      await queryRows(db, sql`select svc_rate_correct(${entry.id}::bigint, ${amount}::int)`);
     },
     close() {
       clearInterval(sweeper);

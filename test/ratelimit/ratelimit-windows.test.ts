@@ -28,6 +28,10 @@ interface Store {
   age(key: string, ms: number): Promise<void>;
   /** The amounts the store holds for `key`. */
   amounts(key: string): Promise<number[]>;
+  /** The running total the store keeps for `key` (0 when it keeps none). */
+  total(key: string): Promise<number>;
+  /** Removes entries that left the window for keys no admission comes back to (the database's sweep). */
+  sweep(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -58,6 +62,16 @@ const databaseStore = (): Store => ({
     );
     return rows.map((r) => Number(r.amount));
   },
+  async total(key) {
+    const [row] = await queryRows<{ used: number }>(
+      server.deps.db,
+      sql`select used from rate_window_totals where key = ${key}`,
+    );
+    return Number(row?.used ?? 0);
+  },
+  async sweep() {
+    await queryRows(server.deps.db, sql`select svc_rate_sweep(${WINDOW_MS}::int)`);
+  },
   async close() {},
 });
 
@@ -75,6 +89,10 @@ function redisStore(): Store {
       const members = await one.zrange(`svc:rate:${key}`, 0, -1);
       return members.map((m) => Number(m.split(':').pop()));
     },
+    async total(key) {
+      return Number((await one.get(`svc:rate:${key}:sum`)) ?? 0);
+    },
+    async sweep() {},
     async close() {
       await Promise.all([one.quit(), two.quit()]);
     },
@@ -110,6 +128,37 @@ describe.each(stores)('rolling windows on %s', (_name, make, available) => {
       expect(r.states[0]!.retryMs).toBeGreaterThan(WINDOW_MS - 15_000);
     }
   });
+
+  it.runIf(available)(
+    "keeps each window's total equal to what its entries add up to, through admissions, corrections and departures",
+    async () => {
+      const [busy, idle] = [key('total'), key('total-idle')];
+      const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+      const expectTotals = async () => {
+        for (const k of [busy, idle]) expect(await store.total(k)).toBe(sum(await store.amounts(k)));
+      };
+      const admitted = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          (i % 2 ? store.a : store.b).admit([
+            { key: busy, limit: 1_000, amount: 10 + i },
+            { key: idle, limit: 1_000, amount: 1 },
+          ]),
+        ),
+      );
+      expect(admitted.every((r) => r.admitted)).toBe(true);
+      await expectTotals();
+      // Settles correct their amounts, some up, some down.
+      await Promise.all(admitted.slice(0, 6).map((r, i) => store.a.correct(r.entries[0]!, i % 2 ? 3 : 40)));
+      await expectTotals();
+      // The busy window's entries leave it; the next admission there subtracts them, the sweep the idle's.
+      await store.age(busy, WINDOW_MS + 1);
+      await store.age(idle, WINDOW_MS + 1);
+      expect((await store.b.admit([{ key: busy, limit: 1_000, amount: 7 }])).states[0]!.used).toBe(7);
+      await store.sweep();
+      await expectTotals();
+      expect(await store.total(busy)).toBe(7);
+    },
+  );
 
   it.runIf(available)(
     'is rolling: a call counts for 60 s from its admission, not to a window boundary',
