@@ -67,6 +67,11 @@ BEGIN
   FOR i IN 1 .. v_n LOOP
     SELECT coalesce((SELECT t.used FROM rate_window_totals t WHERE t.key = p_keys[i]), 0) INTO v_sum;
     SELECT e.at INTO v_newest FROM rate_window_entries e WHERE e.key = p_keys[i] ORDER BY e.at DESC LIMIT 1;
+    IF v_newest IS NULL AND v_sum <> 0 THEN
+      -- An empty log holds nothing, whatever a total left behind says (the log emptied without it).
+      UPDATE rate_window_totals t SET used = 0 WHERE t.key = p_keys[i];
+      v_sum := 0;
+    END IF;
     v_used[i] := v_sum;
     v_reset[i] := CASE WHEN v_newest IS NULL THEN 0
       ELSE greatest(0, ceil(extract(epoch FROM (v_newest + v_window - v_now)) * 1000))::integer END;
