@@ -3,14 +3,26 @@ import { generate } from 'otplib';
 import { randomToken } from '../../src/ids.js';
 import { client } from './http.js';
 import type { TestServer } from './server.js';
-import { STRONG_PASSWORD } from './fixtures.js';
-import type { DevMail, Page, UserRow } from './answers.js';
+import { createUser, STRONG_PASSWORD } from './fixtures.js';
+import type { CreatedClient, DevMail, Page, UserRow } from './answers.js';
 
 // Shared steps of the account tests, all over real HTTP (the account routes are what is under test).
 
 export type Api = ReturnType<typeof client>;
 
 export const newEmail = (tag = 'acct') => `${tag}-${randomToken(6)}@example.test`;
+
+/** A new person (named `name`) who owns a new client (`orgName`) besides their default one. */
+export async function clientOwner(server: TestServer, name = 'Olga', orgName = 'Team') {
+  const user = await createUser(server, { name });
+  const created = await client(server.url).post<CreatedClient>(
+    '/v1/clients',
+    { name: orgName },
+    { token: user.session },
+  );
+  expect(created.status).toBe(200);
+  return { user, clientId: created.body.id };
+}
 
 export async function mails(
   api: Api,

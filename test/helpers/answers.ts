@@ -1,3 +1,4 @@
+import type { KeyItem } from '../../src/cli/commands/keys.js';
 import type { z } from 'zod';
 import type { client, user } from '../../src/openapi/accounts.js';
 
@@ -159,18 +160,8 @@ export interface MintedToken {
   scopes: string[];
 }
 
-/** One entry of GET /v1/tokens (src/openapi/accounts.ts). */
-export interface TokenRow {
-  id: number;
-  client_id: string;
-  token_name: string;
-  token_prefix: string;
-  created_at: number;
-  last_used_at: number | null;
-  revoked_at: number | null;
-  expires_at: number | null;
-  scopes: string[];
-}
+/** One entry of GET /v1/tokens (src/openapi/accounts.ts); the terminal client reads the same. */
+export type TokenRow = KeyItem;
 
 /** GET /v1/auth/verify (src/openapi/accounts.ts). */
 export interface Verified {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
-import { createUser, type TestUser } from '../helpers/fixtures.js';
-import { mails, newEmail } from '../helpers/accounts-support.js';
+import type { TestUser } from '../helpers/fixtures.js';
+import { clientOwner, mails, newEmail } from '../helpers/accounts-support.js';
 import { detailOf } from '../helpers/json.js';
 import { randomToken } from '../../src/ids.js';
 import { canonicalMailbox } from '../../src/accounts/trial-addresses.js';
@@ -24,12 +24,7 @@ afterAll(async () => {
 
 const api = () => client(server.url);
 
-async function owner(name = 'Olga', orgName = 'Team') {
-  const user = await createUser(server, { name });
-  const created = await api().post<CreatedClient>('/v1/clients', { name: orgName }, { token: user.session });
-  expect(created.status).toBe(200);
-  return { user, clientId: created.body.id };
-}
+const owner = (name?: string, orgName?: string) => clientOwner(server, name, orgName);
 
 const invite = (o: { user: TestUser; clientId: string }, email: string, base = server.url) =>
   client(base).post<InvitationRow>(

@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
-import { mails, newEmail } from '../helpers/accounts-support.js';
+import { clientOwner, mails, newEmail } from '../helpers/accounts-support.js';
 import { detailOf } from '../helpers/json.js';
 import { canonicalMailbox } from '../../src/accounts/trial-addresses.js';
 import { POLICIES } from '../../src/ratelimit/limits.js';
-import type { CreatedClient, InvitationRow } from '../helpers/answers.js';
+import type { InvitationRow } from '../helpers/answers.js';
 
 // Re-sending an open invitation (POST /v1/clients/{id}/invitations/{id}/resend; docs/limits.md §
 // Invitation mail): a new link for the same invitation, the old one dead; bounded per invitation and per
@@ -23,12 +23,7 @@ afterAll(async () => {
 
 const api = () => client(server.url);
 
-async function owner(name = 'Olga', orgName = 'Team') {
-  const user = await createUser(server, { name });
-  const created = await api().post<CreatedClient>('/v1/clients', { name: orgName }, { token: user.session });
-  expect(created.status).toBe(200);
-  return { user, clientId: created.body.id };
-}
+const owner = (name?: string, orgName?: string) => clientOwner(server, name, orgName);
 type Owner = Awaited<ReturnType<typeof owner>>;
 
 const invite = (o: Owner, email: string, role = 'member') =>
