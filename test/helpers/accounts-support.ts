@@ -2,6 +2,7 @@ import { expect } from 'vitest';
 import { generate } from 'otplib';
 import { randomToken } from '../../src/ids.js';
 import { client } from './http.js';
+import { detailOf } from './json.js';
 import type { TestServer } from './server.js';
 import { createUser, STRONG_PASSWORD } from './fixtures.js';
 import type { CreatedClient, DevMail, Page, UserRow } from './answers.js';
@@ -11,6 +12,15 @@ import type { CreatedClient, DevMail, Page, UserRow } from './answers.js';
 export type Api = ReturnType<typeof client>;
 
 export const newEmail = (tag = 'acct') => `${tag}-${randomToken(6)}@example.test`;
+
+/** A 429 RATE_LIMITED in the contract's shape, asking to wait at most `most` seconds. */
+export function expectLimited(res: { status: number; body: unknown; headers: Headers }, most: number) {
+  expect(res.status, JSON.stringify(res.body)).toBe(429);
+  expect(detailOf(res.body).code).toBe('RATE_LIMITED');
+  const retryAfter = Number(res.headers.get('retry-after'));
+  expect(retryAfter).toBeGreaterThan(0);
+  expect(retryAfter).toBeLessThanOrEqual(most);
+}
 
 /** A new person (named `name`) who owns a new client (`orgName`) besides their default one. */
 export async function clientOwner(server: TestServer, name = 'Olga', orgName = 'Team') {

@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import type { TestUser } from '../helpers/fixtures.js';
-import { clientOwner, mails, newEmail } from '../helpers/accounts-support.js';
-import { detailOf } from '../helpers/json.js';
+import { clientOwner, expectLimited, mails, newEmail } from '../helpers/accounts-support.js';
 import { randomToken } from '../../src/ids.js';
 import { canonicalMailbox } from '../../src/accounts/trial-addresses.js';
 import { POLICIES } from '../../src/ratelimit/limits.js';
@@ -32,14 +31,6 @@ const invite = (o: { user: TestUser; clientId: string }, email: string, base = s
     { email },
     { token: o.user.session },
   );
-
-function expectLimited(res: { status: number; body: unknown; headers: Headers }, most: number) {
-  expect(res.status, JSON.stringify(res.body)).toBe(429);
-  expect(detailOf(res.body).code).toBe('RATE_LIMITED');
-  const retryAfter = Number(res.headers.get('retry-after'));
-  expect(retryAfter).toBeGreaterThan(0);
-  expect(retryAfter).toBeLessThanOrEqual(most);
-}
 
 describe('invitation mail limits', () => {
   it('one re-send per mailbox an hour: re-inviting (which revokes) and revoking do not reset the count', async () => {

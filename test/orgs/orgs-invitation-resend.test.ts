@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
-import { clientOwner, mails, newEmail } from '../helpers/accounts-support.js';
+import { clientOwner, expectLimited, mails, newEmail } from '../helpers/accounts-support.js';
 import { detailOf } from '../helpers/json.js';
 import { canonicalMailbox } from '../../src/accounts/trial-addresses.js';
 import { POLICIES } from '../../src/ratelimit/limits.js';
@@ -44,14 +44,6 @@ async function forgetMailCounts(o: Owner, email: string) {
 }
 
 const linkOf = (text: string) => /(http\S+\/account\/invitations\/accept\?token=(\S+))/.exec(text)!;
-
-function expectLimited(res: { status: number; body: unknown; headers: Headers }, most: number) {
-  expect(res.status, JSON.stringify(res.body)).toBe(429);
-  expect(detailOf(res.body).code).toBe('RATE_LIMITED');
-  const retryAfter = Number(res.headers.get('retry-after'));
-  expect(retryAfter).toBeGreaterThan(0);
-  expect(retryAfter).toBeLessThanOrEqual(most);
-}
 
 describe('re-sending an invitation', () => {
   it('mails a new link for the same invitation; the old link stops working; 7 days from now', async () => {
