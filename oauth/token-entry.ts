@@ -10,11 +10,11 @@ import { TOKEN_PATH, tokenEndpoint, type TokenHttpRequest } from './token.js';
 // (src/models/entry.ts; decision 0021): a refresh is small, and Express's prototypes and its walk through
 // every router mounted before the token route were about a quarter of svc's CPU per refresh.
 //
-// Taken here: POST /oauth/token with no query string and a form body. Every other request (a query, a
-// JSON body, OPTIONS) goes to Express, which mounts the same steps for the same path (src/app.ts,
-// oauth/routes.ts): after the front steps both ways share (the request log, dev mode's Host guard:
-// src/http/entry-steps.ts), the form body (100 KB), the NUL guard, CORS, the metadata-fetch limit, the
-// endpoint (tokenEndpoint, the same function); errors in the RFC 6749 shape, a database outage as 503.
+// Taken here: POST /oauth/token with no query string and a form body. Every other POST (a query, a JSON
+// body) goes to Express, which mounts this same row (src/app.ts: the route table): after the front steps
+// both ways share (the request log, dev mode's Host guard: src/http/entry-steps.ts), the form body
+// (100 KB), the NUL guard, CORS, the metadata-fetch limit, the endpoint (tokenEndpoint); errors in the
+// RFC 6749 shape, a database outage as 503. OPTIONS is answered by oauth/routes.ts's CORS.
 // test/oauth/oauth-token-entry.test.ts checks that both ways answer alike.
 
 const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
@@ -22,10 +22,11 @@ const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
 export function tokenEntry(deps: Deps): FastEntry<TokenHttpRequest> {
   return {
     path: TOKEN_PATH,
+    aheadOfExpress: true,
     accepts: (req) => FORM.test(req.headers['content-type'] ?? ''),
     surface: 'oauth',
-    // As Express runs them for this path (src/app.ts, oauth/routes.ts). CORS and the metadata-fetch limit
-    // are typed as Express middleware but read only what plain node objects carry.
+    // CORS and the metadata-fetch limit are typed as Express middleware but read only what plain node
+    // objects carry.
     steps: [
       formBody(),
       rejectNulCharacters(),

@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import OAuth2Server from '@node-oauth/oauth2-server';
-import { Router } from 'express';
 import type { Deps } from '../src/deps.js';
 import { requestOrigin } from '../src/http/origin.js';
 import { sendJson } from '../src/http/error-middleware.js';
@@ -18,8 +17,8 @@ import { REFRESH_TOKEN_GRANT, refreshTokenGrant } from './refresh-grant.js';
 // (docs/decisions/0085-one-refresh-handler.md). The library's response is checked against an allow-list: with
 // allowExtendedTokenAttributes every extra property of saveToken's result would reach the client
 // (the library's own authorization-code object among them), so only `grants` is let through.
-// The endpoint works on plain node objects: Express serves it (tokenRoutes), and so does the token
-// request's own entry ahead of Express (oauth/token-entry.ts), with the same steps before it.
+// The endpoint works on plain node objects: it is the route of the token request's row in the app's route
+// table (oauth/token-entry.ts), which Express and the node-level entry both serve, with the same steps.
 
 export const TOKEN_PATH = '/oauth/token';
 
@@ -126,10 +125,4 @@ export function tokenEndpoint(deps: Deps) {
     );
     sendJson(res, 200, out);
   };
-}
-
-export function tokenRoutes(deps: Deps): Router {
-  const router = Router();
-  router.post(TOKEN_PATH, tokenEndpoint(deps));
-  return router;
 }

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import express, { type Express } from 'express';
 import type { Deps } from './deps.js';
 import { createAuth, type Auth } from './auth/principal.js';
@@ -17,6 +18,7 @@ import { usageRoutes } from './usage/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import { modelRoutes } from './models/routes.js';
 import { modelRouteTable } from './models/entry.js';
+import { tokenEntry } from '../oauth/token-entry.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
 import { isMcpPath, mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
@@ -24,7 +26,7 @@ import { rejectNulCharacters } from './http/input-guard.js';
 import { trustFunction } from './http/client-address.js';
 import { jsonBody } from './http/json-body.js';
 import { formBody } from './http/form-body.js';
-import { frontSteps } from './http/entry-steps.js';
+import { frontSteps, type FastEntry } from './http/entry-steps.js';
 import { pageErrorHandler, browserErrorPage } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { metricsRoutes } from './metrics/routes.js';
@@ -41,7 +43,16 @@ declare module 'express-serve-static-core' {
   }
 }
 
-/** `auth`: shared with the chat call's own entry (src/server.ts), so both group the same token reads. */
+/**
+ * The routes with steps of their own, one row each: Express mounts every row ahead of its other layers
+ * (buildApp), and the node-level listener serves the rows marked `aheadOfExpress` (src/server.ts;
+ * decisions 0001, 0021 and 0091): the token request (form-encoded) and the chat call.
+ */
+export function entryTable(deps: Deps, auth: Auth): FastEntry<IncomingMessage>[] {
+  return [tokenEntry(deps), ...modelRouteTable(deps, auth)] as FastEntry<IncomingMessage>[];
+}
+
+/** `auth`: shared with the node-level entries (src/server.ts), so both group the same token reads. */
 export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   const app = express();
   app.disable('x-powered-by');
@@ -51,10 +62,12 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // The request log and dev mode's Host guard, as the entries ahead of Express run them (src/http/entry-steps.ts).
   for (const step of frontSteps(deps)) app.use(step as express.RequestHandler);
 
-  // The model calls' routes, from their table (src/models/entry.ts), ahead of every other layer so that
-  // they walk none of them; each reads its own body after its credential. The chat call without a query
-  // string never gets here: the node-level entry serves it (src/server.ts).
-  for (const route of modelRouteTable(deps, auth)) app.post(route.path, (req, res) => route.handle(req, res));
+  // The route table's rows, ahead of every other layer so that they walk none of them; each runs its own
+  // steps (a model route reads its body after its credential). A form-encoded token request and the chat
+  // call without a query string never get here: the node-level entry serves them (src/server.ts).
+  for (const entry of entryTable(deps, auth)) {
+    app.post(entry.path, ...(entry.steps as express.RequestHandler[]), (req, res) => entry.route(req, res));
+  }
   // /mcp/platform next, for the same reason: it checks its credential, reads its own body and takes the
   // request's audit context itself (mcp/routes.ts), and no layer below has a route on its paths.
   app.use(mcpRoutes(deps));

@@ -1,10 +1,8 @@
 import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Deps } from './deps.js';
-import { buildApp } from './app.js';
+import { buildApp, entryTable } from './app.js';
 import { createAuth } from './auth/principal.js';
-import { modelEntriesAheadOfExpress } from './models/entry.js';
-import { tokenEntry } from '../oauth/token-entry.js';
 import { servedAheadOfExpress } from './http/entry-steps.js';
 import { attachRunSocket } from './runs/socket.js';
 import { limitBodyTime } from './http/body-idle.js';
@@ -21,13 +19,9 @@ export interface RunningServer {
  */
 export async function startServer(deps: Deps, hosts: string[], port: number): Promise<RunningServer> {
   const auth = createAuth(deps);
-  // Chat calls and form-encoded token requests without a query string skip Express (src/models/entry.ts,
-  // oauth/token-entry.ts; decisions 0001 and 0021); the app serves the rest.
-  const serve = servedAheadOfExpress(
-    deps,
-    [tokenEntry(deps), ...modelEntriesAheadOfExpress(deps, auth)],
-    buildApp(deps, auth),
-  );
+  // Chat calls and form-encoded token requests without a query string skip Express (the route table's rows
+  // marked aheadOfExpress: src/app.ts; decisions 0001 and 0021); the app serves the rest.
+  const serve = servedAheadOfExpress(deps, entryTable(deps, auth), buildApp(deps, auth));
   // After SIGTERM (deps.lifecycle.draining), no new request is taken on any connection, keep-alive ones
   // included: 503 with Retry-After, and `Connection: close` on every answer, so clients reconnect to a
   // live process (docs/operations.md).

@@ -22,10 +22,15 @@ export function frontSteps(deps: Deps): EntryStep<IncomingMessage>[] {
   return [requestLogger(deps.log, deps.config), ...(hostGuard ? [hostGuard] : [])];
 }
 
-/** A route served ahead of Express: `POST path` exactly (no query string). */
+/**
+ * A row of the route table (src/app.ts: `entryTable`): a `POST path` route with its own steps, which Express
+ * mounts as it is and, when `aheadOfExpress`, the node-level listener serves too (no query string).
+ */
 export interface FastEntry<Req extends IncomingMessage> {
   path: string;
-  /** Beyond the method and the path, whether this request takes the entry (else Express serves it). */
+  /** Whether the node-level listener serves it; Express serves it always as well (a query string, say). */
+  aheadOfExpress: boolean;
+  /** Beyond the method and the path, whether this request takes the node-level entry (else Express serves it). */
   accepts?(req: IncomingMessage): boolean;
   /** The shape its errors take, as Express's error middleware would render them. */
   surface: Surface;
@@ -35,8 +40,8 @@ export interface FastEntry<Req extends IncomingMessage> {
 }
 
 /**
- * The server's listener: each of `entries` served here, every other request by `app`. A database outage is
- * 503 with Retry-After, as on every route (src/db/outage.ts), never a 500.
+ * The server's listener: each of `entries` marked `aheadOfExpress` served here, every other request by
+ * `app`. A database outage is 503 with Retry-After, as on every route (src/db/outage.ts), never a 500.
  */
 export function servedAheadOfExpress(
   deps: Deps,
@@ -45,7 +50,9 @@ export function servedAheadOfExpress(
   app: RequestListener,
 ): RequestListener {
   const front = frontSteps(deps);
-  const byPath = new Map(entries.map((e) => [e.path, { ...e, steps: [...front, ...e.steps] }]));
+  const byPath = new Map(
+    entries.filter((e) => e.aheadOfExpress).map((e) => [e.path, { ...e, steps: [...front, ...e.steps] }]),
+  );
   return (req: IncomingMessage, res: ServerResponse) => {
     const entry = req.method === 'POST' ? byPath.get(req.url ?? '') : undefined;
     if (!entry || (entry.accepts && !entry.accepts(req))) return app(req, res);

@@ -20,33 +20,37 @@ import { apiKeyAsBearer, MESSAGES_PATH, messagesFrontEnd } from './front-ends/me
 /** Chat histories are long. */
 const MODEL_BODY_LIMIT = '10mb';
 
-export interface ModelRoute {
-  path: string;
-  /** Served by the node-level entry when it has no query string (else, and always for the others, Express). */
-  aheadOfExpress: boolean;
-  handle(req: ModelHttpRequest, res: ServerResponse): Promise<void>;
-}
-
-export function modelRouteTable(deps: Deps, auth: Auth): ModelRoute[] {
+/** The model routes' rows of the route table (src/app.ts); each runs its steps inside (modelRoute). */
+export function modelRouteTable(deps: Deps, auth: Auth): FastEntry<ModelHttpRequest>[] {
   const messages = messagesFrontEnd(deps);
+  const row = (
+    path: string,
+    aheadOfExpress: boolean,
+    route: ModelRouteHandler,
+  ): FastEntry<ModelHttpRequest> => ({
+    path,
+    aheadOfExpress,
+    surface: 'openai',
+    steps: [],
+    route,
+  });
   return [
-    { path: CHAT_PATH, aheadOfExpress: true, handle: modelRoute(deps, auth, () => chatFrontEnd) },
-    { path: RESPONSES_PATH, aheadOfExpress: false, handle: modelRoute(deps, auth, responsesFrontEnd(deps)) },
+    row(
+      CHAT_PATH,
+      true,
+      modelRoute(deps, auth, () => chatFrontEnd),
+    ),
+    row(RESPONSES_PATH, false, modelRoute(deps, auth, responsesFrontEnd(deps))),
     // Anthropic's clients send their key in x-api-key: read as the bearer before anything reads it.
-    {
-      path: MESSAGES_PATH,
-      aheadOfExpress: false,
-      handle: modelRoute(deps, auth, () => messages, apiKeyAsBearer),
-    },
+    row(
+      MESSAGES_PATH,
+      false,
+      modelRoute(deps, auth, () => messages, apiKeyAsBearer),
+    ),
   ];
 }
 
-/** The table's routes the node-level entry serves (src/server.ts). */
-export function modelEntriesAheadOfExpress(deps: Deps, auth: Auth): FastEntry<ModelHttpRequest>[] {
-  return modelRouteTable(deps, auth)
-    .filter((r) => r.aheadOfExpress)
-    .map((r) => ({ path: r.path, surface: 'openai', steps: [], route: (req, res) => r.handle(req, res) }));
-}
+type ModelRouteHandler = (req: ModelHttpRequest, res: ServerResponse) => Promise<void>;
 
 /**
  * A model route, every step in order: the admission started as the request arrives (the spare's early
@@ -58,7 +62,7 @@ function modelRoute(
   auth: Auth,
   frontEnd: () => FrontEnd,
   credentialFrom?: (req: ModelHttpRequest) => void,
-): ModelRoute['handle'] {
+): ModelRouteHandler {
   const body = jsonBody({ limit: MODEL_BODY_LIMIT });
   const nulGuard = rejectNulCharacters();
   return async (req, res) => {

@@ -6,7 +6,7 @@ import { addMember, createApiToken, createUser, type TestUser } from '../helpers
 import type { TestServer } from '../helpers/server.js';
 import { issueTestGrants } from '../helpers/oauth.js';
 import { createAuth } from '../../src/auth/principal.js';
-import { modelEntriesAheadOfExpress } from '../../src/models/entry.js';
+import { modelRouteTable } from '../../src/models/entry.js';
 import { servedAheadOfExpress } from '../../src/http/entry-steps.js';
 import { openAiError, readJson, type OpenAiError } from '../helpers/json.js';
 
@@ -69,11 +69,7 @@ describe('the chat call’s own entry', () => {
       res.end();
     };
     const listener = createServer(
-      servedAheadOfExpress(
-        server.deps,
-        modelEntriesAheadOfExpress(server.deps, createAuth(server.deps)),
-        app,
-      ),
+      servedAheadOfExpress(server.deps, modelRouteTable(server.deps, createAuth(server.deps)), app),
     );
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
