@@ -8,6 +8,7 @@ import { parse } from '../http/validate.js';
 import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../page-kit/html.js';
 import { nowUnix } from '../ids.js';
 import { devId } from './dev-processor.js';
+import { tokensAndMoney, usdOfCents } from './par.js';
 import { PERIOD_SECONDS, PRO_PRICE_CENTS, onlyDevIds, type DevEvents } from './dev-events.js';
 
 // The dev processor's checkout (CONTRACT §8): `/dev/checkout/{session_id}` is a plain form that submits
@@ -132,20 +133,17 @@ export function devCheckoutRoutes(deps: Deps, ev: DevEvents): Router {
   }
 
   function page(req: Request, res: Response, s: SessionRow, status = 200, note?: string) {
-    const what =
-      s.kind === 'topup'
-        ? `${Number(s.credits).toLocaleString('en-US')} tokens`
-        : 'Pro plan, 210,000 tokens a month';
+    const what = s.kind === 'topup' ? tokensAndMoney(Number(s.credits)) : 'Pro plan, 210,000 tokens a month';
     const cents = s.kind === 'topup' ? Number(s.amount_cents) : PRO_PRICE_CENTS;
     const open = s.status === 'open';
     const body = html`<h1>Dev checkout</h1>
 <p class="alert info">This is the built-in development processor: no money moves. Paying delivers signed webhook events to this server.</p>
-<dl><dt>Item</dt><dd>${what}</dd><dt>Amount</dt><dd>${(cents / 100).toFixed(2)} USD</dd><dt>Session</dt><dd><code>${s.id}</code></dd><dt>Status</dt><dd>${s.status}</dd></dl>
+<dl><dt>Item</dt><dd>${what}</dd><dt>Amount</dt><dd>${usdOfCents(cents)}</dd><dt>Session</dt><dd><code>${s.id}</code></dd><dt>Status</dt><dd>${s.status}</dd></dl>
 ${note ? html`<p class="alert warn">${note}</p>` : ''}
 ${
   open
     ? html`<form method="post" action="/dev/checkout/${s.id}">${csrfField(req, res)}
-<div class="actions"><button type="submit" name="decision" value="pay">Pay ${(cents / 100).toFixed(2)} USD</button>
+<div class="actions"><button type="submit" name="decision" value="pay">Pay ${usdOfCents(cents)}</button>
 <button type="submit" name="decision" value="fail" class="danger">Simulate a declined card</button></div></form>`
     : ''
 }`;

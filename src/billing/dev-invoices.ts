@@ -8,6 +8,7 @@ import { parse } from '../http/validate.js';
 import { nowUnix } from '../ids.js';
 import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../page-kit/html.js';
 import { devId } from './dev-processor.js';
+import { usdOfCents } from './par.js';
 import { onlyDevIds, type DevEvents } from './dev-events.js';
 
 // The dev processor's invoice pages: an invoice, and its refund or dispute delivered as the events Stripe
@@ -48,12 +49,11 @@ export function devInvoiceRoutes(deps: Deps, ev: DevEvents): Router {
   router.get('/dev/invoices/:invoice_id', async (req, res) => {
     const inv = await findInvoice(String(req.params.invoice_id));
     if (!inv) throw notFound('no such invoice');
-    const cur = inv.currency.toUpperCase();
     const left = refundable(inv);
     const body = html`<h1>Invoice ${inv.id}</h1>
-<dl><dt>Amount due</dt><dd>${(Number(inv.amount_due_cents) / 100).toFixed(2)} ${cur}</dd>
-<dt>Amount paid</dt><dd>${(Number(inv.amount_paid_cents) / 100).toFixed(2)} ${cur}</dd>
-<dt>Refunded or disputed</dt><dd>${(Number(inv.refunded_cents ?? 0) / 100).toFixed(2)} ${cur}</dd>
+<dl><dt>Amount due</dt><dd>${usdOfCents(Number(inv.amount_due_cents))}</dd>
+<dt>Amount paid</dt><dd>${usdOfCents(Number(inv.amount_paid_cents))}</dd>
+<dt>Refunded or disputed</dt><dd>${usdOfCents(Number(inv.refunded_cents ?? 0))}</dd>
 <dt>Status</dt><dd>${inv.status}</dd><dt>Date</dt><dd>${new Date(Number(inv.created_at_unix) * 1000).toISOString().slice(0, 10)}</dd></dl>
 ${
   left > 0

@@ -7,6 +7,7 @@ import { notFound } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../page-kit/html.js';
 import { devId } from './dev-processor.js';
+import { usdOfCents } from './par.js';
 import { listInvoices } from './payments.js';
 import { PERIOD_SECONDS, onlyDevIds, type DevEvents } from './dev-events.js';
 
@@ -49,7 +50,7 @@ export function devPortalRoutes(deps: Deps, ev: DevEvents): Router {
     const body = html`<h1>Dev billing portal</h1>
 <h2>Subscriptions</h2>${subs.length ? html`<ul>${subs.map((s) => html`<li><code>${s.id}</code> ${s.status}${s.cancel_at_period_end ? ' (cancels at period end)' : ''}, period ends ${new Date(Number(s.current_period_end) * 1000).toISOString().slice(0, 10)} ${actions(s)}</li>`)}</ul>` : html`<p>None.</p>`}
 <h2>Payment methods</h2>${methods.length ? html`<ul>${methods.map((m) => html`<li>${m.brand} •••• ${m.last4}, expires ${m.exp_month}/${m.exp_year}</li>`)}</ul>` : html`<p>None.</p>`}
-<h2>Invoices</h2>${invoices.length ? html`<ul>${invoices.map((i) => html`<li><a href="${i.invoice_pdf}">${i.id}</a> ${(i.amount_due_cents / 100).toFixed(2)} ${i.currency.toUpperCase()}, ${i.status}</li>`)}</ul>` : html`<p>None.</p>`}
+<h2>Invoices</h2>${invoices.length ? html`<ul>${invoices.map((i) => html`<li><a href="${i.invoice_pdf}">${i.id}</a> ${usdOfCents(i.amount_due_cents)}, ${i.status}</li>`)}</ul>` : html`<p>None.</p>`}
 ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
     sendPage(res, renderPage({ title: 'Dev billing portal', body }));
   });

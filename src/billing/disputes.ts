@@ -129,7 +129,7 @@ async function withdraw(
     amountCents,
     key: `dispute:${disputeId}`,
     describe: (t) =>
-      `Dispute: ${usd(amountCents)} USD withdrawn by the card issuer, ${tokens(t.credits)} tokens taken back` +
+      `Dispute: ${usd(amountCents)} withdrawn by the card issuer, ${tokens(t.credits)} tokens taken back` +
       (t.shortfall > 0 ? ` (${tokens(t.shortfall)} already spent)` : ''),
   });
   await tx.execute(sql`
@@ -153,7 +153,7 @@ async function reinstate(tx: Db, row: DisputeRow): Promise<string> {
     paymentIntent: row.payment_intent,
     key: `dispute:${row.id}:reinstated`,
     taken,
-    description: `Dispute won: ${usd(num(row.amount_cents))} USD reinstated, ${tokens(taken.fromClient + taken.fromPool)} tokens given back`,
+    description: `Dispute won: ${usd(num(row.amount_cents))} reinstated, ${tokens(taken.fromClient + taken.fromPool)} tokens given back`,
   });
   await tx.execute(
     sql`update billing_disputes set state = 'reinstated', reinstated_at = now() where id = ${row.id}`,

@@ -19,6 +19,11 @@ export function usdOfTokens(tokens: number): string {
   return dollars.format(tokens / (100 * CREDITS_PER_CENT));
 }
 
+/** 2500 → "$25.00": an amount of money in US cents, as every page and mail shows money. */
+export function usdOfCents(cents: number): string {
+  return usdOfTokens(cents * CREDITS_PER_CENT);
+}
+
 /** 920 → "920 tokens · $0.92". */
 export function tokensAndMoney(tokens: number): string {
   return `${whole.format(tokens)} ${Math.abs(tokens) === 1 ? 'token' : 'tokens'} · ${usdOfTokens(tokens)}`;

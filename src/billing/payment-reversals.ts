@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { recordDebt } from './debt.js';
+import { usdOfCents } from './par.js';
 import {
   debtAccount,
   ensureDebtAccount,
@@ -39,7 +40,8 @@ export interface PaymentRow {
 }
 
 export const num = (v: unknown): number => Number(v ?? 0);
-export const usd = (cents: number) => (cents / 100).toFixed(2);
+/** 1000 → "$10.00" (src/billing/par.ts: money as every page shows it). */
+export const usd = usdOfCents;
 export const tokens = (n: number) => n.toLocaleString('en-US');
 
 /** Claims (creating if needed) and locks a payment's row; every refund, dispute and grant path starts here. */

@@ -160,7 +160,7 @@ async function applyRefund(
     amountCents,
     key: `refund:${refundId}`,
     describe: (t) =>
-      `Refund: ${usd(amountCents)} USD returned, ${tokens(t.credits)} tokens taken back` +
+      `Refund: ${usd(amountCents)} returned, ${tokens(t.credits)} tokens taken back` +
       (t.shortfall > 0 ? ` (${tokens(t.shortfall)} already spent)` : ''),
   });
   await tx.execute(sql`

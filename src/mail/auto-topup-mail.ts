@@ -1,5 +1,6 @@
 import type { MailMessage } from './mailer.js';
 import { escapeHtml } from './escape.js';
+import { usdOfCents } from '../billing/par.js';
 
 // The mail to an organization's owner when an automatic top-up was declined (docs/billing.md, "Auto
 // top-up"). Plain text first, like the account mails (./templates.ts); the organization's name is
@@ -16,9 +17,8 @@ export interface AutoTopupFailedMailInput {
 }
 
 export function autoTopupFailedMail(m: AutoTopupFailedMailInput): MailMessage {
-  const dollars = (m.amountCents / 100).toFixed(2);
   const lines = [
-    `The automatic top-up of ${dollars} USD for "${m.orgName}" was not paid: ${m.reason}.`,
+    `The automatic top-up of ${usdOfCents(m.amountCents)} for "${m.orgName}" was not paid: ${m.reason}.`,
     'Auto top-up is now off for this client. Update the payment method, then turn it on again on the ' +
       `billing page: ${m.link}`,
   ];

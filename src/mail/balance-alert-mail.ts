@@ -1,5 +1,6 @@
 import type { MailMessage } from './mailer.js';
 import { escapeHtml } from './escape.js';
+import { tokensAndMoney as tokens } from '../billing/par.js';
 
 // The low-balance and exhausted alerts to an organization's owner. Plain text first,
 // like the account mails (./templates.ts); the HTML part escapes everything it interpolates (the
@@ -15,15 +16,6 @@ export interface BalanceAlertMailInput {
   link: string;
 }
 
-const dollars = new Intl.NumberFormat('en-US', {
-  style: 'currency',
-  currency: 'USD',
-  minimumFractionDigits: 2,
-  maximumFractionDigits: 3,
-});
-/** 920 → "920 tokens · $0.92": svc tokens with their money at par (1,000 tokens = 1 dollar), as the pages say. */
-const tokens = (n: number) => `${n.toLocaleString('en-US')} tokens · ${dollars.format(n / 1000)}`;
-
 export function balanceAlertMail(m: BalanceAlertMailInput): MailMessage {
   const lines =
     m.kind === 'low'
@@ -37,7 +29,7 @@ export function balanceAlertMail(m: BalanceAlertMailInput): MailMessage {
         ];
   const subject =
     m.kind === 'low'
-      ? `${m.orgName}: below ${m.threshold.toLocaleString('en-US')} tokens`
+      ? `${m.orgName}: below ${tokens(m.threshold)}`
       : `${m.orgName}: out of tokens, calls now fail with 402`;
   const text = ['Hello,', '', ...lines, '', m.link, ''].join('\n');
   const html = [

@@ -102,7 +102,7 @@ describe('disputes', () => {
       balance_after_credits: 50_000,
       org_id: u.clientId,
     });
-    expect(latest?.description).toMatch(/^Dispute: 10\.00 USD withdrawn/);
+    expect(latest?.description).toMatch(/^Dispute: \$10\.00 withdrawn/);
     const closed = rid('evt');
     await send('charge.dispute.closed', { ...d, status: 'lost' }, { id: closed });
     expect(await outcome(closed)).toBe('dispute_already_withdrawn');
@@ -214,7 +214,7 @@ describe('disputes', () => {
     expect(
       (await api.get<OwnerBalance>('/v1/owner/balance', { token: u.session })).body.lifetime_granted_credits,
     ).toBe(60_000);
-    expect(latest?.description).toMatch(/^Dispute won: 10\.00 USD reinstated, 10,000 tokens given back/);
+    expect(latest?.description).toMatch(/^Dispute won: \$10\.00 reinstated, 10,000 tokens given back/);
     // The close as won, a repeat under a new id and a stray late withdrawal: nothing moves again.
     for (const [type, status] of [
       ['charge.dispute.closed', 'won'],
@@ -513,7 +513,7 @@ describe('dev processor: the Dispute action on /dev/invoices/{id}', () => {
       6_000, -6_000, -4_000,
     ]);
     expect((await openDevPage(invoice.invoice_pdf, '/dispute')).text).toContain(
-      '<dt>Refunded or disputed</dt><dd>4.00 USD</dd>',
+      '<dt>Refunded or disputed</dt><dd>$4.00</dd>',
     );
     expect(await checkInvariants(dev.server.deps.db)).toEqual([]);
   });

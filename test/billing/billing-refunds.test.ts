@@ -398,7 +398,7 @@ describe('dev processor: the Refund button on /dev/invoices/{id}', () => {
       -15_000, -5_000,
     ]);
     const after = await openDevPage(invoice.invoice_pdf);
-    expect(after.text).toContain('<dt>Refunded or disputed</dt><dd>20.00 USD</dd>');
+    expect(after.text).toContain('<dt>Refunded or disputed</dt><dd>$20.00</dd>');
     expect(after.action).toBeNull();
     expect((await post({ csrf_token: page.csrf!, amount_cents: '1' })).status).toBe(400);
     expect(await checkInvariants(dev.server.deps.db)).toEqual([]);
