@@ -170,6 +170,13 @@ describe('errors a person understands, with the next step', { timeout: CLI_TEST_
     expect(waiting.stdout()).toBe('Hello from the fake upstream\n');
   });
 
+  it('a reader that closes its end of the pipe (svc run --help | head -1): exit 0, no stack trace', async () => {
+    const cli = startCli(['run', '--help']);
+    cli.child.stdout?.destroy(); // the reader is gone before the first line is written
+    expect(await cli.exit).toBe(0);
+    expect(cli.stderr()).toBe('');
+  });
+
   it('503: says the server is unavailable and when to retry, exit 5', async () => {
     // A server in maintenance behind its load balancer: every answer is 503 with Retry-After.
     const down = createHttpServer((_req, res) =>
