@@ -106,8 +106,12 @@ export const billingEntries = pgTable(
     index('billing_entries_org_shown_idx')
       .on(t.orgKey, sql`(-${t.id})`)
       .where(sql`${t.type} in ('trial', 'subscription_credit', 'topup', 'usage', 'refund')`),
-    index('billing_entries_from_idx').on(t.fromAccount),
-    index('billing_entries_to_idx').on(t.toAccount),
+    // The grants into an owner's pool (lifetime_granted_credits, ledger.ts lifetimeGrantedSql): the only
+    // read by account. Partial, so a call's `usage` row (client to sink) adds no entry to it, and no index
+    // on from_account at all: no statement reads by it (decision 0132).
+    index('billing_entries_grants_idx')
+      .on(t.toAccount)
+      .where(sql`${t.fromAccount} like 'src:%'`),
   ],
 );
 
@@ -132,11 +136,11 @@ export const billingHolds = pgTable(
   },
   (t) => [
     check('billing_holds_amounts', sql`${t.amount} >= 0 and ${t.debited} >= 0`),
+    // The live holds, by account: a reserve releasing its client's expired holds, and the sweep
+    // (spend.ts expireStaleHolds), which reads this whole partial index: it holds only the calls in
+    // flight, so a second index on expires_at alone cost every hold an entry for nothing (decision 0132).
     index('billing_holds_open_idx')
       .on(t.accountId, t.expiresAt)
-      .where(sql`${t.status} = 'held'`),
-    index('billing_holds_expiry_idx')
-      .on(t.expiresAt)
       .where(sql`${t.status} = 'held'`),
     // Retention (src/billing/hold-retention.ts) deletes the oldest closed holds: without this index each
     // reconcile run read every hold to find none old enough (docs/scale.md). A settle's update
