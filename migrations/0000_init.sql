@@ -224,6 +224,7 @@ CREATE TABLE "billing_holds" (
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"expires_at" timestamp with time zone NOT NULL,
 	"closed_at" timestamp with time zone,
+	"budgeted" boolean DEFAULT false NOT NULL,
 	CONSTRAINT "billing_holds_amounts" CHECK ("billing_holds"."amount" >= 0 and "billing_holds"."debited" >= 0)
 );
 --> statement-breakpoint

@@ -124,8 +124,9 @@ BEGIN
       v_out[i] := 'budget_exhausted';
       CONTINUE;
     END IF;
+    -- Marked, so its close gives back to the periods (the trigger below); cut to what the budgets have.
+    UPDATE billing_holds h SET budgeted = true, amount = v_keep WHERE h.request_id = p_request_ids[i];
     IF v_keep < v_take[i] THEN
-      UPDATE billing_holds h SET amount = v_keep WHERE h.request_id = p_request_ids[i];
       UPDATE billing_accounts SET held = held - (v_take[i] - v_keep) WHERE id = v_account;
       v_take[i] := v_keep;
     END IF;
@@ -161,5 +162,5 @@ END;
 $$;
 --> statement-breakpoint
 CREATE TRIGGER billing_holds_budget_closed AFTER UPDATE OF status ON billing_holds
-  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('settled', 'voided') AND NEW.user_id IS NOT NULL)
+  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('settled', 'voided') AND NEW.budgeted)
   EXECUTE FUNCTION svc_budget_hold_closed();

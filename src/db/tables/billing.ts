@@ -133,6 +133,11 @@ export const billingHolds = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
     closedAt: timestamp('closed_at', { withTimezone: true }),
+    /**
+     * Counted against a member or token budget (member_budget_holds has its rows): only such a hold's close
+     * runs the give-back trigger (src/db/custom/member-budgets.sql; decision 0133).
+     */
+    budgeted: boolean('budgeted').notNull().default(false),
   },
   (t) => [
     check('billing_holds_amounts', sql`${t.amount} >= 0 and ${t.debited} >= 0`),
