@@ -14,8 +14,8 @@
 // and of its PostgreSQL backends (from /proc), which say where a slower side's time goes.
 // BENCH_SCALE_DATABASE=<name> keeps the big side's database between runs (bench/scale-keep.ts: seeded
 // once, reused, its full reconcile skipped once it has a checkpoint); `--seed-only` stops after the seed,
-// `--reconcile-only` skips the routes, `--only <words>` runs only the routes whose name has those words,
-// `--new-rows N` writes N settled calls on the big side before the incremental reconcile (its goal:
+// `--reconcile-only` skips the routes, `--only <words>` runs only the routes whose name has those words
+// (`--only 'a|b'`: either), `--new-rows N` writes N settled calls on the big side before the incremental reconcile (its goal:
 // under 5 s after 100,000 new rows).
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -449,11 +449,13 @@ async function main() {
       big: kept ? null : await timedReconcile(sides.big.databaseUrl, true),
     };
     let failed = false;
-    // `--only <words>`: the routes whose name has those words (a route's figures again, without the rest).
+    // `--only <words>`: the routes whose name has those words (a route's figures again, without the rest);
+    // `--only 'clients|balance'`: the routes whose name has any of them.
     const only = process.argv.includes('--only')
-      ? process.argv[process.argv.indexOf('--only') + 1]
+      ? process.argv[process.argv.indexOf('--only') + 1]?.split('|')
       : undefined;
-    for (const route of reconcileOnly ? [] : routes.filter((r) => !only || r.name.includes(only))) {
+    const chosen = routes.filter((r) => !only || only.some((words) => r.name.includes(words)));
+    for (const route of reconcileOnly ? [] : chosen) {
       const cursors = { empty: await cursorFor(sides.empty, route), big: await cursorFor(sides.big, route) };
       const runs = await inTurns(rounds, ['empty', 'big'] as const, (k) =>
         load(sides[k], route, seconds, connections, cursors[k]),
