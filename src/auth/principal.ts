@@ -128,7 +128,7 @@ export function createAuth(deps: Deps) {
   });
 
   async function fromSessionToken(token: string, viaCookie: boolean): Promise<Principal | null> {
-    const claims = await readSessionToken(keys.session, token);
+    const claims = readSessionToken(keys.session, token);
     if (!claims) return null;
     let row;
     try {

@@ -1,6 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { SignJWT, jwtVerify } from 'jose';
-import { webcrypto } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { SignJWT } from 'jose';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { sessions } from '../db/schema.js';
@@ -43,30 +42,47 @@ export async function issueSession(db: Db, key: Uint8Array, userId: string): Pro
 /**
  * The session's claims when the JWT is valid, with the sid already hashed (the row is looked up by
  * `secretHash` in the caller's query); null otherwise.
+ *
+ * Checked here, synchronously, with node:crypto's HMAC (decision 0126): `jose` verifies through
+ * WebCrypto, a job on the thread pool and a promise per request, several times the HMAC itself. The
+ * checks are those `jwtVerify` made for a token of ours: three base64url parts, a JSON header of
+ * `alg: HS256` with no critical extensions, the signature (compared in constant time, in its one
+ * canonical spelling), a JSON object as payload, `exp` a number still in the future, `nbf` and `iat`
+ * numbers when present, `nbf` passed; then `sub` and `sid` strings.
  */
-export async function readSessionToken(
+export function readSessionToken(
   key: Uint8Array,
   token: string,
-): Promise<{ userId: string; secretHash: string } | null> {
+): { userId: string; secretHash: string } | null {
+  const parts = token.split('.');
+  if (parts.length !== 3) return null;
+  const [header, payload, signature] = parts as [string, string, string];
+  const expected = Buffer.from(createHmac('sha256', key).update(`${header}.${payload}`).digest('base64url'));
+  const given = Buffer.from(signature);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  const head = jsonObject(header);
+  if (!head || head.alg !== 'HS256' || 'crit' in head || 'b64' in head) return null;
+  const claims = jsonObject(payload);
+  if (!claims) return null;
+  const now = Math.floor(Date.now() / 1000);
+  if (typeof claims.exp !== 'number' || claims.exp <= now) return null;
+  if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > now)) return null;
+  if (claims.iat !== undefined && typeof claims.iat !== 'number') return null;
+  if (typeof claims.sub !== 'string' || typeof claims.sid !== 'string') return null;
+  return { userId: claims.sub, secretHash: sessionSecretHash(claims.sid) };
+}
+
+/** A base64url JSON object, or null (not base64url, not JSON, not an object). */
+function jsonObject(part: string): Record<string, unknown> | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(part)) return null;
   try {
-    const { payload } = await jwtVerify(token, await verifyingKey(key), { algorithms: ['HS256'] });
-    if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') return null;
-    return { userId: payload.sub, secretHash: sessionSecretHash(payload.sid) };
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    return value && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
   } catch {
     return null;
   }
-}
-
-// Given the raw bytes, jose imports a WebCrypto key on every verification; every session request
-// verifies one, so the key is imported once per process (decision 0130).
-const verifyingKeys = new WeakMap<Uint8Array, Promise<webcrypto.CryptoKey>>();
-function verifyingKey(key: Uint8Array): Promise<webcrypto.CryptoKey> {
-  let imported = verifyingKeys.get(key);
-  if (!imported) {
-    imported = webcrypto.subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
-    verifyingKeys.set(key, imported);
-  }
-  return imported;
 }
 
 /** Revokes one session by its public handle (ses_…). */
