@@ -223,11 +223,11 @@ export async function payDebt(
 /**
  * Tokens ever granted to an owner's pool (lifetime_granted_credits), derived from the ledger. A won
  * dispute's give-back to the pool (type `refund`, payment-reversals.ts) undoes a take-back that never
- * lowered this figure, so it does not raise it either. A subquery, for the statement that reads it.
+ * lowered this figure, so it does not raise it either. A subquery, for the statement that reads it, its pool's account given as `poolParam` (a placeholder: `$1`).
  */
-export const lifetimeGrantedSql = (userId: string) =>
-  sql`(select coalesce(sum(amount), 0)::bigint from billing_entries
-        where to_account = ${poolAccount(userId)} and from_account like 'src:%' and type <> 'refund')`;
+export const lifetimeGrantedText = (poolParam: string) =>
+  `(select coalesce(sum(amount), 0)::bigint from billing_entries
+      where to_account = ${poolParam} and from_account like 'src:%' and type <> 'refund')`;
 
 export async function accountBalance(
   db: Db,

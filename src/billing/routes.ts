@@ -7,7 +7,7 @@ import { AppError, noAccess } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
-import { findLiveOrg, ownerBalance, setAllocation, clientBalance } from './service.js';
+import { findLiveOrg, ownerBalance, setAllocation, clientBalanceOfMember } from './service.js';
 import {
   getSubscription,
   listInvoices,
@@ -92,9 +92,14 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     res.json(await ownerBalance(db, principal.userId));
   });
 
+  // The role and the balance in one statement (decision 0127), under clientFor's rules.
   router.get('/v1/clients/:client_id/credits/balance', reads, async (req, res) => {
-    const { orgKey } = await clientFor(req, 'read');
-    res.json(await clientBalance(db, orgKey));
+    const principal = principalOf(req);
+    const orgKey = parseOrgId(String(req.params.client_id ?? ''));
+    const read = orgKey ? await clientBalanceOfMember(db, principal.userId, orgKey) : null;
+    if (!orgKey || !read || read.role === 'viewer') throw noAccess("no access to this client's billing");
+    assertCredentialReaches(principal, orgKey);
+    res.json(read.balance);
   });
 
   router.get('/v1/clients/:client_id/credits/transactions', reads, async (req, res) => {

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { and, eq, isNull } from 'drizzle-orm';
 import { sql } from 'drizzle-orm';
-import { queryRows, type Db } from '../db/client.js';
-import { orgs } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { namedRows, queryRows, type Db } from '../db/client.js';
+import { orgs, type Role } from '../db/schema.js';
+import { AppError, membershipUnavailable } from '../http/errors.js';
 import { debtFromBalance } from './debt.js';
 import {
   debtAccount,
@@ -12,7 +12,7 @@ import {
   ensureOrgAccounts,
   ensurePool,
   grantToOrg,
-  lifetimeGrantedSql,
+  lifetimeGrantedText,
   lockAccounts,
   orgAccount,
   poolAccount,
@@ -43,32 +43,40 @@ export interface OwnerBalance {
   allocations: { org_id: string; name: string; is_default: boolean; allocated_credits: number }[];
 }
 
+// The two balance reads a portal or a CLI asks on every visit, as named statements (decision 0127): the
+// SQL text written once per process, parsed and planned once per pooled connection, no ORM building it
+// on every request (src/db/client.ts, namedRows). Each still runs on every request.
+
 /**
  * GET /v1/owner/balance. One statement, so one snapshot: the pool, the allocations and the debt it sums
  * are read at the same instant (four reads could straddle an allocation and show tokens twice or not at
- * all).
+ * all). $1 the pool's account, $2 the debt's, $3 the owner.
  */
+const OWNER_BALANCE_READ = `select
+    (select balance from billing_accounts where id = $1) as pool,
+    (select balance from billing_accounts where id = $2) as debt,
+    ${lifetimeGrantedText('$1')} as granted,
+    (select coalesce(json_agg(json_build_array(o.id, o.name, o.is_default, coalesce(a.balance, 0))
+              order by o.is_default desc, o.created_at, o.id), '[]')
+      from orgs o left join billing_accounts a on a.id = 'org:' || o.id
+      where o.owner_id = $3 and o.deleted_at is null) as allocations`;
+
 export async function ownerBalance(db: Db, userId: string): Promise<OwnerBalance> {
-  const pool = poolAccount(userId);
-  const [row] = await queryRows<{ pool: unknown; debt: unknown; granted: unknown; allocations: unknown }>(
+  const [row] = await namedRows<{ pool: unknown; debt: unknown; granted: unknown; allocations: unknown }>(
     db,
-    sql`select
-          (select balance from billing_accounts where id = ${pool}) as pool,
-          (select balance from billing_accounts where id = ${debtAccount(userId)}) as debt,
-          ${lifetimeGrantedSql(userId)} as granted,
-          (select coalesce(json_agg(json_build_array(o.id, o.name, o.is_default, coalesce(a.balance, 0))
-                    order by o.is_default desc, o.created_at, o.id), '[]')
-            from orgs o left join billing_accounts a on a.id = 'org:' || o.id
-            where o.owner_id = ${userId} and o.deleted_at is null) as allocations`,
+    'billing_owner_balance',
+    OWNER_BALANCE_READ,
+    [poolAccount(userId), debtAccount(userId), userId],
   );
-  const listed = (typeof row?.allocations === 'string' ? JSON.parse(row.allocations) : row?.allocations) as [
+  const { pool, debt, granted, allocations } = row ?? {};
+  const listed = (typeof allocations === 'string' ? JSON.parse(allocations) : allocations) as [
     string,
     string,
     boolean,
     number | string,
   ][];
-  const unallocated = num(row?.pool);
-  const allocations = listed.map(([id, name, isDefault, balance]) => ({
+  const unallocated = num(pool);
+  const allocated = listed.map(([id, name, isDefault, balance]) => ({
     org_id: `client_${id}`,
     name,
     is_default: Boolean(isDefault),
@@ -76,11 +84,11 @@ export async function ownerBalance(db: Db, userId: string): Promise<OwnerBalance
   }));
   return {
     owner_id: userId,
-    global_credits: unallocated + allocations.reduce((s, a) => s + a.allocated_credits, 0),
+    global_credits: unallocated + allocated.reduce((s, a) => s + a.allocated_credits, 0),
     unallocated_credits: unallocated,
-    lifetime_granted_credits: num(row?.granted),
-    debt_credits: debtFromBalance(row?.debt),
-    allocations,
+    lifetime_granted_credits: num(granted),
+    debt_credits: debtFromBalance(debt),
+    allocations: allocated,
   };
 }
 
@@ -206,5 +214,40 @@ export async function clientBalance(db: Db, orgKey: string) {
     org_id: `client_${orgKey}`,
     balance_credits: num(row?.balance),
     allocation_credits: num(row?.allocation),
+  };
+}
+
+/**
+ * GET /v1/clients/{id}/credits/balance: the caller's live role in the client and the client's balance,
+ * in one statement (one round trip, one snapshot). Null when the caller is no live member; the route
+ * decides who may see the balance. $1 the caller, $2 the client, $3 its account.
+ */
+const CLIENT_BALANCE_READ = `select m.role, a.balance, a.allocation
+    from memberships m
+    join orgs o on o.id = m.org_id and o.deleted_at is null
+    left join billing_accounts a on a.id = $3
+    where m.user_id = $1 and m.org_id = $2`;
+
+export async function clientBalanceOfMember(db: Db, userId: string, orgKey: string) {
+  let rows: { role: Role; balance: unknown; allocation: unknown }[];
+  try {
+    rows = await namedRows(db, 'billing_client_balance', CLIENT_BALANCE_READ, [
+      userId,
+      orgKey,
+      orgAccount(orgKey),
+    ]);
+  } catch {
+    // As the membership read alone answered (src/orgs/membership.ts): fail closed, 503.
+    throw membershipUnavailable();
+  }
+  const [row] = rows;
+  if (!row) return null;
+  return {
+    role: row.role,
+    balance: {
+      org_id: `client_${orgKey}`,
+      balance_credits: num(row.balance),
+      allocation_credits: num(row.allocation),
+    },
   };
 }
