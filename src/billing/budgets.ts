@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { queryRows, type Db } from '../db/client.js';
+import { namedRows, queryRows, type Db } from '../db/client.js';
 import type { BudgetPeriod } from '../db/tables/budgets.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { AppError } from '../http/errors.js';
@@ -68,18 +68,20 @@ function budgetJson(r: BudgetRow): BudgetJson {
  * period is the database's: the same clock the holds count with.
  */
 export async function listBudgets(db: Db, orgKey: string, userId?: string): Promise<BudgetJson[]> {
-  const rows = await queryRows<BudgetRow>(
+  // Named statements (decision 0128): GET /v1/auth/verify reads one member's on every call.
+  const rows = await namedRows<BudgetRow>(
     db,
-    sql`with b as (
-          select b.*, svc_budget_period_start(b.period, now()) as period_start
-          from member_budgets b
-          where b.org_key = ${orgKey} and b.cleared_at is null
-            ${userId === undefined ? sql`` : sql`and b.user_id = ${userId}`})
-        select b.org_key, b.user_id, b.api_token_id, b.period, b.limit_credits, b.period_start,
-               b.period_start + ('1 ' || b.period)::interval as period_end,
-               u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as spent
-        from b left join member_budget_usage u on u.budget_id = b.id and u.period_start = b.period_start
-        order by b.user_id, b.api_token_id nulls first`,
+    userId === undefined ? 'budgets_of_org' : 'budgets_of_member',
+    `with b as (
+       select b.*, svc_budget_period_start(b.period, now()) as period_start
+       from member_budgets b
+       where b.org_key = $1 and b.cleared_at is null${userId === undefined ? '' : ' and b.user_id = $2'})
+     select b.org_key, b.user_id, b.api_token_id, b.period, b.limit_credits, b.period_start,
+            b.period_start + ('1 ' || b.period)::interval as period_end,
+            u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as spent
+     from b left join member_budget_usage u on u.budget_id = b.id and u.period_start = b.period_start
+     order by b.user_id, b.api_token_id nulls first`,
+    userId === undefined ? [orgKey] : [orgKey, userId],
   );
   return rows.map(budgetJson);
 }

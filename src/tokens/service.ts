@@ -1,5 +1,5 @@
 import { and, desc, eq, isNull, sql, type SQL } from 'drizzle-orm';
-import { queryRows, type Db } from '../db/client.js';
+import { namedRows, queryRows, type Db } from '../db/client.js';
 import { apiTokens } from '../db/schema.js';
 import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
@@ -159,19 +159,22 @@ export async function credentialSpend(
   /** An `svc_` credential's id, or an OAuth grant's (GET /v1/auth/verify with a grant, CONTRACT §7). */
   credential: number | { grantId: string },
 ): Promise<{ today: number; week: number; month: number }> {
-  const byCredential =
+  // Named statements (decision 0128): GET /v1/auth/verify reads this on every call.
+  const [name, column, value] =
     typeof credential === 'number'
-      ? sql`u.api_token_id = ${credential}`
-      : sql`u.oauth_grant_id = ${credential.grantId}`;
-  const [row] = await queryRows<{ today: unknown; week: unknown; month: unknown }>(
+      ? ['tokens_spend_token', 'api_token_id', credential]
+      : ['tokens_spend_grant', 'oauth_grant_id', credential.grantId];
+  const [row] = await namedRows<{ today: unknown; week: unknown; month: unknown }>(
     db,
-    sql`with p as (select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
-                          svc_budget_period_start('month', now()) as m)
-        select coalesce(sum(u.credits_debited) filter (where u.created_at >= p.d), 0) as today,
-               coalesce(sum(u.credits_debited) filter (where u.created_at >= p.w), 0) as week,
-               coalesce(sum(u.credits_debited) filter (where u.created_at >= p.m), 0) as month
-        from p left join usage_records u
-          on u.org_key = ${orgKey} and ${byCredential} and u.created_at >= least(p.w, p.m)`,
+    name,
+    `with p as (select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
+                       svc_budget_period_start('month', now()) as m)
+     select coalesce(sum(u.credits_debited) filter (where u.created_at >= p.d), 0) as today,
+            coalesce(sum(u.credits_debited) filter (where u.created_at >= p.w), 0) as week,
+            coalesce(sum(u.credits_debited) filter (where u.created_at >= p.m), 0) as month
+     from p left join usage_records u
+       on u.org_key = $1 and u.${column} = $2 and u.created_at >= least(p.w, p.m)`,
+    [orgKey, value],
   );
   return { today: Number(row?.today ?? 0), week: Number(row?.week ?? 0), month: Number(row?.month ?? 0) };
 }
