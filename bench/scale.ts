@@ -16,7 +16,7 @@
 // once, reused, its full reconcile skipped once it has a checkpoint); `--seed-only` stops after the seed,
 // `--reconcile-only` skips the routes, `--only <words>` runs only the routes whose name has those words
 // (`--only 'a|b'`: either), `--new-rows N` writes N settled calls on the big side before the incremental reconcile (its goal:
-// under 5 s after 100,000 new rows).
+// under 5 s after 100,000 new rows). BENCH_CPU_PROF=<file> writes the empty side's CPU profile.
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { announce, startChild, stopChild } from './children.js';
@@ -28,6 +28,7 @@ import { adoptMigrations, keptDatabase, storedSeed, type Measured } from './scal
 import { createLogger } from '../src/log.js';
 import { backendsCpuUs, backendsSpentUs, processCpuUs } from './proc-cpu.js';
 import { inTurns } from './turns.js';
+import { startCpuProfile } from './cpu-profile.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -158,6 +159,8 @@ if (role === 'svc') {
       await c.end();
     }
   }
+  // BENCH_CPU_PROF=<file>: the empty side's V8 CPU profile over the routes' load (bench/cpu-profile.ts).
+  const stopProfile = users === 0 ? await startCpuProfile() : async () => {};
   announce({
     url: server.url,
     databaseUrl: server.databaseUrl,
@@ -168,7 +171,10 @@ if (role === 'svc') {
     reused: Boolean(stored),
     adopted,
   });
-  process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
+  process.on(
+    'SIGTERM',
+    () => void stopProfile().finally(() => server.close().finally(() => process.exit(0))),
+  );
 } else {
   await main();
 }

@@ -1,5 +1,5 @@
 import { and, desc, eq, isNull, sql, type SQL } from 'drizzle-orm';
-import { namedRows, queryRows, type Db } from '../db/client.js';
+import { namedRows, type Db } from '../db/client.js';
 import { apiTokens } from '../db/schema.js';
 import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
 import { hmacSecret } from '../crypto/hash.js';
