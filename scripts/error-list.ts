@@ -20,6 +20,7 @@ export const ALL_ERROR_CATALOGUES: readonly { domain: string; file: string; cata
   { domain: 'metrics', file: 'src/metrics/errors.ts' },
   { domain: 'projects', file: 'src/projects/errors.ts' },
   { domain: 'ratelimit', file: 'src/ratelimit/errors.ts' },
+  { domain: 'models', file: 'src/models/errors.ts' },
   { domain: 'oauth', file: 'oauth/errors.ts' },
 ].map((d) => ({ ...d, catalogue: ERROR_CATALOGUES[d.domain]! }));
 
@@ -32,6 +33,7 @@ const TITLES: Record<string, string> = {
   metrics: 'Metrics endpoint',
   projects: 'Projects, files and shares',
   ratelimit: 'Model rate limits',
+  models: 'Model calls, stored responses and the model provider',
   oauth: 'OAuth authorization server',
 };
 

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf, COMMON_ERRORS } from '../http/errors.js';
+import { MODEL_ERRORS } from './errors.js';
 import { sendJson } from '../http/error-middleware.js';
 import { actorOf, type Actor } from './admission/actor.js';
 import type { Admission, ModelHttpRequest } from './admission/admission.js';
@@ -71,7 +72,7 @@ function withRateHeaders(res: ServerResponse, err: unknown, style: 'openai' | 'a
 }
 
 /** Nobody reads it: it keeps a call the client left out of the error log (nginx's 499 convention). */
-const clientClosed = () => new AppError(499, 'client_closed_request', 'the client closed the connection');
+const clientClosed = () => errorOf(MODEL_ERRORS, 'CLIENT_CLOSED_REQUEST');
 
 /** One model call, from its admission to its last byte. Errors before the answer starts are thrown. */
 export async function modelCall(
@@ -352,7 +353,7 @@ async function streamCall(
     const appErr =
       failure instanceof AppError
         ? failure
-        : new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+        : errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider failed mid-stream');
     if (!(failure instanceof AppError)) deps.log.error({ err: failure }, 'stream failed');
     await freeSlot();
     res.end(writer.fail(appErr));
@@ -371,7 +372,7 @@ async function streamCall(
     deps.log.error({ err }, 'settle refused');
     // As on every other way out: the slot is free before the last byte leaves.
     await freeSlot();
-    res.end(writer.fail(new AppError(500, 'internal', `internal error (request ${String(req.id)})`)));
+    res.end(writer.fail(errorOf(COMMON_ERRORS, 'INTERNAL', `internal error (request ${String(req.id)})`)));
     return;
   }
   // A settle kept for later (the database did not answer): the stream was delivered whole and ends as

@@ -1,7 +1,8 @@
 import { Router, type Request, type Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
-import { AppError, invalidToken } from '../http/errors.js';
+import { invalidToken, errorOf } from '../http/errors.js';
+import { MODEL_ERRORS } from './errors.js';
 import { bearerOf } from '../http/bearer.js';
 import { actorOf, checkOrgQuery, isGrantShaped, ORG_HEADER } from './admission/actor.js';
 import { resolveActingOrg } from '../../oauth/verify.js';
@@ -28,7 +29,7 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
   router.get('/v1/models/:id', async (req, res) => {
     await actorOf(deps, auth, req, { spend: false });
     if (req.params.id !== deps.models.modelId) {
-      throw new AppError(404, 'model_not_found', `the model '${req.params.id}' does not exist`, {
+      throw errorOf(MODEL_ERRORS, 'MODEL_NOT_FOUND', `the model '${req.params.id}' does not exist`, {
         param: 'model',
       });
     }
@@ -48,9 +49,9 @@ export function modelRoutes(deps: Deps, auth: Auth): Router {
   // The run socket is reached by a WebSocket upgrade (src/runs/socket.ts); a plain request is told so
   // (RFC 9110 §15.5.22: 426 names the protocol to switch to in Upgrade).
   router.get(RUNS_PATH, () => {
-    throw new AppError(
-      426,
-      'upgrade_required',
+    throw errorOf(
+      MODEL_ERRORS,
+      'UPGRADE_REQUIRED',
       `${RUNS_PATH} speaks WebSocket: connect with Upgrade: websocket`,
       {
         headers: { Upgrade: 'websocket', Connection: 'Upgrade' },
@@ -101,7 +102,7 @@ async function checkSessionOrgs(deps: Deps, req: Request, userId: string) {
   if (raw === undefined) return;
   const orgKey = typeof raw === 'string' ? parseOrgId(raw) : null;
   if (!orgKey || !(await liveRole(deps.db, userId, orgKey))) {
-    throw new AppError(403, 'org_mismatch', 'org_id does not name an organization you belong to', {
+    throw errorOf(MODEL_ERRORS, 'ORG_MISMATCH', 'org_id does not name an organization you belong to', {
       param: 'org_id',
     });
   }

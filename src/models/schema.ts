@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf } from '../http/errors.js';
+import { MODEL_ERRORS } from './errors.js';
 import { parse } from '../http/validate.js';
 
 // zod shapes of the model routes' inputs. The chat request is an OpenAI request passed on to the provider
@@ -133,9 +134,9 @@ export function parseChatRequest(body: unknown): ChatRequest {
 
 /** The 400 every model front-end answers for a parameter it does not pass on (as OpenAI answers it). */
 export function unsupportedParameterError(unsupported: { param: string; why: string }): AppError {
-  return new AppError(
-    400,
-    'unsupported_parameter',
+  return errorOf(
+    MODEL_ERRORS,
+    'UNSUPPORTED_PARAMETER',
     `Unsupported parameter: '${unsupported.param}' ${unsupported.why}.`,
     { param: unsupported.param },
   );

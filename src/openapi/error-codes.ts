@@ -8,6 +8,7 @@ import { DEVICE_ERRORS } from '../device/errors.js';
 import { EVENT_ERRORS } from '../events/errors.js';
 import { METRICS_ERRORS } from '../metrics/errors.js';
 import { RATELIMIT_ERRORS } from '../ratelimit/errors.js';
+import { MODEL_ERRORS } from '../models/errors.js';
 
 // The error codes the API document lists for each status of a route (docs/openapi.md): the common
 // catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
@@ -24,6 +25,7 @@ export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
   events: EVENT_ERRORS,
   metrics: METRICS_ERRORS,
   ratelimit: RATELIMIT_ERRORS,
+  models: MODEL_ERRORS,
   projects: PROJECT_ERRORS,
 };
 
@@ -61,6 +63,8 @@ export function codesOf(domain: ErrorCatalogue | undefined, surface: string, sta
 const DOMAIN_BY_PATH: [RegExp, ErrorCatalogue][] = [
   [/^\/oauth\//, OAUTH_ERRORS],
   [/^\/v1\/projects(\/|$)/, { ...PROJECT_ERRORS, USER_NOT_FOUND: ACCOUNT_ERRORS.USER_NOT_FOUND }],
+  // The model routes: the model call's codes and the rate limits' (CONTRACT §9, §11).
+  [/^\/v1\/(chat|responses|messages|models|agents|runs)(\/|$)/, { ...MODEL_ERRORS, ...RATELIMIT_ERRORS }],
 ];
 
 export const domainErrorsOf = (path: string): ErrorCatalogue | undefined =>

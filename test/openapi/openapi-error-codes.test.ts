@@ -42,5 +42,12 @@ describe('error catalogues', () => {
     expect(project['403']!.description).toContain('`insufficient_scope`');
     const models = operation('/v1/models', 'get').responses;
     expect(models['401']!.description).toContain('`invalid_token`');
+    // The model routes list the model call's codes as they say them: lower case (src/models/errors.ts).
+    const chat = operation('/v1/chat/completions', 'post').responses;
+    expect(chat['429']!.description).toContain('`concurrency_limit`');
+    expect(chat['429']!.description).toContain('`rate_limit_exceeded`');
+    expect(chat['403']!.description).toContain('`org_mismatch`');
+    expect(chat['403']!.description).toContain('`viewer_cannot_spend`');
+    expect(chat['403']!.description).not.toContain('ORG_MISMATCH');
   });
 });

@@ -3,7 +3,8 @@ import { decodeProtectedHeader } from 'jose';
 import type { Deps } from '../../deps.js';
 import type { Auth, Principal } from '../../auth/principal.js';
 import type { Role } from '../../db/schema.js';
-import { AppError, insufficientScope, invalidToken } from '../../http/errors.js';
+import { insufficientScope, invalidToken, errorOf, COMMON_ERRORS } from '../../http/errors.js';
+import { MODEL_ERRORS } from '../errors.js';
 import { requestOrigin } from '../../http/origin.js';
 import { bearerOf } from '../../http/bearer.js';
 import { parseOrgId } from '../../ids.js';
@@ -41,7 +42,7 @@ export const apiTokenCredential = (apiTokenId: number): ActorCredential => ({
 
 export const ORG_HEADER = 'x-svc-organisation';
 
-const notAMember = () => new AppError(403, 'not_a_member', 'the user does not belong to this organization');
+const notAMember = () => errorOf(COMMON_ERRORS, 'NOT_A_MEMBER');
 
 /** True when the bearer looks like an ES256 JWT (a grant), not an HS256 session. */
 export function isGrantShaped(token: string): boolean {
@@ -64,8 +65,7 @@ export interface TokenInput {
  */
 export function assertTokenHolderActive(holder: { role: Role | null; emailVerified: boolean }): Role {
   if (!holder.role) throw notAMember();
-  if (!holder.emailVerified)
-    throw new AppError(403, 'EMAIL_NOT_VERIFIED', 'verify your e-mail address first');
+  if (!holder.emailVerified) throw errorOf(COMMON_ERRORS, 'EMAIL_NOT_VERIFIED');
   return holder.role;
 }
 
@@ -81,7 +81,7 @@ export function tokenHolderActor(principal: Principal | null, orgHeader?: string
   const role = assertTokenHolderActive(principal);
   // The durable credential is bound to its organization: a header naming another one is refused.
   if (orgHeader && parseOrgId(orgHeader) !== principal.orgKey) {
-    throw new AppError(403, 'org_mismatch', `${ORG_HEADER} does not name this credential's organization`);
+    throw errorOf(MODEL_ERRORS, 'ORG_MISMATCH', `${ORG_HEADER} does not name this credential's organization`);
   }
   return {
     userId: principal.userId,
@@ -149,15 +149,14 @@ export function checkOrgQuery(req: ModelRequest, actor: Pick<Actor, 'orgKey'>) {
   const raw = req.query?.org_id;
   if (raw === undefined) return;
   if (typeof raw !== 'string' || parseOrgId(raw) !== actor.orgKey) {
-    throw new AppError(403, 'org_mismatch', 'org_id does not match the acting organization', {
+    throw errorOf(MODEL_ERRORS, 'ORG_MISMATCH', 'org_id does not match the acting organization', {
       param: 'org_id',
     });
   }
 }
 
 export function assertCanSpend(role: Role) {
-  if (role === 'viewer')
-    throw new AppError(403, 'viewer_cannot_spend', "a viewer cannot use the organization's budget");
+  if (role === 'viewer') throw errorOf(MODEL_ERRORS, 'viewer_cannot_spend');
 }
 
 /** Revalidates membership before each model call of a long-lived run (Authentication 5). */

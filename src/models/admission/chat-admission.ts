@@ -1,5 +1,5 @@
 import type { Deps } from '../../deps.js';
-import { AppError, invalidToken, membershipUnavailable } from '../../http/errors.js';
+import { invalidToken, membershipUnavailable, errorOf, COMMON_ERRORS } from '../../http/errors.js';
 import {
   apiTokenCredential,
   assertCanSpend,
@@ -144,7 +144,7 @@ async function admitWithLease(
   if (admission.outcome !== 'held') {
     // Nothing was held: a caller the statement refused that the checks above let through would be a bug
     // in one of the two; refuse rather than run an unbilled call.
-    throw new AppError(403, 'not_a_member', 'the user does not belong to this organization');
+    throw errorOf(COMMON_ERRORS, 'NOT_A_MEMBER');
   }
   return {
     actor,

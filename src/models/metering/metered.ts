@@ -80,6 +80,7 @@ export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan 
 
 /** 402 insufficient_credits naming `needed_credits`: the least the call needed held (its prompt at least). */
 export const cannotPay = (neededCredits: number) =>
+  // error-catalogue: the spend's code (src/billing/spend.ts raises it too), listed with billing's codes.
   new AppError(402, 'insufficient_credits', "the organization's allocation cannot pay for this call", {
     headers: { 'x-should-retry': 'false' },
     fields: { needed_credits: Math.ceil(neededCredits) },

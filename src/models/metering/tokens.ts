@@ -1,4 +1,5 @@
-import { AppError } from '../../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../../http/errors.js';
+import { MODEL_ERRORS } from '../errors.js';
 import type { PartTokens } from '../../config.js';
 import { countTokens } from './tokenizer.js';
 
@@ -58,7 +59,7 @@ export function promptUpperBound(request: PromptSource, parts: PartTokens = {}):
     // JSON.stringify recurses: a body nested deeper than the stack (inside a content part, a tool's
     // schema) throws RangeError. The caller's mistake, never a 500.
     if (err instanceof RangeError) {
-      throw new AppError(400, 'VALIDATION_ERROR', 'messages: the request is nested too deeply', {
+      throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'messages: the request is nested too deeply', {
         param: 'messages',
       });
     }
@@ -95,9 +96,9 @@ function partBound(part: unknown, parts: PartTokens, i: number, j: number): numb
   const max = kind ? parts[kind] : undefined;
   if (max === undefined) {
     const type = (part as { type?: unknown } | null)?.type;
-    throw new AppError(
-      400,
-      'unsupported_content',
+    throw errorOf(
+      MODEL_ERRORS,
+      'UNSUPPORTED_CONTENT',
       `messages[${i}].content[${j}]: content parts of type '${String(type)}' are not accepted by this server's model`,
       { param: `messages.${i}.content.${j}.type` },
     );

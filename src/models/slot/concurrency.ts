@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
 import { queryRows } from '../../db/client.js';
-import { AppError, databaseUnavailable } from '../../http/errors.js';
+import { databaseUnavailable, errorOf } from '../../http/errors.js';
+import { MODEL_ERRORS } from '../errors.js';
 import { createBatcher } from '../../db/batch.js';
 
 // The per-organization cap on model calls and runs in flight (CONTRACT §9), shared by every process on
@@ -47,8 +48,8 @@ export const DEFAULT_LEASE_TTL_MS = 30_000;
 export const DEFAULT_SLOT_REUSE_MS = 50;
 
 export const concurrencyLimited = () =>
-  new AppError(
-    429,
+  errorOf(
+    MODEL_ERRORS,
     'concurrency_limit',
     'too many model calls or runs in flight for this organization; retry shortly',
     {

@@ -1,5 +1,6 @@
 import type { Deps } from '../../deps.js';
-import { AppError, databaseUnavailable } from '../../http/errors.js';
+import { AppError, databaseUnavailable, errorOf } from '../../http/errors.js';
+import { MODEL_ERRORS } from '../errors.js';
 import type { Lease } from './concurrency.js';
 
 // A call's slot (CONTRACT §9): a chat call's is held before its hold is written, started as soon as its org
@@ -14,10 +15,6 @@ export async function acquireLease(deps: Deps, orgKey: string, kind: 'chat' | 'r
   } catch (err) {
     if (err instanceof AppError) throw err;
     deps.log.error({ err }, 'concurrency store unavailable');
-    throw new AppError(
-      503,
-      'concurrency_unavailable',
-      'the concurrency limiter cannot be reached; try again',
-    );
+    throw errorOf(MODEL_ERRORS, 'CONCURRENCY_UNAVAILABLE');
   }
 }

@@ -1,6 +1,7 @@
 import { generateSync } from 'json-schema-faker';
 
-import { AppError } from '../../http/errors.js';
+import { errorOf } from '../../http/errors.js';
+import { MODEL_ERRORS } from '../errors.js';
 
 // Structured output for the built-in model `svc-local`: with OpenAI's `response_format`
 // of `json_object` or `json_schema`, its answer is JSON, so structured-output clients (the AI SDK's
@@ -26,9 +27,9 @@ const REF_DEPTH = 2;
 const MAX_PATTERN_REPEAT = 1_000;
 
 const tooLarge = () =>
-  new AppError(
-    400,
-    'invalid_request_error',
+  errorOf(
+    MODEL_ERRORS,
+    'INVALID_REQUEST_ERROR',
     `response_format.json_schema asks for more than ${MAX_GENERATED_SIZE} values or characters at least`,
     { param: 'response_format' },
   );
@@ -53,9 +54,9 @@ function valueFor(schema: Record<string, unknown>): unknown {
     });
   } catch (err) {
     // The generator refuses what it cannot read (a remote $ref, an unknown type): the caller's schema.
-    throw new AppError(
-      400,
-      'invalid_request_error',
+    throw errorOf(
+      MODEL_ERRORS,
+      'INVALID_REQUEST_ERROR',
       `response_format.json_schema.schema: ${(err as Error).message}`,
       { param: 'response_format' },
     );

@@ -1,5 +1,6 @@
 import { Agent, errors as undiciErrors } from 'undici';
-import { AppError } from '../../http/errors.js';
+import { AppError, errorOf } from '../../http/errors.js';
+import { MODEL_ERRORS } from '../errors.js';
 import { streamProvider } from './provider-stream.js';
 import { completionView, streamView } from './responses-view.js';
 import type { ChatChunk, ChatCompletion, NativeResponses, Upstream } from './types.js';
@@ -74,15 +75,15 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
       err instanceof undiciErrors.HeadersTimeoutError ||
       err instanceof undiciErrors.BodyTimeoutError
     ) {
-      return new AppError(504, 'upstream_timeout', 'the model provider did not answer in time');
+      return errorOf(MODEL_ERRORS, 'UPSTREAM_TIMEOUT', 'the model provider did not answer in time');
     }
-    return new AppError(502, 'upstream_unavailable', 'the model provider could not be reached');
+    return errorOf(MODEL_ERRORS, 'UPSTREAM_UNAVAILABLE', 'the model provider could not be reached');
   }
 
   function statusError(status: number, headers: Record<string, unknown>, text: string): AppError {
     if (status === 429) {
       const retry = Number(headers['retry-after']);
-      return new AppError(429, 'upstream_rate_limited', 'the model provider is busy; try again shortly', {
+      return errorOf(MODEL_ERRORS, 'UPSTREAM_RATE_LIMITED', undefined, {
         headers: { 'Retry-After': String(Number.isFinite(retry) && retry > 0 ? Math.ceil(retry) : 1) },
       });
     }
@@ -93,12 +94,14 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     // OpenAI SDK to tell what to fix.
     if (status === 400 || status === 404 || status === 413 || status === 422) {
       const { param, code } = providerErrorFields(text);
-      return new AppError(400, code ?? 'upstream_rejected', 'the model provider rejected the request', {
-        ...(param ? { param } : {}),
-      });
+      const extra = param ? { param } : {};
+      const rejected = 'the model provider rejected the request';
+      // error-catalogue: the provider's own code passed through (UPSTREAM_REJECTED when it gives none).
+      if (code) return new AppError(400, code, rejected, extra);
+      return errorOf(MODEL_ERRORS, 'UPSTREAM_REJECTED', rejected, extra);
     }
     // 401/403 mean our provider key is wrong, 5xx theirs: either way the caller can do nothing about it.
-    return new AppError(502, 'upstream_error', 'the model provider failed to answer');
+    return errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider failed to answer');
   }
 
   function requestOptions(body: Record<string, unknown>, url = base) {
@@ -134,9 +137,9 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
     try {
       chunk = JSON.parse(data) as ChatChunk & { error?: unknown };
     } catch {
-      throw new AppError(502, 'upstream_error', 'the model provider sent a malformed stream');
+      throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider sent a malformed stream');
     }
-    if (chunk.error) throw new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+    if (chunk.error) throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider failed mid-stream');
     return chunk;
   }
 
@@ -149,7 +152,7 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
         parsed = await res.body.json();
       } catch (err) {
         if (err instanceof SyntaxError)
-          throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+          throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider sent a malformed answer');
         throw networkError(err, signal);
       }
       return completionView(parsed);
@@ -165,7 +168,7 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
       // A Responses stream has no [DONE]: it ends with response.completed (or .incomplete). A body that
       // ends before is a provider failing mid-stream, billed for what it delivered (CONTRACT §8).
       if (!view.ended && !signal.aborted)
-        throw new AppError(502, 'upstream_error', 'the model provider ended the stream early');
+        throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider ended the stream early');
     },
   };
 
@@ -177,11 +180,11 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
       try {
         const parsed = (await res.body.json()) as ChatCompletion;
         if (!parsed || !Array.isArray(parsed.choices))
-          throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+          throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider sent a malformed answer');
         return parsed;
       } catch (err) {
         if (err instanceof SyntaxError)
-          throw new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+          throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider sent a malformed answer');
         throw networkError(err, signal);
       }
     },

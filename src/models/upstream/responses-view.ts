@@ -1,4 +1,5 @@
-import { AppError } from '../../http/errors.js';
+import { errorOf } from '../../http/errors.js';
+import { MODEL_ERRORS } from '../errors.js';
 import type { ChatChunk, ChatCompletion, ToolCall, Usage } from './types.js';
 
 // A provider's own Responses API answer seen as chat (MODEL_UPSTREAM_API=responses).
@@ -59,8 +60,8 @@ function finishOf(response: NativeObject, hasCalls: boolean): string {
   return hasCalls ? 'tool_calls' : 'stop';
 }
 
-const failed = () => new AppError(502, 'upstream_error', 'the model provider failed to answer');
-const malformed = () => new AppError(502, 'upstream_error', 'the model provider sent a malformed answer');
+const failed = () => errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider failed to answer');
+const malformed = () => errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider sent a malformed answer');
 
 /** A whole Response object (a JSON call) as a chat completion. */
 export function completionView(native: unknown): ChatCompletion {
@@ -134,11 +135,11 @@ export function streamView() {
       try {
         native = JSON.parse(data) as NativeObject;
       } catch {
-        throw new AppError(502, 'upstream_error', 'the model provider sent a malformed stream');
+        throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider sent a malformed stream');
       }
       const type = native?.type;
       if (type === 'error' || type === 'response.failed')
-        throw new AppError(502, 'upstream_error', 'the model provider failed mid-stream');
+        throw errorOf(MODEL_ERRORS, 'UPSTREAM_ERROR', 'the model provider failed mid-stream');
       const at = Number(native.output_index);
       if (type === 'response.output_text.delta') return delta(native, { content: str(native.delta) });
       if (type === 'response.output_item.added') {

@@ -1,7 +1,8 @@
 import type { Request, Response } from 'express';
 import type { Deps } from '../../../deps.js';
 import type { Auth } from '../../../auth/principal.js';
-import { AppError } from '../../../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../../../http/errors.js';
+import { MODEL_ERRORS } from '../../errors.js';
 import { actorOf } from '../../admission/actor.js';
 import type { FrontEnd } from '../../call.js';
 import type { ChatMessage } from '../../upstream/types.js';
@@ -71,9 +72,9 @@ async function conversationOf(deps: Deps, orgKey: string, r: ResponsesRequest): 
   if (r.previous_response_id) {
     const previous = await loadStored(deps.db, orgKey, r.previous_response_id);
     if (!previous) {
-      throw new AppError(
-        400,
-        'previous_response_not_found',
+      throw errorOf(
+        MODEL_ERRORS,
+        'PREVIOUS_RESPONSE_NOT_FOUND',
         `Previous response with id '${r.previous_response_id}' not found.`,
         { param: 'previous_response_id' },
       );
@@ -88,7 +89,7 @@ async function conversationOf(deps: Deps, orgKey: string, r: ResponsesRequest): 
     const stored = ref && (await loadStored(deps.db, orgKey, ref.responseId));
     const output = ref && stored?.response.output[ref.index];
     if (!output) {
-      throw new AppError(400, 'item_not_found', `Item with id '${item.id}' not found.`, {
+      throw errorOf(MODEL_ERRORS, 'ITEM_NOT_FOUND', `Item with id '${item.id}' not found.`, {
         param: `input.${i}.id`,
       });
     }
@@ -98,7 +99,7 @@ async function conversationOf(deps: Deps, orgKey: string, r: ResponsesRequest): 
 }
 
 const notFound = (id: string) =>
-  new AppError(404, 'not_found', `Response with id '${id}' not found.`, { param: 'response_id' });
+  errorOf(COMMON_ERRORS, 'NOT_FOUND', `Response with id '${id}' not found.`, { param: 'response_id' });
 
 /** GET /v1/responses/{id}: the acting organization's stored response. */
 export function getStoredResponse(deps: Deps, auth: Auth) {
@@ -116,8 +117,8 @@ export function deleteStoredResponse(deps: Deps, auth: Auth) {
     const actor = await actorOf(deps, auth, req, { spend: false });
     // The code as CONTRACT §9 writes it (the OpenAI shape would lower-case it).
     if (actor.role === 'viewer')
-      throw new AppError(
-        403,
+      throw errorOf(
+        COMMON_ERRORS,
         'NO_ACCESS',
         "a viewer may read the organization's stored responses, not delete them",
         {
