@@ -89,18 +89,35 @@ export function traceModelCall<B, C extends AnswerHead, K extends AnswerHead>(
       head(entry, answer, true);
       return answer;
     },
-    async *stream(body, signal) {
-      const entry = begin();
-      let first = true;
-      try {
-        for await (const chunk of leg.stream(body, signal)) {
-          head(entry, chunk, first);
-          first = false;
-          yield chunk;
-        }
-      } catch (err) {
-        throw failed(entry, err);
-      }
+    // The provider's iterator with each chunk read on its way: no generator of its own in between,
+    // which cost a promise and a turn of the microtask queue per chunk, the first byte's among them
+    // (decision 0121).
+    stream(body, signal) {
+      return {
+        [Symbol.asyncIterator]() {
+          const entry = begin();
+          const chunks = leg.stream(body, signal)[Symbol.asyncIterator]();
+          let first = true;
+          const read = (result: IteratorResult<K>) => {
+            if (!result.done) {
+              head(entry, result.value, first);
+              first = false;
+            }
+            return result;
+          };
+          const fail = (err: unknown): never => {
+            throw failed(entry, err);
+          };
+          return {
+            next: () => chunks.next().then(read, fail),
+            // The reader stopped early (a client gone, a cap reached): the provider's stream stops too.
+            return: (value?: unknown) =>
+              chunks.return
+                ? chunks.return(value)
+                : Promise.resolve({ done: true as const, value: undefined }),
+          };
+        },
+      };
     },
   };
 }
