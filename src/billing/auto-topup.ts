@@ -6,6 +6,8 @@ import { clientIdOf } from '../ids.js';
 import { handleCrossings, type BalanceCrossing } from './balance-crossings.js';
 import { creditsPaidFor, grantPaidTopup, paymentEvent } from './paid-grant.js';
 import { idOf, textAt, type StripeObject } from './stripe-object.js';
+import { usdOfCents } from './par.js';
+import { receiptStep, recordAutoTopupInvoice, type ReceiptStep } from './topup-receipt.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { autoTopupFailedMail } from '../mail/auto-topup-mail.js';
@@ -131,6 +133,12 @@ export async function chargePending(deps: Deps, deliverDev?: DeliverDev): Promis
         status: 'succeeded',
         metadata: { org_key: charge.org_key, auto_topup_charge: charge.id },
       });
+    // Its invoice row (written with the grant) links the dev processor's invoice page, as a checkout's does.
+    if (deliverDev)
+      await deps.db.execute(
+        sql`update billing_invoices set invoice_pdf = ${`${deps.config.v2Url}/dev/invoices/in_${charge.id}`}
+            where id = ${`in_${charge.id}`} and invoice_pdf is null`,
+      );
   }
   return sent;
 }
@@ -292,7 +300,12 @@ export async function autoTopupFailed(
  * received at par, once per charge (grant key `grant:autotopup:<charge id>`). Any other intent (a
  * checkout's, which grants through its session) is not ours here.
  */
-export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): Promise<string> {
+export async function autoTopupPaid(
+  tx: Db,
+  intent: StripeObject,
+  log: Logger,
+  after: ReceiptStep[] = [],
+): Promise<string> {
   const found = await chargeOfIntent(tx, intent, log);
   if (typeof found === 'string') return found;
   const { charge, intentId } = found;
@@ -309,10 +322,21 @@ export async function autoTopupPaid(tx: Db, intent: StripeObject, log: Logger): 
     paymentIntent: intentId,
     paidCents,
     credits,
-    description: `Auto top-up: ${(paidCents / 100).toFixed(2)} USD`,
+    description: `Auto top-up: ${usdOfCents(paidCents)}`,
     event: { auto_topup: true },
   });
-  return granted ? 'granted' : 'already_granted';
+  if (!granted) return 'already_granted';
+  // The same records a checkout's top-up leaves: an invoice row and the owner's receipt.
+  await recordAutoTopupInvoice(tx, {
+    chargeId: charge.id,
+    orgKey: charge.org_key,
+    customerId: idOf(intent.customer),
+    paymentIntent: intentId,
+    paidCents,
+  });
+  const receipt = await receiptStep(tx, { orgKey: charge.org_key, paidCents, credits, auto: true });
+  if (receipt) after.push(receipt);
+  return 'granted';
 }
 
 /** One pass of both steps (the worker's, and what tests run on two connections at once). */

@@ -14,6 +14,8 @@ import { idOf, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { verifyEvent } from './webhook-signature.js';
+import { usdOfCents } from './par.js';
+import { receiptStep } from './topup-receipt.js';
 import { transaction } from '../db/transaction.js';
 
 // POST /v1/webhooks/stripe (CONTRACT §8). The signature is checked over the exact request bytes; each
@@ -30,7 +32,7 @@ import { transaction } from '../db/transaction.js';
  * CREDITS_PER_CENT — never an amount from metadata, which anyone with access to the processor account
  * (another integration, a payment link) can write. A coupon that lowers the total lowers the grant.
  */
-async function grantTopup(tx: Db, session: StripeObject, log: Logger): Promise<string> {
+async function grantTopup(tx: Db, session: StripeObject, log: Logger, after: AfterCommit[]): Promise<string> {
   const sessionId = String(session.id);
   const [known] = await queryRows<{ org_key: string; owner_id: string; kind: string }>(
     tx,
@@ -55,9 +57,12 @@ async function grantTopup(tx: Db, session: StripeObject, log: Logger): Promise<s
     paymentIntent: idOf(session.payment_intent),
     paidCents,
     credits,
-    description: `Top-up: ${(paidCents / 100).toFixed(2)} USD`,
+    description: `Top-up: ${usdOfCents(paidCents)}`,
   });
-  return granted ? 'granted' : 'already_granted';
+  if (!granted) return 'already_granted';
+  const receipt = await receiptStep(tx, { orgKey: org.orgKey, paidCents, credits, auto: false });
+  if (receipt) after.push(receipt);
+  return 'granted';
 }
 
 /** The payment intent that paid an invoice (pinned API: invoice.payments; older: invoice.payment_intent). */
@@ -110,13 +115,13 @@ async function apply(
   switch (event.type) {
     case 'checkout.session.completed':
       if (object.mode === 'payment') {
-        if (object.payment_status === 'paid') return grantTopup(tx, object, log);
+        if (object.payment_status === 'paid') return grantTopup(tx, object, log, after);
         return 'awaiting_async_payment';
       }
       await tx.execute(sql`update billing_checkout_sessions set status = 'complete' where id = ${object.id}`);
       return 'subscription_checkout_completed';
     case 'checkout.session.async_payment_succeeded':
-      return grantTopup(tx, object, log);
+      return grantTopup(tx, object, log, after);
     case 'checkout.session.async_payment_failed':
       return sessionClosed(tx, object, 'failed');
     case 'checkout.session.expired':
@@ -138,7 +143,7 @@ async function apply(
       return chargeRefunded(tx, object);
     // Auto top-up's off-session charges (auto-topup.ts); a checkout's intent grants through its session.
     case 'payment_intent.succeeded':
-      return autoTopupPaid(tx, object, log);
+      return autoTopupPaid(tx, object, log, after);
     // An auto top-up's intent that went `processing` and then failed.
     case 'payment_intent.payment_failed': {
       const failed = await autoTopupFailed(tx, object, log);
@@ -164,7 +169,7 @@ export async function processEvent(
   log: Logger,
   event: Stripe.Event,
   rules: GrantRules,
-  /** Steps to run once the transaction committed (the owner's mail of a failed auto top-up). */
+  /** Steps to run once the transaction committed (the owner's mails: a receipt, a failed auto top-up). */
   after: AfterCommit[] = [],
 ): Promise<{ duplicate: boolean; outcome: string }> {
   return transaction(db, async (t) => {

@@ -177,6 +177,29 @@ describe('auto top-up: charges', () => {
       sql`select count(*) as n from outbound_events where org_key = ${owner.orgKey} and type = 'topup.succeeded'`,
     );
     expect(Number(events!.n)).toBe(2);
+    // Each paid charge has what a checkout's top-up has: a paid invoice row of its amount (with the dev
+    // processor's invoice page) and a receipt mail to the owner.
+    const invoices = await api().get<{ amount_paid_cents: number; status: string; invoice_pdf: string }[]>(
+      `/v1/clients/${owner.clientId}/invoices`,
+      { token: owner.session },
+    );
+    expect(invoices.body.map((i) => [i.amount_paid_cents, i.status])).toEqual([
+      [1_000, 'paid'],
+      [1_000, 'paid'],
+    ]);
+    for (const i of invoices.body) expect(i.invoice_pdf).toMatch(/\/dev\/invoices\/in_atu_/);
+    const receipts = async () =>
+      (
+        await api().get<{ data: { subject: string; text: string }[] }>('/dev/mail', {
+          query: { to: owner.email },
+        })
+      ).body.data.filter((m) => m.subject.startsWith('Receipt:'));
+    await waitUntil(async () => (await receipts()).length === 2, 10_000);
+    for (const m of await receipts()) {
+      expect(m.subject).toMatch(/^Receipt: \$10\.00 for /);
+      expect(m.text).toContain('An automatic top-up of $10.00');
+      expect(m.text).toContain('10,000 tokens · $10.00 added');
+    }
     expect(await checkInvariants(server.deps.db)).toEqual([]);
   });
 
