@@ -110,18 +110,22 @@ function fieldError(id: string, error: string | undefined): SafeHtml {
   return error ? html`<div class="field-error" id="${id}-error">${error}</div>` : html``;
 }
 
-const describedBy = (id: string, error: string | undefined) =>
-  error ? html` aria-describedby="${id}-error" aria-invalid="true"` : html``;
+const describedBy = (id: string, error: string | undefined, focus = false) =>
+  error ? html` aria-describedby="${id}-error" aria-invalid="true"${focus ? html` autofocus` : ''}` : html``;
+
+/** The filter's fields in the form's order: the first in error takes the focus. */
+const FILTER_FIELDS = ['action', 'actor_id', 'since', 'until'] as const;
 
 function filterForm(v: AuditLogView): SafeHtml {
   const { query: q, errors } = v;
+  const first = FILTER_FIELDS.find((f) => errors[f]);
   const select = (id: string, name: 'action' | 'actor_id', label: string, choices: Choice[]) =>
-    html`<div class="field"><label for="${id}">${label}</label><select id="${id}" name="${name}"${describedBy(id, errors[name])}>${choices.map(
+    html`<div class="field"><label for="${id}">${label}</label><select id="${id}" name="${name}"${describedBy(id, errors[name], first === name)}>${choices.map(
       (c) =>
         html`<option value="${c.value}"${c.value === q[name] ? html` selected` : ''}>${c.label}</option>`,
     )}</select>${fieldError(id, errors[name])}</div>`;
   const date = (id: string, name: 'since' | 'until', label: string) =>
-    html`<div class="field"><label for="${id}">${label}</label><input id="${id}" name="${name}" type="date" value="${q[name]}"${describedBy(id, errors[name])}>${fieldError(id, errors[name])}</div>`;
+    html`<div class="field"><label for="${id}">${label}</label><input id="${id}" name="${name}" type="date" value="${q[name]}"${describedBy(id, errors[name], first === name)}>${fieldError(id, errors[name])}</div>`;
   const actionChoices = [
     { value: '', label: 'Any action' },
     ...v.actions.map((a) => ({ value: a, label: a })),

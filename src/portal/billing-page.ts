@@ -31,6 +31,7 @@ import { autoTopupCard, billingControlsActions, budgetsCard } from './billing-co
 import { notFoundPage } from './org-page-kit.js';
 import { CHECKOUT_NOTICES, NOTICES, processorOrigins } from './billing-notices.js';
 import { tokensAndMoney, usdOfTokens } from './money.js';
+import { allocationCard, allocationMovesTable, type AllocationError } from './allocation-card.js';
 import { PRO_PRICE_CENTS } from '../billing/dev-events.js';
 import {
   errorField,
@@ -113,7 +114,7 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
       notice?: Notice | null;
       status?: number;
       topupError?: string;
-      allocationError?: string;
+      allocationError?: AllocationError;
       cardError?: CardError;
     } = {},
   ) {
@@ -141,7 +142,7 @@ export function billingPageRoutes(deps: Deps, auth: Auth): Router {
 <p><strong>${tokensAndMoney(balance.balance_credits)}</strong> left of an allocation of ${tokensAndMoney(balance.allocation_credits)}.</p>
 <p class="muted">Model calls of this organization's members are paid from this balance. One US dollar buys ${fmtTokens(100 * CREDITS_PER_CENT)} tokens.</p></section>`;
 
-    const poolCard = owner ? await allocationCard(req, res, opts.allocationError) : html``;
+    const poolCard = owner ? await allocationCard(db, req, res, opts.allocationError) : html``;
     const cardError = opts.cardError;
     const eventsCards = owner ? await billingEventsCards(req, res, deps, org.orgKey, cardError) : html``;
     const autoTopup = await autoTopupCard(req, res, deps, org, cardError);
@@ -186,6 +187,8 @@ ${
     : html`<ul>${methods.map((m) => html`<li>${m.brand} ending ${m.last4}, expires ${String(m.exp_month).padStart(2, '0')}/${m.exp_year}${m.is_default ? ' (default)' : ''}</li>`)}</ul>`
 }${owner ? html`<p class="muted">Change them through “manage the subscription” or at your next checkout.</p>` : ''}</section>`;
 
+    const live = await findLiveOrg(db, org.orgKey);
+    const moves = live ? await allocationMovesTable(db, org.orgKey, live.ownerId) : html``;
     const more = transactions.length > PAGE_SIZE;
     const link = (o: number, label: string) => html`<a href="${base(org)}?offset=${o}">${label}</a>`;
     const transactionsCard = html`<section class="card" aria-labelledby="h-tx"><h2 id="h-tx">Transactions</h2>
@@ -195,7 +198,8 @@ ${
     : html`<div class="scroll" role="region" tabindex="0" aria-labelledby="h-tx"><table class="stack" aria-labelledby="h-tx"><thead><tr><th scope="col">Time (UTC)</th><th scope="col">Type</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Balance after</th></tr></thead>
 <tbody>${transactions.slice(0, PAGE_SIZE).map((t) => html`<tr><td data-label="Time (UTC)">${fmtTime(t.created_at)}</td><td data-label="Type">${t.transaction_type}<div class="sub">${t.description}</div></td><td class="num" data-label="Amount">${t.amount_credits > 0 ? '+' : ''}${tokensAndMoney(t.amount_credits)}</td><td class="num" data-label="Balance after">${tokensAndMoney(t.balance_after_credits)}</td></tr>`)}</tbody></table></div>`
 }
-<div class="pager">${offset > 0 ? link(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? link(offset + PAGE_SIZE, 'Older →') : ''}</div></section>`;
+<div class="pager">${offset > 0 ? link(Math.max(0, offset - PAGE_SIZE), '← Newer') : ''}${more ? link(offset + PAGE_SIZE, 'Older →') : ''}</div>
+<h3 id="h-moves">Allocation moves</h3>${moves}</section>`;
 
     show(req, res, {
       title: `Billing · ${org.name}`,
@@ -207,20 +211,6 @@ ${sectionsNav(owner)}
 <div id="automations">${autoTopup}${eventsCards}</div><div id="budgets">${budgets}</div>
 <div id="invoices">${invoicesCard}</div><div id="transactions">${transactionsCard}</div>`,
     });
-  }
-
-  /** The owner's pool and every organization they own, each allocation editable, saved by one form. */
-  async function allocationCard(req: Request, res: Response, error?: string): Promise<SafeHtml> {
-    const pool = await ownerBalance(db, principalOf(req).userId);
-    const rows = pool.allocations.map((a, i) => {
-      const id = `f-alloc-${i}`;
-      return html`<div class="field"><label for="${id}">${a.name}${a.is_default ? ' (personal)' : ''} <span class="hint">now ${tokensAndMoney(a.allocated_credits)}</span></label>
-<input id="${id}" name="${a.org_id}" type="text" inputmode="numeric" value="${String(a.allocated_credits)}" autocomplete="off"${error && i === 0 ? html` aria-invalid="true" aria-describedby="f-alloc-error" autofocus` : ''}></div>`;
-    });
-    return html`<section class="card" aria-labelledby="h-pool"><h2 id="h-pool">Your tokens across organizations</h2>
-<p><strong>${tokensAndMoney(pool.global_credits)}</strong> in all: ${tokensAndMoney(pool.unallocated_credits)} not allocated, the rest allocated below. ${tokensAndMoney(pool.lifetime_granted_credits)} granted since you joined.</p>
-${error ? html`<div class="field-error" id="f-alloc-error" role="alert">${error}</div>` : ''}
-${postForm(req, res, '/account/allocations', html`<input type="hidden" name="return_to" value="${req.path}">${rows}<div class="actions"><button type="submit" class="secondary">Save allocations</button></div>`)}</section>`;
   }
 
   router.get('/account/clients/:clientId/billing', session, async (req, res) => {
@@ -348,12 +338,10 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
       if (typeof raw !== 'string') continue;
       const text = raw.replace(/[\s,_]/g, '');
       if (!/^\d{1,15}$/.test(text)) {
-        return allocationError(
-          req,
-          res,
-          m?.[1],
-          `The allocation of ${a.name} must be a whole number of tokens, 0 or more.`,
-        );
+        return allocationError(req, res, m?.[1], {
+          text: `The allocation of ${a.name} must be a whole number of tokens, 0 or more.`,
+          orgId: a.org_id,
+        });
       }
       if (Number(text) !== a.allocated_credits)
         wanted.push({ orgId: a.org_id, name: a.name, from: a.allocated_credits, to: Number(text) });
@@ -372,7 +360,7 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
             ? `Not enough unallocated tokens to give ${w.name} ${fmtTokens(w.to)}: lower another organization's allocation first, or buy tokens.`
             : `${w.name}: ${errorText(err)}`;
         const saved = done.length ? ` Saved before that: ${done.join(', ')}.` : '';
-        return allocationError(req, res, m?.[1], why + saved, err.status);
+        return allocationError(req, res, m?.[1], { text: why + saved, orgId: w.orgId }, err.status);
       }
     }
     res.redirect(303, m ? `${back}?notice=allocated` : '/account');
@@ -382,14 +370,14 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
     req: Request,
     res: Response,
     clientId: string | undefined,
-    text: string,
+    error: AllocationError,
     status = 400,
   ) {
     req.params.clientId = clientId ?? '';
     const org = clientId ? await orgOf(req) : null;
     if (!org) return notFoundPage(req, res);
     res.status(status);
-    await page(req, res, org, { status, allocationError: text });
+    await page(req, res, org, { status, allocationError: error });
   }
 
   return router;

@@ -135,7 +135,7 @@ async function clientsCard(deps: Deps, req: Request, res: Response, error?: stri
     res,
     '/account/clients',
     html`<div class="field"><label for="f-name">New organization</label>
-<input id="f-name" name="name" type="text" required maxlength="200" autocomplete="off"${error ? html` aria-invalid="true" aria-describedby="f-name-error"` : ''}>
+<input id="f-name" name="name" type="text" required maxlength="200" autocomplete="off"${error ? html` aria-invalid="true" aria-describedby="f-name-error" autofocus` : ''}>
 ${error ? html`<div class="field-error" id="f-name-error">${error}</div>` : ''}</div>
 <div class="actions"><button type="submit" class="secondary">Create organization</button></div>`,
   );

@@ -44,8 +44,8 @@ export function limitsCard(
     req,
     res,
     input.action,
-    html`${field({ label: 'Requests per minute', hint: '(blank: no limit)', name: 'rpm', value: value('rpm'), inputmode: 'numeric', autocomplete: 'off', maxlength: 10, error: errors.rpm })}
-${field({ label: 'Tokens per minute', hint: '(blank: no limit)', name: 'tpm', value: value('tpm'), inputmode: 'numeric', autocomplete: 'off', maxlength: 10, error: errors.tpm })}
+    html`${field({ label: 'Requests per minute', hint: '(blank: no limit)', name: 'rpm', value: value('rpm'), inputmode: 'numeric', autocomplete: 'off', maxlength: 10, error: errors.rpm, autofocus: Boolean(errors.rpm) })}
+${field({ label: 'Tokens per minute', hint: '(blank: no limit)', name: 'tpm', value: value('tpm'), inputmode: 'numeric', autocomplete: 'off', maxlength: 10, error: errors.tpm, autofocus: Boolean(errors.tpm && !errors.rpm) })}
 <div class="actions"><button type="submit" class="secondary">Save limits</button></div>`,
   )}</section>`;
 }

@@ -25,7 +25,7 @@ ${postForm(
   req,
   res,
   '/account/2fa/disable',
-  html`${field({ label: 'Turn off with a code', name: 'code', className: 'code', autocomplete: 'one-time-code', required: true, maxlength: 64, hint: 'from your app, or a recovery code', error: opts.error })}
+  html`${field({ label: 'Turn off with a code', name: 'code', className: 'code', autocomplete: 'one-time-code', required: true, maxlength: 64, hint: 'from your app, or a recovery code', error: opts.error, autofocus: Boolean(opts.error) })}
 <div class="actions"><button type="submit" class="danger">Turn off two-factor</button></div>`,
 )}`
     : html`<p><span class="badge warn">off</span> Protect your account with a code from an authenticator app.</p>
