@@ -1,7 +1,9 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Deps } from '../src/deps.js';
 import type { Role } from '../src/db/schema.js';
-import { AppError } from '../src/http/errors.js';
+import { AppError, COMMON_ERRORS, errorOf } from '../src/http/errors.js';
+import { OAUTH_ERRORS } from '../oauth/errors.js';
+import { MCP_ERRORS } from './errors.js';
 import { configuredOrigins, requestOrigin } from '../src/http/origin.js';
 import { bearerOf } from '../src/http/bearer.js';
 import { resolveActingOrg, verifyAccessToken } from '../oauth/verify.js';
@@ -58,7 +60,7 @@ function challenge(origin: string, extra = ''): string {
  * scope, and the step-up answer to a `platform:read` grant calling a tool that writes (CONTRACT §3, §10).
  */
 export function insufficientScope(origin: string, message: string): AppError {
-  return new AppError(403, 'insufficient_scope', message, {
+  return errorOf(COMMON_ERRORS, 'insufficient_scope', message, {
     headers: {
       'WWW-Authenticate': challenge(origin, `error="insufficient_scope", scope="${PLATFORM_SCOPE}", `),
     },
@@ -77,8 +79,7 @@ export function checkOrigin(deps: Deps) {
       } catch {
         normalised = null;
       }
-      if (!normalised || !allowed.has(normalised))
-        throw new AppError(403, 'FORBIDDEN_ORIGIN', 'requests from this Origin are not allowed');
+      if (!normalised || !allowed.has(normalised)) throw errorOf(MCP_ERRORS, 'FORBIDDEN_ORIGIN');
     }
     next();
   };
@@ -90,19 +91,17 @@ export function requirePlatformGrant(deps: Deps) {
     const header = req.get('authorization');
     // No bearer: a cookie, if any, is ignored (CONTRACT §7: cookies never authenticate MCP routes).
     if (!header) {
-      throw new AppError(401, 'UNAUTHORIZED', 'this resource needs a platform access token', {
+      throw errorOf(MCP_ERRORS, 'UNAUTHORIZED', undefined, {
         headers: { 'WWW-Authenticate': challenge(origin) },
       });
     }
     const token = bearerOf(header);
     if (!token || token.startsWith('svc_')) {
-      throw new AppError(
-        401,
+      throw errorOf(
+        OAUTH_ERRORS,
         'invalid_token',
         'an API token is not accepted here; sign in with OAuth for the platform resource',
-        {
-          headers: { 'WWW-Authenticate': challenge(origin, 'error="invalid_token", ') },
-        },
+        { headers: { 'WWW-Authenticate': challenge(origin, 'error="invalid_token", ') } },
       );
     }
     const access = await verifyAccessToken(deps, token, { resource: 'platform', origin });

@@ -1,5 +1,6 @@
 import type { Request } from 'express';
-import { AppError } from '../src/http/errors.js';
+import { errorOf } from '../src/http/errors.js';
+import { MCP_ERRORS } from './errors.js';
 import type { PlatformTool } from './tool-kit.js';
 import { projectTools } from './tools-projects.js';
 import { fileTools, reportTools } from './tools-content.js';
@@ -44,8 +45,8 @@ function parseToolsets(header: string | undefined): ReadonlySet<Toolset> | null 
     if (name === '') continue;
     if (name === 'all') return null;
     if (!(name in TOOLSETS)) {
-      throw new AppError(
-        400,
+      throw errorOf(
+        MCP_ERRORS,
         'INVALID_REQUEST',
         `X-MCP-Toolsets: unknown toolset ${JSON.stringify(name.slice(0, 40))}; use any of ${Object.keys(TOOLSETS).join(', ')}`,
       );
@@ -59,7 +60,7 @@ function parseReadonly(header: string | undefined): boolean {
   const value = header?.trim().toLowerCase();
   if (value === undefined || value === '' || value === 'false') return false;
   if (value === 'true') return true;
-  throw new AppError(400, 'INVALID_REQUEST', 'X-MCP-Readonly: expected true or false');
+  throw errorOf(MCP_ERRORS, 'INVALID_REQUEST', 'X-MCP-Readonly: expected true or false');
 }
 
 /** The request's selection (headers and path), and what a read-only grant narrows it to. */

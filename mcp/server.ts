@@ -6,7 +6,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import type { Deps } from '../src/deps.js';
-import { AppError } from '../src/http/errors.js';
+import { AppError, COMMON_ERRORS, errorOf } from '../src/http/errors.js';
 import { parseOrgId } from '../src/ids.js';
 import { getReport } from '../src/projects/content.js';
 import { listReportsInOrg } from '../src/projects/queries.js';
@@ -101,7 +101,7 @@ export function buildPlatformServer(deps: Deps, request: PlatformRequest): McpSe
     orgKeyOf(orgId) {
       if (orgId === undefined) return grant.actingOrgKey;
       const key = parseOrgId(orgId);
-      if (!key) throw new AppError(400, 'VALIDATION_ERROR', 'org_id: expected a client_… or org_… id');
+      if (!key) throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'org_id: expected a client_… or org_… id');
       return key;
     },
   };

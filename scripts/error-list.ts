@@ -22,6 +22,7 @@ export const ALL_ERROR_CATALOGUES: readonly { domain: string; file: string; cata
   { domain: 'ratelimit', file: 'src/ratelimit/errors.ts' },
   { domain: 'models', file: 'src/models/errors.ts' },
   { domain: 'oauth', file: 'oauth/errors.ts' },
+  { domain: 'mcp', file: 'mcp/errors.ts' },
 ].map((d) => ({ ...d, catalogue: ERROR_CATALOGUES[d.domain]! }));
 
 const TITLES: Record<string, string> = {

@@ -9,6 +9,7 @@ import { EVENT_ERRORS } from '../events/errors.js';
 import { METRICS_ERRORS } from '../metrics/errors.js';
 import { RATELIMIT_ERRORS } from '../ratelimit/errors.js';
 import { MODEL_ERRORS } from '../models/errors.js';
+import { MCP_ERRORS } from '../../mcp/errors.js';
 
 // The error codes the API document lists for each status of a route (docs/openapi.md): the common
 // catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
@@ -27,6 +28,7 @@ export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
   ratelimit: RATELIMIT_ERRORS,
   models: MODEL_ERRORS,
   projects: PROJECT_ERRORS,
+  mcp: MCP_ERRORS,
 };
 
 export interface ListedCode {
@@ -34,8 +36,10 @@ export interface ListedCode {
   message: string;
 }
 
-/** The wire code of an error on a surface, or null on a surface whose errors carry none (pages, MCP). */
+/** The wire code of an error on a surface, or null on a surface whose errors carry none (pages). */
 function wireCode(code: string, status: number, surface: string): string | null {
+  // MCP's answers start their message with the code as the catalogue spells it (mcp/routes.ts, CONTRACT §10).
+  if (surface === 'jsonrpc') return code;
   if (surface !== 'detail' && surface !== 'openai' && surface !== 'oauth' && surface !== 'plain') return null;
   // error-catalogue: renders a catalogue's code to read its spelling on the surface; nothing is thrown.
   const body = renderError(new AppError(status, code, ''), surface === 'plain' ? 'detail' : surface) as {
@@ -65,6 +69,16 @@ const DOMAIN_BY_PATH: [RegExp, ErrorCatalogue][] = [
   [/^\/v1\/projects(\/|$)/, { ...PROJECT_ERRORS, USER_NOT_FOUND: ACCOUNT_ERRORS.USER_NOT_FOUND }],
   // The model routes: the model call's codes and the rate limits' (CONTRACT §9, §11).
   [/^\/v1\/(chat|responses|messages|models|agents|runs)(\/|$)/, { ...MODEL_ERRORS, ...RATELIMIT_ERRORS }],
+  // The MCP face: its own codes, the projects' its tools answer with, and RFC 6750's invalid_token.
+  [
+    /^\/mcp\//,
+    {
+      ...MCP_ERRORS,
+      ...PROJECT_ERRORS,
+      invalid_token: OAUTH_ERRORS.invalid_token,
+      USER_NOT_FOUND: ACCOUNT_ERRORS.USER_NOT_FOUND,
+    },
+  ],
 ];
 
 export const domainErrorsOf = (path: string): ErrorCatalogue | undefined =>
