@@ -21,6 +21,8 @@ export const ALL_ERROR_CATALOGUES: readonly { domain: string; file: string; cata
   { domain: 'projects', file: 'src/projects/errors.ts' },
   { domain: 'ratelimit', file: 'src/ratelimit/errors.ts' },
   { domain: 'models', file: 'src/models/errors.ts' },
+  { domain: 'billing', file: 'src/billing/errors.ts' },
+  { domain: 'runs', file: 'src/runs/errors.ts' },
   { domain: 'oauth', file: 'oauth/errors.ts' },
   { domain: 'mcp', file: 'mcp/errors.ts' },
 ].map((d) => ({ ...d, catalogue: ERROR_CATALOGUES[d.domain]! }));
@@ -35,6 +37,8 @@ const TITLES: Record<string, string> = {
   projects: 'Projects, files and shares',
   ratelimit: 'Model rate limits',
   models: 'Model calls, stored responses and the model provider',
+  billing: 'Billing: allocations, spending, payments, budgets',
+  runs: 'Run sockets',
   oauth: 'OAuth authorization server',
 };
 

@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { COMMON_ERRORS, errorOf } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { callerRole } from '../orgs/caller.js';
 import { clientIdOf } from '../ids.js';
@@ -31,7 +31,7 @@ export function autoTopupRoutes(deps: Deps, auth: Auth): Router {
     const { org } = await callerRole(deps, req, 'owner');
     const body = parse(autoTopupBody, req.body ?? {});
     if (body.monthly_cap_usd < body.amount_usd)
-      throw new AppError(400, 'VALIDATION_ERROR', 'monthly_cap_usd must be at least amount_usd', {
+      throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'monthly_cap_usd must be at least amount_usd', {
         errors: [{ path: 'monthly_cap_usd', message: 'must be at least amount_usd' }],
       });
     res.json(await setAutoTopup(deps.db, org.id, body));

@@ -2,7 +2,7 @@ import { Router, type Request } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { notFound } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { clientIdOf } from '../ids.js';
 import { callerRole } from '../orgs/caller.js';
@@ -34,7 +34,7 @@ export function budgetRoutes(deps: Deps, auth: Auth): Router {
   async function tokenTarget(req: Request): Promise<BudgetTarget> {
     const { org } = await callerRole(deps, req, 'owner');
     const parsed = tokenIdParam.safeParse(req.params.token_id);
-    if (!parsed.success) throw new AppError(404, 'NOT_FOUND', 'no such active token of this client');
+    if (!parsed.success) throw notFound('no such active token of this client');
     const userId = await tokenHolder(db, org.id, parsed.data);
     return { orgKey: org.id, userId, apiTokenId: parsed.data };
   }

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { namedRows, queryRows, type Db } from '../db/client.js';
 import type { BudgetPeriod } from '../db/tables/budgets.js';
 import { recordAuditEvent } from '../audit/record.js';
-import { AppError } from '../http/errors.js';
+import { notFound } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
 import { transaction } from '../db/transaction.js';
@@ -86,8 +86,8 @@ export async function listBudgets(db: Db, orgKey: string, userId?: string): Prom
   return rows.map(budgetJson);
 }
 
-const noSuchMember = () => new AppError(404, 'NOT_FOUND', 'no such member of this client');
-const noSuchToken = () => new AppError(404, 'NOT_FOUND', 'no such active token of this client');
+const noSuchMember = () => notFound('no such member of this client');
+const noSuchToken = () => notFound('no such active token of this client');
 
 /** The member a token budget belongs to: the token's holder, the token active and of this org. */
 export async function tokenHolder(db: Db, orgKey: string, apiTokenId: number): Promise<string> {
@@ -161,7 +161,7 @@ export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
             and ${target.apiTokenId === null ? sql`api_token_id is null` : sql`api_token_id = ${target.apiTokenId}`}
           returning id`,
     );
-    if (rows.length === 0) throw new AppError(404, 'NOT_FOUND', 'no budget is set here');
+    if (rows.length === 0) throw notFound('no budget is set here');
     await recordAuditEvent(tx, budgetEvent(target, { period: null, limit_credits: null }));
   });
 }

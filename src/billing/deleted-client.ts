@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { pgCode } from '../db/deadlock.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import { ensureOrgAccounts, lockAccounts, orgAccount, poolAccount, transfer } from './ledger.js';
 import { transaction } from '../db/transaction.js';
 
@@ -46,7 +47,11 @@ export async function reclaimDeletedOrg(tx: Db, org: { orgKey: string; ownerId: 
       // 55P03 lock_not_available: a late hold is being settled right now.
       if (pgCode(err) !== '55P03') throw err;
       if (attempt >= RECLAIM_ATTEMPTS)
-        throw new AppError(409, 'CREDITS_IN_USE', "the client's calls are settling right now; try again");
+        throw errorOf(
+          BILLING_ERRORS,
+          'CREDITS_IN_USE',
+          "the client's calls are settling right now; try again",
+        );
     }
   }
 }

@@ -3,7 +3,8 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { queryRows } from '../db/client.js';
-import { badRequest, notFound } from '../http/errors.js';
+import { errorOf, notFound } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import { parse } from '../http/validate.js';
 import { nowUnix } from '../ids.js';
 import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../page-kit/html.js';
@@ -82,10 +83,9 @@ ${
     const inv = await findInvoice(String(req.params.invoice_id));
     if (!inv) throw notFound('no such invoice');
     const left = refundable(inv);
-    if (!inv.payment_intent || left <= 0)
-      throw badRequest('NOT_REFUNDABLE', 'this invoice has no payment left to refund');
+    if (!inv.payment_intent || left <= 0) throw errorOf(BILLING_ERRORS, 'NOT_REFUNDABLE');
     if (amount_cents > left)
-      throw badRequest('REFUND_TOO_LARGE', `at most ${left} cents can still be refunded`);
+      throw errorOf(BILLING_ERRORS, 'REFUND_TOO_LARGE', `at most ${left} cents can still be refunded`);
     const chargeId = `ch_dev_${inv.payment_intent.replace(/^pi_dev_/, '')}`;
     const refund = {
       id: devId('re'),
@@ -125,10 +125,9 @@ ${
     const inv = await findInvoice(String(req.params.invoice_id));
     if (!inv) throw notFound('no such invoice');
     const left = refundable(inv);
-    if (!inv.payment_intent || left <= 0)
-      throw badRequest('NOT_DISPUTABLE', 'this invoice has no payment left to dispute');
+    if (!inv.payment_intent || left <= 0) throw errorOf(BILLING_ERRORS, 'NOT_DISPUTABLE');
     if (input.amount_cents > left)
-      throw badRequest('DISPUTE_TOO_LARGE', `at most ${left} cents can be disputed`);
+      throw errorOf(BILLING_ERRORS, 'DISPUTE_TOO_LARGE', `at most ${left} cents can be disputed`);
     const dispute = {
       id: devId('du'),
       object: 'dispute',

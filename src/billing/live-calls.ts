@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { queryRows, type Database, type Db } from '../db/client.js';
-import { AppError } from '../http/errors.js';
+import { errorOf, type AppError } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import type { Logger } from '../log.js';
 
 // The calls and runs in flight of each client, so that deleting a client ends them (CONTRACT §8: "deleting
@@ -34,8 +35,7 @@ const RECONNECT_MIN_MS = 500;
 const RECONNECT_MAX_MS = 30_000;
 
 /** The error a deleted client's calls end with (an OpenAI error event; a run's `error` frame). */
-export const clientDeleted = () =>
-  new AppError(403, 'client_deleted', 'the client was deleted; its calls and runs in flight were ended');
+export const clientDeleted = () => errorOf(BILLING_ERRORS, 'CLIENT_DELETED');
 
 export interface LiveCalls {
   /**

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import { integerCursor, unknownCursor } from '../http/pagination.js';
 import { clientIdOf } from '../ids.js';
 import type { Billing } from './hooks.js';
@@ -15,11 +16,7 @@ const num = (v: unknown): number => Number(v ?? 0);
 
 export function requireProcessor(billing: Billing): PaymentProcessor {
   if (!billing.processor) {
-    throw new AppError(
-      503,
-      'PAYMENTS_NOT_CONFIGURED',
-      'payments are not configured on this server (set STRIPE_SECRET_KEY)',
-    );
+    throw errorOf(BILLING_ERRORS, 'PAYMENTS_NOT_CONFIGURED');
   }
   return billing.processor;
 }
@@ -89,8 +86,7 @@ export async function startCheckout(
   return { session_id: session.id, checkout_url: session.url };
 }
 
-const alreadySubscribed = () =>
-  new AppError(409, 'ALREADY_SUBSCRIBED', 'this client already has an active Pro subscription');
+const alreadySubscribed = () => errorOf(BILLING_ERRORS, 'ALREADY_SUBSCRIBED');
 
 /**
  * A client has at most one Pro checkout that can still be paid: a new one first closes the client's
@@ -159,7 +155,7 @@ async function activeSubscription(db: Db, orgKey: string): Promise<SubscriptionR
 /** The client's current subscription; 404 `subscription_not_found` when it has none (CONTRACT §3). */
 export async function getSubscription(db: Db, orgKey: string) {
   const row = await activeSubscription(db, orgKey);
-  if (!row) throw new AppError(404, 'subscription_not_found', 'this client has no active subscription');
+  if (!row) throw errorOf(BILLING_ERRORS, 'subscription_not_found');
   return {
     org_id: clientIdOf(orgKey),
     plan_name: row.plan_name,

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { pageQuery } from '../http/pagination.js';
 import type { Deps } from '../deps.js';
 import { assertCredentialReaches, principalOf, type Auth } from '../auth/principal.js';
-import { AppError, noAccess } from '../http/errors.js';
+import { errorOf, noAccess } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import { parse } from '../http/validate.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
@@ -129,7 +130,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     const body = parse(checkoutBody, req.body);
     const pricePro = deps.config.stripe.pricePro;
     if (body.price_id !== undefined && body.price_id !== pricePro) {
-      throw new AppError(400, 'UNKNOWN_PRICE', `price_id must be the Pro plan's price (${pricePro})`);
+      throw errorOf(BILLING_ERRORS, 'UNKNOWN_PRICE', `price_id must be the Pro plan's price (${pricePro})`);
     }
     res.json(
       await startCheckout(db, deps.billing, {

@@ -3,7 +3,8 @@ import { and, eq, isNull } from 'drizzle-orm';
 import { sql } from 'drizzle-orm';
 import { namedRows, queryRows, type Db } from '../db/client.js';
 import { orgs, type Role } from '../db/schema.js';
-import { AppError, membershipUnavailable } from '../http/errors.js';
+import { errorOf, membershipUnavailable, noAccess } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import { debtFromBalance } from './debt.js';
 import {
   debtAccount,
@@ -118,7 +119,7 @@ export async function setAllocation(
       t,
       sql`select id from orgs where id = ${input.orgKey} and deleted_at is null for share`,
     );
-    if (!live) throw new AppError(403, 'NO_ACCESS', "only the client's owner may set its allocation");
+    if (!live) throw noAccess("only the client's owner may set its allocation");
     await ensureOrgAccounts(t, input.orgKey, input.userId);
     const org = orgAccount(input.orgKey);
     const pool = poolAccount(input.userId);
@@ -128,11 +129,7 @@ export async function setAllocation(
     // CONTRACT §8: while the owner is in debt no allocation can be raised (tokens lowered or moved back
     // to the pool still can; the next grant pays the debt first).
     if (delta > 0 && (locked.get(debtAccount(input.userId))?.balance ?? 0) < 0) {
-      throw new AppError(
-        409,
-        'OWNER_IN_DEBT',
-        "the owner's debt must be paid (by a top-up or subscription period) before an allocation can be raised",
-      );
+      throw errorOf(BILLING_ERRORS, 'OWNER_IN_DEBT');
     }
     const key = `alloc:${randomUUID()}`;
     try {
@@ -147,11 +144,7 @@ export async function setAllocation(
         });
       } else if (delta < 0) {
         if (input.target < current.held) {
-          throw new AppError(
-            409,
-            'CREDITS_IN_USE',
-            'tokens held by calls in flight cannot be reclaimed yet; try again shortly',
-          );
+          throw errorOf(BILLING_ERRORS, 'CREDITS_IN_USE');
         }
         await transfer(t, {
           key,
@@ -164,7 +157,7 @@ export async function setAllocation(
       }
     } catch (err) {
       if (err instanceof InsufficientFunds && err.accountId === pool) {
-        throw new AppError(402, 'INSUFFICIENT_UNALLOCATED', 'the raise exceeds the unallocated pool');
+        throw errorOf(BILLING_ERRORS, 'INSUFFICIENT_UNALLOCATED');
       }
       throw err;
     }

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { pgCode, retryOnDeadlock } from '../db/deadlock.js';
 import { namedRows, queryRows, type Db } from '../db/client.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import { accountBalance, orgAccount, sinkAccount } from './ledger.js';
 import { noteBudgetExhausted } from './budgets.js';
 import { transaction } from '../db/transaction.js';
@@ -49,15 +50,13 @@ export interface ReserveInput {
   ttlSeconds?: number;
 }
 
-const insufficientCredits = () =>
-  new AppError(402, 'insufficient_credits', "the organization's token allocation cannot cover this call");
+const insufficientCredits = () => errorOf(BILLING_ERRORS, 'insufficient_credits');
 /** The member's (or the token's) budget for this period cannot cover the call. */
 export const memberBudgetExhausted = () =>
-  new AppError(402, 'member_budget_exhausted', "this member's token budget for the period is used up", {
+  errorOf(BILLING_ERRORS, 'MEMBER_BUDGET_EXHAUSTED', undefined, {
     headers: { 'x-should-retry': 'false' },
   });
-const duplicateRequest = () =>
-  new AppError(409, 'duplicate_request', 'this request id already holds credits');
+const duplicateRequest = () => errorOf(BILLING_ERRORS, 'DUPLICATE_REQUEST');
 
 /**
  * Holds min(maxCredits, available) on each org's allocation, for many calls in one statement
@@ -121,7 +120,7 @@ export async function reserveMany(
   }
   // A budget's first refusal of a period is told to the owner's endpoints.
   inputs.forEach((input, n) => {
-    if (out[n] instanceof AppError && out[n].code === 'member_budget_exhausted')
+    if (out[n] instanceof AppError && out[n].code === 'MEMBER_BUDGET_EXHAUSTED')
       void noteBudgetExhausted(db, {
         orgKey: input.orgKey,
         userId: input.userId,
@@ -284,7 +283,7 @@ async function settleNotLive(db: Db, input: SettleInput): Promise<SettleResult> 
       t,
       sql`select account_id, org_key, amount, status, debited from billing_holds where request_id = ${input.requestId} for update`,
     );
-    if (!hold) throw new AppError(404, 'hold_not_found', 'no credits are held for this request');
+    if (!hold) throw errorOf(BILLING_ERRORS, 'HOLD_NOT_FOUND');
     if (hold.status === 'held') {
       // Its reserve committed after the batch looked (a settle racing its own reserve): settle it now,
       // under the lock this transaction already holds.

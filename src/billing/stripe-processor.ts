@@ -1,5 +1,6 @@
 import Stripe from 'stripe';
-import { AppError } from '../http/errors.js';
+import { errorOf, notFound, type AppError } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import type { CheckoutInput, OffSessionResult, PaymentMethodView, PaymentProcessor } from './processor.js';
 
 // Stripe through its SDK (pinned API version of stripe 23: 2026-10-28). STRIPE_API_BASE is the API's
@@ -19,12 +20,12 @@ export function createStripeClient(secretKey: string, apiBase: string | undefine
 /** A processor error: card problems are the caller's 402 `payment_failed`; the rest is our 502. */
 export function processorError(err: unknown): AppError {
   if (err instanceof Stripe.errors.StripeCardError) {
-    return new AppError(402, 'payment_failed', err.message || 'the payment was declined');
+    return errorOf(BILLING_ERRORS, 'payment_failed', err.message || undefined);
   }
   if (err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing') {
-    return new AppError(404, 'NOT_FOUND', 'the processor does not know this object');
+    return notFound('the processor does not know this object');
   }
-  return new AppError(502, 'PROCESSOR_UNAVAILABLE', 'the payment processor could not be reached; try again');
+  return errorOf(BILLING_ERRORS, 'PROCESSOR_UNAVAILABLE');
 }
 
 async function call<T>(fn: () => Promise<T>): Promise<T> {
@@ -84,7 +85,7 @@ export function createStripeProcessor(stripe: Stripe): PaymentProcessor {
             }),
       );
       if (!session.url)
-        throw new AppError(502, 'PROCESSOR_UNAVAILABLE', 'the processor returned no checkout URL');
+        throw errorOf(BILLING_ERRORS, 'PROCESSOR_UNAVAILABLE', 'the processor returned no checkout URL');
       return { id: session.id, url: session.url };
     },
     async expireCheckoutSession(sessionId) {

@@ -1,5 +1,6 @@
 import type Stripe from 'stripe';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 
 // The signature of POST /v1/webhooks/stripe (CONTRACT §8), checked over the exact request bytes before
 // anything else reads the event (webhooks.ts).
@@ -15,7 +16,7 @@ export function verifyEvent(
   secret: string,
 ): Stripe.Event {
   if (!rawBody || !signature)
-    throw new AppError(400, 'INVALID_SIGNATURE', 'missing body or stripe-signature header');
+    throw errorOf(BILLING_ERRORS, 'INVALID_SIGNATURE', 'missing body or stripe-signature header');
   try {
     const event = verifier.webhooks.constructEvent(rawBody, signature, secret, SIGNATURE_TOLERANCE_SECONDS);
     // The SDK refuses only timestamps too old; one too far ahead is refused alike (CONTRACT §8), else a
@@ -23,7 +24,7 @@ export function verifyEvent(
     if (signedAt(signature) > Date.now() / 1000 + SIGNATURE_TOLERANCE_SECONDS) throw new Error('future');
     return event;
   } catch {
-    throw new AppError(400, 'INVALID_SIGNATURE', 'webhook signature verification failed');
+    throw errorOf(BILLING_ERRORS, 'INVALID_SIGNATURE');
   }
 }
 

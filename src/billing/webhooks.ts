@@ -1,7 +1,8 @@
 import Stripe from 'stripe';
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
-import { AppError } from '../http/errors.js';
+import { errorOf } from '../http/errors.js';
+import { BILLING_ERRORS } from './errors.js';
 import { hasNul } from '../http/input-guard.js';
 import type { Logger } from '../log.js';
 import { invoicePaymentPaid, receiveRefund } from './refunds.js';
@@ -199,7 +200,7 @@ export async function receiveWebhook(
   signature: string | undefined,
 ): Promise<{ duplicate: boolean; outcome: string }> {
   const secret = deps.billing.webhookSecret;
-  if (!secret) throw new AppError(503, 'WEBHOOK_NOT_CONFIGURED', 'STRIPE_WEBHOOK_SECRET is not set');
+  if (!secret) throw errorOf(BILLING_ERRORS, 'WEBHOOK_NOT_CONFIGURED');
   const event = verifyEvent(deps.billing.verifier, rawBody, signature, secret);
   // PostgreSQL cannot store U+0000: a signed event carrying one can never be processed, so it is a
   // logged 400 rather than a 500 that the processor would retry for days.
@@ -209,7 +210,7 @@ export async function receiveWebhook(
       { eventId: event.id.replace(/\u0000/g, ''), type: event.type },
       'webhook event with a NUL character refused',
     );
-    throw new AppError(400, 'INVALID_EVENT', 'the event contains a NUL character and cannot be stored');
+    throw errorOf(BILLING_ERRORS, 'INVALID_EVENT');
   }
   const after: AfterCommit[] = [];
   const result = await processEvent(deps.db, deps.log, event, { proPriceId: deps.billing.proPriceId }, after);

@@ -20,6 +20,7 @@ import type { ErrorCatalogue } from '../http/errors.js';
 import { ACCOUNT_ERRORS } from '../accounts/errors.js';
 import { ORG_ERRORS } from '../orgs/errors.js';
 import { EVENT_ERRORS } from '../events/errors.js';
+import { BILLING_ERRORS } from '../billing/errors.js';
 
 // The OpenAPI 3.1 document, generated from the zod schemas by zod-openapi (docs/openapi.md). Every
 // surface's routes are listed in its own file; a new route is one `route(...)` call there.
@@ -52,6 +53,9 @@ const DOMAIN_OF_GROUP = new Map<DescribedRoute[], ErrorCatalogue>([
   [accountRoutes, ACCOUNT_ERRORS],
   [peopleRoutes, { ...ORG_ERRORS, USER_NOT_FOUND: ACCOUNT_ERRORS.USER_NOT_FOUND }],
   [eventRoutes, EVENT_ERRORS],
+  [billingRoutes, BILLING_ERRORS],
+  [budgetRoutes, BILLING_ERRORS],
+  [autoTopupRoutes, BILLING_ERRORS],
 ]);
 const domainOfRoute = new Map<DescribedRoute, ErrorCatalogue>(
   [...DOMAIN_OF_GROUP].flatMap(([group, catalogue]) => group.map((r) => [r, catalogue] as const)),

@@ -10,6 +10,8 @@ import { METRICS_ERRORS } from '../metrics/errors.js';
 import { RATELIMIT_ERRORS } from '../ratelimit/errors.js';
 import { MODEL_ERRORS } from '../models/errors.js';
 import { MCP_ERRORS } from '../../mcp/errors.js';
+import { BILLING_ERRORS } from '../billing/errors.js';
+import { RUN_ERRORS } from '../runs/errors.js';
 
 // The error codes the API document lists for each status of a route (docs/openapi.md): the common
 // catalogue (src/http/errors.ts) and the catalogue of the route's domain, each code spelled as the route's
@@ -29,6 +31,8 @@ export const ERROR_CATALOGUES: Readonly<Record<string, ErrorCatalogue>> = {
   models: MODEL_ERRORS,
   projects: PROJECT_ERRORS,
   mcp: MCP_ERRORS,
+  billing: BILLING_ERRORS,
+  runs: RUN_ERRORS,
 };
 
 export interface ListedCode {
@@ -61,6 +65,22 @@ export function codesOf(domain: ErrorCatalogue | undefined, surface: string, sta
     }
   }
   return [...out].map(([code, message]) => ({ code, message }));
+}
+
+/**
+ * The codes a run's `error` frame may carry (they are frames on an open socket, not HTTP answers): the
+ * run catalogue's and billing's that end a run, lower-cased as src/runs/loop.ts errorFrame sends them.
+ */
+export function runFrameCodes(): string {
+  const codes: ErrorCatalogue = {
+    ...RUN_ERRORS,
+    insufficient_credits: BILLING_ERRORS.insufficient_credits,
+    MEMBER_BUDGET_EXHAUSTED: BILLING_ERRORS.MEMBER_BUDGET_EXHAUSTED,
+    CLIENT_DELETED: BILLING_ERRORS.CLIENT_DELETED,
+  };
+  return Object.entries(codes)
+    .map(([code, entry]) => `\`${code.toLowerCase()}\` (${entry.message})`)
+    .join('; ');
 }
 
 /** Which domain's catalogue a route's path belongs to (none: the common codes alone). */

@@ -4,6 +4,7 @@ import { responsesRequest } from '../models/front-ends/responses/schema.js';
 import { messagesRequest } from '../models/front-ends/messages/schema.js';
 import { ORG_HEADER } from '../models/admission/actor.js';
 import { route } from './describe.js';
+import { runFrameCodes } from './error-codes.js';
 
 // The OpenAI-compatible model routes (CONTRACT §9). A call spends credits: an svc_ token or a model
 // grant; the catalog and agents also take a session. Errors are OpenAI-shaped.
@@ -188,7 +189,9 @@ export const modelRoutes = [
   }),
   route('get', '/v1/runs/ws', {
     summary: 'The run socket (WebSocket): runs an agent, streaming its frames',
-    description: 'A plain GET answers 426 with Upgrade: websocket. See docs/models.md for the frames.',
+    description:
+      'A plain GET answers 426 with Upgrade: websocket. See docs/models.md for the frames. ' +
+      `An \`error\` frame ends a run; its codes: ${runFrameCodes()}.`,
     auth: [...spenders],
     response: { '101': { description: 'Switching to WebSocket' } },
     errors: [426],

@@ -4,7 +4,8 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket, type RawData } from 'ws';
 import type { Deps } from '../deps.js';
 import { createAuth } from '../auth/principal.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorOf } from '../http/errors.js';
+import { RUN_ERRORS } from './errors.js';
 import { requestOrigin } from '../http/origin.js';
 import { RUNS_PATH } from '../http/paths.js';
 import { hostAllowed, refuseForeignUpgrade } from '../http/host-guard.js';
@@ -178,7 +179,7 @@ function handleConnection(
   async function startRun(agentName: string, messages: unknown[]) {
     const agent = deps.models.agents.get(agentName);
     if (!agent)
-      return fail(new AppError(400, 'unknown_agent', `no agent named '${agentName}' (see GET /v1/agents)`));
+      return fail(errorOf(RUN_ERRORS, 'UNKNOWN_AGENT', `no agent named '${agentName}' (see GET /v1/agents)`));
     const current = { id: newRunId(), controller: new AbortController() };
     run = current;
     try {
@@ -200,9 +201,9 @@ function handleConnection(
               const timer = setTimeout(() => {
                 pending.delete(id);
                 reject(
-                  new AppError(
-                    408,
-                    'tool_timeout',
+                  errorOf(
+                    RUN_ERRORS,
+                    'TOOL_TIMEOUT',
                     `no tool_result for ${id} within ${Math.round(timeoutMs / 1000)} s`,
                   ),
                 );
@@ -249,16 +250,14 @@ function handleConnection(
   async function onFrame(data: RawData, isBinary: boolean) {
     const parsed = isBinary ? { error: 'frames are JSON text' } : parseFrame(frameText(data));
     if ('error' in parsed) {
-      const err = new AppError(400, 'bad_frame', parsed.error);
+      const err = errorOf(RUN_ERRORS, 'BAD_FRAME', parsed.error);
       return actor ? fail(err) : refuseUnauthenticated(err);
     }
     const frame = parsed.frame;
     if (!actor) {
       if (ws.readyState !== ws.OPEN) return; // a failed auth already closed it
       if (frame.type !== 'auth') {
-        return refuseUnauthenticated(
-          new AppError(401, 'unauthenticated', 'the first frame must be {type: "auth", token}'),
-        );
+        return refuseUnauthenticated(errorOf(RUN_ERRORS, 'UNAUTHENTICATED'));
       }
       try {
         token = frame.token;
@@ -269,15 +268,7 @@ function handleConnection(
         if (release && ws.readyState !== ws.OPEN) return release(); // it closed while the count was asked
         releaseCap = release;
         if (!releaseCap) {
-          send(
-            errorFrame(
-              new AppError(
-                429,
-                'too_many_sockets',
-                'this organization or user has too many run sockets open',
-              ),
-            ),
-          );
+          send(errorFrame(errorOf(RUN_ERRORS, 'TOO_MANY_SOCKETS')));
           ws.close(CLOSE_TOO_MANY_SOCKETS, 'too many sockets');
           return;
         }
@@ -295,18 +286,18 @@ function handleConnection(
       case 'ping':
         return send({ type: 'pong' });
       case 'auth':
-        return fail(new AppError(400, 'already_authenticated', 'this socket is already authenticated'));
+        return fail(errorOf(RUN_ERRORS, 'ALREADY_AUTHENTICATED'));
       case 'start':
-        if (run) return fail(new AppError(409, 'run_in_progress', 'one run at a time per socket'));
+        if (run) return fail(errorOf(RUN_ERRORS, 'RUN_IN_PROGRESS'));
         void startRun(frame.agent, frame.messages);
         return;
       case 'tool_result': {
         const waiter = pending.get(frame.tool_call_id);
         if (!waiter)
           return fail(
-            new AppError(
-              400,
-              'unknown_tool_call',
+            errorOf(
+              RUN_ERRORS,
+              'UNKNOWN_TOOL_CALL',
               `no tool call ${frame.tool_call_id} is waiting for a result`,
             ),
           );
@@ -316,7 +307,7 @@ function handleConnection(
         return;
       }
       case 'cancel':
-        if (!run) return fail(new AppError(409, 'no_run', 'no run is in progress'));
+        if (!run) return fail(errorOf(RUN_ERRORS, 'NO_RUN'));
         {
           const id = run.id;
           abortRun('cancelled');

@@ -105,7 +105,7 @@ describe('batched reserve and settle', () => {
     ]);
     expect(results.map((r) => (r instanceof AppError ? r.code : r.heldCredits))).toEqual([
       300,
-      'duplicate_request',
+      'DUPLICATE_REQUEST',
       'insufficient_credits',
       'insufficient_credits',
       200,
@@ -120,7 +120,7 @@ describe('batched reserve and settle', () => {
     expect(settled.map((r) => (r instanceof AppError ? r.code : r.debitedCredits))).toEqual([
       120,
       120,
-      'hold_not_found',
+      'HOLD_NOT_FOUND',
     ]);
     expect(await account(a.orgKey)).toEqual({ balance: 380, held: 200 });
     expect((await usageRows(a.orgKey)).map((r) => r.amount)).toEqual([120]);
@@ -245,7 +245,7 @@ describe('batched reserve and settle', () => {
     expect(settled.map((r) => (r instanceof AppError ? r.code : r))).toEqual([
       { debitedCredits: 40, balanceCredits: 960, nextHeldCredits: 96 },
       { debitedCredits: 50, balanceCredits: 950, nextHeldCredits: 0 },
-      'hold_not_found',
+      'HOLD_NOT_FOUND',
     ]);
     expect(await account(a.orgKey)).toEqual({ balance: 960, held: 96 });
     expect(await account(b.orgKey)).toEqual({ balance: 950, held: 0 });
@@ -290,9 +290,9 @@ describe('batched reserve and settle', () => {
         ),
       );
       expect(results.map((r) => (r instanceof AppError ? r.code : 'held')).sort()).toEqual([
-        'duplicate_request',
-        'duplicate_request',
-        'duplicate_request',
+        'DUPLICATE_REQUEST',
+        'DUPLICATE_REQUEST',
+        'DUPLICATE_REQUEST',
         'held',
       ]);
     }

@@ -59,7 +59,7 @@ describe('one-statement reserve and settle under concurrency on one account', ()
     expect(await activeHolds(u.orgKey)).toEqual({ sum: 1_000, n: 10 });
   });
 
-  it('racing reserves with one request id: one hold, the others 409 duplicate_request', async () => {
+  it('racing reserves with one request id: one hold, the others 409 DUPLICATE_REQUEST', async () => {
     const u = await createUser(server);
     await setOrgBalance(server, u.orgKey, 5_000);
     const id = rid();
@@ -76,7 +76,7 @@ describe('one-statement reserve and settle under concurrency on one account', ()
     );
     const codes = results.map(codeOf);
     expect(codes.filter((c) => c === 'ok')).toHaveLength(1);
-    expect(codes.filter((c) => c !== 'ok').every((c) => c === 'duplicate_request')).toBe(true);
+    expect(codes.filter((c) => c !== 'ok').every((c) => c === 'DUPLICATE_REQUEST')).toBe(true);
     expect(await account(u.orgKey)).toEqual({ balance: 5_000, held: 300 });
     expect(await activeHolds(u.orgKey)).toEqual({ sum: 300, n: 1 });
   });

@@ -265,9 +265,9 @@ const expected = (err: unknown) =>
   err instanceof AppError &&
   [
     'insufficient_credits',
-    'member_budget_exhausted',
-    'duplicate_request',
-    'hold_not_found',
+    'MEMBER_BUDGET_EXHAUSTED',
+    'DUPLICATE_REQUEST',
+    'HOLD_NOT_FOUND',
     'INSUFFICIENT_UNALLOCATED',
     'CREDITS_IN_USE',
     'OWNER_IN_DEBT',
@@ -524,7 +524,7 @@ async function execute(ops: Op[]) {
           maxCredits: o.max,
           ...(o.end === 'crash' ? { ttlSeconds: 0 } : {}),
         }).catch((err: unknown) => {
-          if (err instanceof AppError && err.code === 'member_budget_exhausted') seen.overBudget++;
+          if (err instanceof AppError && err.code === 'MEMBER_BUDGET_EXHAUSTED') seen.overBudget++;
           throw err;
         });
         const rows = await queryRows<{ usage_id: unknown; on_token: boolean }>(

@@ -184,12 +184,12 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
         maxCredits: 10,
       }),
       409,
-      'duplicate_request',
+      'DUPLICATE_REQUEST',
     );
     await expectAppError(
       settleCredits(db, { requestId: rid(), actualCredits: 1, description: 'x' }),
       404,
-      'hold_not_found',
+      'HOLD_NOT_FOUND',
     );
   });
 
