@@ -1,5 +1,6 @@
 import type { Deps } from '../../deps.js';
-import { AppError } from '../../http/errors.js';
+import { AppError, errorOf } from '../../http/errors.js';
+import { BILLING_ERRORS } from '../../billing/errors.js';
 import { voidHold } from '../../billing/spend.js';
 import type { Actor } from '../admission/actor.js';
 import type { SpareHold } from '../admission/spare-holds.js';
@@ -80,8 +81,7 @@ export function planHold(deps: Deps, request: ChatRequest | ChatBody): HoldPlan 
 
 /** 402 insufficient_credits naming `needed_credits`: the least the call needed held (its prompt at least). */
 export const cannotPay = (neededCredits: number) =>
-  // error-catalogue: the spend's code (src/billing/spend.ts raises it too), listed with billing's codes.
-  new AppError(402, 'insufficient_credits', "the organization's allocation cannot pay for this call", {
+  errorOf(BILLING_ERRORS, 'insufficient_credits', "the organization's allocation cannot pay for this call", {
     headers: { 'x-should-retry': 'false' },
     fields: { needed_credits: Math.ceil(neededCredits) },
   });
