@@ -3,7 +3,7 @@ import type { Database } from './db/client.js';
 import type { Logger } from './log.js';
 import type { Deps } from './deps.js';
 import { loadKeys } from './crypto/server-secrets.js';
-import { createOutboxMailer, createSmtpMailer } from './mail/mailer.js';
+import { mailerFor } from './mail/mailer.js';
 import { createSigningKeys } from '../oauth/keys.js';
 import { revokeMemberGrants } from '../oauth/grants.js';
 import { createLimits } from './ratelimit/limits.js';
@@ -28,9 +28,7 @@ import { startTokenExpirySweep } from './audit/token-expiry.js';
 export async function createDeps(config: Config, database: Database, log: Logger): Promise<Deps> {
   const closers: (() => Promise<void> | void)[] = [];
   const keys = await loadKeys(database.db, config.sessionSecret, config.keyEncryptionKey);
-  const mailer = config.smtpUrl
-    ? createSmtpMailer(config.smtpUrl, config.mailFrom)
-    : createOutboxMailer(database.db);
+  const mailer = mailerFor(config, database.db);
   const onClose = (fn: () => Promise<void> | void) => void closers.push(fn);
   const limits = createLimits({ config, database, hmacKey: keys.hmac, log, onClose });
   const signingKeys = createSigningKeys(database.db, keys.encryption);

@@ -3,10 +3,11 @@ import { openDatabase } from '../db/client.js';
 import { createLogger } from '../log.js';
 import { createStripeClient } from './stripe-processor.js';
 import { reconcile } from './reconcile.js';
+import { mailerFor } from '../mail/mailer.js';
 
 // `npm run billing:reconcile [-- --full]`: checks every ledger invariant against the database
 // (DATABASE_URL, or the PGlite in DATA_DIR: stop the server first, PGlite is single-process) and, when
-// STRIPE_SECRET_KEY is set, grants anything a lost webhook missed. Prints what is wrong; exits 1 if
+// STRIPE_SECRET_KEY is set, grants anything a lost webhook missed (and sends the receipts those grants owe). Prints what is wrong; exits 1 if
 // anything is. From a stored checkpoint it checks only what was written since; the first run, or
 // `--full`, checks the whole ledger and stores the checkpoint (docs/scale.md). Then deletes holds closed
 // longer ago than the retention (src/billing/hold-retention.ts).
@@ -36,7 +37,13 @@ async function main(): Promise<number> {
       : null;
     const full = process.argv.includes('--full');
     const started = Date.now();
-    const report = await reconcile(database.db, log, stripe, { proPriceId: config.stripe.pricePro, full });
+    // The mails a made-good top-up owes (its receipt) go where the server's would: SMTP or the dev outbox.
+    const mail = { mailer: mailerFor(config, database.db), config, log };
+    const report = await reconcile(database.db, log, stripe, {
+      proPriceId: config.stripe.pricePro,
+      full,
+      mail,
+    });
     const out = process.stdout;
     out.write(
       `billing:reconcile: storage ${database.kind}; Stripe ${stripe ? `checked (${report.fetched} objects)` : 'not configured'}\n`,

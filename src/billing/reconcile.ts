@@ -8,6 +8,8 @@ import { disputeEventFor } from './disputes.js';
 import { reversalReport } from './payment-reversals.js';
 import type { StripeObject } from './stripe-object.js';
 import { processEvent } from './webhooks.js';
+import type { GrantRules } from './subscription-events.js';
+import type { AfterCommit, MailDeps } from './auto-topup.js';
 
 // Reconciliation: every ledger invariant checked against the database and, with Stripe
 // configured, recent paid invoices, completed sessions and refunds re-fetched and applied through the webhook
@@ -59,8 +61,20 @@ export async function reconcile(
     full?: boolean;
     /** SETTLE_WINDOW_SECONDS unless a test says otherwise. */
     settleWindowSeconds?: number;
+    /**
+     * Where the mails a made-good event owes go (a top-up's receipt, a failed auto top-up's notice), as
+     * its webhook would have sent them; without it none is sent.
+     */
+    mail?: MailDeps;
   } = {},
 ): Promise<ReconcileReport> {
+  // A missed event applied as its webhook would have been, and the mails it owes sent after its commit.
+  const madeGood = async (event: Stripe.Event, rules: GrantRules) => {
+    const after: AfterCommit[] = [];
+    const result = await processEvent(db, log, event, rules, after);
+    if (options.mail) for (const step of after) await step(options.mail);
+    return result;
+  };
   const granted: string[] = [];
   const refunded: string[] = [];
   let fetched = 0;
@@ -71,7 +85,7 @@ export async function reconcile(
     for await (const invoice of stripe.invoices.list({ status: 'paid', created: { gte }, limit: 100 })) {
       if (++fetched > MAX_OBJECTS) break;
       if (invoice.status !== 'paid') continue;
-      const r = await processEvent(db, log, syntheticEvent('invoice.paid', invoice), rules);
+      const r = await madeGood(syntheticEvent('invoice.paid', invoice), rules);
       if (r.outcome === 'granted') granted.push(`invoice ${invoice.id}`);
     }
     for await (const session of stripe.checkout.sessions.list({
@@ -81,13 +95,13 @@ export async function reconcile(
     })) {
       if (++fetched > 2 * MAX_OBJECTS) break;
       if (session.mode !== 'payment' || session.payment_status !== 'paid') continue;
-      const r = await processEvent(db, log, syntheticEvent('checkout.session.completed', session), rules);
+      const r = await madeGood(syntheticEvent('checkout.session.completed', session), rules);
       if (r.outcome === 'granted') granted.push(`checkout session ${session.id}`);
     }
     // Refunds whose webhooks were lost: each applied once (refunds.ts keys them by refund id).
     for await (const refund of stripe.refunds.list({ created: { gte }, limit: 100 })) {
       if (++fetched > 3 * MAX_OBJECTS) break;
-      const r = await processEvent(db, log, syntheticEvent('refund.updated', refund), rules);
+      const r = await madeGood(syntheticEvent('refund.updated', refund), rules);
       if (r.outcome.startsWith('refunded')) refunded.push(`refund ${refund.id}`);
     }
     // Disputes whose webhooks were lost: applied as the event their state stands for (disputes.ts),
@@ -96,7 +110,7 @@ export async function reconcile(
       if (++fetched > 4 * MAX_OBJECTS) break;
       const type = disputeEventFor(dispute as unknown as StripeObject);
       if (!type) continue;
-      const r = await processEvent(db, log, syntheticEvent(type, dispute), rules);
+      const r = await madeGood(syntheticEvent(type, dispute), rules);
       if (r.outcome.startsWith('dispute_withdrawn') || r.outcome === 'dispute_reinstated')
         refunded.push(`dispute ${dispute.id}`);
     }

@@ -16,6 +16,11 @@ export interface Mailer {
   send(message: MailMessage): Promise<void>;
 }
 
+/** The process's mailer: SMTP when SMTP_URL is set, else the dev outbox in the database (GET /dev/mail). */
+export function mailerFor(config: { smtpUrl?: string; mailFrom: string }, db: Db): Mailer {
+  return config.smtpUrl ? createSmtpMailer(config.smtpUrl, config.mailFrom) : createOutboxMailer(db);
+}
+
 export function createOutboxMailer(db: Db): Mailer {
   return {
     async send(message) {

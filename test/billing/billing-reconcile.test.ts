@@ -5,6 +5,7 @@ import { sql } from 'drizzle-orm';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { createUser } from '../helpers/fixtures.js';
+import { mails } from '../helpers/accounts-support.js';
 import { proLines, startFakeStripe, stripeEnv, type FakeStripe } from '../helpers/fake-stripe.js';
 import { reconcile } from '../../src/billing/reconcile.js';
 import { createLogger } from '../../src/log.js';
@@ -62,13 +63,19 @@ describe('billing reconciliation', () => {
     });
     const first = await reconcile(server.deps.db, log, server.deps.billing.stripe, {
       proPriceId: server.deps.billing.proPriceId,
+      mail: server.deps,
     });
     expect(first.granted.sort()).toEqual([`checkout session ${String(session.id)}`, 'invoice in_lost']);
+    // The made-good top-up's receipt, as its webhook would have sent it: one, though reconcile ran twice.
+    const receipts = async () =>
+      (await mails(api, u.email)).filter((m) => m.subject.startsWith('Receipt:')).map((m) => m.subject);
     expect(first.violations).toEqual([]);
     const second = await reconcile(server.deps.db, log, server.deps.billing.stripe, {
       proPriceId: server.deps.billing.proPriceId,
+      mail: server.deps,
     });
     expect(second.granted).toEqual([]);
+    expect(await receipts()).toEqual([expect.stringMatching(/^Receipt: \$7\.00 for /)]);
     const bal = await api.get<{ balance_credits: number }>(`/v1/clients/${u.clientId}/credits/balance`, {
       token: u.session,
     });
