@@ -1,6 +1,7 @@
 import type { Deps } from '../src/deps.js';
 import { rejectNulCharacters } from '../src/http/input-guard.js';
 import { formBody } from '../src/http/form-body.js';
+import { jsonBody } from '../src/http/json-body.js';
 import type { EntryStep, FastEntry } from '../src/http/entry-steps.js';
 import { oauthCors } from './cors.js';
 import { limitMetadataFetches } from './fetch-limit.js';
@@ -13,7 +14,8 @@ import { TOKEN_PATH, tokenEndpoint, type TokenHttpRequest } from './token.js';
 // Taken here: POST /oauth/token with no query string and a form body. Every other POST (a query, a JSON
 // body) goes to Express, which mounts this same row (src/app.ts: the route table): after the front steps
 // both ways share (the request log, dev mode's Host guard: src/http/entry-steps.ts), the form body
-// (100 KB), the NUL guard, CORS, the metadata-fetch limit, the endpoint (tokenEndpoint); errors in the
+// (100 KB; a JSON body is read too, up to 1 MB, and refused), the NUL guard, CORS, the metadata-fetch
+// limit, the endpoint (tokenEndpoint); errors in the
 // RFC 6749 shape, a database outage as 503. OPTIONS is answered by oauth/routes.ts's CORS.
 // test/oauth/oauth-token-entry.test.ts checks that both ways answer alike.
 
@@ -29,6 +31,9 @@ export function tokenEntry(deps: Deps): FastEntry<TokenHttpRequest> {
     // objects carry.
     steps: [
       formBody(),
+      // A JSON body (Express's way in only) is read before it is refused, as every route's is: a body that
+      // stalls is 408, one that arrives is answered invalid_request (tokenEndpoint).
+      jsonBody({ limit: '1mb' }),
       rejectNulCharacters(),
       oauthCors,
       limitMetadataFetches(deps),

@@ -245,13 +245,29 @@ export function createAuth(deps: Deps) {
     return ids.map(() => null);
   });
 
+  /** Each token's stamp still being written (settled once its batch commits or fails). */
+  const lastUsedWriting = new Map<number, Promise<void>>();
+
   function touchLastUsed(tokenId: number) {
     const now = Date.now();
     if (now - (lastUsedWritten.get(tokenId) ?? 0) < LAST_USED_WRITE_INTERVAL_MS) return;
     lastUsedWritten.set(tokenId, now);
     if (lastUsedWritten.size > 10_000) lastUsedWritten.clear();
-    writeLastUsed(tokenId).catch((err: unknown) => deps.log.warn({ err }, 'could not record token use'));
+    const writing = writeLastUsed(tokenId).then(
+      () => undefined,
+      (err: unknown) => deps.log.warn({ err }, 'could not record token use'),
+    );
+    lastUsedWriting.set(tokenId, writing);
+    void writing.finally(() => {
+      if (lastUsedWriting.get(tokenId) === writing) lastUsedWriting.delete(tokenId);
+    });
   }
+
+  /**
+   * Resolves once this process's stamp of the token's use, if one is being written, has been: a read of
+   * `last_used_at` that follows (GET /v1/auth/verify) then counts the request that is reading it.
+   */
+  const lastUseRecorded = (tokenId: number): Promise<void> | undefined => lastUsedWriting.get(tokenId);
 
   /**
    * The holder of an OAuth access token presented on a /v1 account route: verified as the model
@@ -371,6 +387,7 @@ export function createAuth(deps: Deps) {
     resolve,
     resolveApiToken: fromApiToken,
     resolveApiTokenHash: fromApiTokenHash,
+    lastUseRecorded,
   };
 }
 

@@ -64,6 +64,8 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
       if (principal.kind === 'grant') return void res.json(await grantStatus(deps.db, principal));
       // "B" only: a session is not an API credential (interface document: GET /v1/auth/verify).
       if (principal.kind !== 'api_token') throw invalidToken();
+      // This request is a use: its stamp first, so last_used_at says so as the token list will.
+      await auth.lastUseRecorded(principal.tokenId);
       res.json(await credentialStatus(deps.db, principal));
     },
   );
