@@ -1,9 +1,9 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { parse as parseCookie } from 'cookie';
 import { decodeProtectedHeader } from 'jose';
-import { eq, inArray } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import type { Deps } from '../deps.js';
-import { apiTokens, users, type Role } from '../db/schema.js';
+import { users, type Role } from '../db/schema.js';
 import {
   AppError,
   insufficientScope,
@@ -16,6 +16,7 @@ import { isSameOrigin } from '../http/origin.js';
 import { hmacSecret } from '../crypto/hash.js';
 import { createBatcher } from '../db/batch.js';
 import { readSessionToken, SESSION_COOKIE } from './session.js';
+import { lastUsedStamps } from './last-used.js';
 import { API_TOKEN_PATTERN } from './api-token-secret.js';
 import { verifyAccessToken } from '../../oauth/verify.js';
 import { ACCOUNT_SCOPE } from '../../oauth/resources.js';
@@ -85,15 +86,12 @@ declare module 'express-serve-static-core' {
 
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-/** Last-used stamps are kept to the minute (CONTRACT §6): written at most once a minute per token. */
-const LAST_USED_WRITE_INTERVAL_MS = 60_000;
-
 /** A service account's id: its credential's holder is a principal of that kind (CONTRACT §11). */
 export const isServiceAccountId = (userId: string) => userId.startsWith('sa_');
 
 export function createAuth(deps: Deps) {
   const { db, keys, config } = deps;
-  const lastUsedWritten = new Map<number, number>();
+  const lastUsed = lastUsedStamps(db, deps.log);
 
   // The session's read, as the token's below: a named statement on the read lane, group-committed, its
   // rows as arrays (the ORM built and the server planned it on every request: decision 0130). Nothing is
@@ -220,7 +218,7 @@ export function createAuth(deps: Deps) {
       throw membershipUnavailable();
     }
     if (!row) return null;
-    touchLastUsed(row.tokenId);
+    lastUsed.touch(row.tokenId);
     return {
       kind: 'api_token',
       userId: row.userId,
@@ -234,40 +232,6 @@ export function createAuth(deps: Deps) {
       scopes: row.scopes,
     };
   }
-
-  // Stamps due in the same moment go in one statement (src/db/batch.ts), off the request's path; a chat
-  // call admitted in one statement stamps its token there instead (src/db/custom/token-admission.sql).
-  const writeLastUsed = createBatcher<number, null>(async (ids) => {
-    await db
-      .update(apiTokens)
-      .set({ lastUsedAt: new Date() })
-      .where(inArray(apiTokens.id, [...new Set(ids)]));
-    return ids.map(() => null);
-  });
-
-  /** Each token's stamp still being written (settled once its batch commits or fails). */
-  const lastUsedWriting = new Map<number, Promise<void>>();
-
-  function touchLastUsed(tokenId: number) {
-    const now = Date.now();
-    if (now - (lastUsedWritten.get(tokenId) ?? 0) < LAST_USED_WRITE_INTERVAL_MS) return;
-    lastUsedWritten.set(tokenId, now);
-    if (lastUsedWritten.size > 10_000) lastUsedWritten.clear();
-    const writing = writeLastUsed(tokenId).then(
-      () => undefined,
-      (err: unknown) => deps.log.warn({ err }, 'could not record token use'),
-    );
-    lastUsedWriting.set(tokenId, writing);
-    void writing.finally(() => {
-      if (lastUsedWriting.get(tokenId) === writing) lastUsedWriting.delete(tokenId);
-    });
-  }
-
-  /**
-   * Resolves once this process's stamp of the token's use, if one is being written, has been: a read of
-   * `last_used_at` that follows (GET /v1/auth/verify) then counts the request that is reading it.
-   */
-  const lastUseRecorded = (tokenId: number): Promise<void> | undefined => lastUsedWriting.get(tokenId);
 
   /**
    * The holder of an OAuth access token presented on a /v1 account route: verified as the model
@@ -387,7 +351,7 @@ export function createAuth(deps: Deps) {
     resolve,
     resolveApiToken: fromApiToken,
     resolveApiTokenHash: fromApiTokenHash,
-    lastUseRecorded,
+    lastUseRecorded: (tokenId: number) => lastUsed.recorded(tokenId),
   };
 }
 
