@@ -688,6 +688,7 @@ CREATE INDEX "billing_accounts_user_idx" ON "billing_accounts" USING btree ("use
 CREATE INDEX "billing_checkout_sessions_org_idx" ON "billing_checkout_sessions" USING btree ("org_key");--> statement-breakpoint
 CREATE INDEX "billing_disputes_payment_idx" ON "billing_disputes" USING btree ("payment_intent");--> statement-breakpoint
 CREATE INDEX "billing_entries_org_shown_idx" ON "billing_entries" USING btree ("org_key",(-"id")) WHERE "billing_entries"."type" in ('trial', 'subscription_credit', 'topup', 'usage', 'refund');--> statement-breakpoint
+CREATE INDEX "billing_entries_org_moves_idx" ON "billing_entries" USING btree ("org_key",(-"id")) WHERE "billing_entries"."type" in ('allocate', 'reclaim');--> statement-breakpoint
 CREATE INDEX "billing_entries_grants_idx" ON "billing_entries" USING btree ("to_account") WHERE "billing_entries"."from_account" like 'src:%';--> statement-breakpoint
 CREATE INDEX "billing_holds_open_idx" ON "billing_holds" USING btree ("account_id","expires_at") WHERE "billing_holds"."status" = 'held';--> statement-breakpoint
 CREATE INDEX "billing_holds_closed_idx" ON "billing_holds" USING btree ("closed_at") WHERE "billing_holds"."status" <> 'held';--> statement-breakpoint

@@ -47,7 +47,8 @@ const MOVES_SHOWN = 10;
 /**
  * The newest allocation moves between the owner's pool and this organization (ledger types `allocate`
  * and `reclaim`), which the API's transaction list leaves out (interface document, Transaction: its
- * five types). Read through the pool's side, whose rows are few (the organization's are every call).
+ * five types). Read along their own partial index (`billing_entries_org_moves_idx`, in its order: -id),
+ * which no call writes.
  */
 export async function allocationMovesTable(db: Db, orgKey: string, ownerId: string): Promise<SafeHtml> {
   const pool = poolAccount(ownerId);
@@ -62,7 +63,7 @@ export async function allocationMovesTable(db: Db, orgKey: string, ownerId: stri
     sql`select amount, org_amount, org_balance_after, created_at from billing_entries
         where type in ('allocate', 'reclaim') and org_key = ${orgKey}
           and ((from_account = ${pool} and to_account = ${org}) or (to_account = ${pool} and from_account = ${org}))
-        order by id desc limit ${MOVES_SHOWN}`,
+        order by -id limit ${MOVES_SHOWN}`,
   );
   if (moves.length === 0) return html`<p class="muted">No allocation moves yet.</p>`;
   return html`<table class="stack" aria-labelledby="h-moves"><thead><tr><th scope="col">Time (UTC)</th><th scope="col">Move</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Balance after</th></tr></thead>

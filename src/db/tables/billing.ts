@@ -106,6 +106,11 @@ export const billingEntries = pgTable(
     index('billing_entries_org_shown_idx')
       .on(t.orgKey, sql`(-${t.id})`)
       .where(sql`${t.type} in ('trial', 'subscription_credit', 'topup', 'usage', 'refund')`),
+    // The allocation moves between an owner's pool and a client (the billing page's "Allocation moves",
+    // src/portal/allocation-card.ts), newest first: written only by an allocation, never by a call.
+    index('billing_entries_org_moves_idx')
+      .on(t.orgKey, sql`(-${t.id})`)
+      .where(sql`${t.type} in ('allocate', 'reclaim')`),
     // The grants into an owner's pool (lifetime_granted_credits, ledger.ts lifetimeGrantedSql): the only
     // read by account. Partial, so a call's `usage` row (client to sink) adds no entry to it, and no index
     // on from_account at all: no statement reads by it (decision 0132).
