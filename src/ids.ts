@@ -72,6 +72,13 @@ export function unix(date: Date | null | undefined): number | null {
   return date ? Math.floor(date.getTime() / 1000) : null;
 }
 
+/** A timestamp as a raw row hands it over (a Date from pg, text from PGlite), in unix seconds. */
+export function unixOfStored(value: Date | string): number;
+export function unixOfStored(value: Date | string | null | undefined): number | null;
+export function unixOfStored(value: Date | string | null | undefined): number | null {
+  return value === null || value === undefined ? null : unix(new Date(value));
+}
+
 export const nowUnix = (): number => Math.floor(Date.now() / 1000);
 
 /**

@@ -3,7 +3,7 @@ import { namedRows, queryRows, type Db } from '../db/client.js';
 import type { BudgetPeriod } from '../db/tables/budgets.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { notFound } from '../http/errors.js';
-import { clientIdOf } from '../ids.js';
+import { clientIdOf, unixOfStored } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
 import { transaction } from '../db/transaction.js';
 
@@ -41,11 +41,9 @@ interface BudgetRow {
   period: BudgetPeriod;
   limit_credits: unknown;
   spent: unknown;
-  period_start: unknown;
-  period_end: unknown;
+  period_start: Date | string;
+  period_end: Date | string;
 }
-
-const unixOf = (v: unknown) => Math.floor(new Date(v as string | Date).getTime() / 1000);
 
 function budgetJson(r: BudgetRow): BudgetJson {
   const budget = Number(r.limit_credits);
@@ -58,8 +56,8 @@ function budgetJson(r: BudgetRow): BudgetJson {
     budget_credits: budget,
     spent_credits: spent,
     remaining_credits: Math.max(0, budget - spent),
-    period_start: unixOf(r.period_start),
-    period_end: unixOf(r.period_end),
+    period_start: unixOfStored(r.period_start),
+    period_end: unixOfStored(r.period_end),
   };
 }
 
@@ -193,7 +191,7 @@ export async function noteBudgetExhausted(
       api_token_id: number | null;
       period: BudgetPeriod;
       limit_credits: unknown;
-      period_end: unknown;
+      period_end: Date | string;
     }>(
       t,
       sql`update member_budget_usage u set exhausted_at = now()
@@ -214,7 +212,7 @@ export async function noteBudgetExhausted(
           token_id: r.api_token_id === null ? null : Number(r.api_token_id),
           period: r.period,
           budget_credits: Number(r.limit_credits),
-          period_end: unixOf(r.period_end),
+          period_end: unixOfStored(r.period_end),
         },
       });
   });

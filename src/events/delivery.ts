@@ -3,7 +3,7 @@ import { fetch, type Agent } from 'undici';
 import { queryRows, type Db } from '../db/client.js';
 import { decrypt } from '../crypto/hash.js';
 import { guardedAgent, isGuardRefusal } from '../http/outbound-guard.js';
-import { clientIdOf, unix } from '../ids.js';
+import { clientIdOf, unixOfStored } from '../ids.js';
 import type { Logger } from '../log.js';
 import { SIGNATURE_HEADER, signatureHeader } from './signature.js';
 
@@ -82,7 +82,7 @@ export function eventBody(e: {
     id: e.event_id,
     object: 'event',
     type: e.type,
-    created: unix(new Date(e.created_at)),
+    created: unixOfStored(e.created_at),
     client_id: clientIdOf(e.org_key),
     data: e.data,
   });

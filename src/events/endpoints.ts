@@ -6,7 +6,7 @@ import { decrypt, encrypt } from '../crypto/hash.js';
 import { notFound, errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { isForbiddenAddress, literalAddress } from '../http/outbound-guard.js';
 import { integerCursor, unknownCursor, type Page } from '../http/pagination.js';
-import { clientIdOf, newId, unix } from '../ids.js';
+import { clientIdOf, newId, unixOfStored } from '../ids.js';
 import {
   MAX_ENDPOINTS_PER_CLIENT,
   type createdEndpointAnswer,
@@ -38,7 +38,7 @@ const toEndpoint = (r: EndpointRow): Endpoint => ({
   client_id: clientIdOf(r.org_key),
   url: r.url,
   events: r.events as EventType[],
-  created_at: unix(new Date(r.created_at)),
+  created_at: unixOfStored(r.created_at),
 });
 
 const badUrl = (message: string) =>
@@ -181,8 +181,6 @@ interface DeliveryRow {
   created_at: Date | string;
 }
 
-const when = (v: Date | string | null) => (v === null ? null : unix(new Date(v)));
-
 /** An endpoint's delivery log, newest first (CONTRACT §3 paging, `starting_after` a delivery id). */
 export async function listDeliveries(
   db: Db,
@@ -223,9 +221,9 @@ export async function listDeliveries(
       attempts: Number(r.attempts),
       last_status_code: r.last_status === null ? null : Number(r.last_status),
       last_error: r.last_error,
-      next_attempt_at: r.status === 'pending' ? when(r.next_attempt_at) : null,
-      delivered_at: when(r.delivered_at),
-      created_at: unix(new Date(r.created_at)),
+      next_attempt_at: r.status === 'pending' ? unixOfStored(r.next_attempt_at) : null,
+      delivered_at: unixOfStored(r.delivered_at),
+      created_at: unixOfStored(r.created_at),
     })),
   };
 }

@@ -1,14 +1,11 @@
 import { namedRows, type Db } from '../db/client.js';
 import { isServiceAccountId, type Principal } from '../auth/principal.js';
 import { listBudgets } from '../billing/budgets.js';
-import { orgIdOf, unix } from '../ids.js';
+import { orgIdOf, unixOfStored } from '../ids.js';
 import { credentialSpend } from './service.js';
 
 // GET /v1/auth/verify (CONTRACT §6): what a credential may read of itself without an admin — who it acts
 // as, what it reaches, when it expires, when it was last used, what it spent and its budget.
-
-/** A timestamp as the driver gives it (a Date, or text on the embedded engine) in unix seconds. */
-const unixOrNull = (v: unknown) => unix(v === null || v === undefined ? null : new Date(v as string | Date));
 
 type ApiTokenPrincipal = Extract<Principal, { kind: 'api_token' }>;
 
@@ -16,7 +13,7 @@ export async function credentialStatus(db: Db, principal: ApiTokenPrincipal) {
   const serviceAccount = isServiceAccountId(principal.userId);
   const [[row], spend, budgets] = await Promise.all([
     // A named statement, as the two reads beside it (decision 0128).
-    namedRows<{ expires_at: unknown; last_used_at: unknown; scopes: string[] }>(
+    namedRows<{ expires_at: Date | string | null; last_used_at: Date | string | null; scopes: string[] }>(
       db,
       'tokens_status_row',
       'select expires_at, last_used_at, scopes from api_tokens where id = $1',
@@ -36,8 +33,8 @@ export async function credentialStatus(db: Db, principal: ApiTokenPrincipal) {
     token_name: principal.tokenName,
     principal: { type: serviceAccount ? 'service_account' : 'user', id: principal.userId },
     scopes: row?.scopes ?? principal.scopes,
-    expires_at: unixOrNull(row?.expires_at),
-    last_used_at: unixOrNull(row?.last_used_at),
+    expires_at: unixOfStored(row?.expires_at),
+    last_used_at: unixOfStored(row?.last_used_at),
     spend,
     budget: budget
       ? {
