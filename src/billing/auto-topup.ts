@@ -7,7 +7,8 @@ import { handleCrossings, type BalanceCrossing } from './balance-crossings.js';
 import { creditsPaidFor, grantPaidTopup, paymentEvent } from './paid-grant.js';
 import { idOf, textAt, type StripeObject } from './stripe-object.js';
 import { usdOfCents } from './par.js';
-import { receiptStep, recordAutoTopupInvoice, type ReceiptStep } from './topup-receipt.js';
+import { receiptStep, recordAutoTopupInvoice } from './topup-receipt.js';
+import type { AfterCommit, MailDeps } from './after-commit.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
 import { autoTopupFailedMail } from '../mail/auto-topup-mail.js';
@@ -152,10 +153,6 @@ async function declined(deps: Deps, charge: ChargeRow, intent: string | null, re
   );
   if (owner) await mailChargeFailed(deps, owner, reason);
 }
-
-/** What the webhook does once its transaction committed (a mail: at most once). */
-export type MailDeps = Pick<Deps, 'mailer' | 'config' | 'log'>;
-export type AfterCommit = (deps: MailDeps) => Promise<void>;
 
 interface FailedCharge {
   chargeId: string;
@@ -304,7 +301,7 @@ export async function autoTopupPaid(
   tx: Db,
   intent: StripeObject,
   log: Logger,
-  after: ReceiptStep[] = [],
+  after: AfterCommit[] = [],
 ): Promise<string> {
   const found = await chargeOfIntent(tx, intent, log);
   if (typeof found === 'string') return found;

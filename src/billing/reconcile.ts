@@ -9,7 +9,7 @@ import { reversalReport } from './payment-reversals.js';
 import type { StripeObject } from './stripe-object.js';
 import { processEvent } from './webhooks.js';
 import type { GrantRules } from './subscription-events.js';
-import type { AfterCommit, MailDeps } from './auto-topup.js';
+import type { AfterCommit, MailDeps } from './after-commit.js';
 
 // Reconciliation: every ledger invariant checked against the database and, with Stripe
 // configured, recent paid invoices, completed sessions and refunds re-fetched and applied through the webhook

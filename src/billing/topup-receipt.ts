@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Deps } from '../deps.js';
+import type { AfterCommit } from './after-commit.js';
 import { queryRows, type Db } from '../db/client.js';
 import { clientIdOf } from '../ids.js';
 import { topupReceiptMail } from '../mail/receipt-mail.js';
@@ -9,9 +9,6 @@ import { topupReceiptMail } from '../mail/receipt-mail.js';
 // off-session charge, which the processor invoices nowhere) and a receipt mail to the owner, sent once
 // the grant's transaction committed.
 
-/** A step the webhook runs once its transaction committed (a mail: at most once). */
-export type ReceiptStep = (deps: Pick<Deps, 'mailer' | 'config' | 'log'>) => Promise<void>;
-
 export interface PaidTopupFacts {
   orgKey: string;
   paidCents: number;
@@ -20,7 +17,7 @@ export interface PaidTopupFacts {
 }
 
 /** In the grant's transaction: whom to mail, as the step that mails them once it committed. */
-export async function receiptStep(tx: Db, t: PaidTopupFacts): Promise<ReceiptStep | null> {
+export async function receiptStep(tx: Db, t: PaidTopupFacts): Promise<AfterCommit | null> {
   const [owner] = await queryRows<{ email: string; name: string }>(
     tx,
     sql`select u.email, o.name from orgs o join users u on u.id = o.owner_id where o.id = ${t.orgKey}`,
