@@ -204,12 +204,17 @@ BEGIN
     UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held + v_sum_held WHERE id = v_current;
   END IF;
 
-  -- Last, the usage sinks ('sink:…' sorts after every 'org:…'), in ascending id order.
+  -- Last, the usage sinks ('sink:…' sorts after every 'org:…'), in ascending id order. The ledger has no
+  -- foreign key to its accounts (decision 0138): a sink that is missing fails the settle here, as the
+  -- key did, rather than leaving its `usage` rows naming no account.
   FOR r IN
     SELECT 'sink:' || v_orgs[j] AS sink, sum(v_debits[j])::bigint AS total
     FROM generate_subscripts(v_ords, 1) AS j WHERE v_debits[j] > 0 GROUP BY 1 ORDER BY 1
   LOOP
     UPDATE billing_accounts SET balance = balance + r.total WHERE id = r.sink;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'no ledger account %', r.sink USING ERRCODE = 'foreign_key_violation';
+    END IF;
   END LOOP;
 END;
 $$;

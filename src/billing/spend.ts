@@ -335,9 +335,15 @@ async function debitAccount(
           returning id)
         select balance from a`,
   );
-  // The sink after the org row: the same ascending lock order as every other transaction.
-  if (debit > 0)
-    await t.execute(sql`update billing_accounts set balance = balance + ${debit} where id = ${sink}`);
+  // The sink after the org row: the same ascending lock order as every other transaction. The ledger
+  // has no foreign key to its accounts (decision 0138), so a missing sink fails the settle here.
+  if (debit > 0) {
+    const credited = await queryRows<{ id: string }>(
+      t,
+      sql`update billing_accounts set balance = balance + ${debit} where id = ${sink} returning id`,
+    );
+    if (credited.length === 0) throw new Error(`unknown ledger account ${sink}`);
+  }
   return num(row?.balance);
 }
 

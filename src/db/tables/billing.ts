@@ -79,12 +79,11 @@ export const billingEntries = pgTable(
     id: bigserial('id', { mode: 'number' }).primaryKey(),
     /** Idempotency key: `grant:invoice:<id>`, `grant:session:<id>`, `usage:<request id>`, `trial:<user id>`, … */
     key: text('key').notNull().unique(),
-    fromAccount: text('from_account')
-      .notNull()
-      .references(() => billingAccounts.id),
-    toAccount: text('to_account')
-      .notNull()
-      .references(() => billingAccounts.id),
+    // Both accounts are billing_accounts ids, with no foreign key (decision 0138): every writer names
+    // accounts it has just locked or written (ledger.ts transfer, the settle's svc_settle_holds), accounts
+    // are never deleted, and reconciliation's sum over all accounts would show a row naming none.
+    fromAccount: text('from_account').notNull(),
+    toAccount: text('to_account').notNull(),
     amount: bigint('amount', { mode: 'number' }).notNull(),
     type: text('type', { enum: ENTRY_TYPES }).notNull(),
     /** The client whose transaction list shows this row (null for pool-side rows). */

@@ -1,0 +1,187 @@
+// `node --import tsx bench/settle-counts.ts`: what PostgreSQL does for one chat call's billing, counted
+// rather than timed. A throw-away database migrated from this tree, one organization funded, then
+// BENCH_CALLS calls (default 1,000), each the model path's two statements of one call: a hold
+// (svc_reserve_holds) and its settle with a usage record (svc_settle_and_hold_next), on one connection.
+// Prints, per call: the backend's CPU (/proc), each function's time (track_functions = all), and for one
+// more call under EXPLAIN (ANALYZE, WAL, BUFFERS) the WAL records and bytes and the buffers each statement
+// touched. The counts are exact and do not move with the machine's load; the CPU figures do. Run it in
+// two trees to compare them (the decision records' PostgreSQL-alone figures come from it).
+//
+// Environment: BENCH_DATABASE_URL (an admin URL; default postgres://postgres@127.0.0.1:5432/test),
+// BENCH_CALLS.
+import pg from 'pg';
+import { sql } from 'drizzle-orm';
+import { openDatabase } from '../src/db/client.js';
+import { runMigrations } from '../src/db/migrate.js';
+import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
+import { transaction } from '../src/db/transaction.js';
+import { randomToken } from '../src/ids.js';
+import { processCpuUs } from './proc-cpu.js';
+import { knob } from './knobs.js';
+
+const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const CALLS = knob('BENCH_CALLS', 1000, 50);
+const ORG = 'countorg';
+
+const RESERVE = `select * from svc_reserve_holds($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::float8[])`;
+const SETTLE = `select * from svc_settle_and_hold_next($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+  $6::bigint[], $7::bigint[], $8::float8, $9::jsonb)`;
+
+const usage = {
+  org: ORG,
+  user: 'usr_count',
+  api_token_id: 1,
+  source: 'chat',
+  model: 'x',
+  prompt_tokens: 12,
+  completion_tokens: 30,
+  cached_prompt_tokens: 0,
+  price_input: '1',
+  price_output: '2',
+  duration_ms: 3,
+  outcome: 'completed',
+};
+
+const reserveArgs = (id: string) => [[id], [ORG], ['usr_count'], [60], [60], [900]];
+const settleArgs = (id: string) => [
+  [id],
+  [42],
+  ['chat x'],
+  [null],
+  [null],
+  [null],
+  [null],
+  900,
+  JSON.stringify([usage]),
+];
+
+/** Values of a statement as literals, for EXPLAIN (which takes no parameters). */
+const literal = (client: pg.Client, v: unknown): string =>
+  v === null
+    ? 'null'
+    : Array.isArray(v)
+      ? `array[${v.map((x) => literal(client, x)).join(',')}]`
+      : typeof v === 'number'
+        ? String(v)
+        : client.escapeLiteral(v as string);
+
+function bound(text: string, values: unknown[], client: pg.Client): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => {
+    const v = values[Number(n) - 1];
+    // An array of nulls needs its element type from the cast that follows.
+    return Array.isArray(v) && v.every((x) => x === null)
+      ? `array[${v.map(() => 'null').join(',')}]`
+      : literal(client, v);
+  });
+}
+
+interface PlanNode {
+  'Shared Hit Blocks': number;
+  'Shared Read Blocks': number;
+  'Shared Dirtied Blocks': number;
+  'WAL Records': number;
+  'WAL Bytes': number;
+}
+
+async function explain(client: pg.Client, text: string, values: unknown[]): Promise<PlanNode> {
+  const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+    `explain (analyze, wal, buffers, format json) ${bound(text, values, client)}`,
+  );
+  return rows[0]!['QUERY PLAN'][0].Plan;
+}
+
+interface FunctionRow {
+  funcname: string;
+  calls: string;
+  total_time: number;
+  self_time: number;
+}
+const FUNCTIONS =
+  'select funcname, calls, total_time, self_time from pg_stat_user_functions order by total_time desc';
+
+const name = `svc_counts_${randomToken(6)}`;
+const admin = new pg.Client({ connectionString: ADMIN });
+await admin.connect();
+await admin.query(`create database "${name}"`);
+const url = new URL(ADMIN);
+url.pathname = `/${name}`;
+const database = await openDatabase({ databaseUrl: url.toString(), poolSize: 2 });
+const client = new pg.Client({ connectionString: url.toString() });
+const reader = new pg.Client({ connectionString: url.toString() });
+try {
+  await runMigrations(database);
+  const db = database.db;
+  await db.execute(
+    sql`insert into users (id, email, name, password_hash) values ('usr_count', 'count@example.test', 'count', 'x')`,
+  );
+  await db.execute(sql`insert into orgs (id, name, owner_id) values (${ORG}, ${ORG}, 'usr_count')`);
+  await transaction(db, (tx) =>
+    grantToOrg(tx, {
+      key: 'count:fund',
+      source: SOURCE_PURCHASES,
+      ownerId: 'usr_count',
+      orgKey: ORG,
+      amount: 1e12,
+      type: 'topup',
+      description: 'count',
+    }),
+  );
+  if (process.env.BENCH_COUNTS_SQL) await db.execute(sql.raw(process.env.BENCH_COUNTS_SQL));
+  await client.connect();
+  await reader.connect();
+  await client.query(`set track_functions = 'all'`);
+  const { rows: backend } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+  const pid = backend[0]!.pid;
+  const call = async (id: string) => {
+    await client.query({ name: 'reserve', text: RESERVE, values: reserveArgs(id) });
+    await client.query({ name: 'settle', text: SETTLE, values: settleArgs(id) });
+  };
+  for (let i = 0; i < 50; i++) await call(`req_warm_${i}`);
+  // The warm-up's function statistics reach the shared view when the backend next reports while idle
+  // (at most once a second): wait for that, and subtract them.
+  await client.query('select pg_sleep(1.1)');
+  await client.query('select 1');
+  const { rows: warm } = await reader.query<FunctionRow>(FUNCTIONS);
+  const cpuBefore = processCpuUs(pid);
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < CALLS; i++) await call(`req_count_${i}`);
+  const wallUs = Number(process.hrtime.bigint() - started) / 1000;
+  const cpuUs = processCpuUs(pid) - cpuBefore;
+  // One more call under EXPLAIN on the same (warm) connection: its plans are cached as the calls' were.
+  const reserve = await explain(client, RESERVE, reserveArgs('req_explained'));
+  const settle = await explain(client, SETTLE, settleArgs('req_explained'));
+  // The statistics of this backend reach the view when it ends.
+  await client.end();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const { rows: fns } = await reader.query<FunctionRow>(FUNCTIONS);
+  const out = (s: string) => process.stdout.write(`${s}\n`);
+  out(`settle counts: ${CALLS} calls (reserve + settle with usage record), one connection, ${url.host}`);
+  out(
+    `  backend CPU per call ${((cpuUs / CALLS) | 0).toLocaleString('en')} µs (10 ms ticks), wall per call ${((wallUs / CALLS) | 0).toLocaleString('en')} µs`,
+  );
+  for (const f of fns) {
+    const w = warm.find((x) => x.funcname === f.funcname);
+    if (w)
+      Object.assign(f, {
+        calls: String(Number(f.calls) - Number(w.calls)),
+        total_time: f.total_time - w.total_time,
+        self_time: f.self_time - w.self_time,
+      });
+    out(
+      `  ${f.funcname.padEnd(28)} calls/call ${(Number(f.calls) / CALLS).toFixed(2)}  total ${((f.total_time * 1000) / CALLS).toFixed(0).padStart(5)} µs  self ${((f.self_time * 1000) / CALLS).toFixed(0).padStart(5)} µs per call`,
+    );
+  }
+  for (const [label, p] of [
+    ['reserve', reserve],
+    ['settle', settle],
+  ] as const)
+    out(
+      `  ${label.padEnd(8)} WAL records ${p['WAL Records']}, WAL bytes ${p['WAL Bytes']}, buffers hit ${p['Shared Hit Blocks']} read ${p['Shared Read Blocks']} dirtied ${p['Shared Dirtied Blocks']}`,
+    );
+} finally {
+  await client.end().catch(() => {});
+  await reader.end().catch(() => {});
+  await database.close();
+  await admin.query(`drop database if exists "${name}" with (force)`);
+  await admin.end();
+}
