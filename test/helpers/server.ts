@@ -9,6 +9,7 @@ import type { Deps } from '../../src/deps.js';
 import { createLogger } from '../../src/log.js';
 import { startServer } from '../../src/server.js';
 import { randomToken } from '../../src/ids.js';
+import { givePgliteBack, takePgliteDatabase } from './pglite-reuse.js';
 
 // Each test file starts its own server on its own database: a fresh database on the real PostgreSQL
 // when TEST_DATABASE_URL is set (CI sets it), otherwise an in-memory PGlite; either starts as a copy of
@@ -116,13 +117,15 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
       DATA_DIR: 'memory://',
       ...(typeof options.env === 'function' ? options.env(port) : options.env),
     });
-    const database = await openDatabase({
-      databaseUrl,
-      dataDir: 'memory://',
-      pgliteDataDirArchive: databaseUrl ? undefined : await migratedPglite(),
-      poolSize: 10,
-      queryTimeoutMs: config.reliability.queryTimeoutMs,
-    });
+    const archive = databaseUrl ? undefined : await migratedPglite();
+    const database = archive
+      ? await takePgliteDatabase(archive)
+      : await openDatabase({
+          databaseUrl,
+          dataDir: 'memory://',
+          poolSize: 10,
+          queryTimeoutMs: config.reliability.queryTimeoutMs,
+        });
     await runMigrations(database); // nothing left to apply on a migrated copy; its check still runs
     const deps = await createDeps(config, database, createLogger(config.logLevel, 'json', options.log));
     try {
@@ -138,13 +141,13 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
         async close() {
           await running.close();
           await deps.close();
-          await database.close();
+          await (database.pglite ? givePgliteBack(database) : database.close());
           await owned?.drop();
         },
       };
     } catch (err) {
       await deps.close();
-      await database.close();
+      await (database.pglite ? givePgliteBack(database) : database.close());
       if ((err as { code?: string }).code !== 'EADDRINUSE' || attempt >= 5) throw err;
     }
   }
