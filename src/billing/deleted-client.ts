@@ -72,6 +72,8 @@ async function reclaim(tx: Db, org: { orgKey: string; ownerId: string }): Promis
           and request_id <> all(${sql.param(first.map((h) => h.request_id))}::text[])
         order by request_id for update nowait`,
   );
+  // Holds name their account without a foreign key (decision 0139): they move only to a pool locked here.
+  if (!locked.has(pool)) throw new Error(`unknown ledger account ${pool}`);
   const balance = locked.get(account)!.balance;
   // Every live hold of the client is locked by now, and no reserve can add one: re-point them all.
   const moved = await queryRows<{ amount: unknown }>(

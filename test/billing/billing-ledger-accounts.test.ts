@@ -8,8 +8,9 @@ import { reserveCredits, settleCredits } from '../../src/billing/spend.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { queryRows } from '../../src/db/client.js';
 
-// The ledger names its accounts without a foreign key (decision 0138): the settle refuses to write a
-// `usage` row whose sink is missing, and reconciliation shows a row that moved money to no account.
+// The ledger and the holds name their accounts without a foreign key (decisions 0138, 0139): the settle
+// refuses to write a `usage` row whose sink is missing, a hold is taken only on an account that exists,
+// and reconciliation shows a row that moved money to no account.
 
 let server: TestServer;
 beforeAll(async () => {
@@ -70,6 +71,22 @@ describe('ledger rows name existing accounts', () => {
       await countOf(sql`select count(*) as n from billing_entries where key = ${`usage:${requestId}`}`),
     ).toBe(0);
     expect(await countOf(sql`select count(*) as n from usage_records where request_id = ${requestId}`)).toBe(
+      0,
+    );
+  });
+
+  it('a hold for a client with no ledger account is refused and writes no hold row', async () => {
+    const requestId = `req_${randomUUID()}`;
+    await expect(
+      reserveCredits(server.deps.db, {
+        orgKey: `no-such-client-${randomUUID()}`,
+        userId: 'usr_nobody',
+        requestId,
+        minCredits: 1,
+        maxCredits: 10,
+      }),
+    ).rejects.toMatchObject({ code: 'insufficient_credits' });
+    expect(await countOf(sql`select count(*) as n from billing_holds where request_id = ${requestId}`)).toBe(
       0,
     );
   });

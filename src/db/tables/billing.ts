@@ -126,9 +126,9 @@ export const billingHolds = pgTable(
   'billing_holds',
   {
     requestId: text('request_id').primaryKey(),
-    accountId: text('account_id')
-      .notNull()
-      .references(() => billingAccounts.id),
+    // No foreign key (decision 0139): a hold is inserted only under its account's lock (svc_reserve_holds,
+    // the settle's next hold) and moved only to an account locked first (deleted-client.ts).
+    accountId: text('account_id').notNull(),
     orgKey: text('org_key').notNull(),
     userId: text('user_id'),
     amount: bigint('amount', { mode: 'number' }).notNull(),
