@@ -19,6 +19,7 @@ import {
   disableAutoTopup,
 } from './auto-topup-settings.js';
 import { transaction } from '../db/transaction.js';
+import { autoTopupPasses } from '../metrics/registry.js';
 
 // Auto top-up (docs/billing.md, "Auto top-up"). The owner opts in per organization with
 // a trigger balance, an amount and a monthly cap. Three steps, each exactly once:
@@ -351,6 +352,7 @@ export function startAutoTopups(deps: Deps, deliverDev?: DeliverDev): void {
   const timer = setInterval(() => {
     if (running || closed) return;
     running = runAutoTopups(deps, deliverDev)
+      .then(() => autoTopupPasses.inc())
       .catch((err: unknown) => deps.log.warn({ err }, 'auto top-up pass failed'))
       .finally(() => {
         running = null;

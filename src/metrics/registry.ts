@@ -126,3 +126,11 @@ export const excessDebtCredits = new client.Counter({
   help: "Credits of usage beyond the hold that no balance could pay, recorded as the owner's debt",
   registers,
 });
+
+// The auto top-up worker's passes (src/billing/auto-topup.ts): rises every AUTO_TOPUP_POLL_MS while the
+// worker runs; a count that stops rising is a worker stuck or stopped.
+export const autoTopupPasses = new client.Counter({
+  name: 'svc_auto_topup_passes_total',
+  help: 'Auto top-up worker passes completed by this process (crossings handled, pending charges sent)',
+  registers,
+});

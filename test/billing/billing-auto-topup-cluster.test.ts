@@ -31,6 +31,7 @@ const env = {
   MODEL_PRICE_INPUT: '300000',
   MODEL_PRICE_OUTPUT: '1500000',
   ORG_MAX_CONCURRENCY: '64',
+  METRICS_TOKEN: 'metrics-auto-topup-cluster',
 };
 const TRIGGER = 19_000;
 
@@ -128,8 +129,26 @@ describe.skipIf(storageMode() !== 'postgres')('auto top-up with two svc processe
     );
     return rows.map((r) => Number(r.amount));
   }
-  /** Both processes' workers poll every 2 s: three passes each have run after this. */
-  const bothWorkersPassed = () => new Promise((r) => setTimeout(r, 6_500));
+  /** A process's completed auto top-up worker passes (`svc_auto_topup_passes_total` at GET /metrics). */
+  async function workerPasses(base: string): Promise<number> {
+    const res = await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${env.METRICS_TOKEN}` } });
+    expect(res.status).toBe(200);
+    const line = /^svc_auto_topup_passes_total (\d+)$/m.exec(await res.text());
+    return Number(line?.[1] ?? 0);
+  }
+  /**
+   * Waits until each process's worker has completed two more passes than now: the second began after
+   * this call, so whatever a pass would do about the state now (a second charge, say) has been done.
+   */
+  async function bothWorkersPassed() {
+    const bases = [server.url, second.url];
+    const start = await Promise.all(bases.map(workerPasses));
+    await eventually(
+      async () => (await Promise.all(bases.map(workerPasses))).every((n, i) => n >= start[i]! + 2),
+      20_000,
+      'two more auto top-up passes in each process',
+    );
+  }
 
   it('50 calls on two processes cross together: one PaymentIntent, one grant; a crossing beyond the cap charges nothing', async () => {
     const owner = await ownerWithCard(`pm_cluster_ok_${Date.now()}`, false);
