@@ -61,7 +61,9 @@ let members: TestUser[];
 beforeAll(async () => {
   server = await startTestServer();
   if (concurrent) {
-    pool = new pg.Pool({ connectionString: server.databaseUrl, max: LANES + 2 });
+    // idleTimeoutMillis 0: every connection stays open until the end, so deadlocks() can have each one
+    // publish the statistics it holds.
+    pool = new pg.Pool({ connectionString: server.databaseUrl, max: LANES + 2, idleTimeoutMillis: 0 });
     // The test database is dropped WITH (FORCE) at the end: a client still closing must not crash the run.
     pool.on('error', () => {});
     pool.on('connect', (c) => c.on('error', () => {}));
@@ -78,15 +80,28 @@ beforeAll(async () => {
 });
 
 let deadlocksBefore = 0;
-/** PostgreSQL's count of deadlocks detected in this test's database (the statistics are flushed lazily). */
+/**
+ * PostgreSQL's count of deadlocks detected in this test's database. A backend keeps its statistics and
+ * publishes them lazily; pg_stat_force_next_flush() (PostgreSQL 15) makes it publish them before it
+ * answers, so each connection the lanes run on (where every path under test runs) is asked first.
+ */
 async function deadlocks(): Promise<number> {
-  await new Promise((r) => setTimeout(r, 1_500));
+  if (pool) await publishStatistics(pool);
   await db.execute(sql`select pg_stat_clear_snapshot()`);
   const [row] = await queryRows<{ n: unknown }>(
     db,
     sql`select deadlocks as n from pg_stat_database where datname = current_database()`,
   );
   return Number(row?.n ?? 0);
+}
+/** Every open connection of `p`, held at once (so each is a different one), publishes its statistics. */
+async function publishStatistics(p: pg.Pool): Promise<void> {
+  const clients = await Promise.all(Array.from({ length: p.totalCount }, () => p.connect()));
+  try {
+    await Promise.all(clients.map((c) => c.query('select pg_stat_force_next_flush()')));
+  } finally {
+    for (const c of clients) c.release();
+  }
 }
 afterAll(async () => {
   await pool?.end();
