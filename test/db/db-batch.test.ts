@@ -3,27 +3,31 @@ import { createBatcher } from '../../src/db/batch.js';
 
 // The group-commit helper behind the model path's hot statements (src/db/batch.ts).
 
-const tick = () => new Promise((r) => setTimeout(r, 5));
+/** A batch's statement taking its time: it yields to the event loop once (no timer: nothing waits on its length). */
+const aTurn = () => new Promise((r) => setImmediate(r));
 
 describe('createBatcher', () => {
   it('sends a lone call at once, and groups the calls that arrive while a batch runs', async () => {
     const batches: number[][] = [];
+    let running = 0;
+    let peak = 0;
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const double = createBatcher<number, number>(async (xs) => {
       batches.push(xs);
+      peak = Math.max(peak, ++running);
       if (batches.length === 1) await gate;
+      running--;
       return xs.map((x) => x * 2);
     });
     const first = double(1);
-    await tick();
-    expect(batches).toEqual([[1]]);
+    expect(batches).toEqual([[1]]); // sent at once, in the call itself
     const rest = [double(2), double(3), double(4)];
-    await tick();
     expect(batches).toEqual([[1]]); // waiting for the batch in flight
     release();
     expect(await Promise.all([first, ...rest])).toEqual([2, 4, 6, 8]);
     expect(batches).toEqual([[1], [2, 3, 4]]);
+    expect(peak).toBe(1); // the second batch began only once the first had ended
   });
 
   it('rejects only the caller whose result is an Error, and every caller when the batch throws', async () => {
@@ -50,7 +54,7 @@ describe('createBatcher', () => {
       async (xs) => {
         sizes.push(xs.length);
         peak = Math.max(peak, ++running);
-        await tick();
+        await aTurn();
         running--;
         return xs;
       },
@@ -65,7 +69,7 @@ describe('createBatcher', () => {
 
   it('fails loudly when a batch returns the wrong number of results', async () => {
     let calls = 0;
-    const short = createBatcher<number, number>(async (xs) => (++calls === 1 ? (await tick(), xs) : [1]));
+    const short = createBatcher<number, number>(async (xs) => (++calls === 1 ? (await aTurn(), xs) : [1]));
     const first = short(0); // in flight: the next two wait and go together
     const pair = Promise.all([short(1), short(2)]);
     await first;
@@ -80,7 +84,7 @@ describe('createBatcher', () => {
         seen.push(xs);
         if (first) {
           first = false;
-          await tick();
+          await aTurn();
           return xs;
         }
         if (xs.includes(13)) throw new Error('13 refused');
