@@ -8,6 +8,7 @@ import { driveConsent } from './oauth.js';
 import type { TestUser } from './fixtures.js';
 import { parseAs } from './json.js';
 import { nodeEntry } from './entry.js';
+import { eventually } from './eventually.js';
 import type { ServerEntry } from '../../src/cli/credentials.js';
 import type { Summary } from '../../src/cli/commands/whoami.js';
 import type { Outcome } from '../../src/cli/outcome.js';
@@ -208,10 +209,9 @@ export function inTerminal(args: string[], opts: { cwd: string; env?: Record<str
     screen: () => screen,
     type: (keys: string) => void child.stdin.write(keys),
     async waitFor(pattern: RegExp, ms = 20_000) {
-      for (const start = Date.now(); Date.now() - start < ms; await new Promise((r) => setTimeout(r, 50))) {
-        if (pattern.test(screen)) return;
-      }
-      throw new Error(`not on the terminal within ${ms} ms: ${pattern}\n${screen}`);
+      await eventually(() => pattern.test(screen), ms, 'the pattern', 50).catch(() => {
+        throw new Error(`not on the terminal within ${ms} ms: ${pattern}\n${screen}`);
+      });
     },
     exit,
   };

@@ -1,5 +1,6 @@
 import WebSocket from 'ws';
 import { parseAs } from './json.js';
+import { eventually } from './eventually.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 
 /** A run socket (`/v1/runs/ws`) on a connection of its own, with its frames queued for `frame()`. */
@@ -14,8 +15,9 @@ export async function openRunSocket(baseUrl: string) {
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  const frame = async () => {
-    while (frames.length === 0) await new Promise((r) => setTimeout(r, 10));
+  /** The next frame, once one has come (fails after `ms`). */
+  const frame = async (ms = 15_000) => {
+    await eventually(() => frames.length > 0, ms, 'a frame from the run socket', 5);
     return frames.shift()!;
   };
   return { ws, frame, closed, pongs: () => pongs };

@@ -26,15 +26,12 @@ let key: string;
 async function connect(base = server.url, query = '') {
   const ws = new WebSocket(`${base.replace('http', 'ws')}/v1/runs/ws${query}`);
   const frames: ServerFrame[] = [];
-  const waiters: (() => void)[] = [];
   let closed: { code: number; reason: string } | null = null;
   ws.on('message', (d) => {
     frames.push(parseAs<ServerFrame>((d as Buffer).toString()));
-    waiters.splice(0).forEach((w) => w());
   });
   ws.on('close', (code, reason) => {
     closed = { code, reason: reason.toString() };
-    waiters.splice(0).forEach((w) => w());
   });
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
@@ -49,25 +46,22 @@ async function connect(base = server.url, query = '') {
       type?: K,
       timeoutMs = 5000,
     ): Promise<Extract<ServerFrame, { type: K }>> {
-      const deadline = Date.now() + timeoutMs;
       const wanted = (f: ServerFrame): f is Extract<ServerFrame, { type: K }> => !type || f.type === type;
-      for (;;) {
-        const found = frames.find(wanted);
-        if (found) {
-          frames.splice(frames.indexOf(found), 1);
-          return found;
-        }
-        if (closed)
-          throw new Error(
-            `socket closed ${closed.code} before a ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`,
-          );
-        if (Date.now() > deadline)
-          throw new Error(`no ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`);
-        await new Promise<void>((r) => {
-          waiters.push(r);
-          setTimeout(r, 50);
-        });
-      }
+      const found = await eventuallyValue(
+        () => frames.find(wanted),
+        (f) => f !== undefined || closed !== null,
+        timeoutMs,
+        'a frame',
+        5,
+      ).catch(() => {
+        throw new Error(`no ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`);
+      });
+      if (!found)
+        throw new Error(
+          `socket closed ${closed!.code} before a ${type ?? 'frame'} frame; got ${JSON.stringify(frames)}`,
+        );
+      frames.splice(frames.indexOf(found), 1);
+      return found;
     },
     async closedWith(timeoutMs = 5000) {
       await eventually(() => closed !== null, timeoutMs, 'the socket closed').catch(() => undefined);
