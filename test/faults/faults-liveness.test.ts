@@ -6,6 +6,7 @@ import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.j
 import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { callChat, orgLedger, sleep, waitUntil } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
+import { eventually } from '../helpers/eventually.js';
 
 // Two svc processes on one PostgreSQL; one is killed (-9) while it holds every
 // slot of an organization and their holds. The survivor must get the whole cap back, and the org its
@@ -92,8 +93,17 @@ describe.runIf(storageMode() === 'postgres')(
     it('a live process is never declared dead by its peers while it beats', async () => {
       // The survivor has been beating all along: its calls keep their holds and leases.
       fake.headersDelayMs = 6_000; // longer than PROCESS_DEAD_AFTER_MS
+      const received = fake.received.length;
       const slow = callChat(survivor.url, key);
-      await sleep(5_500);
+      await eventually(() => fake.received.length > received, 10_000, 'the call at the provider');
+      const arrived = fake.received[received]!.at;
+      // The scenario: the call stays at the provider longer than PROCESS_DEAD_AFTER_MS (4 s) ...
+      await sleep(arrived + 4_250 - Date.now());
+      // ... and then a peer's beat, with its reclaim of processes silent that long, runs: it must find the
+      // survivor alive and leave its call's hold alone.
+      await server.deps.models.liveness.beat();
+      expect(Date.now() - arrived, 'the call outlived PROCESS_DEAD_AFTER_MS before the check').toBeGreaterThan(4_000);
+      expect(fake.inFlight, 'the call is still at the provider').toBeGreaterThanOrEqual(1);
       const [{ n }] = (
         await server.deps.database.pool!.query(
           `select count(*)::int as n from billing_holds where org_key = $1 and status = 'held'`,

@@ -9,7 +9,7 @@ import { setOrgBalance } from '../helpers/billing.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { startChildSvc } from '../helpers/child-svc.js';
-import { sleep, waitUntil } from '../helpers/chat-load.js';
+import { waitUntil } from '../helpers/chat-load.js';
 import { queryRows } from '../../src/db/client.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 
@@ -93,7 +93,6 @@ describe.runIf(storageMode() === 'postgres')(
         requestId: res.headers.get('x-svc-request-id'),
       }));
       await waitUntil(() => fake.inFlight > 0, 10_000); // held and at the provider
-      await sleep(100);
       proxy.cut();
       const result = await call;
       fake.reset();
@@ -103,27 +102,27 @@ describe.runIf(storageMode() === 'postgres')(
     it('a settle kept and retried after a database cut charges the excess once', async () => {
       const { owner, key } = await freshOwner();
       const svc = await startChildSvc(env());
+      let requestId: string | null | undefined;
       try {
         const result = await callAcrossACut(svc.url, key);
+        requestId = result.requestId;
         expect([result.status, result.answered]).toEqual([200, true]);
         expect((await ledger(owner)).debited).toBe(0); // nothing could be written yet
-        await sleep(500);
+        // The settle tried while the database is cut, failed and kept for a retry; then the path is back.
+        await waitUntil(() => svc.output().includes('settle not written; kept and retried'), 20_000);
         proxy.heal();
         await waitUntil(async () => (await ledger(owner)).debited === COST, 20_000);
-        expect(svc.output()).toContain('settle not written; kept and retried');
-        // Let a late retry come if one were to: nothing more is charged.
-        await sleep(1_000);
-        const after = await ledger(owner);
-        expect(after).toEqual({
-          debited: COST,
-          keys: [`usage:${result.requestId}`, `usage:${result.requestId}:excess`],
-          openHolds: 0,
-        });
       } finally {
         proxy.heal();
         svc.proc.kill('SIGTERM');
         await svc.exited;
       }
+      // The process has ended: no late retry can come after this, and none came before (nothing more charged).
+      expect(await ledger(owner)).toEqual({
+        debited: COST,
+        keys: [`usage:${requestId}`, `usage:${requestId}:excess`],
+        openHolds: 0,
+      });
       expect(await checkInvariants(server.deps.db)).toEqual([]);
     });
 
@@ -144,16 +143,16 @@ describe.runIf(storageMode() === 'postgres')(
       try {
         await waitUntil(async () => (await ledger(owner)).debited === COST, 20_000);
         await waitUntil(() => readdirSync(dir).length === 0, 10_000); // replayed, then removed
-        await sleep(1_000);
-        expect(await ledger(owner)).toEqual({
-          debited: COST,
-          keys: [`usage:${result.requestId}`, `usage:${result.requestId}:excess`],
-          openHolds: 0,
-        });
       } finally {
         second.proc.kill('SIGTERM');
         await second.exited;
       }
+      // The process has ended: no late replay can come after this, and none came before.
+      expect(await ledger(owner)).toEqual({
+        debited: COST,
+        keys: [`usage:${result.requestId}`, `usage:${result.requestId}:excess`],
+        openHolds: 0,
+      });
       expect(existsSync(join(dir, 'settle-spool.jsonl'))).toBe(false);
       expect(await checkInvariants(server.deps.db)).toEqual([]);
     });

@@ -4,7 +4,8 @@ import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.j
 import { setOrgBalance } from '../helpers/billing.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startChildSvc } from '../helpers/child-svc.js';
-import { callChat, orgLedger, sleep } from '../helpers/chat-load.js';
+import { callChat, orgLedger } from '../helpers/chat-load.js';
+import { eventually } from '../helpers/eventually.js';
 
 // SIGTERM lets a stream in flight finish within SHUTDOWN_GRACE_SECONDS (billed once,
 // for what it delivered), takes no new request, and the process exits 0.
@@ -33,11 +34,20 @@ describe.runIf(storageMode() === 'postgres')('SIGTERM with a stream in flight', 
     );
     const before = await orgLedger(server, owner.orgKey);
     fake.chunkDelayMs = 400; // 5 words: a 2 s stream
+    const words = fake.contentChunksSent;
     const stream = callChat(svc.url, key, { stream: true });
-    await sleep(600);
+    await eventually(() => fake.contentChunksSent > words, 10_000, 'the stream under way');
     const stopping = Date.now();
     svc.proc.kill('SIGTERM');
-    await sleep(200);
+    // Draining: /readyz (like every request) is refused with 503, or the listener is already closed.
+    await eventually(
+      async () => {
+        const ready = await fetch(`${svc.url}/readyz`).catch(() => null);
+        return ready === null || ready.status === 503;
+      },
+      10_000,
+      'the process draining',
+    );
     const late = await callChat(svc.url, key);
     expect(late.status === 0 || late.status === 503).toBe(true); // refused or closed: never served
     const done = await stream;
