@@ -199,7 +199,11 @@ describe('svc run', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     // Interrupt the second model call part-way.
     await eventually(() => suite.fake.requests.length >= requestsBefore + 2, 20_000, 'the second model call');
     const wordsBefore = suite.fake.contentChunksSent;
-    await eventually(() => suite.fake.contentChunksSent >= wordsBefore + 10, 20_000, 'words of the answer sent');
+    await eventually(
+      () => suite.fake.contentChunksSent >= wordsBefore + 10,
+      20_000,
+      'words of the answer sent',
+    );
     cli.child.kill('SIGINT');
     expect(await cli.exit).toBe(130);
     expect(cli.stderr()).toContain('Run cancelled');

@@ -102,7 +102,10 @@ describe.runIf(storageMode() === 'postgres')(
       // ... and then a peer's beat, with its reclaim of processes silent that long, runs: it must find the
       // survivor alive and leave its call's hold alone.
       await server.deps.models.liveness.beat();
-      expect(Date.now() - arrived, 'the call outlived PROCESS_DEAD_AFTER_MS before the check').toBeGreaterThan(4_000);
+      expect(
+        Date.now() - arrived,
+        'the call outlived PROCESS_DEAD_AFTER_MS before the check',
+      ).toBeGreaterThan(4_000);
       expect(fake.inFlight, 'the call is still at the provider').toBeGreaterThanOrEqual(1);
       const [{ n }] = (
         await server.deps.database.pool!.query(
