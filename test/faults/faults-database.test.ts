@@ -66,17 +66,16 @@ describe.runIf(storageMode() === 'postgres')(
       await fake?.close();
     });
 
-    /** Calls in a loop from `workers` clients until `stop` resolves; every result kept. */
-    async function load(workers: number, stop: Promise<void>): Promise<CallResult[]> {
+    /** Calls in a loop from `workers` clients until `stop` resolves; every result kept in `results` as it comes. */
+    async function load(workers: number, stop: Promise<void>, results: CallResult[]): Promise<CallResult[]> {
       let done = false;
       void stop.then(() => (done = true));
-      const results: CallResult[] = [];
       await Promise.all(
         Array.from({ length: workers }, async (_, w) => {
           while (!done) {
             const r = await callChat(svc.url, key, { stream: w % 2 === 1 });
             results.push(r);
-            if (r.status !== 200) await sleep(20);
+            if (r.status !== 200) await sleep(20); // paced: a refused client tries again a little later
           }
         }),
       );
@@ -90,15 +89,21 @@ describe.runIf(storageMode() === 'postgres')(
       const before = await orgLedger(server, owner.orgKey);
       const afterEntry = await lastEntryId(server);
       let stop!: () => void;
-      const running = load(8, new Promise<void>((r) => (stop = r)));
-      await sleep(1_000);
+      const seen: CallResult[] = [];
+      const running = load(8, new Promise<void>((r) => (stop = r)), seen);
       // The cut comes while calls wait at the provider, not whenever the timer falls (a loaded machine can
       // leave every worker in admission at that instant): a call seen in flight here is still in flight
-      // at the cut (no timer runs in between), and its answer comes back within the 400 ms, during the
-      // 3 s cut, so its settle cannot be written.
+      // at the cut (no timer runs in between), and its answer comes back within the 400 ms, while the
+      // database is still cut, so its settle cannot be written.
       await waitUntil(() => fake.inFlight >= 2, 10_000);
       proxy.cut();
-      await sleep(3_000);
+      // The database stays gone until what this test is about has happened: a call answered while its
+      // settle could not be written, and calls refused with 503.
+      await waitUntil(
+        () =>
+          svc.output().includes('settle not written; kept and retried') && seen.some((r) => r.status === 503),
+        20_000,
+      );
       expect(svc.alive()).toBe(true);
       proxy.heal();
       const healedAt = Date.now();

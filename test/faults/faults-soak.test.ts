@@ -101,14 +101,16 @@ describe.runIf(storageMode() === 'postgres' && SOAK_SECONDS > 0)(
           const signal = i % 7 === 3 ? AbortSignal.timeout(20 + (i % 5) * 40) : undefined;
           const r = await callChat(svc.url, key, { stream, ...(signal ? { signal } : {}) });
           results.push(r);
-          if (r.status !== 200) await sleep(25);
+          if (r.status !== 200) await sleep(25); // paced: a refused client tries again a little later
         }
       };
       fake.headersDelayMs = 30;
       const load = Promise.all(
         procs.flatMap((svc) => Array.from({ length: WORKERS_PER_PROCESS }, () => worker(svc))),
       );
-      await sleep(3_000); // warm: what a running process holds, before the faults
+      // Warm: what a running process holds, before the faults, once each client has been answered 20 times.
+      const WARM_ANSWERS = 20 * WORKERS_PER_PROCESS * procs.length;
+      await waitUntil(() => results.filter((r) => r.status === 200).length >= WARM_ANSWERS, 60_000);
       const baseline = procs.map((p) => p.usage());
 
       const deadline = Date.now() + SOAK_SECONDS * 1000;
@@ -116,6 +118,7 @@ describe.runIf(storageMode() === 'postgres' && SOAK_SECONDS > 0)(
       for (let f = 0; Date.now() < deadline; f++) {
         const fault = faults[f % faults.length]!;
         seen.push(fault.name);
+        // The scenario: each fault kept for 1.5 s under load, then 1.5 s without, for SOAK_SECONDS.
         fault.start();
         await sleep(1_500);
         fault.stop();
