@@ -10,6 +10,7 @@ import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { callChat, orgLedger, sleep, waitUntil, type CallResult } from '../helpers/chat-load.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { authenticateRunSocket } from '../helpers/run-socket.js';
+import { eventually, eventuallyValue } from '../helpers/eventually.js';
 
 // WEB_CONCURRENCY=2 runs two worker processes behind one port (src/cluster.ts). Billing
 // and the organization's cap stay exact across them — proved with the ledger and the provider's own count
@@ -236,12 +237,13 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
     // A close frees a place for whichever worker takes the next socket (the count is the primary's).
     admitted[0]!.ws.close();
     await admitted[0]!.closed;
-    let next = await authenticateRunSocket(svc.url, key);
-    for (let i = 0; i < 50 && next.answer.type !== 'authenticated'; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      next = await authenticateRunSocket(svc.url, key);
-    }
-    expect(next.answer.type).toBe('authenticated');
+    const next = await eventuallyValue(
+      () => authenticateRunSocket(svc.url, key),
+      (socket) => socket.answer.type === 'authenticated',
+      5_000,
+      'a socket admitted in the freed place',
+      20,
+    );
     for (const s of [admitted[1]!, next]) {
       s.ws.close();
       await s.closed;
@@ -250,7 +252,7 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
 
   it('a worker killed with -9 is replaced, and the new one serves; its run sockets stop counting', async () => {
     // The cap is full, with sockets on either worker or both.
-    const held = [];
+    const held: Awaited<ReturnType<typeof authenticateRunSocket>>[] = [];
     for (let i = 0; i < SOCKETS; i++) held.push(await authenticateRunSocket(svc.url, key));
     expect(held.map((s) => s.answer.type)).toEqual(Array(SOCKETS).fill('authenticated'));
     const [victim, survivor] = workerPids(svc.proc.pid!);
@@ -269,12 +271,16 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
     }, 60_000);
     expect(svc.alive()).toBe(true);
     // The dead worker's sockets were cut; the primary counted them out with it, so as many new ones fit.
-    const cut = await Promise.race([
-      Promise.any(held.map((s) => s.closed)),
-      new Promise<null>((r) => setTimeout(() => r(null), 5_000)),
-    ]);
+    // Each held socket shows where it was: cut with its worker, or answering a ping on the survivor.
+    const pongsBefore = held.map((s) => s.pongs());
+    for (const s of held) if (s.ws.readyState === s.ws.OPEN) s.ws.ping();
+    await eventually(
+      () => held.every((s, i) => s.ws.readyState === s.ws.CLOSED || s.pongs() > pongsBefore[i]!),
+      10_000,
+      'each held socket cut or answering',
+    );
     const survivors = held.filter((s) => s.ws.readyState === s.ws.OPEN);
-    if (cut === null) {
+    if (survivors.length === SOCKETS) {
       // Both sockets were on the survivor: nothing was cut, and the cap is still full.
       expect(survivors).toHaveLength(SOCKETS);
     } else {
