@@ -6,6 +6,7 @@ import { createAuth } from './auth/principal.js';
 import { servedAheadOfExpress } from './http/entry-steps.js';
 import { attachRunSocket } from './runs/socket.js';
 import { limitBodyTime } from './http/body-idle.js';
+import { tracedRequests } from './telemetry/spans.js';
 
 export interface RunningServer {
   servers: Server[];
@@ -26,7 +27,8 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
   // included: 503 with Retry-After, and `Connection: close` on every answer, so clients reconnect to a
   // live process (docs/operations.md).
   const inFlight = new Set<ServerResponse>();
-  const handler: RequestListener = (req, res) => {
+  // Each request a server span when tracing is on (CONTRACT §1; src/telemetry/server-span.ts).
+  const handler: RequestListener = tracedRequests((req, res) => {
     // No answer is to be read as anything but its Content-Type, JSON above all: a
     // JSON error echoing input must never be sniffed into HTML or script. Pages set it too (html.ts).
     res.setHeader('X-Content-Type-Options', 'nosniff');
@@ -43,7 +45,7 @@ export async function startServer(deps: Deps, hosts: string[], port: number): Pr
       if (deps.lifecycle.draining) setImmediate(() => servers.forEach((s) => s.closeIdleConnections()));
     });
     serve(req, res);
-  };
+  });
   const servers: Server[] = [];
   // Upgraded sockets (the run WebSocket) are not idle HTTP connections: closed explicitly on shutdown.
   const closeSockets: (() => void)[] = [];

@@ -70,7 +70,7 @@ export function traceModelCall<B, C extends AnswerHead, K extends AnswerHead>(
   // The provider's own failure (a timeout, a refusal) names the span's error.type.
   const failed = (entry: OpenCall, err: unknown) => {
     entry.failed = true;
-    t.fail(entry.span, err);
+    t.fail(entry.span, asOnTheWire(err));
     return err;
   };
   const head = (entry: OpenCall, answer: AnswerHead, first: boolean) => {
@@ -122,6 +122,16 @@ export function traceModelCall<B, C extends AnswerHead, K extends AnswerHead>(
   };
 }
 
+/**
+ * A failure as the caller read it: the model routes and run frames lower-case every code (CONTRACT §3,
+ * the OpenAI error object; src/models/errors.ts), so the span's error.type is `upstream_error`, the code a
+ * client saw, not UPSTREAM_ERROR. An error without a code goes on as it is (its class names it).
+ */
+function asOnTheWire(err: unknown): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? { code: code.toLowerCase() } : err;
+}
+
 /** The call was settled: its usage and the debit as the ledger wrote them; the span ends. */
 export function modelCallSettled(
   key: object,
@@ -147,7 +157,7 @@ export function modelCallSettleKept(key: object, usage: { inputTokens: number; o
 export function modelCallVoided(key: object, err?: unknown): void {
   const entry = open.get(key);
   if (!entry) return;
-  if (!entry.failed) tracer()?.fail(entry.span, err ?? new Error('voided'));
+  if (!entry.failed) tracer()?.fail(entry.span, asOnTheWire(err ?? new Error('voided')));
   end(key, { 'svc.credits_debited': 0 });
 }
 

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, RequestListener } from 'node:http';
 import type { Attributes, Context, Span, Tracer } from '@opentelemetry/api';
 
 // Spans (CONTRACT §1, Traces) as every layer writes them: withSpan around a piece of work, spanned around a
@@ -18,6 +18,8 @@ export interface Tracing {
   inContext<T>(ctx: Context, fn: () => T): T;
   /** The W3C trace context of `headers` (traceparent, tracestate), or none: the parent of a new trace. */
   extract(headers: IncomingHttpHeaders): Context;
+  /** `listener` with a server span around each request (./server-span.ts). */
+  serve(listener: RequestListener): RequestListener;
   /** Names the HTTP server span of the request in progress by its route (`POST /v1/chat/completions`). */
   route(route: string): void;
   /** Marks `span` failed: status ERROR and `error.type` (never the message: it may quote input). */
@@ -97,6 +99,14 @@ export function captureContext(): Context | undefined {
 
 export function runInContext<T>(ctx: Context | undefined, fn: () => T): T {
   return ctx && tracing ? tracing.inContext(ctx, fn) : fn();
+}
+
+/**
+ * The server's listener with a server span around each request (CONTRACT §1: each request a server span).
+ * Decided when it is built: with tracing off, `listener` itself.
+ */
+export function tracedRequests(listener: RequestListener): RequestListener {
+  return tracing ? tracing.serve(listener) : listener;
 }
 
 /** Names the request's server span by its route, for entries that Express, which would, never sees. */

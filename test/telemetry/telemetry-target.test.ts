@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { targetAttributes } from '../../src/telemetry/start.js';
+import { targetAttributes } from '../../src/telemetry/server-span.js';
 
 // A request's path and query as its server span records them (docs/operations.md, Traces: never a
 // share link's token, never a query value), split without parsing the target as a URL.
