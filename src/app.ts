@@ -19,6 +19,10 @@ import { projectRoutes } from './projects/routes.js';
 import { modelRoutes } from './models/routes.js';
 import { modelRouteTable } from './models/entry.js';
 import { tokenEntry } from '../oauth/token-entry.js';
+import { readRow } from './http/read-row.js';
+import { balanceReads } from './billing/balance-reads.js';
+import { clientListRead } from './orgs/client-list.js';
+import { verifyRead } from './tokens/verify-read.js';
 import { portalRoutes } from './portal/routes.js';
 import { oauthRoutes } from '../oauth/routes.js';
 import { isMcpPath, mcpErrorHandler, mcpRoutes } from '../mcp/routes.js';
@@ -46,10 +50,17 @@ declare module 'express-serve-static-core' {
 /**
  * The routes with steps of their own, one row each: Express mounts every row ahead of its other layers
  * (buildApp), and the node-level listener serves the rows marked `aheadOfExpress` (src/server.ts;
- * decisions 0001, 0021 and 0091): the token request (form-encoded) and the chat call.
+ * decisions 0001, 0021 and 0091): the token request (form-encoded) and the chat call. The GET rows are the
+ * reads every portal visit and CLI call make, which only the node-level listener serves (a plain GET);
+ * their modules mount them on Express for every other request (src/http/read-row.ts; decisions 0136, 0137).
  */
 export function entryTable(deps: Deps, auth: Auth): FastEntry<IncomingMessage>[] {
-  return [tokenEntry(deps), ...modelRouteTable(deps, auth)] as FastEntry<IncomingMessage>[];
+  const reads = [verifyRead(deps, auth), ...balanceReads(deps, auth), clientListRead(deps, auth)];
+  return [
+    tokenEntry(deps),
+    ...modelRouteTable(deps, auth),
+    ...reads.map(readRow),
+  ] as FastEntry<IncomingMessage>[];
 }
 
 /** `auth`: shared with the node-level entries (src/server.ts), so both group the same token reads. */
@@ -66,6 +77,7 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   // steps (a model route reads its body after its credential). A form-encoded token request and the chat
   // call without a query string never get here: the node-level entry serves them (src/server.ts).
   for (const entry of entryTable(deps, auth)) {
+    if (entry.method === 'GET') continue;
     app.post(entry.path, ...(entry.steps as express.RequestHandler[]), (req, res) => entry.route(req, res));
   }
   // /mcp/platform next, for the same reason: it checks its credential, reads its own body and takes the

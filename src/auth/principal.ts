@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { parse as parseCookie } from 'cookie';
 import { decodeProtectedHeader } from 'jose';
@@ -83,6 +84,12 @@ declare module 'express-serve-static-core' {
     principal?: Principal;
   }
 }
+
+/**
+ * What the credential checks read of a request: its method, headers and socket (an Express request, or a
+ * plain one on the route table's rows ahead of Express: src/http/entry-steps.ts), and the principal they set.
+ */
+export type CallerRequest = IncomingMessage & { principal?: Principal };
 
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -238,7 +245,7 @@ export function createAuth(deps: Deps) {
    * resource's (oauth/verify.ts: signature, issuer and audience of this origin, expiry, grant not
    * revoked, live membership in its org). Any failure to authenticate is CONTRACT §3's 401.
    */
-  async function fromGrant(token: string, req: Request): Promise<Principal | null> {
+  async function fromGrant(token: string, req: CallerRequest): Promise<Principal | null> {
     let access;
     try {
       access = await verifyAccessToken(deps, token, {
@@ -270,8 +277,8 @@ export function createAuth(deps: Deps) {
   }
 
   /** Resolves the caller, if any. A bearer that is presented and not valid is a 401 at once. */
-  async function resolve(req: Request): Promise<Principal | null> {
-    const header = req.get('authorization');
+  async function resolve(req: CallerRequest): Promise<Principal | null> {
+    const header = req.headers.authorization;
     if (header) {
       const credential = bearerOf(header);
       if (!credential) throw invalidToken();
@@ -283,23 +290,25 @@ export function createAuth(deps: Deps) {
       if (!principal) throw invalidToken();
       return principal;
     }
-    const cookieHeader = req.get('cookie');
+    const cookieHeader = req.headers.cookie;
     if (!cookieHeader) return null;
     const token = parseCookie(cookieHeader)[SESSION_COOKIE];
     return token ? fromSessionToken(token, true) : null;
   }
 
   /** A cookie-authenticated unsafe request must come from the same origin (CONTRACT §4), else 403 CSRF. */
-  function checkCsrf(req: Request, principal: Principal) {
-    if (principal.kind !== 'session' || !principal.viaCookie || !UNSAFE.has(req.method)) return;
+  function checkCsrf(req: CallerRequest, principal: Principal) {
+    if (principal.kind !== 'session' || !principal.viaCookie || !UNSAFE.has(req.method ?? '')) return;
     // Sec-Fetch-Site is set by the browser and cannot be set by a page, so it decides when present.
     // Pages served with Referrer-Policy: no-referrer post `Origin: null`, which says nothing: read as
     // absent. With neither signal (not a browser, yet carrying a cookie) the request is refused.
-    const site = req.get('sec-fetch-site');
-    const origin = req.get('origin');
+    const site = req.headers['sec-fetch-site'];
+    const origin = req.headers.origin;
     const ok = site
       ? site === 'same-origin'
-      : origin !== undefined && origin !== 'null' && isSameOrigin(req, config, origin);
+      : // An unsafe method only ever comes through Express (the rows ahead of it are POST routes that take
+        // no cookie, and GET reads), so the request is Express's here.
+        origin !== undefined && origin !== 'null' && isSameOrigin(req as Request, config, origin);
     if (!ok) throw errorOf(COMMON_ERRORS, 'CSRF', 'cross-site request refused');
   }
 
@@ -316,7 +325,7 @@ export function createAuth(deps: Deps) {
 
   function require(options: RequireOptions = {}): RequestHandler {
     const allow = options.allow ?? ['session', 'api_token'];
-    return async (req: Request, _res: Response, next: NextFunction) => {
+    return async (req: CallerRequest, _res: Response, next: NextFunction) => {
       const principal = req.principal ?? (await resolve(req));
       if (!principal) throw invalidToken();
       // A session-only route (minting tokens, 2FA, logout, resend) does not authenticate an svc_ token:
@@ -358,7 +367,7 @@ export function createAuth(deps: Deps) {
 export type Auth = ReturnType<typeof createAuth>;
 
 /** The principal of a route mounted behind `auth.require()`. */
-export function principalOf(req: Request): Principal {
+export function principalOf(req: Pick<CallerRequest, 'principal'>): Principal {
   if (!req.principal) throw invalidToken();
   return req.principal;
 }

@@ -8,7 +8,9 @@ import { BILLING_ERRORS } from './errors.js';
 import { parse } from '../http/validate.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
-import { findLiveOrg, ownerBalance, setAllocation, clientBalanceOfMember } from './service.js';
+import { findLiveOrg, ownerBalance, setAllocation } from './service.js';
+import { balanceReads } from './balance-reads.js';
+import { expressRead } from '../http/read-row.js';
 import {
   getSubscription,
   listInvoices,
@@ -73,10 +75,6 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     return { orgKey, principal };
   }
 
-  router.get('/v1/owner/balance', reads, async (req, res) => {
-    res.json(await ownerBalance(db, principalOf(req).userId));
-  });
-
   router.put('/v1/owner/orgs/:org_id/allocation', signedIn, async (req, res) => {
     const principal = principalOf(req);
     const orgKey = parseOrgId(String(req.params.org_id));
@@ -93,15 +91,8 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     res.json(await ownerBalance(db, principal.userId));
   });
 
-  // The role and the balance in one statement (decision 0127), under clientFor's rules.
-  router.get('/v1/clients/:client_id/credits/balance', reads, async (req, res) => {
-    const principal = principalOf(req);
-    const orgKey = parseOrgId(String(req.params.client_id ?? ''));
-    const read = orgKey ? await clientBalanceOfMember(db, principal.userId, orgKey) : null;
-    if (!orgKey || !read || read.role === 'viewer') throw noAccess("no access to this client's billing");
-    assertCredentialReaches(principal, orgKey);
-    res.json(read.balance);
-  });
+  // The balances, as the route table serves them too (src/billing/balance-reads.ts).
+  for (const read of balanceReads(deps, auth)) router.get(read.path, ...expressRead(read));
 
   router.get('/v1/clients/:client_id/credits/transactions', reads, async (req, res) => {
     const { orgKey } = await clientFor(req, 'read');

@@ -24,9 +24,14 @@ export function frontSteps(deps: Deps): EntryStep<IncomingMessage>[] {
 
 /**
  * A row of the route table (src/app.ts: `entryTable`): a `POST path` route with its own steps, which Express
- * mounts as it is and, when `aheadOfExpress`, the node-level listener serves too (no query string).
+ * mounts as it is and, when `aheadOfExpress`, the node-level listener serves too (no query string); or a
+ * `GET path` read (src/http/read-row.ts), which only the node-level listener serves, Express serving every
+ * other request to its path with the route its module mounts.
  */
 export interface FastEntry<Req extends IncomingMessage> {
+  /** POST unless it says GET. */
+  method?: 'GET' | 'POST';
+  /** Express's spelling; a `:name` segment matches one segment without `%` and is read as `req.params.name`. */
   path: string;
   /** Whether the node-level listener serves it; Express serves it always as well (a query string, say). */
   aheadOfExpress: boolean;
@@ -50,16 +55,49 @@ export function servedAheadOfExpress(
   app: RequestListener,
 ): RequestListener {
   const front = frontSteps(deps);
-  const byPath = new Map(
-    entries.filter((e) => e.aheadOfExpress).map((e) => [e.path, { ...e, steps: [...front, ...e.steps] }]),
+  const find = entryFinder(
+    entries.filter((e) => e.aheadOfExpress).map((e) => ({ ...e, steps: [...front, ...e.steps] })),
   );
   return (req: IncomingMessage, res: ServerResponse) => {
-    const entry = req.method === 'POST' ? byPath.get(req.url ?? '') : undefined;
+    const entry = find(req);
     if (!entry || (entry.accepts && !entry.accepts(req))) return app(req, res);
     nameRoute(entry.path); // the server span's name, as Express would give it (CONTRACT §1)
     const fail = (err: unknown) =>
       void asOutage(deps.db, err).then((e) => sendError(deps.log, e, req, res, entry.surface));
     runSteps(entry.steps, req, res, (r, s) => entry.route(r, s), fail);
+  };
+}
+
+/** A request's row by its method and URL, or undefined; a row with `:name` segments sets req.params and req.route. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry reads its own request type
+function entryFinder<E extends FastEntry<any>>(entries: E[]): (req: IncomingMessage) => E | undefined {
+  const exact = new Map<string, Map<string, E>>();
+  const patterned: { entry: E; pattern: RegExp; names: string[] }[] = [];
+  for (const entry of entries) {
+    const method = entry.method ?? 'POST';
+    const names = [...entry.path.matchAll(/:(\w+)/g)].map((m) => m[1]!);
+    if (names.length) {
+      const pattern = new RegExp(`^${entry.path.replace(/:\w+/g, '([^/%?]+)')}$`);
+      patterned.push({ entry: { ...entry, method }, pattern, names });
+    } else {
+      if (!exact.has(method)) exact.set(method, new Map());
+      exact.get(method)!.set(entry.path, entry);
+    }
+  }
+  return (req) => {
+    const url = req.url ?? '';
+    const entry = exact.get(req.method ?? '')?.get(url);
+    if (entry || !patterned.length) return entry;
+    for (const { entry: row, pattern, names } of patterned) {
+      const found = row.method === req.method ? pattern.exec(url) : null;
+      if (!found || (row.accepts && !row.accepts(req))) continue;
+      const matched = req as IncomingMessage & { params?: Record<string, string>; route?: { path: string } };
+      matched.params = Object.fromEntries(names.map((name, i) => [name, found[i + 1]!]));
+      // The route's template, as Express sets it: the metrics label (src/metrics/http.ts).
+      matched.route = { path: row.path };
+      return row;
+    }
+    return undefined;
   };
 }
 

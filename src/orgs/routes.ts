@@ -3,12 +3,14 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { parse } from '../http/validate.js';
-import { pageOf, pageQuery, unknownCursor } from '../http/pagination.js';
-import { clientIdOf, parseOrgId, unix } from '../ids.js';
-import { liveMemberships, requireLiveCredential } from './membership.js';
+import { pageOf, pageQuery } from '../http/pagination.js';
+import { clientIdOf, unix } from '../ids.js';
+import { requireLiveCredential } from './membership.js';
 import { addMemberByEmail, createClient, deleteClient, listMembers, removeMember } from './service.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 import { callerRole, memberJson, orgKeyParam } from './caller.js';
+import { clientListRead } from './client-list.js';
+import { expressRead } from '../http/read-row.js';
 import { orgPeopleRoutes } from './people-routes.js';
 
 // Clients and members (interface document: Clients, Team membership; CONTRACT §5). Every route takes a
@@ -25,28 +27,9 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
   const router = Router();
   const signedIn = [auth.require(), requireLiveCredential];
 
-  // Scope `account` grants read the list (CONTRACT §7); nothing else here takes a grant.
-  router.get('/v1/clients', auth.require({ grantReads: true }), requireLiveCredential, async (req, res) => {
-    // A user belongs to few clients, read whole and ordered in liveMemberships (default client first).
-    const { limit, offset, starting_after } = parse(pageQuery, req.query);
-    const all = await liveMemberships(deps.db, principalOf(req).userId);
-    // The cursor is a client of this list (either spelling, CONTRACT §2); the page starts after it.
-    let start = 0;
-    if (starting_after !== undefined) {
-      const at = all.findIndex((o) => o.orgKey === parseOrgId(starting_after));
-      if (at < 0) throw unknownCursor();
-      start = at + 1;
-    }
-    const orgs = all.slice(start + offset, start + offset + limit);
-    res.json({
-      data: orgs.map((o) => ({
-        id: clientIdOf(o.orgKey),
-        name: o.name,
-        role: o.role,
-        created_at: unix(o.createdAt),
-      })),
-    });
-  });
+  // The list, as the route table serves it too (src/orgs/client-list.ts).
+  const list = clientListRead(deps, auth);
+  router.get(list.path, ...expressRead(list));
 
   router.post('/v1/clients', ...signedIn, async (req, res) => {
     const { name } = parse(createBody, req.body ?? {});

@@ -1,12 +1,13 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
-import { invalidToken, errorOf, COMMON_ERRORS } from '../http/errors.js';
+import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
 import { unix } from '../ids.js';
-import { requireLiveCredential, resolveMemberOrg } from '../orgs/membership.js';
+import { resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
-import { credentialStatus, grantStatus } from './status.js';
+import { verifyRead } from './verify-read.js';
+import { expressRead } from '../http/read-row.js';
 import {
   credentialOptionsOf,
   DEFAULT_TOKEN_NAME,
@@ -53,22 +54,9 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
     res.json({ id: row.id, revoked_at: unix(row.revokedAt) });
   });
 
-  // Any valid credential may read its own status, whatever its scopes (CONTRACT §6).
-  router.get(
-    '/v1/auth/verify',
-    auth.require({ anyScope: true, grantReads: true }),
-    requireLiveCredential,
-    async (req, res) => {
-      const principal = principalOf(req);
-      // An OAuth grant with scope `account` reads it too (CONTRACT §7): who signed in, where, as what.
-      if (principal.kind === 'grant') return void res.json(await grantStatus(deps.db, principal));
-      // "B" only: a session is not an API credential (interface document: GET /v1/auth/verify).
-      if (principal.kind !== 'api_token') throw invalidToken();
-      // This request is a use: its stamp first, so last_used_at says so as the token list will.
-      await auth.lastUseRecorded(principal.tokenId);
-      res.json(await credentialStatus(deps.db, principal));
-    },
-  );
+  // Its own status, as the route table serves it too (src/tokens/verify-read.ts).
+  const verify = verifyRead(deps, auth);
+  router.get(verify.path, ...expressRead(verify));
 
   // A database outage is 503 DATABASE_UNAVAILABLE on these routes, never 500 (src/db/outage.ts).
   router.use('/v1', databaseOutageAs503(deps.db));
