@@ -89,7 +89,17 @@ declare module 'express-serve-static-core' {
  * What the credential checks read of a request: its method, headers and socket (an Express request, or a
  * plain one on the route table's rows ahead of Express: src/http/entry-steps.ts), and the principal they set.
  */
-export type CallerRequest = IncomingMessage & { principal?: Principal };
+export type CallerRequest = IncomingMessage & {
+  principal?: Principal;
+  /** Express's header read, where the request is Express's. */
+  get?(name: string): string | string[] | undefined;
+};
+
+/** A request header, read as Express's req.get reads it where there is one. */
+function headerOf(req: CallerRequest, name: string): string | undefined {
+  const value = req.get ? req.get(name) : req.headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
 
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -278,7 +288,7 @@ export function createAuth(deps: Deps) {
 
   /** Resolves the caller, if any. A bearer that is presented and not valid is a 401 at once. */
   async function resolve(req: CallerRequest): Promise<Principal | null> {
-    const header = req.headers.authorization;
+    const header = headerOf(req, 'authorization');
     if (header) {
       const credential = bearerOf(header);
       if (!credential) throw invalidToken();
@@ -290,7 +300,7 @@ export function createAuth(deps: Deps) {
       if (!principal) throw invalidToken();
       return principal;
     }
-    const cookieHeader = req.headers.cookie;
+    const cookieHeader = headerOf(req, 'cookie');
     if (!cookieHeader) return null;
     const token = parseCookie(cookieHeader)[SESSION_COOKIE];
     return token ? fromSessionToken(token, true) : null;
@@ -302,8 +312,8 @@ export function createAuth(deps: Deps) {
     // Sec-Fetch-Site is set by the browser and cannot be set by a page, so it decides when present.
     // Pages served with Referrer-Policy: no-referrer post `Origin: null`, which says nothing: read as
     // absent. With neither signal (not a browser, yet carrying a cookie) the request is refused.
-    const site = req.headers['sec-fetch-site'];
-    const origin = req.headers.origin;
+    const site = headerOf(req, 'sec-fetch-site');
+    const origin = headerOf(req, 'origin');
     const ok = site
       ? site === 'same-origin'
       : // An unsafe method only ever comes through Express (the rows ahead of it are POST routes that take
