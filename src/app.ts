@@ -52,7 +52,7 @@ declare module 'express-serve-static-core' {
  * (buildApp), and the node-level listener serves the rows marked `aheadOfExpress` (src/server.ts;
  * decisions 0001, 0021 and 0091): the token request (form-encoded) and the chat call. The GET rows are the
  * reads every portal visit and CLI call make, which only the node-level listener serves (a plain GET);
- * their modules mount them on Express for every other request (src/http/read-row.ts; decisions 0136, 0137).
+ * their modules mount them on Express for every other request (src/http/read-row.ts; decision 0136).
  */
 export function entryTable(deps: Deps, auth: Auth): FastEntry<IncomingMessage>[] {
   const reads = [verifyRead(deps, auth), ...balanceReads(deps, auth), clientListRead(deps, auth)];

@@ -8,7 +8,7 @@ import { credentialStatus, grantStatus } from './status.js';
 
 // GET /v1/auth/verify (interface document; CONTRACT §6), the read every CLI call and integration makes
 // first, as a read that the route table serves ahead of Express and tokens/routes.ts mounts on Express
-// (src/http/read-row.ts; decision 0137). Any valid credential may read its own status, whatever its scopes.
+// (src/http/read-row.ts; decision 0136). Any valid credential may read its own status, whatever its scopes.
 
 type VerifyRequest = CallerRequest & ReadRequest;
 
