@@ -37,29 +37,37 @@ describe('ledger rows name existing accounts', () => {
     });
     await server.deps.db.execute(sql`delete from billing_accounts where id = ${`sink:${u.orgKey}`}`);
 
-    await expect(
-      settleCredits(server.deps.db, {
-        requestId,
-        actualCredits: 40,
-        description: 'chat',
-        usage: {
-          org: u.orgKey,
-          user: u.userId,
-          api_token_id: null,
-          oauth_grant_id: null,
-          oauth_client_id: null,
-          source: 'chat',
-          run_id: null,
-          model: 'm',
-          prompt_tokens: 10,
-          completion_tokens: 20,
-          price_input: 100,
-          price_output: 200,
-          duration_ms: 5,
-          outcome: 'completed',
-        },
-      }),
-    ).rejects.toThrow(/no ledger account sink:/);
+    const failure: unknown = await settleCredits(server.deps.db, {
+      requestId,
+      actualCredits: 40,
+      description: 'chat',
+      usage: {
+        org: u.orgKey,
+        user: u.userId,
+        api_token_id: null,
+        oauth_grant_id: null,
+        oauth_client_id: null,
+        source: 'chat',
+        run_id: null,
+        model: 'm',
+        prompt_tokens: 10,
+        completion_tokens: 20,
+        price_input: 100,
+        price_output: 200,
+        duration_ms: 5,
+        outcome: 'completed',
+      },
+    }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    // PostgreSQL's error itself, or (PGlite) the driver's error carried as the query error's cause.
+    const cause = ((failure as { cause?: unknown } | null)?.cause ?? failure) as {
+      code?: string;
+      message?: string;
+    };
+    expect(cause.code).toBe('23503');
+    expect(cause.message).toMatch(/no ledger account sink:/);
 
     expect(await orgAccountRow(server, u.orgKey)).toEqual({ balance: 1_000, held: 100 });
     expect(
