@@ -28,6 +28,8 @@ export interface ReceivedSpan {
 export interface OtlpReceiver {
   /** For OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces). */
   url: string;
+  /** A svc's environment for tracing to this receiver: OTLP/HTTP JSON, spans sent 50 ms after they end. */
+  env: Record<string, string>;
   spans: ReceivedSpan[];
   /** Each request's body as text, JSON or protobuf alike. */
   bodies: string[];
@@ -122,8 +124,14 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+  const url = `http://127.0.0.1:${port}`;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+    },
     spans,
     bodies,
     contentTypes,

@@ -22,9 +22,7 @@ describe('PGlite statement spans (CONTRACT §1)', { timeout: 120_000 }, () => {
     receiver = await startOtlpReceiver();
     svc = await startChildSvc({
       DATA_DIR: 'memory://',
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_BSP_SCHEDULE_DELAY: '50',
+      ...receiver.env,
     });
   });
   afterAll(async () => {

@@ -41,9 +41,7 @@ describe.runIf(storageMode() === 'postgres')('error messages stay out of spans',
     }
     svc = await startChildSvc({
       DATABASE_URL: server.databaseUrl!,
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_BSP_SCHEDULE_DELAY: '50',
+      ...receiver.env,
     });
   });
   afterAll(async () => {

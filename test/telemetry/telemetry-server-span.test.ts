@@ -34,9 +34,7 @@ describe('the server span of each request (CONTRACT §1)', { timeout: 120_000 },
     if (storageMode() === 'postgres') server = await startTestServer();
     svc = await startChildSvc({
       ...(server ? { DATABASE_URL: server.databaseUrl! } : {}),
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_BSP_SCHEDULE_DELAY: '50',
+      ...receiver.env,
     });
   });
   afterAll(async () => {

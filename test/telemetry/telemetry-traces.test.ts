@@ -60,11 +60,9 @@ describe.runIf(storageMode() === 'postgres')(
       svc = await startChildSvc(
         fake.env({
           DATABASE_URL: server.databaseUrl!,
-          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+          ...receiver.env,
           OTEL_EXPORTER_OTLP_HEADERS: 'x-collector-key=test-collector-key',
           OTEL_SERVICE_NAME: 'svc-under-test',
-          OTEL_BSP_SCHEDULE_DELAY: '50',
         }),
       );
     });
