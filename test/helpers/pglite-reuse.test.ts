@@ -61,4 +61,18 @@ describe.skipIf(storageMode() !== 'pglite')('a reused PGlite test database', () 
       await second.close();
     }
   });
+
+  it('is not reused once a test changed its schema', async () => {
+    const first = await startTestServer();
+    const engine = first.database.pglite!;
+    await engine.exec('create table made_by_a_test (id int)');
+    await first.close();
+    const second = await startTestServer();
+    try {
+      expect(second.database.pglite).not.toBe(engine);
+      expect(engine.closed).toBe(true);
+    } finally {
+      await second.close();
+    }
+  });
 });

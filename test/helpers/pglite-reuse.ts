@@ -18,6 +18,8 @@ const idle: PGlite[] = [];
 
 /** The statements that bring an engine back to the migrated copy, made once from a fresh copy. */
 let resetScript: Promise<string> | undefined;
+/** The migrated copy's schema objects (schemaOf), made once from a fresh copy. */
+let migratedSchema: Promise<string> | undefined;
 
 /** A database on an engine in the migrated state: a reused one when one is idle, else a fresh load. */
 export async function takePgliteDatabase(archive: Blob): Promise<Database> {
@@ -27,6 +29,8 @@ export async function takePgliteDatabase(archive: Blob): Promise<Database> {
     const fresh = engine;
     resetScript ??= describeMigratedState(fresh);
     await resetScript;
+    migratedSchema ??= schemaOf(fresh);
+    await migratedSchema;
   }
   return pgliteDatabase(engine);
 }
@@ -36,7 +40,10 @@ export async function givePgliteBack(database: Database): Promise<void> {
   const engine = database.pglite;
   if (!engine || engine.closed) return;
   try {
-    if (idle.length >= KEEP_IDLE || !resetScript) throw new Error('not kept');
+    if (idle.length >= KEEP_IDLE || !resetScript || !migratedSchema) throw new Error('not kept');
+    // Emptying restores rows, not schema: an engine on which a test made or dropped a table, a function, an
+    // index or a trigger is not the migrated copy any more.
+    if ((await schemaOf(engine)) !== (await migratedSchema)) throw new Error('schema changed');
     await engine.exec(await resetScript);
     await engine.exec('discard all'); // refused inside the script's implicit transaction
     idle.push(engine);
@@ -54,6 +61,25 @@ function pgliteDatabase(engine: PGlite): Database {
     readLane: createReadLane({ pglite: engine }),
     close: () => engine.close(),
   };
+}
+
+/** Every schema object outside the system schemas (relations, functions, triggers and their state), as one text. */
+async function schemaOf(engine: PGlite): Promise<string> {
+  const { rows } = await engine.query<{ schema: string | null }>(
+    `select string_agg(item, ',' order by item) as schema from (
+       select c.oid::regclass::text || ':' || c.relkind::text as item
+         from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname <> 'information_schema' and n.nspname not like 'pg\\_%'
+       union all
+       select p.oid::regprocedure::text
+         from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname <> 'information_schema' and n.nspname not like 'pg\\_%'
+       union all
+       select t.tgrelid::regclass::text || '.' || t.tgname || ':' || t.tgenabled::text
+         from pg_trigger t where not t.tgisinternal
+     ) objects`,
+  );
+  return rows[0]?.schema ?? '';
 }
 
 const quoteLiteral = (text: string) => `'${text.replaceAll("'", "''")}'`;
