@@ -85,6 +85,25 @@ export const poolConnections = new client.Gauge({
   },
 });
 
+/** The provider connections the upstream gauge describes (set by the metrics route; none for svc-local). */
+let watchedUpstream: { connections?(): { busy: number; idle: number } } | undefined;
+export const watchUpstream = (upstream: typeof watchedUpstream) => {
+  watchedUpstream = upstream;
+};
+
+export const upstreamConnections = new client.Gauge({
+  name: 'svc_upstream_connections',
+  help: 'Connections to the model provider by state (busy: a call on it; idle: kept alive for the next call)',
+  labelNames: ['state'] as const,
+  registers,
+  collect() {
+    const now = watchedUpstream?.connections?.();
+    if (!now) return;
+    this.set({ state: 'busy' }, now.busy);
+    this.set({ state: 'idle' }, now.idle);
+  },
+});
+
 // State of the whole database, not of one process: read once per scrape by the worker that takes it and
 // kept out of the cluster's aggregation (summing N workers' copies of one count would multiply it).
 export const stateRegistry = new client.Registry();

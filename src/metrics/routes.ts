@@ -13,6 +13,7 @@ import {
   registry,
   stateRegistry,
   watchPool,
+  watchUpstream,
 } from './registry.js';
 import { METRICS_ERRORS } from './errors.js';
 
@@ -26,7 +27,10 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 export function metricsRoutes(deps: Deps): Router {
   const router = Router();
   const expected = deps.config.metricsToken ? digest(deps.config.metricsToken) : null;
-  watchPool(deps.database.pool ?? undefined);
+  if (expected) {
+    watchPool(deps.database.pool ?? undefined);
+    watchUpstream(deps.models.upstream);
+  }
 
   router.get('/metrics', async (req, res) => {
     if (!expected) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such route');

@@ -98,6 +98,9 @@ describe('GET /metrics', () => {
     expect(after).toMatch(/^svc_process_cpu_user_seconds_total /m);
     expect(after).toMatch(/^svc_billing_holds_outstanding /m);
     expect(after).toMatch(/^svc_concurrency_leases_outstanding /m);
+    // The calls are over: their provider connection is kept alive for the next one, none is in use.
+    expect(sample(after, 'svc_upstream_connections', { state: 'idle' })).toBeGreaterThanOrEqual(1);
+    expect(sample(after, 'svc_upstream_connections', { state: 'busy' })).toBe(0);
   });
 
   it('counts usage beyond the hold: calls, tokens debited and tokens owed, as the ledger recorded them', async () => {

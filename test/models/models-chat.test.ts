@@ -185,8 +185,12 @@ describe('POST /v1/chat/completions (streaming)', () => {
     expect(await streamOnce()).toBe('Hello from the fake upstream');
     const opened = fake.connections;
     for (let i = 0; i < 5; i++) {
-      // Each call starts once the provider has ended the body before it (its connection is then idle again).
-      await eventually(() => fake.inFlight === 0, 5_000, 'the previous body ended');
+      // Each call starts once svc has read the end of the body before it: its connection is then idle again.
+      await eventually(
+        () => server.deps.models.upstream.connections?.().busy === 0,
+        5_000,
+        "the previous call's connection idle",
+      );
       expect(await streamOnce()).toBe('Hello from the fake upstream');
     }
     expect(fake.connections).toBe(opened);

@@ -195,6 +195,16 @@ export function createOpenAICompatibleUpstream(options: OpenAICompatibleOptions)
         networkError: (err) => networkError(err, signal),
       });
     },
+    connections() {
+      let busy = 0;
+      let idle = 0;
+      for (const origin of Object.values(agent.stats)) {
+        const { connected, free } = origin as { connected: number; free: number };
+        busy += connected - free;
+        idle += free;
+      }
+      return { busy, idle };
+    },
     async close() {
       await agent.close();
     },

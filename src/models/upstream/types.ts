@@ -95,5 +95,12 @@ export interface Upstream {
   complete(body: ChatBody, signal: AbortSignal): Promise<ChatCompletion>;
   /** A streaming call; the body asks for usage (stream_options.include_usage) so the last chunk has it. */
   stream(body: ChatBody, signal: AbortSignal): AsyncIterable<ChatChunk>;
+  /** Open connections to the provider, in use and idle (kept alive for the next call); none for svc-local. */
+  connections?(): UpstreamConnections;
   close(): Promise<void>;
+}
+
+export interface UpstreamConnections {
+  busy: number;
+  idle: number;
 }
