@@ -104,6 +104,22 @@ export const upstreamConnections = new client.Gauge({
   },
 });
 
+/** The concurrency limiter the admissions gauge describes (set by the metrics route). */
+let watchedLimiter: { waiting?(): number } | undefined;
+export const watchLimiter = (limiter: typeof watchedLimiter) => {
+  watchedLimiter = limiter;
+};
+
+export const admissionsWaiting = new client.Gauge({
+  name: 'svc_model_admissions_waiting',
+  help: "Model calls and runs waiting in this process for a concurrency slot: for this process's own releases of their organization to land",
+  registers,
+  collect() {
+    const now = watchedLimiter?.waiting?.();
+    if (now !== undefined) this.set(now);
+  },
+});
+
 // State of the whole database, not of one process: read once per scrape by the worker that takes it and
 // kept out of the cluster's aggregation (summing N workers' copies of one count would multiply it).
 export const stateRegistry = new client.Registry();

@@ -12,6 +12,7 @@ import {
   leasesOutstanding,
   registry,
   stateRegistry,
+  watchLimiter,
   watchPool,
   watchUpstream,
 } from './registry.js';
@@ -30,6 +31,7 @@ export function metricsRoutes(deps: Deps): Router {
   if (expected) {
     watchPool(deps.database.pool ?? undefined);
     watchUpstream(deps.models.upstream);
+    watchLimiter(deps.models.limiter);
   }
 
   router.get('/metrics', async (req, res) => {

@@ -101,6 +101,8 @@ describe('GET /metrics', () => {
     // The calls are over: their provider connection is kept alive for the next one, none is in use.
     expect(sample(after, 'svc_upstream_connections', { state: 'idle' })).toBeGreaterThanOrEqual(1);
     expect(sample(after, 'svc_upstream_connections', { state: 'busy' })).toBe(0);
+    // No call is waiting for a concurrency slot.
+    expect(after).toMatch(/^svc_model_admissions_waiting 0$/m);
   });
 
   it('counts usage beyond the hold: calls, tokens debited and tokens owed, as the ledger recorded them', async () => {

@@ -8,6 +8,7 @@ import { modelSuite } from '../helpers/model-suite.js';
 import { setOrgBalance } from '../helpers/billing.js';
 import { leaseRows, waitForNoLeases } from '../helpers/leases.js';
 import { sleep, waitUntil } from '../helpers/chat-load.js';
+import { eventually } from '../helpers/eventually.js';
 import { authenticateRunSocket } from '../helpers/run-socket.js';
 import { DEFAULT_SLOT_REUSE_MS } from '../../src/models/slot/concurrency.js';
 
@@ -63,7 +64,7 @@ describe('a burst of exactly the cap right after calls end', () => {
       DEFAULT_SLOT_REUSE_MS * 2,
     ]) {
       expect(await burst(CAP)).toEqual(Array(CAP).fill(200));
-      await sleep(gap);
+      await sleep(gap); // the scenario: the next burst arrives `gap` ms after the last calls ended
       expect({ gap, results: await burst(CAP) }).toEqual({ gap, results: Array(CAP).fill(200) });
       expect(suite.fake.maxInFlight).toBe(CAP);
     }
@@ -132,18 +133,22 @@ describe.runIf(storageMode() === 'postgres')(
 
     /**
      * `n` calls at once while the release is held. The lock goes once one call has reached the provider
-     * and the others have been answered or have had 500 ms to be (a refusal takes one round trip), so a
-     * call that does not wait for the release is refused before it lands. The provider holds each call
-     * for a second, so the admitted ones overlap.
+     * and each of the other n - 1 has either been answered or is waiting in svc for the release to land
+     * (the limiter's count of admissions waiting), so a call that does not wait for the release is refused
+     * before it lands. The provider holds each call for a second, so the admitted ones overlap.
      */
     async function burstWhileReleasing(n: number) {
       const before = suite.fake.requests.length;
+      const limiter = suite.server.deps.models.limiter;
       const pending = calls(n, 1_000);
       try {
         let answered = 0;
         for (const p of pending) void p.finally(() => answered++);
-        await waitUntil(() => suite.fake.requests.length > before, 5_000);
-        for (let waited = 0; waited < 500 && answered < n - 1; waited += 10) await sleep(10);
+        await eventually(
+          () => suite.fake.requests.length > before && answered + (limiter.waiting?.() ?? 0) >= n - 1,
+          5_000,
+          `one call at the provider and ${n - 1} answered or waiting for the release`,
+        );
       } finally {
         await locker.query('commit');
       }

@@ -31,6 +31,11 @@ export interface ConcurrencyLimiter {
    * can only remove this process's own rows.
    */
   revoke(): void;
+  /**
+   * Acquires of this process waiting for its own releases of their org to land before they ask for a
+   * slot again (PostgreSQL store; the svc_model_admissions_waiting gauge, read at scrape).
+   */
+  waiting?(): number;
   close(): Promise<void>;
 }
 
@@ -212,6 +217,7 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
   const releasing = new Map<string, Set<Promise<void>>>();
   let sweep: NodeJS.Timeout | null = null;
   let closed = false;
+  let waitingForOwnRows = 0; // acquires inside ownRowsGone
 
   function release(orgKey: string, leaseId: string): Promise<void> {
     const sent = drop(leaseId);
@@ -297,11 +303,22 @@ export function createPgLimiter(db: Db, options: LimiterOptions): ConcurrencyLim
         // kind) and those whose release is on its way are given back and waited for, then the claim is
         // made once more. Every slot handed out is still a row this process holds or one the database
         // granted under the cap, so the cap across processes holds.
-        got = unpark(orgKey, kind) ?? ((await ownRowsGone(orgKey)) ? await claim() : undefined);
+        got = unpark(orgKey, kind);
+        if (!got) {
+          waitingForOwnRows++;
+          let gone: boolean;
+          try {
+            gone = await ownRowsGone(orgKey);
+          } finally {
+            waitingForOwnRows--;
+          }
+          if (gone) got = await claim();
+        }
       }
       if (!got) throw concurrencyLimited();
       return book.hand(orgKey, got, park(orgKey, kind));
     },
+    waiting: () => waitingForOwnRows,
     revoke() {
       book.revoke(leasesRevoked());
       // Idle slots too: a peer may have deleted their rows, and reusing one would run a call with no
