@@ -8,6 +8,7 @@ import pg from 'pg';
 import * as schema from './schema.js';
 import { createReadLane, type ReadLane } from './lane.js';
 import { cutConnection } from './cut.js';
+import { traceCheckouts, traceStatements } from './statement-spans.js';
 
 /** A drizzle database or a transaction of one: queries take this as their first argument. */
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -69,6 +70,7 @@ class OutageSafeClient extends pg.Client {
   constructor(config?: pg.ClientConfig) {
     super(config);
     this.on('error', () => {});
+    traceStatements(this);
     const query = this.query.bind(this) as (...args: unknown[]) => unknown;
     (this as unknown as { query: typeof query }).query = (...args) => {
       const result = query(...args);
@@ -104,6 +106,7 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     });
     // An idle client losing its server must not crash the process; the next query reconnects.
     pool.on('error', () => {});
+    traceCheckouts(pool);
     // A client given back while a statement still waits for its answer (the driver gave up on it: a
     // black-holed connection) would make every later statement queue behind that one. Its socket is cut,
     // so that the pool drops it and the next checkout opens a fresh connection.

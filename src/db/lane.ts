@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { protocol, type PGlite } from '@electric-sql/pglite';
 import { cutConnection } from './cut.js';
+import { traceStatements } from './statement-spans.js';
 
 // A connection of its own for the hottest read: the `svc_` token's live row, read on every model call
 // before its first byte (src/auth/principal.ts). Through the pool, a statement waits a tick for its
@@ -46,6 +47,7 @@ export function createReadLane(source: { pool: pg.Pool } | { pglite: PGlite }): 
   function open(): Promise<pg.Client> {
     connecting ??= (async () => {
       const c = new pg.Client({ ...options, options: '-c plan_cache_mode=force_generic_plan' });
+      traceStatements(c);
       const drop = () => {
         if (client === c) client = null;
         c.end().catch(() => {});

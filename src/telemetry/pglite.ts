@@ -1,50 +1,33 @@
-import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import type { Tracer } from '@opentelemetry/api';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
+import { startStatement } from './statements.js';
 
-// Statement spans for the embedded PostgreSQL (PGlite), the same as the `pg` instrumentation makes for a
-// PostgreSQL server (CONTRACT §1: "database statements as spans"; docs/operations.md, Traces): a client
+// Statement spans for the embedded PostgreSQL (PGlite), the same as svc makes for a PostgreSQL server
+// (./statements.ts; CONTRACT §1: "database statements as spans"; docs/operations.md, Traces): a client
 // span `pg.query:{COMMAND}` per statement, `db.system.name` postgresql and `db.query.text` (the text with
-// its placeholders, never the values), made only inside a trace (as the pg instrumentation's
-// requireParentSpan: the background sweeps make none), failed with `error.type` (the SQLSTATE), never
-// the message. No OpenTelemetry instrumentation exists for PGlite, and PGlite is no module of the pg
-// driver's that one could see: its statements are counted where they enter it, at `query`/`exec` of
-// the instance and of a transaction's handle. The BEGIN and COMMIT PGlite's `transaction` sends itself
-// are not statements of svc's and have no span (with `pg`, drizzle sends them and they do).
-
-const SPAN_PREFIX = 'pg.query';
-
-/** The statement's command, as the pg instrumentation names it: its first word, upper case. */
-function commandOf(text: string): string {
-  const first = text.trim().split(/\s/, 1)[0] ?? '';
-  return first.toUpperCase().replace(/;$/, '');
-}
+// its placeholders, never the values), made only inside a trace (the background sweeps make none),
+// failed with `error.type` (the SQLSTATE), never the message. PGlite is no module of the pg driver's:
+// its statements are counted where they enter it, at `query`/`exec` of the instance and of a
+// transaction's handle. The BEGIN and COMMIT PGlite's `transaction` sends itself are not statements of
+// svc's and have no span (with `pg`, drizzle sends them and they do).
 
 type Statement = (this: unknown, text: string, ...rest: unknown[]) => Promise<unknown>;
 
 /** `run` wrapped: a span around each statement made while a span is active. */
 function spannedStatement(tracer: Tracer, run: Statement): Statement {
   return function statement(this: unknown, text, ...rest) {
-    if (typeof text !== 'string' || trace.getSpan(context.active()) === undefined)
-      return run.call(this, text, ...rest);
-    const span = tracer.startSpan(`${SPAN_PREFIX}:${commandOf(text)}`, {
-      kind: SpanKind.CLIENT,
-      attributes: { 'db.system.name': 'postgresql', 'db.query.text': text },
-    });
-    return context
-      .with(trace.setSpan(context.active(), span), () => run.call(this, text, ...rest))
-      .then(
-        (result) => {
-          span.end();
-          return result;
-        },
-        (err: unknown) => {
-          const code = (err as { code?: unknown } | null)?.code;
-          span.setAttribute('error.type', typeof code === 'string' ? code : 'error');
-          span.setStatus({ code: SpanStatusCode.ERROR });
-          span.end();
-          throw err;
-        },
-      );
+    const done = typeof text === 'string' ? startStatement(tracer, text) : undefined;
+    if (!done) return run.call(this, text, ...rest);
+    return run.call(this, text, ...rest).then(
+      (result) => {
+        done();
+        return result;
+      },
+      (err: unknown) => {
+        done({ err });
+        throw err;
+      },
+    );
   };
 }
 

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, RequestListener } from 'node:http';
 import type { Attributes, Context, Span, Tracer } from '@opentelemetry/api';
+import type { StatementDone } from './statements.js';
 
 // Spans (CONTRACT §1, Traces) as every layer writes them: withSpan around a piece of work, spanned around a
 // function built once, the context a group-committed batch runs in. Tracing is on only once
@@ -22,6 +23,10 @@ export interface Tracing {
   serve(listener: RequestListener): RequestListener;
   /** Names the HTTP server span of the request in progress by its route (`POST /v1/chat/completions`). */
   route(route: string): void;
+  /** A database statement's span (./statements.ts), or undefined outside any span. */
+  statement(text: string, namespace?: string): StatementDone | undefined;
+  /** `fn` run in the context active now, whenever it is called. */
+  bind<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R;
   /** Marks `span` failed: status ERROR and `error.type` (never the message: it may quote input). */
   fail(span: Span, err: unknown): void;
   /** Exports what is buffered and stops. */
@@ -90,6 +95,23 @@ export function spanned<I, O>(
       if (describe.after) span?.setAttributes(describe.after(output));
       return output;
     });
+}
+
+/**
+ * A span for a database statement of `text` about to be sent (CONTRACT §1: database statements as spans;
+ * ./statements.ts), or undefined: tracing off, or no span active (a heartbeat, a sweep). The caller
+ * calls what it returns when the statement's answer (or failure) came.
+ */
+export function statementSpan(text: string, namespace?: string): StatementDone | undefined {
+  return tracing?.statement(text, namespace);
+}
+
+/**
+ * `fn`, called later from work that does not carry the caller's context (a pooled connection handed over
+ * by another caller's release), run in the context active now. With tracing off, `fn` itself.
+ */
+export function boundToContext<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
+  return tracing ? tracing.bind(fn) : fn;
 }
 
 /** The active context, to run later work in (a batch serving several callers: src/db/batch.ts). */

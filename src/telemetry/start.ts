@@ -12,13 +12,13 @@ import {
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { ExpressInstrumentation, ExpressLayerType } from '@opentelemetry/instrumentation-express';
-import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { enableTracing, type SpanStart } from './spans.js';
 import { instrumentPglite } from './pglite.js';
+import { startStatement } from './statements.js';
 import { serverSpans } from './server-span.js';
 import { errorTextRedactor } from './redact.js';
 
@@ -35,10 +35,11 @@ import { errorTextRedactor } from './redact.js';
 //   SDK); an incoming W3C `traceparent` is continued (the W3C trace-context and baggage propagators).
 // - the server span of each request: svc's own, made where it takes the request (./server-span.ts,
 //   decision 0134), continuing an incoming traceparent; the `http` instrumentation is not used.
-// - the instrumentations: `express` (the matched route, which names the server span; its request
-//   handlers as spans), `pg` (each statement a span, under a request only: heartbeats and background
-//   sweeps make no traces; its text with placeholders, never the values); the embedded PGlite's
-//   statements the same (./pglite.ts).
+// - the instrumentation: `express` (the matched route, which names the server span; its request
+//   handlers as spans).
+// - database statements: svc's own spans (./statements.ts, decision 0144), made where src/db sends a
+//   statement to PostgreSQL and where one enters the embedded PGlite (./pglite.ts): under a request
+//   only (heartbeats and background sweeps make no traces), the text with placeholders, never values.
 // - no error's message in any span (./redact.ts), whichever instrumentation wrote it.
 
 const SERVICE_VERSION = (() => {
@@ -71,9 +72,9 @@ function exporterFor(env: NodeJS.ProcessEnv) {
 }
 
 export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
-  // ESM modules are patched through import-in-the-middle's loader hook, for the instrumented packages alone.
+  // ESM modules are patched through import-in-the-middle's loader hook, for the instrumented package alone.
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, {
-    data: { include: ['express', 'pg', 'pg-pool'] },
+    data: { include: ['express'] },
   });
   const resource = resourceFromAttributes({
     'service.name': 'svc',
@@ -91,13 +92,6 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
       new ExpressInstrumentation({
         // Every middleware as a span would be a dozen per request: the handlers and the route suffice.
         ignoreLayersType: [ExpressLayerType.MIDDLEWARE, ExpressLayerType.ROUTER],
-      }),
-      // Statements only: a pool checkout or a new connection is no statement (CONTRACT §1), and its span
-      // cost as much as the statement's on the chat path (decision 0121).
-      new PgInstrumentation({
-        requireParentSpan: true,
-        enhancedDatabaseReporting: false,
-        ignoreConnectSpans: true,
       }),
     ],
   });
@@ -118,6 +112,11 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
     active: () => context.active(),
     inContext: (ctx, fn) => context.with(ctx, fn),
     extract: (headers) => propagation.extract(ROOT_CONTEXT, headers),
+    statement: (text, namespace) => startStatement(tracer, text, namespace),
+    bind(fn) {
+      const ctx = context.active();
+      return (...args) => context.with(ctx, fn, undefined, ...args);
+    },
     serve: serverSpans(tracer),
     route(route) {
       const rpc = getRPCMetadata(context.active());

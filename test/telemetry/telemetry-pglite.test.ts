@@ -7,7 +7,7 @@ import { eventuallyValue } from '../helpers/eventually.js';
 // CONTRACT §1, Traces, "database statements as spans", with the embedded PGlite (no DATABASE_URL): svc
 // in its own process exports to a real OTLP/HTTP receiver (JSON, decoded here), and each statement a
 // request makes is a client span `pg.query:{COMMAND}` with `db.system.name` postgresql and the
-// statement's text with its placeholders, as the pg instrumentation makes them for PostgreSQL
+// statement's text with its placeholders, as svc makes them for PostgreSQL
 // (test/telemetry/telemetry-traces.test.ts): inside a transaction too, never a value, and none outside
 // a request (the background sweeps run every second or so, and make no traces).
 
@@ -32,7 +32,7 @@ describe('PGlite statement spans (CONTRACT §1)', { timeout: 120_000 }, () => {
 
   const isStatement = (s: ReceivedSpan) => s.name.startsWith('pg.query');
 
-  it("a request's statements are spans of its trace, shaped as the pg instrumentation's", async () => {
+  it("a request's statements are spans of its trace, shaped as PostgreSQL's", async () => {
     const traceId = hex(16);
     const email = `pglite-${hex(6)}@example.com`;
     const password = `pw-${hex(12)}`;

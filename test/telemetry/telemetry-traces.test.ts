@@ -21,7 +21,7 @@ import { newId } from '../../src/ids.js';
 // JSON chat call, a stream, a run step and an MCP tool call: the spans, their parent/child links (an
 // incoming traceparent continued), the GenAI attributes equal to what the ledger wrote, and no prompt or
 // answer text anywhere in what was exported. PostgreSQL only: the child and this process share the
-// database (and the pg instrumentation's statement spans are PostgreSQL's).
+// database.
 
 const SERVER = 2;
 const CLIENT = 3;
