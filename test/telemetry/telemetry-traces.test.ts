@@ -12,7 +12,7 @@ import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { billedCalls, lastEntryId, waitUntil } from '../helpers/chat-load.js';
 import { issueTestGrants } from '../helpers/oauth.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
-import { parseAs } from '../helpers/json.js';
+import { parseAs, rejectionOf } from '../helpers/json.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 import { newId } from '../../src/ids.js';
 
@@ -183,6 +183,36 @@ describe.runIf(storageMode() === 'postgres')(
       await expectChatSpan(chat, after);
       expect(chat.attributes['gen_ai.response.finish_reasons']).toEqual(['stop']);
       await spanIn(tp.traceId, 'svc.settle');
+    });
+
+    it("a failed provider call: the chat span fails with error.type the caller's wire code", async () => {
+      const tp = traceparent();
+      // The provider answers 500: svc answers 502 `upstream_error` (CONTRACT §3, the OpenAI error object).
+      fake.failStatus = 500;
+      try {
+        const openai = new OpenAI({ apiKey: key, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+        const failure = await rejectionOf<InstanceType<typeof OpenAI.APIError>>(
+          openai.chat.completions.create(
+            { model: 'anything', messages: [{ role: 'user', content: PROMPT }] },
+            { headers: { traceparent: tp.header } },
+          ),
+        );
+        expect(failure).toBeInstanceOf(OpenAI.APIError);
+        expect(failure.status).toBe(502);
+        expect(failure.code).toBe('upstream_error');
+      } finally {
+        fake.failStatus = null;
+      }
+      const request = await spanIn(tp.traceId, 'POST /v1/chat/completions');
+      const chat = await spanIn(tp.traceId, /^chat /);
+      expect(chat.parentSpanId).toBe(request.spanId);
+      expect(chat.kind).toBe(CLIENT);
+      expect(chat.status).toBe(ERROR);
+      expect(chat.attributes['error.type']).toBe('upstream_error');
+      // Voided: nothing debited, and nothing of the provider's error text in the span.
+      expect(chat.attributes['svc.credits_debited']).toBe(0);
+      expect(chat.statusMessage).toBeUndefined();
+      expect(request.attributes['http.response.status_code']).toBe(502);
     });
 
     it('a run step: the run span continues the upgrade traceparent; its model call is a chat span', async () => {
