@@ -99,7 +99,12 @@ export function serverSpans(tracer: Tracer): (listener: RequestListener) => Requ
   return (listener) => (req, res) => {
     const upper = req.method ?? 'GET';
     const method = KNOWN_METHODS.has(upper) ? upper : '_OTHER';
-    const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+    // Without trace-context or baggage headers there is nothing to continue: no propagator's pass.
+    const headers = req.headers;
+    const parent =
+      headers.traceparent === undefined && headers.baggage === undefined
+        ? ROOT_CONTEXT
+        : propagation.extract(ROOT_CONTEXT, headers);
     const span = tracer.startSpan(
       method === '_OTHER' ? 'HTTP' : method,
       { kind: SpanKind.SERVER, attributes: requestAttributes(req, method) },
