@@ -2,7 +2,13 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
-import { expectAccessible, expectNoSidewaysScroll, haveChromium, launchBrowser } from '../helpers/browser.js';
+import {
+  closeContexts,
+  expectAccessible,
+  expectNoSidewaysScroll,
+  haveChromium,
+  workerBrowser,
+} from '../helpers/browser.js';
 import { detailError, readJson } from '../helpers/json.js';
 import type { DevMail, Page } from '../helpers/answers.js';
 
@@ -17,12 +23,14 @@ let server: TestServer;
 let browser: Browser | undefined;
 const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
 
+// The HTTP tests run without Chromium too, so this file starts its own server and takes the worker's
+// Chromium (test/helpers/browser.ts) only when there is one.
 beforeAll(async () => {
   server = await startTestServer();
-  if (haveChromium) browser = await launchBrowser();
+  if (haveChromium) browser = await workerBrowser();
 });
 afterAll(async () => {
-  await browser?.close();
+  if (browser) await closeContexts(browser);
   await server?.close();
 });
 

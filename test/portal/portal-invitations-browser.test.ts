@@ -3,13 +3,7 @@ import type { Page } from 'playwright-core';
 import { createUser, STRONG_PASSWORD } from '../helpers/fixtures.js';
 import { client } from '../helpers/http.js';
 import type { CreatedClient, MemberRow, Page as List } from '../helpers/answers.js';
-import {
-  browserSuite,
-  expectAccessible,
-  expectNoSidewaysScroll,
-  haveChromium,
-  signedIn,
-} from '../helpers/browser.js';
+import { browserSuite, expectAccessibleAtBothWidths, haveChromium, signedIn } from '../helpers/browser.js';
 import { mails, newEmail } from '../helpers/accounts-support.js';
 
 // Invitations that survive sign-up, in a real browser: the invitation's "Create one" opens registration
@@ -23,9 +17,7 @@ const suite = browserSuite();
 const api = () => client(suite.server.url);
 
 async function checkPage(page: Page) {
-  await expectAccessible(page);
-  await expectNoSidewaysScroll(page);
-  await expectAccessible(page);
+  await expectAccessibleAtBothWidths(page);
 }
 
 async function team(name = 'Team') {

@@ -1,13 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import type { TestServer } from '../helpers/server.js';
 import { addMember, createUser } from '../helpers/fixtures.js';
 import { client } from '../helpers/http.js';
 import {
   expectAccessible,
   expectNoSidewaysScroll,
+  browserSuite,
   haveChromium,
-  launchBrowser,
   signedIn,
 } from '../helpers/browser.js';
 
@@ -15,18 +15,12 @@ import {
 // owner sets and clears them in a plain form (errors next to their field), a member reads them, a viewer
 // does not see them; axe-core finds no serious or critical violation.
 
+const suite = browserSuite();
 vi.setConfig({ testTimeout: 180_000 });
-
 let server: TestServer;
 let browser: Browser;
-beforeAll(async () => {
-  if (!haveChromium) return;
-  server = await startTestServer();
-  browser = await launchBrowser();
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
+beforeAll(() => {
+  ({ server, browser } = suite);
 });
 
 const limitsOf = async (clientId: string, session: string) =>

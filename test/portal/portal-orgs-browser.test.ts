@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import type { TestServer } from '../helpers/server.js';
 import { addMember, createApiToken, createUser, STRONG_PASSWORD } from '../helpers/fixtures.js';
 import { client } from '../helpers/http.js';
 import type {
@@ -11,13 +11,7 @@ import type {
   OwnerBalance,
   Page as List,
 } from '../helpers/answers.js';
-import {
-  expectAccessible,
-  expectNoSidewaysScroll,
-  haveChromium,
-  launchBrowser,
-  signedIn,
-} from '../helpers/browser.js';
+import { browserSuite, expectAccessibleAtBothWidths, haveChromium, signedIn } from '../helpers/browser.js';
 import { newEmail } from '../helpers/accounts-support.js';
 
 // Organizations in a real browser: the owner changes a role, removes someone after a
@@ -26,21 +20,15 @@ import { newEmail } from '../helpers/accounts-support.js';
 // accepts. On every page: axe-core (no serious or critical violation), no sideways scroll at 390 px, and
 // a CSRF field in every form that posts.
 
+const suite = browserSuite();
 vi.setConfig({ testTimeout: 180_000 });
-
 let server: TestServer;
 let browser: Browser;
 let api: ReturnType<typeof client>;
 
-beforeAll(async () => {
-  if (!haveChromium) return;
-  server = await startTestServer();
-  api = client(server.url);
-  browser = await launchBrowser();
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
+beforeAll(() => {
+  ({ server, browser } = suite);
+  if (server) api = client(server.url);
 });
 
 /** Every form on the page that posts carries the hidden CSRF field (CONTRACT §4). */
@@ -54,9 +42,7 @@ async function expectCsrfOnEveryForm(page: Page) {
 /** The checks every page of this file gets, at its current width and at 390 px. */
 async function checkPage(page: Page) {
   await expectCsrfOnEveryForm(page);
-  await expectAccessible(page);
-  await expectNoSidewaysScroll(page);
-  await expectAccessible(page);
+  await expectAccessibleAtBothWidths(page);
 }
 
 async function teamOf(owner: { session: string; clientId: string }, name: string) {

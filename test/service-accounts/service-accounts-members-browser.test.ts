@@ -1,14 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import type { TestServer } from '../helpers/server.js';
 import { addMember, createUser } from '../helpers/fixtures.js';
 import { client } from '../helpers/http.js';
 import { eventually } from '../helpers/eventually.js';
 import {
   expectAccessible,
   expectNoSidewaysScroll,
+  browserSuite,
   haveChromium,
-  launchBrowser,
   signedIn,
 } from '../helpers/browser.js';
 
@@ -16,18 +16,12 @@ import {
 // accounts"): name, role and last use, no key actions, for the owner; in Chromium at 1280 and 390 px,
 // axe-core finding no serious or critical violation.
 
+const suite = browserSuite();
 vi.setConfig({ testTimeout: 180_000 });
-
 let server: TestServer;
 let browser: Browser;
-beforeAll(async () => {
-  if (!haveChromium) return;
-  server = await startTestServer();
-  browser = await launchBrowser();
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
+beforeAll(() => {
+  ({ server, browser } = suite);
 });
 
 interface Listed {
