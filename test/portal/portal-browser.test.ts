@@ -111,8 +111,8 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
   it('cannot be framed by another site', async () => {
     const context = await suite.browser.newContext();
     const page = await context.newPage();
-    await page.setContent(`<iframe src="${suite.server.url}/account/login"></iframe>`);
-    await page.waitForTimeout(300);
+    // setContent returns after the load event, which waits for the frame's own load, blocked or not.
+    await page.setContent(`<iframe src="${suite.server.url}/account/login"></iframe>`, { waitUntil: 'load' });
     const frame = page.frames().find((f) => f.url().includes('/account/login'));
     // Blocked by frame-ancestors 'none': the frame never gets the page's content.
     const content = frame ? await frame.content().catch(() => '') : '';

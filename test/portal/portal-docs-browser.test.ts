@@ -9,22 +9,27 @@ import { browserSuite, expectAccessible, haveChromium } from '../helpers/browser
 const suite = browserSuite();
 
 describe.skipIf(!haveChromium)('/docs in a real browser', () => {
-  for (const width of [1280, 390])
-    it(`is axe-clean at ${width} px, closed and with an operation run`, async () => {
-      const context = await suite.browser.newContext({ viewport: { width, height: 900 } });
-      const page = await context.newPage();
-      await page.goto(`${suite.server.url}/docs`);
-      await page.locator('.opblock').first().waitFor({ timeout: 60_000 });
-      await page.locator('#servers[aria-label=Server]').waitFor();
-      await expectAccessible(page);
-      // The first operation opened, "Try it out", Execute: the live response and its table.
-      await page.locator('.opblock-summary-control').first().click();
-      await page.locator('.try-out__btn').first().click();
-      await page.locator('.btn.execute').first().click();
-      await page.locator('.live-responses-table').first().waitFor();
-      await expectAccessible(page);
-      await context.close();
-    });
+  // One load of the page serves both widths: Swagger UI lays out by CSS media queries, which a resize
+  // applies as a load at that width would; loading it is most of this file's CPU.
+  it('is axe-clean at 1280 and 390 px, closed and with an operation run', async () => {
+    const context = await suite.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    await page.goto(`${suite.server.url}/docs`);
+    await page.locator('.opblock').first().waitFor({ timeout: 60_000 });
+    await page.locator('#servers[aria-label=Server]').waitFor();
+    await expectAccessible(page);
+    await page.setViewportSize({ width: 390, height: 900 });
+    await expectAccessible(page);
+    // The first operation opened, "Try it out", Execute: the live response and its table.
+    await page.locator('.opblock-summary-control').first().click();
+    await page.locator('.try-out__btn').first().click();
+    await page.locator('.btn.execute').first().click();
+    await page.locator('.live-responses-table').first().waitFor();
+    await expectAccessible(page);
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await expectAccessible(page);
+    await context.close();
+  });
 
   it('the pages link to it, and cost_cents says it is the compute cost, not the charge', async () => {
     const page = await (await suite.browser.newContext()).newPage();
