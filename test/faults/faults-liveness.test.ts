@@ -98,7 +98,7 @@ describe.runIf(storageMode() === 'postgres')(
       await eventually(() => fake.received.length > received, 10_000, 'the call at the provider');
       const arrived = fake.received[received]!.at;
       // The scenario: the call stays at the provider longer than PROCESS_DEAD_AFTER_MS (4 s) ...
-      await sleep(arrived + 4_250 - Date.now());
+      await sleep(arrived + 4_250 - Date.now()); // the scenario's duration, then the beat below checks
       // ... and then a peer's beat, with its reclaim of processes silent that long, runs: it must find the
       // survivor alive and leave its call's hold alone.
       await server.deps.models.liveness.beat();

@@ -172,7 +172,8 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
           const result = await callChat(svc.url, key, { stream: answeredHere % 2 === 1 });
           results.push(result);
           if (result.answered) answeredHere++;
-          else if (result.status === 429) await sleep(20);
+          else if (result.status === 429)
+            await sleep(20); // the scenario: a client retrying a little later
           else break; // anything else fails the test below
         }
         return results;

@@ -222,7 +222,7 @@ describe('a body that stops arriving', () => {
     const step = Math.ceil(body.length / 5);
     for (let i = 0; i < body.length; i += step) {
       socket.write(body.slice(i, i + step));
-      await new Promise((r) => setTimeout(r, IDLE_MS / 2));
+      await new Promise((r) => setTimeout(r, IDLE_MS / 2)); // the scenario: a client sending its body slowly
     }
     await closed;
     expect(received).toMatch(/^HTTP\/1\.1 200/);

@@ -24,7 +24,7 @@ export async function contentChunkGoes(
   res: ServerResponse,
   sent: number,
 ): Promise<boolean> {
-  await sleep(knobs.chunkDelayMs);
+  await sleep(knobs.chunkDelayMs); // the scenario knob: a provider slow between chunks
   if (res.destroyed) {
     knobs.abortedStreams++;
     return false;

@@ -161,6 +161,7 @@ export async function answerResponses(
       send(cut ? 'response.incomplete' : 'response.completed', { response: final });
     res.end();
   };
-  if (state.endDelayMs > 0) setTimeout(last, state.endDelayMs);
+  if (state.endDelayMs > 0)
+    setTimeout(last, state.endDelayMs); // the scenario knob: a late end of the body
   else last();
 }

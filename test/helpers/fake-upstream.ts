@@ -190,7 +190,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     if (chatBody) state.requests.push({ headers: req.headers, body: chatBody });
     const promptTokens = fieldPromptTokens((responsesBody ?? chatBody) as Record<string, unknown>, responses);
     state.received.push({ at: Date.now(), path: req.url ?? '', promptTokens });
-    await sleep(state.headersDelayMs);
+    await sleep(state.headersDelayMs); // the scenario knob: a provider slow to answer
     if (gate) await gate;
     if (state.failStatus) {
       res.writeHead(state.failStatus, { 'content-type': 'application/json' }).end(

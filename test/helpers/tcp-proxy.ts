@@ -58,6 +58,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       const send = () => {
         if (!to.destroyed) to.write(chunk);
       };
+      // The scenario knob: a network with this latency.
       const deliver = () => (proxy.latencyMs > 0 ? setTimeout(send, proxy.latencyMs) : send());
       // Held in order, as a network that drops and retransmits would deliver once it is back.
       if (mode === 'black-hole') held.push(deliver);

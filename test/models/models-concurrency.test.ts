@@ -195,7 +195,7 @@ describe('billing race', () => {
           const sampler = (async () => {
             while (sampling) {
               lowest = Math.min(lowest, await orgBalanceCredits(race.deps.db, raceOrg));
-              await new Promise((r) => setTimeout(r, 5));
+              await new Promise((r) => setTimeout(r, 5)); // the sampler's interval, not a wait for the calls
             }
           })();
           const statuses = await Promise.all(

@@ -83,7 +83,7 @@ describe('streamProvider over HTTP', () => {
     const seen: number[] = [];
     for await (const chunk of open()) {
       seen.push(chunk.n);
-      // A slow reader: the provider is paused and resumed under it.
+      // The scenario: a slow reader, so the provider is paused and resumed under it.
       if (chunk.n % 50 === 0) await new Promise((r) => setTimeout(r, 5));
     }
     expect(seen).toEqual(Array.from({ length: 300 }, (_, n) => n));
@@ -105,14 +105,18 @@ describe('streamProvider over HTTP', () => {
   });
 
   it('the caller’s abort fails a pending read with the abort reason', async () => {
+    let atProvider!: () => void;
+    const reached = new Promise<void>((resolve) => (atProvider = resolve));
     handler = (res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(': waiting\n\n');
+      atProvider();
     };
     const controller = new AbortController();
     const stream = open(controller.signal);
     const pending = stream.next();
-    setTimeout(() => controller.abort(new Error('client left')), 20);
+    await reached; // the request is at the provider and the read waits for an event
+    controller.abort(new Error('client left'));
     await expect(pending).rejects.toThrow('client left');
   });
 

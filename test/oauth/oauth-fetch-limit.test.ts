@@ -23,7 +23,7 @@ beforeAll(async () => {
   docServer = createServer((req, res) => {
     const path = req.url ?? '';
     hits.set(path, (hits.get(path) ?? 0) + 1);
-    // /slow/…: answers 404 after a moment; /hang/…: never answers (the fetch times out).
+    // /slow/…: answers 404 after a moment (the scenario: a slow host); /hang/…: never answers (the fetch times out).
     if (path.startsWith('/hang/')) return;
     setTimeout(() => res.writeHead(404).end(), path.startsWith('/slow/') ? 500 : 0);
   });
