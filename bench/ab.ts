@@ -13,11 +13,14 @@
 // src/models/slot/concurrency.ts slot reuse). BENCH_AB_BLOCK calls per block (the first ten unrecorded),
 // BENCH_AB_ROUNDS rounds after a warm-up round. BENCH_AB_B_SQL: a statement run on side B's database
 // once it serves (a setting of one function, say). Per side: p50/p90/p99 and their excess over
-// `direct`, and CPU per call of its svc process and of all PostgreSQL processes (bench/proc-cpu.ts).
+// `direct`, and CPU per call of its svc process and of the PostgreSQL backends serving that process's own
+// connections (bench/proc-cpu.ts; found by their client ports, so other work on the machine's PostgreSQL
+// is not counted, nor are its shared processes: WAL writer, checkpointer).
 // `BENCH_CPU_PROF=<file>` in a side's environment writes that side's V8 CPU profile (bench/cpu-profile.ts).
 // BENCH_AB_TRACES=1: tracing off on side A, on on side B (CONTRACT §1): B exports its spans over OTLP/HTTP
 // (the default protobuf) to a sink this process serves, which answers 200 and counts what came; the run
 // fails when B exported nothing. Both sides otherwise alike: the cost of tracing on, per call.
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -25,8 +28,8 @@ import pg from 'pg';
 import { request } from 'undici';
 import { repoRoot, startChild, stopChild, type ProxySvcInfo } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
-import { backendsSpentUs, postgresProcessesCpuUs, processCpuUs } from './proc-cpu.js';
-import { pacedBlock, percentile } from './proxy-paced.js';
+import { backendsSpentUs, processCpuUs } from './proc-cpu.js';
+import { callFailed, pacedBlock, percentile, reportFailures } from './proxy-paced.js';
 import { startOtlpSink } from './otlp-sink.js';
 
 const databaseUrl = namedDatabaseUrl() ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -75,6 +78,57 @@ async function runOnNewestSvcDatabase(statement: string) {
   await b.end();
 }
 
+/** The local ports of `pid`'s TCP connections to port `remotePort` (proc(5): /proc/<pid>/fd, net/tcp). */
+function connectedPorts(pid: number, remotePort: number): number[] {
+  const inodes = new Set<string>();
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return []; // the process has ended
+  }
+  for (const fd of fds) {
+    try {
+      const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (socket) inodes.add(socket[1]!);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports: number[] = [];
+  for (const table of ['tcp', 'tcp6']) {
+    let lines: string[];
+    try {
+      lines = readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1);
+    } catch {
+      continue;
+    }
+    for (const line of lines) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10 || !inodes.has(f[9]!)) continue;
+      if (parseInt(f[2]!.split(':')[1]!, 16) === remotePort) ports.push(parseInt(f[1]!.split(':')[1]!, 16));
+    }
+  }
+  return ports;
+}
+
+const postgresPort = Number(new URL(databaseUrl).port || 5432);
+const monitor = new pg.Client({ connectionString: databaseUrl });
+monitor.on('error', () => {});
+await monitor.connect();
+
+/** The CPU so far (pid → µs) of the PostgreSQL backends serving the connections of process `pid`. */
+async function ownBackendsCpuUs(pid: number | undefined): Promise<Map<number, number>> {
+  const ports = pid ? connectedPorts(pid, postgresPort) : [];
+  if (!ports.length) return new Map();
+  const { rows } = await monitor.query<{ pid: number }>(
+    'select pid from pg_stat_activity where client_port = any($1::int[])',
+    [ports],
+  );
+  return new Map(rows.map((r) => [r.pid, processCpuUs(r.pid)]));
+}
+
 const sink = process.env.BENCH_AB_TRACES === '1' ? await startOtlpSink() : null;
 const tracedEnv = sink
   ? `OTEL_EXPORTER_OTLP_ENDPOINT=${sink.url},OTEL_SERVICE_NAME=svc-bench-b${process.env.BENCH_AB_B_ENV ? ',' : ''}`
@@ -97,11 +151,19 @@ interface Target {
   name: string;
   url: string;
   auth: string;
+  /** svc's process: its CPU is counted. */
   pid?: number;
+  /** A process other than svc whose PostgreSQL connections' backends are counted (svc's are, by `pid`). */
+  pgPid?: number;
 }
 const targets: Target[] = [
   { name: 'direct', url: `${fake.info.url}/chat/completions`, auth: FAKE_KEY },
-  { name: 'settled floor', url: `${floor.info.url}/settled/v1/chat/completions`, auth: FAKE_KEY },
+  {
+    name: 'settled floor',
+    url: `${floor.info.url}/settled/v1/chat/completions`,
+    auth: FAKE_KEY,
+    pgPid: floor.child.pid,
+  },
   { name: 'A', url: `${sideA.info.url}/v1/chat/completions`, auth: sideA.info.token, pid: sideA.child.pid },
   { name: 'B', url: `${sideB.info.url}/v1/chat/completions`, auth: sideB.info.token, pid: sideB.child.pid },
 ];
@@ -122,8 +184,13 @@ async function call(t: Target): Promise<number> {
     body,
   });
   let first = 0;
-  for await (const chunk of res.body) if (!first && (chunk as Buffer).length) first = performance.now();
-  if (res.statusCode !== 200) throw new Error(`${t.name}: ${res.statusCode}`);
+  const failed = res.statusCode !== 200;
+  const kept: Buffer[] = []; // a failed call's body, for its error
+  for await (const chunk of res.body) {
+    if (!first && (chunk as Buffer).length) first = performance.now();
+    if (failed) kept.push(chunk as Buffer);
+  }
+  if (failed) throw callFailed(t.name, res.statusCode, Buffer.concat(kept));
   return (firstByte ? first : performance.now()) - sent;
 }
 
@@ -131,7 +198,10 @@ async function call(t: Target): Promise<number> {
 async function runBlock(t: Target): Promise<number[]> {
   if (!firstByte) {
     const paced = await pacedBlock({ name: t.name, call: () => call(t).then(() => {}) }, rate, block, WARM);
-    if (paced.errors) throw new Error(`${t.name}: ${paced.errors} calls failed`);
+    if (paced.errors) {
+      reportFailures(t.name, paced.errors, paced.failures);
+      throw new Error(`${t.name}: ${paced.errors} calls failed (the first ${paced.failures.length} above)`);
+    }
     return paced.times;
   }
   const times: number[] = [];
@@ -149,19 +219,20 @@ try {
   for (let round = -1; round < rounds; round++) {
     for (const t of round % 2 ? [...targets].reverse() : targets) {
       const svcBefore = t.pid ? processCpuUs(t.pid) : 0;
-      const pgBefore = postgresProcessesCpuUs();
+      const pgBefore = await ownBackendsCpuUs(t.pgPid ?? t.pid);
       const recorded = await runBlock(t);
       if (round < 0) continue; // the warm-up round
       times.get(t.name)!.push(...recorded);
       const c = cpu.get(t.name)!;
       if (t.pid) c.svc += processCpuUs(t.pid) - svcBefore;
-      c.postgres += backendsSpentUs(pgBefore, postgresProcessesCpuUs());
+      c.postgres += backendsSpentUs(pgBefore, await ownBackendsCpuUs(t.pgPid ?? t.pid));
       c.calls += WARM + block;
     }
   }
 } finally {
   await Promise.all([sideA, sideB, floor, fake].map((c) => stopChild(c.child)));
   await sink?.close();
+  await monitor.end();
 }
 
 const direct = times.get('direct')!.sort((a, b) => a - b);
@@ -183,7 +254,7 @@ console.table(
           'adds p50 ms': +(percentile(sorted, 0.5) - percentile(direct, 0.5)).toFixed(2),
           'adds p99 ms': +(percentile(sorted, 0.99) - percentile(direct, 0.99)).toFixed(2),
           ...(t.pid ? { 'svc CPU µs/call': Math.round(c.svc / c.calls) } : {}),
-          'PostgreSQL CPU µs/call': Math.round(c.postgres / c.calls),
+          'PostgreSQL backends CPU µs/call': Math.round(c.postgres / c.calls),
         },
       ];
     }),

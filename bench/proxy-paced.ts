@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 
 export interface PacedTarget {
   name: string;
-  /** One call, resolved when its whole body was read; rejects on a non-200. */
+  /** One call, resolved when its whole body was read; rejects on a non-200 (with `callFailed`). */
   call(): Promise<void>;
 }
 
@@ -17,16 +17,39 @@ export interface PacedFigures {
   p50: number;
   p99: number;
   errors: number;
+  /** The first FAILURES_KEPT failures, each as `failureText` wrote it. */
+  failures: string[];
+}
+
+/** How many failures a block or a run keeps, so that a failed run can be diagnosed from its output. */
+export const FAILURES_KEPT = 3;
+const BODY_SHOWN = 200;
+
+/** The error a call rejects with on a non-200: its status and the first 200 bytes of its body. */
+export const callFailed = (name: string, status: number, body: string | Buffer) =>
+  new Error(
+    `${name}: status ${status}, body ${JSON.stringify(Buffer.from(body).subarray(0, BODY_SHOWN).toString())}`,
+  );
+
+/** A failure as printed: the call's error message (a status and body, or a connection's error). */
+const failureText = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** `name`'s failures on stderr: the count and the first few. */
+export function reportFailures(name: string, errors: number, failures: string[]): void {
+  if (!errors) return;
+  process.stderr.write(`${name}: ${errors} calls failed; the first ${failures.length}:\n`);
+  for (const f of failures) process.stderr.write(`  ${f}\n`);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** One block at `rate` calls/s: the latencies of its calls after the first `warm`, and its errors. */
+/** One block at `rate` calls/s: the latencies of its calls after the first `warm`, its errors and the first few. */
 export async function pacedBlock(t: PacedTarget, rate: number, calls: number, warm: number) {
   const gap = 1000 / rate;
   const start = performance.now();
   const times: number[] = [];
   let errors = 0;
+  const failures: string[] = [];
   const pending: Promise<void>[] = [];
   for (let i = 0; i < warm + calls; i++) {
     const due = start + i * gap;
@@ -38,19 +61,25 @@ export async function pacedBlock(t: PacedTarget, rate: number, calls: number, wa
         () => {
           if (i >= warm) times.push(performance.now() - sent);
         },
-        () => void errors++,
+        (err: unknown) => {
+          errors++;
+          if (failures.length < FAILURES_KEPT) failures.push(failureText(err));
+        },
       ),
     );
   }
   await Promise.all(pending);
-  return { times, errors };
+  return { times, errors, failures };
 }
 
 /** The `q` quantile of ascending `sorted` (NaN when empty). */
 export const percentile = (sorted: number[], q: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))]! : NaN;
 
-/** Every target's p50 / p99 latency at `rate` calls/s over `samples` recorded calls, in turns of `per`. */
+/**
+ * Every target's p50 / p99 latency at `rate` calls/s over `samples` recorded calls, in turns of `per`.
+ * A target's failed calls are counted, and the first few printed on stderr.
+ */
 export async function pacedJson(
   targets: PacedTarget[],
   o: { rate: number; samples: number; per: number; warm: number },
@@ -58,19 +87,28 @@ export async function pacedJson(
   const per = Math.min(o.per, o.samples);
   const times = new Map(targets.map((t) => [t.name, [] as number[]]));
   const errors = new Map(targets.map((t) => [t.name, 0]));
+  const failures = new Map(targets.map((t) => [t.name, [] as string[]]));
   for (let round = 0; round < Math.ceil(o.samples / per); round++) {
     for (const t of targets) {
       const b = await pacedBlock(t, o.rate, per, o.warm);
       times.get(t.name)!.push(...b.times);
       errors.set(t.name, errors.get(t.name)! + b.errors);
+      const kept = failures.get(t.name)!;
+      kept.push(...b.failures.slice(0, FAILURES_KEPT - kept.length));
     }
   }
+  for (const t of targets) reportFailures(t.name, errors.get(t.name)!, failures.get(t.name)!);
   return new Map(
     targets.map((t) => {
       const sorted = times.get(t.name)!.sort((a, b) => a - b);
       return [
         t.name,
-        { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), errors: errors.get(t.name)! },
+        {
+          p50: percentile(sorted, 0.5),
+          p99: percentile(sorted, 0.99),
+          errors: errors.get(t.name)!,
+          failures: failures.get(t.name)!,
+        },
       ];
     }),
   );

@@ -19,7 +19,7 @@ import type { Result } from 'autocannon';
 import { announce, startChild, type ProxySvcInfo } from './children.js';
 import { startCpuProfile } from './cpu-profile.js';
 import { benchDatabaseUrl, knob, smoke } from './knobs.js';
-import { pacedJson } from './proxy-paced.js';
+import { callFailed, pacedJson } from './proxy-paced.js';
 
 const role = process.env.BENCH_ROLE;
 /** The largest limit a key may have (CONTRACT §11: a positive 32-bit integer). */
@@ -336,8 +336,8 @@ async function main() {
           const headers: Record<string, string> = headersOf(t);
           if (t.rotate) headers.authorization = `Bearer ${t.rotate[turn++ % t.rotate.length]}`;
           const res = await request(t.url, { method: 'POST', headers, body: body(false) });
-          await res.body.text();
-          if (res.statusCode !== 200) throw new Error(`${t.name}: ${res.statusCode}`);
+          const text = await res.body.text();
+          if (res.statusCode !== 200) throw callFailed(t.name, res.statusCode, text);
         },
       })),
       {
