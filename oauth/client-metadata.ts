@@ -32,6 +32,10 @@ const MAX_CONCURRENT_FETCHES = 16;
 /** URL → when its failure is forgotten. Insertion order is age order, so the oldest goes first. */
 const failures = new Map<string, number>();
 const inFlight = new Map<string, Promise<OAuthClient | null>>();
+let joined = 0;
+
+/** How many requests found their URL's fetch under way and shared it, in this process so far. */
+export const sharedFetches = (): number => joined;
 
 function failedRecently(url: string): boolean {
   const until = failures.get(url);
@@ -134,7 +138,10 @@ export async function fetchClientMetadataDocument(deps: Deps, url: string): Prom
   }
   if (failedRecently(url)) return null;
   const pending = inFlight.get(url);
-  if (pending) return pending;
+  if (pending) {
+    joined++;
+    return pending;
+  }
   if (inFlight.size >= MAX_CONCURRENT_FETCHES) return null;
   const fetching = fetchAndStore(deps, url).finally(() => inFlight.delete(url));
   inFlight.set(url, fetching);

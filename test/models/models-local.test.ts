@@ -8,6 +8,7 @@ import { orgBalanceCredits } from '../../src/billing/spend.js';
 import { loadAgentCatalog } from '../../src/models/front-ends/agents.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 import { parseAs } from '../helpers/json.js';
+import { eventuallyValue } from '../helpers/eventually.js';
 import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -172,16 +173,12 @@ describe('svc-local', () => {
     });
     await new Promise((r) => ws.once('open', r));
     ws.send(JSON.stringify({ type: 'auth', token: secret }));
-    const done = await new Promise<ServerFrame>((resolve, reject) => {
-      const t = setInterval(() => {
-        const f = frames.find((x) => x.type === 'run_completed' || x.type === 'error');
-        if (f) {
-          clearInterval(t);
-          resolve(f);
-        }
-      }, 20);
-      setTimeout(() => reject(new Error(JSON.stringify(frames))), 5000);
-    });
+    const ending = () => frames.find((x) => x.type === 'run_completed' || x.type === 'error');
+    const done = (await eventuallyValue(ending, (f) => f !== undefined, 5_000, 'the run ended').catch(
+      (err: Error) => {
+        throw new Error(`${err.message}; frames: ${JSON.stringify(frames)}`);
+      },
+    ))!;
     ws.close();
     expect(done.type).toBe('run_completed');
     if (done.type !== 'run_completed') throw new Error(JSON.stringify(done)); // narrows the type

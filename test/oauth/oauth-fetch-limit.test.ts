@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { eventually } from '../helpers/eventually.js';
+import { sharedFetches } from '../../oauth/client-metadata.js';
 
-// Fetching client ID metadata documents on demand: before, every
-// GET /oauth/authorize?client_id=<new URL> made the server fetch it, with no limit. Now the per-address
-// limit (RATE_LIMIT_IP_PER_MIN) applies to requests that name a document URL, a failed URL is not
-// fetched again for a while, and requests for one URL share one fetch. A real document server on
+// Fetching client ID metadata documents on demand (oauth/client-metadata.ts): the per-address limit
+// (RATE_LIMIT_IP_PER_MIN) applies to requests that name a document URL, a failed URL is not fetched
+// again for a while, and requests for one URL share one fetch. A real document server on
 // loopback counts what reaches it (DEV_MODE allows http://127.0.0.1 client IDs).
 
 let server: TestServer;
@@ -14,6 +15,8 @@ let limited: TestServer;
 let docServer: Server;
 let docBase: string;
 const hits = new Map<string, number>();
+let release!: () => void;
+const held = new Promise<void>((resolve) => (release = resolve));
 
 beforeAll(async () => {
   [server, limited] = await Promise.all([
@@ -23,9 +26,10 @@ beforeAll(async () => {
   docServer = createServer((req, res) => {
     const path = req.url ?? '';
     hits.set(path, (hits.get(path) ?? 0) + 1);
-    // /slow/…: answers 404 after a moment (the scenario: a slow host); /hang/…: never answers (the fetch times out).
+    // /held/…: answers 404 once the test lets it; /hang/…: never answers (the fetch times out).
     if (path.startsWith('/hang/')) return;
-    setTimeout(() => res.writeHead(404).end(), path.startsWith('/slow/') ? 500 : 0);
+    if (path.startsWith('/held/')) void held.then(() => res.writeHead(404).end());
+    else res.writeHead(404).end();
   });
   await new Promise<void>((resolve) => docServer.listen(0, '127.0.0.1', resolve));
   docBase = `http://127.0.0.1:${(docServer.address() as AddressInfo).port}`;
@@ -50,11 +54,20 @@ describe('client metadata fetches', () => {
   });
 
   it('concurrent requests for one URL share one fetch', async () => {
-    const answers = await Promise.all(
-      Array.from({ length: 4 }, () => authorize(server.v2Url, `${docBase}/slow/one.json`)),
+    const shared = sharedFetches();
+    const asked = Promise.all(
+      Array.from({ length: 4 }, () => authorize(server.v2Url, `${docBase}/held/one.json`)),
     );
+    // The document is held until each request has either fetched it or joined a fetch under way.
+    await eventually(
+      () => (hits.get('/held/one.json') ?? 0) + sharedFetches() - shared >= 4,
+      10_000,
+      'each request fetching or sharing a fetch',
+    );
+    release();
+    const answers = await asked;
     expect(answers.map((r) => r.status)).toEqual([400, 400, 400, 400]);
-    expect(hits.get('/slow/one.json')).toBe(1);
+    expect(hits.get('/held/one.json')).toBe(1);
   });
 
   it('the per-address limit holds requests that would fetch; requests naming no document are not counted', async () => {
