@@ -2,10 +2,10 @@ import type pg from 'pg';
 import { boundToContext, statementSpan, tracer } from '../telemetry/spans.js';
 
 // Each statement svc sends to PostgreSQL is a span when traced (CONTRACT §1: "database statements as
-// spans"; src/telemetry/statements.ts, decision 0144): made here, at `query` of svc's own connections (the
-// pool's and the read lane's), in place of the `pg` instrumentation's patch of the driver, which cost a
-// third of tracing's CPU on the chat path for two statements a call. Decided when a connection or pool is
-// made: with tracing off, both are left as they are.
+// spans"; src/telemetry/statements.ts), made here, at `query` of svc's own connections (the pool's and
+// the read lane's). The `pg` instrumentation's patch of the driver, the other way to have them, costs a
+// third of tracing's CPU on the chat path for two statements a call (decision 0144). Decided when a
+// connection or pool is made: with tracing off, both are left as they are.
 
 type Query = (...args: unknown[]) => unknown;
 type Callback = (err: unknown, result?: unknown) => void;

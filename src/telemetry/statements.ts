@@ -15,7 +15,7 @@ import {
 // db.query.text: the text with its placeholders, never the values. Made only while a span is active, so
 // that the heartbeat and the background sweeps make no traces of their own. A failed statement's span
 // has status ERROR and error.type its SQLSTATE, never the message (a PostgreSQL message can quote a value
-// of its statement). Decision 0144: these spans replace the `pg` instrumentation's patch of the driver.
+// of its statement). Why svc makes them rather than the `pg` instrumentation: decision 0144.
 
 export const STATEMENT_PREFIX = 'pg.query:';
 
