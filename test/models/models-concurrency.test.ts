@@ -53,12 +53,29 @@ afterAll(async () => {
   await fake?.close();
 });
 
+/**
+ * The calls' results, the provider holding its answers until each call has reached it or been answered
+ * (a refusal at the cap), so that the calls admitted overlap however slowly they arrive.
+ */
+async function atTheCapThenReleased<T>(calls: Promise<T>[], release: () => void): Promise<T[]> {
+  const before = fake.requests.length;
+  let answered = 0;
+  for (const c of calls) void c.finally(() => answered++);
+  await eventually(
+    () => fake.requests.length - before + answered >= calls.length,
+    10_000,
+    'each call at the provider or answered',
+  );
+  release();
+  return Promise.all(calls);
+}
+
 describe('concurrency cap', () => {
   it('admits ORG_MAX_CONCURRENCY calls at once; the rest get 429 concurrency_limit with Retry-After', async () => {
-    fake.headersDelayMs = 400;
     fake.maxInFlight = 0;
+    const release = fake.holdAnswers();
     try {
-      const results = await Promise.all([hi(), hi(), hi(), hi()]);
+      const results = await atTheCapThenReleased([hi(), hi(), hi(), hi()], release);
       expect(results.filter((r) => r === 200)).toHaveLength(2);
       expect(results.filter((r) => r !== 200)).toEqual([
         '429:concurrency_limit:1',
@@ -68,7 +85,7 @@ describe('concurrency cap', () => {
       // Leases are released: the next call passes.
       expect(await hi()).toBe(200);
     } finally {
-      fake.headersDelayMs = 0;
+      release();
     }
   });
 
@@ -79,15 +96,18 @@ describe('concurrency cap', () => {
         databaseUrl: server.databaseUrl!,
         env: fake.env({ ORG_MAX_CONCURRENCY: '2' }),
       });
-      fake.headersDelayMs = 400;
+      const release = fake.holdAnswers();
       try {
-        const results = await Promise.all([hi(server.url), hi(second.url), hi(server.url), hi(second.url)]);
+        const results = await atTheCapThenReleased(
+          [hi(server.url), hi(second.url), hi(server.url), hi(second.url)],
+          release,
+        );
         expect(results.filter((r) => r === 200)).toHaveLength(2);
         expect(
           results.filter((r) => r !== 200).every((r) => String(r).startsWith('429:concurrency_limit')),
         ).toBe(true);
       } finally {
-        fake.headersDelayMs = 0;
+        release();
         await second.close();
       }
     },
