@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { browserSuite, haveChromium } from '../helpers/browser.js';
 import { client } from '../helpers/http.js';
@@ -109,14 +111,29 @@ describe.skipIf(!haveChromium)('in a real browser', () => {
   });
 
   it('cannot be framed by another site', async () => {
+    // Another site on loopback (another origin), framing svc's sign-in page and a page of its own: its
+    // own page shows, so what keeps svc's out is svc's frame-ancestors 'none' and X-Frame-Options.
+    const other = createServer((req, res) => {
+      res.setHeader('content-type', 'text/html');
+      if (req.url === '/own') return res.end('<p>a page of its own</p>');
+      res.end(`<iframe src="${suite.server.url}/account/login"></iframe><iframe src="/own"></iframe>`);
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
     const context = await suite.browser.newContext();
-    const page = await context.newPage();
-    // setContent returns after the load event, which waits for the frame's own load, blocked or not.
-    await page.setContent(`<iframe src="${suite.server.url}/account/login"></iframe>`, { waitUntil: 'load' });
-    const frame = page.frames().find((f) => f.url().includes('/account/login'));
-    // Blocked by frame-ancestors 'none': the frame never gets the page's content.
-    const content = frame ? await frame.content().catch(() => '') : '';
-    expect(content).not.toContain('name="password"');
-    await context.close();
+    try {
+      const page = await context.newPage();
+      // The load event waits for both frames' own loads, blocked or not.
+      await page.goto(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`, { waitUntil: 'load' });
+      const contentOf = async (path: string) => {
+        const frame = page.frames().find((f) => f !== page.mainFrame() && f.url().endsWith(path));
+        return frame ? await frame.content().catch(() => '') : '';
+      };
+      expect(await contentOf('/own')).toContain('a page of its own');
+      // Blocked: the frame never gets the page's content.
+      expect(await contentOf('/account/login')).not.toContain('name="password"');
+    } finally {
+      await context.close();
+      await new Promise((resolve) => other.close(resolve));
+    }
   });
 });
