@@ -2,6 +2,7 @@ import pg from 'pg';
 import { protocol, type PGlite } from '@electric-sql/pglite';
 import { cutConnection } from './cut.js';
 import { traceStatements } from './statement-spans.js';
+import { statementSpan } from '../telemetry/spans.js';
 
 // A connection of its own for the hottest read: the `svc_` token's live row, read on every model call
 // before its first byte (src/auth/principal.ts). Through the pool, a statement waits a tick for its
@@ -122,7 +123,7 @@ function pgliteRows(engine: PGlite): ReadLane['rows'] {
     messages.reduce((at, m) => (message.set(m, at), at + m.length), 0);
     return engine.execProtocol(message, { syncToFs: false });
   };
-  return (name, text, values) =>
+  const read: ReadLane['rows'] = (name, text, values) =>
     engine._runExclusiveTransaction(() =>
       engine._runExclusiveQuery(async () => {
         let statement = described.get(name);
@@ -169,4 +170,19 @@ function pgliteRows(engine: PGlite): ReadLane['rows'] {
         return rows;
       }),
     );
+  // Each read a span when traced, as the PostgreSQL lane's are (CONTRACT §1: database statements).
+  return (name, text, values) => {
+    const done = statementSpan(text);
+    if (!done) return read(name, text, values);
+    return read(name, text, values).then(
+      (rows) => {
+        done();
+        return rows;
+      },
+      (err: unknown) => {
+        done({ err });
+        throw err;
+      },
+    );
+  };
 }

@@ -74,6 +74,39 @@ describe('PGlite statement spans (CONTRACT §1)', { timeout: 120_000 }, () => {
     expect(exported).not.toContain(password);
   });
 
+  it("the credential read (the engine's named statements, not its `query`) is a span of the request", async () => {
+    const email = `lane-${hex(6)}@example.com`;
+    const password = `pw-${hex(12)}-A1!`;
+    const post = (path: string, body: unknown) =>
+      fetch(`${svc.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    expect((await post('/v1/register', { email, name: 'Lane Reader', password })).status).toBe(200);
+    const login = await post('/v1/login', { email, password });
+    const { session_token: session } = (await login.json()) as { session_token: string };
+    const traceId = hex(16);
+    await fetch(`${svc.url}/v1/auth/verify`, {
+      headers: { authorization: `Bearer ${session}`, traceparent: `00-${traceId}-${hex(8)}-01` },
+    });
+    const read = await eventuallyValue(
+      () =>
+        receiver.spans.find(
+          (s) =>
+            s.traceId === traceId &&
+            isStatement(s) &&
+            /from sessions s/.test(String(s.attributes['db.query.text'])),
+        ),
+      (found) => found !== undefined,
+      30_000,
+      'the session read span',
+      100,
+    );
+    expect(read!.name).toBe('pg.query:SELECT');
+    expect(read!.parentSpanId).not.toBe('');
+  });
+
   it('statements outside a request (the sweeps) make no spans', async () => {
     // The sweeps have run many times by now (each process's own, every second or few).
     await eventuallyValue(
