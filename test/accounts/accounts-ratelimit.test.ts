@@ -5,6 +5,7 @@ import { createUser } from '../helpers/fixtures.js';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
 import { client } from '../helpers/http.js';
 import { eventually } from '../helpers/eventually.js';
+import { freePort } from '../helpers/child-svc.js';
 import { queryRows } from '../../src/db/client.js';
 import { sql } from 'drizzle-orm';
 import { detailError, readJson } from '../helpers/json.js';
@@ -118,7 +119,9 @@ describe('stores shared by several processes (CONTRACT §1)', () => {
   it.runIf(redisBinary)(
     'uses Redis when REDIS_URL is set, and falls back to per-process limits when Redis is down',
     async () => {
-      const port = 20000 + Math.floor(Math.random() * 20000);
+      // A port no one listens on (a random one could be another test's server, which would hold the
+      // probe's PING unanswered).
+      const port = await freePort();
       const redisProcess: ChildProcess = spawn(
         'redis-server',
         ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
@@ -131,6 +134,7 @@ describe('stores shared by several processes (CONTRACT §1)', () => {
         host: '127.0.0.1',
         lazyConnect: true,
         maxRetriesPerRequest: 0,
+        commandTimeout: 1_000,
         retryStrategy: () => 50,
       });
       probe.on('error', () => {}); // refused connections are expected while it starts and after the kill

@@ -163,7 +163,13 @@ describe('webhook endpoints outside DEV_MODE', () => {
     await setOrgBalance(server, u.orgKey, 100);
     await setOrgBalance(server, u.orgKey, 0);
     for (const [i, id] of ids.entries()) {
-      await eventually(async () => ((await deliveries(u, id))[0]?.attempts ?? 0) >= 1);
+      // An attempt is counted when it is claimed and its outcome written after: wait for the outcome.
+      await eventually(async () => {
+        const [row] = await deliveries(u, id);
+        return (
+          row !== undefined && row.attempts >= 1 && (row.last_error !== null || row.last_status_code !== null)
+        );
+      });
       const [row] = await deliveries(u, id);
       expect(row, targets[i]).toMatchObject({
         last_status_code: null,
