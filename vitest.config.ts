@@ -42,8 +42,7 @@ export default defineConfig({
           // closes it (docs/testing.md). The slow set keeps a fresh process per file.
           isolate: false,
           // A fast file spends most of its time waiting (on its server's sockets, a child process,
-          // Chromium): with two files at a time a 2-core machine ran at ~1 core (358 s wall, 358 CPU-s);
-          // with four, 269 s wall for 304 CPU-s (docs/testing.md).
+          // Chromium): four at a time fill two cores (decision record 0147).
           maxWorkers: 4,
         },
       },
