@@ -2,7 +2,7 @@ import pg from 'pg';
 import { protocol, type PGlite } from '@electric-sql/pglite';
 import { cutConnection } from './cut.js';
 import { traceStatements } from './statement-spans.js';
-import { statementSpan } from '../telemetry/spans.js';
+import { statementSettled, statementSpan } from '../telemetry/spans.js';
 
 // A connection of its own for the hottest read: the `svc_` token's live row, read on every model call
 // before its first byte (src/auth/principal.ts). Through the pool, a statement waits a tick for its
@@ -173,16 +173,6 @@ function pgliteRows(engine: PGlite): ReadLane['rows'] {
   // Each read a span when traced, as the PostgreSQL lane's are (CONTRACT §1: database statements).
   return (name, text, values) => {
     const done = statementSpan(text);
-    if (!done) return read(name, text, values);
-    return read(name, text, values).then(
-      (rows) => {
-        done();
-        return rows;
-      },
-      (err: unknown) => {
-        done({ err });
-        throw err;
-      },
-    );
+    return done ? statementSettled(done, read(name, text, values)) : read(name, text, values);
   };
 }

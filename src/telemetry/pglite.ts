@@ -1,6 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { startStatement } from './statements.js';
+import { statementSettled } from './spans.js';
 
 // Statement spans for the embedded PostgreSQL (PGlite), the same as svc makes for a PostgreSQL server
 // (./statements.ts; CONTRACT §1: "database statements as spans"; docs/operations.md, Traces): a client
@@ -18,16 +19,7 @@ function spannedStatement(tracer: Tracer, run: Statement): Statement {
   return function statement(this: unknown, text, ...rest) {
     const done = typeof text === 'string' ? startStatement(tracer, text) : undefined;
     if (!done) return run.call(this, text, ...rest);
-    return run.call(this, text, ...rest).then(
-      (result) => {
-        done();
-        return result;
-      },
-      (err: unknown) => {
-        done({ err });
-        throw err;
-      },
-    );
+    return statementSettled(done, run.call(this, text, ...rest));
   };
 }
 

@@ -106,6 +106,20 @@ export function statementSpan(text: string, namespace?: string): StatementDone |
   return tracing?.statement(text, namespace);
 }
 
+/** `pending`, with its statement's span ended when it settles (a failure fails the span first). */
+export function statementSettled<T>(done: StatementDone, pending: Promise<T>): Promise<T> {
+  return pending.then(
+    (result) => {
+      done();
+      return result;
+    },
+    (err: unknown) => {
+      done({ err });
+      throw err;
+    },
+  );
+}
+
 /**
  * `fn`, called later from work that does not carry the caller's context (a pooled connection handed over
  * by another caller's release), run in the context active now. With tracing off, `fn` itself.
