@@ -4,7 +4,7 @@ import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.j
 import { setOrgBalance } from '../helpers/billing.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
-import { callChat, orgLedger, sleep, waitUntil } from '../helpers/chat-load.js';
+import { callChat, orgLedger, waitUntil } from '../helpers/chat-load.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { eventually } from '../helpers/eventually.js';
 
@@ -97,11 +97,19 @@ describe.runIf(storageMode() === 'postgres')(
       const slow = callChat(survivor.url, key);
       await eventually(() => fake.received.length > received, 10_000, 'the call at the provider');
       const arrived = fake.received[received]!.at;
-      // The scenario: the call stays at the provider longer than PROCESS_DEAD_AFTER_MS (4 s) ...
-      await sleep(arrived + 4_250 - Date.now()); // the scenario's duration, then the beat below checks
-      // ... and then a peer's beat, with its reclaim of processes silent that long, runs: it must find the
-      // survivor alive and leave its call's hold alone.
-      await server.deps.models.liveness.beat();
+      // The call stays at the provider longer than PROCESS_DEAD_AFTER_MS (4 s): the peer's beats, each
+      // with its reclaim of processes silent that long, run until one has started after that time. It
+      // must find the survivor alive and leave its call's hold alone.
+      await eventually(
+        async () => {
+          const started = Date.now();
+          await server.deps.models.liveness.beat();
+          return started - arrived > 4_000;
+        },
+        10_000,
+        'a peer beat started after the call outlived PROCESS_DEAD_AFTER_MS',
+        100,
+      );
       expect(
         Date.now() - arrived,
         'the call outlived PROCESS_DEAD_AFTER_MS before the check',
