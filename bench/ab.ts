@@ -20,7 +20,6 @@
 // BENCH_AB_TRACES=1: tracing off on side A, on on side B (CONTRACT §1): B exports its spans over OTLP/HTTP
 // (the default protobuf) to a sink this process serves, which answers 200 and counts what came; the run
 // fails when B exported nothing. Both sides otherwise alike: the cost of tracing on, per call.
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -28,7 +27,7 @@ import pg from 'pg';
 import { request } from 'undici';
 import { repoRoot, startChild, stopChild, type ProxySvcInfo } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
-import { backendsSpentUs, processCpuUs } from './proc-cpu.js';
+import { backendsSpentUs, connectedPorts, processCpuUs } from './proc-cpu.js';
 import { callFailed, pacedBlock, percentile, reportFailures } from './proxy-paced.js';
 import { startOtlpSink } from './otlp-sink.js';
 
@@ -76,41 +75,6 @@ async function runOnNewestSvcDatabase(statement: string) {
   await b.connect();
   await b.query(statement);
   await b.end();
-}
-
-/** The local ports of `pid`'s TCP connections to port `remotePort` (proc(5): /proc/<pid>/fd, net/tcp). */
-function connectedPorts(pid: number, remotePort: number): number[] {
-  const inodes = new Set<string>();
-  let fds: string[];
-  try {
-    fds = readdirSync(`/proc/${pid}/fd`);
-  } catch {
-    return []; // the process has ended
-  }
-  for (const fd of fds) {
-    try {
-      const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (socket) inodes.add(socket[1]!);
-    } catch {
-      // closed meanwhile
-    }
-  }
-  const ports: number[] = [];
-  for (const table of ['tcp', 'tcp6']) {
-    let lines: string[];
-    try {
-      lines = readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1);
-    } catch {
-      continue;
-    }
-    for (const line of lines) {
-      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-      const f = line.trim().split(/\s+/);
-      if (f.length < 10 || !inodes.has(f[9]!)) continue;
-      if (parseInt(f[2]!.split(':')[1]!, 16) === remotePort) ports.push(parseInt(f[1]!.split(':')[1]!, 16));
-    }
-  }
-  return ports;
 }
 
 const postgresPort = Number(new URL(databaseUrl).port || 5432);

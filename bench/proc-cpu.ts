@@ -1,5 +1,5 @@
 import { execSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
 
 // CPU time of processes on this machine, from /proc (proc(5)): a bench's wall-clock figures move with
@@ -49,4 +49,39 @@ export function backendsSpentUs(before: Map<number, number>, after: Map<number, 
   let spent = 0;
   for (const [pid, us] of after) spent += us - (before.get(pid) ?? 0);
   return spent;
+}
+
+/** The local ports of `pid`'s TCP connections to port `remotePort` (proc(5): /proc/<pid>/fd, net/tcp). */
+export function connectedPorts(pid: number, remotePort: number): number[] {
+  const inodes = new Set<string>();
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return []; // the process has ended
+  }
+  for (const fd of fds) {
+    try {
+      const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (socket) inodes.add(socket[1]!);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports: number[] = [];
+  for (const table of ['tcp', 'tcp6']) {
+    let lines: string[];
+    try {
+      lines = readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1);
+    } catch {
+      continue;
+    }
+    for (const line of lines) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10 || !inodes.has(f[9]!)) continue;
+      if (parseInt(f[2]!.split(':')[1]!, 16) === remotePort) ports.push(parseInt(f[1]!.split(':')[1]!, 16));
+    }
+  }
+  return ports;
 }
