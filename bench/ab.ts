@@ -27,7 +27,7 @@ import pg from 'pg';
 import { request } from 'undici';
 import { repoRoot, startChild, stopChild, type ProxySvcInfo } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
-import { backendsSpentUs, connectedPorts, processCpuUs } from './proc-cpu.js';
+import { backendsSpentUs, ownBackendsCpuUs, processCpuUs } from './proc-cpu.js';
 import { callFailed, pacedBlock, percentile, reportFailures } from './proxy-paced.js';
 import { startOtlpSink } from './otlp-sink.js';
 
@@ -81,17 +81,6 @@ const postgresPort = Number(new URL(databaseUrl).port || 5432);
 const monitor = new pg.Client({ connectionString: databaseUrl });
 monitor.on('error', () => {});
 await monitor.connect();
-
-/** The CPU so far (pid → µs) of the PostgreSQL backends serving the connections of process `pid`. */
-async function ownBackendsCpuUs(pid: number | undefined): Promise<Map<number, number>> {
-  const ports = pid ? connectedPorts(pid, postgresPort) : [];
-  if (!ports.length) return new Map();
-  const { rows } = await monitor.query<{ pid: number }>(
-    'select pid from pg_stat_activity where client_port = any($1::int[])',
-    [ports],
-  );
-  return new Map(rows.map((r) => [r.pid, processCpuUs(r.pid)]));
-}
 
 const sink = process.env.BENCH_AB_TRACES === '1' ? await startOtlpSink() : null;
 const tracedEnv = sink
@@ -183,13 +172,16 @@ try {
   for (let round = -1; round < rounds; round++) {
     for (const t of round % 2 ? [...targets].reverse() : targets) {
       const svcBefore = t.pid ? processCpuUs(t.pid) : 0;
-      const pgBefore = await ownBackendsCpuUs(t.pgPid ?? t.pid);
+      const pgBefore = await ownBackendsCpuUs(monitor, t.pgPid ?? t.pid, postgresPort);
       const recorded = await runBlock(t);
       if (round < 0) continue; // the warm-up round
       times.get(t.name)!.push(...recorded);
       const c = cpu.get(t.name)!;
       if (t.pid) c.svc += processCpuUs(t.pid) - svcBefore;
-      c.postgres += backendsSpentUs(pgBefore, await ownBackendsCpuUs(t.pgPid ?? t.pid));
+      c.postgres += backendsSpentUs(
+        pgBefore,
+        await ownBackendsCpuUs(monitor, t.pgPid ?? t.pid, postgresPort),
+      );
       c.calls += WARM + block;
     }
   }

@@ -51,6 +51,25 @@ export function backendsSpentUs(before: Map<number, number>, after: Map<number, 
   return spent;
 }
 
+/**
+ * The CPU so far (pid → µs) of the PostgreSQL backends serving the connections of process `pid` to port
+ * `postgresPort`, found through `monitor` (a connection of the bench's own): what one process's calls cost
+ * PostgreSQL, whatever else the server runs meanwhile.
+ */
+export async function ownBackendsCpuUs(
+  monitor: pg.Client,
+  pid: number | undefined,
+  postgresPort: number,
+): Promise<Map<number, number>> {
+  const ports = pid ? connectedPorts(pid, postgresPort) : [];
+  if (!ports.length) return new Map();
+  const { rows } = await monitor.query<{ pid: number }>(
+    'select pid from pg_stat_activity where client_port = any($1::int[])',
+    [ports],
+  );
+  return new Map(rows.map((r) => [r.pid, processCpuUs(r.pid)]));
+}
+
 /** The local ports of `pid`'s TCP connections to port `remotePort` (proc(5): /proc/<pid>/fd, net/tcp). */
 export function connectedPorts(pid: number, remotePort: number): number[] {
   const inodes = new Set<string>();

@@ -1,8 +1,9 @@
 // `npm run bench -- proxy`: one fake OpenAI-compatible provider, measured (a) directly, (b) through svc
 // with auth, concurrency leases and exact billing on, (c) through the Portkey open-source gateway — in
 // one run, on this machine — and, on PostgreSQL, (d) through the floor under any proxy that asks its
-// database before calling the provider (bench/floor-proxy.ts). Figures: max req/s (JSON calls), p50/p99 at a paced 200 req/s, and time to
-// the first streamed byte (the proxy's added latency is that minus the direct figure), and the chat JSON
+// database before calling the provider (bench/floor-proxy.ts). Figures: max req/s (JSON calls, then
+// streams read whole), the CPU per JSON call at max load of each target's process and of the PostgreSQL
+// backends serving it, p50/p99 at a paced 200 req/s, and time to the first streamed byte (the proxy's added latency is that minus the direct figure), and the chat JSON
 // row: non-streamed calls paced at 200/s open-loop, each timed alone, p50/p99 added over the provider
 // (bench/proxy-paced.ts).
 //
@@ -17,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { Result } from 'autocannon';
 import { announce, startChild, type ProxySvcInfo } from './children.js';
+import { backendsSpentUs, ownBackendsCpuUs, processCpuUs } from './proc-cpu.js';
 import { startCpuProfile } from './cpu-profile.js';
 import { benchDatabaseUrl, knob, smoke } from './knobs.js';
 import { callFailed, pacedJson } from './proxy-paced.js';
@@ -126,6 +128,8 @@ interface Target {
   headers: Record<string, string>;
   /** Bearer tokens to rotate over (one per organization). */
   rotate?: string[];
+  /** The process that serves it: its CPU, and its PostgreSQL backends', are counted per call. */
+  pid?: number;
 }
 
 async function main() {
@@ -171,6 +175,7 @@ async function main() {
         name: 'direct',
         url: `${fake.info.url}/chat/completions`,
         headers: { authorization: `Bearer ${FAKE_KEY}` },
+        pid: fake.child.pid,
       },
       ...(floor
         ? [
@@ -178,12 +183,14 @@ async function main() {
               name: 'floor (DB round trip + forward)',
               url: `${floor.info.url}/v1/chat/completions`,
               headers: { authorization: `Bearer ${FAKE_KEY}` },
+              pid: floor.child.pid,
             },
             {
               // The same, and a durable write before the answer's end (what CONTRACT §9's outcome asks).
               name: 'floor, settled (+ durable write)',
               url: `${floor.info.url}/settled/v1/chat/completions`,
               headers: { authorization: `Bearer ${FAKE_KEY}` },
+              pid: floor.child.pid,
             },
           ]
         : []),
@@ -191,17 +198,20 @@ async function main() {
         name: 'svc (1 org)',
         url: `${svc.info.url}/v1/chat/completions`,
         headers: { authorization: `Bearer ${svc.info.token}` },
+        pid: svc.child.pid,
       },
       {
         name: 'svc (16 orgs)',
         url: `${svc.info.url}/v1/chat/completions`,
         headers: { authorization: `Bearer ${svc.info.spread[0]}` },
         rotate: svc.info.spread,
+        pid: svc.child.pid,
       },
       {
         name: 'svc (1 org, key limited)',
         url: `${svc.info.url}/v1/chat/completions`,
         headers: { authorization: `Bearer ${svc.info.limited}` },
+        pid: svc.child.pid,
       },
       {
         name: 'portkey',
@@ -211,6 +221,7 @@ async function main() {
           'x-portkey-provider': 'openai',
           'x-portkey-custom-host': fake.info.url,
         },
+        pid: portkey.child.pid,
       },
     ];
     const body = (stream: boolean) =>
@@ -306,21 +317,49 @@ async function main() {
       );
     }
 
+    // CPU per call at max load: the target's own process, and the PostgreSQL backends serving its
+    // connections (read through a connection of the bench's own, so other work on the server is not
+    // counted). The ratio to Portkey's in the same run is the stable figure: absolute CPU per call moves
+    // with the machine.
+    const { default: pg } = await import('pg');
+    const monitor = databaseUrl ? new pg.Client({ connectionString: databaseUrl }) : null;
+    monitor?.on('error', () => {});
+    await monitor?.connect();
+    const postgresPort = databaseUrl ? Number(new URL(databaseUrl).port || 5432) : 0;
+    const backends = (t: Target) =>
+      monitor ? ownBackendsCpuUs(monitor, t.pid, postgresPort) : Promise.resolve(new Map<number, number>());
+    const measured = async (t: Target, stream: boolean) => {
+      const cpuBefore = t.pid ? processCpuUs(t.pid) : 0;
+      const pgBefore = await backends(t);
+      const result = await run(t, { connections: 32, body: body(stream) });
+      const cpu = t.pid ? processCpuUs(t.pid) - cpuBefore : 0;
+      const postgres = backendsSpentUs(pgBefore, await backends(t));
+      const calls = Math.max(1, result.requests.total);
+      return { result, cpuPerCall: cpu / calls, postgresPerCall: postgres / calls };
+    };
+
     const rows: Record<string, Record<string, string | number>> = {};
     for (const t of targets) {
       if (warmup) await run(t, { connections: 16, duration: warmup });
-      const max = await run(t, { connections: 32 });
+      const max = await measured(t, false);
+      const maxStream = await measured(t, true);
       const paced = await run(t, { connections: 16, overallRate: 200 });
       rows[t.name] = {
-        'max req/s': Math.round(max.requests.average),
-        'errors (max)': max.errors + max.non2xx,
+        'max req/s': Math.round(max.result.requests.average),
+        'max streams/s': Math.round(maxStream.result.requests.average),
+        'errors (max)':
+          max.result.errors + max.result.non2xx + maxStream.result.errors + maxStream.result.non2xx,
+        'CPU µs/call': Math.round(max.cpuPerCall),
+        'PostgreSQL µs/call': Math.round(max.postgresPerCall),
         'p50 ms @200/s': paced.requests.total ? paced.latency.p50 : 'none done',
         'p99 ms @200/s': paced.requests.total ? paced.latency.p99 : 'none done',
         'errors (paced)': paced.errors + paced.non2xx,
       };
       // A wrong answer from svc (not a slow one) fails the bench: it measured something else.
-      if (t.name.startsWith('svc') && max.non2xx + paced.non2xx > 0) process.exitCode = 1;
+      const failed = max.result.non2xx + maxStream.result.non2xx + paced.non2xx;
+      if (t.name.startsWith('svc') && failed > 0) process.exitCode = 1;
     }
+    await monitor?.end();
     const firsts = await ttfb(targets, knob('BENCH_TTFB_SAMPLES', 400, 20));
     for (const t of targets) {
       const first = firsts.get(t.name)!;
@@ -374,9 +413,19 @@ async function main() {
       `\nproxy bench (${seconds}s per load phase; svc storage: ${svc.info.storage}; node ${process.version})\n`,
     );
     console.table(rows);
+    const portkeyRow = rows.portkey!;
     for (const name of ['svc (1 org)', 'svc (16 orgs)']) {
-      const ratio = Number(rows[name]!['max req/s']) / Number(rows.portkey!['max req/s']);
-      process.stdout.write(`${name} / portkey max throughput: ${ratio.toFixed(2)}×\n`);
+      const row = rows[name]!;
+      const ratio = (k: string) => (Number(row[k]) / Number(portkeyRow[k])).toFixed(2);
+      process.stdout.write(
+        `${name} / portkey max throughput: JSON ${ratio('max req/s')}×, stream ${ratio('max streams/s')}×\n`,
+      );
+      const own = Number(row['CPU µs/call']);
+      const withPostgres = own + Number(row['PostgreSQL µs/call']);
+      const peer = Number(portkeyRow['CPU µs/call']);
+      process.stdout.write(
+        `${name} / portkey CPU per JSON call at max load: svc alone ${(own / peer).toFixed(2)}×, svc + PostgreSQL ${(withPostgres / peer).toFixed(2)}× (${Math.round(own)} + ${Math.round(withPostgres - own)} µs against ${Math.round(peer)} µs)\n`,
+      );
     }
     const rate = knob('BENCH_PACED_RATE', 200, 200);
     for (const name of ['svc (1 org)', 'svc (16 orgs)', 'portkey', 'floor, settled (+ durable write)']) {
