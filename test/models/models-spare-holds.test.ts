@@ -15,6 +15,7 @@ import {
   SPARE_HEADROOM,
   SPARE_IDLE_MS,
   SPARE_MARGIN,
+  SPARES_PER_ORG,
 } from '../../src/models/admission/spare-holds.js';
 import { openAiError, readJson } from '../helpers/json.js';
 import { eventuallyValue } from '../helpers/eventually.js';
@@ -226,6 +227,7 @@ describe('createSpareHolds alone', () => {
         given.push(requestId);
         return Promise.resolve();
       },
+      perOrg: 1,
     });
     const next = shelf.ahead('org_a', 100)!;
     expect(next).toMatchObject({
@@ -233,7 +235,7 @@ describe('createSpareHolds alone', () => {
       amount: Math.ceil(100 * SPARE_HEADROOM),
       floor: SPARE_MARGIN * Math.ceil(100 * SPARE_HEADROOM),
     });
-    expect(shelf.ahead('org_a', 100)).toBeNull(); // one on its way per org
+    expect(shelf.ahead('org_a', 100)).toBeNull(); // one per org here (perOrg: 1)
     const claimed = shelf.claim('org_a'); // waits for the settle in flight
     shelf.landed(next, null);
     expect(await claimed).toBeNull();
@@ -249,5 +251,45 @@ describe('createSpareHolds alone', () => {
     shelf.landed(second, second.amount);
     await closing;
     expect(given).toEqual([next.requestId, second.requestId]); // landed after close: given back at once
+  });
+
+  it(`an org has up to SPARES_PER_ORG (${SPARES_PER_ORG}) spares, each further one under a larger floor, claimed first come first served`, async () => {
+    const given: string[] = [];
+    const shelf = createSpareHolds({
+      giveBack: (requestId) => {
+        given.push(requestId);
+        return Promise.resolve();
+      },
+    });
+    const amount = Math.ceil(100 * SPARE_HEADROOM);
+    const coming = Array.from({ length: SPARES_PER_ORG }, () => shelf.ahead('org_a', 100)!);
+    // The k-th spare asks the balance to cover SPARE_MARGIN times k spares (svc_settle_holds checks it).
+    expect(coming.map((n) => n.floor)).toEqual(coming.map((_, k) => SPARE_MARGIN * amount * (k + 1)));
+    expect(shelf.ahead('org_a', 100)).toBeNull(); // the shelf is full: no settle takes another
+    const other = shelf.ahead('org_b', 100); // another org's shelf is its own
+    expect(other).not.toBeNull();
+    shelf.landed(other!, 0);
+
+    // Four calls claim the four spares still on their way; a fifth finds none unclaimed and gets null at
+    // once (it holds its own).
+    const claims = [0, 1, 2, 3].map(() => shelf.claim('org_a'));
+    expect(claims.every((c) => c !== null)).toBe(true);
+    expect(shelf.claim('org_a')).toBeNull();
+    // They land in another order than they were asked for; the claims are served in arrival order.
+    shelf.landed(coming[2]!, amount);
+    shelf.landed(coming[0]!, 0); // not taken (the balance under its floor): its claimant holds its own
+    shelf.landed(coming[3]!, amount);
+    shelf.landed(coming[1]!, amount);
+    expect(await Promise.all(claims.map((c) => c!))).toEqual([
+      { requestId: coming[2]!.requestId, amount },
+      null,
+      { requestId: coming[3]!.requestId, amount },
+      { requestId: coming[1]!.requestId, amount },
+    ]);
+    // A spare put back waits on the shelf for the next claim, up to the shelf's depth.
+    shelf.putBack('org_a', { requestId: coming[1]!.requestId, amount });
+    expect(await shelf.claim('org_a')).toEqual({ requestId: coming[1]!.requestId, amount });
+    expect(given).toEqual([]);
+    await shelf.close();
   });
 });

@@ -14,20 +14,27 @@ import type { NextHoldInput } from '../../billing/spend.js';
 // is held, never debited, and a call settles its real cost against it as against a hold of its own.
 //
 // What a spare costs: its tokens are held while it waits, so they are not available to other holds or
-// reclaims. Hence a spare is taken only while the org's balance is at least SPARE_MARGIN times its size,
-// one per org per process, and given back after SPARE_IDLE_MS unused, when this process's own hold or
-// reclaim for the org needs its tokens (release), and on shutdown. A crashed process's spares expire as
+// reclaims. Hence an org's k-th spare is taken only while its balance is at least SPARE_MARGIN times k
+// spares, up to SPARES_PER_ORG per org per process; each is given back after SPARE_IDLE_MS unused, and
+// all of them when this process's own hold or reclaim for the org needs their tokens (release), and on
+// shutdown. A crashed process's spares expire as
 // its holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
 
-/** An org's spare is given back after this long unused. */
+/** A spare is given back after this long unused. */
 export const SPARE_IDLE_MS = 2_000;
-/** A spare is taken only while the org's balance is at least this many times its size. */
+/** An org's k-th spare is taken only while its balance is at least this many times k spares. */
 export const SPARE_MARGIN = 10;
 /**
  * A spare is this much larger than the call it follows: an agent's next call carries a longer history,
  * and a spare too small for it would cost that call a hold of its own after its read.
  */
 export const SPARE_HEADROOM = 1.5;
+/**
+ * Spares an org may have waiting or on their way in one process: enough that calls arriving close
+ * together, or while a settle waits on its commit, each find one instead of writing a hold of their own
+ * on the org's account, the row every settle of the org locks.
+ */
+export const SPARES_PER_ORG = 4;
 
 export interface SpareHold {
   requestId: string;
@@ -40,14 +47,16 @@ export interface SpareHoldsDeps {
   /** A new request id for a spare (stamped with this process's tag: src/models/slot/liveness.ts). */
   newRequestId?: () => string;
   idleMs?: number;
+  /** Spares per org (SPARES_PER_ORG). */
+  perOrg?: number;
   onError?(err: unknown): void;
 }
 
 export interface SpareHolds {
   /**
-   * Claims the org's spare (waiting, or on its way) for one call, at once: the calls of a busy org do
-   * not queue for one spare; all but the claimant get null and hold their own. Settles to the spare, or
-   * null when the one on its way was not taken. An unused spare goes back with putBack.
+   * Claims one of the org's spares for one call, at once: one waiting, else one on its way that no other
+   * call claimed; the calls of a busy org beyond those get null and hold their own. Settles to the spare,
+   * or null when the one on its way was not taken. An unused spare goes back with putBack.
    */
   claim(orgKey: string): Promise<SpareHold | null> | null;
   /** A claimed spare the call did not use (too small, caller refused): back on the shelf, or given back. */
@@ -56,31 +65,33 @@ export interface SpareHolds {
   fit(orgKey: string, spare: SpareHold | null, atLeast: number): SpareHold | null;
   /**
    * Before a call of `orgKey` that could cost up to `callMax` settles: the hold its settle should take
-   * for the org's next call, or null when none is wanted (one is waiting or on its way, or shutting
-   * down). Every non-null answer must be followed by `landed`.
+   * for the org's next call, or null when none is wanted (the org's spares waiting or on their way are
+   * at their most and none is smaller than this call's, or shutting down). Every non-null answer must
+   * be followed by `landed`.
    */
   ahead(orgKey: string, callMax: number): NextHoldInput | null;
   /** What the settle that carried `next` held for it: tokens (0: not taken), or null when unknown (the settle failed). */
   landed(next: NextHoldInput, held: number | null): void;
-  /** Gives the org's spare back now; true when there was one. */
+  /** Gives the org's spares back now, once those on their way have landed; true when there was one. */
   release(orgKey: string): Promise<boolean>;
   close(): Promise<void>;
 }
 
 interface Shelf {
-  spare: SpareHold | null;
-  since: number;
-  /** A settle is taking the next spare; settles when it has landed. */
-  coming: Promise<void> | null;
-  /** A call has claimed what the shelf has or will have. */
-  claimed: boolean;
+  /** Spares waiting for a call, oldest first, each with when it was shelved. */
+  spares: { spare: SpareHold; since: number }[];
+  /** Settles in flight taking a next spare for this org. */
+  coming: number;
+  /** Calls that claimed a spare on its way, first come first served as the spares land. */
+  waiting: ((spare: SpareHold | null) => void)[];
 }
 
 export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
   const idleMs = deps.idleMs ?? SPARE_IDLE_MS;
+  const depth = deps.perOrg ?? SPARES_PER_ORG;
   const shelves = new Map<string, Shelf>();
   /** The shelves whose next spare a settle in flight is taking, by that spare's request id. */
-  const landing = new Map<string, { shelf: Shelf; resolve: () => void }>();
+  const landing = new Map<string, { shelf: Shelf; resolve: () => void; landed: Promise<void> }>();
   let sweeper: NodeJS.Timeout | null = null;
   let closed = false;
 
@@ -90,31 +101,33 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       (err: unknown) => deps.onError?.(err), // unreleased, it expires with the hold TTL
     );
 
+  /** Spares waiting or on their way, claimed or not: what the org holds ahead on this process. */
+  const count = (shelf: Shelf) => shelf.spares.length + shelf.coming;
+
   function forget(orgKey: string, shelf: Shelf) {
-    if (!shelf.spare && !shelf.coming && !shelf.claimed && shelves.get(orgKey) === shelf)
+    if (!shelf.spares.length && !shelf.coming && !shelf.waiting.length && shelves.get(orgKey) === shelf)
       shelves.delete(orgKey);
   }
 
   function shelfOf(orgKey: string): Shelf {
     let shelf = shelves.get(orgKey);
-    if (!shelf) shelves.set(orgKey, (shelf = { spare: null, since: 0, coming: null, claimed: false }));
+    if (!shelf) shelves.set(orgKey, (shelf = { spares: [], coming: 0, waiting: [] }));
     return shelf;
   }
 
   function shelve(shelf: Shelf, spare: SpareHold) {
-    shelf.spare = spare;
-    shelf.since = Date.now();
+    shelf.spares.push({ spare, since: Date.now() });
     sweeper ??= setInterval(sweep, Math.max(50, idleMs / 2)).unref();
   }
 
   function sweep() {
     const cutoff = Date.now() - idleMs;
     for (const [orgKey, shelf] of shelves) {
-      if (shelf.spare && !shelf.claimed && shelf.since <= cutoff) {
-        void giveBack(shelf.spare);
-        shelf.spare = null;
-        forget(orgKey, shelf);
-      }
+      const idle = shelf.spares.filter((s) => s.since <= cutoff);
+      if (!idle.length) continue;
+      shelf.spares = shelf.spares.filter((s) => s.since > cutoff);
+      for (const { spare } of idle) void giveBack(spare);
+      forget(orgKey, shelf);
     }
     if (shelves.size === 0 && sweeper) {
       clearInterval(sweeper);
@@ -125,21 +138,22 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
   const spares: SpareHolds = {
     claim(orgKey) {
       const shelf = shelves.get(orgKey);
-      if (!shelf || shelf.claimed || (!shelf.spare && !shelf.coming)) return null;
-      shelf.claimed = true;
-      return (async () => {
-        if (shelf.coming) await shelf.coming;
-        const spare = shelf.spare;
-        shelf.spare = null;
-        shelf.claimed = false;
+      if (!shelf) return null;
+      // The newest waiting spare: the oldest are the first to go back idle.
+      const waiting = shelf.spares.pop();
+      if (waiting) {
         forget(orgKey, shelf);
-        return spare;
-      })();
+        return Promise.resolve(waiting.spare);
+      }
+      if (shelf.coming <= shelf.waiting.length) return null;
+      return new Promise<SpareHold | null>((resolve) => shelf.waiting.push(resolve));
     },
 
     putBack(orgKey, spare) {
       const shelf = shelves.get(orgKey);
-      if (closed || shelf?.spare || shelf?.coming) void giveBack(spare);
+      const waiter = shelf?.waiting.shift();
+      if (waiter) waiter(spare);
+      else if (closed || (shelf && count(shelf) >= depth)) void giveBack(spare);
       else shelve(shelfOf(orgKey), spare);
     },
 
@@ -154,17 +168,23 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       const amount = Math.ceil(callMax * SPARE_HEADROOM);
       if (closed || amount <= 0) return null;
       const shelf = shelfOf(orgKey);
-      if (shelf.coming || (shelf.spare && shelf.spare.amount >= amount)) return null;
-      const smaller = shelf.spare;
-      shelf.spare = null;
-      if (smaller) void giveBack(smaller);
+      // A waiting spare too small for calls like this one makes room for one that fits.
+      const small = shelf.spares.findIndex((s) => s.spare.amount < amount);
+      if (count(shelf) >= depth) {
+        if (small < 0) return null;
+        void giveBack(shelf.spares.splice(small, 1)[0]!.spare);
+      }
       const next = {
         requestId: (deps.newRequestId ?? (() => newId('req')))(),
         orgKey,
         amount,
-        floor: SPARE_MARGIN * amount,
+        // The k-th spare of an org is taken only while its balance covers SPARE_MARGIN times k spares.
+        floor: SPARE_MARGIN * amount * (count(shelf) + 1),
       };
-      shelf.coming = new Promise<void>((resolve) => landing.set(next.requestId, { shelf, resolve }));
+      shelf.coming++;
+      let resolve!: () => void;
+      const landed = new Promise<void>((r) => (resolve = r));
+      landing.set(next.requestId, { shelf, resolve, landed });
       return next;
     },
 
@@ -173,12 +193,18 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       if (!pending) return;
       landing.delete(next.requestId);
       const { shelf, resolve } = pending;
+      shelf.coming--;
       const spare = { requestId: next.requestId, amount: held ?? next.amount };
+      const waiter = shelf.waiting.shift();
       // Unknown (the settle's answer was lost, so it may have committed): given back, else it would wait
       // out the hold TTL. Not taken (the balance under the margin, or short): the next call holds its own.
-      if (held === null || (held > 0 && closed)) void giveBack(spare);
-      else if (held > 0) shelve(shelf, spare);
-      shelf.coming = null;
+      if (held === null || (held > 0 && closed)) {
+        void giveBack(spare);
+        waiter?.(null);
+      } else if (held > 0) {
+        if (waiter) waiter(spare);
+        else shelve(shelf, spare);
+      } else waiter?.(null);
       forget(next.orgKey, shelf);
       resolve();
     },
@@ -186,23 +212,21 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
     async release(orgKey) {
       const shelf = shelves.get(orgKey);
       if (!shelf) return false;
-      if (shelf.coming) await shelf.coming;
-      const spare = shelf.spare;
-      if (!spare) return false;
-      shelf.spare = null;
+      await Promise.all([...landing.values()].filter((l) => l.shelf === shelf).map((l) => l.landed));
+      const given = shelf.spares.splice(0);
       forget(orgKey, shelf);
-      await giveBack(spare);
-      return true;
+      await Promise.all(given.map(({ spare }) => giveBack(spare)));
+      return given.length > 0;
     },
 
     async close() {
       closed = true;
       if (sweeper) clearInterval(sweeper);
       sweeper = null;
+      await Promise.all([...landing.values()].map((l) => l.landed));
       const all = [...shelves.values()];
       shelves.clear();
-      await Promise.all(all.flatMap((s) => (s.coming ? [s.coming] : [])));
-      await Promise.all(all.flatMap((s) => (s.spare ? [giveBack(s.spare)] : [])));
+      await Promise.all(all.flatMap((s) => s.spares.splice(0).map(({ spare }) => giveBack(spare))));
     },
   };
   return spares;
