@@ -1,8 +1,15 @@
 // `npm run bench -- cluster`: the proxy path (JSON chat calls with auth, the concurrency lease and exact
 // billing) through svc started as `npm start` starts it (src/main.ts), once with WEB_CONCURRENCY=1 and once
 // with 2 (src/cluster.ts), against the same fake provider, in one run. Figures: max req/s at 32
-// connections (BENCH_CALLS calls), and p50/p99 latency at a paced 200 req/s (for BENCH_SECONDS); the
-// ratio line is 2 workers / 1 worker.
+// connections (BENCH_CALLS calls) from one organization and spread over BENCH_ORGS organizations, and
+// p50/p99 latency at a paced 200 req/s (for BENCH_SECONDS) from the one.
+// The load generator, the fake provider and PostgreSQL share the machine's cores with svc, so the raw
+// ratio 2 workers / 1 worker cannot show what a second core gives. Each max phase therefore also reads
+// where the CPU went (bench/cluster-cpu.ts) and prints "two cores' worth" (bench/README.md § cluster,
+// docs/decisions/0152-cluster-scaling-measured-per-core.md):
+//   2 × (calls/s per core left to svc and its PostgreSQL backends, 2 workers)
+//     ÷ (calls/s per core svc and its backends used, 1 worker)
+// where a core left = the machine's cores − the load generator's, the fake's and every other process's.
 // Exactness: after each phase, Σ usage in the ledger == per-call debit × the 2xx answers autocannon counted.
 //
 // Several workers need PostgreSQL (PGlite is one process's): TEST_DATABASE_URL or DATABASE_URL when set,
@@ -13,12 +20,14 @@ import { fileURLToPath } from 'node:url';
 import type { Result } from 'autocannon';
 import { startChild, stopChild } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
+import { childPids, startPhaseCpu, type PhaseCpu } from './cluster-cpu.js';
+import { availableParallelism, loadavg } from 'node:os';
+import pg from 'pg';
 
 const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
 
 async function postgresUrl(): Promise<string | undefined> {
   const url = namedDatabaseUrl() ?? LOCAL_POSTGRES;
-  const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   try {
     await client.connect();
@@ -52,6 +61,8 @@ const seconds = knob('BENCH_SECONDS', 5, 1);
 // svc billed is one it counted (a timed phase ends with calls in flight that svc still answers and bills).
 const calls = knob('BENCH_CALLS', 3000, 64);
 const warmup = knob('BENCH_WARMUP', 1, 0);
+// Organizations of the spread phase: each has its own account row, so their settles never wait on each other.
+const orgCount = knob('BENCH_ORGS', 16, 2);
 const children: ChildProcess[] = [];
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 
@@ -67,33 +78,68 @@ const providerEnv = {
   MODEL_ID: 'bench-model',
   ...TEST_PRICES,
 };
-// This process only creates the account and reads the ledger; the svc measured is the child.
+// This process only creates the accounts and reads the ledger; the svc measured is the child.
 const setup = await startTestServer({ env: providerEnv });
-const user = await createUser(setup);
-const token = (await createApiToken(setup, user, user.orgKey)).secret;
-await setOrgBalance(setup, user.orgKey, 1_000_000_000);
+const orgs: { orgKey: string; token: string }[] = [];
+for (let i = 0; i <= orgCount; i++) {
+  const user = await createUser(setup);
+  orgs.push({ orgKey: user.orgKey, token: (await createApiToken(setup, user, user.orgKey)).secret });
+  await setOrgBalance(setup, user.orgKey, 1_000_000_000);
+}
+const hot = orgs[0]!;
+const spread = orgs.slice(1).map((o) => o.token);
+const ledger = async () => {
+  const all = await Promise.all(orgs.map((o) => orgLedger(setup, o.orgKey)));
+  return {
+    debited: all.reduce((a, l) => a + l.debited, 0),
+    usageRows: all.reduce((a, l) => a + l.usageRows, 0),
+  };
+};
+
+const monitor = new pg.Client({ connectionString: admin });
+monitor.on('error', () => {});
+await monitor.connect();
+const postgresPort = Number(new URL(setup.databaseUrl!).port || 5432);
 
 const body = JSON.stringify({
   model: 'gpt-4o-mini',
   max_tokens: 64,
   messages: [{ role: 'user', content: 'Tell me about foxes.' }],
 });
-const run = (url: string, opts: Record<string, unknown>) =>
-  new Promise<Result>((resolve, reject) =>
+const run = (url: string, opts: Record<string, unknown>, rotate?: string[]) =>
+  new Promise<Result>((resolve, reject) => {
+    let n = 0;
+    const requests = rotate && [
+      {
+        setupRequest: (r: { headers: Record<string, string> }) => {
+          r.headers = { ...r.headers, authorization: `Bearer ${rotate[n++ % rotate.length]}` };
+          return r;
+        },
+      },
+    ];
     autocannon(
       {
         url: `${url}/v1/chat/completions`,
         method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        headers: { authorization: `Bearer ${hot.token}`, 'content-type': 'application/json' },
         body,
         duration: seconds,
+        ...(requests ? { requests } : {}),
         ...opts,
       } as never,
       (err: Error | null, r: Result) => (err ? reject(err) : resolve(r)),
-    ),
-  );
+    );
+  });
 
+interface MaxPhase {
+  rate: number;
+  calls: number;
+  cpu: PhaseCpu;
+}
+const cores = availableParallelism();
 const rows: Record<string, Record<string, string | number>> = {};
+const cpuRows: Record<string, Record<string, string | number>> = {};
+const maxPhases: Record<string, Record<number, MaxPhase>> = { '1 org': {}, [`${orgCount} orgs`]: {} };
 let exact = true;
 for (const workers of [1, 2]) {
   const svc = await startChildSvc({
@@ -104,57 +150,104 @@ for (const workers of [1, 2]) {
     LOG_LEVEL: 'warn',
   });
   children.push(svc.proc);
+  const label = `${workers} worker${workers > 1 ? 's' : ''}`;
   try {
-    const before = await orgLedger(setup, user.orgKey);
-    const one = await callChat(svc.url, token);
+    // svc's processes: the one, or the primary and its workers (src/cluster.ts).
+    const svcPids = [svc.proc.pid!, ...childPids(svc.proc.pid!)];
+    if (svcPids.length !== (workers > 1 ? workers + 1 : 1))
+      throw new Error(`svc with ${workers} workers runs as ${svcPids.length} processes`);
+    const before = await ledger();
+    const one = await callChat(svc.url, hot.token);
     if (!one.answered) throw new Error(`svc with ${workers} workers did not answer: ${one.status}`);
     // A settle lands just after the answer: wait (bounded) for the ledger to have every call's usage row.
-    const settled = (rows: number) =>
-      waitUntil(async () => (await orgLedger(setup, user.orgKey)).usageRows >= rows, 30_000);
+    const settled = (rows: number) => waitUntil(async () => (await ledger()).usageRows >= rows, 30_000);
     await settled(before.usageRows + 1).catch((err: Error) => {
       throw new Error(
         `${err.message}: the first call's usage never reached the ledger (${setup.databaseUrl}, ${one.requestId})\n${svc.output()}`,
       );
     });
-    const perCall = (await orgLedger(setup, user.orgKey)).debited - before.debited;
+    const perCall = (await ledger()).debited - before.debited;
 
-    const start = await orgLedger(setup, user.orgKey);
+    const start = await ledger();
     let ok = 0;
     if (warmup) ok += (await run(svc.url, { connections: 16, amount: 16 * warmup * 10 }))['2xx'];
-    const max = await run(svc.url, { connections: 32, amount: calls });
+    const max = async (name: string, rotate?: string[]) => {
+      const end = await startPhaseCpu(monitor, svcPids, fake.child.pid!, postgresPort);
+      const r = await run(svc.url, { connections: 32, amount: calls }, rotate);
+      const cpu = await end();
+      maxPhases[name]![workers] = {
+        rate: r.requests.total / (cpu.wallUs / 1e6),
+        calls: r.requests.total,
+        cpu,
+      };
+      return r;
+    };
+    const maxOne = await max('1 org');
+    const maxSpread = await max(`${orgCount} orgs`, spread);
     const paced = await run(svc.url, { connections: 16, overallRate: 200, amount: 200 * seconds });
-    ok += max['2xx'] + paced['2xx'];
+    ok += maxOne['2xx'] + maxSpread['2xx'] + paced['2xx'];
     await settled(start.usageRows + ok).catch(() => undefined); // a mismatch is reported below
-    const end = await orgLedger(setup, user.orgKey);
+    const end = await ledger();
     const debited = end.debited - start.debited;
+    const phases = [maxOne, maxSpread, paced];
     const row = {
-      // The phase is a count of calls, not a duration: its rate is calls over the time they took
-      // (autocannon's per-second average is taken over BENCH_SECONDS ticks, so it read calls / seconds).
-      'max req/s': Math.round(max.requests.total / max.duration),
+      // A phase is a count of calls, not a duration: its rate is calls over the time they took.
+      'max req/s, 1 org': Math.round(maxPhases['1 org']![workers]!.rate),
+      [`max req/s, ${orgCount} orgs`]: Math.round(maxPhases[`${orgCount} orgs`]![workers]!.rate),
       'p50 ms @200/s': paced.requests.total ? paced.latency.p50 : 'none done',
       'p99 ms @200/s': paced.requests.total ? paced.latency.p99 : 'none done',
-      errors: max.errors + max.non2xx + paced.errors + paced.non2xx,
+      errors: phases.reduce((a, p) => a + p.errors + p.non2xx, 0),
       'Σ usage': debited,
       'per call × 2xx': perCall * ok,
       'usage rows': end.usageRows - start.usageRows,
     };
-    rows[`${workers} worker${workers > 1 ? 's' : ''}`] = row;
+    rows[label] = row;
     if (perCall <= 0 || debited !== perCall * ok || row['usage rows'] !== ok || row.errors > 0) exact = false;
+    for (const [name, byWorkers] of Object.entries(maxPhases)) {
+      const { cpu, calls: n } = byWorkers[workers]!;
+      const asCores = (us: number) => (us / cpu.wallUs).toFixed(2);
+      const svcUs = cpu.svcUs.reduce((a, b) => a + b, 0);
+      cpuRows[`${label}, ${name}`] = {
+        'svc µs/call': Math.round(svcUs / n),
+        'svc+PG µs/call': Math.round((svcUs + cpu.postgresUs) / n),
+        'svc cores (each process)': cpu.svcUs.map(asCores).join(' + '),
+        'PG cores': asCores(cpu.postgresUs),
+        'generator cores': asCores(cpu.generatorUs),
+        'fake cores': asCores(cpu.fakeUs),
+        'other cores': asCores(cpu.otherUs),
+      };
+    }
   } finally {
     svc.proc.kill('SIGTERM');
     await svc.exited;
   }
 }
+await monitor.end();
 await setup.close();
 await stopChild(fake.child);
 
 process.stdout.write(
-  `\ncluster bench (${seconds}s per load phase; PostgreSQL; node ${process.version}; ` +
-    `${(await import('node:os')).availableParallelism()} cores)\n`,
+  `\ncluster bench (${calls} calls per max phase, ${seconds}s paced; PostgreSQL; node ${process.version}; ` +
+    `${cores} cores; load average ${loadavg()[0]!.toFixed(2)})\n`,
 );
 console.table(rows);
-const ratio = Number(rows['2 workers']!['max req/s']) / Number(rows['1 worker']!['max req/s']);
-process.stdout.write(`2 workers / 1 worker max throughput: ${ratio.toFixed(2)}×\n`);
+process.stdout.write('CPU of each max phase, in cores (CPU seconds per second of the phase):\n');
+console.table(cpuRows);
+for (const [name, byWorkers] of Object.entries(maxPhases)) {
+  const one = byWorkers[1]!;
+  const two = byWorkers[2]!;
+  const used = (p: MaxPhase) => (p.cpu.svcUs.reduce((a, b) => a + b, 0) + p.cpu.postgresUs) / p.cpu.wallUs;
+  const left = (p: MaxPhase) => cores - (p.cpu.generatorUs + p.cpu.fakeUs + p.cpu.otherUs) / p.cpu.wallUs;
+  // Two cores' worth (decision 0152): per core svc and its backends could have had with 2 workers,
+  // against per core they used with 1 — times 2, so that 2.00× is two workers each as good as one.
+  const worth = (2 * (two.rate / left(two))) / (one.rate / used(one));
+  const perCall = (p: MaxPhase) => (p.cpu.svcUs.reduce((a, b) => a + b, 0) + p.cpu.postgresUs) / p.calls;
+  process.stdout.write(
+    `${name}: 2 workers / 1 worker ${(two.rate / one.rate).toFixed(2)}× raw; ` +
+      `two cores' worth ${worth.toFixed(2)}× (2 workers used ${used(two).toFixed(2)} of ${left(two).toFixed(2)} ` +
+      `cores left to svc+PG; svc+PG CPU per call ×${(perCall(two) / perCall(one)).toFixed(2)} of 1 worker's)\n`,
+  );
+}
 if (!exact) {
   process.stdout.write('cluster bench: the ledger does not match the answers (or calls failed)\n');
   process.exitCode = 1;
