@@ -5,7 +5,8 @@
 // what to cut, not a comparison with a peer: `npm run bench -- proxy` is that.
 //
 // Environment: TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), BENCH_SECONDS
-// (default 10), BENCH_ORGS=16 to spread the load over 16 organizations, BENCH_PROFILE=1 to write a
+// (default 10), BENCH_ORGS=16 to spread the load over 16 organizations, BENCH_STREAM=1 for streamed
+// calls (read whole) instead of JSON ones, BENCH_PROFILE=1 to write a
 // V8 CPU profile of svc into ./bench-profiles (open it in Chrome DevTools).
 import { execSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -58,6 +59,7 @@ try {
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({
             model: 'x',
+            stream: process.env.BENCH_STREAM === '1',
             max_tokens: 64,
             messages: [{ role: 'user', content: 'Tell me about foxes.' }],
           }),

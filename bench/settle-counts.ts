@@ -1,7 +1,7 @@
 // `node --import tsx bench/settle-counts.ts`: what PostgreSQL does for one chat call's billing, counted
 // rather than timed. A throw-away database migrated from this tree, one organization funded, then
 // BENCH_CALLS calls (default 1,000), each the model path's two statements of one call: a hold
-// (svc_reserve_holds) and its settle with a usage record (svc_settle_and_hold_next), on one connection.
+// (svc_reserve_holds) and its settle with a usage record (svc_settle_holds), on one connection.
 // Prints, per call: the backend's CPU (/proc), each function's time (track_functions = all), and for one
 // more call under EXPLAIN (ANALYZE, WAL, BUFFERS) the WAL records and bytes and the buffers each statement
 // touched. The counts are exact and do not move with the machine's load; the CPU figures do. Run it in
@@ -24,7 +24,7 @@ const CALLS = knob('BENCH_CALLS', 1000, 50);
 const ORG = 'countorg';
 
 const RESERVE = `select * from svc_reserve_holds($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::float8[])`;
-const SETTLE = `select * from svc_settle_and_hold_next($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+const SETTLE = `select * from svc_settle_holds($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
   $6::bigint[], $7::bigint[], $8::float8, $9::jsonb)`;
 
 const usage = {

@@ -185,7 +185,7 @@ const usageJson = (inputs: SettleInput[]) => JSON.stringify(inputs.map((i) => i.
 
 /**
  * A hold of exactly `amount` tokens of org `orgKey` for no user, taken by a settle only when it leaves
- * the org a balance of at least `floor` (svc_settle_and_hold_next, src/db/custom/with-next-hold.sql).
+ * the org a balance of at least `floor` (svc_settle_holds, src/db/custom/model-path-functions.sql).
  */
 export interface NextHoldInput {
   requestId: string;
@@ -203,8 +203,8 @@ export interface SettleResult {
 
 /**
  * Debits min(actualCredits, held) and releases the rest, exactly once per request id, for many calls in
- * one statement (svc_settle_holds, through svc_settle_and_hold_next, which also takes the next hold an
- * input asks for); one `usage` transaction per call that debited something. A repeated
+ * one statement (svc_settle_holds, which also takes the next hold an input asks for and writes the
+ * usage records); one `usage` transaction per call that debited something. A repeated
  * settle returns the first result. A hold that expired before its settle (a very slow call) still debits
  * what the allocation can pay, never more. Per input: the result, or an AppError (404 no such hold).
  */
@@ -236,7 +236,7 @@ export async function settleMany(db: Db, inputs: SettleInput[]): Promise<(Settle
   return out as (SettleResult | AppError)[];
 }
 
-const SETTLE = `select ord, debited, balance, settled, next_held from svc_settle_and_hold_next(
+const SETTLE = `select ord, debited, balance, settled, next_held from svc_settle_holds(
   $1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::float8, $9::jsonb)`;
 
 function settleStatement(db: Db, inputs: SettleInput[]) {

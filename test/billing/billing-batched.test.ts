@@ -264,7 +264,7 @@ describe('batched reserve and settle', () => {
     ]);
     const [setting] = await server.deps.db.transaction(async (tx) => {
       await tx.execute(
-        sql`select * from svc_settle_and_hold_next(${sql.param([callC])}::text[], '{5}', '{c}', ${sql.param([nextC])}::text[], ${sql.param([a.orgKey])}::text[], '{10}', '{0}', 900)`,
+        sql`select * from svc_settle_holds(${sql.param([callC])}::text[], '{5}', '{c}', ${sql.param([nextC])}::text[], ${sql.param([a.orgKey])}::text[], '{10}', '{0}', 900)`,
       );
       return queryRows<{ s: string }>(tx, sql`select current_setting('synchronous_commit') as s`);
     });

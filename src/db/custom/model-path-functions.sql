@@ -118,14 +118,23 @@ $$;
 -- p_next_amounts[i] beside what the account still holds, and the org has no member budgets (a hold of
 -- the call's own checks those: member-budgets.sql), a hold of exactly that amount for no user is taken
 -- here, under the account lock the settle holds and in the same account write (next_held: its tokens,
--- 0 for none). A new hold row taken under an account lock is what a reserve does too.
+-- 0 for none). A new hold row taken under an account lock is what a reserve does too. A member budget
+-- is looked for once per account, and only when one of its inputs may take a next hold.
+--
+-- p_usage: each input's usage record (svc_record_usage, src/db/custom/usage-records.sql), written last for
+-- the calls that settled here: the settle, the next holds and the usage records in one statement, one round
+-- trip and one commit (src/billing/spend.ts settleMany).
 CREATE OR REPLACE FUNCTION svc_settle_holds(
   p_request_ids text[], p_actual bigint[], p_descriptions text[],
   p_next_ids text[] DEFAULT NULL, p_next_orgs text[] DEFAULT NULL, p_next_amounts bigint[] DEFAULT NULL,
-  p_next_floor bigint[] DEFAULT NULL, p_ttl_secs double precision DEFAULT NULL
+  p_next_floor bigint[] DEFAULT NULL, p_ttl_secs double precision DEFAULT NULL, p_usage jsonb DEFAULT NULL
 ) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean, next_held bigint) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+  v_n int := coalesce(array_length(p_request_ids, 1), 0);
+  v_debited bigint[] := array_fill(0::bigint, ARRAY[v_n]);
+  v_settled boolean[] := array_fill(false, ARRAY[v_n]);
+  v_budgeted boolean;
   v_ords int[] := '{}';
   v_accounts text[] := '{}';
   v_orgs text[] := '{}';
@@ -176,6 +185,7 @@ BEGIN
       v_current := r.acct;
       v_sum_debit := 0;
       v_sum_held := 0;
+      v_budgeted := NULL;
       SELECT b.balance, b.held INTO v_balance, v_held FROM billing_accounts b WHERE b.id = r.acct FOR UPDATE;
     END IF;
     v_balance := v_balance - r.debit;
@@ -188,15 +198,24 @@ BEGIN
     END IF;
     v_next := 0;
     IF p_next_ids[r.i] IS NOT NULL AND r.acct = 'org:' || p_next_orgs[r.i]
-       AND v_balance >= p_next_floor[r.i] AND v_balance - v_held >= p_next_amounts[r.i] AND p_next_amounts[r.i] > 0
-       AND NOT EXISTS (SELECT 1 FROM member_budgets b WHERE b.org_key = r.org AND b.cleared_at IS NULL)
-       AND NOT EXISTS (SELECT 1 FROM billing_holds h WHERE h.request_id = p_next_ids[r.i]) THEN
-      INSERT INTO billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
-        VALUES (p_next_ids[r.i], r.acct, r.org, NULL, p_next_amounts[r.i], now() + make_interval(secs => p_ttl_secs));
-      v_next := p_next_amounts[r.i];
-      v_held := v_held + v_next;
-      v_sum_held := v_sum_held + v_next;
+       AND v_balance >= p_next_floor[r.i] AND v_balance - v_held >= p_next_amounts[r.i] AND p_next_amounts[r.i] > 0 THEN
+      IF v_budgeted IS NULL THEN
+        v_budgeted := EXISTS (SELECT 1 FROM member_budgets b WHERE b.org_key = r.org AND b.cleared_at IS NULL);
+      END IF;
+      IF NOT v_budgeted THEN
+        -- A request id that has a hold already takes none: a repeated id never fails the batch.
+        INSERT INTO billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
+          VALUES (p_next_ids[r.i], r.acct, r.org, NULL, p_next_amounts[r.i], now() + make_interval(secs => p_ttl_secs))
+          ON CONFLICT (request_id) DO NOTHING;
+        IF FOUND THEN
+          v_next := p_next_amounts[r.i];
+          v_held := v_held + v_next;
+          v_sum_held := v_sum_held + v_next;
+        END IF;
+      END IF;
     END IF;
+    v_debited[r.i] := r.debit;
+    v_settled[r.i] := true;
     ord := r.i; debited := r.debit; balance := v_balance; settled := true; next_held := v_next;
     RETURN NEXT;
   END LOOP;
@@ -216,6 +235,10 @@ BEGIN
       RAISE EXCEPTION 'no ledger account %', r.sink USING ERRCODE = 'foreign_key_violation';
     END IF;
   END LOOP;
+
+  IF p_usage IS NOT NULL THEN
+    PERFORM svc_record_usage(p_request_ids, p_usage, v_debited, v_settled);
+  END IF;
 END;
 $$;
 --> statement-breakpoint

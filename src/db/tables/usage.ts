@@ -15,7 +15,7 @@ import { sql } from 'drizzle-orm';
 // One row per billed model call (a chat completion, or one model call of a run): who spent what, on
 // which credential and model (the usage API and the portal's usage page read it). The ledger
 // stays the truth of the money: this row is written by the same statement that settles the call
-// (svc_settle_and_hold_next, src/db/custom/with-next-hold.sql), so a settled call always has one and a
+// (svc_settle_holds, src/db/custom/model-path-functions.sql), so a settled call always has one and a
 // call that never settled has none. Calls that cost 0 tokens have a row too (they have no ledger row).
 export const USAGE_OUTCOMES = ['completed', 'estimated', 'aborted'] as const;
 export const USAGE_SOURCES = ['chat', 'run'] as const;

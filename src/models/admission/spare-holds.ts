@@ -4,7 +4,7 @@ import type { NextHoldInput } from '../../billing/spend.js';
 // Holds taken ahead (docs/models.md, "Holds taken ahead"). A model call may not start before its hold
 // is committed (CONTRACT §8), and taking a hold is a write: the costliest step before a streamed call's
 // first byte. So the statement that settles a call of an organization also takes that org's next hold
-// (svc_settle_and_hold_next: no round trip of its own, and nothing left for the database to do once the
+// (svc_settle_holds: no round trip of its own, and nothing left for the database to do once the
 // call's last byte has left, when the org's next call may already be on its way): a real hold (a
 // billing_holds row counted in the account's `held`, settled, voided and expired like any other), the
 // size of the call just made with headroom. One call of the org claims it as its request arrives and
