@@ -43,18 +43,19 @@ export const SETTLE_WINDOW_SECONDS = 600;
 const weight = (id: SQL, seed: number) => sql`(hashtextextended(${id}, ${seed}) | 1)::numeric`;
 
 /**
- * What the ledger rows in (from, to] add to the checksum: each row moves `amount` into `to_account` and
- * out of `from_account`, so it adds amount × (w(to) − w(from)). Read through the primary key's range.
+ * What one ledger row adds to the checksum: it moves `amount` into `to_account` and out of
+ * `from_account`, so it adds amount × (w(to) − w(from)).
  */
-const rowsChecksum = (seed: number, where: SQL) =>
-  sql`coalesce(sum(amount::numeric * (${weight(sql`to_account`, seed)} - ${weight(sql`from_account`, seed)}))
-        filter (where ${where}), 0)`;
+export const rowTerm = (seed: number) =>
+  sql`amount::numeric * (${weight(sql`to_account`, seed)} - ${weight(sql`from_account`, seed)})`;
+/** What the ledger rows `where` selects add to the checksum (the rows since: the primary key's range). */
+const rowsChecksum = (seed: number, where: SQL) => sql`coalesce(sum(${rowTerm(seed)}) filter (where ${where}), 0)`;
 
 /**
  * The full check's queries that each read the whole accounts table: one pass (accountPass) answers all
  * four. At 10M ledger rows the table has 3M accounts, and four passes were most of an incremental run.
  */
-const ACCOUNT_CHECKS = [
+export const ACCOUNT_CHECKS = [
   'inside account below zero (holds included)',
   'debt account above zero',
   'accounts do not sum to zero',
@@ -80,7 +81,7 @@ const accountPass = (seed: number) => sql`
   left join (select account_id, sum(amount) as s from billing_holds where status = 'held' group by account_id) h
     on h.account_id = a.id`;
 
-async function checkAccounts(tx: Db, seed: number): Promise<{ violations: Violation[]; checksum: string }> {
+export async function checkAccounts(tx: Db, seed: number): Promise<{ violations: Violation[]; checksum: string }> {
   const [row] = await queryRows<{
     total: unknown;
     checksum: string | number | null;
@@ -189,7 +190,7 @@ function sinceChecks(cp: Checkpoint): { name: string; query: ReturnType<typeof s
   ];
 }
 
-const BALANCE_CHECK = 'stored balance differs from the sum of its ledger rows';
+export const BALANCE_CHECK = 'stored balance differs from the sum of its ledger rows';
 
 /**
  * The stored balances' checksum (Σ w(a) × balance(a), read by the account pass) against the ledger's:
@@ -248,7 +249,7 @@ export async function readCheckpoint(db: Db): Promise<Checkpoint | null> {
 }
 
 /** Whether any transaction older than half the window is open (then the checkpoint may not move). */
-async function oldTransactionOpen(db: Db, windowSeconds: number): Promise<boolean> {
+export async function oldTransactionOpen(db: Db, windowSeconds: number): Promise<boolean> {
   const [row] = await queryRows<{ n: unknown }>(
     db,
     sql`select count(*) as n from pg_stat_activity
@@ -259,13 +260,13 @@ async function oldTransactionOpen(db: Db, windowSeconds: number): Promise<boolea
 }
 
 /** How far a checkpoint reaches. */
-type Horizon = Pick<Checkpoint, 'lastEntryId' | 'lastUsageRecordId'>;
+export type Horizon = Pick<Checkpoint, 'lastEntryId' | 'lastUsageRecordId'>;
 
 /**
  * Where the checkpoint may move to: the newest ledger row and usage record older than the window (never
  * backwards), or nowhere when a transaction older than half the window is open.
  */
-async function safeHorizon(db: Db, from: Horizon, windowSeconds: number): Promise<Horizon> {
+export async function safeHorizon(db: Db, from: Horizon, windowSeconds: number): Promise<Horizon> {
   if (await oldTransactionOpen(db, windowSeconds)) return from;
   const [row] = await queryRows<{ e: unknown; u: unknown }>(
     db,
@@ -280,7 +281,7 @@ async function safeHorizon(db: Db, from: Horizon, windowSeconds: number): Promis
   };
 }
 
-async function writeCheckpoint(db: Db, cp: Checkpoint): Promise<void> {
+export async function writeCheckpoint(db: Db, cp: Checkpoint): Promise<void> {
   await db.execute(
     sql`insert into billing_reconcile_checkpoint
           (id, last_entry_id, last_usage_record_id, ledger_checksum, checksum_seed, taken_at)
@@ -299,40 +300,27 @@ async function writeCheckpoint(db: Db, cp: Checkpoint): Promise<void> {
  */
 const RECONCILE_WORK_MEM = '64MB';
 
-const inSnapshot = <T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> =>
+export const inSnapshot = <T>(
+  db: Db,
+  fn: (tx: Db) => Promise<T>,
+  settings: Record<string, string> = { work_mem: RECONCILE_WORK_MEM },
+): Promise<T> =>
   transaction(
     db,
     async (tx) => {
-      await tx.execute(sql.raw(`set local work_mem = '${RECONCILE_WORK_MEM}'`));
+      for (const [name, value] of Object.entries(settings))
+        await tx.execute(sql`select set_config(${name}, ${value}, true)`);
       return fn(tx);
     },
     { isolationLevel: 'repeatable read' },
   );
 
 /**
- * After a full check found nothing wrong: stores the ledger's checksum up to a safe horizon under a
- * fresh seed (one pass over the ledger, which the full check read anyway).
+ * A checksum seed drawn now, independently of any wrong balance already there or to come: see
+ * docs/scale.md for why that makes two or more wrong balances cancel only by a chance of about 2^-63 (at
+ * most 2^-47: the seeds there are, randomInt's range).
  */
-export async function takeCheckpoint(
-  db: Db,
-  windowSeconds = SETTLE_WINDOW_SECONDS,
-): Promise<Checkpoint | null> {
-  return inSnapshot(db, async (tx) => {
-    if (await oldTransactionOpen(tx, windowSeconds)) return null;
-    const to = await safeHorizon(tx, { lastEntryId: 0, lastUsageRecordId: 0 }, windowSeconds);
-    // A seed drawn now, independently of any wrong balance that may come later: see docs/scale.md for
-    // why that makes two or more wrong balances cancel only by a chance of about 2^-63 (at most 2^-47:
-    // the seeds there are, randomInt's range).
-    const seed = randomInt(2 ** 47) - 2 ** 46;
-    const [row] = await queryRows<{ s: unknown }>(
-      tx,
-      sql`select ${rowsChecksum(seed, sql`true`)} as s from billing_entries where id <= ${to.lastEntryId}`,
-    );
-    const cp = { ...to, ledgerChecksum: String(row!.s), checksumSeed: seed };
-    await writeCheckpoint(tx, cp);
-    return cp;
-  });
-}
+export const freshSeed = (): number => randomInt(2 ** 47) - 2 ** 46;
 
 /**
  * The incremental check from the stored checkpoint; moves the checkpoint forward when nothing is wrong.

@@ -1,9 +1,10 @@
 import type Stripe from 'stripe';
 import type { Db } from '../db/client.js';
 import type { Logger } from '../log.js';
-import { checkInvariants, type Violation } from './invariants.js';
+import type { Violation } from './invariants.js';
 import { pruneClosedHolds } from './hold-retention.js';
-import { checkSinceCheckpoint, SETTLE_WINDOW_SECONDS, takeCheckpoint } from './reconcile-checkpoint.js';
+import { checkSinceCheckpoint, SETTLE_WINDOW_SECONDS } from './reconcile-checkpoint.js';
+import { checkFull } from './reconcile-full.js';
 import { disputeEventFor } from './disputes.js';
 import { reversalReport } from './payment-reversals.js';
 import type { StripeObject } from './stripe-object.js';
@@ -116,7 +117,8 @@ export async function reconcile(
     }
   }
   // Invariants last, so grants just made are checked too: from the checkpoint when there is one (and no
-  // --full), else the whole ledger, which then stores the checkpoint (and moves it only while sound).
+  // --full), else the whole ledger (reconcile-full.ts), which then stores the checkpoint (and moves it
+  // only while sound).
   const window = options.settleWindowSeconds ?? SETTLE_WINDOW_SECONDS;
   const since = options.full ? null : await checkSinceCheckpoint(db, window);
   let ledger: Pick<ReconcileReport, 'violations' | 'mode' | 'checkpoint'>;
@@ -128,9 +130,8 @@ export async function reconcile(
       checkpoint: { from: since.from.lastEntryId, to: since.to.lastEntryId },
     };
   } else {
-    const violations = await checkInvariants(db);
-    const cp = violations.length === 0 ? await takeCheckpoint(db, window) : null;
-    ledger = { violations, mode: 'full', checkpoint: { from: null, to: cp?.lastEntryId ?? null } };
+    const { violations, checkpoint } = await checkFull(db, { store: true, windowSeconds: window });
+    ledger = { violations, mode: 'full', checkpoint: { from: null, to: checkpoint?.lastEntryId ?? null } };
   }
   // Retention after the check: a hold is deleted only once the check has seen it (docs/scale.md).
   const prunedHolds = ledger.violations.length === 0 ? await pruneClosedHolds(db) : 0;
