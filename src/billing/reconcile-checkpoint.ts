@@ -49,7 +49,8 @@ const weight = (id: SQL, seed: number) => sql`(hashtextextended(${id}, ${seed}) 
 export const rowTerm = (seed: number) =>
   sql`amount::numeric * (${weight(sql`to_account`, seed)} - ${weight(sql`from_account`, seed)})`;
 /** What the ledger rows `where` selects add to the checksum (the rows since: the primary key's range). */
-const rowsChecksum = (seed: number, where: SQL) => sql`coalesce(sum(${rowTerm(seed)}) filter (where ${where}), 0)`;
+const rowsChecksum = (seed: number, where: SQL) =>
+  sql`coalesce(sum(${rowTerm(seed)}) filter (where ${where}), 0)`;
 
 /**
  * The full check's queries that each read the whole accounts table: one pass (accountPass) answers all
@@ -81,7 +82,10 @@ const accountPass = (seed: number) => sql`
   left join (select account_id, sum(amount) as s from billing_holds where status = 'held' group by account_id) h
     on h.account_id = a.id`;
 
-export async function checkAccounts(tx: Db, seed: number): Promise<{ violations: Violation[]; checksum: string }> {
+export async function checkAccounts(
+  tx: Db,
+  seed: number,
+): Promise<{ violations: Violation[]; checksum: string }> {
   const [row] = await queryRows<{
     total: unknown;
     checksum: string | number | null;

@@ -1,7 +1,9 @@
+import { randomInt } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.js';
 import { CHECKS, type Violation } from './invariants.js';
 import { HOLD_RETENTION_DAYS } from './hold-retention.js';
+import { rollupChecksums, rollupDiffersFull } from './usage-rollup-check.js';
 import {
   ACCOUNT_CHECKS,
   BALANCE_CHECK,
@@ -29,8 +31,12 @@ import {
 // - holds and usage rows: "settled hold differs from its usage row" and "usage row without a settled
 //   hold" in one hash full join of the holds with the usage rows (two passes and a million index
 //   lookups before);
-// - grants: each grant's allocation and debt halves looked up by their unique keys;
-// - refund and dispute rows: one pass over the refund rows for both checks.
+// - refund and dispute rows: one pass over the refund rows for both checks;
+// - the usage rollup: Σ w(key) × (k · sums) over the rollup rows against the same over the records
+//   (usage-rollup-check.ts rollupChecksums), w the key hashed under the seed and k random multipliers
+//   drawn now, one per summed column; the row-by-row comparison runs only when the two differ, to name
+//   the rows. A wrong rollup row goes unnoticed only if k happens to be orthogonal to its error (a chance
+//   of about 2^-47, the multipliers' range) or several cancel as wrong balances would.
 //
 // Every other check runs as it is. The transaction takes memory for its hashes (work_mem) and no JIT:
 // these statements' costs are large enough to switch JIT on, and its compiling took longer than the
@@ -41,12 +47,20 @@ const FULL_WORK_MEM = '256MB';
 
 const HOLDS = 'settled hold differs from its usage row';
 const USAGE = 'usage row without a settled hold';
-const GRANTS = 'allocation half of a grant missing or different';
 const REFUND_ROWS = 'refund row without an applied refund';
+const ROLLUP = 'usage rollup differs from its usage records';
 const DISPUTE_ROWS = 'dispute row without its dispute';
 
 /** The checks answered here in another form than their invariants.ts query (the rest run as they are). */
-const REWRITTEN: string[] = [...ACCOUNT_CHECKS, BALANCE_CHECK, HOLDS, USAGE, GRANTS, REFUND_ROWS, DISPUTE_ROWS];
+const REWRITTEN: string[] = [
+  ...ACCOUNT_CHECKS,
+  BALANCE_CHECK,
+  HOLDS,
+  USAGE,
+  REFUND_ROWS,
+  DISPUTE_ROWS,
+  ROLLUP,
+];
 
 /**
  * Each hold against the usage row keyed by its request id, and each usage row against the settled hold
@@ -75,14 +89,6 @@ const holdsAndUsage = sql`
   full join (select id, key, amount, type, created_at from billing_entries
              where key like 'usage:%' or type = 'usage') e
     on e.key = 'usage:' || h.request_id`;
-
-const grants = sql`
-  select g.key from billing_entries g
-  where g.from_account like 'src:%' and g.key not like 'test:%' and g.type not in ('refund', 'debt')
-    and coalesce((select a.amount from billing_entries a where a.key = g.key || ':allocate'), 0)
-      + coalesce((select d.amount from billing_entries d where d.key = g.key || ':debt' and d.type = 'debt_payment'), 0)
-      <> g.amount
-  limit 20`;
 
 const refundAndDisputeRows = sql`
   select
@@ -130,13 +136,17 @@ export async function checkFull(
 
       const accounts = await checkAccounts(tx, seed);
       for (const v of accounts.violations) add(v.check, v.rows);
+      // The whole ledger's checksum in one pass (PostgreSQL splits it between parallel workers), and the
+      // checkpoint's as that minus the rows above its horizon (the settle window's: a primary key range).
       const [ledger] = await queryRows<{ ledger: unknown; folded: unknown; equal: unknown }>(
         tx,
-        // Each row's term computed once (`offset 0` keeps the subquery from being inlined into both sums).
-        sql`select l.ledger, l.folded, l.ledger = ${accounts.checksum}::numeric as equal from (
-              select coalesce(sum(t), 0) as ledger,
-                coalesce(sum(t) filter (where id <= ${horizon?.lastEntryId ?? 0}), 0) as folded
-              from (select id, ${rowTerm(seed)} as t from billing_entries offset 0) r) l`,
+        sql`select l.ledger, l.ledger - a.above as folded, l.ledger = ${accounts.checksum}::numeric as equal
+            from (select coalesce(sum(${rowTerm(seed)}), 0) as ledger from billing_entries) l,
+              (select ${
+                horizon
+                  ? sql`(select coalesce(sum(${rowTerm(seed)}), 0) from billing_entries where id > ${horizon.lastEntryId})`
+                  : sql`0::numeric`
+              } as above) a`,
       );
       if (ledger!.equal !== true) {
         // Which accounts: the per-account query (a ledger row naming no account moves the checksum
@@ -153,13 +163,24 @@ export async function checkFull(
       const [hu] = await queryRows<{ holds: unknown[] | null; usage: unknown[] | null }>(tx, holdsAndUsage);
       add(HOLDS, hu?.holds);
       add(USAGE, hu?.usage);
-      add(GRANTS, await queryRows<unknown>(tx, grants));
       const [rd] = await queryRows<{ refunds: unknown[] | null; disputes: unknown[] | null }>(
         tx,
         refundAndDisputeRows,
       );
       add(REFUND_ROWS, rd?.refunds);
       add(DISPUTE_ROWS, rd?.disputes);
+      // The rollup against its records as two numbers (usage-rollup-check.ts), under multipliers drawn now;
+      // the row-by-row comparison only to name what differs.
+      const sums = rollupChecksums(
+        seed,
+        Array.from({ length: 6 }, () => randomInt(1, 2 ** 47)),
+      );
+      const [rollup] = await queryRows<{ equal: unknown; empty: unknown }>(
+        tx,
+        sql`select r.sum = o.sum as equal, o.empty from (${sums.records}) r, (${sums.rollup}) o`,
+      );
+      if (rollup!.equal !== true || Number(rollup!.empty) > 0)
+        add(ROLLUP, await queryRows<unknown>(tx, rollupDiffersFull));
       for (const c of CHECKS.filter((c) => !REWRITTEN.includes(c.name)))
         add(c.name, await queryRows<unknown>(tx, c.query));
 

@@ -5,6 +5,11 @@ import { sql, type SQL } from 'drizzle-orm';
 // checks that the rollup equals the records it sums: the full check over every hour, the incremental one
 // over the hours that records written since the checkpoint fell in (reconcile-checkpoint.ts).
 
+/** A usage record's (`u`) rollup key: its client, UTC hour, member, credential and model. */
+export const recordKey = sql`u.org_key, date_trunc('hour', u.created_at, 'UTC'), u.user_id,
+  case when u.api_token_id is not null then 'token:' || u.api_token_id
+       else 'grant:' || coalesce(u.oauth_grant_id, '') end, u.model`;
+
 /** The records summed by the rollup's key; `where` narrows which records (`u`) are read. */
 const recordSums = (from: SQL, where: SQL) =>
   sql`select u.org_key, date_trunc('hour', u.created_at, 'UTC') as hour, u.user_id,
@@ -49,4 +54,27 @@ export function rollupDiffersSince(lastUsageRecordId: number): SQL {
     sql`select ${ROLLUP_COLUMNS} from ${touched} t
         join usage_rollup r on r.org_key = t.org_key and r.hour = t.hour`,
   );
+}
+
+/**
+ * The full check's cheap form (reconcile-full.ts): Σ over records of w(key) × (k · values) against the
+ * same over rollup rows, where w(key) is the rollup key hashed under `seed` (odd, so never zero) and k a
+ * vector of random multipliers, one per summed column (a call counts 1). Equal when every rollup row
+ * equals its records' sums; a rollup row with no calls (which the records cannot show) is counted apart.
+ */
+export function rollupChecksums(seed: number, k: readonly number[]): { records: SQL; rollup: SQL } {
+  const weight = (key: SQL) => sql`(hash_record_extended(row(${key}), ${seed}) | 1)::numeric`;
+  const [calls, prompt, completion, cached, debited, cost] = k.map((x) => sql`${x}::numeric`);
+  const values = (t: string, callsColumn: SQL) =>
+    sql`(${calls} * ${callsColumn} + ${prompt} * ${sql.raw(t)}.prompt_tokens
+         + ${completion} * ${sql.raw(t)}.completion_tokens + ${cached} * ${sql.raw(t)}.cached_prompt_tokens
+         + ${debited} * ${sql.raw(t)}.credits_debited + ${cost} * ${sql.raw(t)}.cost_cents)`;
+  return {
+    records: sql`select coalesce(sum(${weight(recordKey)} * ${values('u', sql`1`)}), 0) as sum
+                 from usage_records u`,
+    rollup: sql`select coalesce(sum(${weight(sql`r.org_key, r.hour, r.user_id, r.credential, r.model`)}
+                                     * ${values('r', sql`r.calls`)}), 0) as sum,
+                  count(*) filter (where r.calls < 1) as empty
+                from usage_rollup r`,
+  };
 }

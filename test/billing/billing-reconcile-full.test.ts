@@ -62,7 +62,10 @@ describe('the full check finds what each invariant query finds', () => {
     const stored = await checkFull(server.deps.db, { store: true, windowSeconds: 0 });
     expect(stored.violations).toEqual([]);
     expect(await readCheckpoint(server.deps.db)).toEqual(stored.checkpoint);
-    const [max] = await queryRows<{ m: unknown }>(server.deps.db, sql`select max(id) as m from billing_entries`);
+    const [max] = await queryRows<{ m: unknown }>(
+      server.deps.db,
+      sql`select max(id) as m from billing_entries`,
+    );
     expect(stored.checkpoint!.lastEntryId).toBe(Number(max!.m));
   });
 
@@ -145,6 +148,25 @@ describe('the full check finds what each invariant query finds', () => {
       await exec(sql`update billing_accounts set held = held - 1 where id = ${org}`);
       await exec(sql`update usage_rollup set calls = calls - 1 where org_key = ${u.orgKey}`);
     }
+  });
+
+  it('a rollup row off by its cost alone, and one with no records and no calls', async () => {
+    const ROLLUP = 'usage rollup differs from its usage records';
+    await exec(sql`update usage_rollup set cost_cents = cost_cents + 0.0001 where org_key = ${u.orgKey}`);
+    try {
+      await bothFind([ROLLUP]);
+    } finally {
+      await exec(sql`update usage_rollup set cost_cents = cost_cents - 0.0001 where org_key = ${u.orgKey}`);
+    }
+    await exec(sql`insert into usage_rollup (org_key, hour, user_id, credential, model, calls, prompt_tokens,
+                     completion_tokens, cached_prompt_tokens, credits_debited, cost_cents)
+                   values (${u.orgKey}, '2020-01-01T00:00:00Z', ${u.userId}, 'token:0', 'empty', 0, 0, 0, 0, 0, 0)`);
+    try {
+      expect((await bothFind([ROLLUP]))[ROLLUP]).toContain('empty');
+    } finally {
+      await exec(sql`delete from usage_rollup where model = 'empty'`);
+    }
+    await bothFind([]);
   });
 
   // Ledger rows are immutable: what follows stays, so these come last.
