@@ -13,8 +13,8 @@
 // BENCH_CONNECTIONS (10); beside req/s the bench prints the CPU per request of each side's svc process
 // and of its PostgreSQL backends (from /proc), which say where a slower side's time goes.
 // BENCH_SCALE_DATABASE=<name> keeps the big side's database between runs (bench/scale-keep.ts: seeded
-// once, reused, its full reconcile skipped once it has a checkpoint); `--seed-only` stops after the seed,
-// `--reconcile-only` skips the routes, `--only <words>` runs only the routes whose name has those words
+// once, reused; the full reconcile runs on it every time and stores a fresh checkpoint); `--seed-only`
+// stops after the seed, `--reconcile-only` skips the routes, `--only <words>` runs only the routes whose name has those words
 // (`--only 'a|b'`: either), `--new-rows N` writes N settled calls on the big side before the incremental reconcile (its goal:
 // under 5 s after 100,000 new rows). BENCH_CPU_PROF=<file> writes the empty side's CPU profile.
 import { fileURLToPath } from 'node:url';
@@ -312,13 +312,6 @@ async function withClient<T>(databaseUrl: string, fn: (c: pg.Client) => Promise<
   }
 }
 
-async function hasCheckpoint(databaseUrl: string): Promise<boolean> {
-  return withClient(
-    databaseUrl,
-    async (c) => (await c.query('select 1 from billing_reconcile_checkpoint')).rowCount === 1,
-  );
-}
-
 async function main() {
   const ledgerRows = flag('--ledger-rows', 1_000_000, 5_000);
   // Calls written on the big side just before the incremental reconcile (`--new-rows 100000`: the goal is
@@ -447,12 +440,11 @@ async function main() {
     out(
       `  ${'route'.padEnd(40)} ${'empty req/s'.padStart(11)} ${'big req/s'.padStart(10)} ${'ratio'.padStart(7)} ${'rounds'.padStart(11)}   p50 empty → big   svc µs/req   PG µs/req   errors`,
     );
-    // The full check first (it stores the checkpoint); the incremental one after the routes' writes. A
-    // kept database that has a checkpoint already skips its full check (470 s at 10M rows).
-    const kept = big.info.reused && (await hasCheckpoint(sides.big.databaseUrl));
+    // The full check first, on a kept database too (it stores a fresh checkpoint, so the incremental
+    // run below reads only this run's rows); the incremental one after the routes' writes.
     const full = {
       empty: await timedReconcile(sides.empty.databaseUrl, true),
-      big: kept ? null : await timedReconcile(sides.big.databaseUrl, true),
+      big: await timedReconcile(sides.big.databaseUrl, true),
     };
     let failed = false;
     // `--only <words>`: the routes whose name has those words (a route's figures again, without the rest);
@@ -476,12 +468,6 @@ async function main() {
         `  ${route.name.padEnd(40)} ${e.rps.toFixed(0).padStart(11)} ${b.rps.toFixed(0).padStart(10)} ${(b.rps / Math.max(e.rps, 1e-9)).toFixed(2).padStart(6)}× ${spread.padStart(11)}   ${String(e.p50).padStart(5)} → ${String(b.p50).padEnd(5)} ms   ${us(e.svcUsPerRequest, b.svcUsPerRequest).padStart(11)}   ${us(e.postgresUsPerRequest, b.postgresUsPerRequest).padStart(9)}   ${e.errors}/${b.errors}`,
       );
     }
-    if (kept) {
-      // A kept database's checkpoint may be behind (rows of an earlier run): bring it up to date first,
-      // so that the timed run below reads only this run's rows.
-      const caught = await timedReconcile(sides.big.databaseUrl, false);
-      out(`  reconcile incremental (catching up): ${caught.ms} ms over ${caught.rows} ledger rows`);
-    }
     if (newRows > 0) {
       const t = Date.now();
       await withClient(sides.big.databaseUrl, (c) =>
@@ -496,7 +482,7 @@ async function main() {
     if (inc.empty.mode !== 'incremental' || inc.big.mode !== 'incremental')
       throw new Error('reconcile was not incremental');
     out(
-      `  reconcile --full:      ${full.empty.ms} → ${full.big ? `${full.big.ms} ms` : 'skipped (kept checkpoint)'} (empty → big)`,
+      `  reconcile --full:      ${full.empty.ms} → ${full.big.ms} ms (empty → big), ${full.big.rows} ledger rows`,
     );
     out(
       `  reconcile incremental: ${inc.empty.ms} → ${inc.big.ms} ms, after ${inc.empty.rows} / ${inc.big.rows} new ledger rows, ${inc.big.pruned} holds pruned`,
