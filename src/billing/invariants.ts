@@ -3,8 +3,10 @@ import { queryRows, type Db } from '../db/client.js';
 import { HOLD_RETENTION_DAYS } from './hold-retention.js';
 import { rollupDiffersFull } from './usage-rollup-check.js';
 
-// The ledger invariants (docs/contributing/billing-internals.md), checked against the database (reconciliation and tests share it).
-// Each query returns the offending rows; an empty result means the invariant holds.
+// The ledger invariants (docs/contributing/billing-internals.md), checked against the database.
+// Each query returns the offending rows; an empty result means the invariant holds. The tests run them one
+// by one (checkInvariants); reconciliation's full check (reconcile-full.ts) finds the same in fewer passes
+// and names what it found with these queries.
 
 export interface Check {
   name: string;
