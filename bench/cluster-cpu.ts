@@ -16,6 +16,26 @@ export function machineBusyUs(): number {
   return (total - f[3]! - f[4]!) * TICK_US;
 }
 
+/** A process's voluntary context switches so far: each is a wait with nothing to run (an empty event loop). */
+export function wakeups(pid: number): number {
+  try {
+    return Number(
+      /voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0,
+    );
+  } catch {
+    return 0;
+  }
+}
+
+/** The kernel's share of a process's CPU so far, µs (stime; on loopback it includes delivering what it sends). */
+export function systemCpuUs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[12]) * TICK_US;
+  } catch {
+    return 0;
+  }
+}
+
 /** The pids of `pid`'s children (node:cluster's workers of a primary); none for a single process. */
 export function childPids(pid: number): number[] {
   try {
@@ -39,6 +59,13 @@ export interface PhaseCpu {
   generatorUs: number;
   /** The machine's busy CPU not counted above (other work, PostgreSQL's own background processes), µs. */
   otherUs: number;
+  /** svc's PostgreSQL backends at the phase's end (every worker's pool and own connections). */
+  backends: number;
+  /** Transactions committed in svc's database during the phase (pg_stat_database; batches commit once). */
+  commits: number;
+  /** svc's processes' waits for work (voluntary context switches) and kernel CPU, µs, in the phase. */
+  svcWakeups: number;
+  svcSystemUs: number;
 }
 
 interface Reading {
@@ -48,6 +75,9 @@ interface Reading {
   fake: number;
   generator: number;
   machine: number;
+  commits: number;
+  wakeups: number;
+  system: number;
 }
 
 /** Starts a phase's CPU accounting; the returned function ends it and gives the phase's figures. */
@@ -56,13 +86,23 @@ export async function startPhaseCpu(
   svcPids: number[],
   fakePid: number,
   postgresPort: number,
+  database: string,
 ): Promise<() => Promise<PhaseCpu>> {
   const read = async (): Promise<Reading> => {
     const backends = new Map<number, number>();
     for (const pid of svcPids)
       for (const [b, us] of await ownBackendsCpuUs(monitor, pid, postgresPort)) backends.set(b, us);
     const self = process.cpuUsage();
+    // Statistics are read from a snapshot taken once per transaction: a fresh one each time.
+    await monitor.query('select pg_stat_clear_snapshot()');
+    const { rows } = await monitor.query<{ n: string }>(
+      'select xact_commit as n from pg_stat_database where datname = $1',
+      [database],
+    );
     return {
+      commits: Number(rows[0]?.n ?? 0),
+      wakeups: svcPids.reduce((a, pid) => a + wakeups(pid), 0),
+      system: svcPids.reduce((a, pid) => a + systemCpuUs(pid), 0),
       at: performance.now(),
       svc: svcPids.map(processCpuUs),
       backends,
@@ -86,6 +126,10 @@ export async function startPhaseCpu(
       fakeUs,
       generatorUs,
       otherUs: Math.max(0, after.machine - before.machine - counted),
+      backends: after.backends.size,
+      commits: after.commits - before.commits,
+      svcWakeups: after.wakeups - before.wakeups,
+      svcSystemUs: after.system - before.system,
     };
   };
 }

@@ -99,7 +99,8 @@ const ledger = async () => {
 const monitor = new pg.Client({ connectionString: admin });
 monitor.on('error', () => {});
 await monitor.connect();
-const postgresPort = Number(new URL(setup.databaseUrl!).port || 5432);
+const svcDatabase = new URL(setup.databaseUrl!);
+const postgresPort = Number(svcDatabase.port || 5432);
 
 const body = JSON.stringify({
   model: 'gpt-4o-mini',
@@ -139,7 +140,8 @@ interface MaxPhase {
 const cores = availableParallelism();
 const rows: Record<string, Record<string, string | number>> = {};
 const cpuRows: Record<string, Record<string, string | number>> = {};
-const maxPhases: Record<string, Record<number, MaxPhase>> = { '1 org': {}, [`${orgCount} orgs`]: {} };
+const measured: Record<string, Record<number, MaxPhase>> = {};
+const maxPhases = ['1 org', `${orgCount} orgs`];
 let exact = true;
 for (const workers of [1, 2]) {
   const svc = await startChildSvc({
@@ -171,20 +173,34 @@ for (const workers of [1, 2]) {
     const start = await ledger();
     let ok = 0;
     if (warmup) ok += (await run(svc.url, { connections: 16, amount: 16 * warmup * 10 }))['2xx'];
-    const max = async (name: string, rotate?: string[]) => {
-      const end = await startPhaseCpu(monitor, svcPids, fake.child.pid!, postgresPort);
-      const r = await run(svc.url, { connections: 32, amount: calls }, rotate);
+    const measure = async (name: string, opts: Record<string, unknown>, rotate?: string[]) => {
+      const end = await startPhaseCpu(
+        monitor,
+        svcPids,
+        fake.child.pid!,
+        postgresPort,
+        svcDatabase.pathname.slice(1),
+      );
+      const r = await run(svc.url, opts, rotate);
       const cpu = await end();
-      maxPhases[name]![workers] = {
+      (measured[name] ??= {})[workers] = {
         rate: r.requests.total / (cpu.wallUs / 1e6),
         calls: r.requests.total,
         cpu,
       };
       return r;
     };
-    const maxOne = await max('1 org');
-    const maxSpread = await max(`${orgCount} orgs`, spread);
-    const paced = await run(svc.url, { connections: 16, overallRate: 200, amount: 200 * seconds });
+    const maxLoad = { connections: 32, amount: calls };
+    const maxOne = await measure('1 org', maxLoad);
+    const maxSpread = await measure(`${orgCount} orgs`, maxLoad, spread);
+    // Paced, each worker has half the calls of one: CPU per call here against max load tells what a
+    // process's own batching saves when busy (the same for one worker at a lower rate) from what two
+    // processes cost each other.
+    const paced = await measure('paced 200/s, 1 org', {
+      connections: 16,
+      overallRate: 200,
+      amount: 200 * seconds,
+    });
     ok += maxOne['2xx'] + maxSpread['2xx'] + paced['2xx'];
     await settled(start.usageRows + ok).catch(() => undefined); // a mismatch is reported below
     const end = await ledger();
@@ -192,8 +208,8 @@ for (const workers of [1, 2]) {
     const phases = [maxOne, maxSpread, paced];
     const row = {
       // A phase is a count of calls, not a duration: its rate is calls over the time they took.
-      'max req/s, 1 org': Math.round(maxPhases['1 org']![workers]!.rate),
-      [`max req/s, ${orgCount} orgs`]: Math.round(maxPhases[`${orgCount} orgs`]![workers]!.rate),
+      'max req/s, 1 org': Math.round(measured['1 org']![workers]!.rate),
+      [`max req/s, ${orgCount} orgs`]: Math.round(measured[`${orgCount} orgs`]![workers]!.rate),
       'p50 ms @200/s': paced.requests.total ? paced.latency.p50 : 'none done',
       'p99 ms @200/s': paced.requests.total ? paced.latency.p99 : 'none done',
       errors: phases.reduce((a, p) => a + p.errors + p.non2xx, 0),
@@ -203,18 +219,22 @@ for (const workers of [1, 2]) {
     };
     rows[label] = row;
     if (perCall <= 0 || debited !== perCall * ok || row['usage rows'] !== ok || row.errors > 0) exact = false;
-    for (const [name, byWorkers] of Object.entries(maxPhases)) {
+    for (const [name, byWorkers] of Object.entries(measured)) {
       const { cpu, calls: n } = byWorkers[workers]!;
       const asCores = (us: number) => (us / cpu.wallUs).toFixed(2);
       const svcUs = cpu.svcUs.reduce((a, b) => a + b, 0);
       cpuRows[`${label}, ${name}`] = {
         'svc µs/call': Math.round(svcUs / n),
         'svc+PG µs/call': Math.round((svcUs + cpu.postgresUs) / n),
+        'svc kernel share': `${Math.round((100 * cpu.svcSystemUs) / svcUs)}%`,
+        'svc waits/call': (cpu.svcWakeups / n).toFixed(2),
         'svc cores (each process)': cpu.svcUs.map(asCores).join(' + '),
         'PG cores': asCores(cpu.postgresUs),
         'generator cores': asCores(cpu.generatorUs),
         'fake cores': asCores(cpu.fakeUs),
         'other cores': asCores(cpu.otherUs),
+        'PG backends': cpu.backends,
+        'commits/call': (cpu.commits / n).toFixed(2),
       };
     }
   } finally {
@@ -231,9 +251,10 @@ process.stdout.write(
     `${cores} cores; load average ${loadavg()[0]!.toFixed(2)})\n`,
 );
 console.table(rows);
-process.stdout.write('CPU of each max phase, in cores (CPU seconds per second of the phase):\n');
+process.stdout.write('CPU of each phase, in cores (CPU seconds per second of the phase):\n');
 console.table(cpuRows);
-for (const [name, byWorkers] of Object.entries(maxPhases)) {
+for (const name of maxPhases) {
+  const byWorkers = measured[name]!;
   const one = byWorkers[1]!;
   const two = byWorkers[2]!;
   const used = (p: MaxPhase) => (p.cpu.svcUs.reduce((a, b) => a + b, 0) + p.cpu.postgresUs) / p.cpu.wallUs;
@@ -247,6 +268,14 @@ for (const [name, byWorkers] of Object.entries(maxPhases)) {
       `two cores' worth ${worth.toFixed(2)}× (2 workers used ${used(two).toFixed(2)} of ${left(two).toFixed(2)} ` +
       `cores left to svc+PG; svc+PG CPU per call ×${(perCall(two) / perCall(one)).toFixed(2)} of 1 worker's)\n`,
   );
+  // CPU per call grows with the machine's other load (preemption, caches): by a third or more in runs
+  // here with a core's worth of other work. Phases that met different loads do not compare.
+  const otherCores = (p: MaxPhase) => p.cpu.otherUs / p.cpu.wallUs;
+  if (Math.abs(otherCores(two) - otherCores(one)) > 0.25)
+    process.stdout.write(
+      `  (the rest of the machine took ${otherCores(one).toFixed(2)} cores with 1 worker and ` +
+        `${otherCores(two).toFixed(2)} with 2: this pair does not compare; run it again on a quieter machine)\n`,
+    );
 }
 if (!exact) {
   process.stdout.write('cluster bench: the ledger does not match the answers (or calls failed)\n');
