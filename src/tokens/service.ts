@@ -152,29 +152,32 @@ export async function revokeOrgTokens(
   return rows.length;
 }
 
-/** What a credential debited this UTC day, week (from Monday) and month (CONTRACT §6 `spend`). */
+/**
+ * What a credential debited this UTC day, week (from Monday) and month (CONTRACT §6 `spend`), from the
+ * usage rollup (src/db/tables/usage.ts): the periods start on a UTC hour, so the hours since each start
+ * sum to exactly its records, and a month is at most 744 rows of the credential's own index range,
+ * however many calls the client made (its records were a scan of the client's whole month).
+ */
 export async function credentialSpend(
   db: Db,
   orgKey: string,
   /** An `svc_` credential's id, or an OAuth grant's (GET /v1/auth/verify with a grant, CONTRACT §7). */
   credential: number | { grantId: string },
 ): Promise<{ today: number; week: number; month: number }> {
-  // Named statements (decision 0128): GET /v1/auth/verify reads this on every call.
-  const [name, column, value] =
-    typeof credential === 'number'
-      ? ['tokens_spend_token', 'api_token_id', credential]
-      : ['tokens_spend_grant', 'oauth_grant_id', credential.grantId];
+  // The usage API's credential key (src/usage/rollup.ts credentialKey).
+  const key = typeof credential === 'number' ? `token:${credential}` : `grant:${credential.grantId}`;
+  // A named statement (decision 0128): GET /v1/auth/verify reads this on every call.
   const [row] = await namedRows<{ today: unknown; week: unknown; month: unknown }>(
     db,
-    name,
+    'tokens_spend',
     `with p as (select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
                        svc_budget_period_start('month', now()) as m)
-     select coalesce(sum(u.credits_debited) filter (where u.created_at >= p.d), 0) as today,
-            coalesce(sum(u.credits_debited) filter (where u.created_at >= p.w), 0) as week,
-            coalesce(sum(u.credits_debited) filter (where u.created_at >= p.m), 0) as month
-     from p left join usage_records u
-       on u.org_key = $1 and u.${column} = $2 and u.created_at >= least(p.w, p.m)`,
-    [orgKey, value],
+     select coalesce(sum(r.credits_debited) filter (where r.hour >= p.d), 0) as today,
+            coalesce(sum(r.credits_debited) filter (where r.hour >= p.w), 0) as week,
+            coalesce(sum(r.credits_debited) filter (where r.hour >= p.m), 0) as month
+     from p left join usage_rollup r
+       on r.org_key = $1 and r.credential = $2 and r.hour >= least(p.w, p.m)`,
+    [orgKey, key],
   );
   return { today: Number(row?.today ?? 0), week: Number(row?.week ?? 0), month: Number(row?.month ?? 0) };
 }
