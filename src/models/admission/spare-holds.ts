@@ -17,8 +17,7 @@ import type { NextHoldInput } from '../../billing/spend.js';
 // reclaims. Hence an org's k-th spare is taken only while its balance is at least SPARE_MARGIN times k
 // spares, up to SPARES_PER_ORG per org per process; each is given back after SPARE_IDLE_MS unused, and
 // all of them when this process's own hold or reclaim for the org needs their tokens (release), and on
-// shutdown. A crashed process's spares expire as
-// its holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
+// shutdown. A crashed process's spares expire as its holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
 
 /** A spare is given back after this long unused. */
 export const SPARE_IDLE_MS = 2_000;
