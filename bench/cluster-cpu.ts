@@ -66,6 +66,8 @@ export interface PhaseCpu {
   /** svc's processes' waits for work (voluntary context switches) and kernel CPU, µs, in the phase. */
   svcWakeups: number;
   svcSystemUs: number;
+  /** What svc's busy backends were doing, sampled every few ms: "Lock:transactionid" → share of samples. */
+  waits: Map<string, number>;
 }
 
 interface Reading {
@@ -112,7 +114,26 @@ export async function startPhaseCpu(
     };
   };
   const before = await read();
+  // What PostgreSQL's backends for svc's database wait on while busy (pg_stat_activity), sampled.
+  const waits = new Map<string, number>();
+  let samples = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const { rows } = await monitor.query<{ w: string }>(
+        `select coalesce(wait_event_type || ':' || wait_event, 'running') as w from pg_stat_activity
+          where datname = $1 and state = 'active' and pid <> pg_backend_pid()`,
+        [database],
+      );
+      samples++;
+      for (const { w } of rows) waits.set(w, (waits.get(w) ?? 0) + 1);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  })();
   return async () => {
+    sampling = false;
+    await sampler;
+    for (const [w, n] of waits) waits.set(w, n / Math.max(1, samples));
     const after = await read();
     const svcUs = after.svc.map((us, i) => us - before.svc[i]!);
     const postgresUs = backendsSpentUs(before.backends, after.backends);
@@ -130,6 +151,7 @@ export async function startPhaseCpu(
       commits: after.commits - before.commits,
       svcWakeups: after.wakeups - before.wakeups,
       svcSystemUs: after.system - before.system,
+      waits,
     };
   };
 }

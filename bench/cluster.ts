@@ -140,6 +140,7 @@ interface MaxPhase {
 const cores = availableParallelism();
 const rows: Record<string, Record<string, string | number>> = {};
 const cpuRows: Record<string, Record<string, string | number>> = {};
+const waitRows: Record<string, Record<string, string>> = {};
 const measured: Record<string, Record<number, MaxPhase>> = {};
 const maxPhases = ['1 org', `${orgCount} orgs`];
 let exact = true;
@@ -236,6 +237,13 @@ for (const workers of [1, 2]) {
         'PG backends': cpu.backends,
         'commits/call': (cpu.commits / n).toFixed(2),
       };
+      // Average number of svc's backends in each state, the largest three.
+      waitRows[`${label}, ${name}`] = Object.fromEntries(
+        [...cpu.waits]
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 4)
+          .map(([w, n]) => [w, n.toFixed(2)]),
+      );
     }
   } finally {
     svc.proc.kill('SIGTERM');
@@ -253,6 +261,13 @@ process.stdout.write(
 console.table(rows);
 process.stdout.write('CPU of each phase, in cores (CPU seconds per second of the phase):\n');
 console.table(cpuRows);
+process.stdout.write("svc's PostgreSQL backends at work, on average, by what they wait on (sampled):\n");
+for (const [phase, w] of Object.entries(waitRows))
+  process.stdout.write(
+    `  ${phase}: ${Object.entries(w)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}\n`,
+  );
 for (const name of maxPhases) {
   const byWorkers = measured[name]!;
   const one = byWorkers[1]!;
