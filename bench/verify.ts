@@ -7,11 +7,16 @@
 // not share an event loop with what it measures. svc uses PostgreSQL when DATABASE_URL or
 // TEST_DATABASE_URL is set (a fresh database, dropped afterwards), else the embedded PGlite: it needs no
 // database variable and no server.
+// Beside each throughput figure, CPU per request from /proc (bench/proc-cpu.ts): svc's process, bare
+// Express's, and the PostgreSQL backends serving svc's connections, which share the machine's cores with
+// both servers and the load generator. BENCH_CPU_PROF=<file> writes svc's V8 CPU profile of the
+// measured verify phase (bench/cpu-profile.ts).
 // Knobs: BENCH_SECONDS (default 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (32), BENCH_SEQUENTIAL (2000);
 // --smoke: short phases, no warm-up (bench/knobs.ts).
 import { fileURLToPath } from 'node:url';
 import { announce, startChild, stopChild } from './children.js';
 import { knob, namedDatabaseUrl } from './knobs.js';
+import { backendsSpentUs, ownBackendsCpuUs, processCpuUs } from './proc-cpu.js';
 
 const role = process.env.BENCH_ROLE;
 const here = fileURLToPath(import.meta.url);
@@ -34,7 +39,14 @@ if (role === 'svc') {
     storage: server.database.kind,
     body: await res.json(),
   });
-  process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));
+  // The profile covers what the parent asks for (SIGUSR2 starts it, SIGTERM writes it), not the set-up.
+  const { startCpuProfile } = await import('./cpu-profile.js');
+  let stopProfile: () => Promise<void> = async () => {};
+  process.on('SIGUSR2', () => void startCpuProfile().then((stop) => (stopProfile = stop)));
+  process.on(
+    'SIGTERM',
+    () => void stopProfile().finally(() => void server.close().finally(() => process.exit(0))),
+  );
 } else if (role === 'bare') {
   const { default: express } = await import('express');
   const body: unknown = JSON.parse(process.env.BENCH_BODY!);
@@ -55,6 +67,10 @@ if (role === 'svc') {
 interface Figures {
   name: string;
   rps: number;
+  /** The server process's CPU per request, µs. */
+  cpu: number;
+  /** The PostgreSQL backends' CPU per request, µs (svc only). */
+  pgCpu?: number;
   p50: number;
   p99: number;
   errors: number;
@@ -66,18 +82,27 @@ async function load(
   headers: Record<string, string>,
   seconds: number,
   connections: number,
-  path = '/v1/auth/verify',
+  path: string,
+  pid: number | undefined,
+  backends?: () => Promise<Map<number, number>>,
 ): Promise<Figures> {
   const { default: autocannon } = await import('autocannon');
+  const cpuBefore = processCpuUs(pid!);
+  const pgBefore = await backends?.();
   const result = await autocannon({
     url: `${url}${path}`,
     headers: { 'accept-encoding': 'identity', ...headers },
     connections,
     duration: seconds,
   });
+  const cpuUs = processCpuUs(pid!) - cpuBefore;
+  const pgUs = pgBefore && backendsSpentUs(pgBefore, await backends!());
+  const requests = Math.max(1, result.requests.total);
   return {
     name,
     rps: result.requests.average,
+    cpu: cpuUs / requests,
+    ...(pgUs === undefined ? {} : { pgCpu: pgUs / requests }),
     p50: result.latency.p50,
     p99: result.latency.p99,
     errors: result.errors + result.timeouts + result.non2xx,
@@ -126,6 +151,7 @@ async function main() {
   }>(['--import', 'tsx', here], {
     BENCH_ROLE: 'svc',
   });
+  let monitor: import('pg').Client | undefined;
   let bare: Awaited<ReturnType<typeof startChild<{ url: string }>>> | undefined;
   try {
     bare = await startChild(['--import', 'tsx', here], {
@@ -133,18 +159,58 @@ async function main() {
       BENCH_BODY: JSON.stringify(svc.info.body),
     });
     const auth = { authorization: `Bearer ${svc.info.token}` };
+    const V = '/v1/auth/verify';
+    // svc's PostgreSQL backends, found by its connections' ports (none on the embedded PGlite).
+    const databaseUrl = namedDatabaseUrl();
+    if (databaseUrl) {
+      const { default: pg } = await import('pg');
+      monitor = new pg.Client({ connectionString: databaseUrl });
+      await monitor.connect();
+    }
+    const postgresPort = Number(databaseUrl ? new URL(databaseUrl).port || 5432 : 0);
+    const backends = monitor && (() => ownBackendsCpuUs(monitor!, svc.child.pid, postgresPort));
     // Warm-up (JIT, connection pool), then the measured runs back to back.
     if (warmup) {
-      await load('warm-up', svc.info.url, auth, warmup, connections);
-      await load('warm-up', bare.info.url, {}, warmup, connections);
+      await load('warm-up', svc.info.url, auth, warmup, connections, V, svc.child.pid);
+      await load('warm-up', bare.info.url, {}, warmup, connections, V, bare.child.pid);
     }
-    const a = await load('svc /v1/auth/verify', svc.info.url, auth, seconds, connections);
-    const b = await load('bare express, same JSON', bare.info.url, {}, seconds, connections);
+    if (process.env.BENCH_CPU_PROF) svc.child.kill('SIGUSR2');
+    const a = await load(
+      'svc /v1/auth/verify',
+      svc.info.url,
+      auth,
+      seconds,
+      connections,
+      V,
+      svc.child.pid,
+      backends,
+    );
+    const b = await load(
+      'bare express, same JSON',
+      bare.info.url,
+      {},
+      seconds,
+      connections,
+      V,
+      bare.child.pid,
+    );
     // The same svc app without auth or database: separates the app's middleware stack from the auth check.
-    const c = await load('svc /healthz (no auth)', svc.info.url, {}, seconds, connections, '/healthz');
+    const c = await load(
+      'svc /healthz (no auth)',
+      svc.info.url,
+      {},
+      seconds,
+      connections,
+      '/healthz',
+      svc.child.pid,
+      backends,
+    );
 
+    const cpu = (f: Figures) =>
+      `CPU/req ${f.cpu.toFixed(0).padStart(4)} µs` +
+      (f.pgCpu === undefined ? '' : ` + PostgreSQL ${f.pgCpu.toFixed(0).padStart(4)} µs`);
     const row = (f: Figures) =>
-      `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}`;
+      `${f.name.padEnd(26)} ${f.rps.toFixed(0).padStart(8)} req/s   p50 ${String(f.p50).padStart(4)} ms   p99 ${String(f.p99).padStart(4)} ms   errors ${f.errors}   ${cpu(f)}`;
     process.stdout.write(
       [
         `verify benchmark: ${seconds}s × ${connections} connections over loopback; svc storage: ${svc.info.storage}`,
@@ -152,6 +218,7 @@ async function main() {
         row(b),
         row(c),
         `ratio svc/bare: throughput ${(a.rps / b.rps).toFixed(2)}×, p50 ${(a.p50 / Math.max(b.p50, 1)).toFixed(2)}×, p99 ${(a.p99 / Math.max(b.p99, 1)).toFixed(2)}×`,
+        `CPU per request svc/bare: ${(a.cpu / b.cpu).toFixed(2)}× svc alone, ${((a.cpu + (a.pgCpu ?? 0)) / b.cpu).toFixed(2)}× with PostgreSQL`,
         `time per request at saturation (1/throughput): verify ${(1000 / a.rps).toFixed(3)} ms, bare ${(1000 / b.rps).toFixed(3)} ms, svc /healthz ${(1000 / c.rps).toFixed(3)} ms → auth check ≈ ${(1000 / a.rps - 1000 / c.rps).toFixed(3)} ms`,
       ].join('\n') + '\n',
     );
@@ -185,6 +252,7 @@ async function main() {
     process.stdout.write(`after revocation, the next verify answers ${after.status} (expected 401)\n`);
     if (after.status !== 401) process.exitCode = 1;
   } finally {
+    await monitor?.end();
     if (bare) await stopChild(bare.child);
     await stopChild(svc.child);
   }
