@@ -65,6 +65,7 @@ const envSchema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
     .optional(),
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).optional(),
   DATA_DIR: z.string().min(1).default('./data'),
   DEV_MODE: bool.optional(),
   SMTP_URL: z
@@ -148,6 +149,8 @@ export interface Config {
   /** Proxies whose forwarding headers are believed (src/http/client-address.ts); undefined: none. */
   trustProxy: TrustProxy;
   databaseUrl: string | undefined;
+  /** Each process's PostgreSQL pool, when DATABASE_POOL_SIZE sets it (else sized at start: src/db/pool-size.ts). */
+  databasePoolSize: number | undefined;
   dataDir: string;
   devMode: boolean;
   production: boolean;
@@ -255,6 +258,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     lightUrl: e.LIGHT_URL ?? fallback,
     trustProxy: e.TRUST_PROXY,
     databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     dataDir: e.DATA_DIR,
     devMode: e.DEV_MODE ?? !production,
     production,

@@ -1,8 +1,9 @@
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/client.js';
+import { allowedConnections, poolPlan } from './db/pool-size.js';
 import { runMigrations } from './db/migrate.js';
 import { createDeps } from './create-deps.js';
-import { createLogger, resolveLogFormat } from './log.js';
+import { createLogger, resolveLogFormat, type Logger } from './log.js';
 import { startServer } from './server.js';
 import { startBanner } from './banner.js';
 import { ServerSecretsError } from './crypto/server-secrets.js';
@@ -31,6 +32,7 @@ export async function serve() {
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     queryTimeoutMs: config.reliability.queryTimeoutMs,
+    poolSize: await poolSize(config, log),
   });
   // One migration run: by the single process, or by the cluster's primary before any worker starts.
   if (!cluster.isWorker) await runMigrations(database);
@@ -95,4 +97,27 @@ export async function serve() {
     // Its metrics join the cluster's /metrics answer, whichever worker is scraped.
     joinClusterMetrics();
   }
+}
+
+/**
+ * Each process's PostgreSQL pool (src/db/pool-size.ts): decided once, by the one process or by the
+ * cluster's primary, which hands it to its workers in their environment (node:cluster forks with this
+ * process's). A start that cannot fit the server's connections refuses, as a bad variable does.
+ */
+async function poolSize(config: Config, log: Logger): Promise<number | undefined> {
+  if (!config.databaseUrl || cluster.isWorker || process.argv.includes('--migrate-only'))
+    return config.databasePoolSize;
+  const processes = config.webConcurrency;
+  const plan = poolPlan({
+    processes,
+    allowed: await allowedConnections(config.databaseUrl),
+    requested: config.databasePoolSize,
+  });
+  if ('refused' in plan) {
+    process.stderr.write(`svc: invalid configuration:\n  ${plan.refused}\n`);
+    process.exit(2);
+  }
+  if (plan.note) log.warn({ poolSize: plan.size, processes }, plan.note);
+  process.env.DATABASE_POOL_SIZE = String(plan.size);
+  return plan.size;
 }

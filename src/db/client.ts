@@ -9,6 +9,7 @@ import * as schema from './schema.js';
 import { createReadLane, type ReadLane } from './lane.js';
 import { cutConnection } from './cut.js';
 import { traceCheckouts, traceStatements } from './statement-spans.js';
+import { DEFAULT_POOL_SIZE } from './pool-size.js';
 
 /** A drizzle database or a transaction of one: queries take this as their first argument. */
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -92,7 +93,7 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     const timeoutMs = opts.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
-      max: opts.poolSize ?? 20,
+      max: opts.poolSize ?? DEFAULT_POOL_SIZE,
       idleTimeoutMillis: 30_000,
       // Connecting is bounded like a statement: a black-holed database must not hold a request longer.
       connectionTimeoutMillis: timeoutMs > 0 ? Math.min(5_000, timeoutMs + CLIENT_TIMEOUT_MARGIN_MS) : 5_000,
