@@ -39,13 +39,23 @@ if (role === 'svc') {
     storage: server.database.kind,
     body: await res.json(),
   });
-  // The profile covers what the parent asks for (SIGUSR2 starts it, SIGTERM writes it), not the set-up.
+  // The profile covers the measured verify phase only: the parent's first SIGUSR2 starts it, the second
+  // writes it (SIGTERM too, if it is still running).
   const { startCpuProfile } = await import('./cpu-profile.js');
-  let stopProfile: () => Promise<void> = async () => {};
-  process.on('SIGUSR2', () => void startCpuProfile().then((stop) => (stopProfile = stop)));
+  let stopProfile: (() => Promise<void>) | undefined;
+  let profiled = false;
+  process.on('SIGUSR2', () => {
+    if (!profiled) {
+      profiled = true;
+      void startCpuProfile().then((stop) => (stopProfile = stop));
+    } else void stopProfile?.().then(() => (stopProfile = undefined));
+  });
   process.on(
     'SIGTERM',
-    () => void stopProfile().finally(() => void server.close().finally(() => process.exit(0))),
+    () =>
+      void (stopProfile?.() ?? Promise.resolve()).finally(
+        () => void server.close().finally(() => process.exit(0)),
+      ),
   );
 } else if (role === 'bare') {
   const { default: express } = await import('express');
