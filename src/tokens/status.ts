@@ -10,8 +10,9 @@ import { credentialSpend } from './service.js';
 type ApiTokenPrincipal = Extract<Principal, { kind: 'api_token' }>;
 
 // The token's row, its spend today, this week and this month, and its live budget with this period's use,
-// in one statement: the spend as credentialSpend (tokens/service.ts) reads it, the budget as listBudgets
-// (billing/budgets.ts) does (a token has at most one budget row: member_budgets_token_uq). Group-committed
+// in one statement: the spend as credentialSpend (tokens/service.ts) reads it from the usage rollup
+// (decision 0155), the budget as listBudgets (billing/budgets.ts) does (a token has at most one budget
+// row: member_budgets_token_uq). Group-committed
 // (src/db/batch.ts): the reads that arrive while one is in flight go in the next statement, one row per
 // token, so a busy server runs one statement per batch rather than three per request (decision 0148).
 // Nothing is kept across batches: a statement starts after its request arrived, so a spend, a budget or a
@@ -24,11 +25,11 @@ const STATUS_READ = `with r as (select * from unnest($1::int[], $2::text[], $3::
   from r cross join p
   left join api_tokens t on t.id = r.token_id
   cross join lateral (
-    select coalesce(sum(u.credits_debited) filter (where u.created_at >= p.d), 0) as today,
-           coalesce(sum(u.credits_debited) filter (where u.created_at >= p.w), 0) as week,
-           coalesce(sum(u.credits_debited) filter (where u.created_at >= p.m), 0) as month
-    from usage_records u
-    where u.org_key = r.org_key and u.api_token_id = r.token_id and u.created_at >= least(p.w, p.m)) s
+    select coalesce(sum(u.credits_debited) filter (where u.hour >= p.d), 0) as today,
+           coalesce(sum(u.credits_debited) filter (where u.hour >= p.w), 0) as week,
+           coalesce(sum(u.credits_debited) filter (where u.hour >= p.m), 0) as month
+    from usage_rollup u
+    where u.org_key = r.org_key and u.credential = 'token:' || r.token_id and u.hour >= least(p.w, p.m)) s
   left join lateral (
     select b.period, b.limit_credits,
            u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as spent
