@@ -62,6 +62,13 @@ function budgetJson(r: BudgetRow): BudgetJson {
 }
 
 /**
+ * What a budget's period has used, over its usage row `u` (member_budget_usage): what its holds took,
+ * less what debts gave back (member_budget_returns).
+ */
+export const BUDGET_SPENT =
+  'u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0)';
+
+/**
  * The live budgets of an org (of one user when `userId` is given), each with this period's use. The
  * period is the database's: the same clock the holds count with.
  */
@@ -76,7 +83,7 @@ export async function listBudgets(db: Db, orgKey: string, userId?: string): Prom
        where b.org_key = $1 and b.cleared_at is null${userId === undefined ? '' : ' and b.user_id = $2'})
      select b.org_key, b.user_id, b.api_token_id, b.period, b.limit_credits, b.period_start,
             b.period_start + ('1 ' || b.period)::interval as period_end,
-            u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as spent
+            ${BUDGET_SPENT} as spent
      from b left join member_budget_usage u on u.budget_id = b.id and u.period_start = b.period_start
      order by b.user_id, b.api_token_id nulls first`,
     userId === undefined ? [orgKey] : [orgKey, userId],

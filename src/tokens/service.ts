@@ -152,31 +152,40 @@ export async function revokeOrgTokens(
   return rows.length;
 }
 
+/** The starts of the UTC day, week (from Monday) and month now, as `d`, `w` and `m` (a query's `p`). */
+export const SPEND_PERIODS = `select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
+       svc_budget_period_start('month', now()) as m`;
+
 /**
- * What a credential debited this UTC day, week (from Monday) and month (CONTRACT §6 `spend`), from the
- * usage rollup (src/db/tables/usage.ts): the periods start on a UTC hour, so the hours since each start
- * sum to exactly its records, and a month is at most 744 rows of the credential's own index range,
- * however many calls the client made (its records were a scan of the client's whole month).
+ * A credential's spend today, this week and this month, as `today`, `week` and `month`: summed from its
+ * hours in the usage rollup `u` (src/db/tables/usage.ts), which `from` names with the periods `p`
+ * (SPEND_PERIODS). The periods start on a UTC hour, so the rollup's hours since each start sum to exactly
+ * its records, and a month is at most 744 rows of the credential's own index range
+ * (usage_rollup_credential_idx), however many calls the client made (decision 0155).
  */
+export const spendOf = (from: string) =>
+  `select coalesce(sum(u.credits_debited) filter (where u.hour >= p.d), 0) as today,
+          coalesce(sum(u.credits_debited) filter (where u.hour >= p.w), 0) as week,
+          coalesce(sum(u.credits_debited) filter (where u.hour >= p.m), 0) as month
+   ${from}`;
+
+/** The usage rollup's credential key (src/usage/rollup.ts credentialKey) of an `svc_` token's id. */
+export const TOKEN_CREDENTIAL = (tokenId: string) => `'token:' || ${tokenId}`;
+
+/** What a credential debited this UTC day, week (from Monday) and month (CONTRACT §6 `spend`). */
 export async function credentialSpend(
   db: Db,
   orgKey: string,
   /** An `svc_` credential's id, or an OAuth grant's (GET /v1/auth/verify with a grant, CONTRACT §7). */
   credential: number | { grantId: string },
 ): Promise<{ today: number; week: number; month: number }> {
-  // The usage API's credential key (src/usage/rollup.ts credentialKey).
   const key = typeof credential === 'number' ? `token:${credential}` : `grant:${credential.grantId}`;
   // A named statement (decision 0128): GET /v1/auth/verify reads this on every call.
   const [row] = await namedRows<{ today: unknown; week: unknown; month: unknown }>(
     db,
     'tokens_spend',
-    `with p as (select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
-                       svc_budget_period_start('month', now()) as m)
-     select coalesce(sum(r.credits_debited) filter (where r.hour >= p.d), 0) as today,
-            coalesce(sum(r.credits_debited) filter (where r.hour >= p.w), 0) as week,
-            coalesce(sum(r.credits_debited) filter (where r.hour >= p.m), 0) as month
-     from p left join usage_rollup r
-       on r.org_key = $1 and r.credential = $2 and r.hour >= least(p.w, p.m)`,
+    `with p as (${SPEND_PERIODS})
+     ${spendOf('from p left join usage_rollup u on u.org_key = $1 and u.credential = $2 and u.hour >= least(p.w, p.m)')}`,
     [orgKey, key],
   );
   return { today: Number(row?.today ?? 0), week: Number(row?.week ?? 0), month: Number(row?.month ?? 0) };

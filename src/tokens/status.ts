@@ -2,7 +2,8 @@ import { namedRows, type Db } from '../db/client.js';
 import { isServiceAccountId, type Principal } from '../auth/principal.js';
 import { createBatcher } from '../db/batch.js';
 import { orgIdOf, unixOfStored } from '../ids.js';
-import { credentialSpend } from './service.js';
+import { BUDGET_SPENT } from '../billing/budgets.js';
+import { credentialSpend, SPEND_PERIODS, spendOf, TOKEN_CREDENTIAL } from './service.js';
 
 // GET /v1/auth/verify (CONTRACT §6): what a credential may read of itself without an admin — who it acts
 // as, what it reaches, when it expires, when it was last used, what it spent and its budget.
@@ -12,27 +13,22 @@ type ApiTokenPrincipal = Extract<Principal, { kind: 'api_token' }>;
 // The token's row, its spend today, this week and this month, and its live budget with this period's use,
 // in one statement: the spend as credentialSpend (tokens/service.ts) reads it from the usage rollup
 // (decision 0155), the budget as listBudgets (billing/budgets.ts) does (a token has at most one budget
-// row: member_budgets_token_uq). Group-committed
-// (src/db/batch.ts): the reads that arrive while one is in flight go in the next statement, one row per
-// token, so a busy server runs one statement per batch rather than three per request (decision 0148).
+// row: member_budgets_token_uq). Group-committed (src/db/batch.ts): the reads that arrive while one is
+// in flight go in the next statement, one row per token, so a busy server runs one statement per batch
+// rather than three per request (decision 0148).
 // Nothing is kept across batches: a statement starts after its request arrived, so a spend, a budget or a
 // revocation is seen by the very next request.
 const STATUS_READ = `with r as (select * from unnest($1::int[], $2::text[], $3::text[]) as r(token_id, org_key, user_id)),
-       p as (select svc_budget_period_start('day', now()) as d, svc_budget_period_start('week', now()) as w,
-                    svc_budget_period_start('month', now()) as m)
+       p as (${SPEND_PERIODS})
   select r.token_id, t.expires_at, t.last_used_at, t.scopes, s.today, s.week, s.month,
          b.period, b.limit_credits, b.spent
   from r cross join p
   left join api_tokens t on t.id = r.token_id
   cross join lateral (
-    select coalesce(sum(u.credits_debited) filter (where u.hour >= p.d), 0) as today,
-           coalesce(sum(u.credits_debited) filter (where u.hour >= p.w), 0) as week,
-           coalesce(sum(u.credits_debited) filter (where u.hour >= p.m), 0) as month
-    from usage_rollup u
-    where u.org_key = r.org_key and u.credential = 'token:' || r.token_id and u.hour >= least(p.w, p.m)) s
+    ${spendOf(`from usage_rollup u
+      where u.org_key = r.org_key and u.credential = ${TOKEN_CREDENTIAL('r.token_id')} and u.hour >= least(p.w, p.m)`)}) s
   left join lateral (
-    select b.period, b.limit_credits,
-           u.used - coalesce((select sum(x.amount) from member_budget_returns x where x.usage_id = u.id), 0) as spent
+    select b.period, b.limit_credits, ${BUDGET_SPENT} as spent
     from member_budgets b
     left join member_budget_usage u
       on u.budget_id = b.id and u.period_start = svc_budget_period_start(b.period, now())
