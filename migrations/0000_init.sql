@@ -705,7 +705,7 @@ CREATE INDEX "projects_org_idx" ON "projects" USING btree ("org_id","created_at"
 CREATE INDEX "concurrency_leases_lease_idx" ON "concurrency_leases" USING btree ("lease_id");--> statement-breakpoint
 CREATE INDEX "usage_records_org_time_idx" ON "usage_records" USING btree ("org_key","created_at");--> statement-breakpoint
 CREATE INDEX "usage_records_org_id_idx" ON "usage_records" USING btree ("org_key",(-"id"));--> statement-breakpoint
-CREATE INDEX "usage_rollup_credential_idx" ON "usage_rollup" USING btree ("org_key","credential","hour");--> statement-breakpoint
+CREATE INDEX "usage_rollup_credential_idx" ON "usage_rollup" USING btree ("credential","hour");--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_token_idx" ON "org_invitations" USING btree ("token_hash");--> statement-breakpoint
 CREATE UNIQUE INDEX "org_invitations_one_open_per_email" ON "org_invitations" USING btree ("org_id","email") WHERE "org_invitations"."accepted_at" is null and "org_invitations"."revoked_at" is null;--> statement-breakpoint
 CREATE INDEX "org_invitations_org_idx" ON "org_invitations" USING btree ("org_id","created_at","id");--> statement-breakpoint

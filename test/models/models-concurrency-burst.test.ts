@@ -107,15 +107,22 @@ describe.runIf(storageMode() === 'postgres')(
       await locker?.end();
     });
 
-    /** One call ends; its slot is parked, then its release is sent and held by the test's row lock. */
+    /**
+     * One call ends; its slot is parked, then its release is sent and held by the test's row lock. The
+     * lock is taken while the call is still held by the provider, so the release (sent
+     * DEFAULT_SLOT_REUSE_MS after the answer) always finds it, however slow the machine.
+     */
     async function releaseHeldInTheDatabase() {
-      expect(await hi()).toBe(200);
-      expect(await leaseRows(suite.server, suite.owner.orgKey)).toHaveLength(1);
+      const answer = suite.fake.holdAnswers();
+      const call = hi();
       await locker.query('begin');
       try {
+        await waitUntil(async () => (await leaseRows(suite.server, suite.owner.orgKey)).length === 1, 5_000);
         await locker.query('select 1 from concurrency_leases where org_id = $1 for update', [
           suite.owner.orgKey,
         ]);
+        answer();
+        expect(await call).toBe(200);
         // Seen from another session: the locker's own reads of pg_stat_activity are fixed for its transaction.
         await waitUntil(async () => {
           const [row] = await queryRows<{ n: unknown }>(

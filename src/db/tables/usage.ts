@@ -93,8 +93,10 @@ export const usageRollup = pgTable(
   // A period's rows of one client are one range of this key (org, hour, …).
   (t) => [
     primaryKey({ name: 'usage_rollup_pkey', columns: [t.orgKey, t.hour, t.userId, t.credential, t.model] }),
-    // One credential's hours (GET /v1/auth/verify's `spend`: src/tokens/service.ts credentialSpend). Written
-    // when a credential's hour gets its first row; a settle then updates the row, not this key.
-    index('usage_rollup_credential_idx').on(t.orgKey, t.credential, t.hour),
+    // One credential's hours (GET /v1/auth/verify's `spend`: src/tokens/service.ts credentialSpend); a
+    // credential names one organization's token or grant, so it leads, and a read of a client's period
+    // (org, hour) has no use for this index and keeps the primary key. Written when a credential's hour
+    // gets its first row; a settle then updates the row, not this key.
+    index('usage_rollup_credential_idx').on(t.credential, t.hour),
   ],
 );
