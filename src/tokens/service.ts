@@ -169,9 +169,6 @@ export const spendOf = (from: string) =>
           coalesce(sum(u.credits_debited) filter (where u.hour >= p.m), 0) as month
    ${from}`;
 
-/** The usage rollup's credential key (src/usage/rollup.ts credentialKey) of an `svc_` token's id. */
-export const TOKEN_CREDENTIAL = (tokenId: string) => `'token:' || ${tokenId}`;
-
 /** What a credential debited this UTC day, week (from Monday) and month (CONTRACT §6 `spend`). */
 export async function credentialSpend(
   db: Db,
@@ -180,7 +177,8 @@ export async function credentialSpend(
   credential: number | { grantId: string },
 ): Promise<{ today: number; week: number; month: number }> {
   const key = typeof credential === 'number' ? `token:${credential}` : `grant:${credential.grantId}`;
-  // A named statement (decision 0128): GET /v1/auth/verify reads this on every call.
+  // A named statement (decision 0128): GET /v1/auth/verify reads this on every call with a grant (an
+  // `svc_` token's spend comes with its status read, src/tokens/status.ts).
   const [row] = await namedRows<{ today: unknown; week: unknown; month: unknown }>(
     db,
     'tokens_spend',

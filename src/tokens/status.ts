@@ -3,7 +3,7 @@ import { isServiceAccountId, type Principal } from '../auth/principal.js';
 import { createBatcher } from '../db/batch.js';
 import { orgIdOf, unixOfStored } from '../ids.js';
 import { BUDGET_SPENT } from '../billing/budgets.js';
-import { credentialSpend, SPEND_PERIODS, spendOf, TOKEN_CREDENTIAL } from './service.js';
+import { credentialSpend, SPEND_PERIODS, spendOf } from './service.js';
 
 // GET /v1/auth/verify (CONTRACT §6): what a credential may read of itself without an admin — who it acts
 // as, what it reaches, when it expires, when it was last used, what it spent and its budget.
@@ -26,7 +26,7 @@ const STATUS_READ = `with r as (select * from unnest($1::int[], $2::text[], $3::
   left join api_tokens t on t.id = r.token_id
   cross join lateral (
     ${spendOf(`from usage_rollup u
-      where u.org_key = r.org_key and u.credential = ${TOKEN_CREDENTIAL('r.token_id')} and u.hour >= least(p.w, p.m)`)}) s
+      where u.org_key = r.org_key and u.credential = 'token:' || r.token_id and u.hour >= least(p.w, p.m)`)}) s
   left join lateral (
     select b.period, b.limit_credits, ${BUDGET_SPENT} as spent
     from member_budgets b
