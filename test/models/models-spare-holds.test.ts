@@ -15,6 +15,7 @@ import {
   SPARE_HEADROOM,
   SPARE_IDLE_MS,
   SPARE_MARGIN,
+  SPARES_MAX_PER_ORG,
   SPARES_PER_ORG,
 } from '../../src/models/admission/spare-holds.js';
 import { openAiError, readJson } from '../helpers/json.js';
@@ -290,6 +291,45 @@ describe('createSpareHolds alone', () => {
     shelf.putBack('org_a', { requestId: coming[1]!.requestId, amount });
     expect(await shelf.claim('org_a')).toEqual({ requestId: coming[1]!.requestId, amount });
     expect(given).toEqual([]);
+    await shelf.close();
+  });
+
+  it(`an org's depth follows its calls: one more per call that found none (up to SPARES_MAX_PER_ORG, ${SPARES_MAX_PER_ORG}), one fewer per spare given back unused`, async () => {
+    const given: string[] = [];
+    let bothIdle!: () => void;
+    const idleGone = new Promise<void>((resolve) => (bothIdle = resolve));
+    const shelf = createSpareHolds({
+      giveBack: (requestId) => {
+        if (given.push(requestId) === 2) bothIdle();
+        return Promise.resolve();
+      },
+      perOrg: 1,
+      maxPerOrg: 3,
+      idleMs: 50,
+    });
+    const amount = Math.ceil(100 * SPARE_HEADROOM);
+    const a = shelf.ahead('org_a', 100)!;
+    expect(shelf.ahead('org_a', 100)).toBeNull(); // depth 1 to start with
+    const first = shelf.claim('org_a'); // a, on its way
+    // Three calls find none unclaimed and hold their own: the depth grows to 2, then 3, and stops there.
+    expect([shelf.claim('org_a'), shelf.claim('org_a'), shelf.claim('org_a')]).toEqual([null, null, null]);
+    const b = shelf.ahead('org_a', 100)!;
+    const c = shelf.ahead('org_a', 100)!;
+    expect([b, c].every((n) => n !== null)).toBe(true);
+    expect(c.floor).toBe(SPARE_MARGIN * amount * 3); // the balance guard grows with the depth
+    expect(shelf.ahead('org_a', 100)).toBeNull(); // at its most: three on their way
+    shelf.landed(a, amount);
+    expect(await first).toEqual({ requestId: a.requestId, amount });
+    shelf.landed(b, amount);
+    shelf.landed(c, amount);
+    const d = shelf.ahead('org_a', 100)!; // b and c waiting, d on its way: three again
+    expect(d).not.toBeNull();
+    expect(shelf.ahead('org_a', 100)).toBeNull();
+    // b and c go back unused, and the depth with them: d alone is on its way, and it is the most now.
+    await idleGone;
+    expect(given.sort()).toEqual([b.requestId, c.requestId].sort());
+    expect(shelf.ahead('org_a', 100)).toBeNull();
+    shelf.landed(d, amount);
     await shelf.close();
   });
 });

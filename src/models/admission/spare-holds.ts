@@ -15,9 +15,10 @@ import type { NextHoldInput } from '../../billing/spend.js';
 //
 // What a spare costs: its tokens are held while it waits, so they are not available to other holds or
 // reclaims. Hence an org's k-th spare is taken only while its balance is at least SPARE_MARGIN times k
-// spares, up to SPARES_PER_ORG per org per process; each is given back after SPARE_IDLE_MS unused, and
-// all of them when this process's own hold or reclaim for the org needs their tokens (release), and on
-// shutdown. A crashed process's spares expire as its holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
+// spares; each is given back after SPARE_IDLE_MS unused, and all of them when this process's own hold or
+// reclaim for the org needs their tokens (release), and on shutdown. How many an org may have follows its
+// calls: SPARES_PER_ORG to start with, one more for each call that found none (up to
+// SPARES_MAX_PER_ORG), one fewer for each given back unused. A crashed process's spares expire as its holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
 
 /** A spare is given back after this long unused. */
 export const SPARE_IDLE_MS = 2_000;
@@ -29,11 +30,16 @@ export const SPARE_MARGIN = 10;
  */
 export const SPARE_HEADROOM = 1.5;
 /**
- * Spares an org may have waiting or on their way in one process: enough that calls arriving close
- * together, or while a settle waits on its commit, each find one instead of writing a hold of their own
- * on the org's account, the row every settle of the org locks.
+ * Spares an org may have waiting or on their way in one process to start with: enough that calls arriving
+ * close together, or while a settle waits on its commit, each find one instead of writing a hold of their
+ * own on the org's account, the row every settle of the org locks.
  */
 export const SPARES_PER_ORG = 4;
+/**
+ * The most an org may have in one process: a busy org's depth grows to the number of its calls in flight
+ * here, so that each finds a spare, up to this.
+ */
+export const SPARES_MAX_PER_ORG = 64;
 
 export interface SpareHold {
   requestId: string;
@@ -46,8 +52,10 @@ export interface SpareHoldsDeps {
   /** A new request id for a spare (stamped with this process's tag: src/models/slot/liveness.ts). */
   newRequestId?: () => string;
   idleMs?: number;
-  /** Spares per org (SPARES_PER_ORG). */
+  /** Spares per org to start with (SPARES_PER_ORG). */
   perOrg?: number;
+  /** The most spares per org (SPARES_MAX_PER_ORG). */
+  maxPerOrg?: number;
   onError?(err: unknown): void;
 }
 
@@ -83,11 +91,14 @@ interface Shelf {
   coming: number;
   /** Calls that claimed a spare on its way, first come first served as the spares land. */
   waiting: ((spare: SpareHold | null) => void)[];
+  /** Spares the org may have waiting or on their way: one more per call that found none, one fewer per spare given back idle. */
+  depth: number;
 }
 
 export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
   const idleMs = deps.idleMs ?? SPARE_IDLE_MS;
-  const depth = deps.perOrg ?? SPARES_PER_ORG;
+  const firstDepth = deps.perOrg ?? SPARES_PER_ORG;
+  const maxDepth = Math.max(firstDepth, deps.maxPerOrg ?? SPARES_MAX_PER_ORG);
   const shelves = new Map<string, Shelf>();
   /** The shelves whose next spare a settle in flight is taking, by that spare's request id. */
   const landing = new Map<string, { shelf: Shelf; resolve: () => void; landed: Promise<void> }>();
@@ -110,7 +121,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
 
   function shelfOf(orgKey: string): Shelf {
     let shelf = shelves.get(orgKey);
-    if (!shelf) shelves.set(orgKey, (shelf = { spares: [], coming: 0, waiting: [] }));
+    if (!shelf) shelves.set(orgKey, (shelf = { spares: [], coming: 0, waiting: [], depth: firstDepth }));
     return shelf;
   }
 
@@ -125,6 +136,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       const idle = shelf.spares.filter((s) => s.since <= cutoff);
       if (!idle.length) continue;
       shelf.spares = shelf.spares.filter((s) => s.since > cutoff);
+      shelf.depth = Math.max(firstDepth, shelf.depth - idle.length);
       for (const { spare } of idle) void giveBack(spare);
       forget(orgKey, shelf);
     }
@@ -144,7 +156,11 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
         forget(orgKey, shelf);
         return Promise.resolve(waiting.spare);
       }
-      if (shelf.coming <= shelf.waiting.length) return null;
+      if (shelf.coming <= shelf.waiting.length) {
+        // This call holds its own: the org has more calls in flight here than spares.
+        shelf.depth = Math.min(maxDepth, shelf.depth + 1);
+        return null;
+      }
       return new Promise<SpareHold | null>((resolve) => shelf.waiting.push(resolve));
     },
 
@@ -152,7 +168,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       const shelf = shelves.get(orgKey);
       const waiter = shelf?.waiting.shift();
       if (waiter) waiter(spare);
-      else if (closed || (shelf && count(shelf) >= depth)) void giveBack(spare);
+      else if (closed || (shelf && count(shelf) >= shelf.depth)) void giveBack(spare);
       else shelve(shelfOf(orgKey), spare);
     },
 
@@ -169,7 +185,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       const shelf = shelfOf(orgKey);
       // A waiting spare too small for calls like this one makes room for one that fits.
       const small = shelf.spares.findIndex((s) => s.spare.amount < amount);
-      if (count(shelf) >= depth) {
+      if (count(shelf) >= shelf.depth) {
         if (small < 0) return null;
         void giveBack(shelf.spares.splice(small, 1)[0]!.spare);
       }
