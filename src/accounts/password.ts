@@ -1,13 +1,24 @@
 import { hash, verify } from '@node-rs/argon2';
+import pLimit from 'p-limit';
 
 // argon2id at OWASP's recommended parameters (m=19 MiB, t=2, p=1) (CONTRACT §4: a memory-hard KDF).
 const PARAMS = { algorithm: 2 /* Argon2id */, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
 
-export const hashPassword = (password: string): Promise<string> => hash(password, PARAMS);
+/**
+ * Hashes running at once. Each one occupies a thread of libuv's pool (4 threads) for tens of
+ * milliseconds, and the pool serves its jobs in arrival order: unbounded, a burst of sign-ins would queue
+ * every model call's outcome signature behind it (oauth/keys.ts signJwsOffLoop, decision 0159). Two at
+ * once leave the pool's other threads to the short jobs.
+ */
+export const PASSWORD_HASHES_AT_ONCE = 2;
+export const passwordHashing = pLimit(PASSWORD_HASHES_AT_ONCE);
+
+export const hashPassword = (password: string): Promise<string> =>
+  passwordHashing(() => hash(password, PARAMS));
 
 export async function verifyPassword(passwordHash: string, password: string): Promise<boolean> {
   try {
-    return await verify(passwordHash, password);
+    return await passwordHashing(() => verify(passwordHash, password));
   } catch {
     return false;
   }
