@@ -245,7 +245,9 @@ async function main() {
     }
 
     const seconds = knob('BENCH_SECONDS', 5, 1);
-    const warmup = knob('BENCH_WARMUP', 1, 0);
+    // Each target is warmed at the max phase's 32 connections first, long enough for V8 to have optimised
+    // its hot path: the first svc target measured otherwise paid for it (bench/README.md, proxy).
+    const warmup = knob('BENCH_WARMUP', 3, 0);
     const run = (t: Target, opts: Record<string, unknown>) =>
       new Promise<Result>((resolve, reject) => {
         let n = 0;
@@ -340,7 +342,7 @@ async function main() {
 
     const rows: Record<string, Record<string, string | number>> = {};
     for (const t of targets) {
-      if (warmup) await run(t, { connections: 16, duration: warmup });
+      if (warmup) await run(t, { connections: 32, duration: warmup });
       const max = await measured(t, false);
       const maxStream = await measured(t, true);
       const paced = await run(t, { connections: 16, overallRate: 200 });
