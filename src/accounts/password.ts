@@ -11,7 +11,7 @@ const PARAMS = { algorithm: 2 /* Argon2id */, memoryCost: 19_456, timeCost: 2, p
  * once leave the pool's other threads to the short jobs.
  */
 export const PASSWORD_HASHES_AT_ONCE = 2;
-export const passwordHashing = pLimit(PASSWORD_HASHES_AT_ONCE);
+const passwordHashing = pLimit(PASSWORD_HASHES_AT_ONCE);
 
 export const hashPassword = (password: string): Promise<string> =>
   passwordHashing(() => hash(password, PARAMS));

@@ -18,7 +18,8 @@ import type { NextHoldInput } from '../../billing/spend.js';
 // spares; each is given back after SPARE_IDLE_MS unused, and all of them when this process's own hold or
 // reclaim for the org needs their tokens (release), and on shutdown. How many an org may have follows its
 // calls: SPARES_PER_ORG to start with, one more for each call that found none (up to
-// SPARES_MAX_PER_ORG), one fewer for each given back unused. A crashed process's spares expire as its holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
+// SPARES_MAX_PER_ORG), one fewer for each given back unused. A crashed process's spares expire as its
+// holds in flight do (DEFAULT_HOLD_TTL_SECONDS).
 
 /** A spare is given back after this long unused. */
 export const SPARE_IDLE_MS = 2_000;
@@ -91,7 +92,10 @@ interface Shelf {
   coming: number;
   /** Calls that claimed a spare on its way, first come first served as the spares land. */
   waiting: ((spare: SpareHold | null) => void)[];
-  /** Spares the org may have waiting or on their way: one more per call that found none, one fewer per spare given back idle. */
+  /**
+   * Spares the org may have waiting or on their way: one more per call that found none, one fewer per
+   * spare given back idle.
+   */
   depth: number;
 }
 
