@@ -166,6 +166,10 @@ describe.skipIf(storageMode() !== 'postgres')('tpm across processes', { timeout:
       server.deps.db,
       sql`update rate_window_entries set at = at - interval '60 seconds' where key = ${`tpm:org:${owner.orgKey}`}`,
     );
+    await queryRows(
+      server.deps.db,
+      sql`update rate_window_totals set swept_to = swept_to - interval '60 seconds' where key = ${`tpm:org:${owner.orgKey}`}`,
+    );
     const after = await ask(server.url, key);
     expect(Number(after.remaining)).toBe(TPM - hold!);
     expect(await windowAmounts(owner)).toHaveLength(1);

@@ -55,6 +55,10 @@ describe.each(stores)('limits met by runs and by the official clients, on %s', (
       server.deps.db,
       sql`update rate_window_entries set at = at - make_interval(secs => ${ms / 1000}::float8) where key = ${window}`,
     );
+    await queryRows(
+      server.deps.db,
+      sql`update rate_window_totals set swept_to = swept_to - make_interval(secs => ${ms / 1000}::float8) where key = ${window}`,
+    );
   }
 
   const setLimits = async (owner: TestUser, rpm: number | null, tpm: number | null) => {
