@@ -57,7 +57,7 @@ function jwsParts(key: SigningKey, typ: string, payload: Record<string, unknown>
 /**
  * A compact JWS (RFC 7515 §7.1) over `payload`, ES256 with `key`, signed synchronously with node:crypto
  * (RFC 7518 §3.4: the signature is the raw r||s, `ieee-p1363`). jose signs through WebCrypto, whose
- * async job costs about twice the CPU of the signature itself (bench/results/oauth.md).
+ * async job costs about twice the CPU of the signature itself (bench/README.md, oauth).
  */
 export function signJws(key: SigningKey, typ: string, payload: Record<string, unknown>): string {
   const { input, data, options } = jwsParts(key, typ, payload);

@@ -117,7 +117,7 @@ interface RedeemInput {
 /**
  * Runs REDEEM for a batch as a named statement: PostgreSQL parses it once per pooled connection and, after
  * its first runs, keeps a generic plan (the ORM's unnamed statement was parsed and planned on every
- * refresh: bench/results/oauth.md). It writes, so it goes through the pool, not the read lane.
+ * refresh: bench/README.md, oauth). It writes, so it goes through the pool, not the read lane.
  * Answers each input's row (undefined: no such token).
  */
 async function redeemStatement(deps: Deps, inputs: RedeemInput[]): Promise<(RedeemRow | undefined)[]> {
@@ -144,7 +144,7 @@ async function redeemStatement(deps: Deps, inputs: RedeemInput[]): Promise<(Rede
  * flight, the refreshes that reach it meanwhile wait and then go together, in one statement and one
  * commit (at most 64); a lone refresh goes at once. PostgreSQL's per-statement and per-commit work (the
  * executor's start, the WAL flush) and the driver's per-query work are paid once per batch
- * (bench/results/oauth.md). Each request is still answered only after the commit that rotated its token.
+ * (bench/README.md, oauth). Each request is still answered only after the commit that rotated its token.
  * One batcher per database (the process's pool, or the embedded engine).
  */
 type Redeem = (input: RedeemInput) => Promise<RedeemRow | undefined>;
@@ -164,7 +164,7 @@ function redeemBatcher(deps: Deps): Redeem {
  * can only succeed: the token unrotated and unexpired, its grant live, granted by this issuer to this
  * client, for the resource named (the guarded UPDATE in REDEEM: of two racing requests only one matches).
  * Rotating stores the successor too, so a refresh costs one round trip, shared with the other refreshes
- * waiting for the same statement (redeemBatcher; bench/results/oauth.md). Null: no such token.
+ * waiting for the same statement (redeemBatcher; bench/README.md, oauth). Null: no such token.
  * Everything else is decided by the caller from what the statement read (oauth/refresh-grant.ts).
  */
 export async function findRefreshToken(

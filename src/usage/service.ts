@@ -184,7 +184,7 @@ export async function usageCalls(db: Db, period: UsagePeriod, page: Page): Promi
   }
   // The labels (e-mail, token name, app name) as scalar subqueries by primary key, not joins: the same rows,
   // and PostgreSQL plans this in a third of the time (0.09 against 0.26 ms at 10M ledger rows), which was
-  // most of what a page cost it (bench/results/scale.md).
+  // most of what a page cost it (bench/README.md, scale).
   const rows = await queryRows<CallRow>(
     db,
     sql`select u.request_id, u.created_at, u.user_id, (select us.email from users us where us.id = u.user_id) as email,
