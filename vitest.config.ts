@@ -4,12 +4,21 @@ import { defineConfig } from 'vitest/config';
 // parallel processes without sharing state. TEST_DATABASE_URL selects a real PostgreSQL; unset, PGlite.
 // The global setup migrates one database per run, which each file's database starts as a copy of.
 //
-// Two projects (docs/testing.md):
-// - `fast` (`npm test`): every test file but the long runs below; the README's command.
+// Three projects (docs/testing.md):
+// - `fast` (`npm test`): every test file but the two sets below; the README's command.
+// - `e2e` (`npm run test:e2e`): the pages in Chromium and the clients run as child processes (the CLI at
+//   a pseudo-terminal, mcp-remote): more than half of all the tests' CPU on a two-core machine.
 // - `slow` (`npm run test:slow`): fault injection, soak, property, multi-process and scale runs, each
 //   of which spends most of its time waiting on purpose (a black-holed database, a killed worker, a
-//   lease that must lapse) or repeating one check many times. CI (.ci/run) runs both.
+//   lease that must lapse) or repeating one check many times. CI (.ci/run) runs all three.
 // A test file path run directly (`npx vitest run test/x.test.ts`) runs in whichever project holds it.
+export const E2E_TESTS = [
+  'test/**/*-browser.test.ts',
+  'test/portal/portal-first-run.test.ts',
+  'test/mcp/mcp-remote.test.ts',
+  'test/cli/cli-*.test.ts',
+];
+
 export const SLOW_TESTS = [
   'test/**/faults-*.test.ts',
   'test/**/*-property.test.ts',
@@ -35,7 +44,7 @@ export default defineConfig({
         test: {
           name: 'fast',
           include: ['test/**/*.test.ts'],
-          exclude: SLOW_TESTS,
+          exclude: [...SLOW_TESTS, ...E2E_TESTS],
           // A worker process runs its files one after another with the modules it already loaded (svc's
           // own, Express, the SDKs): loading them again for every file was most of a file's cost.
           // Files share no state through them: each starts its own server on its own database and
@@ -45,6 +54,12 @@ export default defineConfig({
           // Chromium): four at a time fill two cores (decision record 0147).
           maxWorkers: 4,
         },
+      },
+      {
+        extends: true,
+        // Run as the fast set is (one module graph and one Chromium per worker, four files at a time);
+        // its own project so that `npm test` stays within minutes on a two-core machine.
+        test: { name: 'e2e', include: E2E_TESTS, exclude: SLOW_TESTS, isolate: false, maxWorkers: 4 },
       },
       { extends: true, test: { name: 'slow', include: SLOW_TESTS } },
     ],

@@ -72,7 +72,7 @@ export async function launchBrowser(options: { handleSIGTERM?: boolean } = {}): 
   });
 }
 
-// One Chromium per test process. The fast project runs a worker's files one after another in one process
+// One Chromium per test process. The e2e project runs a worker's files one after another in one process
 // (vitest.config.ts, decision record 0080); launching Chromium for each file cost more than most of
 // their tests (decision record 0116). It is kept on globalThis so that a module graph loaded again in
 // the same process (an isolated project) finds it instead of starting a second one.
