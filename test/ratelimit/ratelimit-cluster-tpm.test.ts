@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq, sql } from 'drizzle-orm';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
+import { ageDatabaseWindow } from '../helpers/rate-windows.js';
 import { startChildSvc, type ChildSvc } from '../helpers/child-svc.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { client } from '../helpers/http.js';
@@ -162,14 +163,7 @@ describe.skipIf(storageMode() !== 'postgres')('tpm across processes', { timeout:
         (await windowAmounts(owner)).join() === [hold, used.promptTokens + used.completionTokens].join(),
     );
     // Their minute ends (moved 60 s back in the store): they leave the window whole, nothing stays behind.
-    await queryRows(
-      server.deps.db,
-      sql`update rate_window_entries set at = at - interval '60 seconds' where key = ${`tpm:org:${owner.orgKey}`}`,
-    );
-    await queryRows(
-      server.deps.db,
-      sql`update rate_window_totals set swept_to = swept_to - interval '60 seconds' where key = ${`tpm:org:${owner.orgKey}`}`,
-    );
+    await ageDatabaseWindow(server.deps.db, `tpm:org:${owner.orgKey}`, 60_000);
     const after = await ask(server.url, key);
     expect(Number(after.remaining)).toBe(TPM - hold!);
     expect(await windowAmounts(owner)).toHaveLength(1);

@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { eq, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { ageDatabaseWindow } from '../helpers/rate-windows.js';
 import { client } from '../helpers/http.js';
 import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
 import { authenticateRunSocket } from '../helpers/run-socket.js';
 import { eventually } from '../helpers/eventually.js';
-import { queryRows } from '../../src/db/client.js';
 import { usageRecords } from '../../src/db/schema.js';
 import type { ServerFrame } from '../../src/runs/frames.js';
 
@@ -51,14 +51,7 @@ describe.each(stores)('limits met by runs and by the official clients, on %s', (
         await redis.zincrby(`svc:rate:${window}`, -ms, m);
       return;
     }
-    await queryRows(
-      server.deps.db,
-      sql`update rate_window_entries set at = at - make_interval(secs => ${ms / 1000}::float8) where key = ${window}`,
-    );
-    await queryRows(
-      server.deps.db,
-      sql`update rate_window_totals set swept_to = swept_to - make_interval(secs => ${ms / 1000}::float8) where key = ${window}`,
-    );
+    await ageDatabaseWindow(server.deps.db, window, ms);
   }
 
   const setLimits = async (owner: TestUser, rpm: number | null, tpm: number | null) => {

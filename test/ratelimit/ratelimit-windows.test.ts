@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { sql } from 'drizzle-orm';
 import { Redis } from 'ioredis';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
+import { ageDatabaseWindow } from '../helpers/rate-windows.js';
 import { openDatabase, queryRows, type Database } from '../../src/db/client.js';
 import { createLogger } from '../../src/log.js';
 import { randomToken } from '../../src/ids.js';
@@ -49,17 +50,7 @@ afterAll(async () => {
 const databaseStore = (): Store => ({
   a: createPostgresWindows(server.deps.db, log),
   b: createPostgresWindows((second ?? server.database).db, log),
-  async age(key, ms) {
-    await queryRows(
-      server.deps.db,
-      sql`update rate_window_entries set at = at - make_interval(secs => ${ms / 1000}::float8) where key = ${key}`,
-    );
-    // Time passing moves every time the store keeps, the mark of what was swept with the rows.
-    await queryRows(
-      server.deps.db,
-      sql`update rate_window_totals set swept_to = swept_to - make_interval(secs => ${ms / 1000}::float8) where key = ${key}`,
-    );
-  },
+  age: (key, ms) => ageDatabaseWindow(server.deps.db, key, ms),
   async amounts(key) {
     const rows = await queryRows<{ amount: number }>(
       server.deps.db,
