@@ -12,10 +12,11 @@
 // first byte, BENCH_AB_GAP_MS apart (a gap over 50 ms makes every call take a fresh concurrency slot:
 // src/models/slot/concurrency.ts slot reuse). BENCH_AB_BLOCK calls per block (the first ten unrecorded),
 // BENCH_AB_ROUNDS rounds after a warm-up round. BENCH_AB_B_SQL: a statement run on side B's database
-// once it serves (a setting of one function, say). Per side: p50/p90/p99 and their excess over
-// `direct`, and CPU per call of its svc process and of the PostgreSQL backends serving that process's own
-// connections (bench/proc-cpu.ts; found by their client ports, so other work on the machine's PostgreSQL
-// is not counted, nor are its shared processes: WAL writer, checkpointer).
+// once it serves (a setting of one function, say). Per target: p50/p90/p99 and their excess over
+// `direct`, and CPU per call of the process that answers (svc's, the floor's; for `direct` the fake
+// provider's: a bare Node.js HTTP server's cost at the same pace) and of the PostgreSQL backends serving
+// that process's own connections (bench/proc-cpu.ts; found by their client ports, so other work on the
+// machine's PostgreSQL is not counted, nor are its shared processes: WAL writer, checkpointer).
 // `BENCH_CPU_PROF=<file>` in a side's environment writes that side's V8 CPU profile (bench/cpu-profile.ts).
 // BENCH_AB_TRACES=1: tracing off on side A, on on side B (CONTRACT §1): B exports its spans over OTLP/HTTP
 // (the default protobuf) to a sink this process serves, which answers 200 and counts what came; the run
@@ -104,21 +105,19 @@ interface Target {
   name: string;
   url: string;
   auth: string;
-  /** svc's process: its CPU is counted. */
-  pid?: number;
-  /** A process other than svc whose PostgreSQL connections' backends are counted (svc's are, by `pid`). */
-  pgPid?: number;
+  /** The process that answers: its CPU is counted, and the PostgreSQL backends of its connections. */
+  pid: number;
 }
 const targets: Target[] = [
-  { name: 'direct', url: `${fake.info.url}/chat/completions`, auth: FAKE_KEY },
+  { name: 'direct', url: `${fake.info.url}/chat/completions`, auth: FAKE_KEY, pid: fake.child.pid! },
   {
     name: 'settled floor',
     url: `${floor.info.url}/settled/v1/chat/completions`,
     auth: FAKE_KEY,
-    pgPid: floor.child.pid,
+    pid: floor.child.pid!,
   },
-  { name: 'A', url: `${sideA.info.url}/v1/chat/completions`, auth: sideA.info.token, pid: sideA.child.pid },
-  { name: 'B', url: `${sideB.info.url}/v1/chat/completions`, auth: sideB.info.token, pid: sideB.child.pid },
+  { name: 'A', url: `${sideA.info.url}/v1/chat/completions`, auth: sideA.info.token, pid: sideA.child.pid! },
+  { name: 'B', url: `${sideB.info.url}/v1/chat/completions`, auth: sideB.info.token, pid: sideB.child.pid! },
 ];
 const body = JSON.stringify({
   model: 'gpt-4o-mini',
@@ -167,21 +166,18 @@ async function runBlock(t: Target): Promise<number[]> {
 }
 
 const times = new Map(targets.map((t) => [t.name, [] as number[]]));
-const cpu = new Map(targets.map((t) => [t.name, { svc: 0, postgres: 0, calls: 0 }]));
+const cpu = new Map(targets.map((t) => [t.name, { process: 0, postgres: 0, calls: 0 }]));
 try {
   for (let round = -1; round < rounds; round++) {
     for (const t of round % 2 ? [...targets].reverse() : targets) {
-      const svcBefore = t.pid ? processCpuUs(t.pid) : 0;
-      const pgBefore = await ownBackendsCpuUs(monitor, t.pgPid ?? t.pid, postgresPort);
+      const processBefore = processCpuUs(t.pid);
+      const pgBefore = await ownBackendsCpuUs(monitor, t.pid, postgresPort);
       const recorded = await runBlock(t);
       if (round < 0) continue; // the warm-up round
       times.get(t.name)!.push(...recorded);
       const c = cpu.get(t.name)!;
-      if (t.pid) c.svc += processCpuUs(t.pid) - svcBefore;
-      c.postgres += backendsSpentUs(
-        pgBefore,
-        await ownBackendsCpuUs(monitor, t.pgPid ?? t.pid, postgresPort),
-      );
+      c.process += processCpuUs(t.pid) - processBefore;
+      c.postgres += backendsSpentUs(pgBefore, await ownBackendsCpuUs(monitor, t.pid, postgresPort));
       c.calls += WARM + block;
     }
   }
@@ -209,7 +205,7 @@ console.table(
           'p99 ms': +percentile(sorted, 0.99).toFixed(2),
           'adds p50 ms': +(percentile(sorted, 0.5) - percentile(direct, 0.5)).toFixed(2),
           'adds p99 ms': +(percentile(sorted, 0.99) - percentile(direct, 0.99)).toFixed(2),
-          ...(t.pid ? { 'svc CPU µs/call': Math.round(c.svc / c.calls) } : {}),
+          'process CPU µs/call': Math.round(c.process / c.calls),
           'PostgreSQL backends CPU µs/call': Math.round(c.postgres / c.calls),
         },
       ];
