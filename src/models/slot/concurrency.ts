@@ -49,7 +49,7 @@ export interface LimiterOptions {
 }
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
-export const DEFAULT_SLOT_REUSE_MS = 50;
+export const DEFAULT_SLOT_REUSE_MS = 250;
 
 export const concurrencyLimited = () =>
   errorOf(
