@@ -9,7 +9,7 @@
 //
 // BENCH_AB_MODE=json (default): non-streamed calls paced open-loop at BENCH_AB_RATE per second
 // (bench/proxy-paced.ts's row); BENCH_AB_MODE=first-byte: streamed calls one at a time, timed to their
-// first byte, BENCH_AB_GAP_MS apart (a gap over 50 ms makes every call take a fresh concurrency slot:
+// first byte, BENCH_AB_GAP_MS apart (a gap over 250 ms makes every call take a fresh concurrency slot:
 // src/models/slot/concurrency.ts slot reuse). BENCH_AB_BLOCK calls per block (the first ten unrecorded),
 // BENCH_AB_ROUNDS rounds after a warm-up round. BENCH_AB_B_SQL: a statement run on side B's database
 // once it serves (a setting of one function, say). Per target: p50/p90/p99 and their excess over
