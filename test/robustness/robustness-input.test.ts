@@ -356,7 +356,11 @@ const HOSTILE_VALUES: [string, string][] = [
   ['{}', '{}'],
   ['[]', '[]'],
   ['[1,"a"]', '[1,"a"]'],
+  // Every field 100k long is a 6.5 MB body: over the 1 MB JSON limit (a 413 before any route), parsed
+  // only where a route reads more (MCP, the model routes). 10k in every field fits under the limit, so
+  // long strings reach every route's own validation.
   ['100k string', JSON.stringify(LONG)],
+  ['10k string', JSON.stringify(LONG.slice(0, 10_000))],
   ['NUL string', JSON.stringify('a\u0000b')],
   ['unicode', JSON.stringify('ünïcødé ✓ 💩 \u202e')],
   ['lone surrogate', '"\\ud800"'],
@@ -602,7 +606,7 @@ async function drive(route: Route, signedIn: boolean): Promise<Finding[]> {
   if (hasBody) for (const c of BODIES) cases.push({ path: base, c });
   for (const p of paths.slice(1)) {
     cases.push({ path: p, c: BODIES[0]! });
-    if (hasBody) cases.push({ path: p, c: BODIES.find((b) => b.label === 'every field 100k string')! });
+    if (hasBody) cases.push({ path: p, c: BODIES.find((b) => b.label === 'every field 10k string')! });
   }
   await pool(
     cases.map(({ path, c }) => async () => {
