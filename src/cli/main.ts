@@ -3,22 +3,22 @@ import { readFileSync } from 'node:fs';
 import { CliError, EXIT } from './errors.js';
 import { line, type IO } from './io.js';
 import { inert } from './inert.js';
-import { login } from './commands/login.js';
 import { logout } from './commands/logout.js';
 import { whoami } from './commands/whoami.js';
 import { orgsList, orgsUse } from './commands/orgs.js';
 import { balance } from './commands/balance.js';
 import { usage } from './commands/usage.js';
 import { mcpConfig } from './commands/mcp-config.js';
-import { chat } from './commands/chat.js';
-import { run } from './commands/run.js';
+import type * as RunCommand from './commands/run.js';
 import { registerServiceAccounts } from './commands/service-accounts.js';
 import { completion } from './commands/completion.js';
-import { keysList, keysRevoke } from './commands/keys.js';
 import { EXAMPLES, helpUrl } from './examples.js';
 
 // The `svc` terminal client (docs/cli.md). Arguments are parsed by commander; each command is a small
 // function over its parsed options and an IO object (STYLE, "The terminal client"). Exit codes: errors.ts.
+// The commands that need a large library of their own (login's QR code and browser opener, the prompts
+// of chat, run and keys, run's WebSocket client) are loaded when they run, so every other command starts
+// without them.
 
 /** package.json's version: two folders up from src/cli, three from dist/src/cli. */
 function packageVersion(): string {
@@ -65,8 +65,8 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     )
     .option('--org <org>', 'the organization to act for (its name, client_… or org_…)')
     .action(
-      act((o: { url?: string; json?: boolean; browser?: boolean; apiKey?: boolean; org?: string }) =>
-        login(io, o),
+      act(async (o: { url?: string; json?: boolean; browser?: boolean; apiKey?: boolean; org?: string }) =>
+        (await import('./commands/login.js')).login(io, o),
       ),
     );
 
@@ -110,8 +110,8 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     .option('--no-stream', 'wait for the whole answer instead of streaming it')
     .option('--system <text>', 'a system message to start with')
     .action(
-      act((words: string[], o: { url?: string; json?: boolean; stream?: boolean; system?: string }) =>
-        chat(io, words.length ? words.join(' ') : undefined, o),
+      act(async (words: string[], o: { url?: string; json?: boolean; stream?: boolean; system?: string }) =>
+        (await import('./commands/chat.js')).chat(io, words.length ? words.join(' ') : undefined, o),
       ),
     );
 
@@ -122,7 +122,11 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     .option('--allow <kind>', '"read": run reads without asking and refuse writes and commands (no prompts)')
     .option('--command-timeout <seconds>', 'longest a command may run', '60')
     .option('--output-cap <bytes>', 'most output a command may return', String(64 * 1024))
-    .action(act((words: string[], o: Parameters<typeof run>[2]) => run(io, words.join(' '), o)));
+    .action(
+      act(async (words: string[], o: Parameters<typeof RunCommand.run>[2]) =>
+        (await import('./commands/run.js')).run(io, words.join(' '), o),
+      ),
+    );
   const email = () =>
     new Option('--email <address>', 'your e-mail address (asked at the terminal when omitted)');
   const keys = command(
@@ -131,7 +135,11 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
   )
     .addOption(email())
     .option('--all', 'revoked and expired keys too')
-    .action(act((o: { url?: string; json?: boolean; email?: string; all?: boolean }) => keysList(io, o)));
+    .action(
+      act(async (o: { url?: string; json?: boolean; email?: string; all?: boolean }) =>
+        (await import('./commands/keys.js')).keysList(io, o),
+      ),
+    );
   keys
     .command('revoke')
     .description('revoke one of your API keys at once (asks for your password)')
@@ -141,8 +149,12 @@ export function buildProgram(io: IO, done: (code: number) => void): Command {
     .addOption(email())
     // `keys` has the same options, so commander may hand them to it: read both levels.
     .action(
-      act((id: string, _o: unknown, cmd: Command) =>
-        keysRevoke(io, id, cmd.optsWithGlobals<{ url?: string; json?: boolean; email?: string }>()),
+      act(async (id: string, _o: unknown, cmd: Command) =>
+        (await import('./commands/keys.js')).keysRevoke(
+          io,
+          id,
+          cmd.optsWithGlobals<{ url?: string; json?: boolean; email?: string }>(),
+        ),
       ),
     );
   registerServiceAccounts(program, io, act);
