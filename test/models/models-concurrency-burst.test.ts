@@ -33,16 +33,22 @@ const hi = () =>
       (e: InstanceType<typeof OpenAI.APIError>) => (e.status === 429 ? `429:${e.code}` : e.status),
     );
 
-/** `n` calls at once, each held open by the provider for `holdMs` so that they really overlap. */
-function calls(n: number, holdMs = 150) {
-  suite.fake.headersDelayMs = holdMs;
+/**
+ * `n` calls at once. The provider holds its answers until as many of them as the cap admits are with it
+ * together, so the admitted ones overlap however slow the machine (when fewer come, it answers after
+ * ten seconds, and the assertions on what was admitted say so).
+ */
+function calls(n: number) {
   suite.fake.maxInFlight = 0;
+  const release = suite.fake.holdAnswers();
   const all = Array.from({ length: n }, () => hi());
-  void Promise.all(all).finally(() => (suite.fake.headersDelayMs = 0));
+  void eventually(() => suite.fake.inFlight >= Math.min(n, CAP), 10_000)
+    .catch(() => {})
+    .finally(release);
   return all;
 }
 
-const burst = (n: number, holdMs?: number) => Promise.all(calls(n, holdMs));
+const burst = (n: number) => Promise.all(calls(n));
 
 const admitted = (results: unknown[]) => results.filter((r) => r === 200).length;
 
@@ -142,12 +148,12 @@ describe.runIf(storageMode() === 'postgres')(
      * `n` calls at once while the release is held. The lock goes once one call has reached the provider
      * and each of the other n - 1 has either been answered or is waiting in svc for the release to land
      * (the limiter's count of admissions waiting), so a call that does not wait for the release is refused
-     * before it lands. The provider holds each call for a second, so the admitted ones overlap.
+     * before it lands. The provider holds the admitted calls until they are all with it (calls()).
      */
     async function burstWhileReleasing(n: number) {
       const before = suite.fake.requests.length;
       const limiter = suite.server.deps.models.limiter;
-      const pending = calls(n, 1_000);
+      const pending = calls(n);
       try {
         let answered = 0;
         for (const p of pending) void p.finally(() => answered++);
