@@ -102,6 +102,7 @@ function migratedPglite(): Promise<Blob> | undefined {
 
 export async function startTestServer(options: StartOptions = {}): Promise<TestServer> {
   const owned = options.databaseUrl ? undefined : await createTestDatabase({ migrated: true });
+  const migratedTemplate = process.env.SVC_TEST_TEMPLATE_DATABASE;
   const databaseUrl = options.databaseUrl ?? owned?.url;
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
@@ -126,7 +127,10 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
           poolSize: 10,
           queryTimeoutMs: config.reliability.queryTimeoutMs,
         });
-    await runMigrations(database); // nothing left to apply on a migrated copy; its check still runs
+    // A copy of the run's migrated template or archive (global-setup.ts, made from the same migrations
+    // in this run) has nothing to apply; checking it took a connection and a read of every migration.
+    const migratedCopy = archive !== undefined || (owned !== undefined && migratedTemplate !== undefined);
+    if (!migratedCopy) await runMigrations(database);
     const deps = await createDeps(config, database, createLogger(config.logLevel, 'json', options.log));
     try {
       const running = await startServer(deps, ['127.0.0.1', '127.0.0.2', '127.0.0.3'], port);
