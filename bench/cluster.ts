@@ -126,8 +126,8 @@ const run = (url: string, opts: Record<string, unknown>, rotate?: string[]) =>
         body,
         duration: seconds,
         // A phase of `amount` calls ends at autocannon's next sample tick after its last answer (by
-        // default once a second), and its rate is calls over the phase's wall time: at 1 s a phase that
-        // took 3.2 s read as 4.03, and every rate came out as the calls over a whole number of seconds.
+        // default once a second), and its rate is calls over the phase's wall time: with ticks a second
+        // apart every rate came out as the calls over a whole number of seconds (bench/README.md).
         sampleInt: 10,
         ...(requests ? { requests } : {}),
         ...opts,
