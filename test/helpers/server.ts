@@ -45,13 +45,14 @@ async function freePort(): Promise<number> {
 
 /**
  * Creates a database for one test file and returns its URL and how to drop it: empty, or with `migrated`
- * a copy of the run's migrated template (test/helpers/global-setup.ts) when there is one.
+ * a copy of the run's migrated template (test/helpers/global-setup.ts) when there is one, which
+ * `migrated` then says.
  */
 export async function createTestDatabase(
   options: { migrated?: boolean } = {},
-): Promise<{ url: string | undefined; drop(): Promise<void> }> {
+): Promise<{ url: string | undefined; migrated: boolean; drop(): Promise<void> }> {
   const admin = process.env.TEST_DATABASE_URL;
-  if (!admin) return { url: undefined, drop: async () => {} };
+  if (!admin) return { url: undefined, migrated: false, drop: async () => {} };
   const name = `svc_t_${randomToken(8)}`;
   const template = options.migrated ? process.env.SVC_TEST_TEMPLATE_DATABASE : undefined;
   const client = new pg.Client({ connectionString: admin });
@@ -62,6 +63,7 @@ export async function createTestDatabase(
   url.pathname = `/${name}`;
   return {
     url: url.toString(),
+    migrated: template !== undefined,
     async drop() {
       const c = new pg.Client({ connectionString: admin });
       await c.connect();
@@ -102,7 +104,6 @@ function migratedPglite(): Promise<Blob> | undefined {
 
 export async function startTestServer(options: StartOptions = {}): Promise<TestServer> {
   const owned = options.databaseUrl ? undefined : await createTestDatabase({ migrated: true });
-  const migratedTemplate = process.env.SVC_TEST_TEMPLATE_DATABASE;
   const databaseUrl = options.databaseUrl ?? owned?.url;
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
@@ -129,8 +130,7 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
         });
     // A copy of the run's migrated template or archive (global-setup.ts, made from the same migrations
     // in this run) has nothing to apply; checking it took a connection and a read of every migration.
-    const migratedCopy = archive !== undefined || (owned !== undefined && migratedTemplate !== undefined);
-    if (!migratedCopy) await runMigrations(database);
+    if (!archive && !owned?.migrated) await runMigrations(database);
     const deps = await createDeps(config, database, createLogger(config.logLevel, 'json', options.log));
     try {
       const running = await startServer(deps, ['127.0.0.1', '127.0.0.2', '127.0.0.3'], port);
