@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/client.js';
 import { serverSecrets } from '../../src/db/schema.js';
 import { createTestDatabase } from '../helpers/server.js';
+import { freePort } from '../helpers/child-svc.js';
 import { nodeEntry } from '../helpers/entry.js';
 
 // NODE_ENV=production refuses unsafe settings, naming each variable, and the banner tells the truth
@@ -52,10 +53,21 @@ const PRODUCTION = {
 
 /**
  * Starts src/main.ts with exactly `env` (plus PATH, storage and a free port). When it starts, `whileUp`
- * runs against it and it is stopped with SIGTERM; a refusal ends the process on its own.
+ * runs against it and it is stopped with SIGTERM; a refusal ends the process on its own. A port taken
+ * between asking for it and the child's listen (another file's connection) is asked for again.
  */
-function start(env: Record<string, string>, whileUp?: (url: string) => Promise<void>): Promise<Run> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+async function start(env: Record<string, string>, whileUp?: (url: string) => Promise<void>): Promise<Run> {
+  for (let attempt = 1; ; attempt++) {
+    const run = await startOnce(await freePort(), env, whileUp);
+    if (!run.stderr.includes('EADDRINUSE') || attempt === 3) return run;
+  }
+}
+
+function startOnce(
+  port: number,
+  env: Record<string, string>,
+  whileUp?: (url: string) => Promise<void>,
+): Promise<Run> {
   const child = spawn(process.execPath, MAIN, {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...storage.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -149,7 +161,7 @@ describe('a safe production start', SLOW, () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'svc-dev-'));
     try {
       const run = await start({ DATA_DIR: dataDir, DATABASE_URL: '' });
-      expect(run.stdout).toContain('mode: development');
+      expect(run.stdout, `exit ${run.code}, stderr: ${run.stderr}`).toContain('mode: development');
       expect(run.stdout).toContain('/dev/mail?to=<email>');
       expect(run.stdout).toContain('server keys: stored unsealed in the database (set KEY_ENCRYPTION_KEY)');
     } finally {

@@ -1,5 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
@@ -9,6 +8,7 @@ import type { Deps } from '../../src/deps.js';
 import { createLogger } from '../../src/log.js';
 import { startServer } from '../../src/server.js';
 import { randomToken } from '../../src/ids.js';
+import { freePort } from './child-svc.js';
 import { givePgliteBack, takePgliteDatabase } from './pglite-reuse.js';
 
 // Each test file starts its own server on its own database: a fresh database on the real PostgreSQL
@@ -31,17 +31,6 @@ export interface TestServer {
 
 export const storageMode = (): 'postgres' | 'pglite' =>
   process.env.TEST_DATABASE_URL ? 'postgres' : 'pglite';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * Creates a database for one test file and returns its URL and how to drop it: empty, or with `migrated`
