@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { stalledShare, startIdleProbe } from './idle-probe.js';
 
 // The proxy bench's chat JSON row (chat JSON at a paced 200 req/s, time added over the
 // provider): non-streamed calls sent open-loop at a fixed rate — one call every 1000/rate ms, whether or
@@ -19,6 +20,11 @@ export interface PacedFigures {
   errors: number;
   /** The first FAILURES_KEPT failures, each as `failureText` wrote it. */
   failures: string[];
+  /**
+   * While this target's blocks ran: the share of their time an idle process beside them was stalled,
+   * and its longest stall in ms (bench/idle-probe.ts).
+   */
+  idleStalled: { share: number; longest: number };
 }
 
 /** How many failures a block or a run keeps, so that a failed run can be diagnosed from its output. */
@@ -43,10 +49,14 @@ export function reportFailures(name: string, errors: number, failures: string[])
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** One block at `rate` calls/s: the latencies of its calls after the first `warm`, its errors and the first few. */
+/**
+ * One block at `rate` calls/s: the latencies of its calls after the first `warm`, its errors and the
+ * first few, and when its recorded calls were in flight (`window`, on performance.now()'s clock).
+ */
 export async function pacedBlock(t: PacedTarget, rate: number, calls: number, warm: number) {
   const gap = 1000 / rate;
   const start = performance.now();
+  let recordedFrom = start;
   const times: number[] = [];
   let errors = 0;
   const failures: string[] = [];
@@ -56,6 +66,7 @@ export async function pacedBlock(t: PacedTarget, rate: number, calls: number, wa
     const wait = due - performance.now();
     if (wait > 0.5) await sleep(wait);
     const sent = performance.now();
+    if (i === warm) recordedFrom = sent;
     pending.push(
       t.call().then(
         () => {
@@ -69,7 +80,7 @@ export async function pacedBlock(t: PacedTarget, rate: number, calls: number, wa
     );
   }
   await Promise.all(pending);
-  return { times, errors, failures };
+  return { times, errors, failures, window: [recordedFrom, performance.now()] as [number, number] };
 }
 
 /** The `q` quantile of ascending `sorted` (NaN when empty). */
@@ -78,7 +89,8 @@ export const percentile = (sorted: number[], q: number) =>
 
 /**
  * Every target's p50 / p99 latency at `rate` calls/s over `samples` recorded calls, in turns of `per`.
- * A target's failed calls are counted, and the first few printed on stderr.
+ * A target's failed calls are counted, and the first few printed on stderr. An idle process runs beside
+ * the blocks, and each target's figures say how much of its blocks' time that process was stalled.
  */
 export async function pacedJson(
   targets: PacedTarget[],
@@ -88,15 +100,19 @@ export async function pacedJson(
   const times = new Map(targets.map((t) => [t.name, [] as number[]]));
   const errors = new Map(targets.map((t) => [t.name, 0]));
   const failures = new Map(targets.map((t) => [t.name, [] as string[]]));
+  const windows = new Map(targets.map((t) => [t.name, [] as [number, number][]]));
+  const probe = await startIdleProbe();
   for (let round = 0; round < Math.ceil(o.samples / per); round++) {
     for (const t of targets) {
       const b = await pacedBlock(t, o.rate, per, o.warm);
       times.get(t.name)!.push(...b.times);
+      windows.get(t.name)!.push(b.window);
       errors.set(t.name, errors.get(t.name)! + b.errors);
       const kept = failures.get(t.name)!;
       kept.push(...b.failures.slice(0, FAILURES_KEPT - kept.length));
     }
   }
+  const stalls = await probe.stop();
   for (const t of targets) reportFailures(t.name, errors.get(t.name)!, failures.get(t.name)!);
   return new Map(
     targets.map((t) => {
@@ -108,6 +124,7 @@ export async function pacedJson(
           p99: percentile(sorted, 0.99),
           errors: errors.get(t.name)!,
           failures: failures.get(t.name)!,
+          idleStalled: stalledShare(stalls, windows.get(t.name)!),
         },
       ];
     }),

@@ -21,6 +21,7 @@ import { announce, startChild, type ProxySvcInfo } from './children.js';
 import { backendsSpentUs, ownBackendsCpuUs, processCpuUs } from './proc-cpu.js';
 import { startCpuProfile } from './cpu-profile.js';
 import { benchDatabaseUrl, knob, smoke } from './knobs.js';
+import { STALL_MS } from './idle-probe.js';
 import { callFailed, pacedJson } from './proxy-paced.js';
 
 const role = process.env.BENCH_ROLE;
@@ -370,7 +371,7 @@ async function main() {
     }
     // The chat JSON row: paced open-loop, each call timed alone (bench/proxy-paced.ts).
     let turn = 0;
-    const paced = await pacedJson(
+    const pacedJsonFigures = await pacedJson(
       targets.map((t) => ({
         name: t.name,
         async call() {
@@ -389,7 +390,7 @@ async function main() {
       },
     );
     for (const t of targets) {
-      const p = paced.get(t.name)!;
+      const p = pacedJsonFigures.get(t.name)!;
       rows[t.name]!['JSON paced p50 ms'] = Number(p.p50.toFixed(2));
       rows[t.name]!['JSON paced p99 ms'] = Number(p.p99.toFixed(2));
       if (t.name.startsWith('svc') && p.errors > 0) process.exitCode = 1;
@@ -435,6 +436,13 @@ async function main() {
       if (!r) continue;
       process.stdout.write(
         `${name} chat JSON at a paced ${rate} req/s adds over the provider: p50 ${String(r['JSON adds p50 ms'])} ms, p99 ${String(r['JSON adds p99 ms'])} ms\n`,
+      );
+    }
+    // What the machine did meanwhile (bench/idle-probe.ts): a p99 is read beside it.
+    for (const t of targets) {
+      const { share, longest } = pacedJsonFigures.get(t.name)!.idleStalled;
+      process.stdout.write(
+        `chat JSON paced, ${t.name}'s blocks: an idle process beside them stalled ≥ ${STALL_MS} ms for ${(100 * share).toFixed(2)}% of the time (longest ${longest.toFixed(1)} ms)\n`,
       );
     }
     // The limits' cost per call: the key-limited org beside the unlimited hot org (both one org, one key).
