@@ -34,12 +34,15 @@ setInterval(() => {
   last = now;
 }, 1);
 process.stdout.write('ready\\n');
+// The parent's end closes this pipe: a bench that dies leaves no probe behind.
+process.stdin.resume();
+process.stdin.on('end', () => process.exit(0));
 process.on('SIGTERM', () => process.stdout.write(JSON.stringify(stalls) + '\\n', () => process.exit(0)));
 `;
 
 /** Starts the idle child; resolves once its timer runs. */
 export function startIdleProbe(): Promise<IdleProbe> {
-  const child = spawn(process.execPath, ['-e', CHILD], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', CHILD], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { stalledShare, startIdleProbe } from './idle-probe.js';
+import { stalledShare, startIdleProbe, type Stall } from './idle-probe.js';
 
 // The proxy bench's chat JSON row (chat JSON at a paced 200 req/s, time added over the
 // provider): non-streamed calls sent open-loop at a fixed rate — one call every 1000/rate ms, whether or
@@ -102,17 +102,21 @@ export async function pacedJson(
   const failures = new Map(targets.map((t) => [t.name, [] as string[]]));
   const windows = new Map(targets.map((t) => [t.name, [] as [number, number][]]));
   const probe = await startIdleProbe();
-  for (let round = 0; round < Math.ceil(o.samples / per); round++) {
-    for (const t of targets) {
-      const b = await pacedBlock(t, o.rate, per, o.warm);
-      times.get(t.name)!.push(...b.times);
-      windows.get(t.name)!.push(b.window);
-      errors.set(t.name, errors.get(t.name)! + b.errors);
-      const kept = failures.get(t.name)!;
-      kept.push(...b.failures.slice(0, FAILURES_KEPT - kept.length));
+  let stalls: Stall[];
+  try {
+    for (let round = 0; round < Math.ceil(o.samples / per); round++) {
+      for (const t of targets) {
+        const b = await pacedBlock(t, o.rate, per, o.warm);
+        times.get(t.name)!.push(...b.times);
+        windows.get(t.name)!.push(b.window);
+        errors.set(t.name, errors.get(t.name)! + b.errors);
+        const kept = failures.get(t.name)!;
+        kept.push(...b.failures.slice(0, FAILURES_KEPT - kept.length));
+      }
     }
+  } finally {
+    stalls = await probe.stop();
   }
-  const stalls = await probe.stop();
   for (const t of targets) reportFailures(t.name, errors.get(t.name)!, failures.get(t.name)!);
   return new Map(
     targets.map((t) => {
