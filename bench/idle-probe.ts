@@ -53,8 +53,9 @@ export function startIdleProbe(): Promise<IdleProbe> {
         async stop() {
           child.kill('SIGTERM');
           await exited;
-          const lines = out.trim().split('\n');
-          const rows = JSON.parse(lines[lines.length - 1] ?? '[]') as [number, number][];
+          const last = out.trim().split('\n').at(-1) ?? '';
+          if (!last.startsWith('[')) throw new Error('the idle probe ended without reporting its stalls');
+          const rows = JSON.parse(last) as [number, number][];
           return rows.map(([at, ms]) => ({ at: at - performance.timeOrigin, ms }));
         },
       }),

@@ -13,10 +13,10 @@
 // postgres://postgres@127.0.0.1:5432/test when it answers (as the other benches default); on the embedded
 // PGlite only when no PostgreSQL answers or BENCH_STORAGE=pglite asks for it.
 import type { ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { Result } from 'autocannon';
+import { freePort } from '../test/helpers/child-svc.js';
 import { announce, startChild, type ProxySvcInfo } from './children.js';
 import { backendsSpentUs, ownBackendsCpuUs, processCpuUs } from './proc-cpu.js';
 import { startCpuProfile } from './cpu-profile.js';
@@ -111,16 +111,6 @@ if (role === 'fake') {
   );
 } else {
   await main();
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 interface Target {
