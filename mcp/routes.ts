@@ -3,7 +3,6 @@ import type { Deps } from '../src/deps.js';
 import { AppError } from '../src/http/errors.js';
 import { jsonBody } from '../src/http/json-body.js';
 import { rejectNulCharacters } from '../src/http/input-guard.js';
-import { auditRequestContext } from '../src/audit/context.js';
 import { checkOrigin, insufficientScope, requirePlatformGrant } from './guard.js';
 import { READONLY_SUFFIX, selectionOf } from './selection.js';
 import { mcpAnswer, type McpExchange } from './transport.js';
@@ -73,7 +72,6 @@ export function mcpRoutes(deps: Deps): Router {
       path,
       MCP_BODY,
       rejectNulCharacters(),
-      auditRequestContext,
       async (req: Request, res: Response) => {
         await answer(req, res, exchangeOf(req));
       },

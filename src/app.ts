@@ -34,7 +34,6 @@ import { frontSteps, type FastEntry } from './http/entry-steps.js';
 import { pageErrorHandler, browserErrorPage } from './portal/page-errors.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { metricsRoutes } from './metrics/routes.js';
-import { auditRequestContext } from './audit/context.js';
 import { auditRoutes } from './audit/routes.js';
 
 // The HTTP face of every origin (CONTRACT §1: one process serves BASE_URL, V2_URL and LIGHT_URL; an
@@ -96,8 +95,6 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
   app.use(formBody());
   // The webhook's body is judged by its own route (signature over the raw bytes).
   app.use(rejectNulCharacters(['/v1/webhooks/stripe']));
-  // Every change below records who made it from the request being handled (src/audit/context.ts).
-  app.use(auditRequestContext);
 
   // The other model routes first: every router mounted before them is walked layer by layer on each call.
   // No router mounted after them has a route on their paths (/v1/models, /v1/agents, /v1/runs/ws), so the

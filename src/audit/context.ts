@@ -1,25 +1,10 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-import type { NextFunction, Request, Response } from 'express';
+import type { Request } from 'express';
 
 // Who made a change and from where, for the audit event the change writes (CONTRACT §11: actor,
-// credential_id, ip, user_agent "from the request").
-//
-// Why not an argument: the changes the log records are made by services in every domain, many of them
-// called from several routes and from jobs; threading a request's origin through each of their
-// signatures would touch every caller for a value only the audit line reads. So the app keeps the
-// request (read-only) in an AsyncLocalStorage for the length of its handling, as OpenTelemetry keeps
-// its context, and recordAuditEvent reads its principal, address and user agent when it writes. Outside
-// a request (jobs, the processor's webhooks, sweeps) there is none, and the actor is `system`.
-// docs/decisions: "Audit events take the request's origin from its async context". A caller that has the
-// origin in hand passes it instead (a job: SYSTEM_ORIGIN; a route: auditOriginOf(req)), and the context
-// goes once every caller does (docs/decisions/0071-audit-origin-passed-where-it-is-at-hand.md).
-
-const requests = new AsyncLocalStorage<Request>();
-
-/** Express middleware, mounted after the body parsers (their stream callbacks would drop the context). */
-export function auditRequestContext(req: Request, _res: Response, next: NextFunction): void {
-  requests.run(req, next);
-}
+// credential_id, ip, user_agent "from the request"). Every caller of recordAuditEvent passes it: a route,
+// page or tool makes it from its request (auditOriginOf), a job passes SYSTEM_ORIGIN. It is an argument,
+// not the request's async context: an AsyncLocalStorage in use makes every promise of the process pay for
+// its propagation, model calls included (docs/decisions/0165-audit-origin-is-an-argument.md).
 
 /** What an audit event says about who made the change. */
 export interface AuditOrigin {
@@ -68,10 +53,4 @@ export function auditOriginOf(req: Request): AuditOrigin {
     ip: req.ip ?? null,
     userAgent: agent ? agent.replace(CONTROL, '').slice(0, MAX_USER_AGENT) : null,
   };
-}
-
-/** The origin of the request being handled (a `system` origin outside one). */
-export function currentAuditOrigin(): AuditOrigin {
-  const req = requests.getStore();
-  return req ? auditOriginOf(req) : SYSTEM_ORIGIN;
 }

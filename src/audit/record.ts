@@ -4,7 +4,7 @@ import { beforeCommit, isTransaction, transaction, type BeforeCommit } from '../
 import { newId, nowUnix } from '../ids.js';
 import type { AccountAuditAction, OrgAuditAction } from './actions.js';
 import { GENESIS_HASH, hashOfEvent, type AuditEventItem } from './chain.js';
-import { currentAuditOrigin, type AuditOrigin } from './context.js';
+import type { AuditOrigin } from './context.js';
 import { scrubDetails, scrubText } from './scrub.js';
 import { emitEvent } from '../events/outbox.js';
 
@@ -17,12 +17,8 @@ interface Common {
   details?: Record<string, unknown>;
   /** Who did it, when the request's own caller is not the one to name (a sign-in, a job). */
   actor?: AuditOrigin['actor'];
-  /**
-   * Who made the change and from where, passed by a caller that has it in hand: a job passes
-   * SYSTEM_ORIGIN, a route `auditOriginOf(req)`. Absent: the request being handled (./context.ts; the
-   * callers that still rely on it: docs/decisions/0071-audit-origin-passed-where-it-is-at-hand.md).
-   */
-  origin?: AuditOrigin;
+  /** Who made the change and from where: a route's `auditOriginOf(req)`, a job's SYSTEM_ORIGIN. */
+  origin: AuditOrigin;
 }
 
 /** An event of an organization's log, or of a person's own account log. */
@@ -43,7 +39,7 @@ export async function recordAuditEvent(tx: Db, input: AuditInput): Promise<void>
     await transaction(tx, (inner) => recordAuditEvent(inner, input));
     return;
   }
-  const origin = input.origin ?? currentAuditOrigin();
+  const { origin } = input;
   const actor = input.actor ?? origin.actor;
   const orgKey = 'orgKey' in input ? input.orgKey : null;
   beforeCommit(tx, appendToChains, {
