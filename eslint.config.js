@@ -57,6 +57,25 @@ export default defineConfig(
     rules: {
       // A file a newcomer reads whole: past 400 lines it holds more than one thing (STYLE.md).
       'max-lines': ['error', { max: 400 }],
+      // An AsyncLocalStorage once entered turns on promise hooks for every promise of the process
+      // (docs/decisions/0165-audit-origin-is-an-argument.md): pass the value instead.
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: 'node:async_hooks',
+              importNames: ['AsyncLocalStorage'],
+              message: 'Pass the value as an argument.',
+            },
+            {
+              name: 'async_hooks',
+              importNames: ['AsyncLocalStorage'],
+              message: 'Pass the value as an argument.',
+            },
+          ],
+        },
+      ],
       'no-restricted-syntax': [
         'error',
         {
