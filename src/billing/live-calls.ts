@@ -44,10 +44,10 @@ export interface LiveCalls {
    */
   track(orgKey: string, end: (reason: AppError) => void): () => void;
   /**
-   * track() as a signal: aborted (its reason clientDeleted()) when the client is deleted. `done` when the
-   * call is over.
+   * track() as a signal: aborted (its reason clientDeleted()) when the client is deleted, or with
+   * `alsoEndedBy`'s reason when that fires first. `done` when the call is over.
    */
-  watch(orgKey: string): { signal: AbortSignal; done: () => void };
+  watch(orgKey: string, alsoEndedBy?: AbortSignal): { signal: AbortSignal; done: () => void };
   /** Ends every call and run of `orgKey` in this process; returns how many. */
   endOrg(orgKey: string): number;
   /** Calls and runs registered now (tests, metrics). */
@@ -91,9 +91,20 @@ export function createRegistry(): LiveCalls {
 
   return {
     track,
-    watch(orgKey) {
+    // One controller and a listener, not AbortSignal.any, which costs a model call far more on Node.js 20
+    // (docs/decisions/0166-one-signal-ends-a-call.md).
+    watch(orgKey, alsoEndedBy) {
       const controller = new AbortController();
-      const done = track(orgKey, (reason) => controller.abort(reason));
+      const end = (reason: unknown) => controller.abort(reason);
+      const untrack = track(orgKey, end);
+      if (!alsoEndedBy) return { signal: controller.signal, done: untrack };
+      const endWithIt = () => end(alsoEndedBy.reason);
+      if (alsoEndedBy.aborted) endWithIt();
+      else alsoEndedBy.addEventListener('abort', endWithIt, { once: true });
+      const done = () => {
+        untrack();
+        alsoEndedBy.removeEventListener('abort', endWithIt);
+      };
       return { signal: controller.signal, done };
     },
     endOrg(orgKey) {

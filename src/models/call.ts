@@ -118,15 +118,15 @@ export async function modelCall(
   // next call at once and find the slot (release is idempotent; the finally covers the error paths).
   const freeSlot = () => lease.release();
   // Deleting the client ends the call (CONTRACT §8; src/billing/live-calls.ts): aborted with `client_deleted`.
-  const deleted = deps.billing.liveCalls.watch(actor.orgKey);
+  // Its lease taken back (self-fencing, src/models/slot/liveness.ts) ends it the same way, with 503.
+  const watched = deps.billing.liveCalls.watch(actor.orgKey, lease.signal);
   try {
-    // Its lease taken back (self-fencing, src/models/slot/liveness.ts) ends it the same way, with 503.
-    const ended = AbortSignal.any([deleted.signal, lease.signal]);
+    const ended = watched.signal;
     const provider = tracedProvider(deps, call, frontEnd.provider ?? deps.models.upstream);
     if (stream) await streamCall(deps, provider, call, req, res, writer, freeSlot, ended);
     else await jsonCall(deps, provider, call, res, writer, freeSlot, ended);
   } finally {
-    deleted.done();
+    watched.done();
     await lease.release();
   }
 }
