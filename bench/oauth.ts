@@ -32,6 +32,7 @@ import { startServer } from '../src/server.js';
 import { registerAccount } from '../src/accounts/service.js';
 import { randomToken } from '../src/ids.js';
 import { issueApproval } from '../oauth/token-issue.js';
+import { SYSTEM_ORIGIN } from '../src/audit/context.js';
 import { knob } from './knobs.js';
 import { inTurns } from './turns.js';
 import { countStatements, perRequest, readCost, serveCost, type Cost } from './mcp-cost.js';
@@ -215,6 +216,7 @@ async function svcTarget(): Promise<Target & { storage: string }> {
         issuer: origin,
         resources: ['platform'],
         named: null,
+        auditOrigin: SYSTEM_ORIGIN,
       });
       tokens.push(issued.top.refresh_token);
     }

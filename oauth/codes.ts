@@ -4,6 +4,7 @@ import type { Db } from '../src/db/client.js';
 import { oauthCodes, type OAuthResource } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { revokeGrants } from './grants.js';
+import type { AuditOrigin } from '../src/audit/context.js';
 
 // Authorization codes (CONTRACT §7): 60 s, single use, stored as HMAC. Redemption is one guarded
 // UPDATE … WHERE used_at IS NULL (STYLE: state that must not race); a second presentation of a used
@@ -80,7 +81,7 @@ export async function recordIssuedGrants(db: Db, codeHash: string, grantIds: str
  * not recorded its grants yet (the two raced), an empty list marks the code replayed, which makes that
  * exchange roll back; otherwise the grants it issued are revoked.
  */
-export async function revokeReplayedCode(db: Db, codeHash: string): Promise<void> {
+export async function revokeReplayedCode(db: Db, codeHash: string, auditOrigin: AuditOrigin): Promise<void> {
   const marked = await db
     .update(oauthCodes)
     .set({ grantIds: [] })
@@ -88,5 +89,5 @@ export async function revokeReplayedCode(db: Db, codeHash: string): Promise<void
     .returning({ codeHash: oauthCodes.codeHash });
   if (marked.length === 1) return;
   const row = await findCode(db, codeHash);
-  await revokeGrants(db, row?.grantIds ?? [], 'code_replayed');
+  await revokeGrants(db, row?.grantIds ?? [], 'code_replayed', auditOrigin);
 }

@@ -80,6 +80,7 @@ export class DeviceCodeGrantType extends OAuth2Server.AbstractGrantType {
       issuer: ctx.issuer,
       resources,
       named,
+      auditOrigin: ctx.auditOrigin,
     });
     return tokenResult(issued, client, { id: poll.row.userId });
   }

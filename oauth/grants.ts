@@ -10,6 +10,7 @@ import { BUILTIN_CLI_CLIENT_ID } from '../src/ids.js';
 import { resourceUrl } from './resources.js';
 import { grantScopeOf } from './params.js';
 import { grantOfEventColumns, recordGrantEvents } from '../src/audit/grants.js';
+import type { AuditOrigin } from '../src/audit/context.js';
 import { transaction } from '../src/db/transaction.js';
 
 // Grants (one row per approved resource, CONTRACT §7) and the tokens minted for them: RFC 9068 access
@@ -43,6 +44,7 @@ export async function createGrants(
   db: Db,
   input: NewGrant,
   resources: readonly OAuthResource[],
+  auditOrigin: AuditOrigin,
 ): Promise<GrantRow[]> {
   if (resources.length === 0) return [];
   const rows = await db
@@ -60,11 +62,16 @@ export async function createGrants(
       })),
     )
     .returning();
-  await recordGrantEvents(db, 'grant.approved', rows);
+  await recordGrantEvents(db, 'grant.approved', rows, auditOrigin);
   return rows;
 }
 
-export async function revokeGrants(db: Db, grantIds: string[], reason: string): Promise<void> {
+export async function revokeGrants(
+  db: Db,
+  grantIds: string[],
+  reason: string,
+  auditOrigin: AuditOrigin,
+): Promise<void> {
   if (grantIds.length === 0) return;
   await transaction(db, async (tx) => {
     const rows = await tx
@@ -72,7 +79,7 @@ export async function revokeGrants(db: Db, grantIds: string[], reason: string): 
       .set({ revokedAt: new Date() })
       .where(and(inArray(oauthGrants.id, grantIds), isNull(oauthGrants.revokedAt)))
       .returning(grantOfEventColumns);
-    await recordGrantEvents(tx, 'grant.revoked', rows, reason);
+    await recordGrantEvents(tx, 'grant.revoked', rows, auditOrigin, reason);
   });
 }
 
@@ -80,6 +87,7 @@ export async function revokeGrants(db: Db, grantIds: string[], reason: string): 
 export async function revokeMemberGrants(
   tx: Db,
   membership: { orgKey: string; userId: string },
+  auditOrigin: AuditOrigin,
 ): Promise<void> {
   const rows = await tx
     .update(oauthGrants)
@@ -92,7 +100,7 @@ export async function revokeMemberGrants(
       ),
     )
     .returning(grantOfEventColumns);
-  await recordGrantEvents(tx, 'grant.revoked', rows, 'member_removed');
+  await recordGrantEvents(tx, 'grant.revoked', rows, auditOrigin, 'member_removed');
 }
 
 export interface AccessToken {

@@ -1,4 +1,5 @@
 import type { Deps } from '../src/deps.js';
+import type { AuditOrigin } from '../src/audit/context.js';
 import type { OAuthResource } from '../src/db/schema.js';
 import { authenticateCredentials } from './client-auth.js';
 import { issueAccessToken, successorOf, type GrantTokens } from './grants.js';
@@ -35,6 +36,8 @@ export interface RefreshTokenRequest {
   issuer: string;
   /** The form (RFC 6749 §6), client credentials included or decoded into it from Basic. */
   form: Record<string, unknown>;
+  /** Who revokes a grant whose rotated token came back (oauth/token.ts). */
+  auditOrigin: AuditOrigin;
 }
 
 /** RFC 6749 Appendix A.17: refresh-token = 1*VSCHAR. */
@@ -45,7 +48,7 @@ const SCOPE = /^[\u0020-\u0021\u0023-\u005B\u005D-\u007E]+$/;
 const invalidGrant = (description: string) => new OAuthProtocolError('invalid_grant', description);
 
 export async function refreshTokenGrant(deps: Deps, request: RefreshTokenRequest): Promise<RefreshResponse> {
-  const { issuer, form } = request;
+  const { issuer, form, auditOrigin } = request;
 
   // 1. The client (RFC 6749 §6: authenticate a confidential client; a public one names itself).
   const client = await authenticateCredentials(deps, {
@@ -78,7 +81,7 @@ export async function refreshTokenGrant(deps: Deps, request: RefreshTokenRequest
 
   // 5. Reuse of a rotated token, other than a retry inside the grace window, revokes the family.
   if (found.rotatedAtMs !== null && !(await isRetryWithinGrace(deps, token, found.rotatedAtMs))) {
-    await revokeFamily(deps, found.grant.id);
+    await revokeFamily(deps, found.grant.id, auditOrigin);
     throw invalidGrant('the refresh token is invalid');
   }
 

@@ -1,5 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Deps } from '../src/deps.js';
+import type { AuditOrigin } from '../src/audit/context.js';
 import { oauthRefreshTokens, type OAuthResource } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { REFRESH_TOKEN_TTL_SECONDS, revokeGrants, successorOf, type GrantRow } from './grants.js';
@@ -213,8 +214,8 @@ export async function isRetryWithinGrace(deps: Deps, token: string, rotatedAtMs:
 }
 
 /** Reuse of a rotated token (RFC 9700 §4.14.2): the grant goes, and with it every token of its family. */
-export const revokeFamily = (deps: Deps, grantId: string): Promise<void> =>
-  revokeGrants(deps.db, [grantId], 'refresh_token_reused');
+export const revokeFamily = (deps: Deps, grantId: string, auditOrigin: AuditOrigin): Promise<void> =>
+  revokeGrants(deps.db, [grantId], 'refresh_token_reused', auditOrigin);
 
 /**
  * Rotates a token the find statement did not: one inside the grace window, one whose find lost a race to

@@ -5,6 +5,7 @@ import type { Deps } from '../src/deps.js';
 import { oauthGrants, oauthRefreshTokens } from '../src/db/schema.js';
 import { hmacSecret } from '../src/crypto/hash.js';
 import { requestOrigin } from '../src/http/origin.js';
+import { auditOriginOf } from '../src/audit/context.js';
 import { orgIdOf } from '../src/ids.js';
 import { liveRole } from '../src/orgs/membership.js';
 import { authenticateClient } from './client-auth.js';
@@ -94,7 +95,7 @@ export function revocationRoutes(deps: Deps): Router {
     // RFC 7009 §2.2: an unknown or invalid token is answered 200 — nothing to revoke, nothing revealed.
     // A token of another client is left alone and answered the same way (no oracle).
     if (found && found.grant.clientId === client.clientId)
-      await revokeGrants(deps.db, [found.grant.id], 'revoked_by_client');
+      await revokeGrants(deps.db, [found.grant.id], 'revoked_by_client', auditOriginOf(req));
     res.status(200).end();
   });
 

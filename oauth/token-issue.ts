@@ -9,6 +9,7 @@ import {
 } from './grants.js';
 import { recordIssuedGrants } from './codes.js';
 import { transaction } from '../src/db/transaction.js';
+import type { AuditOrigin } from '../src/audit/context.js';
 
 // What one approval issues (CONTRACT §7): a grant per approved resource, each with its own access and
 // refresh token, and the token response's top level repeating one of them — the resource named in the
@@ -46,11 +47,12 @@ export async function issueApproval(
     scope?: string | null;
     /** The code that approved it: the grants are recorded on it so a replay can revoke them. */
     codeHash?: string;
+    auditOrigin: AuditOrigin;
   },
 ): Promise<IssuedApproval> {
   // Grants, refresh tokens and the code's record in one transaction; signing after it commits.
   const stored = await transaction(deps.db, async (tx) => {
-    const rows = await createGrants(tx, input, input.resources);
+    const rows = await createGrants(tx, input, input.resources, input.auditOrigin);
     const out: { row: GrantRow; refresh: string }[] = [];
     for (const row of rows)
       out.push({ row, refresh: await storeNewRefreshToken(tx, deps.keys.hmac, row.id) });

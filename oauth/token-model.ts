@@ -1,5 +1,6 @@
 import OAuth2Server from '@node-oauth/oauth2-server';
 import type { Deps } from '../src/deps.js';
+import type { AuditOrigin } from '../src/audit/context.js';
 import type { OAuthResource } from '../src/db/schema.js';
 import { OAUTH_ERRORS, type OAuthErrorCode } from './errors.js';
 import { clientAuthenticates, findClient } from './clients.js';
@@ -33,6 +34,8 @@ export interface RequestContext {
   deps: Deps;
   issuer: string;
   body: Record<string, unknown>;
+  /** Who approves and revokes the grants this request issues or revokes (oauth/token.ts). */
+  auditOrigin: AuditOrigin;
 }
 
 /** The token object our saveToken hands back; `grants` is the only extended attribute (see token.ts). */
@@ -60,7 +63,7 @@ export async function libraryClient(
 }
 
 export function createTokenModel(ctx: RequestContext) {
-  const { deps, issuer } = ctx;
+  const { deps, issuer, auditOrigin } = ctx;
   let code: CodeRow | null = null;
   let codeResources: OAuthResource[] = [];
 
@@ -76,7 +79,7 @@ export function createTokenModel(ctx: RequestContext) {
       const row = await findCode(deps.db, codeHash);
       if (!row) return null;
       if (row.usedAt) {
-        await revokeReplayedCode(deps.db, codeHash);
+        await revokeReplayedCode(deps.db, codeHash, auditOrigin);
         return null;
       }
       // A code is redeemable only at the issuer that issued it (mix-up, RFC 9700 §4.4).
@@ -103,7 +106,7 @@ export function createTokenModel(ctx: RequestContext) {
     async revokeAuthorizationCode(c: { authorizationCode: string }) {
       const consumed = await consumeCode(deps.db, c.authorizationCode);
       // Lost the race to another exchange of the same code: that is a replay too.
-      if (!consumed) await revokeReplayedCode(deps.db, c.authorizationCode);
+      if (!consumed) await revokeReplayedCode(deps.db, c.authorizationCode, auditOrigin);
       return consumed;
     },
 
@@ -124,6 +127,7 @@ export function createTokenModel(ctx: RequestContext) {
           resources: codeResources,
           named: parseResources(issuer, ctx.body.resource),
           codeHash: code.codeHash,
+          auditOrigin,
         });
         return tokenResult(issued, client, user);
       } catch (err) {

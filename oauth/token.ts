@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import OAuth2Server from '@node-oauth/oauth2-server';
 import type { Deps } from '../src/deps.js';
 import { requestOrigin } from '../src/http/origin.js';
+import { SYSTEM_ORIGIN } from '../src/audit/context.js';
 import { sendJson } from '../src/http/error-middleware.js';
 import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS } from './grants.js';
 import { DEVICE_CODE_GRANT } from './metadata.js';
@@ -83,8 +84,12 @@ export function tokenEndpoint(deps: Deps) {
       body.client_id = creds.clientId;
       body.client_secret = creds.secret;
     }
+    // The token request is the client's, not the person's: a grant it revokes (a replayed code, a reused
+    // refresh token) svc revokes itself, and a grant it issues names the person who approved it as the
+    // actor (src/audit/grants.ts). Its audit events carry no address or user agent of the request.
+    const auditOrigin = SYSTEM_ORIGIN;
     if (body.grant_type === REFRESH_TOKEN_GRANT) {
-      sendJson(res, 200, await refreshTokenGrant(deps, { issuer, form: body }));
+      sendJson(res, 200, await refreshTokenGrant(deps, { issuer, form: body, auditOrigin }));
       return;
     }
     // The library's own Request, without the Authorization header (its credentials are in the body now).
@@ -95,7 +100,8 @@ export function tokenEndpoint(deps: Deps) {
       query: (req.query ?? {}) as Record<string, string>,
       body,
     });
-    const model = Object.assign(createTokenModel({ deps, issuer, body }), { ctx: { deps, issuer, body } });
+    const ctx = { deps, issuer, body, auditOrigin };
+    const model = Object.assign(createTokenModel(ctx), { ctx });
     const server = new OAuth2Server({ model } as unknown as ConstructorParameters<typeof OAuth2Server>[0]);
     const response = new OAuth2Server.Response({ headers: {} });
     try {

@@ -17,6 +17,7 @@ import { confirmPerson } from './reauthentication.js';
 import { recordUsedTrial } from './trial-addresses.js';
 import { revokeCredentialsAfterPasswordChange } from './credential-revocation.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { accountEvent } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
 import { ACCOUNT_ERRORS } from './errors.js';
@@ -144,8 +145,9 @@ export interface DeletionResult {
  */
 export async function deleteAccount(
   deps: Deps,
-  input: { userId: string; password: string; code?: string },
+  input: { userId: string; password: string; code?: string; origin: AuditOrigin },
 ): Promise<DeletionResult> {
+  const { origin } = input;
   const [user] = await deps.db.select().from(users).where(eq(users.id, input.userId));
   if (!user || user.deletedAt) throw errorOf(COMMON_ERRORS, 'INVALID_TOKEN', 'invalid token');
   await confirmPerson(deps, user, { ...input, secondFactor: true });
@@ -174,6 +176,7 @@ export async function deleteAccount(
         action: 'token.revoked',
         target: { type: 'token', id: token.id },
         details: { holder_id: user.id, reason: 'account_deleted' },
+        origin,
       });
     const deleted = await t
       .update(orgs)
@@ -187,6 +190,7 @@ export async function deleteAccount(
         action: 'client.deleted',
         target: { type: 'client', id: `client_${org.id}` },
         details: { reason: 'account_deleted' },
+        origin,
       });
       for (const hook of deps.hooks.orgDeleted) await hook(t, { orgKey: org.id, ownerId: user.id });
     }
@@ -202,12 +206,13 @@ export async function deleteAccount(
         action: 'member.removed',
         target: { type: 'user', id: user.id },
         details: { role: m.role, reason: 'account_deleted' },
+        origin,
       });
-    const credentials = await revokeCredentialsAfterPasswordChange(t, user.id);
-    await recordAuditEvent(
-      t,
-      accountEvent(user.id, 'account.deleted', { organizations_deleted: deleted.length }),
-    );
+    const credentials = await revokeCredentialsAfterPasswordChange(t, user.id, { origin });
+    await recordAuditEvent(t, {
+      ...accountEvent(user.id, 'account.deleted', { organizations_deleted: deleted.length }),
+      origin,
+    });
     await t.delete(recoveryCodes).where(eq(recoveryCodes.userId, user.id));
     await t.delete(accountTokens).where(eq(accountTokens.userId, user.id));
     // One trial per address (CONTRACT §8): the mailbox is remembered as a keyed hash, before the

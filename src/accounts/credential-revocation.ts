@@ -9,6 +9,7 @@ import {
   twoFactorChallenges,
 } from '../db/schema.js';
 import { grantOfEventColumns, recordGrantEvents } from '../audit/grants.js';
+import type { AuditOrigin } from '../audit/context.js';
 
 // What a new password takes back (CONTRACT §7, last point). Whoever knew the old
 // password may have signed in, approved an app or started a device login; a new password must end all
@@ -32,12 +33,12 @@ export interface CredentialRevocation {
  * Revokes what a new password must take back. Runs in the caller's transaction when `db` is one (the
  * reset confirmation and the portal's change-password route set the password in the same transaction).
  * `keepSessionId` is the public handle (ses_…) of the session that changed the password; a reset keeps
- * none.
+ * none. `origin`: who changed the password, for the revoked grants' audit events.
  */
 export async function revokeCredentialsAfterPasswordChange(
   db: Db,
   userId: string,
-  options: { keepSessionId?: string } = {},
+  options: { origin: AuditOrigin; keepSessionId?: string },
 ): Promise<CredentialRevocation> {
   const now = new Date();
   const keep = options.keepSessionId;
@@ -53,7 +54,7 @@ export async function revokeCredentialsAfterPasswordChange(
     .set({ revokedAt: now })
     .where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
     .returning(grantOfEventColumns);
-  await recordGrantEvents(db, 'grant.revoked', revokedGrants, 'password_changed');
+  await recordGrantEvents(db, 'grant.revoked', revokedGrants, options.origin, 'password_changed');
   // A code not yet exchanged would mint a fresh grant: spend it.
   await db
     .update(oauthCodes)

@@ -9,6 +9,7 @@ import { decoyHash, verifyPassword } from './password.js';
 import { findUserByEmail, normaliseEmail, type UserRow } from './users.js';
 import { acceptSecondFactor, invalidCode } from './two-factor.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { accountEvent } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
 import { ACCOUNT_ERRORS } from './errors.js';
@@ -36,7 +37,7 @@ const invalidChallenge = () =>
 
 export async function loginWithPassword(
   deps: Deps,
-  input: { email: string; password: string },
+  input: { email: string; password: string; origin: AuditOrigin },
 ): Promise<LoginResult> {
   const email = normaliseEmail(input.email);
   await deps.limits.loginFailures.check(email);
@@ -46,10 +47,10 @@ export async function loginWithPassword(
     await deps.limits.loginFailures.fail(email);
     // A person's log hears of a wrong password for their address; an unknown address has no log.
     if (user)
-      await recordAuditEvent(
-        deps.db,
-        accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_password' }, user),
-      );
+      await recordAuditEvent(deps.db, {
+        ...accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_password' }, user),
+        origin: input.origin,
+      });
     throw invalidCredentials();
   }
   await deps.limits.loginFailures.reset(email);
@@ -71,7 +72,7 @@ export async function loginWithPassword(
     });
     return { kind: 'challenge', challengeToken, email: user.email };
   }
-  const session = await signedIn(deps, user, 'password');
+  const session = await signedIn(deps, user, 'password', input.origin);
   return { kind: 'session', token: session.token, user };
 }
 
@@ -83,7 +84,7 @@ export async function loginWithPassword(
  */
 export async function completeTwoFactorLogin(
   deps: Deps,
-  input: { challengeToken: string; code: string },
+  input: { challengeToken: string; code: string; origin: AuditOrigin },
 ): Promise<{ token: string; user: UserRow }> {
   const tokenHash = hmacSecret(deps.keys.hmac, input.challengeToken);
   const live = and(
@@ -105,10 +106,10 @@ export async function completeTwoFactorLogin(
       .set({ failedAttempts: sql`${twoFactorChallenges.failedAttempts} + 1` })
       .where(eq(twoFactorChallenges.id, challenge.id));
     await deps.limits.twoFactorFailures.fail(user.id);
-    await recordAuditEvent(
-      deps.db,
-      accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_code' }, user),
-    );
+    await recordAuditEvent(deps.db, {
+      ...accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_code' }, user),
+      origin: input.origin,
+    });
     throw invalidCode(401, outcome);
   }
   const [won] = await deps.db
@@ -118,18 +119,18 @@ export async function completeTwoFactorLogin(
     .returning({ id: twoFactorChallenges.id });
   if (!won) throw invalidChallenge();
   await deps.limits.twoFactorFailures.reset(user.id);
-  const session = await signedIn(deps, user, 'password_and_2fa');
+  const session = await signedIn(deps, user, 'password_and_2fa', input.origin);
   return { token: session.token, user };
 }
 
 /** A new session and its `account.signed_in` event (CONTRACT §11), in one transaction. */
-function signedIn(deps: Deps, user: UserRow, method: string) {
+function signedIn(deps: Deps, user: UserRow, method: string, origin: AuditOrigin) {
   return transaction(deps.db, async (tx) => {
     const session = await issueSession(tx, deps.keys.session, user.id);
-    await recordAuditEvent(
-      tx,
-      accountEvent(user.id, 'account.signed_in', { method, session_id: session.sessionId }, user),
-    );
+    await recordAuditEvent(tx, {
+      ...accountEvent(user.id, 'account.signed_in', { method, session_id: session.sessionId }, user),
+      origin,
+    });
     return session;
   });
 }

@@ -8,6 +8,7 @@ import { hashPassword, passwordProblem } from './password.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
 import { findUserByEmail, normaliseEmail } from './users.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { accountEvent, revokedCounts } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
 import { ACCOUNT_ERRORS } from './errors.js';
@@ -51,7 +52,7 @@ const invalidResetToken = () =>
  */
 export async function confirmPasswordReset(
   deps: Deps,
-  input: { token: string; password: string },
+  input: { token: string; password: string; origin: AuditOrigin },
 ): Promise<{ userId: string; revoked: CredentialRevocation }> {
   const problem = passwordProblem(input.password);
   if (problem) throw errorOf(ACCOUNT_ERRORS, 'WEAK_PASSWORD', problem);
@@ -66,8 +67,11 @@ export async function confirmPasswordReset(
       .update(users)
       .set({ emailVerifiedAt: new Date() })
       .where(and(eq(users.id, owner), isNull(users.emailVerifiedAt)));
-    const revoked = await revokeCredentialsAfterPasswordChange(db, owner);
-    await recordAuditEvent(db, accountEvent(owner, 'account.password_reset', revokedCounts(revoked), 'self'));
+    const revoked = await revokeCredentialsAfterPasswordChange(db, owner, { origin: input.origin });
+    await recordAuditEvent(db, {
+      ...accountEvent(owner, 'account.password_reset', revokedCounts(revoked), 'self'),
+      origin: input.origin,
+    });
     return { userId: owner, revoked };
   });
   if (!outcome) throw invalidResetToken();

@@ -15,6 +15,7 @@ import { passwordChangeConfirmation } from './credential-revocation.js';
 import { deleteAccount } from './account-deletion.js';
 import type { UserRow } from './service.js';
 import { databaseOutageAs503 } from '../db/outage.js';
+import { auditOriginOf } from '../audit/context.js';
 
 // HTTP face of the account services (CONTRACT §4). Thin: parse, call the service, shape the answer.
 
@@ -106,7 +107,7 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/v1/login', sameSite, async (req, res) => {
     const input = parse(loginBody, req.body);
-    const result = await loginWithPassword(deps, input);
+    const result = await loginWithPassword(deps, { ...input, origin: auditOriginOf(req) });
     if (result.kind === 'challenge') {
       res.json({
         requires_2fa: true,
@@ -124,6 +125,7 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
     const { token: sessionToken, user } = await completeTwoFactorLogin(deps, {
       challengeToken: input.challenge_token,
       code: input.code,
+      origin: auditOriginOf(req),
     });
     sessionResponse(res, sessionToken, user);
   });
@@ -146,13 +148,18 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/v1/2fa/enable', session, async (req, res) => {
     const input = parse(codeBody, req.body);
-    const { recoveryCodes } = await enableTwoFactor(deps, principalOf(req).userId, input.code);
+    const { recoveryCodes } = await enableTwoFactor(
+      deps,
+      principalOf(req).userId,
+      input.code,
+      auditOriginOf(req),
+    );
     res.json({ enabled: true, recovery_codes: recoveryCodes });
   });
 
   router.post('/v1/2fa/disable', session, async (req, res) => {
     const input = parse(codeBody, req.body);
-    await disableTwoFactor(deps, principalOf(req).userId, input.code);
+    await disableTwoFactor(deps, principalOf(req).userId, input.code, auditOriginOf(req));
     res.json({ enabled: false });
   });
 
@@ -164,7 +171,7 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/v1/password/reset/confirm', async (req, res) => {
     const input = parse(resetConfirmBody, req.body);
-    const { revoked } = await confirmPasswordReset(deps, input);
+    const { revoked } = await confirmPasswordReset(deps, { ...input, origin: auditOriginOf(req) });
     res.json(passwordChangeConfirmation('reset', revoked));
   });
 
@@ -173,7 +180,11 @@ export function accountRoutes(deps: Deps, auth: Auth): Router {
   // mistyped their e-mail can leave). The password, and the 2FA code when on, are asked again.
   router.post('/v1/account/delete', sessionUnverified, async (req, res) => {
     const input = parse(deleteAccountBody, req.body);
-    const result = await deleteAccount(deps, { userId: principalOf(req).userId, ...input });
+    const result = await deleteAccount(deps, {
+      userId: principalOf(req).userId,
+      ...input,
+      origin: auditOriginOf(req),
+    });
     const { maxAge: _maxAge, ...cookie } = sessionCookieOptions(0);
     res.clearCookie(SESSION_COOKIE, cookie);
     res.json({

@@ -8,6 +8,7 @@ import { hashPassword, passwordProblem } from './password.js';
 import { confirmPerson } from './reauthentication.js';
 import { revokeCredentialsAfterPasswordChange, type CredentialRevocation } from './credential-revocation.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { accountEvent, revokedCounts } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
 import { ACCOUNT_ERRORS } from './errors.js';
@@ -28,7 +29,7 @@ export async function changeName(db: Db, userId: string, name: string): Promise<
  */
 export async function changePassword(
   deps: Deps,
-  input: { userId: string; sessionId: string; current: string; next: string },
+  input: { userId: string; sessionId: string; current: string; next: string; origin: AuditOrigin },
 ): Promise<CredentialRevocation> {
   const db = deps.db;
   const [user] = await db.select().from(users).where(eq(users.id, input.userId));
@@ -41,9 +42,13 @@ export async function changePassword(
   return transaction(db, async (t) => {
     await t.update(users).set({ passwordHash: hash }).where(eq(users.id, input.userId));
     const revoked = await revokeCredentialsAfterPasswordChange(t, input.userId, {
+      origin: input.origin,
       keepSessionId: input.sessionId,
     });
-    await recordAuditEvent(t, accountEvent(input.userId, 'account.password_changed', revokedCounts(revoked)));
+    await recordAuditEvent(t, {
+      ...accountEvent(input.userId, 'account.password_changed', revokedCounts(revoked)),
+      origin: input.origin,
+    });
     return revoked;
   });
 }
@@ -69,6 +74,7 @@ export async function signOutSessions(
   db: Db,
   userId: string,
   which: { sessionId: string } | { allBut: string },
+  origin: AuditOrigin,
 ): Promise<number> {
   const target = 'sessionId' in which ? eq(sessions.id, which.sessionId) : ne(sessions.id, which.allBut);
   return transaction(db, async (tx) => {
@@ -78,10 +84,10 @@ export async function signOutSessions(
       .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt), target))
       .returning({ id: sessions.id });
     if (rows.length > 0)
-      await recordAuditEvent(
-        tx,
-        accountEvent(userId, 'account.sessions_revoked', { sessions: rows.map((r) => r.id) }),
-      );
+      await recordAuditEvent(tx, {
+        ...accountEvent(userId, 'account.sessions_revoked', { sessions: rows.map((r) => r.id) }),
+        origin,
+      });
     return rows.length;
   });
 }
@@ -131,7 +137,12 @@ export async function connectedApps(db: Db, userId: string): Promise<ConnectedAp
 }
 
 /** Revokes one of the person's grants: its access tokens fail at once, its refresh tokens stop. */
-export async function revokeConnectedApp(db: Db, userId: string, grantId: string): Promise<boolean> {
+export async function revokeConnectedApp(
+  db: Db,
+  userId: string,
+  grantId: string,
+  origin: AuditOrigin,
+): Promise<boolean> {
   // One guarded update (STYLE: state that must not race): another person's grant, or one already revoked,
   // matches no row.
   return transaction(db, async (tx) => {
@@ -140,7 +151,7 @@ export async function revokeConnectedApp(db: Db, userId: string, grantId: string
       .set({ revokedAt: new Date() })
       .where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
       .returning(grantOfEventColumns);
-    await recordGrantEvents(tx, 'grant.revoked', revoked, 'disconnected');
+    await recordGrantEvents(tx, 'grant.revoked', revoked, origin, 'disconnected');
     return revoked.length > 0;
   });
 }

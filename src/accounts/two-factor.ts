@@ -8,6 +8,7 @@ import { decrypt, encrypt, hmacSecret } from '../crypto/hash.js';
 import { randomToken } from '../ids.js';
 import type { UserRow } from './users.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { accountEvent } from '../audit/account-events.js';
 import { transaction } from '../db/transaction.js';
 import { ACCOUNT_ERRORS } from './errors.js';
@@ -158,6 +159,7 @@ export async function enableTwoFactor(
   deps: Deps,
   userId: string,
   code: string,
+  origin: AuditOrigin,
 ): Promise<{ recoveryCodes: string[] }> {
   const user = await loadUser(deps.db, userId);
   if (user.totpEnabledAt)
@@ -180,7 +182,7 @@ export async function enableTwoFactor(
     if (!row) return false;
     await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId));
     await tx.insert(recoveryCodes).values(codes.map((c) => ({ userId, codeHash: recoveryHash(deps, c) })));
-    await recordAuditEvent(tx, accountEvent(userId, 'account.2fa_enabled'));
+    await recordAuditEvent(tx, { ...accountEvent(userId, 'account.2fa_enabled'), origin });
     return true;
   });
   if (!enabled)
@@ -190,7 +192,12 @@ export async function enableTwoFactor(
 }
 
 /** Turns 2FA off with a current TOTP code or an unused recovery code; the seed and codes are erased. */
-export async function disableTwoFactor(deps: Deps, userId: string, code: string): Promise<void> {
+export async function disableTwoFactor(
+  deps: Deps,
+  userId: string,
+  code: string,
+  origin: AuditOrigin,
+): Promise<void> {
   const user = await loadUser(deps.db, userId);
   if (!user.totpEnabledAt)
     throw errorOf(ACCOUNT_ERRORS, 'TWO_FACTOR_NOT_ENABLED', 'two-factor authentication is not on');
@@ -206,7 +213,7 @@ export async function disableTwoFactor(deps: Deps, userId: string, code: string)
       .set({ totpSecretEnc: null, totpEnabledAt: null, totpLastStep: null })
       .where(eq(users.id, userId));
     await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId));
-    await recordAuditEvent(tx, accountEvent(userId, 'account.2fa_disabled'));
+    await recordAuditEvent(tx, { ...accountEvent(userId, 'account.2fa_disabled'), origin });
   });
   await deps.limits.twoFactorFailures.reset(userId);
 }

@@ -1,5 +1,6 @@
 import type { Db } from '../db/client.js';
 import { oauthGrants } from '../db/schema.js';
+import type { AuditOrigin } from './context.js';
 import { recordAuditEvent } from './record.js';
 
 // OAuth grants' audit events (CONTRACT §11 `grant.approved|revoked`): one per grant, in the log of the
@@ -27,6 +28,7 @@ export async function recordGrantEvents(
   tx: Db,
   action: 'grant.approved' | 'grant.revoked',
   grants: GrantOfEvent[],
+  origin: AuditOrigin,
   reason?: string,
 ): Promise<void> {
   for (const g of grants)
@@ -35,6 +37,7 @@ export async function recordGrantEvents(
       action,
       target: { type: 'grant', id: g.id },
       details: { user_id: g.userId, client_id: g.clientId, resource: g.resource, reason },
+      origin,
       // An approval is collected by the client (code exchange, device poll) without the person's
       // credential on that request: the person who approved is the actor.
       ...(action === 'grant.approved' ? { actor: { type: 'user' as const, id: g.userId } } : {}),

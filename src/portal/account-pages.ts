@@ -1,6 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
+import { auditOriginOf } from '../audit/context.js';
 import type { Auth } from '../auth/principal.js';
 import { confirmPasswordReset, registerAndNotify, requestPasswordReset, verifyEmail } from './services.js';
 import { html, loginUrlFor, verifyCsrfField } from '../page-kit/html.js';
@@ -329,6 +330,7 @@ ${field({ label: 'New password', name: 'password', type: 'password', autocomplet
       const { revoked } = await confirmPasswordReset(deps, {
         token: parsed.data.token,
         password: parsed.data.password,
+        origin: auditOriginOf(req),
       });
       res.redirect(303, `/account/login?reset=1&api_tokens=${revoked.activeApiTokens}`);
     } catch (caught) {

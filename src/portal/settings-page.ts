@@ -1,6 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
+import { auditOriginOf } from '../audit/context.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
 import { BUILTIN_CLI_CLIENT_ID } from '../ids.js';
@@ -179,6 +180,7 @@ ${
         sessionId: p.sessionId,
         current: formValue(req, 'current_password', 1024),
         next: formValue(req, 'password', 1024),
+        origin: auditOriginOf(req),
       });
       const tokens = revoked.activeApiTokens;
       await page(req, res, {
@@ -203,19 +205,20 @@ ${
   action('/sessions/revoke-others', async (req, res) => {
     const p = principalOf(req);
     if (p.kind !== 'session') throw new Error('pages run on sessions only');
-    await signOutSessions(db, p.userId, { allBut: p.sessionId });
+    await signOutSessions(db, p.userId, { allBut: p.sessionId }, auditOriginOf(req));
     res.redirect(303, `${BASE}?notice=others`);
   });
 
   action('/sessions/:sessionId/revoke', async (req, res) => {
     const id = handle.safeParse(req.params.sessionId);
-    if (id.success) await signOutSessions(db, principalOf(req).userId, { sessionId: id.data });
+    if (id.success)
+      await signOutSessions(db, principalOf(req).userId, { sessionId: id.data }, auditOriginOf(req));
     res.redirect(303, `${BASE}?notice=session`);
   });
 
   action('/apps/:grantId/revoke', async (req, res) => {
     const id = handle.safeParse(req.params.grantId);
-    if (id.success) await revokeConnectedApp(db, principalOf(req).userId, id.data);
+    if (id.success) await revokeConnectedApp(db, principalOf(req).userId, id.data, auditOriginOf(req));
     res.redirect(303, `${BASE}?notice=app`);
   });
 
@@ -229,6 +232,7 @@ ${
         userId: principalOf(req).userId,
         password: formValue(req, 'confirm_password', 1024),
         ...(code ? { code } : {}),
+        origin: auditOriginOf(req),
       });
       res.clearCookie(SESSION_COOKIE, { ...sessionCookieOptions(0), maxAge: undefined });
       showDeleted(req, res, result.forfeitedCredits, result.deletedOrganizations);

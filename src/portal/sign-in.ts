@@ -1,6 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
+import { auditOriginOf } from '../audit/context.js';
 import type { Auth } from '../auth/principal.js';
 import { revokeSession, SESSION_COOKIE, SESSION_TTL_SECONDS, sessionCookieOptions } from '../auth/session.js';
 import { completeTwoFactorLogin, loginWithPassword } from './services.js';
@@ -158,6 +159,7 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
       const result = await loginWithPassword(deps, {
         email: parsed.data.email,
         password: parsed.data.password,
+        origin: auditOriginOf(req),
       });
       if (result.kind === 'challenge')
         return twoFactorView(req, res, { challengeToken: result.challengeToken, returnTo });
@@ -192,6 +194,7 @@ ${field({ label: 'Code', name: 'code', className: 'code', autocomplete: 'one-tim
       const { token } = await completeTwoFactorLogin(deps, {
         challengeToken: parsed.data.challenge_token,
         code: parsed.data.code,
+        origin: auditOriginOf(req),
       });
       setSessionCookie(res, token);
       res.redirect(303, landing(parsed.data.return_to));

@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import QRCode from 'qrcode';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
+import { auditOriginOf } from '../audit/context.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
 import { disableTwoFactor, enableTwoFactor, pendingTwoFactorSetup, setupTwoFactor } from './services.js';
@@ -90,7 +91,7 @@ export function twoFactorPageRoutes(deps: Deps, auth: Auth): Router {
       verifyCsrfField(req);
       const parsed = parseForm(codeBody, req.body);
       if (!parsed.ok) return retry(400, parsed.errors.code!);
-      const { recoveryCodes } = await enableTwoFactor(deps, userId, parsed.data.code);
+      const { recoveryCodes } = await enableTwoFactor(deps, userId, parsed.data.code, auditOriginOf(req));
       await renderDashboard(deps, req, res, { twoFactor: recoveryCard(recoveryCodes) });
     } catch (caught) {
       const err = clientError(caught);
@@ -109,7 +110,7 @@ export function twoFactorPageRoutes(deps: Deps, auth: Auth): Router {
           twoFactor: await twoFactorCard(deps, req, res, { error: parsed.errors.code }),
         });
       }
-      await disableTwoFactor(deps, principalOf(req).userId, parsed.data.code);
+      await disableTwoFactor(deps, principalOf(req).userId, parsed.data.code, auditOriginOf(req));
       res.redirect(303, '/account?notice=two_factor_disabled');
     } catch (caught) {
       const err = clientError(caught);

@@ -12,6 +12,7 @@ import {
 } from '../helpers/oauth.js';
 import { signUp, tokenFromMail } from '../helpers/accounts-support.js';
 import { revokeCredentialsAfterPasswordChange } from '../../src/accounts/credential-revocation.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { sessionSecretHash } from '../../src/auth/session.js';
 import { sessions } from '../../src/db/schema.js';
 import { matching } from '../helpers/json.js';
@@ -219,6 +220,7 @@ describe('a password change (the portal route calls revokeCredentialsAfterPasswo
       .from(sessions)
       .where(eq(sessions.secretHash, sessionSecretHash(sidOf(user.session))));
     const revoked = await revokeCredentialsAfterPasswordChange(server.deps.db, user.userId, {
+      origin: SYSTEM_ORIGIN,
       keepSessionId: row!.id,
     });
     expect(revoked).toEqual({ sessionsRevoked: 1, grantsRevoked: 1, activeApiTokens: 0 });

@@ -9,6 +9,7 @@ import { issueTestGrants } from '../helpers/oauth.js';
 import { enableTwoFactor, newEmail, signUp, tokenFromMail, totp } from '../helpers/accounts-support.js';
 import { auditListAnswer, auditVerifyAnswer } from '../../src/audit/schema.js';
 import { changePassword, signOutSessions } from '../../src/accounts/self-service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import type { CreatedClient, MintedToken, Checkout } from '../helpers/answers.js';
 
 // Every kind of change CONTRACT §11 lists writes its event (beyond test/audit-log.test.ts's first ones),
@@ -278,6 +279,7 @@ describe('a person’s account log', () => {
       sessionId: 'ses_kept',
       current: STRONG_PASSWORD,
       next: newPassword,
+      origin: SYSTEM_ORIGIN,
     });
     await api.post('/v1/password/reset/request', { email: user.email });
     const resetToken = await tokenFromMail(api, user.email, server.v2Url, '/account/reset');
@@ -317,7 +319,7 @@ describe('a person’s account log', () => {
     const b = await createUser(server);
     await relogin(a.email, STRONG_PASSWORD);
     // The settings page's "sign out everywhere else" calls this service (src/portal/settings-page.ts).
-    expect(await signOutSessions(server.deps.db, a.userId, { allBut: 'ses_kept' })).toBe(2);
+    expect(await signOutSessions(server.deps.db, a.userId, { allBut: 'ses_kept' }, SYSTEM_ORIGIN)).toBe(2);
     expect(await actions(a.userId)).toEqual(['account.signed_in', 'account.sessions_revoked']);
     const theirs = readJson(
       auditListAnswer,

@@ -11,6 +11,7 @@ import {
   type WhoAmI,
 } from '../helpers/cli.js';
 import { createGrants, issueAccessToken, revokeGrants } from '../../oauth/grants.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { BUILTIN_CLI_CLIENT_ID } from '../../src/ids.js';
 import { parseAs } from '../helpers/json.js';
 
@@ -40,6 +41,7 @@ beforeAll(async () => {
       scope: 'model account',
     },
     ['model'],
+    SYSTEM_ORIGIN,
   );
   grantId = grant!.id;
   const access = await issueAccessToken(server.deps, grant!, server.url);
@@ -141,7 +143,7 @@ describe('svc with the OAuth sign-in alone', { timeout: CLI_TEST_TIMEOUT_MS }, (
   });
 
   it('a grant revoked at the server: whoami says revoked (exit 3), not the stored expiry', async () => {
-    await revokeGrants(server.deps.db, [grantId], 'test');
+    await revokeGrants(server.deps.db, [grantId], 'test', SYSTEM_ORIGIN);
     const text = await runCli(['whoami', '--url', server.url], { env: home.env });
     expect(text.code).toBe(3);
     expect(text.stdout).toContain('Sign-in       revoked or ended: the server no longer accepts it');

@@ -2,6 +2,7 @@ import * as oauth from 'oauth4webapi';
 import type { OAuthResource } from '../../src/db/schema.js';
 import { createGrants, issueAccessToken } from '../../oauth/grants.js';
 import { BUILTIN_CLI_CLIENT_ID } from '../../src/ids.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import type { TestServer } from './server.js';
 
 // Real access tokens from the real issuance code, without an HTTP flow: for the MCP and model suites,
@@ -30,6 +31,7 @@ export async function issueTestGrants(
       scope: opts.scope,
     },
     opts.resources,
+    SYSTEM_ORIGIN,
   );
   const out: { platform?: string; model?: string; grantIds: Partial<Record<OAuthResource, string>> } = {
     grantIds: {},

@@ -9,6 +9,7 @@ import { oauthCodes, oauthRefreshTokens } from '../../src/db/schema.js';
 import { hmacSecret } from '../../src/crypto/hash.js';
 import { findRefreshToken, REUSE_GRACE_SECONDS } from '../../oauth/refresh.js';
 import { issueApproval } from '../../oauth/token-issue.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { AppError } from '../../src/http/errors.js';
 import { anyOf, jsonAs, type JsonObject } from '../helpers/json.js';
 
@@ -378,6 +379,7 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
       resources: ['model'],
       scope: 'model account',
       named: null,
+      auditOrigin: SYSTEM_ORIGIN,
     });
     for (const scope of ['model platform', 'model "account"', '']) {
       const refused = await refreshWith(top.refresh_token, { scope });
@@ -398,6 +400,7 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
       issuer: server.v2Url,
       resources: ['platform'],
       named: null,
+      auditOrigin: SYSTEM_ORIGIN,
     });
     const answers = await Promise.all([1, 2, 3].map(() => refreshWith(top.refresh_token)));
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
@@ -429,6 +432,7 @@ describe('refresh token reuse (RFC 9700 §4.14)', () => {
           issuer: server.v2Url,
           resources: ['platform'],
           named: null,
+          auditOrigin: SYSTEM_ORIGIN,
         })
       ).top.refresh_token;
     const [a, b, c, d] = [await issue(), await issue(), await issue(), await issue()];

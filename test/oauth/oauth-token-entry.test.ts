@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser, type TestUser } from '../helpers/fixtures.js';
 import { issueApproval } from '../../oauth/token-issue.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { tokenEntry } from '../../oauth/token-entry.js';
 import { servedAheadOfExpress } from '../../src/http/entry-steps.js';
 
@@ -35,6 +36,7 @@ async function freshRefreshToken(origin = server.v2Url): Promise<string> {
     issuer: origin,
     resources: ['platform'],
     named: null,
+    auditOrigin: SYSTEM_ORIGIN,
   });
   return issued.top.refresh_token;
 }

@@ -5,6 +5,7 @@ import { client } from '../helpers/http.js';
 import { createUser, STRONG_PASSWORD } from '../helpers/fixtures.js';
 import { PageClient, csrfOf, hiddenOf } from '../helpers/page-client.js';
 import { randomToken } from '../../src/ids.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import type { DevMail, Page } from '../helpers/answers.js';
 
 // The people's flows through the pages, over real HTTP, against the real services: register → verify
@@ -295,7 +296,7 @@ describe('two-factor authentication through the pages', () => {
     const user = await createUser(server);
     const { setupTwoFactor, enableTwoFactor } = await import('../../src/accounts/service.js');
     const { secret } = await setupTwoFactor(server.deps, user.userId);
-    await enableTwoFactor(server.deps, user.userId, await generate({ secret }));
+    await enableTwoFactor(server.deps, user.userId, await generate({ secret }), SYSTEM_ORIGIN);
     const browser = new PageClient(server.url);
     const step1 = await signIn(browser, user.email, user.password);
     const challenge = hiddenOf(step1.text, 'challenge_token')!;
