@@ -7,6 +7,7 @@ import { parse } from '../http/validate.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { getBalanceAlert, setBalanceAlert } from './balance-alerts.js';
+import { auditOriginOf } from '../audit/context.js';
 
 // The low-balance alert threshold of a client: owner only, like every billing setting
 // (CONTRACT §8; anyone else 403 NO_ACCESS). Mounted by ./routes.ts.
@@ -37,7 +38,7 @@ export function balanceAlertRoutes(deps: Deps, auth: Auth): Router {
   router.put('/v1/clients/:client_id/balance-alert', signedIn, async (req, res) => {
     const orgKey = await ownedClient(req);
     const { threshold_credits } = parse(balanceAlertBody, req.body);
-    res.json(await setBalanceAlert(deps.db, orgKey, threshold_credits));
+    res.json(await setBalanceAlert(deps.db, orgKey, threshold_credits, auditOriginOf(req)));
   });
 
   return router;

@@ -7,6 +7,7 @@ import { parse } from '../http/validate.js';
 import { callerRole } from '../orgs/caller.js';
 import { clientIdOf } from '../ids.js';
 import { disableAutoTopup, getAutoTopup, setAutoTopup } from './auto-topup-settings.js';
+import { auditOriginOf } from '../audit/context.js';
 
 // Auto top-up settings over HTTP: the owner opts in, changes or opts out; members
 // (not viewers) read them, as they read the rest of their client's billing (CONTRACT §8).
@@ -34,12 +35,12 @@ export function autoTopupRoutes(deps: Deps, auth: Auth): Router {
       throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'monthly_cap_usd must be at least amount_usd', {
         errors: [{ path: 'monthly_cap_usd', message: 'must be at least amount_usd' }],
       });
-    res.json(await setAutoTopup(deps.db, org.id, body));
+    res.json(await setAutoTopup(deps.db, org.id, body, auditOriginOf(req)));
   });
 
   router.delete('/v1/clients/:client_id/auto-topup', signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
-    await disableAutoTopup(deps.db, org.id, null);
+    await disableAutoTopup(deps.db, org.id, null, auditOriginOf(req));
     res.json({ client_id: clientIdOf(org.id), enabled: false });
   });
 

@@ -3,6 +3,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { transaction } from '../db/transaction.js';
 import { clientIdOf } from '../ids.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { setBalanceWatch } from './balance-crossings.js';
 
 // Auto top-up's settings (docs/billing.md, "Auto top-up"): the owner opts in per organization with a
@@ -51,7 +52,12 @@ export async function getAutoTopup(db: Db, orgKey: string): Promise<AutoTopupJso
 }
 
 /** Opts in (or changes the settings): watches the balance for falls below the trigger. */
-export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings): Promise<AutoTopupJson> {
+export async function setAutoTopup(
+  db: Db,
+  orgKey: string,
+  s: AutoTopupSettings,
+  origin: AuditOrigin,
+): Promise<AutoTopupJson> {
   await transaction(db, async (tx) => {
     await tx.execute(
       sql`insert into auto_topups (org_key, enabled, trigger_credits, amount_cents, monthly_cap_cents)
@@ -61,25 +67,31 @@ export async function setAutoTopup(db: Db, orgKey: string, s: AutoTopupSettings)
             disabled_reason = null, updated_at = now()`,
     );
     await setBalanceWatch(tx, orgKey, WATCH_AUTO_TOPUP, s.trigger_credits);
-    await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: true, ...s }));
+    await recordAuditEvent(tx, autoTopupEvent(orgKey, origin, { enabled: true, ...s }));
   });
   return (await getAutoTopup(db, orgKey))!;
 }
 
 /** Opts out (the owner, or svc after a decline with its reason). */
-export async function disableAutoTopup(db: Db, orgKey: string, reason: string | null): Promise<void> {
+export async function disableAutoTopup(
+  db: Db,
+  orgKey: string,
+  reason: string | null,
+  origin: AuditOrigin,
+): Promise<void> {
   await transaction(db, async (tx) => {
     await tx.execute(
       sql`update auto_topups set enabled = false, disabled_reason = ${reason}, updated_at = now() where org_key = ${orgKey}`,
     );
     await setBalanceWatch(tx, orgKey, WATCH_AUTO_TOPUP, null);
-    await recordAuditEvent(tx, autoTopupEvent(orgKey, { enabled: false, disabled_reason: reason }));
+    await recordAuditEvent(tx, autoTopupEvent(orgKey, origin, { enabled: false, disabled_reason: reason }));
   });
 }
 
 /** Auto top-up's audit event (CONTRACT §11 `auto_topup.set`): on with its settings, or off and why. */
-const autoTopupEvent = (orgKey: string, details: Record<string, unknown>) => ({
+const autoTopupEvent = (orgKey: string, origin: AuditOrigin, details: Record<string, unknown>) => ({
   orgKey,
+  origin,
   action: 'auto_topup.set' as const,
   target: { type: 'client', id: clientIdOf(orgKey) },
   details,

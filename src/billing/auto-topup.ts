@@ -11,6 +11,7 @@ import { receiptStep, recordAutoTopupInvoice } from './topup-receipt.js';
 import type { AfterCommit, MailDeps } from './after-commit.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
+import { SYSTEM_ORIGIN, type AuditOrigin } from '../audit/context.js';
 import { autoTopupFailedMail } from '../mail/auto-topup-mail.js';
 import {
   COUNTED_CHARGES,
@@ -125,16 +126,20 @@ export async function chargePending(deps: Deps, deliverDev?: DeliverDev): Promis
     );
     // The dev processor has no webhook of its own: it delivers the signed event as its pages do.
     if (deliverDev && result.id && result.status === 'succeeded')
-      await deliverDev('payment_intent.succeeded', {
-        id: result.id,
-        object: 'payment_intent',
-        amount: Number(charge.amount_cents),
-        amount_received: Number(charge.amount_cents),
-        currency: 'usd',
-        customer: charge.customer_id,
-        status: 'succeeded',
-        metadata: { org_key: charge.org_key, auto_topup_charge: charge.id },
-      });
+      await deliverDev(
+        'payment_intent.succeeded',
+        {
+          id: result.id,
+          object: 'payment_intent',
+          amount: Number(charge.amount_cents),
+          amount_received: Number(charge.amount_cents),
+          currency: 'usd',
+          customer: charge.customer_id,
+          status: 'succeeded',
+          metadata: { org_key: charge.org_key, auto_topup_charge: charge.id },
+        },
+        SYSTEM_ORIGIN,
+      );
     // Its invoice row (written with the grant) links the dev processor's invoice page, as a checkout's does.
     if (deliverDev)
       await deps.db.execute(
@@ -145,12 +150,16 @@ export async function chargePending(deps: Deps, deliverDev?: DeliverDev): Promis
   return sent;
 }
 
-export type DeliverDev = (type: string, object: Record<string, unknown>) => Promise<unknown>;
+export type DeliverDev = (
+  type: string,
+  object: Record<string, unknown>,
+  origin: AuditOrigin,
+) => Promise<unknown>;
 
 /** A declined charge: recorded, auto top-up turned off, the owner told (by mail). */
 async function declined(deps: Deps, charge: ChargeRow, intent: string | null, reason: string) {
   const owner = await transaction(deps.db, async (tx) =>
-    failCharge(tx, charge.id, intent, reason, ['charging', 'charged']),
+    failCharge(tx, charge.id, intent, reason, ['charging', 'charged'], SYSTEM_ORIGIN),
   );
   if (owner) await mailChargeFailed(deps, owner, reason);
 }
@@ -174,6 +183,7 @@ async function failCharge(
   intent: string | null,
   reason: string,
   from: string[],
+  origin: AuditOrigin,
 ): Promise<FailedCharge | null> {
   const [charge] = await queryRows<{ org_key: string; amount_cents: unknown }>(
     tx,
@@ -186,10 +196,10 @@ async function failCharge(
         returning org_key, amount_cents`,
   );
   if (!charge) return null;
-  await disableAutoTopup(tx, charge.org_key, `charge declined: ${reason}`);
+  await disableAutoTopup(tx, charge.org_key, `charge declined: ${reason}`, origin);
   await recordAuditEvent(
     tx,
-    paymentEvent(charge.org_key, 'payment.failed', {
+    paymentEvent(charge.org_key, 'payment.failed', origin, {
       kind: 'auto_topup',
       charge: chargeId,
       amount_cents: Number(charge.amount_cents),
@@ -277,17 +287,21 @@ export async function autoTopupFailed(
   tx: Db,
   intent: StripeObject,
   log: Logger,
+  origin: AuditOrigin,
 ): Promise<{ outcome: string; mail?: AfterCommit }> {
   const found = await chargeOfIntent(tx, intent, log);
   if (typeof found === 'string') return { outcome: found };
   const reason =
     textAt(intent, 'last_payment_error', 'message') ??
     (textAt(intent, 'last_payment_error', 'code') ?? 'the payment failed').replace(/_/g, ' ');
-  const owner = await failCharge(tx, found.charge.id, found.intentId, reason, [
-    'pending',
-    'charging',
-    'charged',
-  ]);
+  const owner = await failCharge(
+    tx,
+    found.charge.id,
+    found.intentId,
+    reason,
+    ['pending', 'charging', 'charged'],
+    origin,
+  );
   if (!owner) return { outcome: `auto_topup_already_${found.charge.status}` };
   return { outcome: 'auto_topup_failed', mail: (deps) => mailChargeFailed(deps, owner, reason) };
 }
@@ -302,6 +316,7 @@ export async function autoTopupPaid(
   tx: Db,
   intent: StripeObject,
   log: Logger,
+  origin: AuditOrigin,
   after: AfterCommit[] = [],
 ): Promise<string> {
   const found = await chargeOfIntent(tx, intent, log);
@@ -322,6 +337,7 @@ export async function autoTopupPaid(
     credits,
     description: `Auto top-up: ${usdOfCents(paidCents)}`,
     event: { auto_topup: true },
+    origin,
   });
   if (!granted) return 'already_granted';
   // The same records a checkout's top-up leaves: an invoice row and the owner's receipt.

@@ -6,6 +6,7 @@ import { balanceAlertMail } from '../mail/balance-alert-mail.js';
 import { clientIdOf } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import {
   balanceWatch,
   setBalanceWatch,
@@ -39,6 +40,7 @@ export async function setBalanceAlert(
   db: Db,
   orgKey: string,
   threshold: number | null,
+  origin: AuditOrigin,
 ): Promise<BalanceAlert> {
   await transaction(db, async (t) => {
     // "At 0" is a fall from ≥ 1 to < 1.
@@ -52,6 +54,7 @@ export async function setBalanceAlert(
     await recordAuditEvent(t, {
       orgKey,
       action: 'alert.set',
+      origin,
       target: { type: 'client', id: clientIdOf(orgKey) },
       details: { threshold_credits: threshold },
     });

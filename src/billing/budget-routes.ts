@@ -8,6 +8,7 @@ import { clientIdOf } from '../ids.js';
 import { callerRole } from '../orgs/caller.js';
 import { BUDGET_PERIODS } from '../db/tables/budgets.js';
 import { clearBudget, listBudgets, setBudget, tokenHolder, type BudgetTarget } from './budgets.js';
+import { auditOriginOf } from '../audit/context.js';
 
 // Member budgets over HTTP: the owner sets and clears a member's budget, or one of the
 // member's tokens'; every member reads their own (GET …/budget). The hold enforces them.
@@ -62,22 +63,22 @@ export function budgetRoutes(deps: Deps, auth: Auth): Router {
   router.put('/v1/clients/:client_id/members/:user_id/budget', signedIn, async (req, res) => {
     const target = await memberTarget(req);
     const body = parse(budgetBody, req.body ?? {});
-    res.json(await setBudget(db, target, body.period, body.budget_credits));
+    res.json(await setBudget(db, target, body.period, body.budget_credits, auditOriginOf(req)));
   });
 
   router.delete('/v1/clients/:client_id/members/:user_id/budget', signedIn, async (req, res) => {
-    await clearBudget(db, await memberTarget(req));
+    await clearBudget(db, await memberTarget(req), auditOriginOf(req));
     res.json({ removed: true });
   });
 
   router.put('/v1/clients/:client_id/tokens/:token_id/budget', signedIn, async (req, res) => {
     const target = await tokenTarget(req);
     const body = parse(budgetBody, req.body ?? {});
-    res.json(await setBudget(db, target, body.period, body.budget_credits));
+    res.json(await setBudget(db, target, body.period, body.budget_credits, auditOriginOf(req)));
   });
 
   router.delete('/v1/clients/:client_id/tokens/:token_id/budget', signedIn, async (req, res) => {
-    await clearBudget(db, await tokenTarget(req));
+    await clearBudget(db, await tokenTarget(req), auditOriginOf(req));
     res.json({ removed: true });
   });
 

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { namedRows, queryRows, type Db } from '../db/client.js';
 import type { BudgetPeriod } from '../db/tables/budgets.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { notFound } from '../http/errors.js';
 import { clientIdOf, unixOfStored } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
@@ -133,6 +134,7 @@ export async function setBudget(
   target: BudgetTarget,
   period: BudgetPeriod,
   limitCredits: number,
+  origin: AuditOrigin,
 ): Promise<BudgetJson> {
   const [member] = await queryRows<{ user_id: string }>(
     db,
@@ -150,14 +152,14 @@ export async function setBudget(
           on conflict ${conflict} do update
             set period = excluded.period, limit_credits = excluded.limit_credits, updated_at = now(), cleared_at = null`,
     );
-    await recordAuditEvent(tx, budgetEvent(target, { period, limit_credits: limitCredits }));
+    await recordAuditEvent(tx, budgetEvent(target, origin, { period, limit_credits: limitCredits }));
   });
   const budgets = await listBudgets(db, target.orgKey, target.userId);
   return budgets.find((b) => b.token_id === target.apiTokenId)!;
 }
 
 /** Clears a budget: calls are limited by the allocation alone again. 404 when there is none. */
-export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
+export async function clearBudget(db: Db, target: BudgetTarget, origin: AuditOrigin): Promise<void> {
   await transaction(db, async (tx) => {
     const rows = await queryRows<{ id: unknown }>(
       tx,
@@ -167,14 +169,15 @@ export async function clearBudget(db: Db, target: BudgetTarget): Promise<void> {
           returning id`,
     );
     if (rows.length === 0) throw notFound('no budget is set here');
-    await recordAuditEvent(tx, budgetEvent(target, { period: null, limit_credits: null }));
+    await recordAuditEvent(tx, budgetEvent(target, origin, { period: null, limit_credits: null }));
   });
 }
 
 /** A budget's audit event (CONTRACT §11 `budget.set`; a cleared budget is set to null). */
-const budgetEvent = (target: BudgetTarget, details: Record<string, unknown>) => ({
+const budgetEvent = (target: BudgetTarget, origin: AuditOrigin, details: Record<string, unknown>) => ({
   orgKey: target.orgKey,
   action: 'budget.set' as const,
+  origin,
   target:
     target.apiTokenId === null
       ? { type: 'member', id: target.userId }

@@ -10,6 +10,7 @@ import { nowUnix } from '../ids.js';
 import { devId } from './dev-processor.js';
 import { tokensAndMoney, usdOfCents } from './par.js';
 import { PERIOD_SECONDS, PRO_PRICE_CENTS, onlyDevIds, type DevEvents } from './dev-events.js';
+import { auditOriginOf, type AuditOrigin } from '../audit/context.js';
 
 // The dev processor's checkout (CONTRACT §8): `/dev/checkout/{session_id}` is a plain form that submits
 // decision=pay or decision=fail; paying delivers the events Stripe sends for a paid Checkout session
@@ -44,7 +45,7 @@ export function devCheckoutRoutes(deps: Deps, ev: DevEvents): Router {
     return row ?? null;
   }
 
-  async function pay(s: SessionRow) {
+  async function pay(s: SessionRow, origin: AuditOrigin) {
     await ev.ensureCard(s.customer_id);
     const pi = devId('pi');
     const cents = Number(s.amount_cents);
@@ -63,7 +64,7 @@ export function devCheckoutRoutes(deps: Deps, ev: DevEvents): Router {
         payment_intent: pi,
         metadata,
       };
-      await ev.deliver('checkout.session.completed', session);
+      await ev.deliver('checkout.session.completed', session, origin);
       await ev.deliver(
         'invoice.paid',
         ev.invoiceObject(s, {
@@ -73,46 +74,59 @@ export function devCheckoutRoutes(deps: Deps, ev: DevEvents): Router {
           amount_paid: cents,
           payments: ev.paidBy(pi),
         }),
+        origin,
       );
       return;
     }
     const start = nowUnix();
     const end = start + PERIOD_SECONDS;
     const subId = devId('sub');
-    await ev.deliver('customer.subscription.created', {
-      id: subId,
-      object: 'subscription',
-      customer: s.customer_id,
-      status: 'active',
-      cancel_at_period_end: false,
-      metadata: { org_key: s.org_key },
-      items: {
-        object: 'list',
-        data: [
-          {
-            id: devId('si'),
-            object: 'subscription_item',
-            current_period_start: start,
-            current_period_end: end,
-          },
-        ],
+    await ev.deliver(
+      'customer.subscription.created',
+      {
+        id: subId,
+        object: 'subscription',
+        customer: s.customer_id,
+        status: 'active',
+        cancel_at_period_end: false,
+        metadata: { org_key: s.org_key },
+        items: {
+          object: 'list',
+          data: [
+            {
+              id: devId('si'),
+              object: 'subscription_item',
+              current_period_start: start,
+              current_period_end: end,
+            },
+          ],
+        },
       },
-    });
-    await ev.deliver('checkout.session.completed', {
-      id: s.id,
-      object: 'checkout.session',
-      mode: 'subscription',
-      status: 'complete',
-      payment_status: 'paid',
-      customer: s.customer_id,
-      subscription: subId,
-      amount_total: PRO_PRICE_CENTS,
-      metadata,
-    });
-    await ev.deliver('invoice.paid', ev.proInvoicePaid(s, subId, 'subscription_create', pi, { start, end }));
+      origin,
+    );
+    await ev.deliver(
+      'checkout.session.completed',
+      {
+        id: s.id,
+        object: 'checkout.session',
+        mode: 'subscription',
+        status: 'complete',
+        payment_status: 'paid',
+        customer: s.customer_id,
+        subscription: subId,
+        amount_total: PRO_PRICE_CENTS,
+        metadata,
+      },
+      origin,
+    );
+    await ev.deliver(
+      'invoice.paid',
+      ev.proInvoicePaid(s, subId, 'subscription_create', pi, { start, end }),
+      origin,
+    );
   }
 
-  async function fail(s: SessionRow) {
+  async function fail(s: SessionRow, origin: AuditOrigin) {
     const cents = s.kind === 'topup' ? Number(s.amount_cents) : PRO_PRICE_CENTS;
     await ev.deliver(
       'invoice.payment_failed',
@@ -122,14 +136,19 @@ export function devCheckoutRoutes(deps: Deps, ev: DevEvents): Router {
         amount_due: cents,
         amount_paid: 0,
       }),
+      origin,
     );
-    await ev.deliver('checkout.session.expired', {
-      id: s.id,
-      object: 'checkout.session',
-      status: 'expired',
-      customer: s.customer_id,
-      metadata: { org_key: s.org_key },
-    });
+    await ev.deliver(
+      'checkout.session.expired',
+      {
+        id: s.id,
+        object: 'checkout.session',
+        status: 'expired',
+        customer: s.customer_id,
+        metadata: { org_key: s.org_key },
+      },
+      origin,
+    );
   }
 
   function page(req: Request, res: Response, s: SessionRow, status = 200, note?: string) {
@@ -178,8 +197,9 @@ ${
       page(req, res, s, 409, 'This checkout is already closed.');
       return;
     }
-    if (decision === 'pay') await pay(claimed);
-    else await fail(claimed);
+    const origin = auditOriginOf(req);
+    if (decision === 'pay') await pay(claimed, origin);
+    else await fail(claimed, origin);
     res.redirect(303, withSessionId(decision === 'pay' ? claimed.success_url : claimed.cancel_url, id));
   });
 

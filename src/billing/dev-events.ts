@@ -5,6 +5,7 @@ import { notFound } from '../http/errors.js';
 import { nowUnix } from '../ids.js';
 import { devId } from './dev-processor.js';
 import { receiveWebhook } from './webhooks.js';
+import type { AuditOrigin } from '../audit/context.js';
 
 // What the dev processor's pages send (CONTRACT §8): Stripe-shaped events, signed with the webhook secret
 // and handed to the very same webhook code (receiveWebhook) as Stripe's would be. The pages are
@@ -35,8 +36,11 @@ export type DevEvents = ReturnType<typeof devEvents>;
 export function devEvents(deps: Deps) {
   const { db } = deps;
 
-  /** Signs an event with the webhook secret and hands it to the webhook code, exactly as Stripe would. */
-  async function deliver(type: string, object: Record<string, unknown>) {
+  /**
+   * Signs an event with the webhook secret and hands it to the webhook code, exactly as Stripe would.
+   * `origin`: the dev page's request that sends it, or SYSTEM_ORIGIN from a job (an auto top-up's charge).
+   */
+  async function deliver(type: string, object: Record<string, unknown>, origin: AuditOrigin) {
     const payload = JSON.stringify({
       id: devId('evt'),
       object: 'event',
@@ -52,7 +56,7 @@ export function devEvents(deps: Deps) {
       payload,
       secret: deps.billing.webhookSecret!,
     });
-    await receiveWebhook(deps, Buffer.from(payload), header);
+    await receiveWebhook(deps, Buffer.from(payload), header, origin);
   }
 
   /** A first payment saves a card, as a Checkout session that saves the payment method would. */

@@ -11,6 +11,7 @@ import { csrfField, html, renderPage, sendPage, verifyCsrfField } from '../page-
 import { devId } from './dev-processor.js';
 import { usdOfCents } from './par.js';
 import { onlyDevIds, type DevEvents } from './dev-events.js';
+import { auditOriginOf } from '../audit/context.js';
 
 // The dev processor's invoice pages: an invoice, and its refund or dispute delivered as the events Stripe
 // sends (refunds.ts and disputes.ts turn them into tokens taken back).
@@ -87,6 +88,7 @@ ${
     if (amount_cents > left)
       throw errorOf(BILLING_ERRORS, 'REFUND_TOO_LARGE', `at most ${left} cents can still be refunded`);
     const chargeId = `ch_dev_${inv.payment_intent.replace(/^pi_dev_/, '')}`;
+    const origin = auditOriginOf(req);
     const refund = {
       id: devId('re'),
       object: 'refund',
@@ -97,17 +99,21 @@ ${
       payment_intent: inv.payment_intent,
       created: nowUnix(),
     };
-    await ev.deliver('charge.refunded', {
-      id: chargeId,
-      object: 'charge',
-      amount: Number(inv.paid_cents),
-      amount_refunded: Number(inv.refunded_cents) + amount_cents,
-      currency: inv.currency,
-      payment_intent: inv.payment_intent,
-      refunded: amount_cents === left,
-      refunds: { object: 'list', data: [refund], has_more: false },
-    });
-    await ev.deliver('refund.created', refund);
+    await ev.deliver(
+      'charge.refunded',
+      {
+        id: chargeId,
+        object: 'charge',
+        amount: Number(inv.paid_cents),
+        amount_refunded: Number(inv.refunded_cents) + amount_cents,
+        currency: inv.currency,
+        payment_intent: inv.payment_intent,
+        refunded: amount_cents === left,
+        refunds: { object: 'list', data: [refund], has_more: false },
+      },
+      origin,
+    );
+    await ev.deliver('refund.created', refund, origin);
     res.redirect(303, `/dev/invoices/${encodeURIComponent(inv.id)}`);
   });
 
@@ -128,6 +134,7 @@ ${
     if (!inv.payment_intent || left <= 0) throw errorOf(BILLING_ERRORS, 'NOT_DISPUTABLE');
     if (input.amount_cents > left)
       throw errorOf(BILLING_ERRORS, 'DISPUTE_TOO_LARGE', `at most ${left} cents can be disputed`);
+    const origin = auditOriginOf(req);
     const dispute = {
       id: devId('du'),
       object: 'dispute',
@@ -140,11 +147,11 @@ ${
       balance_transactions: [],
       created: nowUnix(),
     };
-    await ev.deliver('charge.dispute.created', { ...dispute, status: 'needs_response' });
-    await ev.deliver('charge.dispute.funds_withdrawn', { ...dispute, status: 'needs_response' });
-    await ev.deliver('charge.dispute.closed', { ...dispute, status: input.outcome });
+    await ev.deliver('charge.dispute.created', { ...dispute, status: 'needs_response' }, origin);
+    await ev.deliver('charge.dispute.funds_withdrawn', { ...dispute, status: 'needs_response' }, origin);
+    await ev.deliver('charge.dispute.closed', { ...dispute, status: input.outcome }, origin);
     if (input.outcome === 'won')
-      await ev.deliver('charge.dispute.funds_reinstated', { ...dispute, status: 'won' });
+      await ev.deliver('charge.dispute.funds_reinstated', { ...dispute, status: 'won' }, origin);
     res.redirect(303, `/dev/invoices/${encodeURIComponent(inv.id)}`);
   });
 

@@ -10,6 +10,7 @@ import { devId } from './dev-processor.js';
 import { usdOfCents } from './par.js';
 import { listInvoices } from './payments.js';
 import { PERIOD_SECONDS, onlyDevIds, type DevEvents } from './dev-events.js';
+import { auditOriginOf } from '../audit/context.js';
 
 // The dev processor's billing portal (what Stripe's customer portal is to the real processor): a
 // customer's subscriptions, cards and invoices, and the subscription actions as the events Stripe sends.
@@ -76,6 +77,7 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
       sql`select * from billing_subscriptions where id = ${subscription} and customer_id = ${customerId}`,
     );
     if (!sub) throw notFound('no such subscription');
+    const origin = auditOriginOf(req);
     let start = Number(sub.current_period_start);
     let end = Number(sub.current_period_end);
     let cancelAtPeriodEnd =
@@ -87,20 +89,25 @@ ${back ? html`<p><a href="${back}">Return</a></p>` : ''}`;
       await ev.deliver(
         'invoice.paid',
         ev.proInvoicePaid(party, sub.id, 'subscription_cycle', devId('pi'), { start, end }),
+        origin,
       );
     }
-    await ev.deliver('customer.subscription.updated', {
-      id: sub.id,
-      object: 'subscription',
-      customer: customerId,
-      status: sub.status,
-      cancel_at_period_end: cancelAtPeriodEnd,
-      metadata: { org_key: sub.org_key },
-      items: {
-        object: 'list',
-        data: [{ object: 'subscription_item', current_period_start: start, current_period_end: end }],
+    await ev.deliver(
+      'customer.subscription.updated',
+      {
+        id: sub.id,
+        object: 'subscription',
+        customer: customerId,
+        status: sub.status,
+        cancel_at_period_end: cancelAtPeriodEnd,
+        metadata: { org_key: sub.org_key },
+        items: {
+          object: 'list',
+          data: [{ object: 'subscription_item', current_period_start: start, current_period_end: end }],
+        },
       },
-    });
+      origin,
+    );
     res.redirect(303, req.originalUrl);
   });
 

@@ -3,6 +3,7 @@ import { queryRows, type Db } from '../db/client.js';
 import { giveBack, lockPayment, num, takeBack, tokens, usd, type TakenBack } from './payment-reversals.js';
 import { idOf, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 
 // Disputes (chargebacks): the other way money leaves a payment (docs/billing.md § Disputes).
 //
@@ -57,6 +58,7 @@ export async function receiveDispute(
   eventType: string,
   dispute: StripeObject,
   eventCreated: number,
+  origin: AuditOrigin,
 ): Promise<string> {
   const id = typeof dispute.id === 'string' ? dispute.id : null;
   const pi = idOf(dispute.payment_intent);
@@ -76,6 +78,7 @@ export async function receiveDispute(
       : recordAuditEvent(tx, {
           orgKey: payment.org_key,
           action,
+          origin,
           target: { type: 'dispute', id },
           details: { payment_intent: pi, amount_cents: amount, ...details },
         });

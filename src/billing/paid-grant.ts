@@ -1,6 +1,7 @@
 import type { Db } from '../db/client.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { grantTarget, type OrgRef } from './grant-target.js';
 import { grantToOrg, SOURCE_PURCHASES } from './ledger.js';
 import { lockPayment } from './payment-reversals.js';
@@ -28,6 +29,8 @@ export interface PaidTopup {
   description: string;
   /** Extra fields of the `topup.succeeded` event. */
   event?: Record<string, unknown>;
+  /** Who the payment's audit event names: the webhook's request, or svc itself. */
+  origin: AuditOrigin;
 }
 
 /**
@@ -35,7 +38,7 @@ export interface PaidTopup {
  * caller's transaction. True when this call granted it (false: it had been granted before).
  */
 export async function grantPaidTopup(tx: Db, topup: PaidTopup): Promise<boolean> {
-  const { org, grantKey, paymentIntent, paidCents, credits } = topup;
+  const { org, grantKey, paymentIntent, paidCents, credits, origin } = topup;
   // The payment's row first (refunds.ts lock order), so a refund racing this grant waits or is seen.
   if (paymentIntent) await lockPayment(tx, paymentIntent);
   const target = await grantTarget(tx, org);
@@ -49,18 +52,15 @@ export async function grantPaidTopup(tx: Db, topup: PaidTopup): Promise<boolean>
     description: topup.description,
   });
   if (paymentIntent)
-    await recordPayment(tx, {
-      paymentIntent,
-      grantKey,
-      orgKey: target,
-      ownerId: org.ownerId,
-      credits,
-      amountCents: paidCents,
-    });
+    await recordPayment(
+      tx,
+      { paymentIntent, grantKey, orgKey: target, ownerId: org.ownerId, credits, amountCents: paidCents },
+      origin,
+    );
   if (granted)
     await recordAuditEvent(
       tx,
-      paymentEvent(target, 'payment.succeeded', {
+      paymentEvent(target, 'payment.succeeded', origin, {
         kind: 'topup',
         amount_cents: paidCents,
         credits,
@@ -81,5 +81,6 @@ export async function grantPaidTopup(tx: Db, topup: PaidTopup): Promise<boolean>
 export const paymentEvent = (
   orgKey: string,
   action: 'payment.succeeded' | 'payment.failed',
+  origin: AuditOrigin,
   details: Record<string, unknown>,
-) => ({ orgKey, action, target: { type: 'client', id: `client_${orgKey}` }, details });
+) => ({ orgKey, action, origin, target: { type: 'client', id: `client_${orgKey}` }, details });

@@ -9,6 +9,7 @@ import { disputeEventFor } from './disputes.js';
 import { reversalReport } from './payment-reversals.js';
 import type { StripeObject } from './stripe-object.js';
 import { processEvent } from './webhooks.js';
+import { SYSTEM_ORIGIN } from '../audit/context.js';
 import type { GrantRules } from './subscription-events.js';
 import type { AfterCommit, MailDeps } from './after-commit.js';
 
@@ -72,7 +73,7 @@ export async function reconcile(
   // A missed event applied as its webhook would have been, and the mails it owes sent after its commit.
   const madeGood = async (event: Stripe.Event, rules: GrantRules) => {
     const after: AfterCommit[] = [];
-    const result = await processEvent(db, log, event, rules, after);
+    const result = await processEvent(db, log, event, rules, SYSTEM_ORIGIN, after);
     if (options.mail) for (const step of after) await step(options.mail);
     return result;
   };

@@ -4,6 +4,7 @@ import { applyWaitingDisputes } from './disputes.js';
 import { lockPayment, num, takeBack, tokens, usd } from './payment-reversals.js';
 import { at, idOf, textAt, type StripeObject } from './stripe-object.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 
 // Refunds (interface document: Transaction type `refund`; CONTRACT §3 signs, §8 exactly once).
 //
@@ -41,7 +42,7 @@ export async function paymentIntentOfInvoice(tx: Db, invoiceId: string): Promise
  * invoice_payment.paid: which payment paid an invoice. In the pinned API version invoice.paid carries
  * `payments` only when expanded, so this event is how a subscription period's refund finds its grant.
  */
-export async function invoicePaymentPaid(tx: Db, ip: StripeObject): Promise<string> {
+export async function invoicePaymentPaid(tx: Db, ip: StripeObject, origin: AuditOrigin): Promise<string> {
   const invoiceId = idOf(ip.invoice);
   const pi = idOf(at(ip, 'payment', 'payment_intent'));
   if (!invoiceId || !pi) return 'ignored';
@@ -71,14 +72,18 @@ export async function invoicePaymentPaid(tx: Db, ip: StripeObject): Promise<stri
         where g.key = ${`grant:invoice:${invoiceId}`}`,
   );
   if (!grant) return 'payment_linked';
-  await recordPayment(tx, {
-    paymentIntent: pi,
-    grantKey: `grant:invoice:${invoiceId}`,
-    orgKey: grant.org_key,
-    ownerId: grant.owner_id,
-    credits: num(grant.credits),
-    amountCents: num(grant.amount_paid_cents),
-  });
+  await recordPayment(
+    tx,
+    {
+      paymentIntent: pi,
+      grantKey: `grant:invoice:${invoiceId}`,
+      orgKey: grant.org_key,
+      ownerId: grant.owner_id,
+      credits: num(grant.credits),
+      amountCents: num(grant.amount_paid_cents),
+    },
+    origin,
+  );
   return 'payment_linked_to_grant';
 }
 
@@ -95,7 +100,7 @@ export interface GrantedPayment {
  * Records which grant a payment made (after lockPayment and the grant, same transaction), then applies
  * the refunds and dispute withdrawals that were waiting for it. Returns the ids applied now.
  */
-export async function recordPayment(tx: Db, p: GrantedPayment): Promise<string[]> {
+export async function recordPayment(tx: Db, p: GrantedPayment, origin: AuditOrigin): Promise<string[]> {
   await tx.execute(sql`
     update billing_payments set grant_key = ${p.grantKey}, org_key = ${p.orgKey}, owner_id = ${p.ownerId},
                                 credits = ${p.credits}, amount_cents = ${p.amountCents}
@@ -107,7 +112,7 @@ export async function recordPayment(tx: Db, p: GrantedPayment): Promise<string[]
   );
   const applied: string[] = [];
   for (const r of waiting) {
-    await applyRefund(tx, r.id, num(r.amount_cents), p.paymentIntent);
+    await applyRefund(tx, r.id, num(r.amount_cents), p.paymentIntent, origin);
     applied.push(r.id);
   }
   return [...applied, ...(await applyWaitingDisputes(tx, p.paymentIntent))];
@@ -122,6 +127,7 @@ export async function receiveRefund(
   tx: Db,
   refund: StripeObject,
   fallbackPaymentIntent: string | null,
+  origin: AuditOrigin,
 ): Promise<string> {
   const id = typeof refund.id === 'string' ? refund.id : null;
   const pi = idOf(refund.payment_intent) ?? fallbackPaymentIntent;
@@ -145,7 +151,7 @@ export async function receiveRefund(
   }
   if (row!.status === 'failed') return 'refund_failed';
   if (!payment.grant_key) return 'refund_awaiting_payment';
-  return applyRefund(tx, id, amount, pi);
+  return applyRefund(tx, id, amount, pi, origin);
 }
 
 /** Applies one refund (its row and the payment's row already locked by the caller). */
@@ -154,6 +160,7 @@ async function applyRefund(
   refundId: string,
   amountCents: number,
   paymentIntent: string,
+  origin: AuditOrigin,
 ): Promise<string> {
   const taken = await takeBack(tx, {
     paymentIntent,
@@ -175,6 +182,7 @@ async function applyRefund(
     await recordAuditEvent(tx, {
       orgKey: payment.org_key,
       action: 'refund.created',
+      origin,
       target: { type: 'refund', id: refundId },
       details: {
         payment_intent: paymentIntent,

@@ -26,6 +26,7 @@ import { budgetRoutes } from './budget-routes.js';
 import { autoTopupRoutes } from './auto-topup-routes.js';
 import { databaseOutageAs503 } from '../db/outage.js';
 import { webhookEvents } from '../metrics/registry.js';
+import { auditOriginOf } from '../audit/context.js';
 
 // The billing routes of the interface document (Billing endpoints, rules 1–5) with CONTRACT §8's
 // access rules: a session or an svc_ bearer; live members other than viewers read their client's
@@ -87,7 +88,12 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
     // A hold this process took ahead for the client's next model call is not a call in flight: it goes
     // back first, so that only real calls can answer CREDITS_IN_USE (src/models/admission/spare-holds.ts).
     await deps.models.spares.release(org.id);
-    await setAllocation(db, { userId: principal.userId, orgKey: org.id, target: target_credits });
+    await setAllocation(db, {
+      userId: principal.userId,
+      orgKey: org.id,
+      target: target_credits,
+      origin: auditOriginOf(req),
+    });
     res.json(await ownerBalance(db, principal.userId));
   });
 
@@ -161,7 +167,7 @@ export function billingRoutes(deps: Deps, auth: Auth): Router {
 
   // Stripe's webhook: no user credential; the signature over the raw bytes is the authentication.
   router.post('/v1/webhooks/stripe', async (req, res) => {
-    const result = await receiveWebhook(deps, req.rawBody, req.get('stripe-signature'));
+    const result = await receiveWebhook(deps, req.rawBody, req.get('stripe-signature'), auditOriginOf(req));
     webhookEvents.inc({ duplicate: String(result.duplicate) });
     res.json({ received: true, duplicate: result.duplicate });
   });

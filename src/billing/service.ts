@@ -21,6 +21,7 @@ import {
   transfer,
 } from './ledger.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { transaction } from '../db/transaction.js';
 
 // The owner's pool and its allocations (interface document: Owner balance, Billing rules 1–2;
@@ -109,7 +110,7 @@ export async function findLiveOrg(db: Db, orgKey: string) {
  */
 export async function setAllocation(
   db: Db,
-  input: { userId: string; orgKey: string; target: number },
+  input: { userId: string; orgKey: string; target: number; origin: AuditOrigin },
 ): Promise<void> {
   await transaction(db, async (t) => {
     // The caller found the client live, but a deletion may have committed since: re-read under a lock of
@@ -165,6 +166,7 @@ export async function setAllocation(
     await recordAuditEvent(t, {
       orgKey: input.orgKey,
       action: 'allocation.changed',
+      origin: input.origin,
       target: { type: 'client', id: `client_${input.orgKey}` },
       details: { from_credits: current.balance, to_credits: input.target },
     });

@@ -9,6 +9,7 @@ import { PRO_PERIOD_CREDITS } from './service.js';
 import { at, idOf, objectAt, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 
 // The subscription's events from the processor (CONTRACT §8), applied by ./webhooks.ts in the event's
 // transaction: a paid invoice of the Pro price grants the period's tokens once per invoice, a failed one
@@ -77,6 +78,7 @@ export async function invoicePaid(
   invoice: StripeObject,
   eventCreated: number,
   rules: GrantRules,
+  origin: AuditOrigin,
 ): Promise<string> {
   const invoiceId = String(invoice.id);
   const org = await orgFor(tx, idOf(invoice.customer), invoiceMetadata(invoice));
@@ -114,19 +116,23 @@ export async function invoicePaid(
         : 'Pro subscription period',
   });
   if (paymentIntent) {
-    await recordPayment(tx, {
-      paymentIntent,
-      grantKey: `grant:invoice:${invoiceId}`,
-      orgKey: target,
-      ownerId: org.ownerId,
-      credits: PRO_PERIOD_CREDITS,
-      amountCents: paidCents,
-    });
+    await recordPayment(
+      tx,
+      {
+        paymentIntent,
+        grantKey: `grant:invoice:${invoiceId}`,
+        orgKey: target,
+        ownerId: org.ownerId,
+        credits: PRO_PERIOD_CREDITS,
+        amountCents: paidCents,
+      },
+      origin,
+    );
   }
   if (granted)
     await recordAuditEvent(
       tx,
-      paymentEvent(target, 'payment.succeeded', {
+      paymentEvent(target, 'payment.succeeded', origin, {
         kind: 'subscription',
         invoice: invoiceId,
         amount_cents: paidCents,
@@ -136,13 +142,18 @@ export async function invoicePaid(
   return granted ? 'granted' : 'already_granted';
 }
 
-export async function invoiceFailed(tx: Db, invoice: StripeObject, eventCreated: number): Promise<string> {
+export async function invoiceFailed(
+  tx: Db,
+  invoice: StripeObject,
+  eventCreated: number,
+  origin: AuditOrigin,
+): Promise<string> {
   const org = await orgFor(tx, idOf(invoice.customer), invoiceMetadata(invoice));
   if (!org) return 'unmapped';
   await upsertInvoice(tx, invoice, org, eventCreated, true);
   await recordAuditEvent(
     tx,
-    paymentEvent(org.orgKey, 'payment.failed', {
+    paymentEvent(org.orgKey, 'payment.failed', origin, {
       kind: 'subscription',
       invoice: String(invoice.id),
       amount_cents: Number(invoice.amount_due ?? 0),
@@ -151,7 +162,12 @@ export async function invoiceFailed(tx: Db, invoice: StripeObject, eventCreated:
   return 'recorded';
 }
 
-export async function syncSubscription(tx: Db, sub: StripeObject, eventCreated: number): Promise<string> {
+export async function syncSubscription(
+  tx: Db,
+  sub: StripeObject,
+  eventCreated: number,
+  origin: AuditOrigin,
+): Promise<string> {
   const org = await orgFor(tx, idOf(sub.customer), objectAt(sub, 'metadata'));
   if (!org) return 'unmapped';
   // Period dates live on the subscription items in the pinned API version.
@@ -184,6 +200,7 @@ export async function syncSubscription(tx: Db, sub: StripeObject, eventCreated: 
     await recordAuditEvent(tx, {
       orgKey: org.orgKey,
       action: 'subscription.changed',
+      origin,
       target: { type: 'subscription', id: String(sub.id) },
       details: { status: stored.status, cancel_at_period_end: stored.cancel_at_period_end },
     });

@@ -15,6 +15,7 @@ import { receiveDispute } from './disputes.js';
 import { idOf, objectsAt, textAt, type StripeObject } from './stripe-object.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { verifyEvent } from './webhook-signature.js';
 import { usdOfCents } from './par.js';
 import { receiptStep } from './topup-receipt.js';
@@ -34,7 +35,13 @@ import { transaction } from '../db/transaction.js';
  * CREDITS_PER_CENT — never an amount from metadata, which anyone with access to the processor account
  * (another integration, a payment link) can write. A coupon that lowers the total lowers the grant.
  */
-async function grantTopup(tx: Db, session: StripeObject, log: Logger, after: AfterCommit[]): Promise<string> {
+async function grantTopup(
+  tx: Db,
+  session: StripeObject,
+  log: Logger,
+  after: AfterCommit[],
+  origin: AuditOrigin,
+): Promise<string> {
   const sessionId = String(session.id);
   const [known] = await queryRows<{ org_key: string; owner_id: string; kind: string }>(
     tx,
@@ -60,6 +67,7 @@ async function grantTopup(tx: Db, session: StripeObject, log: Logger, after: Aft
     paidCents,
     credits,
     description: `Top-up: ${usdOfCents(paidCents)}`,
+    origin,
   });
   if (!granted) return 'already_granted';
   const receipt = await receiptStep(tx, { orgKey: org.orgKey, paidCents, credits, auto: false });
@@ -68,7 +76,12 @@ async function grantTopup(tx: Db, session: StripeObject, log: Logger, after: Aft
 }
 
 /** The payment intent that paid an invoice (pinned API: invoice.payments; older: invoice.payment_intent). */
-async function sessionClosed(tx: Db, session: StripeObject, status: string): Promise<string> {
+async function sessionClosed(
+  tx: Db,
+  session: StripeObject,
+  status: string,
+  origin: AuditOrigin,
+): Promise<string> {
   const closed = await queryRows<{ org_key: string; kind: string }>(
     tx,
     sql`update billing_checkout_sessions set status = ${status} where id = ${session.id} and status in ('open', 'paying')
@@ -78,7 +91,7 @@ async function sessionClosed(tx: Db, session: StripeObject, status: string): Pro
   if (status === 'failed' && closed[0]?.kind === 'topup')
     await recordAuditEvent(
       tx,
-      paymentEvent(closed[0].org_key, 'payment.failed', {
+      paymentEvent(closed[0].org_key, 'payment.failed', origin, {
         kind: 'topup',
         checkout_session: String(session.id),
         amount_cents: Number(session.amount_total ?? 0),
@@ -98,11 +111,11 @@ async function sessionClosed(tx: Db, session: StripeObject, status: string): Pro
  * pinned API version: each listed refund is applied by its own id (so refund.created for the same
  * refund changes nothing again); without the list the refund.* events do the work.
  */
-async function chargeRefunded(tx: Db, charge: StripeObject): Promise<string> {
+async function chargeRefunded(tx: Db, charge: StripeObject, origin: AuditOrigin): Promise<string> {
   const refunds = objectsAt(charge, 'refunds', 'data');
   if (refunds.length === 0) return 'refund_via_refund_events';
   const outcomes: string[] = [];
-  for (const r of refunds) outcomes.push(await receiveRefund(tx, r, idOf(charge.payment_intent)));
+  for (const r of refunds) outcomes.push(await receiveRefund(tx, r, idOf(charge.payment_intent), origin));
   return [...new Set(outcomes)].join(',');
 }
 
@@ -112,54 +125,55 @@ async function apply(
   event: Stripe.Event,
   rules: GrantRules,
   after: AfterCommit[],
+  origin: AuditOrigin,
 ): Promise<string> {
   const object = event.data.object as unknown as StripeObject;
   switch (event.type) {
     case 'checkout.session.completed':
       if (object.mode === 'payment') {
-        if (object.payment_status === 'paid') return grantTopup(tx, object, log, after);
+        if (object.payment_status === 'paid') return grantTopup(tx, object, log, after, origin);
         return 'awaiting_async_payment';
       }
       await tx.execute(sql`update billing_checkout_sessions set status = 'complete' where id = ${object.id}`);
       return 'subscription_checkout_completed';
     case 'checkout.session.async_payment_succeeded':
-      return grantTopup(tx, object, log, after);
+      return grantTopup(tx, object, log, after, origin);
     case 'checkout.session.async_payment_failed':
-      return sessionClosed(tx, object, 'failed');
+      return sessionClosed(tx, object, 'failed', origin);
     case 'checkout.session.expired':
-      return sessionClosed(tx, object, 'expired');
+      return sessionClosed(tx, object, 'expired', origin);
     case 'invoice.paid':
-      return invoicePaid(tx, object, event.created, rules);
+      return invoicePaid(tx, object, event.created, rules, origin);
     case 'invoice.payment_failed':
-      return invoiceFailed(tx, object, event.created);
+      return invoiceFailed(tx, object, event.created, origin);
     case 'customer.subscription.created':
     case 'customer.subscription.updated':
     case 'customer.subscription.deleted':
-      return syncSubscription(tx, object, event.created);
+      return syncSubscription(tx, object, event.created, origin);
     case 'refund.created':
     case 'refund.updated':
     case 'refund.failed':
     case 'charge.refund.updated':
-      return receiveRefund(tx, object, null);
+      return receiveRefund(tx, object, null, origin);
     case 'charge.refunded':
-      return chargeRefunded(tx, object);
+      return chargeRefunded(tx, object, origin);
     // Auto top-up's off-session charges (auto-topup.ts); a checkout's intent grants through its session.
     case 'payment_intent.succeeded':
-      return autoTopupPaid(tx, object, log, after);
+      return autoTopupPaid(tx, object, log, origin, after);
     // An auto top-up's intent that went `processing` and then failed.
     case 'payment_intent.payment_failed': {
-      const failed = await autoTopupFailed(tx, object, log);
+      const failed = await autoTopupFailed(tx, object, log, origin);
       if (failed.mail) after.push(failed.mail);
       return failed.outcome;
     }
     case 'invoice_payment.paid':
-      return invoicePaymentPaid(tx, object);
+      return invoicePaymentPaid(tx, object, origin);
     case 'charge.dispute.created':
     case 'charge.dispute.updated':
     case 'charge.dispute.funds_withdrawn':
     case 'charge.dispute.funds_reinstated':
     case 'charge.dispute.closed':
-      return receiveDispute(tx, event.type, object, event.created);
+      return receiveDispute(tx, event.type, object, event.created, origin);
     default:
       return 'ignored';
   }
@@ -171,6 +185,8 @@ export async function processEvent(
   log: Logger,
   event: Stripe.Event,
   rules: GrantRules,
+  /** Who the event's audit events name: the webhook's request, or svc itself (a reconcile). */
+  origin: AuditOrigin,
   /** Steps to run once the transaction committed (the owner's mails: a receipt, a failed auto top-up). */
   after: AfterCommit[] = [],
 ): Promise<{ duplicate: boolean; outcome: string }> {
@@ -182,7 +198,7 @@ export async function processEvent(
           on conflict (id) do nothing returning id`,
     );
     if (claimed.length === 0) return { duplicate: true, outcome: 'duplicate' };
-    const outcome = await apply(t, log, event, rules, after);
+    const outcome = await apply(t, log, event, rules, after, origin);
     await t.execute(sql`update billing_webhook_events set outcome = ${outcome} where id = ${event.id}`);
     if (outcome === 'unmapped')
       log.warn({ eventId: event.id, type: event.type }, 'stripe event for an unknown customer');
@@ -199,6 +215,7 @@ export async function receiveWebhook(
   } & MailDeps,
   rawBody: Buffer | undefined,
   signature: string | undefined,
+  origin: AuditOrigin,
 ): Promise<{ duplicate: boolean; outcome: string }> {
   const secret = deps.billing.webhookSecret;
   if (!secret) throw errorOf(BILLING_ERRORS, 'WEBHOOK_NOT_CONFIGURED');
@@ -214,7 +231,8 @@ export async function receiveWebhook(
     throw errorOf(BILLING_ERRORS, 'INVALID_EVENT');
   }
   const after: AfterCommit[] = [];
-  const result = await processEvent(deps.db, deps.log, event, { proPriceId: deps.billing.proPriceId }, after);
+  const rules = { proPriceId: deps.billing.proPriceId };
+  const result = await processEvent(deps.db, deps.log, event, rules, origin, after);
   for (const step of after) await step(deps);
   return result;
 }

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../auth/principal.js';
 import { disableAutoTopup, getAutoTopup, setAutoTopup } from '../billing/auto-topup-settings.js';
+import { auditOriginOf } from '../audit/context.js';
 import {
   budgetTargets,
   clearBudget,
@@ -169,16 +170,17 @@ export function billingControlsActions(deps: Deps, ownerAction: OwnerAction): vo
     if (cap === null || cap > CAP_MAX)
       throw fieldMistake('cap', 'Enter the monthly limit in US dollars, like 50 or 100.00.');
     if (cap < amount) throw fieldMistake('cap', 'The monthly limit must be at least one charge.');
-    await setAutoTopup(deps.db, org.orgKey, {
-      trigger_credits: trigger,
-      amount_usd: amount,
-      monthly_cap_usd: cap,
-    });
+    await setAutoTopup(
+      deps.db,
+      org.orgKey,
+      { trigger_credits: trigger, amount_usd: amount, monthly_cap_usd: cap },
+      auditOriginOf(req),
+    );
     res.redirect(303, `${billingPath(org.orgKey)}?notice=autotopup_saved`);
   });
 
-  ownerAction('auto-topup/off', 'autotopup', async (_req, res, org) => {
-    await disableAutoTopup(deps.db, org.orgKey, null);
+  ownerAction('auto-topup/off', 'autotopup', async (req, res, org) => {
+    await disableAutoTopup(deps.db, org.orgKey, null, auditOriginOf(req));
     res.redirect(303, `${billingPath(org.orgKey)}?notice=autotopup_off`);
   });
 
@@ -190,12 +192,13 @@ export function billingControlsActions(deps: Deps, ownerAction: OwnerAction): vo
     const budget = parseTokens(formValue(req, 'budget', 32));
     if (budget === null || budget > Number.MAX_SAFE_INTEGER)
       throw fieldMistake('budget', 'The budget must be a whole number of tokens, 0 or more.');
-    await setBudget(deps.db, target, period as BudgetPeriod, budget);
+    await setBudget(deps.db, target, period as BudgetPeriod, budget, auditOriginOf(req));
     res.redirect(303, `${billingPath(org.orgKey)}?notice=budget_saved`);
   });
 
   ownerAction('budgets/remove', 'budgets', async (req, res, org) => {
-    await clearBudget(deps.db, await targetOf(deps, org, formValue(req, 'target', 200)));
+    const target = await targetOf(deps, org, formValue(req, 'target', 200));
+    await clearBudget(deps.db, target, auditOriginOf(req));
     res.redirect(303, `${billingPath(org.orgKey)}?notice=budget_removed`);
   });
 }

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../auth/principal.js';
 import { getBalanceAlert, setBalanceAlert } from '../billing/balance-alerts.js';
+import { auditOriginOf } from '../audit/context.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -122,7 +123,7 @@ export function billingEventsActions(deps: Deps, ownerAction: OwnerAction): void
     const threshold = text === '' ? null : parseTokens(text);
     if (text !== '' && threshold === null)
       throw fieldMistake('threshold', 'The threshold must be a whole number of tokens, or empty for none.');
-    await setBalanceAlert(deps.db, org.orgKey, threshold);
+    await setBalanceAlert(deps.db, org.orgKey, threshold, auditOriginOf(req));
     res.redirect(303, `${billingPath(org.orgKey)}?notice=alert_saved`);
   });
 

@@ -26,6 +26,7 @@ import {
 } from '../billing/payments.js';
 import { html, verifyCsrfField, type SafeHtml } from '../page-kit/html.js';
 import { requirePageSession } from '../auth/page-session.js';
+import { auditOriginOf } from '../audit/context.js';
 import { billingEventsActions, billingEventsCards, revealedSecretCard } from './billing-events-card.js';
 import { autoTopupCard, billingControlsActions, budgetsCard } from './billing-controls-card.js';
 import { notFoundPage } from './org-page-kit.js';
@@ -348,10 +349,11 @@ ${postForm(req, res, `${base(org)}/topup/pay`, html`<input type="hidden" name="a
     }
     wanted.sort((x, y) => x.to - x.from - (y.to - y.from));
     const done: string[] = [];
+    const origin = auditOriginOf(req);
     for (const w of wanted) {
       try {
         await deps.models.spares.release(parseOrgId(w.orgId)!);
-        await setAllocation(db, { userId: p.userId, orgKey: parseOrgId(w.orgId)!, target: w.to });
+        await setAllocation(db, { userId: p.userId, orgKey: parseOrgId(w.orgId)!, target: w.to, origin });
         done.push(w.name);
       } catch (caught) {
         const err = clientError(caught);

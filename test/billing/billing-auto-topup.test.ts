@@ -15,6 +15,7 @@ import { orgBalanceCredits } from '../../src/billing/spend.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { runAutoTopups } from '../../src/billing/auto-topup.js';
 import { devEvents } from '../../src/billing/dev-events.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { DEV_DECLINED_LAST4 } from '../../src/billing/dev-processor.js';
 import type { Deps } from '../../src/deps.js';
 
@@ -236,16 +237,20 @@ describe('auto top-up: charges', () => {
   it('a payment_intent.succeeded svc did not ask for grants nothing', async () => {
     const owner = await ownerWithCard();
     const before = await orgBalanceCredits(server.deps.db, owner.orgKey);
-    await deliver()('payment_intent.succeeded', {
-      id: 'pi_dev_forged',
-      object: 'payment_intent',
-      amount: 100_000,
-      amount_received: 100_000,
-      currency: 'usd',
-      customer: `cus_dev_${owner.orgKey}`,
-      status: 'succeeded',
-      metadata: { org_key: owner.orgKey, auto_topup_charge: 'atu_999999' },
-    });
+    await deliver()(
+      'payment_intent.succeeded',
+      {
+        id: 'pi_dev_forged',
+        object: 'payment_intent',
+        amount: 100_000,
+        amount_received: 100_000,
+        currency: 'usd',
+        customer: `cus_dev_${owner.orgKey}`,
+        status: 'succeeded',
+        metadata: { org_key: owner.orgKey, auto_topup_charge: 'atu_999999' },
+      },
+      SYSTEM_ORIGIN,
+    );
     expect(await orgBalanceCredits(server.deps.db, owner.orgKey)).toBe(before);
   });
 });

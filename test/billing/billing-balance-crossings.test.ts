@@ -8,6 +8,7 @@ import { setOrgBalance } from '../helpers/billing.js';
 import { queryRows } from '../../src/db/client.js';
 import { reserveMany, settleMany } from '../../src/billing/spend.js';
 import { setAllocation } from '../../src/billing/service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import {
   balanceWatch,
   handleCrossings,
@@ -107,7 +108,12 @@ describe('balance crossings', () => {
     await setBalanceWatch(server.deps.db, u.orgKey, 'test.low', 800);
     await setBalanceWatch(server.deps.db, u.orgKey, 'test.exhausted', 1);
     await setBalanceWatch(server.deps.db, u.orgKey, 'test.far', 5_000); // already below: no crossing
-    await setAllocation(server.deps.db, { userId: u.userId, orgKey: u.orgKey, target: 0 });
+    await setAllocation(server.deps.db, {
+      userId: u.userId,
+      orgKey: u.orgKey,
+      target: 0,
+      origin: SYSTEM_ORIGIN,
+    });
     expect(await crossings(u.orgKey)).toEqual([
       { purpose: 'test.low', threshold: 800, before: 1_000, after: 0 },
       { purpose: 'test.exhausted', threshold: 1, before: 1_000, after: 0 },
@@ -122,7 +128,12 @@ describe('balance crossings', () => {
     );
     expect(acct!.watch_thresholds).toBeNull();
     await setOrgBalance(server, u.orgKey, 1_000);
-    await setAllocation(server.deps.db, { userId: u.userId, orgKey: u.orgKey, target: 0 });
+    await setAllocation(server.deps.db, {
+      userId: u.userId,
+      orgKey: u.orgKey,
+      target: 0,
+      origin: SYSTEM_ORIGIN,
+    });
     expect(await crossings(u.orgKey)).toHaveLength(2);
   });
 

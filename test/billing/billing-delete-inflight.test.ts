@@ -12,6 +12,7 @@ import { queryRows } from '../../src/db/client.js';
 import { accountBalance, poolAccount } from '../../src/billing/ledger.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { setAllocation } from '../../src/billing/service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { countedCall } from '../helpers/counted.js';
 import type { CreatedClient } from '../helpers/answers.js';
 import { parseAs } from '../helpers/json.js';
@@ -246,7 +247,12 @@ describe('deleting a client with calls in flight', () => {
     ).toBe(200);
     // PUT …/allocation checked the client live before the deletion committed; its transaction comes after.
     await expect(
-      setAllocation(server.deps.db, { userId: owner.userId, orgKey: b.orgKey, target: 500 }),
+      setAllocation(server.deps.db, {
+        userId: owner.userId,
+        orgKey: b.orgKey,
+        target: 500,
+        origin: SYSTEM_ORIGIN,
+      }),
     ).rejects.toMatchObject({ status: 403, code: 'NO_ACCESS' });
     expect(await orgAccountRow(server, b.orgKey)).toEqual({ balance: 0, held: 0 });
     expect(await checkInvariants(server.deps.db)).toEqual([]);

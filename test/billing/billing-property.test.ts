@@ -22,6 +22,7 @@ import { processEvent } from '../../src/billing/webhooks.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { createLogger } from '../../src/log.js';
 import { setBudget } from '../../src/billing/budgets.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 
 // Property test of the ledger: random sequences of grant, allocate, reclaim, reserve, settle,
 // void, expire and webhook replay, spread over six connections running at once on the real
@@ -329,7 +330,7 @@ const lanesDeps = (): Deps => ({ ...server.deps, db });
 /** PUT …/allocation as the route does it: only a live client (setAllocation re-checks under its lock). */
 async function allocate(org: { orgKey: string; ownerId: string }, target: number) {
   if (!(await findLiveOrg(db, org.orgKey))) throw new AppError(403, 'NO_ACCESS', 'deleted');
-  return setAllocation(db, { userId: org.ownerId, orgKey: org.orgKey, target });
+  return setAllocation(db, { userId: org.ownerId, orgKey: org.orgKey, target, origin: SYSTEM_ORIGIN });
 }
 
 /** What the runs exercised, so a generator that stopped reaching the interesting paths fails the test. */
@@ -355,10 +356,10 @@ async function execute(ops: Op[]) {
   for (const { orgKey, tokens } of keys) {
     const userId = members[0]!.userId;
     largest.set(`${orgKey}/${userId}`, 4_000);
-    await setBudget(db, { orgKey, userId, apiTokenId: null }, 'month', 4_000);
+    await setBudget(db, { orgKey, userId, apiTokenId: null }, 'month', 4_000, SYSTEM_ORIGIN);
     const holder = members[1]!.userId;
     largest.set(`${orgKey}/${holder}/${tokens[1]!}`, 3_000);
-    await setBudget(db, { orgKey, userId: holder, apiTokenId: tokens[1]! }, 'month', 3_000);
+    await setBudget(db, { orgKey, userId: holder, apiTokenId: tokens[1]! }, 'month', 3_000, SYSTEM_ORIGIN);
   }
   const events: Stripe.Event[] = [];
   const event = (type: string, object: object): Stripe.Event => {
@@ -398,6 +399,7 @@ async function execute(ops: Op[]) {
             payment_status: 'paid',
           }),
           rules(),
+          SYSTEM_ORIGIN,
         );
       }
       case 'renewal':
@@ -416,6 +418,7 @@ async function execute(ops: Op[]) {
             lines: { data: [{ pricing: { price_details: { price: rules().proPriceId } } }] },
           }),
           rules(),
+          SYSTEM_ORIGIN,
         );
       case 'allocate':
         return allocate(org!, o.target);
@@ -443,6 +446,7 @@ async function execute(ops: Op[]) {
             status: 'succeeded',
           }),
           rules(),
+          SYSTEM_ORIGIN,
         );
       case 'dispute': {
         const dispute = {
@@ -455,7 +459,7 @@ async function execute(ops: Op[]) {
           status: 'lost',
           reason: 'fraudulent',
         };
-        await processEvent(db, log, event('charge.dispute.funds_withdrawn', dispute), rules());
+        await processEvent(db, log, event('charge.dispute.funds_withdrawn', dispute), rules(), SYSTEM_ORIGIN);
         // A won dispute gives back what it took, and cancels what is still owed of its shortfall.
         if (o.won)
           return processEvent(
@@ -463,6 +467,7 @@ async function execute(ops: Op[]) {
             log,
             event('charge.dispute.funds_reinstated', { ...dispute, status: 'won' }),
             rules(),
+            SYSTEM_ORIGIN,
           );
         return undefined;
       }
@@ -526,7 +531,7 @@ async function execute(ops: Op[]) {
         const key = `${org!.orgKey}/${userId}${apiTokenId === null ? '' : `/${apiTokenId}`}`;
         // Recorded first: a call racing the change may already count against the new limit.
         largest.set(key, Math.max(largest.get(key) ?? 0, o.limit));
-        return setBudget(db, { orgKey: org!.orgKey, userId, apiTokenId }, 'month', o.limit);
+        return setBudget(db, { orgKey: org!.orgKey, userId, apiTokenId }, 'month', o.limit, SYSTEM_ORIGIN);
       }
       case 'memberCall': {
         const requestId = `r_${run}_${o.req}`;
@@ -575,7 +580,7 @@ async function execute(ops: Op[]) {
         return expireStaleHolds(db);
       case 'replay': {
         const e = events[o.event % Math.max(1, events.length)];
-        return e ? processEvent(db, log, e, rules()) : undefined;
+        return e ? processEvent(db, log, e, rules(), SYSTEM_ORIGIN) : undefined;
       }
     }
   };

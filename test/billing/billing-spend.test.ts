@@ -14,6 +14,7 @@ import {
   voidHold,
 } from '../../src/billing/spend.js';
 import { ownerBalance, setAllocation } from '../../src/billing/service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { HOLD_SWEEP_INTERVAL_MS } from '../../src/billing/hooks.js';
 import { AppError } from '../../src/http/errors.js';
@@ -129,7 +130,7 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
   it('returns 402 insufficient_credits when the allocation is exhausted though the pool has tokens', async () => {
     const u = await createUser(server);
     const db = server.deps.db;
-    await setAllocation(db, { userId: u.userId, orgKey: u.orgKey, target: 5 });
+    await setAllocation(db, { userId: u.userId, orgKey: u.orgKey, target: 5, origin: SYSTEM_ORIGIN });
     expect((await ownerBalance(db, u.userId)).unallocated_credits).toBe(49_995);
     await expectAppError(
       reserveCredits(db, {

@@ -11,6 +11,7 @@ import {
   transfer,
 } from '../../src/billing/ledger.js';
 import { setAllocation } from '../../src/billing/service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import type { TestServer } from './server.js';
 
 // Billing fixtures go through the real ledger and allocation code (never around them).
@@ -42,7 +43,7 @@ export async function setOrgBalance(server: TestServer, orgKey: string, credits:
   });
   // As PUT …/allocation does (src/billing/routes.ts): a hold taken ahead for the org's next call goes back first.
   await server.deps.models.spares.release(orgKey);
-  await setAllocation(db, { userId: org.ownerId, orgKey, target: credits });
+  await setAllocation(db, { userId: org.ownerId, orgKey, target: credits, origin: SYSTEM_ORIGIN });
 }
 
 /** A client's ledger account as stored: its balance and the tokens held for calls in flight. */

@@ -8,6 +8,7 @@ import {
   signedIn,
 } from '../helpers/browser.js';
 import { disableAutoTopup, getAutoTopup } from '../../src/billing/auto-topup-settings.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { listBudgets } from '../../src/billing/budgets.js';
 
 // On the billing page, in a real browser: the owner turns auto top-up on, changes
@@ -75,7 +76,12 @@ describe.skipIf(!haveChromium)('the billing page: auto top-up and member budgets
     await expectAccessible(page);
 
     // svc turns it off after a decline: the owner sees why.
-    await disableAutoTopup(suite.server.deps.db, owner.orgKey, 'charge declined: Your card was declined.');
+    await disableAutoTopup(
+      suite.server.deps.db,
+      owner.orgKey,
+      'charge declined: Your card was declined.',
+      SYSTEM_ORIGIN,
+    );
     await page.goto(billingUrl(owner.clientId));
     expect(await card.textContent()).toContain('Turned off by svc');
     expect(await card.textContent()).toContain('charge declined: Your card was declined.');
