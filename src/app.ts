@@ -79,8 +79,8 @@ export function buildApp(deps: Deps, auth: Auth = createAuth(deps)): Express {
     if (entry.method === 'GET') continue;
     app.post(entry.path, ...(entry.steps as express.RequestHandler[]), (req, res) => entry.route(req, res));
   }
-  // /mcp/platform next, for the same reason: it checks its credential, reads its own body and takes the
-  // request's audit context itself (mcp/routes.ts), and no layer below has a route on its paths.
+  // /mcp/platform next, for the same reason: it checks its credential and reads its own body itself
+  // (mcp/routes.ts), and no layer below has a route on its paths.
   app.use(mcpRoutes(deps));
 
   // Body parsers (every JSON body nesting-limited: src/http/json-body.ts). MCP reads its own body (10 MB,
