@@ -8,6 +8,7 @@ import type { SigningKeys } from '../oauth/keys.js';
 import type { Limits } from './ratelimit/limits.js';
 import type { Billing } from './billing/hooks.js';
 import type { ModelServices } from './models/services.js';
+import type { AuditOrigin } from './audit/context.js';
 
 // Everything a router or service needs: the shape only. Every domain imports this type, so it imports
 // no domain code, only types; the values are built once by createDeps (src/create-deps.ts), the
@@ -16,7 +17,10 @@ import type { ModelServices } from './models/services.js';
 export interface Hooks {
   accountCreated: OnAccountCreated[];
   orgDeleted: ((tx: Db, org: { orgKey: string; ownerId: string }) => Promise<void>)[];
-  memberRemoved: ((tx: Db, membership: { orgKey: string; userId: string }) => Promise<void>)[];
+  memberRemoved: ((
+    tx: Db,
+    membership: { orgKey: string; userId: string; origin: AuditOrigin },
+  ) => Promise<void>)[];
 }
 
 export interface Deps {

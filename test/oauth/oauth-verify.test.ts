@@ -8,6 +8,7 @@ import { client } from '../helpers/http.js';
 import { resolveActingOrg, resourceUrl, verifyAccessToken } from '../../oauth/verify.js';
 import { memberships, oauthGrants } from '../../src/db/schema.js';
 import { AppError } from '../../src/http/errors.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { anyOf } from '../helpers/json.js';
 
 /** A JWK Set (RFC 7517 §5): a private member such as `d` must never be published. */
@@ -190,7 +191,7 @@ describe('access tokens (RFC 9068)', () => {
         .delete(memberships)
         .where(and(eq(memberships.orgId, owner.orgKey), eq(memberships.userId, member.userId)));
       for (const hook of server.deps.hooks.memberRemoved)
-        await hook(tx, { orgKey: owner.orgKey, userId: member.userId });
+        await hook(tx, { orgKey: owner.orgKey, userId: member.userId, origin: SYSTEM_ORIGIN });
     });
     await addMember(server, owner.orgKey, member.userId, 'member');
     const revoked = await rejection(verifyAccessToken(server.deps, platform!, opts));

@@ -187,7 +187,10 @@ describe('DELETE /v1/clients/{client_id}/members/{user_id}', () => {
     } finally {
       server.deps.hooks.memberRemoved.splice(server.deps.hooks.memberRemoved.indexOf(hook), 1);
     }
-    expect(removedHook).toEqual([{ orgKey: owner.orgKey, userId: leaving.userId }]);
+    // The hooks get who removed the member, for the events they write (OAuth: grant.revoked).
+    expect(removedHook).toMatchObject([
+      { orgKey: owner.orgKey, userId: leaving.userId, origin: { actor: { type: 'user', id: owner.userId } } },
+    ]);
     const cut = await verify(leavingHere.secret);
     expect(cut.status).toBe(401);
     expect((await verify(leavingOwn.secret)).status).toBe(200);
