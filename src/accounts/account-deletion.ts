@@ -184,7 +184,7 @@ export async function deleteAccount(
       .where(and(eq(orgs.ownerId, user.id), isNull(orgs.deletedAt)))
       .returning({ id: orgs.id });
     for (const org of deleted) {
-      await revokeOrgTokens(t, org.id);
+      await revokeOrgTokens(t, org.id, origin);
       await recordAuditEvent(t, {
         orgKey: org.id,
         action: 'client.deleted',

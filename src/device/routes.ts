@@ -6,6 +6,7 @@ import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
 import { users } from '../db/schema.js';
 import { parse } from '../http/validate.js';
+import { auditOriginOf } from '../audit/context.js';
 import { orgIdOf } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { mintApiToken } from '../tokens/service.js';
@@ -96,6 +97,7 @@ export function deviceRoutes(deps: Deps, auth: Auth): Router {
           userId: row.userId,
           orgKey: row.orgId,
           tokenName: DEVICE_TOKEN_NAME,
+          origin: auditOriginOf(req),
         });
         return { token: secret, clientId: orgIdOf(row.orgId), email: user!.email };
       }),

@@ -16,6 +16,7 @@ import {
 } from './schema.js';
 import type { EventType } from './types.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { transaction } from '../db/transaction.js';
 import { EVENT_ERRORS } from './errors.js';
 
@@ -81,6 +82,7 @@ export async function createEndpoint(
   devMode: boolean,
   orgKey: string,
   body: z.infer<typeof endpointBody>,
+  origin: AuditOrigin,
   /** The billing page's session: it may see the secret once more, on its next GET (revealSecret). */
   revealTo: string | null = null,
 ): Promise<z.infer<typeof createdEndpointAnswer>> {
@@ -108,7 +110,7 @@ export async function createEndpoint(
                   ${revealTo}, ${revealTo === null ? null : sql`now() + make_interval(secs => ${REVEAL_SECONDS})`})
           returning id, org_key, url, events, created_at`,
     );
-    await recordAuditEvent(t, endpointEvent('webhook_endpoint.created', orgKey, row!));
+    await recordAuditEvent(t, endpointEvent('webhook_endpoint.created', orgKey, row!, origin));
     return { ...toEndpoint(row!), secret };
   });
 }
@@ -143,14 +145,19 @@ export async function revealSecret(
 const endpointNotFound = () => notFound('no such webhook endpoint');
 
 /** Deletes an endpoint and its pending deliveries (its log goes with it). */
-export async function deleteEndpoint(db: Db, orgKey: string, endpointId: string): Promise<{ deleted: true }> {
+export async function deleteEndpoint(
+  db: Db,
+  orgKey: string,
+  endpointId: string,
+  origin: AuditOrigin,
+): Promise<{ deleted: true }> {
   await transaction(db, async (tx) => {
     const [row] = await queryRows<{ id: string; url: string; events: string[] }>(
       tx,
       sql`delete from webhook_endpoints where id = ${endpointId} and org_key = ${orgKey} returning id, url, events`,
     );
     if (!row) throw endpointNotFound();
-    await recordAuditEvent(tx, endpointEvent('webhook_endpoint.deleted', orgKey, row));
+    await recordAuditEvent(tx, endpointEvent('webhook_endpoint.deleted', orgKey, row, origin));
   });
   return { deleted: true };
 }
@@ -160,11 +167,13 @@ const endpointEvent = (
   action: 'webhook_endpoint.created' | 'webhook_endpoint.deleted',
   orgKey: string,
   endpoint: { id: string; url: string; events: string[] },
+  origin: AuditOrigin,
 ) => ({
   orgKey,
   action,
   target: { type: 'webhook_endpoint', id: endpoint.id },
   details: { url: endpoint.url, events: endpoint.events },
+  origin,
 });
 
 interface DeliveryRow {

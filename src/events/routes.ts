@@ -4,6 +4,7 @@ import { assertCredentialReaches, principalOf, type Auth } from '../auth/princip
 import { noAccess } from '../http/errors.js';
 import { pageOf } from '../http/pagination.js';
 import { parse } from '../http/validate.js';
+import { auditOriginOf } from '../audit/context.js';
 import { parseOrgId } from '../ids.js';
 import { liveRole } from '../orgs/membership.js';
 import { databaseOutageAs503 } from '../db/outage.js';
@@ -38,13 +39,15 @@ export function eventRoutes(deps: Deps, auth: Auth): Router {
   router.post(base, signedIn, async (req, res) => {
     const orgKey = await ownedClient(req);
     const body = parse(endpointBody, req.body);
-    res.json(await createEndpoint(db, deps.keys.encryption, deps.config.devMode, orgKey, body));
+    res.json(
+      await createEndpoint(db, deps.keys.encryption, deps.config.devMode, orgKey, body, auditOriginOf(req)),
+    );
   });
 
   router.delete(`${base}/:endpoint_id`, signedIn, async (req, res) => {
     const orgKey = await ownedClient(req);
     const { endpoint_id } = parse(endpointParams, req.params);
-    res.json(await deleteEndpoint(db, orgKey, endpoint_id));
+    res.json(await deleteEndpoint(db, orgKey, endpoint_id, auditOriginOf(req)));
   });
 
   router.get(`${base}/:endpoint_id/deliveries`, signedIn, async (req, res) => {

@@ -12,6 +12,7 @@ import { canonicalMailbox } from '../accounts/trial-addresses.js';
 import { invitationMail } from '../mail/invitation-mail.js';
 import { memberAdded, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { transaction } from '../db/transaction.js';
 import { ORG_ERRORS } from './errors.js';
 
@@ -74,6 +75,7 @@ export async function createInvitation(
   inviter: { userId: string; name: string },
   rawEmail: string,
   role: InvitableRole,
+  origin: AuditOrigin,
 ): Promise<InvitationRow> {
   const email = normaliseEmail(rawEmail);
   const [member] = await deps.db
@@ -110,10 +112,7 @@ export async function createInvitation(
         )
         .returning({ id: orgInvitations.id });
       for (const old of replaced)
-        await recordAuditEvent(
-          tx,
-          invitationEvent('invitation.revoked', org.id, old.id, { reason: 'replaced' }),
-        );
+        await recordInvitationEvent(tx, origin, 'invitation.revoked', org.id, old.id, { reason: 'replaced' });
       const issuedAt = new Date();
       const [created] = await tx
         .insert(orgInvitations)
@@ -131,7 +130,7 @@ export async function createInvitation(
           expiresAt: new Date(issuedAt.getTime() + INVITATION_TTL_DAYS * 24 * 3600 * 1000),
         })
         .returning();
-      await recordAuditEvent(tx, invitationEvent('invitation.sent', org.id, created!.id, { email, role }));
+      await recordInvitationEvent(tx, origin, 'invitation.sent', org.id, created!.id, { email, role });
       return created!;
     });
   } catch (err) {
@@ -176,6 +175,7 @@ export async function resendInvitation(
   org: OrgRow,
   sender: { userId: string; name: string },
   invitationId: string,
+  origin: AuditOrigin,
 ): Promise<InvitationRow> {
   const [found] = await deps.db
     .select()
@@ -205,14 +205,11 @@ export async function resendInvitation(
       .where(and(eq(orgInvitations.id, found.id), openOf(org.id)))
       .returning();
     if (renewed)
-      await recordAuditEvent(
-        tx,
-        invitationEvent('invitation.sent', org.id, renewed.id, {
-          email: renewed.email,
-          role: renewed.role,
-          resent: true,
-        }),
-      );
+      await recordInvitationEvent(tx, origin, 'invitation.sent', org.id, renewed.id, {
+        email: renewed.email,
+        role: renewed.role,
+        resent: true,
+      });
     return renewed;
   });
   if (!row) {
@@ -262,7 +259,12 @@ export async function openInvitations(db: Db, orgKey: string): Promise<Invitatio
  * expired changes nothing and answers the same; an accepted one is 409 INVITATION_USED (remove the
  * member instead); another org's id is 404 like an unknown one.
  */
-export async function revokeInvitation(db: Db, orgKey: string, invitationId: string): Promise<InvitationRow> {
+export async function revokeInvitation(
+  db: Db,
+  orgKey: string,
+  invitationId: string,
+  origin: AuditOrigin,
+): Promise<InvitationRow> {
   const revoked = await transaction(db, async (tx) => {
     const [row] = await tx
       .update(orgInvitations)
@@ -277,7 +279,7 @@ export async function revokeInvitation(db: Db, orgKey: string, invitationId: str
       )
       .returning();
     if (row)
-      await recordAuditEvent(tx, invitationEvent('invitation.revoked', orgKey, row.id, { email: row.email }));
+      await recordInvitationEvent(tx, origin, 'invitation.revoked', orgKey, row.id, { email: row.email });
     return row;
   });
   if (revoked) return revoked;
@@ -334,6 +336,7 @@ export async function acceptInvitation(
   deps: Deps,
   user: { userId: string; email: string },
   token: string,
+  origin: AuditOrigin,
 ): Promise<{ orgKey: string; orgName: string; role: Role }> {
   const limiter = deps.limits.invitationFailures;
   await limiter.check(user.userId);
@@ -370,22 +373,25 @@ export async function acceptInvitation(
       .onConflictDoNothing()
       .returning();
     if (!member) throw errorOf(ORG_ERRORS, 'ALREADY_MEMBER', 'you are already a member of this organization');
-    await recordAuditEvent(
-      tx,
-      invitationEvent('invitation.accepted', invitation.orgId, invitation.id, { role: member.role }),
-    );
+    await recordInvitationEvent(tx, origin, 'invitation.accepted', invitation.orgId, invitation.id, {
+      role: member.role,
+    });
     await recordAuditEvent(tx, {
       orgKey: invitation.orgId,
       ...memberAdded(user.userId, member.role, invitation.id),
+      origin,
     });
     return { orgKey: invitation.orgId, orgName: found.orgName, role: member.role };
   });
 }
 
-/** An invitation's audit event (CONTRACT §11): its id and address, never its link or token. */
-const invitationEvent = (
+/** Records an invitation's audit event (CONTRACT §11): its id and address, never its link or token. */
+const recordInvitationEvent = (
+  tx: Db,
+  origin: AuditOrigin,
   action: 'invitation.sent' | 'invitation.accepted' | 'invitation.revoked',
   orgKey: string,
   invitationId: string,
   details: Record<string, unknown>,
-) => ({ orgKey, action, target: { type: 'invitation', id: invitationId }, details });
+) =>
+  recordAuditEvent(tx, { orgKey, action, target: { type: 'invitation', id: invitationId }, details, origin });

@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
+import { auditOriginOf } from '../audit/context.js';
 import { pageOf, pageQuery } from '../http/pagination.js';
 import { clientIdOf, unix } from '../ids.js';
 import { requireLiveCredential } from './membership.js';
@@ -53,7 +54,7 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
   router.patch('/v1/clients/:client_id', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const { name } = parse(renameBody, req.body ?? {});
-    const renamed = await renameClient(deps.db, org.id, name);
+    const renamed = await renameClient(deps.db, org.id, name, auditOriginOf(req));
     res.json({
       id: clientIdOf(renamed.id),
       name: renamed.name,
@@ -66,12 +67,12 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
     const { org } = await callerRole(deps, req, 'owner');
     const userId = parse(userIdParam, req.params.user_id);
     const { role } = parse(roleBody, req.body ?? {});
-    res.json(memberJson(await changeMemberRole(deps, org, userId, role)));
+    res.json(memberJson(await changeMemberRole(deps, org, userId, role, auditOriginOf(req))));
   });
 
   router.post('/v1/clients/:client_id/leave', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'viewer');
-    await leaveClient(deps, org, principalOf(req).userId);
+    await leaveClient(deps, org, principalOf(req).userId, auditOriginOf(req));
     res.json({ left: true });
   });
 
@@ -85,7 +86,14 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
     const { org } = await callerRole(deps, req, 'owner');
     const body = parse(inviteBody, req.body ?? {});
     const p = principalOf(req);
-    const row = await createInvitation(deps, org, { userId: p.userId, name: p.name }, body.email, body.role);
+    const row = await createInvitation(
+      deps,
+      org,
+      { userId: p.userId, name: p.name },
+      body.email,
+      body.role,
+      auditOriginOf(req),
+    );
     res.json(invitationJson(row));
   });
 
@@ -93,7 +101,7 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
     const { org } = await callerRole(deps, req, 'owner');
     const id = invitationIdParam.safeParse(req.params.invitation_id);
     if (!id.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such invitation');
-    res.json(invitationJson(await revokeInvitation(deps.db, org.id, id.data)));
+    res.json(invitationJson(await revokeInvitation(deps.db, org.id, id.data, auditOriginOf(req))));
   });
 
   router.post('/v1/clients/:client_id/invitations/:invitation_id/resend', ...signedIn, async (req, res) => {
@@ -101,7 +109,11 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
     const id = invitationIdParam.safeParse(req.params.invitation_id);
     if (!id.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such invitation');
     const p = principalOf(req);
-    res.json(invitationJson(await resendInvitation(deps, org, { userId: p.userId, name: p.name }, id.data)));
+    res.json(
+      invitationJson(
+        await resendInvitation(deps, org, { userId: p.userId, name: p.name }, id.data, auditOriginOf(req)),
+      ),
+    );
   });
 
   // Accepting changes the person's own memberships: a session only, like minting a token (an svc_ token
@@ -113,7 +125,12 @@ export function orgPeopleRoutes(deps: Deps, auth: Auth): Router {
     async (req, res) => {
       const p = principalOf(req);
       const { token } = parse(acceptBody, req.body ?? {});
-      const joined = await acceptInvitation(deps, { userId: p.userId, email: p.email }, token);
+      const joined = await acceptInvitation(
+        deps,
+        { userId: p.userId, email: p.email },
+        token,
+        auditOriginOf(req),
+      );
       res.json({ client: { id: clientIdOf(joined.orgKey), name: joined.orgName, role: joined.role } });
     },
   );

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { parse } from '../http/validate.js';
+import { auditOriginOf } from '../audit/context.js';
 import { pageOf, pageQuery } from '../http/pagination.js';
 import { clientIdOf, unix } from '../ids.js';
 import { requireLiveCredential } from './membership.js';
@@ -45,7 +46,7 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
 
   router.delete('/v1/clients/:client_id', ...signedIn, async (req, res) => {
     await callerRole(deps, req, 'owner');
-    const org = await deleteClient(deps, principalOf(req).userId, orgKeyParam(req));
+    const org = await deleteClient(deps, principalOf(req).userId, orgKeyParam(req), auditOriginOf(req));
     res.json({ id: clientIdOf(org.id), deleted: true });
   });
 
@@ -58,13 +59,13 @@ export function orgRoutes(deps: Deps, auth: Auth): Router {
   router.post('/v1/clients/:client_id/members', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const body = parse(addMemberBody, req.body ?? {});
-    res.json(memberJson(await addMemberByEmail(deps, org, body.email, body.role)));
+    res.json(memberJson(await addMemberByEmail(deps, org, body.email, body.role, auditOriginOf(req))));
   });
 
   router.delete('/v1/clients/:client_id/members/:user_id', ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const userId = parse(userIdParam, req.params.user_id);
-    await removeMember(deps, org, userId);
+    await removeMember(deps, org, userId, { origin: auditOriginOf(req) });
     res.json({ removed: true });
   });
 

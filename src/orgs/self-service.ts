@@ -5,6 +5,7 @@ import { memberships, orgs, users, type Role } from '../db/schema.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { removeMember, type MemberRecord, type OrgRow } from './service.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { clientIdOf } from '../ids.js';
 import { transaction } from '../db/transaction.js';
 import { tellMember } from './member-notices.js';
@@ -16,7 +17,12 @@ import { ORG_ERRORS } from './errors.js';
 // reuses, so a person who leaves loses their credentials for the organization exactly as one removed.
 
 /** Renames a live organization (the caller's role was checked by the route). */
-export async function renameClient(db: Db, orgKey: string, name: string): Promise<OrgRow> {
+export async function renameClient(
+  db: Db,
+  orgKey: string,
+  name: string,
+  origin: AuditOrigin,
+): Promise<OrgRow> {
   return transaction(db, async (tx) => {
     const [before] = await tx
       .select({ name: orgs.name })
@@ -35,6 +41,7 @@ export async function renameClient(db: Db, orgKey: string, name: string): Promis
       action: 'client.renamed',
       target,
       details: { from: before.name, to: name },
+      origin,
     });
     return org;
   });
@@ -52,6 +59,7 @@ export async function changeMemberRole(
   org: OrgRow,
   userId: string,
   role: Exclude<Role, 'owner'>,
+  origin: AuditOrigin,
 ): Promise<MemberRecord> {
   if (userId === org.ownerId)
     throw errorOf(ORG_ERRORS, 'CANNOT_CHANGE_OWNER', "the owner's role cannot be changed");
@@ -77,6 +85,7 @@ export async function changeMemberRole(
         action: 'member.role_changed',
         target: { type: 'user', id: userId },
         details: { from: before.role, to: role },
+        origin,
       });
     return changed;
   });
@@ -92,12 +101,17 @@ export async function changeMemberRole(
  * without its owner would have nobody to pay or manage it; the owner deletes it instead). Otherwise it
  * is removeMember: the membership, that person's API tokens and OAuth grants for it, in one transaction.
  */
-export async function leaveClient(deps: Deps, org: OrgRow, userId: string): Promise<void> {
+export async function leaveClient(
+  deps: Deps,
+  org: OrgRow,
+  userId: string,
+  origin: AuditOrigin,
+): Promise<void> {
   if (userId === org.ownerId)
     throw errorOf(
       ORG_ERRORS,
       'OWNER_CANNOT_LEAVE',
       'the owner cannot leave the organization; delete it instead',
     );
-  await removeMember(deps, org, userId, { byOwner: false });
+  await removeMember(deps, org, userId, { origin, byOwner: false });
 }

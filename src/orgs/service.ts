@@ -10,6 +10,7 @@ import { normaliseEmail } from '../accounts/service.js';
 import { revokeOrgTokens } from '../tokens/service.js';
 import { liveRole, roleAtLeast } from './membership.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { transaction } from '../db/transaction.js';
 import { tellMember } from './member-notices.js';
 import { ORG_ERRORS } from './errors.js';
@@ -72,7 +73,12 @@ export async function createClient(db: Db, ownerId: string, name: string): Promi
  * Soft-deletes a client (owner only, never the default one: CONTRACT §5). In the same transaction its
  * credentials are revoked and the orgDeleted hooks run (billing returns the allocation to the pool).
  */
-export async function deleteClient(deps: Deps, userId: string, orgKey: string): Promise<OrgRow> {
+export async function deleteClient(
+  deps: Deps,
+  userId: string,
+  orgKey: string,
+  origin: AuditOrigin,
+): Promise<OrgRow> {
   const { org } = await requireOrgRole(deps.db, userId, orgKey, 'owner');
   if (org.isDefault)
     throw errorOf(ORG_ERRORS, 'CANNOT_DELETE_DEFAULT', 'the default client cannot be deleted');
@@ -87,11 +93,12 @@ export async function deleteClient(deps: Deps, userId: string, orgKey: string): 
         .where(and(eq(orgs.id, orgKey), isNull(orgs.deletedAt)))
         .returning();
       if (!deleted) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such client');
-      await revokeOrgTokens(tx, orgKey);
+      await revokeOrgTokens(tx, orgKey, origin);
       await recordAuditEvent(tx, {
         orgKey,
         action: 'client.deleted',
         target: { type: 'client', id: clientIdOf(orgKey) },
+        origin,
       });
       for (const hook of deps.hooks.orgDeleted) await hook(tx, { orgKey, ownerId: deleted.ownerId });
       return deleted;
@@ -141,6 +148,7 @@ export async function addMemberByEmail(
   org: Pick<OrgRow, 'id' | 'name'>,
   email: string,
   role: Exclude<Role, 'owner'>,
+  origin: AuditOrigin,
 ): Promise<MemberRecord> {
   const { db } = deps;
   const orgKey = org.id;
@@ -156,7 +164,7 @@ export async function addMemberByEmail(
       .values({ orgId: orgKey, userId: user.id, role })
       .onConflictDoNothing()
       .returning();
-    if (added) await recordAuditEvent(tx, { orgKey, ...memberAdded(user.id, role) });
+    if (added) await recordAuditEvent(tx, { orgKey, ...memberAdded(user.id, role), origin });
     return added;
   });
   if (!row) throw errorOf(ORG_ERRORS, 'ALREADY_MEMBER', 'this account is already a member of the client');
@@ -173,7 +181,7 @@ export async function removeMember(
   deps: Deps,
   org: OrgRow,
   userId: string,
-  opts: { byOwner: boolean } = { byOwner: true },
+  { origin, byOwner = true }: { origin: AuditOrigin; byOwner?: boolean },
 ): Promise<void> {
   if (userId === org.ownerId) throw errorOf(ORG_ERRORS, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
   await transaction(deps.db, async (tx) => {
@@ -184,17 +192,18 @@ export async function removeMember(
     if (!removed) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such member');
     if (removed.role === 'owner')
       throw errorOf(ORG_ERRORS, 'CANNOT_REMOVE_OWNER', 'the owner cannot be removed');
-    await revokeOrgTokens(tx, org.id, userId);
+    await revokeOrgTokens(tx, org.id, origin, userId);
     await recordAuditEvent(tx, {
       orgKey: org.id,
       action: 'member.removed',
       target: { type: 'user', id: userId },
       details: { role: removed.role },
+      origin,
     });
-    for (const hook of deps.hooks.memberRemoved) await hook(tx, { orgKey: org.id, userId });
+    for (const hook of deps.hooks.memberRemoved) await hook(tx, { orgKey: org.id, userId }, origin);
   });
   // A person who left knows it; one the owner removed is told.
-  if (opts.byOwner) await tellMember(deps, org, userId, { kind: 'removed' });
+  if (byOwner) await tellMember(deps, org, userId, { kind: 'removed' });
 }
 
 /** The audit event of a new membership (CONTRACT §11), by the owner or by an accepted invitation. */

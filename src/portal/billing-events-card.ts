@@ -1,8 +1,8 @@
 import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../auth/principal.js';
-import { getBalanceAlert, setBalanceAlert } from '../billing/balance-alerts.js';
 import { auditOriginOf } from '../audit/context.js';
+import { getBalanceAlert, setBalanceAlert } from '../billing/balance-alerts.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -139,6 +139,7 @@ export function billingEventsActions(deps: Deps, ownerAction: OwnerAction): void
       deps.config.devMode,
       org.orgKey,
       body,
+      auditOriginOf(req),
       p.kind === 'session' ? p.sessionId : null,
     );
     // POST/redirect/GET: the secret is shown by the GET (revealedSecretCard), so a reload adds nothing.
@@ -146,7 +147,7 @@ export function billingEventsActions(deps: Deps, ownerAction: OwnerAction): void
   });
 
   ownerAction('webhook-endpoints/:endpointId/delete', 'hooks', async (req, res, org) => {
-    await deleteEndpoint(deps.db, org.orgKey, String(req.params.endpointId).slice(0, 64));
+    await deleteEndpoint(deps.db, org.orgKey, String(req.params.endpointId).slice(0, 64), auditOriginOf(req));
     res.redirect(303, `${billingPath(org.orgKey)}?notice=endpoint_removed`);
   });
 }

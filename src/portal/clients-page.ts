@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
+import { auditOriginOf } from '../audit/context.js';
 import { clientIdOf } from '../ids.js';
 import { addMemberByEmail, createClient, listMembers, removeMember, requireOrgRole } from './services.js';
 import { html, verifyCsrfField } from '../page-kit/html.js';
@@ -163,7 +164,7 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
           role: formValue(req, 'role', 20),
           emailError: parsed.errors.email ?? parsed.errors.role,
         });
-      await addMemberByEmail(deps, org, parsed.data.email, parsed.data.role);
+      await addMemberByEmail(deps, org, parsed.data.email, parsed.data.role, auditOriginOf(req));
       res.redirect(303, `/account/clients/${clientIdOf(org.id)}?notice=added`);
     } catch (caught) {
       const err = clientError(caught);
@@ -188,7 +189,7 @@ export function clientPageRoutes(deps: Deps, auth: Auth): Router {
       const { org } = await requireOrgRole(deps.db, principalOf(req).userId, found.org.id, 'owner');
       const userId = userIdParam.safeParse(req.params.userId);
       if (!userId.success) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such member');
-      await removeMember(deps, org, userId.data);
+      await removeMember(deps, org, userId.data, auditOriginOf(req));
       res.redirect(303, `/account/clients/${clientIdOf(org.id)}?notice=removed`);
     } catch (caught) {
       const err = clientError(caught);

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
+import { auditOriginOf } from '../audit/context.js';
 import { clientIdOf } from '../ids.js';
 import {
   acceptInvitation,
@@ -124,6 +125,7 @@ export function invitationPageRoutes(deps: Deps, auth: Auth): Router {
         { userId: p.userId, name: p.name },
         parsed.data.email,
         parsed.data.role,
+        auditOriginOf(req),
       );
       res.redirect(303, `/account/clients/${clientIdOf(found.org.id)}?notice=invited`);
     }, ownerError),
@@ -136,7 +138,7 @@ export function invitationPageRoutes(deps: Deps, auth: Auth): Router {
       const found = await orgOfPage(deps, req, 'owner');
       const id = invitationIdParam.safeParse(req.params.invitationId);
       if (!found || !id.success) return notFoundPage(req, res);
-      await revokeInvitation(deps.db, found.org.id, id.data);
+      await revokeInvitation(deps.db, found.org.id, id.data, auditOriginOf(req));
       res.redirect(303, `/account/clients/${clientIdOf(found.org.id)}?notice=invitation_revoked`);
     }, ownerError),
   );
@@ -149,7 +151,13 @@ export function invitationPageRoutes(deps: Deps, auth: Auth): Router {
       const id = invitationIdParam.safeParse(req.params.invitationId);
       if (!found || !id.success) return notFoundPage(req, res);
       const p = principalOf(req);
-      await resendInvitation(deps, found.org, { userId: p.userId, name: p.name }, id.data);
+      await resendInvitation(
+        deps,
+        found.org,
+        { userId: p.userId, name: p.name },
+        id.data,
+        auditOriginOf(req),
+      );
       res.redirect(303, `/account/clients/${clientIdOf(found.org.id)}?notice=invitation_resent`);
     }, ownerError),
   );
@@ -218,6 +226,7 @@ ${postForm(req, res, '/account/logout', html`<button type="submit" class="second
           deps,
           { userId: p.userId, email: p.email },
           formValue(req, 'token', 200),
+          auditOriginOf(req),
         );
         res.redirect(303, `/account/clients/${clientIdOf(joined.orgKey)}?notice=joined`);
       },

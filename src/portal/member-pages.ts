@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
+import { auditOriginOf } from '../audit/context.js';
 import { clientIdOf } from '../ids.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { changeMemberRole } from '../orgs/self-service.js';
@@ -58,7 +59,7 @@ export function memberPageRoutes(deps: Deps, auth: Auth): Router {
       if (!found) return notFoundPage(req, res);
       const parsed = roleBody.safeParse(req.body);
       if (!parsed.success) throw errorOf(COMMON_ERRORS, 'VALIDATION_ERROR', 'choose member or viewer');
-      await changeMemberRole(deps, found.org, found.member.userId, parsed.data.role);
+      await changeMemberRole(deps, found.org, found.member.userId, parsed.data.role, auditOriginOf(req));
       res.redirect(303, `/account/clients/${clientIdOf(found.org.id)}?notice=role`);
     }, errorPage),
   );

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { principalOf } from '../auth/principal.js';
+import { auditOriginOf } from '../audit/context.js';
 import { clientIdOf } from '../ids.js';
 import { deleteClient } from '../orgs/service.js';
 import { leaveClient, renameClient } from '../orgs/self-service.js';
@@ -92,7 +93,7 @@ ${owner ? rename : html`<p class="muted">Only the owner can rename or delete thi
       if (!found) return notFoundPage(req, res);
       const parsed = parseForm(nameBody, req.body);
       if (!parsed.ok) return settingsPage(req, res, { status: 400, nameError: parsed.errors.name });
-      await renameClient(deps.db, found.org.id, parsed.data.name);
+      await renameClient(deps.db, found.org.id, parsed.data.name, auditOriginOf(req));
       res.redirect(303, path(found.org.id, '/settings?notice=renamed'));
     }, rerender),
   );
@@ -105,7 +106,7 @@ ${owner ? rename : html`<p class="muted">Only the owner can rename or delete thi
       if (!found) return notFoundPage(req, res);
       const parsed = parseForm(limitsForm, req.body);
       if (!parsed.ok) return settingsPage(req, res, { status: 400, limitErrors: parsed.errors });
-      await setOrgLimits(deps.db, found.org.id, parsed.data);
+      await setOrgLimits(deps.db, found.org.id, parsed.data, auditOriginOf(req));
       await deps.limits.modelRates.refresh();
       res.redirect(303, path(found.org.id, '/settings?notice=limits'));
     }, rerender),
@@ -136,7 +137,7 @@ ${owner ? rename : html`<p class="muted">Only the owner can rename or delete thi
     formAction(async (req, res) => {
       const found = await orgOfPage(deps, req, 'owner');
       if (!found) return notFoundPage(req, res);
-      await deleteClient(deps, principalOf(req).userId, found.org.id);
+      await deleteClient(deps, principalOf(req).userId, found.org.id, auditOriginOf(req));
       res.redirect(303, '/account?notice=client_deleted');
     }, rerender),
   );
@@ -164,7 +165,7 @@ ${owner ? rename : html`<p class="muted">Only the owner can rename or delete thi
     formAction(async (req, res) => {
       const found = await orgOfPage(deps, req);
       if (!found) return notFoundPage(req, res);
-      await leaveClient(deps, found.org, principalOf(req).userId);
+      await leaveClient(deps, found.org, principalOf(req).userId, auditOriginOf(req));
       res.redirect(303, '/account?notice=left');
     }, rerender),
   );

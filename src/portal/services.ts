@@ -5,6 +5,7 @@ import { users } from '../db/schema.js';
 import { decrypt } from '../crypto/hash.js';
 import * as accounts from '../accounts/service.js';
 import * as orgs from '../orgs/service.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { TOTP_ISSUER } from '../accounts/two-factor.js';
 
 // The services the pages call: the very functions behind the /v1 routes (owners ACCOUNTS and ORGS), so
@@ -64,8 +65,13 @@ export async function pendingTwoFactorSetup(
 export const createClient = (deps: Deps, input: { userId: string; name: string }) =>
   orgs.createClient(deps.db, input.userId, input.name);
 export const listMembers = (deps: Deps, orgKey: string) => orgs.listMembers(deps.db, orgKey);
-export const addMemberByEmail = (deps: Deps, org: orgs.OrgRow, email: string, role: 'member' | 'viewer') =>
-  orgs.addMemberByEmail(deps, org, email, role);
-export const removeMember = (deps: Deps, org: orgs.OrgRow, userId: string) =>
-  orgs.removeMember(deps, org, userId);
+export const addMemberByEmail = (
+  deps: Deps,
+  org: orgs.OrgRow,
+  email: string,
+  role: 'member' | 'viewer',
+  origin: AuditOrigin,
+) => orgs.addMemberByEmail(deps, org, email, role, origin);
+export const removeMember = (deps: Deps, org: orgs.OrgRow, userId: string, origin: AuditOrigin) =>
+  orgs.removeMember(deps, org, userId, { origin });
 export { requireOrgRole } from '../orgs/service.js';

@@ -5,6 +5,7 @@ import { apiTokens, orgs } from '../db/schema.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { clientIdOf } from '../ids.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { transaction } from '../db/transaction.js';
 
 // The stored RPM and TPM limits of an organization and of one of its credentials (CONTRACT §11).
@@ -15,20 +16,29 @@ export type LimitsBody = z.infer<typeof limitsBody>;
 
 const noSuchToken = () => errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such active token of this client');
 
-export async function setOrgLimits(db: Db, orgKey: string, limits: LimitsBody) {
+export async function setOrgLimits(db: Db, orgKey: string, limits: LimitsBody, origin: AuditOrigin) {
   await transaction(db, async (tx) => {
     await tx.update(orgs).set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm }).where(eq(orgs.id, orgKey));
-    await recordAuditEvent(tx, limitsEvent(orgKey, { type: 'client', id: clientIdOf(orgKey) }, limits));
+    await recordAuditEvent(
+      tx,
+      limitsEvent(orgKey, { type: 'client', id: clientIdOf(orgKey) }, limits, origin),
+    );
   });
   return getOrgLimits(db, orgKey);
 }
 
 /** CONTRACT §11 `limits.set`: an organization's or a credential's limits, null for none. */
-const limitsEvent = (orgKey: string, target: { type: string; id: string | number }, limits: LimitsBody) => ({
+const limitsEvent = (
+  orgKey: string,
+  target: { type: string; id: string | number },
+  limits: LimitsBody,
+  origin: AuditOrigin,
+) => ({
   orgKey,
   action: 'limits.set' as const,
   target,
   details: { rpm: limits.rpm, tpm: limits.tpm },
+  origin,
 });
 
 export async function getOrgLimits(db: Db, orgKey: string) {
@@ -42,14 +52,21 @@ export async function getOrgLimits(db: Db, orgKey: string) {
 const activeToken = (orgKey: string, tokenId: number) =>
   and(eq(apiTokens.id, tokenId), eq(apiTokens.orgId, orgKey), isNull(apiTokens.revokedAt));
 
-export async function setTokenLimits(db: Db, orgKey: string, tokenId: number, limits: LimitsBody) {
+export async function setTokenLimits(
+  db: Db,
+  orgKey: string,
+  tokenId: number,
+  limits: LimitsBody,
+  origin: AuditOrigin,
+) {
   const row = await transaction(db, async (tx) => {
     const [updated] = await tx
       .update(apiTokens)
       .set({ rpmLimit: limits.rpm, tpmLimit: limits.tpm })
       .where(activeToken(orgKey, tokenId))
       .returning({ rpm: apiTokens.rpmLimit, tpm: apiTokens.tpmLimit });
-    if (updated) await recordAuditEvent(tx, limitsEvent(orgKey, { type: 'token', id: tokenId }, limits));
+    if (updated)
+      await recordAuditEvent(tx, limitsEvent(orgKey, { type: 'token', id: tokenId }, limits, origin));
     return updated;
   });
   if (!row) throw noSuchToken();

@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../auth/principal.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
+import { auditOriginOf } from '../audit/context.js';
 import { requireLiveCredential } from '../orgs/membership.js';
 import { callerRole } from '../orgs/caller.js';
 import { databaseOutageAs503 } from '../db/outage.js';
@@ -33,7 +34,7 @@ export function limitRoutes(deps: Deps, auth: Auth): Router {
   router.put(`${base}/limits`, ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const body = parse(limitsBody, req.body ?? {});
-    const out = await setOrgLimits(deps.db, org.id, body);
+    const out = await setOrgLimits(deps.db, org.id, body, auditOriginOf(req));
     await deps.limits.modelRates.refresh();
     res.json(out);
   });
@@ -46,7 +47,7 @@ export function limitRoutes(deps: Deps, auth: Auth): Router {
   router.put(`${base}/tokens/:token_id/limits`, ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
     const body = parse(limitsBody, req.body ?? {});
-    const out = await setTokenLimits(deps.db, org.id, tokenIdOf(req), body);
+    const out = await setTokenLimits(deps.db, org.id, tokenIdOf(req), body, auditOriginOf(req));
     await deps.limits.modelRates.refresh();
     res.json(out);
   });

@@ -3,6 +3,7 @@ import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
+import { auditOriginOf } from '../audit/context.js';
 import { requireLiveCredential } from '../orgs/membership.js';
 import { callerRole } from '../orgs/caller.js';
 import { databaseOutageAs503 } from '../db/outage.js';
@@ -44,6 +45,7 @@ export function serviceAccountRoutes(deps: Deps, auth: Auth): Router {
       name: body.name,
       role: body.role,
       createdBy: principalOf(req).userId,
+      origin: auditOriginOf(req),
     });
     res.json(serviceAccountJson(sa));
   });
@@ -61,7 +63,7 @@ export function serviceAccountRoutes(deps: Deps, auth: Auth): Router {
 
   router.delete(`${PATH}/:sa_id`, ...signedIn, async (req, res) => {
     const { org } = await callerRole(deps, req, 'owner');
-    await deleteServiceAccount(deps.db, org.id, saIdOf(req));
+    await deleteServiceAccount(deps.db, org.id, saIdOf(req), auditOriginOf(req));
     res.json({ deleted: true });
   });
 
@@ -74,6 +76,7 @@ export function serviceAccountRoutes(deps: Deps, auth: Auth): Router {
       id,
       tokenName: body.token_name ?? DEFAULT_SERVICE_ACCOUNT_TOKEN_NAME,
       ...credentialOptionsOf(body),
+      origin: auditOriginOf(req),
     });
     res.set('Cache-Control', 'no-store');
     res.json(mintedTokenJson(row, secret));

@@ -5,6 +5,7 @@ import { newId } from '../ids.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { mintApiToken, type ApiTokenRow } from '../tokens/service.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { transaction } from '../db/transaction.js';
 
 // Service accounts (CONTRACT §11): an organization's non-person principals. Each is a users row of its
@@ -21,7 +22,13 @@ const noSuchServiceAccount = () => errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such 
 
 export async function createServiceAccount(
   db: Db,
-  input: { orgKey: string; name: string; role: Exclude<Role, 'owner'>; createdBy: string },
+  input: {
+    orgKey: string;
+    name: string;
+    role: Exclude<Role, 'owner'>;
+    createdBy: string;
+    origin: AuditOrigin;
+  },
 ): Promise<ServiceAccountRow> {
   const id = newId('sa');
   return transaction(db, async (tx) => {
@@ -43,6 +50,7 @@ export async function createServiceAccount(
       action: 'service_account.created',
       target: { type: 'service_account', id },
       details: { name: input.name, role: input.role },
+      origin: input.origin,
     });
     return { ...row!, role: input.role };
   });
@@ -92,7 +100,14 @@ async function liveServiceAccount(db: Db, orgKey: string, id: string): Promise<S
 export async function mintServiceAccountToken(
   db: Db,
   hmacKey: Buffer,
-  input: { orgKey: string; id: string; tokenName: string; expiresAt: Date | null; scopes: string[] },
+  input: {
+    orgKey: string;
+    id: string;
+    tokenName: string;
+    expiresAt: Date | null;
+    scopes: string[];
+    origin: AuditOrigin;
+  },
 ) {
   await liveServiceAccount(db, input.orgKey, input.id);
   return mintApiToken(db, hmacKey, {
@@ -101,6 +116,7 @@ export async function mintServiceAccountToken(
     tokenName: input.tokenName,
     expiresAt: input.expiresAt,
     scopes: input.scopes,
+    origin: input.origin,
   });
 }
 
@@ -109,7 +125,12 @@ export async function mintServiceAccountToken(
  * request of it passes the membership read again) and the row is marked deleted. Its users row stays,
  * because the ledger and the usage records name it.
  */
-export async function deleteServiceAccount(db: Db, orgKey: string, id: string): Promise<void> {
+export async function deleteServiceAccount(
+  db: Db,
+  orgKey: string,
+  id: string,
+  origin: AuditOrigin,
+): Promise<void> {
   await transaction(db, async (tx) => {
     const [deleted] = await tx
       .update(serviceAccounts)
@@ -130,12 +151,14 @@ export async function deleteServiceAccount(db: Db, orgKey: string, id: string): 
         action: 'token.revoked',
         target: { type: 'token', id: token.id },
         details: { holder_id: id, reason: 'service_account_deleted' },
+        origin,
       });
     await recordAuditEvent(tx, {
       orgKey,
       action: 'service_account.deleted',
       target: { type: 'service_account', id },
       details: { name: deleted.name },
+      origin,
     });
     await tx.delete(memberships).where(and(eq(memberships.orgId, orgKey), eq(memberships.userId, id)));
   });

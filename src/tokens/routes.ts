@@ -3,6 +3,7 @@ import type { Deps } from '../deps.js';
 import { principalOf, type Auth } from '../auth/principal.js';
 import { errorOf, COMMON_ERRORS } from '../http/errors.js';
 import { parse } from '../http/validate.js';
+import { auditOriginOf } from '../audit/context.js';
 import { unix } from '../ids.js';
 import { resolveMemberOrg } from '../orgs/membership.js';
 import { listOwnTokens, mintApiToken, revokeOwnToken } from './service.js';
@@ -36,6 +37,7 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
       orgKey,
       tokenName: body.token_name ?? DEFAULT_TOKEN_NAME,
       ...credentialOptionsOf(body),
+      origin: auditOriginOf(req),
     });
     res.set('Cache-Control', 'no-store');
     res.json(mintedTokenJson(row, secret));
@@ -49,7 +51,7 @@ export function tokenRoutes(deps: Deps, auth: Auth): Router {
 
   router.post('/v1/tokens/revoke', session, async (req, res) => {
     const { id } = parse(revokeBody, req.body ?? {});
-    const row = await revokeOwnToken(deps.db, principalOf(req).userId, id);
+    const row = await revokeOwnToken(deps.db, principalOf(req).userId, id, auditOriginOf(req));
     if (!row) throw errorOf(COMMON_ERRORS, 'NOT_FOUND', 'no such token');
     res.json({ id: row.id, revoked_at: unix(row.revokedAt) });
   });

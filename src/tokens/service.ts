@@ -6,6 +6,7 @@ import { hmacSecret } from '../crypto/hash.js';
 import { generateApiTokenSecret, tokenPrefixOf } from '../auth/api-token-secret.js';
 import { carryCredentialBudget } from '../billing/budgets.js';
 import { recordAuditEvent } from '../audit/record.js';
+import type { AuditOrigin } from '../audit/context.js';
 import { transaction } from '../db/transaction.js';
 
 export type ApiTokenRow = typeof apiTokens.$inferSelect;
@@ -19,7 +20,14 @@ export type ApiTokenRow = typeof apiTokens.$inferSelect;
 export async function mintApiToken(
   db: Db,
   hmacKey: Buffer,
-  input: { userId: string; orgKey: string; tokenName: string; expiresAt?: Date | null; scopes?: string[] },
+  input: {
+    userId: string;
+    orgKey: string;
+    tokenName: string;
+    expiresAt?: Date | null;
+    scopes?: string[];
+    origin: AuditOrigin;
+  },
 ): Promise<{ row: ApiTokenRow; secret: string }> {
   const secret = generateApiTokenSecret();
   const attempt = () =>
@@ -108,14 +116,19 @@ export async function listOwnTokens(db: Db, userId: string, page: Page): Promise
  * Revokes one of the caller's own tokens. A token of someone else answers exactly like an unknown one
  * (null → 404), so a member cannot probe a teammate's ids. Revoking twice returns the first revoked_at.
  */
-export async function revokeOwnToken(db: Db, userId: string, tokenId: number): Promise<ApiTokenRow | null> {
+export async function revokeOwnToken(
+  db: Db,
+  userId: string,
+  tokenId: number,
+  origin: AuditOrigin,
+): Promise<ApiTokenRow | null> {
   const revoked = await transaction(db, async (tx) => {
     const [row] = await tx
       .update(apiTokens)
       .set({ revokedAt: new Date() })
       .where(and(eq(apiTokens.id, tokenId), eq(apiTokens.userId, userId), isNull(apiTokens.revokedAt)))
       .returning();
-    if (row) await recordTokenEvent(tx, 'token.revoked', row, row.id, 'revoked_by_holder');
+    if (row) await recordTokenEvent(tx, 'token.revoked', { ...row, origin }, row.id, 'revoked_by_holder');
     return row;
   });
   if (revoked) return revoked;
@@ -133,6 +146,7 @@ export async function revokeOwnToken(db: Db, userId: string, tokenId: number): P
 export async function revokeOrgTokens(
   db: Db,
   orgKey: string,
+  origin: AuditOrigin,
   userId?: string,
   reason: 'member_removed' | 'client_deleted' = userId ? 'member_removed' : 'client_deleted',
 ): Promise<number> {
@@ -148,7 +162,7 @@ export async function revokeOrgTokens(
     )
     .returning({ id: apiTokens.id, userId: apiTokens.userId });
   for (const row of rows)
-    await recordTokenEvent(db, 'token.revoked', { orgKey, userId: row.userId }, row.id, reason);
+    await recordTokenEvent(db, 'token.revoked', { orgKey, userId: row.userId, origin }, row.id, reason);
   return rows.length;
 }
 
@@ -193,7 +207,7 @@ export async function credentialSpend(
 function recordTokenEvent(
   tx: Db,
   action: 'token.created' | 'token.revoked',
-  of: { orgKey: string; userId: string } | { orgId: string; userId: string },
+  of: ({ orgKey: string } | { orgId: string }) & { userId: string; origin: AuditOrigin },
   tokenId: number,
   reason?: string,
   created?: Record<string, unknown>,
@@ -204,5 +218,6 @@ function recordTokenEvent(
     action,
     target: { type: 'token', id: tokenId },
     details: { holder_id: of.userId, ...created, reason },
+    origin: of.origin,
   });
 }

@@ -15,6 +15,7 @@ import { expireStaleHolds, reserveCredits, settleCredits, voidHold } from '../..
 import { findLiveOrg, ownerBalance, setAllocation } from '../../src/billing/service.js';
 import { settleWithExcess } from '../../src/billing/debt.js';
 import { deleteClient } from '../../src/orgs/service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import type { Deps } from '../../src/deps.js';
 import { queryRows } from '../../src/db/client.js';
 import { grantToOrg, SOURCE_PURCHASES } from '../../src/billing/ledger.js';
@@ -22,7 +23,6 @@ import { processEvent } from '../../src/billing/webhooks.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { createLogger } from '../../src/log.js';
 import { setBudget } from '../../src/billing/budgets.js';
-import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 
 // Property test of the ledger: random sequences of grant, allocate, reclaim, reserve, settle,
 // void, expire and webhook replay, spread over six connections running at once on the real
@@ -431,7 +431,7 @@ async function execute(ops: Op[]) {
         return allocate(org!, Math.floor((Number(row?.balance ?? 0) * o.percent) / 100));
       }
       case 'delete':
-        return deleteClient(lanesDeps(), org!.ownerId, org!.orgKey);
+        return deleteClient(lanesDeps(), org!.ownerId, org!.orgKey, SYSTEM_ORIGIN);
       case 'refund':
         return processEvent(
           db,
@@ -482,7 +482,7 @@ async function execute(ops: Op[]) {
           maxCredits: o.max,
         });
         if (o.k === 'callAcrossDelete')
-          await deleteClient(lanesDeps(), org!.ownerId, org!.orgKey).catch((err: unknown) => {
+          await deleteClient(lanesDeps(), org!.ownerId, org!.orgKey, SYSTEM_ORIGIN).catch((err: unknown) => {
             if (!expected(err)) throw err;
           });
         const settled = await settleWithExcess(db, log, {

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { call, type CallResult } from './http.js';
 import { createApiToken, createUser } from './fixtures.js';
 import { revokeOwnToken } from '../../src/tokens/service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import type { TestServer } from './server.js';
 import type { DetailError } from './json.js';
 
@@ -74,7 +75,7 @@ export async function assertAuthChecks(
 
   const user = await createUser(server);
   const revoked = await createApiToken(server, user, user.orgKey, 'auth-check');
-  await revokeOwnToken(server.deps.db, user.userId, revoked.id);
+  await revokeOwnToken(server.deps.db, user.userId, revoked.id, SYSTEM_ORIGIN);
   expectInvalidToken(await send({ token: revoked.secret }), `${label} with a revoked svc_ token`);
 
   if (accepts === 'session') {

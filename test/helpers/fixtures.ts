@@ -2,6 +2,7 @@ import { randomToken, clientIdOf, orgIdOf } from '../../src/ids.js';
 import { registerAccount, markEmailVerified } from '../../src/accounts/service.js';
 import { issueSession } from '../../src/auth/session.js';
 import { mintApiToken } from '../../src/tokens/service.js';
+import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
 import { memberships } from '../../src/db/schema.js';
 import type { Role } from '../../src/db/schema.js';
 import type { TestServer } from './server.js';
@@ -65,6 +66,7 @@ export async function createApiToken(
     userId: user.userId,
     orgKey,
     tokenName,
+    origin: SYSTEM_ORIGIN,
   });
   return { id: row.id, secret };
 }

@@ -7,6 +7,7 @@ import { assertAuthChecks } from '../helpers/auth-checks.js';
 import { memberships } from '../../src/db/schema.js';
 import { anyOf, detailOf } from '../helpers/json.js';
 import type { CreatedClient, MemberRow, MintedToken, Page, Verified } from '../helpers/answers.js';
+import type { AuditOrigin } from '../../src/audit/context.js';
 
 // Team membership (interface document: Team membership, States "Membership"; CONTRACT §5).
 
@@ -174,9 +175,9 @@ describe('DELETE /v1/clients/{client_id}/members/{user_id}', () => {
     const leavingHere = await createApiToken(server, leaving, owner.orgKey);
     const leavingOwn = await createApiToken(server, leaving, leaving.orgKey);
     const stayingHere = await createApiToken(server, staying, owner.orgKey);
-    const removedHook: { orgKey: string; userId: string }[] = [];
-    const hook = (_tx: unknown, m: { orgKey: string; userId: string }) => {
-      removedHook.push(m);
+    const removedHook: { orgKey: string; userId: string; origin: AuditOrigin }[] = [];
+    const hook = (_tx: unknown, m: { orgKey: string; userId: string }, origin: AuditOrigin) => {
+      removedHook.push({ ...m, origin });
       return Promise.resolve();
     };
     server.deps.hooks.memberRemoved.push(hook);
@@ -187,7 +188,10 @@ describe('DELETE /v1/clients/{client_id}/members/{user_id}', () => {
     } finally {
       server.deps.hooks.memberRemoved.splice(server.deps.hooks.memberRemoved.indexOf(hook), 1);
     }
-    expect(removedHook).toEqual([{ orgKey: owner.orgKey, userId: leaving.userId }]);
+    // The hooks get who removed the member, for the events they write (OAuth: grant.revoked).
+    expect(removedHook).toMatchObject([
+      { orgKey: owner.orgKey, userId: leaving.userId, origin: { actor: { type: 'user', id: owner.userId } } },
+    ]);
     const cut = await verify(leavingHere.secret);
     expect(cut.status).toBe(401);
     expect((await verify(leavingOwn.secret)).status).toBe(200);
