@@ -68,14 +68,9 @@ export function mcpRoutes(deps: Deps): Router {
       res.set('Allow', 'POST');
       rpcError(res, 405, 'Method not allowed: this server is stateless; POST JSON-RPC messages', -32000);
     });
-    router.post(
-      path,
-      MCP_BODY,
-      rejectNulCharacters(),
-      async (req: Request, res: Response) => {
-        await answer(req, res, exchangeOf(req));
-      },
-    );
+    router.post(path, MCP_BODY, rejectNulCharacters(), async (req: Request, res: Response) => {
+      await answer(req, res, exchangeOf(req));
+    });
   }
 
   router.use(MCP_PATH, mcpErrorHandler(deps));
