@@ -91,8 +91,8 @@ export function createRegistry(): LiveCalls {
 
   return {
     track,
-    // One controller and a listener, not AbortSignal.any, which costs a model call far more on Node.js 20
-    // (docs/decisions/0166-one-signal-ends-a-call.md).
+    // One controller and a listener, not AbortSignal.any, which costs about twice as much per call on
+    // Node.js 20 (docs/decisions/0166-one-signal-ends-a-call.md).
     watch(orgKey, alsoEndedBy) {
       const controller = new AbortController();
       const end = (reason: unknown) => controller.abort(reason);
