@@ -46,39 +46,17 @@ export interface SigningKeys {
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const keyObjects = new WeakMap<CryptoKey, KeyObject>();
 
-/** A JWS's signing input (header.payload) and node:crypto's options for its ES256 signature. */
-function jwsParts(key: SigningKey, typ: string, payload: Record<string, unknown>) {
-  let signer = keyObjects.get(key.privateKey);
-  if (!signer) keyObjects.set(key.privateKey, (signer = KeyObject.from(key.privateKey)));
-  const input = `${b64({ alg: SIGNING_ALG, typ, kid: key.kid })}.${b64(payload)}`;
-  return { input, data: Buffer.from(input), options: { key: signer, dsaEncoding: 'ieee-p1363' as const } };
-}
-
 /**
  * A compact JWS (RFC 7515 §7.1) over `payload`, ES256 with `key`, signed synchronously with node:crypto
  * (RFC 7518 §3.4: the signature is the raw r||s, `ieee-p1363`). jose signs through WebCrypto, whose
  * async job costs about twice the CPU of the signature itself (bench/README.md, oauth).
  */
 export function signJws(key: SigningKey, typ: string, payload: Record<string, unknown>): string {
-  const { input, data, options } = jwsParts(key, typ, payload);
-  return `${input}.${signBytes('sha256', data, options).toString('base64url')}`;
-}
-
-/**
- * signJws with the signature computed on libuv's thread pool, off the event loop: for a signature on
- * every model call (the outcome, src/models/metering/outcome.ts), whose event loop is the busiest.
- */
-export function signJwsOffLoop(
-  key: SigningKey,
-  typ: string,
-  payload: Record<string, unknown>,
-): Promise<string> {
-  const { input, data, options } = jwsParts(key, typ, payload);
-  return new Promise((resolve, reject) =>
-    signBytes('sha256', data, options, (err, signature) =>
-      err ? reject(err) : resolve(`${input}.${signature.toString('base64url')}`),
-    ),
-  );
+  let signer = keyObjects.get(key.privateKey);
+  if (!signer) keyObjects.set(key.privateKey, (signer = KeyObject.from(key.privateKey)));
+  const input = `${b64({ alg: SIGNING_ALG, typ, kid: key.kid })}.${b64(payload)}`;
+  const signature = signBytes('sha256', Buffer.from(input), { key: signer, dsaEncoding: 'ieee-p1363' });
+  return `${input}.${signature.toString('base64url')}`;
 }
 
 async function insertKey(db: Db, encryptionKey: Buffer): Promise<string> {

@@ -7,8 +7,8 @@ const PARAMS = { algorithm: 2 /* Argon2id */, memoryCost: 19_456, timeCost: 2, p
 /**
  * Hashes running at once. Each one occupies a thread of libuv's pool (4 threads) for tens of
  * milliseconds, and the pool serves its jobs in arrival order: unbounded, a burst of sign-ins would queue
- * every model call's outcome signature behind it (oauth/keys.ts signJwsOffLoop, decision 0159). Two at
- * once leave the pool's other threads to the short jobs.
+ * the process's short jobs behind it (a host name's lookup as a connection to the model provider opens).
+ * Two at once leave the pool's other threads to them (decision 0159).
  */
 export const PASSWORD_HASHES_AT_ONCE = 2;
 const passwordHashing = pLimit(PASSWORD_HASHES_AT_ONCE);

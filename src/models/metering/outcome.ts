@@ -1,4 +1,4 @@
-import { signJwsOffLoop, type SigningKeys } from '../../../oauth/keys.js';
+import { signJws, type SigningKeys } from '../../../oauth/keys.js';
 import { orgIdOf } from '../../ids.js';
 
 // The signed outcome of a model call (CONTRACT §9): a compact JWS, ES256 with the authorization server's
@@ -23,10 +23,10 @@ export interface OutcomeSigner {
 
 export function createOutcomeSigner(signing: SigningKeys): OutcomeSigner {
   return {
-    // Signed with node:crypto on the thread pool (oauth/keys.ts signJwsOffLoop): the event loop that
-    // serves every call spends nothing on the signature (decision 0159).
+    // Signed with node:crypto on the event loop (oauth/keys.ts signJws): a hop to the thread pool cost
+    // more CPU per call than the signature itself (decision 0167).
     async sign(o) {
-      return signJwsOffLoop(await signing.current(), OUTCOME_TYP, {
+      return signJws(await signing.current(), OUTCOME_TYP, {
         sub: o.userId,
         org: orgIdOf(o.orgKey),
         request_id: o.requestId,
