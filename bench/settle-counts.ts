@@ -8,7 +8,8 @@
 // two trees to compare them (the decision records' PostgreSQL-alone figures come from it).
 //
 // Environment: BENCH_DATABASE_URL (an admin URL; default postgres://postgres@127.0.0.1:5432/test),
-// BENCH_CALLS.
+// BENCH_CALLS, BENCH_BATCH (calls per statement, default 1: the model path's batch at a low pace; at its
+// most a settle carries about ten).
 import pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { openDatabase } from '../src/db/client.js';
@@ -20,7 +21,8 @@ import { processCpuUs } from './proc-cpu.js';
 import { knob } from './knobs.js';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const CALLS = knob('BENCH_CALLS', 1000, 50);
+const BATCH = knob('BENCH_BATCH', 1, 1);
+const CALLS = Math.ceil(knob('BENCH_CALLS', 1000, 50) / BATCH) * BATCH;
 const ORG = 'countorg';
 
 const RESERVE = `select * from svc_reserve_holds($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::float8[])`;
@@ -42,18 +44,27 @@ const usage = {
   outcome: 'completed',
 };
 
-const reserveArgs = (id: string) => [[id], [ORG], ['usr_count'], [60], [60], [900]];
-const settleArgs = (id: string) => [
-  [id],
-  [42],
-  ['chat x'],
-  [null],
-  [null],
-  [null],
-  [null],
-  900,
-  JSON.stringify([usage]),
+const each = <T>(ids: string[], v: T) => ids.map(() => v);
+const reserveArgs = (ids: string[]) => [
+  ids,
+  each(ids, ORG),
+  each(ids, 'usr_count'),
+  each(ids, 60),
+  each(ids, 60),
+  each(ids, 900),
 ];
+const settleArgs = (ids: string[]) => [
+  ids,
+  each(ids, 42),
+  each(ids, 'chat x'),
+  each(ids, null),
+  each(ids, null),
+  each(ids, null),
+  each(ids, null),
+  900,
+  JSON.stringify(each(ids, usage)),
+];
+const batchOf = (prefix: string, n: number) => Array.from({ length: BATCH }, (_, k) => `${prefix}_${n}_${k}`);
 
 /** Values of a statement as literals, for EXPLAIN (which takes no parameters). */
 const literal = (client: pg.Client, v: unknown): string =>
@@ -132,11 +143,11 @@ try {
   await client.query(`set track_functions = 'all'`);
   const { rows: backend } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
   const pid = backend[0]!.pid;
-  const call = async (id: string) => {
-    await client.query({ name: 'reserve', text: RESERVE, values: reserveArgs(id) });
-    await client.query({ name: 'settle', text: SETTLE, values: settleArgs(id) });
+  const batch = async (ids: string[]) => {
+    await client.query({ name: 'reserve', text: RESERVE, values: reserveArgs(ids) });
+    await client.query({ name: 'settle', text: SETTLE, values: settleArgs(ids) });
   };
-  for (let i = 0; i < 50; i++) await call(`req_warm_${i}`);
+  for (let i = 0; i < 50; i++) await batch(batchOf('req_warm', i));
   // The warm-up's function statistics reach the shared view when the backend next reports while idle
   // (at most once a second): wait for that, and subtract them.
   await client.query('select pg_sleep(1.1)');
@@ -144,18 +155,20 @@ try {
   const { rows: warm } = await reader.query<FunctionRow>(FUNCTIONS);
   const cpuBefore = processCpuUs(pid);
   const started = process.hrtime.bigint();
-  for (let i = 0; i < CALLS; i++) await call(`req_count_${i}`);
+  for (let i = 0; i < CALLS / BATCH; i++) await batch(batchOf('req_count', i));
   const wallUs = Number(process.hrtime.bigint() - started) / 1000;
   const cpuUs = processCpuUs(pid) - cpuBefore;
   // One more call under EXPLAIN on the same (warm) connection: its plans are cached as the calls' were.
-  const reserve = await explain(client, RESERVE, reserveArgs('req_explained'));
-  const settle = await explain(client, SETTLE, settleArgs('req_explained'));
+  const reserve = await explain(client, RESERVE, reserveArgs(batchOf('req_explained', 0)));
+  const settle = await explain(client, SETTLE, settleArgs(batchOf('req_explained', 0)));
   // The statistics of this backend reach the view when it ends.
   await client.end();
   await new Promise((resolve) => setTimeout(resolve, 200));
   const { rows: fns } = await reader.query<FunctionRow>(FUNCTIONS);
   const out = (s: string) => process.stdout.write(`${s}\n`);
-  out(`settle counts: ${CALLS} calls (reserve + settle with usage record), one connection, ${url.host}`);
+  out(
+    `settle counts: ${CALLS} calls (reserve + settle with usage record), ${BATCH} a statement, one connection, ${url.host}`,
+  );
   out(
     `  backend CPU per call ${((cpuUs / CALLS) | 0).toLocaleString('en')} µs (10 ms ticks), wall per call ${((wallUs / CALLS) | 0).toLocaleString('en')} µs`,
   );
@@ -176,7 +189,7 @@ try {
     ['settle', settle],
   ] as const)
     out(
-      `  ${label.padEnd(8)} WAL records ${p['WAL Records']}, WAL bytes ${p['WAL Bytes']}, buffers hit ${p['Shared Hit Blocks']} read ${p['Shared Read Blocks']} dirtied ${p['Shared Dirtied Blocks']}`,
+      `  ${label.padEnd(8)} (a statement of ${BATCH}) WAL records ${p['WAL Records']}, WAL bytes ${p['WAL Bytes']}, buffers hit ${p['Shared Hit Blocks']} read ${p['Shared Read Blocks']} dirtied ${p['Shared Dirtied Blocks']}`,
     );
 } finally {
   await client.end().catch(() => {});
