@@ -1,8 +1,8 @@
 // `npm run bench -- cluster`: the proxy path (JSON chat calls with auth, the concurrency lease and exact
 // billing) through svc started as `npm start` starts it (src/main.ts), once with WEB_CONCURRENCY=1 and once
-// with 2 (src/cluster.ts), against the same fake provider, in one run. Figures: max req/s at 32
-// connections (BENCH_CALLS calls) from one organization and spread over BENCH_ORGS organizations, and
-// p50/p99 latency at a paced 200 req/s (for BENCH_SECONDS) from the one.
+// with 2 (src/cluster.ts), against the same fake provider, in one run. Figures: max req/s at
+// BENCH_CONNECTIONS connections (128; BENCH_CALLS calls) from one organization and spread over BENCH_ORGS
+// organizations, and p50/p99 latency at a paced 200 req/s (for BENCH_SECONDS) from the one.
 // The load generator, the fake provider and PostgreSQL share the machine's cores with svc, so the raw
 // ratio 2 workers / 1 worker cannot show what a second core gives. Each max phase therefore also reads
 // where the CPU went (bench/cluster-cpu.ts) and prints "two cores' worth" (bench/README.md § cluster,
@@ -59,8 +59,18 @@ const { orgLedger, callChat, waitUntil } = await import('../test/helpers/chat-lo
 const seconds = knob('BENCH_SECONDS', 5, 1);
 // A fixed number of calls per phase, not a duration: autocannon then waits for every answer, so each call
 // svc billed is one it counted (a timed phase ends with calls in flight that svc still answers and bills).
-const calls = knob('BENCH_CALLS', 3000, 64);
-const warmup = knob('BENCH_WARMUP', 1, 0);
+// 10,000: a phase of a few seconds on a fast machine (at 3,000 a phase lasted a second there, and its CPU
+// per call was the JIT's as much as svc's).
+const calls = knob('BENCH_CALLS', 10_000, 64);
+// Seconds of load on each svc before its first phase, as bench/proxy.ts warms each target: every worker
+// compiles the hot path for itself, and a warm-up of 160 calls left the first phases measuring that
+// (one worker, one org: 500 µs of svc CPU per call against 221 µs warmed three seconds).
+const warmup = knob('BENCH_WARMUP', 3, 0);
+// Callers of the max phases: enough to keep two processes busy. At 32, two workers had 16 calls each and
+// used under half a core apiece, so their batches were half as full as one worker's and their CPU per
+// call 1.7–1.8 times as high: the phase measured idle workers, not what a second core gives
+// (docs/decisions/0168-the-most-is-read-with-more-callers.md).
+const maxConnections = knob('BENCH_CONNECTIONS', 128, 32);
 // Organizations of the spread phase: each has its own account row, so their settles never wait on each other.
 const orgCount = knob('BENCH_ORGS', 16, 2);
 const children: ChildProcess[] = [];
@@ -177,7 +187,9 @@ for (const workers of [1, 2]) {
 
     const start = await ledger();
     let ok = 0;
-    if (warmup) ok += (await run(svc.url, { connections: 16, amount: 16 * warmup * 10 }))['2xx'];
+    // Rounds of a fixed number of calls, so that every warm-up call is counted in the ledger check too.
+    const warmUntil = Date.now() + warmup * 1000;
+    while (Date.now() < warmUntil) ok += (await run(svc.url, { connections: 32, amount: 1600 }))['2xx'];
     const measure = async (name: string, opts: Record<string, unknown>, rotate?: string[]) => {
       const end = await startPhaseCpu(
         monitor,
@@ -195,7 +207,7 @@ for (const workers of [1, 2]) {
       };
       return r;
     };
-    const maxLoad = { connections: 32, amount: calls };
+    const maxLoad = { connections: maxConnections, amount: calls };
     const maxOne = await measure('1 org', maxLoad);
     const maxSpread = await measure(`${orgCount} orgs`, maxLoad, spread);
     // Paced, each worker has half the calls of one: CPU per call here against max load tells what a
