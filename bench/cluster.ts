@@ -64,7 +64,7 @@ const seconds = knob('BENCH_SECONDS', 5, 1);
 const calls = knob('BENCH_CALLS', 10_000, 64);
 // Seconds of load on each svc before its first phase, as bench/proxy.ts warms each target: every worker
 // compiles the hot path for itself, and a warm-up of 160 calls left the first phases measuring that
-// (one worker, one org: 500 µs of svc CPU per call against 221 µs warmed three seconds).
+// (one worker, one org: 500 µs of svc CPU per call against 221 µs warmed with 9,600 calls).
 const warmup = knob('BENCH_WARMUP', 3, 0);
 // Callers of the max phases: enough to keep two processes busy. At 32, two workers had 16 calls each and
 // used under half a core apiece, so their batches were half as full as one worker's and their CPU per

@@ -240,7 +240,7 @@ async function main() {
     // its hot path: the first svc target measured otherwise paid for it (bench/README.md, proxy).
     const warmup = knob('BENCH_WARMUP', 3, 0);
     // The second max JSON phase's callers (BENCH_WIDE_CONNECTIONS).
-    const WIDE_CONNECTIONS = knob('BENCH_WIDE_CONNECTIONS', 128, 64);
+    const wideConnections = knob('BENCH_WIDE_CONNECTIONS', 128, 64);
     const run = (t: Target, opts: Record<string, unknown>) =>
       new Promise<Result>((resolve, reject) => {
         let n = 0;
@@ -339,20 +339,15 @@ async function main() {
       const max = await measured(t, false);
       // At 32 connections svc's group commit is not full (one worker used 0.7 of a core): its most is
       // read again with four times the callers, as Portkey's is (docs/decisions/0168).
-      const maxWide = await measured(t, false, WIDE_CONNECTIONS);
+      const maxWide = await measured(t, false, wideConnections);
       const maxStream = await measured(t, true);
+      const maxPhases = [max, maxWide, maxStream];
       const paced = await run(t, { connections: 16, overallRate: 200 });
       rows[t.name] = {
         'max req/s': Math.round(max.result.requests.average),
-        [`max req/s @${WIDE_CONNECTIONS}`]: Math.round(maxWide.result.requests.average),
+        [`max req/s @${wideConnections}`]: Math.round(maxWide.result.requests.average),
         'max streams/s': Math.round(maxStream.result.requests.average),
-        'errors (max)':
-          max.result.errors +
-          max.result.non2xx +
-          maxWide.result.errors +
-          maxWide.result.non2xx +
-          maxStream.result.errors +
-          maxStream.result.non2xx,
+        'errors (max)': maxPhases.reduce((n, m) => n + m.result.errors + m.result.non2xx, 0),
         'CPU µs/call': Math.round(max.cpuPerCall),
         'PostgreSQL µs/call': Math.round(max.postgresPerCall),
         'p50 ms @200/s': paced.requests.total ? paced.latency.p50 : 'none done',
@@ -360,7 +355,7 @@ async function main() {
         'errors (paced)': paced.errors + paced.non2xx,
       };
       // A wrong answer from svc (not a slow one) fails the bench: it measured something else.
-      const failed = max.result.non2xx + maxWide.result.non2xx + maxStream.result.non2xx + paced.non2xx;
+      const failed = maxPhases.reduce((n, m) => n + m.result.non2xx, paced.non2xx);
       if (t.name.startsWith('svc') && failed > 0) process.exitCode = 1;
     }
     await monitor?.end();
@@ -421,10 +416,10 @@ async function main() {
     for (const name of ['svc (1 org)', 'svc (16 orgs)']) {
       const row = rows[name]!;
       const ratio = (k: string) => (Number(row[k]) / Number(portkeyRow[k])).toFixed(2);
-      const wide = `max req/s @${WIDE_CONNECTIONS}`;
+      const wide = `max req/s @${wideConnections}`;
       const most = (r: Record<string, string | number>) => Math.max(Number(r['max req/s']), Number(r[wide]));
       process.stdout.write(
-        `${name} / portkey max throughput: JSON ${ratio('max req/s')}× at 32 connections, ${ratio(wide)}× at ${WIDE_CONNECTIONS}, ${(most(row) / most(portkeyRow)).toFixed(2)}× each side's most; stream ${ratio('max streams/s')}×\n`,
+        `${name} / portkey max throughput: JSON ${ratio('max req/s')}× at 32 connections, ${ratio(wide)}× at ${wideConnections}, ${(most(row) / most(portkeyRow)).toFixed(2)}× each side's most; stream ${ratio('max streams/s')}×\n`,
       );
       const own = Number(row['CPU µs/call']);
       const withPostgres = own + Number(row['PostgreSQL µs/call']);
