@@ -1,10 +1,10 @@
 // `node --import tsx bench/settle-counts.ts`: what PostgreSQL does for one chat call's billing, counted
 // rather than timed. A throw-away database migrated from this tree, one organization funded, then
 // BENCH_CALLS calls (default 1,000), each the model path's two statements of one call: a hold
-// (svc_reserve_holds) and its settle with a usage record (svc_settle_holds), on one connection.
-// Prints, per call: the backend's CPU (/proc), each function's time (track_functions = all), and for one
-// more call under EXPLAIN (ANALYZE, WAL, BUFFERS) the WAL records and bytes and the buffers each statement
-// touched. The counts are exact and do not move with the machine's load; the CPU figures do. Run it in
+// (svc_reserve_holds) and its settle with a usage record (svc_settle_holds), on one connection, BENCH_BATCH
+// calls in each statement. Prints, per call: the backend's CPU (/proc), each function's time
+// (track_functions = all), and for one more batch under EXPLAIN (ANALYZE, WAL, BUFFERS) the WAL records and
+// bytes and the buffers each statement touched. The counts are exact and do not move with the machine's load; the CPU figures do. Run it in
 // two trees to compare them (the decision records' PostgreSQL-alone figures come from it).
 //
 // Environment: BENCH_DATABASE_URL (an admin URL; default postgres://postgres@127.0.0.1:5432/test),
@@ -158,7 +158,7 @@ try {
   for (let i = 0; i < CALLS / BATCH; i++) await batch(batchOf('req_count', i));
   const wallUs = Number(process.hrtime.bigint() - started) / 1000;
   const cpuUs = processCpuUs(pid) - cpuBefore;
-  // One more call under EXPLAIN on the same (warm) connection: its plans are cached as the calls' were.
+  // One more batch under EXPLAIN on the same (warm) connection: its plans are cached as the calls' were.
   const reserve = await explain(client, RESERVE, reserveArgs(batchOf('req_explained', 0)));
   const settle = await explain(client, SETTLE, settleArgs(batchOf('req_explained', 0)));
   // The statistics of this backend reach the view when it ends.
