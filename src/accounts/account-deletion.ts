@@ -209,10 +209,10 @@ export async function deleteAccount(
         origin,
       });
     const credentials = await revokeCredentialsAfterPasswordChange(t, user.id, { origin });
-    await recordAuditEvent(t, {
-      ...accountEvent(user.id, 'account.deleted', { organizations_deleted: deleted.length }),
-      origin,
-    });
+    await recordAuditEvent(
+      t,
+      accountEvent(user.id, 'account.deleted', origin, { organizations_deleted: deleted.length }),
+    );
     await t.delete(recoveryCodes).where(eq(recoveryCodes.userId, user.id));
     await t.delete(accountTokens).where(eq(accountTokens.userId, user.id));
     // One trial per address (CONTRACT §8): the mailbox is remembered as a keyed hash, before the

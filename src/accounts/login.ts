@@ -47,10 +47,10 @@ export async function loginWithPassword(
     await deps.limits.loginFailures.fail(email);
     // A person's log hears of a wrong password for their address; an unknown address has no log.
     if (user)
-      await recordAuditEvent(deps.db, {
-        ...accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_password' }, user),
-        origin: input.origin,
-      });
+      await recordAuditEvent(
+        deps.db,
+        accountEvent(user.id, 'account.sign_in_failed', input.origin, { reason: 'wrong_password' }, user),
+      );
     throw invalidCredentials();
   }
   await deps.limits.loginFailures.reset(email);
@@ -106,10 +106,10 @@ export async function completeTwoFactorLogin(
       .set({ failedAttempts: sql`${twoFactorChallenges.failedAttempts} + 1` })
       .where(eq(twoFactorChallenges.id, challenge.id));
     await deps.limits.twoFactorFailures.fail(user.id);
-    await recordAuditEvent(deps.db, {
-      ...accountEvent(user.id, 'account.sign_in_failed', { reason: 'wrong_code' }, user),
-      origin: input.origin,
-    });
+    await recordAuditEvent(
+      deps.db,
+      accountEvent(user.id, 'account.sign_in_failed', input.origin, { reason: 'wrong_code' }, user),
+    );
     throw invalidCode(401, outcome);
   }
   const [won] = await deps.db
@@ -127,10 +127,10 @@ export async function completeTwoFactorLogin(
 function signedIn(deps: Deps, user: UserRow, method: string, origin: AuditOrigin) {
   return transaction(deps.db, async (tx) => {
     const session = await issueSession(tx, deps.keys.session, user.id);
-    await recordAuditEvent(tx, {
-      ...accountEvent(user.id, 'account.signed_in', { method, session_id: session.sessionId }, user),
-      origin,
-    });
+    await recordAuditEvent(
+      tx,
+      accountEvent(user.id, 'account.signed_in', origin, { method, session_id: session.sessionId }, user),
+    );
     return session;
   });
 }

@@ -68,10 +68,10 @@ export async function confirmPasswordReset(
       .set({ emailVerifiedAt: new Date() })
       .where(and(eq(users.id, owner), isNull(users.emailVerifiedAt)));
     const revoked = await revokeCredentialsAfterPasswordChange(db, owner, { origin: input.origin });
-    await recordAuditEvent(db, {
-      ...accountEvent(owner, 'account.password_reset', revokedCounts(revoked), 'self'),
-      origin: input.origin,
-    });
+    await recordAuditEvent(
+      db,
+      accountEvent(owner, 'account.password_reset', input.origin, revokedCounts(revoked), 'self'),
+    );
     return { userId: owner, revoked };
   });
   if (!outcome) throw invalidResetToken();

@@ -45,10 +45,10 @@ export async function changePassword(
       origin: input.origin,
       keepSessionId: input.sessionId,
     });
-    await recordAuditEvent(t, {
-      ...accountEvent(input.userId, 'account.password_changed', revokedCounts(revoked)),
-      origin: input.origin,
-    });
+    await recordAuditEvent(
+      t,
+      accountEvent(input.userId, 'account.password_changed', input.origin, revokedCounts(revoked)),
+    );
     return revoked;
   });
 }
@@ -84,10 +84,10 @@ export async function signOutSessions(
       .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt), target))
       .returning({ id: sessions.id });
     if (rows.length > 0)
-      await recordAuditEvent(tx, {
-        ...accountEvent(userId, 'account.sessions_revoked', { sessions: rows.map((r) => r.id) }),
-        origin,
-      });
+      await recordAuditEvent(
+        tx,
+        accountEvent(userId, 'account.sessions_revoked', origin, { sessions: rows.map((r) => r.id) }),
+      );
     return rows.length;
   });
 }

@@ -182,7 +182,7 @@ export async function enableTwoFactor(
     if (!row) return false;
     await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId));
     await tx.insert(recoveryCodes).values(codes.map((c) => ({ userId, codeHash: recoveryHash(deps, c) })));
-    await recordAuditEvent(tx, { ...accountEvent(userId, 'account.2fa_enabled'), origin });
+    await recordAuditEvent(tx, accountEvent(userId, 'account.2fa_enabled', origin));
     return true;
   });
   if (!enabled)
@@ -213,7 +213,7 @@ export async function disableTwoFactor(
       .set({ totpSecretEnc: null, totpEnabledAt: null, totpLastStep: null })
       .where(eq(users.id, userId));
     await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId));
-    await recordAuditEvent(tx, { ...accountEvent(userId, 'account.2fa_disabled'), origin });
+    await recordAuditEvent(tx, accountEvent(userId, 'account.2fa_disabled', origin));
   });
   await deps.limits.twoFactorFailures.reset(userId);
 }

@@ -1,4 +1,5 @@
 import type { AccountAuditAction } from './actions.js';
+import type { AuditOrigin } from './context.js';
 
 // A person's own account events (CONTRACT §11: sign-ins and failures, password change and reset, 2FA on
 // and off, sessions revoked, account deletion), in their account log: the chain keyed by their user id.
@@ -10,12 +11,14 @@ import type { AccountAuditAction } from './actions.js';
 export function accountEvent(
   userId: string,
   action: AccountAuditAction,
+  origin: AuditOrigin,
   details: Record<string, unknown> = {},
   actor?: { id: string; email: string } | 'self',
 ) {
   return {
     userId,
     action,
+    origin,
     target: { type: 'user', id: userId },
     details,
     ...(actor === undefined
