@@ -316,8 +316,8 @@ export async function autoTopupPaid(
   tx: Db,
   intent: StripeObject,
   log: Logger,
+  after: AfterCommit[],
   origin: AuditOrigin,
-  after: AfterCommit[] = [],
 ): Promise<string> {
   const found = await chargeOfIntent(tx, intent, log);
   if (typeof found === 'string') return found;

@@ -1,4 +1,5 @@
 import type { Db } from '../db/client.js';
+import { clientIdOf } from '../ids.js';
 import { emitEvent } from '../events/outbox.js';
 import { recordAuditEvent } from '../audit/record.js';
 import type { AuditOrigin } from '../audit/context.js';
@@ -83,4 +84,4 @@ export const paymentEvent = (
   action: 'payment.succeeded' | 'payment.failed',
   origin: AuditOrigin,
   details: Record<string, unknown>,
-) => ({ orgKey, action, origin, target: { type: 'client', id: `client_${orgKey}` }, details });
+) => ({ orgKey, action, origin, target: { type: 'client', id: clientIdOf(orgKey) }, details });

@@ -159,7 +159,7 @@ async function apply(
       return chargeRefunded(tx, object, origin);
     // Auto top-up's off-session charges (auto-topup.ts); a checkout's intent grants through its session.
     case 'payment_intent.succeeded':
-      return autoTopupPaid(tx, object, log, origin, after);
+      return autoTopupPaid(tx, object, log, after, origin);
     // An auto top-up's intent that went `processing` and then failed.
     case 'payment_intent.payment_failed': {
       const failed = await autoTopupFailed(tx, object, log, origin);
