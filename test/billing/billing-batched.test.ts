@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
 import { createUser } from '../helpers/fixtures.js';
-import { orgAccountRow, setOrgBalance } from '../helpers/billing.js';
+import { EXPIRED, orgAccountRow, setOrgBalance } from '../helpers/billing.js';
 import { eventually } from '../helpers/eventually.js';
 import { reserveMany, settleMany } from '../../src/billing/spend.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
@@ -138,7 +138,7 @@ describe('batched reserve and settle', () => {
         requestId: crashed,
         minCredits: 100,
         maxCredits: 100,
-        ttlSeconds: 0,
+        ttlSeconds: EXPIRED,
       },
     ]);
     const [next] = await reserveMany(server.deps.db, [
@@ -169,7 +169,7 @@ describe('batched reserve and settle', () => {
           requestId: crashed,
           minCredits: 50,
           maxCredits: 50,
-          ttlSeconds: 0,
+          ttlSeconds: EXPIRED,
         },
       ]);
       // balance 100, held 50 (expired): a request of 50 looks covered.

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser } from '../helpers/fixtures.js';
-import { setOrgBalance } from '../helpers/billing.js';
+import { EXPIRED, setOrgBalance } from '../helpers/billing.js';
 import { useTestServer } from '../helpers/billing-world.js';
 import {
   creditsForCostCents,
@@ -205,7 +205,7 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
       requestId: stale,
       minCredits: 100,
       maxCredits: 100,
-      ttlSeconds: 0,
+      ttlSeconds: EXPIRED,
     });
     // The next reserve on that org releases the expired hold first.
     const next = rid();
@@ -217,7 +217,7 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
           requestId: next,
           minCredits: 100,
           maxCredits: 100,
-          ttlSeconds: 0,
+          ttlSeconds: EXPIRED,
         })
       ).heldCredits,
     ).toBe(100);

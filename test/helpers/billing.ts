@@ -17,6 +17,13 @@ import type { TestServer } from './server.js';
 // Billing fixtures go through the real ledger and allocation code (never around them).
 
 /**
+ * A hold's time to live for one that has already expired when the next statement looks. Not 0: PGlite's
+ * clock moves in whole milliseconds, so a hold that expires "now" can still be live for the statement
+ * after it (`expires_at < now()` false on an equal now()).
+ */
+export const EXPIRED = -1;
+
+/**
  * Sets a client's token balance to exactly `credits`: the owner's pool is topped up through the ledger
  * when it cannot fund the raise, then the real allocation code moves the difference.
  */
