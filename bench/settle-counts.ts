@@ -9,7 +9,9 @@
 //
 // Environment: BENCH_DATABASE_URL (an admin URL; default postgres://postgres@127.0.0.1:5432/test),
 // BENCH_CALLS, BENCH_BATCH (calls per statement, default 1: the model path's batch at a low pace; at its
-// most a settle carries about ten).
+// most a settle carries about ten), BENCH_ORGS (organizations the calls go round, each its own account
+// and usage sink, default 1: a batch over many touches as many accounts), BENCH_NEXT=1 (each settle also
+// takes its org's next hold, as the model path's settles do: src/models/admission/spare-holds.ts).
 import pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { openDatabase } from '../src/db/client.js';
@@ -23,14 +25,16 @@ import { knob } from './knobs.js';
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BATCH = knob('BENCH_BATCH', 1, 1);
 const CALLS = Math.ceil(knob('BENCH_CALLS', 1000, 50) / BATCH) * BATCH;
-const ORG = 'countorg';
+const ORGS = Array.from({ length: knob('BENCH_ORGS', 1, 1) || 1 }, (_, n) => `countorg${n}`);
+const NEXT = process.env.BENCH_NEXT === '1';
+/** The org of the batch's k-th call: round the orgs, so a batch of n touches min(n, orgs) accounts. */
+const orgOf = (k: number) => ORGS[k % ORGS.length]!;
 
 const RESERVE = `select * from svc_reserve_holds($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::float8[])`;
 const SETTLE = `select * from svc_settle_holds($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
   $6::bigint[], $7::bigint[], $8::float8, $9::jsonb)`;
 
 const usage = {
-  org: ORG,
   user: 'usr_count',
   api_token_id: 1,
   source: 'chat',
@@ -47,7 +51,7 @@ const usage = {
 const each = <T>(ids: string[], v: T) => ids.map(() => v);
 const reserveArgs = (ids: string[]) => [
   ids,
-  each(ids, ORG),
+  ids.map((_, k) => orgOf(k)),
   each(ids, 'usr_count'),
   each(ids, 60),
   each(ids, 60),
@@ -57,12 +61,12 @@ const settleArgs = (ids: string[]) => [
   ids,
   each(ids, 42),
   each(ids, 'chat x'),
-  each(ids, null),
-  each(ids, null),
-  each(ids, null),
-  each(ids, null),
+  NEXT ? ids.map((id) => `${id}_next`) : each(ids, null),
+  NEXT ? ids.map((_, k) => orgOf(k)) : each(ids, null),
+  each(ids, NEXT ? 60 : null),
+  each(ids, NEXT ? 600 : null),
   900,
-  JSON.stringify(each(ids, usage)),
+  JSON.stringify(ids.map((_, k) => ({ ...usage, org: orgOf(k) }))),
 ];
 const batchOf = (prefix: string, n: number) => Array.from({ length: BATCH }, (_, k) => `${prefix}_${n}_${k}`);
 
@@ -125,18 +129,20 @@ try {
   await db.execute(
     sql`insert into users (id, email, name, password_hash) values ('usr_count', 'count@example.test', 'count', 'x')`,
   );
-  await db.execute(sql`insert into orgs (id, name, owner_id) values (${ORG}, ${ORG}, 'usr_count')`);
-  await transaction(db, (tx) =>
-    grantToOrg(tx, {
-      key: 'count:fund',
-      source: SOURCE_PURCHASES,
-      ownerId: 'usr_count',
-      orgKey: ORG,
-      amount: 1e12,
-      type: 'topup',
-      description: 'count',
-    }),
-  );
+  for (const org of ORGS) {
+    await db.execute(sql`insert into orgs (id, name, owner_id) values (${org}, ${org}, 'usr_count')`);
+    await transaction(db, (tx) =>
+      grantToOrg(tx, {
+        key: `count:fund:${org}`,
+        source: SOURCE_PURCHASES,
+        ownerId: 'usr_count',
+        orgKey: org,
+        amount: 1e12,
+        type: 'topup',
+        description: 'count',
+      }),
+    );
+  }
   if (process.env.BENCH_COUNTS_SQL) await db.execute(sql.raw(process.env.BENCH_COUNTS_SQL));
   await client.connect();
   await reader.connect();
@@ -167,7 +173,7 @@ try {
   const { rows: fns } = await reader.query<FunctionRow>(FUNCTIONS);
   const out = (s: string) => process.stdout.write(`${s}\n`);
   out(
-    `settle counts: ${CALLS} calls (reserve + settle with usage record), ${BATCH} a statement, one connection, ${url.host}`,
+    `settle counts: ${CALLS} calls (reserve + settle with usage record${NEXT ? ' and next hold' : ''}), ${BATCH} a statement over ${ORGS.length} org(s), one connection, ${url.host}`,
   );
   out(
     `  backend CPU per call ${((cpuUs / CALLS) | 0).toLocaleString('en')} µs (10 ms ticks), wall per call ${((wallUs / CALLS) | 0).toLocaleString('en')} µs`,

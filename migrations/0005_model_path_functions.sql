@@ -118,8 +118,16 @@ $$;
 -- p_next_amounts[i] beside what the account still holds, and the org has no member budgets (a hold of
 -- the call's own checks those: member-budgets.sql), a hold of exactly that amount for no user is taken
 -- here, under the account lock the settle holds and in the same account write (next_held: its tokens,
--- 0 for none). A new hold row taken under an account lock is what a reserve does too. A member budget
--- is looked for once per account, and only when one of its inputs may take a next hold.
+-- 0 for none). A new hold row taken under an account lock is what a reserve does too. Member budgets
+-- are looked for once per statement, and only when one of its inputs may take a next hold.
+--
+-- The accounts are locked by one read and written by one update for the whole batch, however many
+-- organizations it spans: a statement PostgreSQL executes costs more than a row it writes (its executor
+-- is set up, the table's check constraints and trigger conditions are read again), and a batch of calls
+-- of as many organizations would otherwise lock and write each account with statements of its own.
+-- Its statements run on generic plans (plan_cache_mode): for a statement over an array parameter, a plan
+-- made for the array at hand is estimated cheaper than the generic one, so PostgreSQL would plan it
+-- again at every call (decision 0169).
 --
 -- p_usage: each input's usage record (svc_record_usage, src/db/custom/usage-records.sql), written last for
 -- the calls that settled here: the settle, the next holds and the usage records in one statement, one round
@@ -128,113 +136,146 @@ CREATE OR REPLACE FUNCTION svc_settle_holds(
   p_request_ids text[], p_actual bigint[], p_descriptions text[],
   p_next_ids text[] DEFAULT NULL, p_next_orgs text[] DEFAULT NULL, p_next_amounts bigint[] DEFAULT NULL,
   p_next_floor bigint[] DEFAULT NULL, p_ttl_secs double precision DEFAULT NULL, p_usage jsonb DEFAULT NULL
-) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean, next_held bigint) LANGUAGE plpgsql AS $$
+) RETURNS TABLE (ord int, debited bigint, balance bigint, settled boolean, next_held bigint) LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
   v_n int := coalesce(array_length(p_request_ids, 1), 0);
   v_debited bigint[] := array_fill(0::bigint, ARRAY[v_n]);
   v_settled boolean[] := array_fill(false, ARRAY[v_n]);
-  v_budgeted boolean;
+  v_order int[];
+  -- The calls whose live hold this statement redeemed: the j-th is input v_ords[j], on account v_accounts[j].
   v_ords int[] := '{}';
   v_accounts text[] := '{}';
   v_orgs text[] := '{}';
   v_amounts bigint[] := '{}';
   v_debits bigint[] := '{}';
+  v_sinks text[] := '{}';
   v_account text;
   v_org text;
   v_amount bigint;
   v_debit bigint;
-  v_current text := NULL;
+  -- The accounts this statement writes: what each had when locked, and what the statement adds to it.
+  v_ids text[];
+  v_balances bigint[];
+  v_helds bigint[];
+  v_add_balance bigint[];
+  v_add_held bigint[];
+  v_at int;
+  v_sink int;
   v_balance bigint;
   v_held bigint;
-  v_sum_debit bigint := 0;
-  v_sum_held bigint := 0;
+  v_budgeted text[];
   v_next bigint;
-  r record;
+  i int;
+  j int;
 BEGIN
   -- Hold rows first, in request-id order: redeem each live hold.
-  FOR r IN
-    SELECT i, p_request_ids[i] AS rid, greatest(0, p_actual[i]) AS actual
-    FROM generate_subscripts(p_request_ids, 1) AS i ORDER BY p_request_ids[i], i
-  LOOP
-    UPDATE billing_holds h SET status = 'settled', debited = least(r.actual, h.amount), closed_at = now()
-      WHERE h.request_id = r.rid AND h.status = 'held'
+  IF v_n = 1 THEN
+    v_order := '{1}';
+  ELSE
+    v_order := (SELECT array_agg(k ORDER BY p_request_ids[k], k) FROM generate_subscripts(p_request_ids, 1) AS k);
+  END IF;
+  FOREACH i IN ARRAY coalesce(v_order, '{}') LOOP
+    UPDATE billing_holds h SET status = 'settled', debited = least(greatest(0, p_actual[i]), h.amount), closed_at = now()
+      WHERE h.request_id = p_request_ids[i] AND h.status = 'held'
       RETURNING h.account_id, h.org_key, h.amount, h.debited INTO v_account, v_org, v_amount, v_debit;
     IF FOUND THEN
-      v_ords := v_ords || r.i;
+      v_ords := v_ords || i;
       v_accounts := v_accounts || v_account;
       v_orgs := v_orgs || v_org;
       v_amounts := v_amounts || v_amount;
       v_debits := v_debits || v_debit;
+      IF v_debit > 0 THEN
+        v_sinks := v_sinks || ('sink:' || v_org);
+      END IF;
     ELSE
-      ord := r.i; debited := 0; balance := NULL; settled := false; next_held := 0;
+      ord := i; debited := 0; balance := NULL; settled := false; next_held := 0;
       RETURN NEXT;
     END IF;
   END LOOP;
+  IF cardinality(v_ords) = 0 THEN
+    RETURN;
+  END IF;
 
-  -- Then the org accounts, in ascending id order: each call's debit (and next hold) in input order, one
-  -- write per account. v_balance and v_held follow the account as this statement leaves it.
-  FOR r IN
-    SELECT j, v_ords[j] AS i, v_accounts[j] AS acct, v_orgs[j] AS org, v_amounts[j] AS amount, v_debits[j] AS debit
-    FROM generate_subscripts(v_ords, 1) AS j ORDER BY v_accounts[j], v_ords[j]
-  LOOP
-    IF v_current IS DISTINCT FROM r.acct THEN
-      IF v_current IS NOT NULL THEN
-        UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held + v_sum_held WHERE id = v_current;
+  -- Then every account the statement writes, locked by one read in ascending id order: the accounts the
+  -- holds were on ('org:…', or a deleted client's owner's 'pool:…') and the usage sinks ('sink:…', after
+  -- both) of the calls that spent. The ledger has no foreign key to its accounts (decision 0138): a sink
+  -- that is missing fails the settle here, rather than leaving `usage` rows naming none.
+  SELECT array_agg(a.id), array_agg(a.balance), array_agg(a.held) INTO v_ids, v_balances, v_helds
+    FROM (SELECT b.id, b.balance, b.held FROM billing_accounts b
+          WHERE b.id = ANY (v_accounts || v_sinks) ORDER BY b.id FOR UPDATE) AS a;
+  v_add_balance := array_fill(0::bigint, ARRAY[cardinality(v_ids)]);
+  v_add_held := array_fill(0::bigint, ARRAY[cardinality(v_ids)]);
+
+  -- Each call's debit (and next hold), account by account in input order; v_balance and v_held follow
+  -- the account as this statement leaves it, and what the statement adds to an account is set when the
+  -- loop leaves it (a sink's credits are added call by call: a deleted client's pool pays several sinks).
+  IF cardinality(v_ords) = 1 THEN
+    v_order := '{1}';
+  ELSE
+    v_order := (SELECT array_agg(k ORDER BY v_accounts[k], v_ords[k]) FROM generate_subscripts(v_ords, 1) AS k);
+  END IF;
+  FOREACH j IN ARRAY v_order LOOP
+    i := v_ords[j];
+    IF v_at IS NULL OR v_ids[v_at] <> v_accounts[j] THEN
+      IF v_at IS NOT NULL THEN
+        v_add_balance[v_at] := v_balance - v_balances[v_at];
+        v_add_held[v_at] := v_held - v_helds[v_at];
       END IF;
-      v_current := r.acct;
-      v_sum_debit := 0;
-      v_sum_held := 0;
-      v_budgeted := NULL;
-      SELECT b.balance, b.held INTO v_balance, v_held FROM billing_accounts b WHERE b.id = r.acct FOR UPDATE;
+      v_at := array_position(v_ids, v_accounts[j]);
+      IF v_at IS NULL THEN
+        RAISE EXCEPTION 'no ledger account %', v_accounts[j] USING ERRCODE = 'foreign_key_violation';
+      END IF;
+      v_balance := v_balances[v_at];
+      v_held := v_helds[v_at];
     END IF;
-    v_balance := v_balance - r.debit;
-    v_held := v_held - r.amount;
-    v_sum_debit := v_sum_debit + r.debit;
-    v_sum_held := v_sum_held - r.amount;
-    IF r.debit > 0 THEN
+    v_balance := v_balance - v_debits[j];
+    v_held := v_held - v_amounts[j];
+    IF v_debits[j] > 0 THEN
+      IF v_sink IS NULL OR v_ids[v_sink] <> 'sink:' || v_orgs[j] THEN
+        v_sink := array_position(v_ids, 'sink:' || v_orgs[j]);
+        IF v_sink IS NULL THEN
+          RAISE EXCEPTION 'no ledger account sink:%', v_orgs[j] USING ERRCODE = 'foreign_key_violation';
+        END IF;
+      END IF;
+      v_add_balance[v_sink] := v_add_balance[v_sink] + v_debits[j];
       INSERT INTO billing_entries (key, from_account, to_account, amount, type, org_key, org_amount, org_balance_after, description)
-        VALUES ('usage:' || p_request_ids[r.i], r.acct, 'sink:' || r.org, r.debit, 'usage', r.org, -r.debit, v_balance, p_descriptions[r.i]);
+        VALUES ('usage:' || p_request_ids[i], v_accounts[j], 'sink:' || v_orgs[j], v_debits[j], 'usage', v_orgs[j],
+                -v_debits[j], v_balance, p_descriptions[i]);
     END IF;
     v_next := 0;
-    IF p_next_ids[r.i] IS NOT NULL AND r.acct = 'org:' || p_next_orgs[r.i]
-       AND v_balance >= p_next_floor[r.i] AND v_balance - v_held >= p_next_amounts[r.i] AND p_next_amounts[r.i] > 0 THEN
+    IF p_next_ids[i] IS NOT NULL AND v_accounts[j] = 'org:' || p_next_orgs[i]
+       AND v_balance >= p_next_floor[i] AND v_balance - v_held >= p_next_amounts[i] AND p_next_amounts[i] > 0 THEN
+      -- Member budgets are looked for once, for every org of the statement, and only when a call may take
+      -- a next hold (a hold of the call's own checks those: member-budgets.sql).
       IF v_budgeted IS NULL THEN
-        v_budgeted := EXISTS (SELECT 1 FROM member_budgets b WHERE b.org_key = r.org AND b.cleared_at IS NULL);
+        v_budgeted := ARRAY(SELECT DISTINCT b.org_key FROM member_budgets b
+                            WHERE b.org_key = ANY (v_orgs) AND b.cleared_at IS NULL);
       END IF;
-      IF NOT v_budgeted THEN
+      IF NOT (v_orgs[j] = ANY (v_budgeted)) THEN
         -- A request id that has a hold already takes none: a repeated id never fails the batch.
         INSERT INTO billing_holds (request_id, account_id, org_key, user_id, amount, expires_at)
-          VALUES (p_next_ids[r.i], r.acct, r.org, NULL, p_next_amounts[r.i], now() + make_interval(secs => p_ttl_secs))
+          VALUES (p_next_ids[i], v_accounts[j], v_orgs[j], NULL, p_next_amounts[i], now() + make_interval(secs => p_ttl_secs))
           ON CONFLICT (request_id) DO NOTHING;
         IF FOUND THEN
-          v_next := p_next_amounts[r.i];
+          v_next := p_next_amounts[i];
           v_held := v_held + v_next;
-          v_sum_held := v_sum_held + v_next;
         END IF;
       END IF;
     END IF;
-    v_debited[r.i] := r.debit;
-    v_settled[r.i] := true;
-    ord := r.i; debited := r.debit; balance := v_balance; settled := true; next_held := v_next;
+    v_debited[i] := v_debits[j];
+    v_settled[i] := true;
+    ord := i; debited := v_debits[j]; balance := v_balance; settled := true; next_held := v_next;
     RETURN NEXT;
   END LOOP;
-  IF v_current IS NOT NULL THEN
-    UPDATE billing_accounts SET balance = balance - v_sum_debit, held = held + v_sum_held WHERE id = v_current;
-  END IF;
+  v_add_balance[v_at] := v_balance - v_balances[v_at];
+  v_add_held[v_at] := v_held - v_helds[v_at];
 
-  -- Last, the usage sinks ('sink:…' sorts after every 'org:…'), in ascending id order. The ledger has no
-  -- foreign key to its accounts (decision 0138): a sink that is missing fails the settle here, as the
-  -- key did, rather than leaving its `usage` rows naming no account.
-  FOR r IN
-    SELECT 'sink:' || v_orgs[j] AS sink, sum(v_debits[j])::bigint AS total
-    FROM generate_subscripts(v_ords, 1) AS j WHERE v_debits[j] > 0 GROUP BY 1 ORDER BY 1
-  LOOP
-    UPDATE billing_accounts SET balance = balance + r.total WHERE id = r.sink;
-    IF NOT FOUND THEN
-      RAISE EXCEPTION 'no ledger account %', r.sink USING ERRCODE = 'foreign_key_violation';
-    END IF;
-  END LOOP;
+  -- Each account written once: the org accounts' debits and holds, the sinks' credits.
+  UPDATE billing_accounts b SET balance = b.balance + d.add_balance, held = b.held + d.add_held
+    FROM unnest(v_ids, v_add_balance, v_add_held) AS d(id, add_balance, add_held)
+    WHERE b.id = d.id;
 
   IF p_usage IS NOT NULL THEN
     PERFORM svc_record_usage(p_request_ids, p_usage, v_debited, v_settled);

@@ -276,6 +276,72 @@ describe('batched reserve and settle', () => {
     expect(outside!.s).toBe('on');
   });
 
+  it('one settle statement over three orgs, their calls interleaved: each account and sink written exactly, each running balance its own org', async () => {
+    const users = await Promise.all([createUser(server), createUser(server), createUser(server)]);
+    for (const u of users) await setOrgBalance(server, u.orgKey, 1_000);
+    const sinkBalance = async (orgKey: string) =>
+      Number(
+        (
+          await queryRows<{ balance: unknown }>(
+            server.deps.db,
+            sql`select balance from billing_accounts where id = ${`sink:${orgKey}`}`,
+          )
+        )[0]?.balance,
+      );
+    const sinksBefore = await Promise.all(users.map((u) => sinkBalance(u.orgKey)));
+    // Inputs in the order a, b, a, c, b, c, a: request ids random, so the holds are redeemed in another
+    // order than the accounts are written.
+    const order = [0, 1, 0, 2, 1, 2, 0];
+    const calls = order.map((n) => ({ u: users[n]!, requestId: rid() }));
+    await reserveMany(
+      server.deps.db,
+      calls.map((c) => ({
+        orgKey: c.u.orgKey,
+        userId: c.u.userId,
+        requestId: c.requestId,
+        minCredits: 1,
+        maxCredits: 100,
+      })),
+    );
+    // Each call debits 10 × its place; c's second call spends nothing. Every call but b's asks for a next
+    // hold of 50 above a floor of 500.
+    const debit = (k: number) => (k === 5 ? 0 : 10 * (k + 1));
+    const nexts = calls.map((c) =>
+      c.u === users[1] ? undefined : { requestId: rid(), orgKey: c.u.orgKey, amount: 50, floor: 500 },
+    );
+    const settled = await settleMany(
+      server.deps.db,
+      calls.map((c, k) => ({
+        requestId: c.requestId,
+        actualCredits: debit(k),
+        description: `call ${k}`,
+        ...(nexts[k] ? { next: nexts[k] } : {}),
+      })),
+    );
+    // Within an org, in input order: a's balances 990, 960, 890; b's 980, 930; c's 960, 960.
+    expect(settled).toEqual([
+      { debitedCredits: 10, balanceCredits: 990, nextHeldCredits: 50 },
+      { debitedCredits: 20, balanceCredits: 980 },
+      { debitedCredits: 30, balanceCredits: 960, nextHeldCredits: 50 },
+      { debitedCredits: 40, balanceCredits: 960, nextHeldCredits: 50 },
+      { debitedCredits: 50, balanceCredits: 930 },
+      { debitedCredits: 0, balanceCredits: 960, nextHeldCredits: 50 },
+      { debitedCredits: 70, balanceCredits: 890, nextHeldCredits: 50 },
+    ]);
+    expect(await account(users[0].orgKey)).toEqual({ balance: 890, held: 150 });
+    expect(await account(users[1].orgKey)).toEqual({ balance: 930, held: 0 });
+    expect(await account(users[2].orgKey)).toEqual({ balance: 960, held: 100 });
+    const sinksAfter = await Promise.all(users.map((u) => sinkBalance(u.orgKey)));
+    expect(sinksAfter.map((s, n) => s - sinksBefore[n]!)).toEqual([110, 70, 40]);
+    expect((await usageRows(users[0].orgKey)).map((r) => [r.amount, r.after])).toEqual([
+      [10, 990],
+      [30, 960],
+      [70, 890],
+    ]);
+    expect((await usageRows(users[2].orgKey)).map((r) => [r.amount, r.after])).toEqual([[40, 960]]);
+    expect(await checkInvariants(server.deps.db)).toEqual([]);
+  });
+
   it('one request id reserved at once on two orgs (they meet only at the hold key): one hold, the other 409', async () => {
     const [a, b] = await Promise.all([createUser(server), createUser(server)]);
     await setOrgBalance(server, a.orgKey, 1_000);
