@@ -7,6 +7,7 @@ import { createUser } from '../helpers/fixtures.js';
 import { EXPIRED, orgAccountRow, setOrgBalance } from '../helpers/billing.js';
 import { eventually } from '../helpers/eventually.js';
 import { reserveMany, settleMany } from '../../src/billing/spend.js';
+import { accountBalance, sinkAccount } from '../../src/billing/ledger.js';
 import { checkInvariants } from '../../src/billing/invariants.js';
 import { AppError } from '../../src/http/errors.js';
 import { queryRows } from '../../src/db/client.js';
@@ -280,14 +281,7 @@ describe('batched reserve and settle', () => {
     const users = await Promise.all([createUser(server), createUser(server), createUser(server)]);
     for (const u of users) await setOrgBalance(server, u.orgKey, 1_000);
     const sinkBalance = async (orgKey: string) =>
-      Number(
-        (
-          await queryRows<{ balance: unknown }>(
-            server.deps.db,
-            sql`select balance from billing_accounts where id = ${`sink:${orgKey}`}`,
-          )
-        )[0]?.balance,
-      );
+      (await accountBalance(server.deps.db, sinkAccount(orgKey)))!.balance;
     const sinksBefore = await Promise.all(users.map((u) => sinkBalance(u.orgKey)));
     // Inputs in the order a, b, a, c, b, c, a: request ids random, so the holds are redeemed in another
     // order than the accounts are written.

@@ -170,7 +170,8 @@ DECLARE
   i int;
   j int;
 BEGIN
-  -- Hold rows first, in request-id order: redeem each live hold.
+  -- Hold rows first, in request-id order: redeem each live hold. (Here and below, a batch of one — every
+  -- call of a paced load — needs no ordering query.)
   IF v_n = 1 THEN
     v_order := '{1}';
   ELSE
