@@ -143,6 +143,14 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
 /** The pool behind each PostgreSQL database openDatabase made (not its transactions): see namedRows. */
 const pools = new WeakMap<Db, pg.Pool>();
 
+/**
+ * `… and ${ASYNC_COMMIT} = 'off'` in a statement's condition commits its transaction without waiting for
+ * the WAL flush: `set_config('synchronous_commit', 'off', true)` in the statement itself scopes it to the
+ * statement's own transaction (one round trip, no BEGIN/COMMIT). For writes of temporary state only, which
+ * a database crash may forget (decision 0018).
+ */
+export const ASYNC_COMMIT = `(select set_config('synchronous_commit', 'off', true))`;
+
 /** Rows of a raw `db.execute(sql…)`, the same for both drivers. */
 export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
   const result: unknown = await db.execute(query);

@@ -19,7 +19,7 @@ import { createPgLimiter, type ConcurrencyLimiter } from './slot/concurrency.js'
 import { createRedisLimiter } from './slot/concurrency-redis.js';
 import { createOutcomeSigner, type OutcomeSigner } from './metering/outcome.js';
 import { createSpareHolds, type SpareHolds } from './admission/spare-holds.js';
-import { voidHold } from '../billing/spend.js';
+import { voidHold, voidHolds } from '../billing/spend.js';
 import { settleWithExcess } from '../billing/debt.js';
 import { createPendingSettles, type PendingSettles } from './metering/pending-settles.js';
 import { createLiveness, type Liveness } from './slot/liveness.js';
@@ -167,9 +167,12 @@ export function createModelServices(
     }),
     spares: createSpareHolds({
       newRequestId: () => liveness.requestId(),
-      // A spare not given back is kept and retried like a failed call's void (pending-settles.ts).
-      giveBack: (requestId) =>
-        voidHold(db, requestId).catch(() => services.settles.keep({ kind: 'void', requestId })),
+      // Without waiting for the flush (a spare is temporary state: spend.ts voidHolds). A give-back the
+      // database did not take is kept and retried like a failed call's void (pending-settles.ts).
+      giveBack: (requestIds) =>
+        voidHolds(db, requestIds, { flush: false }).catch(() => {
+          for (const requestId of requestIds) services.settles.keep({ kind: 'void', requestId });
+        }),
     }),
     tokenOrgs: new Map(),
     upstreamUserId: createUpstreamUserIds(hmacKey),

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser } from '../helpers/fixtures.js';
-import { EXPIRED, setOrgBalance } from '../helpers/billing.js';
+import { EXPIRED, orgAccountRow, setOrgBalance } from '../helpers/billing.js';
 import { useTestServer } from '../helpers/billing-world.js';
 import {
   creditsForCostCents,
@@ -12,6 +12,7 @@ import {
   reserveCredits,
   settleCredits,
   voidHold,
+  voidHolds,
 } from '../../src/billing/spend.js';
 import { ownerBalance, setAllocation } from '../../src/billing/service.js';
 import { SYSTEM_ORIGIN } from '../../src/audit/context.js';
@@ -162,6 +163,33 @@ describe('spend primitives (CONTRACT §8 reserve-then-settle)', () => {
       (await settleCredits(db, { requestId: id, actualCredits: 50, description: 'x' })).debitedCredits,
     ).toBe(0);
     expect(await orgBalanceCredits(db, u.orgKey)).toBe(50_000);
+    expect(await checkInvariants(db)).toEqual([]);
+  });
+
+  it('voids several holds of several orgs in one statement: each account lowered by its own, settled ones skipped', async () => {
+    const [a, b] = [await createUser(server), await createUser(server)];
+    const db = server.deps.db;
+    const hold = async (orgKey: string, userId: string, maxCredits: number) => {
+      const requestId = rid();
+      await reserveCredits(db, { orgKey, userId, requestId, minCredits: 1, maxCredits });
+      return requestId;
+    };
+    const a1 = await hold(a.orgKey, a.userId, 300);
+    const a2 = await hold(a.orgKey, a.userId, 200);
+    const b1 = await hold(b.orgKey, b.userId, 700);
+    const settled = await hold(b.orgKey, b.userId, 40);
+    await settleCredits(db, { requestId: settled, actualCredits: 25, description: 'x' });
+    expect([
+      (await orgAccountRow(server, a.orgKey)).held,
+      (await orgAccountRow(server, b.orgKey)).held,
+    ]).toEqual([500, 700]);
+
+    // Both sides of the statement: with and without waiting for the flush.
+    expect(await voidHolds(db, [b1, a2, settled, a1], { flush: false })).toBe(1_200);
+    expect(await orgAccountRow(server, a.orgKey)).toEqual({ balance: 50_000, held: 0 });
+    expect(await orgAccountRow(server, b.orgKey)).toEqual({ balance: 50_000 - 25, held: 0 });
+    expect(await voidHolds(db, [a1, b1])).toBe(0); // idempotent
+    expect(await voidHolds(db, [])).toBe(0);
     expect(await checkInvariants(db)).toEqual([]);
   });
 

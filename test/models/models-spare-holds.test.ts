@@ -224,8 +224,8 @@ describe('createSpareHolds alone', () => {
   it('a settle whose answer was lost gives its next hold back, and close waits for a settle in flight', async () => {
     const given: string[] = [];
     const shelf = createSpareHolds({
-      giveBack: (requestId) => {
-        given.push(requestId);
+      giveBack: (requestIds) => {
+        given.push(...requestIds);
         return Promise.resolve();
       },
       perOrg: 1,
@@ -257,8 +257,8 @@ describe('createSpareHolds alone', () => {
   it(`an org has up to SPARES_PER_ORG (${SPARES_PER_ORG}) spares, each further one under a larger floor, claimed first come first served`, async () => {
     const given: string[] = [];
     const shelf = createSpareHolds({
-      giveBack: (requestId) => {
-        given.push(requestId);
+      giveBack: (requestIds) => {
+        given.push(...requestIds);
         return Promise.resolve();
       },
     });
@@ -295,12 +295,13 @@ describe('createSpareHolds alone', () => {
   });
 
   it(`an org's depth follows its calls: one more per call that found none (up to SPARES_MAX_PER_ORG, ${SPARES_MAX_PER_ORG}), one fewer per spare given back unused`, async () => {
-    const given: string[] = [];
-    let bothIdle!: () => void;
-    const idleGone = new Promise<void>((resolve) => (bothIdle = resolve));
+    const given: string[][] = [];
+    let idleGone!: () => void;
+    const swept = new Promise<void>((resolve) => (idleGone = resolve));
     const shelf = createSpareHolds({
-      giveBack: (requestId) => {
-        if (given.push(requestId) === 2) bothIdle();
+      giveBack: (requestIds) => {
+        given.push(requestIds);
+        idleGone();
         return Promise.resolve();
       },
       perOrg: 1,
@@ -325,9 +326,10 @@ describe('createSpareHolds alone', () => {
     const d = shelf.ahead('org_a', 100)!; // b and c waiting, d on its way: three again
     expect(d).not.toBeNull();
     expect(shelf.ahead('org_a', 100)).toBeNull();
-    // b and c go back unused, and the depth with them: d alone is on its way, and it is the most now.
-    await idleGone;
-    expect(given.sort()).toEqual([b.requestId, c.requestId].sort());
+    // b and c go back unused, together (one statement), and the depth with them: d alone is on its way,
+    // and it is the most now.
+    await swept;
+    expect(given.map((ids) => ids.sort())).toEqual([[b.requestId, c.requestId].sort()]);
     expect(shelf.ahead('org_a', 100)).toBeNull();
     shelf.landed(d, amount);
     await shelf.close();

@@ -48,8 +48,8 @@ export interface SpareHold {
 }
 
 export interface SpareHoldsDeps {
-  /** Gives a hold back whole (src/billing/spend.ts voidHold). */
-  giveBack(requestId: string): Promise<unknown>;
+  /** Gives holds back whole, together (src/billing/spend.ts voidHolds). */
+  giveBack(requestIds: string[]): Promise<unknown>;
   /** A new request id for a spare (stamped with this process's tag: src/models/slot/liveness.ts). */
   newRequestId?: () => string;
   idleMs?: number;
@@ -109,10 +109,11 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
   let sweeper: NodeJS.Timeout | null = null;
   let closed = false;
 
-  const giveBack = (spare: SpareHold) =>
-    deps.giveBack(spare.requestId).then(
+  /** One statement for all of `given`: an org's idle spares go back together, not one by one. */
+  const giveBack = (...given: SpareHold[]) =>
+    deps.giveBack(given.map((s) => s.requestId)).then(
       () => {},
-      (err: unknown) => deps.onError?.(err), // unreleased, it expires with the hold TTL
+      (err: unknown) => deps.onError?.(err), // unreleased, they expire with the hold TTL
     );
 
   /** Spares waiting or on their way, claimed or not: what the org holds ahead on this process. */
@@ -141,7 +142,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       if (!idle.length) continue;
       shelf.spares = shelf.spares.filter((s) => s.since > cutoff);
       shelf.depth = Math.max(firstDepth, shelf.depth - idle.length);
-      for (const { spare } of idle) void giveBack(spare);
+      void giveBack(...idle.map((s) => s.spare));
       forget(orgKey, shelf);
     }
     if (shelves.size === 0 && sweeper) {
@@ -234,7 +235,7 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       await Promise.all([...landing.values()].filter((l) => l.shelf === shelf).map((l) => l.landed));
       const given = shelf.spares.splice(0);
       forget(orgKey, shelf);
-      await Promise.all(given.map(({ spare }) => giveBack(spare)));
+      if (given.length) await giveBack(...given.map((s) => s.spare));
       return given.length > 0;
     },
 
@@ -245,7 +246,8 @@ export function createSpareHolds(deps: SpareHoldsDeps): SpareHolds {
       await Promise.all([...landing.values()].map((l) => l.landed));
       const all = [...shelves.values()];
       shelves.clear();
-      await Promise.all(all.flatMap((s) => s.spares.splice(0).map(({ spare }) => giveBack(spare))));
+      const given = all.flatMap((s) => s.spares.splice(0).map(({ spare }) => spare));
+      if (given.length) await giveBack(...given);
     },
   };
   return spares;

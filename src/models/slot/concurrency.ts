@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../db/client.js';
-import { namedRows } from '../../db/client.js';
+import { ASYNC_COMMIT, namedRows } from '../../db/client.js';
 import { databaseUnavailable, errorOf } from '../../http/errors.js';
 import { MODEL_ERRORS } from '../errors.js';
 import { createBatcher } from '../../db/batch.js';
@@ -148,15 +148,10 @@ export function releaseRetrier(release: (leaseIds: string[]) => Promise<void>) {
   };
 }
 
-/**
- * Lease statements commit without waiting for the WAL flush: `set_config('synchronous_commit', 'off',
- * true)` in the statement itself scopes it to the statement's own transaction (one round trip, no
- * BEGIN/COMMIT). Leases are ephemeral: a database crash may forget the last few, which lets the cap be
- * briefly exceeded after the crash — never a wrong balance. It saves one disk flush per acquire, release
- * and heartbeat (about 5 ms each on the reference machine).
- */
-const ASYNC_COMMIT = `(select set_config('synchronous_commit', 'off', true))`;
-
+// Lease statements commit without waiting for the WAL flush (ASYNC_COMMIT, src/db/client.ts). Leases are
+// ephemeral: a database crash may forget the last few, which lets the cap be briefly exceeded after the
+// crash — never a wrong balance. It saves one disk flush per acquire, release and heartbeat (about 5 ms
+// each on the reference machine).
 // Named statements (src/db/client.ts namedRows): prepared once per pooled connection, so a take, a
 // release or a heartbeat skips the parse and the plan (decision 0160).
 const TAKE_LEASES = `select ord from svc_take_leases($1::text[], $2::text[], $3::text[], $4::int, $5::float8)`;
