@@ -94,6 +94,9 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
       max: opts.poolSize ?? DEFAULT_POOL_SIZE,
+      // A connection once opened is kept (decision 0171): a fresh one runs each PL/pgSQL function's first
+      // call cold, and after a pause the calls queued behind those first ones.
+      min: opts.poolSize ?? DEFAULT_POOL_SIZE,
       idleTimeoutMillis: 30_000,
       // Connecting is bounded like a statement: a black-holed database must not hold a request longer.
       connectionTimeoutMillis: timeoutMs > 0 ? Math.min(5_000, timeoutMs + CLIENT_TIMEOUT_MARGIN_MS) : 5_000,
