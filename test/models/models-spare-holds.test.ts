@@ -295,13 +295,12 @@ describe('createSpareHolds alone', () => {
   });
 
   it(`an org's depth follows its calls: one more per call that found none (up to SPARES_MAX_PER_ORG, ${SPARES_MAX_PER_ORG}), one fewer per spare given back unused`, async () => {
-    const given: string[][] = [];
-    let idleGone!: () => void;
-    const swept = new Promise<void>((resolve) => (idleGone = resolve));
+    const given: string[] = [];
+    let bothIdle!: () => void;
+    const idleGone = new Promise<void>((resolve) => (bothIdle = resolve));
     const shelf = createSpareHolds({
       giveBack: (requestIds) => {
-        given.push(requestIds);
-        idleGone();
+        if (given.push(...requestIds) === 2) bothIdle();
         return Promise.resolve();
       },
       perOrg: 1,
@@ -326,12 +325,31 @@ describe('createSpareHolds alone', () => {
     const d = shelf.ahead('org_a', 100)!; // b and c waiting, d on its way: three again
     expect(d).not.toBeNull();
     expect(shelf.ahead('org_a', 100)).toBeNull();
-    // b and c go back unused, together (one statement), and the depth with them: d alone is on its way,
-    // and it is the most now.
-    await swept;
-    expect(given.map((ids) => ids.sort())).toEqual([[b.requestId, c.requestId].sort()]);
+    // b and c go back unused, and the depth with them: d alone is on its way, and it is the most now.
+    await idleGone;
+    expect(given.sort()).toEqual([b.requestId, c.requestId].sort());
     expect(shelf.ahead('org_a', 100)).toBeNull();
     shelf.landed(d, amount);
     await shelf.close();
+  });
+
+  it('the spares that go back at one moment go in one give-back: all of an org on release, all on close', async () => {
+    const given: string[][] = [];
+    const shelf = createSpareHolds({
+      giveBack: (requestIds) => {
+        given.push([...requestIds].sort());
+        return Promise.resolve();
+      },
+    });
+    const land = (orgKey: string) => {
+      const next = shelf.ahead(orgKey, 100)!;
+      shelf.landed(next, next.amount);
+      return next.requestId;
+    };
+    const [a1, a2, b1, b2] = [land('org_a'), land('org_a'), land('org_b'), land('org_b')];
+    expect(await shelf.release('org_a')).toBe(true);
+    expect(given).toEqual([[a1, a2].sort()]);
+    await shelf.close();
+    expect(given).toEqual([[a1, a2].sort(), [b1, b2].sort()]);
   });
 });
