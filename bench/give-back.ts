@@ -14,16 +14,13 @@
 // else TEST_DATABASE_URL or DATABASE_URL, else this machine's PostgreSQL: it needs one),
 // BENCH_ROUNDS (per way, default 200), BENCH_SPARES (default 8).
 import { performance } from 'node:perf_hooks';
-import pg from 'pg';
 import { sql } from 'drizzle-orm';
-import { openDatabase, queryRows } from '../src/db/client.js';
-import { runMigrations } from '../src/db/migrate.js';
-import { grantToOrg, orgAccount, SOURCE_PURCHASES } from '../src/billing/ledger.js';
+import { queryRows } from '../src/db/client.js';
+import { orgAccount } from '../src/billing/ledger.js';
 import { reserveMany, settleCredits, voidHold, voidHolds } from '../src/billing/spend.js';
-import { transaction } from '../src/db/transaction.js';
-import { randomToken } from '../src/ids.js';
 import { percentile } from './proxy-paced.js';
 import { knob, LOCAL_POSTGRES, namedDatabaseUrl } from './knobs.js';
+import { fundedDatabase } from './funded-database.js';
 
 const ADMIN = process.env.BENCH_DATABASE_URL || namedDatabaseUrl() || LOCAL_POSTGRES;
 const ROUNDS = knob('BENCH_ROUNDS', 200, 10);
@@ -32,31 +29,15 @@ const ORG = 'giveback';
 const WAYS = ['alone', 'one by one', 'together'] as const;
 type Way = (typeof WAYS)[number];
 
-const name = `svc_giveback_${randomToken(6)}`;
-const admin = new pg.Client({ connectionString: ADMIN });
-await admin.connect();
-await admin.query(`create database "${name}"`);
-const url = new URL(ADMIN);
-url.pathname = `/${name}`;
-const database = await openDatabase({ databaseUrl: url.toString(), poolSize: SPARES + 2 });
+const funded = await fundedDatabase({
+  adminUrl: ADMIN,
+  prefix: 'svc_giveback',
+  poolSize: SPARES + 2,
+  userId: 'usr_giveback',
+  orgs: [ORG],
+});
 try {
-  await runMigrations(database);
-  const db = database.db;
-  await db.execute(
-    sql`insert into users (id, email, name, password_hash) values ('usr_giveback', 'giveback@example.test', 'g', 'x')`,
-  );
-  await db.execute(sql`insert into orgs (id, name, owner_id) values (${ORG}, ${ORG}, 'usr_giveback')`);
-  await transaction(db, (tx) =>
-    grantToOrg(tx, {
-      key: `giveback:fund`,
-      source: SOURCE_PURCHASES,
-      ownerId: 'usr_giveback',
-      orgKey: ORG,
-      amount: 1e12,
-      type: 'topup',
-      description: 'give-back bench',
-    }),
-  );
+  const db = funded.database.db;
 
   let n = 0;
   const hold = async (count: number) => {
@@ -132,7 +113,5 @@ try {
     ),
   );
 } finally {
-  await database.close();
-  await admin.query(`drop database if exists "${name}" with (force)`);
-  await admin.end();
+  await funded.drop();
 }

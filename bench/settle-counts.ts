@@ -14,13 +14,9 @@
 // takes its org's next hold, as the model path's settles do: src/models/admission/spare-holds.ts).
 import pg from 'pg';
 import { sql } from 'drizzle-orm';
-import { openDatabase } from '../src/db/client.js';
-import { runMigrations } from '../src/db/migrate.js';
-import { grantToOrg, SOURCE_PURCHASES } from '../src/billing/ledger.js';
-import { transaction } from '../src/db/transaction.js';
-import { randomToken } from '../src/ids.js';
 import { processCpuUs } from './proc-cpu.js';
 import { knob } from './knobs.js';
+import { fundedDatabase } from './funded-database.js';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BATCH = knob('BENCH_BATCH', 1, 1);
@@ -114,35 +110,18 @@ interface FunctionRow {
 const FUNCTIONS =
   'select funcname, calls, total_time, self_time from pg_stat_user_functions order by total_time desc';
 
-const name = `svc_counts_${randomToken(6)}`;
-const admin = new pg.Client({ connectionString: ADMIN });
-await admin.connect();
-await admin.query(`create database "${name}"`);
-const url = new URL(ADMIN);
-url.pathname = `/${name}`;
-const database = await openDatabase({ databaseUrl: url.toString(), poolSize: 2 });
-const client = new pg.Client({ connectionString: url.toString() });
-const reader = new pg.Client({ connectionString: url.toString() });
+const funded = await fundedDatabase({
+  adminUrl: ADMIN,
+  prefix: 'svc_counts',
+  poolSize: 2,
+  userId: 'usr_count',
+  orgs: ORGS,
+});
+const { url } = funded;
+const client = new pg.Client({ connectionString: url });
+const reader = new pg.Client({ connectionString: url });
 try {
-  await runMigrations(database);
-  const db = database.db;
-  await db.execute(
-    sql`insert into users (id, email, name, password_hash) values ('usr_count', 'count@example.test', 'count', 'x')`,
-  );
-  for (const org of ORGS) {
-    await db.execute(sql`insert into orgs (id, name, owner_id) values (${org}, ${org}, 'usr_count')`);
-    await transaction(db, (tx) =>
-      grantToOrg(tx, {
-        key: `count:fund:${org}`,
-        source: SOURCE_PURCHASES,
-        ownerId: 'usr_count',
-        orgKey: org,
-        amount: 1e12,
-        type: 'topup',
-        description: 'count',
-      }),
-    );
-  }
+  const db = funded.database.db;
   if (process.env.BENCH_COUNTS_SQL) await db.execute(sql.raw(process.env.BENCH_COUNTS_SQL));
   await client.connect();
   await reader.connect();
@@ -173,7 +152,7 @@ try {
   const { rows: fns } = await reader.query<FunctionRow>(FUNCTIONS);
   const out = (s: string) => process.stdout.write(`${s}\n`);
   out(
-    `settle counts: ${CALLS} calls (reserve + settle with usage record${NEXT ? ' and next hold' : ''}), ${BATCH} a statement over ${ORGS.length} org(s), one connection, ${url.host}`,
+    `settle counts: ${CALLS} calls (reserve + settle with usage record${NEXT ? ' and next hold' : ''}), ${BATCH} a statement over ${ORGS.length} org(s), one connection, ${new URL(url).host}`,
   );
   out(
     `  backend CPU per call ${((cpuUs / CALLS) | 0).toLocaleString('en')} µs (10 ms ticks), wall per call ${((wallUs / CALLS) | 0).toLocaleString('en')} µs`,
@@ -200,7 +179,5 @@ try {
 } finally {
   await client.end().catch(() => {});
   await reader.end().catch(() => {});
-  await database.close();
-  await admin.query(`drop database if exists "${name}" with (force)`);
-  await admin.end();
+  await funded.drop();
 }
