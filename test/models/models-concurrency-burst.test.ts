@@ -35,14 +35,17 @@ const hi = () =>
 
 /**
  * `n` calls at once. The provider holds its answers until as many of them as the cap admits are with it
- * together, so the admitted ones overlap however slow the machine (when fewer come, it answers after
- * ten seconds, and the assertions on what was admitted say so).
+ * together and every call beyond the cap has had its answer (a 429), so the admitted ones overlap and a
+ * late call cannot find a slot freed by an early one, however slow the machine (when that does not
+ * happen, it answers after ten seconds, and the assertions on what was admitted say so).
  */
 function calls(n: number) {
   suite.fake.maxInFlight = 0;
   const release = suite.fake.holdAnswers();
-  const all = Array.from({ length: n }, () => hi());
-  void eventually(() => suite.fake.inFlight >= Math.min(n, CAP), 10_000)
+  let answered = 0;
+  const all = Array.from({ length: n }, () => hi().finally(() => answered++));
+  const held = Math.min(n, CAP);
+  void eventually(() => suite.fake.inFlight >= held && answered >= n - held, 10_000)
     .catch(() => {})
     .finally(release);
   return all;
