@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { procStat } from './proc-cpu.js';
 
 // How much of the machine a bench had. On a virtual machine the hypervisor may hand this guest's CPUs
 // to others ("steal", the 8th field of /proc/stat's `cpu` line, proc(5)); every figure of a run taken
@@ -27,16 +28,10 @@ function kernelThreadTicks(): CpuTimes['kernel'] {
     return ticks;
   }
   for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields[0] is the 3rd: state
-      if (fields[1] !== '2') continue; // ppid: kernel threads are kthreadd's children
-      // By pid: a worker's name changes with the work it does (kworker/u8:0-writeback, -events…).
-      ticks.set(pid, { name, ticks: Number(fields[11]) + Number(fields[12]) });
-    } catch {
-      // gone since the listing
-    }
+    const stat = procStat(pid);
+    // Kernel threads are kthreadd's (pid 2) children. By pid: a worker's name changes with the work it
+    // does (kworker/u8:0-writeback, -events…).
+    if (stat?.ppid === 2) ticks.set(pid, { name: stat.name, ticks: stat.ticks });
   }
   return ticks;
 }

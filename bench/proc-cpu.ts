@@ -9,14 +9,29 @@ import pg from 'pg';
 /** /proc reports clock ticks; USER_HZ is 100 on Linux. */
 const TICK_US = 1_000_000 / 100;
 
+/**
+ * One process's /proc/<pid>/stat: its name, its parent's pid and its user + system CPU so far in clock
+ * ticks; null for a process that has ended. The name may hold spaces and parentheses: the fields after it
+ * are read from its last ')'.
+ */
+export function procStat(pid: number | string): { name: string; ppid: number; ticks: number } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const close = stat.lastIndexOf(')');
+    const fields = stat.slice(close + 2).split(' '); // fields[0] is the 3rd field: the state
+    return {
+      name: stat.slice(stat.indexOf('(') + 1, close),
+      ppid: Number(fields[1]),
+      ticks: Number(fields[11]) + Number(fields[12]),
+    };
+  } catch {
+    return null;
+  }
+}
+
 /** User + system CPU of one process so far, µs; 0 for a process that has ended. */
 export function processCpuUs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * TICK_US;
-  } catch {
-    return 0;
-  }
+  return (procStat(pid)?.ticks ?? 0) * TICK_US;
 }
 
 /** The CPU so far of each PostgreSQL backend connected to `databaseUrl`'s database (pid → µs). */

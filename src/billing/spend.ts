@@ -349,7 +349,7 @@ async function debitAccount(
 
 /**
  * Holds given back whole, in one statement: their rows, then each account's `held` lowered once by their
- * sum (accounts in ascending id), every row locked for this statement alone; a hold no longer held is
+ * sum (grouped in ascending id; a deadlock is retried), every row locked for this statement alone; a hold no longer held is
  * skipped (idempotent). `flush: false` commits without waiting for the WAL flush, for holds nobody will
  * settle (spares: decision 0170): a void a crash forgets leaves its hold to expire. Returns the tokens.
  */
