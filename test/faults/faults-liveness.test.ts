@@ -29,7 +29,8 @@ describe.runIf(storageMode() === 'postgres')(
 
     beforeAll(async () => {
       fake = await startFakeUpstream();
-      server = await startTestServer({ env: fake.env() });
+      // The default limit: this process's beats and reclaims are part of what is tested.
+      server = await startTestServer({ env: fake.env({ PROCESS_DEAD_AFTER_MS: '4000' }) });
       owner = await createUser(server);
       key = (await createApiToken(server, owner, owner.orgKey)).secret;
       await setOrgBalance(server, owner.orgKey, 10_000_000);

@@ -120,7 +120,8 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
   let atStart: Awaited<ReturnType<typeof orgLedger>>;
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    server = await startTestServer({ env: fake.env() });
+    // The default limit, as the workers have: this process is one of a killed worker's peers.
+    server = await startTestServer({ env: fake.env({ PROCESS_DEAD_AFTER_MS: '4000' }) });
     owner = await createUser(server);
     key = (await createApiToken(server, owner, owner.orgKey)).secret;
     await setOrgBalance(server, owner.orgKey, 10_000_000);

@@ -104,6 +104,10 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
       PORT: String(port),
       // Tests must not trip the per-address limit by accident; rate-limit tests set it explicitly.
       RATE_LIMIT_IP_PER_MIN: '100000',
+      // Nor fence themselves: a process whose heartbeat has not landed for half of this admits no call
+      // (503, src/models/slot/liveness.ts), and on a loaded test machine a beat can wait that long. The
+      // tests of liveness set the default (4 s) explicitly.
+      PROCESS_DEAD_AFTER_MS: '30000',
       ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
       DATA_DIR: 'memory://',
       ...(typeof options.env === 'function' ? options.env(port) : options.env),

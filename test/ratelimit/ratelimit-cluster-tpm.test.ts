@@ -37,8 +37,15 @@ describe.skipIf(storageMode() !== 'postgres')('tpm across processes', { timeout:
   const env = () => fake.env({ ORG_MAX_CONCURRENCY: '400' });
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    server = await startTestServer({ env: env() });
-    child = await startChildSvc({ ...env(), DATABASE_URL: server.databaseUrl! });
+    // This process finds the killed one dead in the second test: 10 s after its last beat, inside that
+    // test's wait. Both limits are long enough that a loaded machine fences neither process meanwhile (a
+    // fenced process answers 503: src/models/slot/liveness.ts).
+    server = await startTestServer({ env: { ...env(), PROCESS_DEAD_AFTER_MS: '10000' } });
+    child = await startChildSvc({
+      ...env(),
+      DATABASE_URL: server.databaseUrl!,
+      PROCESS_DEAD_AFTER_MS: '30000',
+    });
   }, 120_000);
   afterAll(async () => {
     await child?.kill();
