@@ -96,7 +96,10 @@ describe.runIf(storageMode() === 'postgres')(
         DATABASE_QUERY_TIMEOUT_MS: '1500',
       };
       [a, b] = await Promise.all([
-        startChildSvc(fake.env({ ...env, DATABASE_URL: proxy.urlFor(server.databaseUrl!) })),
+        // A at info: the line that says its fence is down is one (src/models/slot/liveness.ts).
+        startChildSvc(
+          fake.env({ ...env, DATABASE_URL: proxy.urlFor(server.databaseUrl!), LOG_LEVEL: 'info' }),
+        ),
         startChildSvc(fake.env({ ...env, DATABASE_URL: server.databaseUrl! })),
       ]);
     });
@@ -194,6 +197,8 @@ describe.runIf(storageMode() === 'postgres')(
       const cutDebits = rows.reduce((n, r) => n + r.debited, 0);
       expect(after.debited - before.debited).toBe(cutDebits + WHOLE * whole);
       expect(await checkInvariants(server.deps.db)).toEqual([]);
+      expect(a.output()).toContain('admitting no calls: no heartbeat has landed for a while');
+      expect(a.output()).toContain('a heartbeat landed: admitting calls again');
       expect(a.output()).toContain('ending calls in flight');
       expect(a.output()).toContain('a peer declared this process dead');
       expect(a.alive() && b.alive()).toBe(true);

@@ -68,6 +68,8 @@ export function createLiveness(db: Db, options: LivenessOptions): Liveness {
   /** performance.now() when the last beat that landed was sent (null: none yet, not fenced before the first). */
   let landedSentAt: number | null = null;
   let registered = false;
+  /** The fence is up and was logged: the next beat that lands logs that it is down. */
+  let fenceLogged = false;
   let revokeTimer: NodeJS.Timeout | null = null;
   const fencing = options.onRevoke !== undefined;
 
@@ -106,6 +108,10 @@ export function createLiveness(db: Db, options: LivenessOptions): Liveness {
     }
     if (landedSentAt === null || sentAt > landedSentAt) landedSentAt = sentAt;
     if (fencing) armRevoke(landedSentAt);
+    if (fenceLogged) {
+      fenceLogged = false;
+      log.info({ tag }, 'a heartbeat landed: admitting calls again');
+    }
     // Its row was gone: a peer declared this process dead and reclaimed what it held (see the header).
     if (inserted && registered && fencing) revoke('a peer declared this process dead');
     registered = true;
@@ -157,8 +163,20 @@ export function createLiveness(db: Db, options: LivenessOptions): Liveness {
   return {
     tag,
     requestId: () => `req_${tag}${randomToken()}`,
-    fenced: () =>
-      fencing && landedSentAt !== null && performance.now() - landedSentAt > deadAfterMs * FENCE_AT,
+    fenced() {
+      const silentMs = landedSentAt === null ? 0 : performance.now() - landedSentAt;
+      const fenced = fencing && silentMs > deadAfterMs * FENCE_AT;
+      // Logged once a fence, at the first call it refuses: that call's 503 DATABASE_UNAVAILABLE alone does
+      // not say why, with the database up for every other process.
+      if (fenced && !fenceLogged) {
+        fenceLogged = true;
+        log.warn(
+          { tag, silentMs: Math.round(silentMs) },
+          'admitting no calls: no heartbeat has landed for a while',
+        );
+      }
+      return fenced;
+    },
     leaseId: () => `${tag}.${randomToken(12)}`,
     async beat() {
       if (beating) await beating;
