@@ -434,8 +434,8 @@ async function main() {
       );
       // CPU per call at 32 connections, and in the JSON phase where each side served the most.
       const cpu = (r: Record<string, string | number>, wideCallers: boolean) => {
-        const own = Number(r[wideCallers ? wide('CPU µs/call') : 'CPU µs/call']);
-        return { own, postgres: Number(r[wideCallers ? wide('PostgreSQL µs/call') : 'PostgreSQL µs/call']) };
+        const at = (k: string) => Number(r[wideCallers ? wide(k) : k]);
+        return { own: at('CPU µs/call'), postgres: at('PostgreSQL µs/call') };
       };
       const cpuRatio = (svcWide: boolean, peerWide: boolean) => {
         const { own, postgres } = cpu(row, svcWide);
