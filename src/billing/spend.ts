@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { pgCode, retryOnDeadlock } from '../db/deadlock.js';
-import { ASYNC_COMMIT, namedRows, queryRows, type Db } from '../db/client.js';
+import { namedRows, queryRows, type Db } from '../db/client.js';
 import { AppError, errorOf } from '../http/errors.js';
 import { BILLING_ERRORS } from './errors.js';
 import { accountBalance, orgAccount, sinkAccount } from './ledger.js';
@@ -348,27 +348,20 @@ async function debitAccount(
 }
 
 /**
- * Holds given back whole, in one statement: their rows, then each account's `held` lowered once by their
- * sum (grouped in ascending id; a deadlock is retried), every row locked for this statement alone; a hold no longer held is
+ * Holds given back whole, in one round trip (svc_void_holds, model-path-functions.sql): their rows, then
+ * each account's `held` lowered once by their sum (a deadlock is retried); a hold no longer held is
  * skipped (idempotent). `flush: false` commits without waiting for the WAL flush, for holds nobody will
  * settle (spares: decision 0170): a void a crash forgets leaves its hold to expire. Returns the tokens.
  */
 export async function voidHolds(db: Db, requestIds: string[], { flush } = { flush: true }): Promise<number> {
   if (requestIds.length === 0) return 0;
-  const [name, text] = flush ? ['svc_void_holds', VOID_HOLDS] : ['svc_void_holds_async', VOID_HOLDS_ASYNC];
-  const [row] = await retryOnDeadlock(() => namedRows<{ released: unknown }>(db, name, text, [requestIds]));
+  const [row] = await retryOnDeadlock(() =>
+    namedRows<{ released: unknown }>(db, 'svc_void_holds', VOID_HOLDS, [requestIds, flush]),
+  );
   return num(row?.released);
 }
 
-const voidHoldsStatement = (condition: string) => `with voided as (
-    update billing_holds set status = 'voided', closed_at = now()
-    where request_id = any($1::text[]) and status = 'held'${condition} returning account_id, amount),
-  released as (select account_id, sum(amount) as amount from voided group by account_id order by account_id),
-  lowered as (update billing_accounts a set held = a.held - r.amount
-    from released r where a.id = r.account_id returning r.amount)
-  select coalesce(sum(amount), 0) as released from lowered`;
-const VOID_HOLDS = voidHoldsStatement('');
-const VOID_HOLDS_ASYNC = voidHoldsStatement(` and ${ASYNC_COMMIT} = 'off'`);
+const VOID_HOLDS = 'select svc_void_holds($1::text[], $2::boolean) as released';
 
 /** Releases a hold without debiting (a failed upstream call debits nothing). Idempotent. */
 export async function voidHold(db: Db, requestId: string): Promise<{ releasedCredits: number }> {

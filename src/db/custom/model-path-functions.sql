@@ -285,6 +285,39 @@ END;
 $$;
 --> statement-breakpoint
 
+-- Voids (CONTRACT §8: a failed call debits nothing; an org's spares given back, decision 0170): every
+-- hold of p_request_ids still held is voided, then each account's `held` is lowered once by what its
+-- holds held. Two statements, each on a fresh snapshot (see the top): the accounts' update reads each row
+-- as the holds' last mover left it (a client deleted meanwhile re-points its holds, and their tokens, at
+-- its owner's pool: src/billing/deleted-client.ts). With p_flush false the commit does not wait for the
+-- WAL flush (spares nobody will settle: a void a crash forgets leaves its hold to expire). Returns the
+-- tokens released.
+CREATE OR REPLACE FUNCTION svc_void_holds(p_request_ids text[], p_flush boolean) RETURNS bigint
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+  v_ids text[];
+  v_amounts bigint[];
+BEGIN
+  IF NOT p_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  WITH voided AS (
+    UPDATE billing_holds h SET status = 'voided', closed_at = now()
+      WHERE h.request_id = ANY (p_request_ids) AND h.status = 'held'
+      RETURNING h.account_id, h.amount)
+  SELECT array_agg(g.account_id ORDER BY g.account_id), array_agg(g.amount ORDER BY g.account_id)
+    INTO v_ids, v_amounts
+    FROM (SELECT v.account_id, sum(v.amount)::bigint AS amount FROM voided v GROUP BY v.account_id) g;
+  IF v_ids IS NULL THEN
+    RETURN 0;
+  END IF;
+  UPDATE billing_accounts b SET held = b.held - d.amount
+    FROM unnest(v_ids, v_amounts) AS d(id, amount) WHERE b.id = d.id;
+  RETURN (SELECT sum(a) FROM unnest(v_amounts) AS a);
+END;
+$$;
+--> statement-breakpoint
+
 -- Concurrency leases (CONTRACT §9, ORG_MAX_CONCURRENCY; src/models/concurrency.ts): input i asks for a
 -- slot of org p_org_ids[i] under the cap. A slot is free when it has no row or only an expired one; the
 -- primary key (org_id, slot) makes two takers of one slot serialise, and the loser's guarded upsert
