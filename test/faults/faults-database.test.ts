@@ -42,10 +42,9 @@ describe.runIf(storageMode() === 'postgres')(
 
     beforeAll(async () => {
       fake = await startFakeUpstream();
-      // Only svc's path is cut, not this process's: with the default 4 s, a slow machine could see the
-      // child silent long enough to be declared dead (src/models/slot/liveness.ts, tested on its own in
-      // faults-liveness.test.ts). Here it is kept out of the way.
-      server = await startTestServer({ env: fake.env({ PROCESS_DEAD_AFTER_MS: '30000' }) });
+      // Only svc's path is cut, not this process's, which declares no peer dead within the test: test
+      // servers run with a 30 s liveness limit (test/helpers/server.ts).
+      server = await startTestServer({ env: fake.env() });
       owner = await createUser(server);
       key = (await createApiToken(server, owner, owner.orgKey)).secret;
       await setOrgBalance(server, owner.orgKey, 1_000_000);

@@ -35,7 +35,7 @@ describe.runIf(storageMode() === 'postgres')(
 
     beforeAll(async () => {
       fake = await startFakeUpstream();
-      server = await startTestServer({ env: fake.env({ PROCESS_DEAD_AFTER_MS: '30000' }) });
+      server = await startTestServer({ env: fake.env() });
       proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(server.databaseUrl!).port) });
     });
     afterAll(async () => {

@@ -43,8 +43,9 @@ describe.runIf(storageMode() === 'postgres' && SOAK_SECONDS > 0)(
 
     beforeAll(async () => {
       fake = await startFakeUpstream();
-      // Liveness is tested on its own (faults-liveness); a loaded machine must not declare a child dead here.
-      server = await startTestServer({ env: fake.env({ PROCESS_DEAD_AFTER_MS: '30000' }) });
+      // Liveness is tested on its own (faults-liveness); a loaded machine must not declare a child dead here:
+      // test servers run with a 30 s limit (test/helpers/server.ts).
+      server = await startTestServer({ env: fake.env() });
       owner = await createUser(server);
       key = (await createApiToken(server, owner, owner.orgKey)).secret;
       await setOrgBalance(server, owner.orgKey, 50_000_000);

@@ -40,7 +40,10 @@ export interface Liveness {
   requestId(): string;
   /** A new lease id, stamped with this process's tag. */
   leaseId(): string;
-  /** True while this process's last beat that landed is older than FENCE_AT of the limit: admit nothing. */
+  /**
+   * True while this process's last beat that landed is older than FENCE_AT of the limit: admit nothing.
+   * The first such answer of a fence is logged.
+   */
   fenced(): boolean;
   /** One beat now (and a reclaim when due); resolves with the tags it declared dead. For tests and start-up. */
   beat(): Promise<string[]>;
