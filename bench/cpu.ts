@@ -6,7 +6,8 @@
 //
 // Environment: TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), BENCH_SECONDS
 // (default 10), BENCH_ORGS=16 to spread the load over 16 organizations, BENCH_STREAM=1 for streamed
-// calls (read whole) instead of JSON ones, BENCH_PROFILE=1 to write a
+// calls (read whole) instead of JSON ones, BENCH_KEY_LIMITED=1 to call with the key that has an RPM and a
+// TPM limit (the largest, never reached: every call counted in both rolling windows), BENCH_PROFILE=1 to write a
 // V8 CPU profile of svc into ./bench-profiles (open it in Chrome DevTools).
 import { execSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -46,7 +47,9 @@ const svc = await startChild<ProxySvcInfo>([...profile, '--import', 'tsx', proxy
 });
 try {
   const { default: autocannon } = await import('autocannon');
-  const tokens: string[] = process.env.BENCH_ORGS ? svc.info.spread : [svc.info.token];
+  const tokens: string[] = process.env.BENCH_ORGS
+    ? svc.info.spread
+    : [process.env.BENCH_KEY_LIMITED === '1' ? svc.info.limited : svc.info.token];
   let n = 0;
   const load = (duration: number) =>
     new Promise<Result>((resolve, reject) =>
