@@ -244,6 +244,47 @@ describe('rolling windows in the database', () => {
     return plan!.Plan['Shared Hit Blocks'] + plan!.Plan['Shared Read Blocks'];
   }
 
+  it('admits the calls in flight in one statement, each against the calls before it', async () => {
+    const windows = createPostgresWindows(server.deps.db, log);
+    const [requests, tokens] = [`rpm:test:${randomToken(6)}`, `tpm:test:${randomToken(6)}`];
+    const call = (amount: number): WindowCount[] => [
+      { key: requests, limit: 10, amount: 1 },
+      { key: tokens, limit: 1_000, amount },
+    ];
+    // The first goes alone; the three asked while it runs share the next statement.
+    const first = windows.admit(call(700));
+    const [over, fits, last] = await Promise.all([
+      windows.admit(call(400)),
+      windows.admit(call(200)),
+      windows.admit(call(100)),
+    ]);
+    expect((await first).admitted).toBe(true);
+    // Refused in all its windows, and the calls after it were admitted as if it had not been asked.
+    expect(over.admitted).toBe(false);
+    expect(over.states.map((s) => s.used)).toEqual([1, 700]);
+    expect(over.states[1]!.retryMs).toBeGreaterThan(WINDOW_MS - 10_000);
+    expect([fits, last].map((r) => r.admitted)).toEqual([true, true]);
+    expect(fits.states.map((s) => s.used)).toEqual([2, 900]);
+    expect(last.states.map((s) => s.used)).toEqual([3, 1_000]);
+    // One statement has one clock: the batch's two entries were stamped at the same instant.
+    const stamps = await queryRows<{ at: string }>(
+      server.deps.db,
+      sql`select at::text as at from rate_window_entries where key = ${tokens} order by id`,
+    );
+    expect(stamps.map((r) => r.at)).toHaveLength(3);
+    expect(stamps[1]!.at).toBe(stamps[2]!.at);
+    expect(stamps[0]!.at).not.toBe(stamps[1]!.at);
+    // Corrections in flight together: each entry its own amount, the total moved by both.
+    await Promise.all([
+      windows.correct((await first).entries[1]!, 100),
+      windows.correct(fits.entries[1]!, 50),
+    ]);
+    const store = databaseStore();
+    expect(await store.amounts(tokens)).toEqual([100, 50, 100]);
+    expect(await store.total(tokens)).toBe(250);
+    windows.close();
+  });
+
   it('an admission does not walk the rows earlier admissions deleted', async () => {
     const k = `rpm:test:${randomToken(6)}`;
     const rows = 20_000;
