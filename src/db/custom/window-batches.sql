@@ -1,7 +1,8 @@
--- The rolling windows' admissions and corrections in batches (CONTRACT §11; src/db/custom/rate-windows.sql
--- has the tables, the log and the totals; decision 0173): the calls in flight in one process share one
--- statement and one commit each way (src/ratelimit/rolling-window-postgres.ts groups them), as the holds
--- and settles do (src/db/batch.ts), and a key's total row is written once a batch instead of once a call.
+-- The rolling windows' admissions, corrections and sweep (CONTRACT §11; the log and the totals, and why
+-- these commit without waiting for the WAL flush: src/db/custom/rate-windows.sql). The calls in flight in
+-- one process share one statement and one commit each way (src/ratelimit/rolling-window-postgres.ts groups
+-- them, as the holds and settles are grouped: src/db/batch.ts; decision 0173), and a key's total row is
+-- written once a batch.
 --
 -- Admits calls, each against every window it counts in, all or none, in input order: the calls in flight
 -- in one process share one statement and one commit (src/ratelimit/rolling-window-postgres.ts groups
@@ -57,7 +58,7 @@ DECLARE
   i integer;
 BEGIN
   -- The keys' locks and the totals' rows are held until the commit, and the next call of a key waits
-  -- for them: it must not wait for the commit's WAL flush too (see the note on durability above).
+  -- for them: it must not wait for the commit's WAL flush too (rate-windows.sql, on durability).
   PERFORM set_config('synchronous_commit', 'off', true);
   v_keys := ARRAY(SELECT DISTINCT x FROM unnest(p_keys) AS x ORDER BY 1);
   PERFORM pg_advisory_xact_lock(hashtextextended('svc_rate:' || x, 0)) FROM unnest(v_keys) AS x;
@@ -221,10 +222,10 @@ END;
 $$;
 --> statement-breakpoint
 
--- Rows whose keys no admission comes back to, with their totals (svc_rate_sweep of rate-windows.sql, its
--- totals now written in key order, each once, as the admissions and corrections write them, so the
--- three never wait on each other in a cycle); rows an admission or a correction has locked are skipped
--- (the admission subtracts them itself; the correction's row leaves at the next sweep).
+-- Rows whose keys no admission comes back to, with their totals, each total written once, in key order,
+-- as the admissions and corrections write them, so the three never wait on each other in a cycle. Rows an
+-- admission or a correction has locked are skipped: the admission subtracts them itself, and a corrected
+-- row leaves with the key's next admission or the next sweep.
 CREATE OR REPLACE FUNCTION svc_rate_sweep(p_window_ms integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
