@@ -14,12 +14,11 @@ const SWEEP_MS = WINDOW_MS;
 
 // Named statements (src/db/client.ts namedRows), each serving every call in flight in this process
 // (src/db/batch.ts; decision 0173): a call's counts are adjacent inputs numbered by `call`.
-const ADMIT = `select call, ord, used, reset_ms, retry_ms, entry_id
+const ADMIT = `select ord, used, reset_ms, retry_ms, entry_id
   from svc_rate_admit_many($1::int[], $2::text[], $3::int[], $4::int[], $5::int)`;
 const CORRECT = 'select svc_rate_correct_many($1::text[], $2::bigint[], $3::int[])';
 
 interface AdmitRow {
-  call: number;
   ord: number;
   used: string | number;
   reset_ms: number;
@@ -40,9 +39,11 @@ async function admitMany(db: Db, calls: WindowCount[][]): Promise<WindowAdmissio
   const byInput = new Map(rows.map((r) => [Number(r.ord), r]));
   let at = 0;
   return calls.map((callCounts) => {
-    const own = callCounts.map(() => byInput.get(++at));
-    if (own.some((r) => r === undefined)) throw new Error('the rate-limit admission returned too few rows');
-    const mine = own as AdmitRow[];
+    const mine = callCounts.map(() => {
+      const row = byInput.get(++at);
+      if (!row) throw new Error('the rate-limit admission returned too few rows');
+      return row;
+    });
     const admitted = mine.length > 0 && mine.every((r) => r.entry_id !== null);
     return {
       admitted,
