@@ -4,14 +4,43 @@
 -- them, as the holds and settles are grouped: src/db/batch.ts; decision 0173), and a key's total row is
 -- written once a batch.
 --
--- Admits calls, each against every window it counts in, all or none, in input order: the calls in flight
--- in one process share one statement and one commit (src/ratelimit/rolling-window-postgres.ts groups
--- them). Input j counts p_amounts[j] against key p_keys[j] whose limit is p_limits[j], for call p_calls[j]
--- (1, 2, …: a call's inputs are adjacent, its keys distinct). The keys' advisory locks are taken first, all
--- of them, in one order (sorted), so two batches sharing a key in two processes are decided one after the
--- other, each seeing what the other admitted (in READ COMMITTED every statement below reads the newest
--- committed rows), and two batches never wait on each other in a cycle. The batch has one clock: its calls
--- are admitted at the same instant.
+-- First two steps the functions below share: a batch's locks, and its totals written; then the admissions,
+-- the corrections and the sweep.
+
+-- Begins an admission's or a correction's transaction: its commit does not wait for the WAL flush, and
+-- the advisory locks of p_keys are taken, in one order (sorted), so two batches sharing a key in two
+-- processes take turns and never wait on each other in a cycle. Returns the distinct keys, sorted.
+CREATE OR REPLACE FUNCTION svc_rate_lock_keys(p_keys text[]) RETURNS text[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_keys text[] := ARRAY(SELECT DISTINCT x FROM unnest(p_keys) AS x ORDER BY 1);
+BEGIN
+  -- The keys' locks and the totals' rows are held until the commit, and the next call of a key waits
+  -- for them: it must not wait for the commit's WAL flush too (rate-windows.sql, on durability).
+  PERFORM set_config('synchronous_commit', 'off', true);
+  PERFORM pg_advisory_xact_lock(hashtextextended('svc_rate:' || x, 0)) FROM unnest(v_keys) AS x;
+  RETURN v_keys;
+END;
+$$;
+--> statement-breakpoint
+
+-- Adds p_deltas[i] to the total of key p_keys[i], each total once, in the order given (sorted by the
+-- caller: the lock order below).
+CREATE OR REPLACE FUNCTION svc_rate_add_to_totals(p_keys text[], p_deltas bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. coalesce(cardinality(p_keys), 0) LOOP
+    UPDATE rate_window_totals t SET used = t.used + p_deltas[i] WHERE t.key = p_keys[i];
+  END LOOP;
+END;
+$$;
+--> statement-breakpoint
+
+-- Admits calls, each against every window it counts in, all or none, in input order. Input j counts p_amounts[j] against key p_keys[j] whose limit is p_limits[j], for call p_calls[j]
+-- (1, 2, …: a call's inputs are adjacent, its keys distinct). Every key's advisory lock is taken first
+-- (svc_rate_lock_keys), so two batches sharing a key are decided one after the other, each seeing what the
+-- other admitted (in READ COMMITTED every statement below reads the newest committed rows). The batch has
+-- one clock: its calls are admitted at the same instant.
 --
 -- Lock order, as the corrections and the sweep below: advisory locks, then entry rows, then each total
 -- row in key order. Every key's departed entries are deleted before any total is written, and each total
@@ -57,11 +86,7 @@ DECLARE
   j integer;
   i integer;
 BEGIN
-  -- The keys' locks and the totals' rows are held until the commit, and the next call of a key waits
-  -- for them: it must not wait for the commit's WAL flush too (rate-windows.sql, on durability).
-  PERFORM set_config('synchronous_commit', 'off', true);
-  v_keys := ARRAY(SELECT DISTINCT x FROM unnest(p_keys) AS x ORDER BY 1);
-  PERFORM pg_advisory_xact_lock(hashtextextended('svc_rate:' || x, 0)) FROM unnest(v_keys) AS x;
+  v_keys := svc_rate_lock_keys(p_keys);
   v_now := clock_timestamp();
   v_since := v_now - v_window;
   v_used := array_fill(0::bigint, ARRAY[cardinality(v_keys)]);
@@ -200,9 +225,7 @@ DECLARE
   v_keys text[];
   v_deltas bigint[];
 BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  PERFORM pg_advisory_xact_lock(hashtextextended('svc_rate:' || x.k, 0))
-     FROM (SELECT DISTINCT k FROM unnest(p_keys) AS k ORDER BY 1) AS x;
+  PERFORM svc_rate_lock_keys(p_keys);
   WITH asked AS (
     SELECT DISTINCT ON (a.id) a.id, a.amount FROM unnest(p_ids, p_amounts) AS a(id, amount) ORDER BY a.id
   ), old AS (
@@ -215,9 +238,7 @@ BEGIN
   )
   SELECT array_agg(c.key ORDER BY c.key), array_agg(c.delta ORDER BY c.key) INTO v_keys, v_deltas
     FROM (SELECT changed.key, sum(changed.delta)::bigint AS delta FROM changed GROUP BY changed.key) AS c;
-  FOR i IN 1 .. coalesce(cardinality(v_keys), 0) LOOP
-    UPDATE rate_window_totals t SET used = t.used + v_deltas[i] WHERE t.key = v_keys[i];
-  END LOOP;
+  PERFORM svc_rate_add_to_totals(v_keys, v_deltas);
 END;
 $$;
 --> statement-breakpoint
@@ -230,7 +251,7 @@ CREATE OR REPLACE FUNCTION svc_rate_sweep(p_window_ms integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   v_keys text[];
-  v_amounts bigint[];
+  v_deltas bigint[];
 BEGIN
   WITH gone AS (
     DELETE FROM rate_window_entries e WHERE e.id IN (
@@ -239,10 +260,8 @@ BEGIN
         FOR UPDATE SKIP LOCKED)
     RETURNING e.key, e.amount
   )
-  SELECT array_agg(g.key ORDER BY g.key), array_agg(g.amount ORDER BY g.key) INTO v_keys, v_amounts
+  SELECT array_agg(g.key ORDER BY g.key), array_agg(-g.amount ORDER BY g.key) INTO v_keys, v_deltas
     FROM (SELECT gone.key, sum(gone.amount)::bigint AS amount FROM gone GROUP BY gone.key) AS g;
-  FOR i IN 1 .. coalesce(cardinality(v_keys), 0) LOOP
-    UPDATE rate_window_totals t SET used = t.used - v_amounts[i] WHERE t.key = v_keys[i];
-  END LOOP;
+  PERFORM svc_rate_add_to_totals(v_keys, v_deltas);
 END;
 $$;
