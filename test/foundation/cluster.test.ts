@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { Agent } from 'undici';
 import { availableParallelism } from 'node:os';
 import { startTestServer, storageMode, type TestServer } from '../helpers/server.js';
 import { createApiToken, createUser, type TestUser } from '../helpers/fixtures.js';
@@ -160,22 +161,29 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
 
     const before = await orgLedger(server, owner.orgKey);
     fake.headersDelayMs = 100; // calls overlap, so 12 lanes press on a cap of 4
-    // Each lane (its own connection, so six on each worker) makes calls until 8 are answered, waiting a
-    // little after a 429 as a client told Retry-After would. Without the retries, a worker that took all
-    // four slots first keeps them (slot reuse, src/models/slot/concurrency.ts) while its own lanes have calls,
-    // and the other worker's lanes spent their eight calls on 429s in a few milliseconds: both workers
-    // answering was then luck (CI, once: every answer from one worker).
+    // Each lane (its own kept-alive connection, spread over the workers by the primary) makes calls until
+    // 8 are answered, waiting a little after a 429 as a client told Retry-After would. Without the
+    // retries, a worker that took all four slots first keeps them (slot reuse,
+    // src/models/slot/concurrency.ts) while its own lanes have calls, and the other worker's lanes spent
+    // their eight calls on 429s in a few milliseconds. A lane keeps to its worker only on a connection of
+    // its own: through fetch's shared pool each call took whichever connection was free, so every lane
+    // could be answered by the worker holding the slots (in CI, once, every answer came from one).
     const lanes = await Promise.all(
       Array.from({ length: 12 }, async () => {
+        const connection = new Agent({ connections: 1 });
         const results: CallResult[] = [];
         let answeredHere = 0;
-        for (let attempt = 0; answeredHere < 8 && attempt < 400; attempt++) {
-          const result = await callChat(svc.url, key, { stream: answeredHere % 2 === 1 });
-          results.push(result);
-          if (result.answered) answeredHere++;
-          else if (result.status === 429)
-            await sleep(20); // the scenario: a client retrying a little later
-          else break; // anything else fails the test below
+        try {
+          for (let attempt = 0; answeredHere < 8 && attempt < 400; attempt++) {
+            const result = await callChat(svc.url, key, { stream: answeredHere % 2 === 1, connection });
+            results.push(result);
+            if (result.answered) answeredHere++;
+            else if (result.status === 429)
+              await sleep(20); // the scenario: a client retrying a little later
+            else break; // anything else fails the test below
+          }
+        } finally {
+          await connection.close();
         }
         return results;
       }),

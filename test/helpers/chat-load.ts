@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import type { Dispatcher } from 'undici';
 import { queryRows } from '../../src/db/client.js';
 import { orgAccount } from '../../src/billing/ledger.js';
 import type { TestServer } from './server.js';
@@ -21,7 +22,7 @@ export interface CallResult {
 export async function callChat(
   base: string,
   key: string,
-  opts: { stream?: boolean; signal?: AbortSignal; content?: string } = {},
+  opts: { stream?: boolean; signal?: AbortSignal; content?: string; connection?: Dispatcher } = {},
 ): Promise<CallResult> {
   const started = Date.now();
   const result = (status: number, answered: boolean, headers: Headers | null, code: string | null) => ({
@@ -43,6 +44,9 @@ export async function callChat(
         ...(opts.stream ? { stream: true } : {}),
       }),
       signal: opts.signal ?? AbortSignal.timeout(30_000),
+      // A caller's own connection (an undici Agent with one): fetch otherwise takes any of its pool's.
+      // Node's fetch is undici too; only the type packages of the two differ.
+      ...(opts.connection ? { dispatcher: opts.connection as unknown as RequestInit['dispatcher'] } : {}),
     });
   } catch {
     return result(0, false, null, 'network');
