@@ -48,7 +48,7 @@ export default defineConfig({
           // A worker process runs its files one after another with the modules it already loaded (svc's
           // own, Express, the SDKs): loading them again for every file was most of a file's cost.
           // Files share no state through them: each starts its own server on its own database and
-          // closes it (docs/testing.md). The slow set keeps a fresh process per file.
+          // closes it (docs/testing.md).
           isolate: false,
           // A fast file spends most of its time waiting (on its server's sockets, a child process,
           // Chromium): four at a time fill two cores (decision record 0147).
@@ -61,7 +61,9 @@ export default defineConfig({
         // its own project so that `npm test` stays within minutes on a two-core machine.
         test: { name: 'e2e', include: E2E_TESTS, exclude: SLOW_TESTS, isolate: false, maxWorkers: 4 },
       },
-      { extends: true, test: { name: 'slow', include: SLOW_TESTS } },
+      // One module graph per worker too (decision record 0174): a fresh process per file loaded svc's
+      // modules again for each of these files, a third of their run on a busy machine.
+      { extends: true, test: { name: 'slow', include: SLOW_TESTS, isolate: false } },
     ],
   },
 });
