@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, type Config } from './config.js';
+import type { Config } from './config.js';
 import { openDatabase } from './db/client.js';
 import { allowedConnections, poolPlan } from './db/pool-size.js';
 import { runMigrations } from './db/migrate.js';
@@ -12,20 +12,10 @@ import { runPrimary } from './cluster.js';
 import { joinClusterMetrics } from './metrics/cluster.js';
 import { stopTracing } from './telemetry/spans.js';
 
-// The composition root (STYLE: one place reads config, opens the database, builds the services), run by
-// the process entry (src/main.ts) once it has started tracing or decided not to.
+// The composition root (STYLE: one place opens the database and builds the services from the config),
+// run by the process entry (src/main.ts) once it has read the config and started tracing or decided not to.
 
-export async function serve() {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`svc: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
+export async function serve(config: Config) {
   const log = createLogger(config.logLevel, resolveLogFormat(config.logFormat, config.devMode));
   const where = config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`;
   const database = await openDatabase({
