@@ -161,13 +161,12 @@ describe.runIf(storageMode() === 'postgres')('two worker processes on one port',
 
     const before = await orgLedger(server, owner.orgKey);
     fake.headersDelayMs = 100; // calls overlap, so 12 lanes press on a cap of 4
-    // Each lane (its own kept-alive connection, spread over the workers by the primary) makes calls until
-    // 8 are answered, waiting a little after a 429 as a client told Retry-After would. Without the
-    // retries, a worker that took all four slots first keeps them (slot reuse,
-    // src/models/slot/concurrency.ts) while its own lanes have calls, and the other worker's lanes spent
-    // their eight calls on 429s in a few milliseconds. A lane keeps to its worker only on a connection of
-    // its own: through fetch's shared pool each call took whichever connection was free, so every lane
-    // could be answered by the worker holding the slots (in CI, once, every answer came from one).
+    // Each lane (a kept-alive connection of its own, which the primary gave to one worker) makes calls
+    // until 8 are answered, waiting a little after a 429 as a client told Retry-After would. A worker that
+    // took all four slots keeps them (slot reuse, src/models/slot/concurrency.ts) while its own lanes have
+    // calls: without the retries the other worker's lanes spent their eight calls on 429s in a few
+    // milliseconds, and through fetch's shared pool a lane's calls went over any free connection, so the
+    // worker holding the slots could answer them all.
     const lanes = await Promise.all(
       Array.from({ length: 12 }, async () => {
         const connection = new Agent({ connections: 1 });
