@@ -154,8 +154,12 @@ describe('auto top-up: payment_intent.payment_failed after payment_intent.proces
     // One that names a charge of another customer is refused too.
     await setOrgBalance(world.server, owner.orgKey, 6_000);
     await setOrgBalance(world.server, owner.orgKey, 4_000);
+    // Charged (its intent processing) by the second pass at the latest: a state the server's own poll
+    // (every AUTO_TOPUP_POLL_MS) leaves alone, so only the event below could change it.
+    await runAutoTopups(world.server.deps);
     await runAutoTopups(world.server.deps);
     const mine = await charge(owner.orgKey);
+    expect(mine.status).toBe('charged');
     const forged = await send('payment_intent.payment_failed', {
       id: 'pi_forged',
       object: 'payment_intent',
