@@ -182,5 +182,8 @@ describe('stores shared by several processes (CONTRACT §1)', () => {
         for (const s of servers) await s.close();
       }
     },
+    // A redis-server and two test servers started, a dozen sign-ins hashed: on a busy two-core machine
+    // that can take over 30 s.
+    90_000,
   );
 });
